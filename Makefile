@@ -1,0 +1,55 @@
+# Flowgate: `make dev` runs it locally, `make test` runs every test. Both set up what they need.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PORT ?= 8787
+
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+# worker-build would download these; point it at the ones setup installs.
+export WASM_BINDGEN_BIN := $(HOME)/.cargo/bin/wasm-bindgen
+export ESBUILD_BIN := $(CURDIR)/node_modules/.bin/esbuild
+export WASM_OPT_BIN := $(CURDIR)/node_modules/.bin/wasm-opt
+export WRANGLER_SEND_METRICS := false
+
+WRANGLER := node_modules/.bin/wrangler
+NODE22 := node_modules/node/bin/node
+SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
+
+.PHONY: help setup build dev test test-core test-integration schema check-schema clean
+
+help:
+	@echo "make dev [PORT=8787]   build and serve Flowgate locally (wrangler dev, local D1/KV)"
+	@echo "make test              run every test (core, schema, integration)"
+
+setup:
+	@scripts/setup.sh
+
+build: setup build/index.js
+
+build/index.js: $(SOURCES)
+	worker-build --release
+
+.dev.vars:
+	cp .dev.vars.example .dev.vars
+
+dev: build .dev.vars
+	CI=true $(WRANGLER) d1 migrations apply DB --local
+	$(WRANGLER) dev --local --ip 127.0.0.1 --port $(PORT)
+
+# schema.sql is every migration in order: what a fresh database holds.
+schema: schema.sql
+schema.sql: $(wildcard migrations/*.sql) scripts/schema.sh
+	scripts/schema.sh > $@
+
+check-schema:
+	@scripts/schema.sh | cmp -s - schema.sql || { echo "schema.sql is out of date with migrations/: run 'make schema'"; exit 1; }
+
+test-core:
+	cargo test
+
+test-integration: build
+	$(NODE22) --test --test-reporter=spec --test-concurrency=2 'tests/integration/*.test.mjs'
+
+test: setup check-schema test-core test-integration
+
+clean:
+	rm -rf build target/wasm32-unknown-unknown

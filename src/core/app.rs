@@ -1,0 +1,459 @@
+//! An app: one backend (a Dify app, an HTTP tool or another MCP server) and the inputs it takes.
+//! Validation of console input, and the masking of backend credentials.
+
+use serde_json::{Map, Value};
+
+use super::error::{ApiError, Errors};
+use super::form::{self, FormField};
+use super::url::check_backend_url;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Workflow,
+    Chat,
+    AdvancedChat,
+    AgentChat,
+    Completion,
+    HttpTool,
+    Mcp,
+}
+
+const MODES: [(&str, Mode); 7] = [
+    ("workflow", Mode::Workflow),
+    ("chat", Mode::Chat),
+    ("advanced-chat", Mode::AdvancedChat),
+    ("agent-chat", Mode::AgentChat),
+    ("completion", Mode::Completion),
+    ("http-tool", Mode::HttpTool),
+    ("mcp", Mode::Mcp),
+];
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        MODES.iter().find(|(n, _)| *n == s).map(|(_, m)| *m)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        MODES.iter().find(|(_, m)| *m == self).map_or("", |(n, _)| n)
+    }
+
+    /// Modes served by Dify's Service API.
+    pub fn is_dify(self) -> bool {
+        !matches!(self, Mode::HttpTool | Mode::Mcp)
+    }
+
+    /// Chat modes take the user's message as a `query` argument.
+    pub fn takes_query(self) -> bool {
+        matches!(self, Mode::Chat | Mode::AdvancedChat | Mode::AgentChat)
+    }
+}
+
+/// Longest app name and description accepted (Dify's own limits are lower).
+pub const MAX_NAME: usize = 255;
+pub const MAX_DESCRIPTION: usize = 4096;
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
+pub const MAX_TIMEOUT_SECONDS: u64 = 900;
+/// What the console shows instead of a stored literal credential.
+pub const MASK: &str = "***";
+
+/// A validated app, ready to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppSpec {
+    pub name: String,
+    pub description: String,
+    pub mode: Mode,
+    /// Backend settings as stored: credentials are `$NAME` references or literals.
+    pub backend: Value,
+    pub user_input_form: Vec<FormField>,
+    pub outputs: Vec<OutputVar>,
+}
+
+/// A declared output variable of a workflow (becomes the tool's outputSchema).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutputVar {
+    pub variable: String,
+    pub ty: &'static str,
+    pub description: Option<String>,
+}
+
+const OUTPUT_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "object", "array"];
+
+impl OutputVar {
+    pub fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("variable".into(), self.variable.clone().into());
+        o.insert("type".into(), self.ty.into());
+        if let Some(d) = &self.description {
+            o.insert("description".into(), d.clone().into());
+        }
+        Value::Object(o)
+    }
+}
+
+pub fn outputs_to_json(outputs: &[OutputVar]) -> Value {
+    Value::Array(outputs.iter().map(OutputVar::to_json).collect())
+}
+
+/// Validates a create (`stored_backend = None`) or replace body. On replace, a credential sent
+/// back as `"***"` keeps the stored value.
+pub fn validate_app(body: &Value, stored_backend: Option<&Value>) -> Result<AppSpec, ApiError> {
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    };
+    let mut errs = Errors::default();
+    let name = required_text(obj, "name", MAX_NAME, &mut errs);
+    let description = optional_text(obj, "description", MAX_DESCRIPTION, &mut errs);
+    let mode = match obj.get("mode").and_then(Value::as_str) {
+        Some(m) => Mode::parse(m).or_else(|| {
+            let known: Vec<&str> = MODES.iter().map(|(n, _)| *n).collect();
+            errs.add("mode", format!("unknown mode '{m}'; expected one of {}", known.join(", ")));
+            None
+        }),
+        None => {
+            errs.add("mode", "is required");
+            None
+        }
+    };
+    let form = match obj.get("user_input_form") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => form::parse_form(v, "user_input_form", &mut errs),
+    };
+    if mode.is_some_and(Mode::takes_query) {
+        if let Some(i) = form.iter().position(|f| f.variable == "query") {
+            errs.add(
+                format!("user_input_form[{i}]"),
+                "'query' is reserved in chat modes for the user's message; rename the variable",
+            );
+        }
+    }
+    let outputs = match obj.get("outputs") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => parse_outputs(v, &mut errs),
+    };
+    let backend = match (mode, obj.get("backend")) {
+        (_, None | Some(Value::Null)) => {
+            errs.add("backend", "is required");
+            Value::Null
+        }
+        (_, Some(b)) if !b.is_object() => {
+            errs.add("backend", "must be an object");
+            Value::Null
+        }
+        (Some(mode), Some(b)) => {
+            let mut b = b.clone();
+            validate_backend(mode, &mut b, stored_backend, &mut errs);
+            b
+        }
+        (None, Some(b)) => b.clone(),
+    };
+    let mode = mode.unwrap_or(Mode::Workflow);
+    errs.into_result(AppSpec { name, description, mode, backend, user_input_form: form, outputs })
+}
+
+/// Non-fatal notes on an app a person should see (returned as `warnings`).
+pub fn warnings(spec: &AppSpec) -> Vec<String> {
+    let mut w: Vec<String> = spec
+        .user_input_form
+        .iter()
+        .filter(|f| f.required && !f.ty.reaches_mcp())
+        .map(|f| {
+            format!(
+                "variable '{}' ({}) is required, but MCP clients cannot send {} inputs: calls will fail unless the backend supplies it",
+                f.variable,
+                f.ty.as_dify(),
+                f.ty.as_dify()
+            )
+        })
+        .collect();
+    if !spec.outputs.is_empty() && spec.mode != Mode::Workflow && spec.mode != Mode::HttpTool {
+        w.push(format!("outputs are only used by workflow and http-tool apps, not {}", spec.mode.as_str()));
+    }
+    w
+}
+
+fn required_text(obj: &Map<String, Value>, key: &str, max: usize, errs: &mut Errors) -> String {
+    match obj.get(key) {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.chars().count() <= max => s.clone(),
+        Some(Value::String(s)) if s.trim().is_empty() => {
+            errs.add(key, "must not be empty");
+            String::new()
+        }
+        Some(Value::String(_)) => {
+            errs.add(key, format!("must be at most {max} characters"));
+            String::new()
+        }
+        None | Some(Value::Null) => {
+            errs.add(key, "is required");
+            String::new()
+        }
+        Some(_) => {
+            errs.add(key, "must be a string");
+            String::new()
+        }
+    }
+}
+
+fn optional_text(obj: &Map<String, Value>, key: &str, max: usize, errs: &mut Errors) -> String {
+    match obj.get(key) {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) if s.chars().count() <= max => s.clone(),
+        Some(Value::String(_)) => {
+            errs.add(key, format!("must be at most {max} characters"));
+            String::new()
+        }
+        Some(_) => {
+            errs.add(key, "must be a string");
+            String::new()
+        }
+    }
+}
+
+fn parse_outputs(v: &Value, errs: &mut Errors) -> Vec<OutputVar> {
+    let Some(list) = v.as_array() else {
+        errs.add("outputs", "must be an array of {variable, type, description?}");
+        return Vec::new();
+    };
+    let mut out: Vec<OutputVar> = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let at = format!("outputs[{i}]");
+        let variable = match item.get("variable").and_then(Value::as_str) {
+            Some(v) if form::is_variable_name(v) => v,
+            _ => {
+                errs.add(format!("{at}.variable"), "must be a valid variable name");
+                continue;
+            }
+        };
+        if out.iter().any(|o| o.variable == variable) {
+            errs.add(format!("{at}.variable"), format!("'{variable}' is used twice"));
+            continue;
+        }
+        let ty = match item.get("type").and_then(Value::as_str) {
+            None => "string",
+            Some(t) => match OUTPUT_TYPES.iter().find(|k| **k == t) {
+                Some(k) => k,
+                None => {
+                    errs.add(format!("{at}.type"), format!("must be one of {}", OUTPUT_TYPES.join(", ")));
+                    continue;
+                }
+            },
+        };
+        let description = match item.get("description") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => {
+                errs.add(format!("{at}.description"), "must be a string");
+                continue;
+            }
+        };
+        out.push(OutputVar { variable: variable.to_string(), ty, description });
+    }
+    out
+}
+
+/// Checks a backend object for `mode` in place: URLs, timeouts, credentials (`"***"` resolved
+/// against the stored backend).
+fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mut Errors) {
+    let (url_key, allowed): (&str, &[&str]) = match mode {
+        m if m.is_dify() => ("base_url", &["base_url", "api_key", "timeout_seconds"]),
+        Mode::HttpTool => ("api_endpoint", &[]),
+        _ => ("url", &[]),
+    };
+    let Some(obj) = b.as_object_mut() else { return };
+    match obj.get(url_key) {
+        Some(Value::String(u)) => {
+            if let Err(why) = check_backend_url(u) {
+                errs.add(format!("backend.{url_key}"), why);
+            } else if mode.is_dify() {
+                // Stored without a trailing slash so paths join cleanly.
+                let trimmed = u.trim_end_matches('/').to_string();
+                obj.insert(url_key.into(), trimmed.into());
+            }
+        }
+        _ => errs.add(format!("backend.{url_key}"), "is required and must be an http or https URL"),
+    }
+    if !allowed.is_empty() {
+        for k in obj.keys().filter(|k| !allowed.contains(&k.as_str())) {
+            errs.add(format!("backend.{k}"), format!("is not a setting of {} apps (known: {})", mode.as_str(), allowed.join(", ")));
+        }
+    }
+    match obj.get("timeout_seconds") {
+        None | Some(Value::Null) => {}
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=MAX_TIMEOUT_SECONDS).contains(&n) => {}
+            _ => errs.add(
+                "backend.timeout_seconds",
+                format!("must be an integer from 1 to {MAX_TIMEOUT_SECONDS}"),
+            ),
+        },
+    }
+    if mode.is_dify() && !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
+        errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
+    }
+    for_each_credential(obj, "backend", &mut |path, slot| {
+        let Value::String(s) = slot else {
+            errs.add(path, "must be a string");
+            return;
+        };
+        if s == MASK {
+            match stored.and_then(|st| credential_at(st, path)) {
+                Some(old) => *slot = old.clone(),
+                None => errs.add(path, "is \"***\" but there is no stored value to keep; send the credential"),
+            }
+        } else if s.starts_with('$') && !is_secret_ref(s) {
+            errs.add(path, "looks like a secret reference but is not `$NAME` (letters, digits, _)");
+        }
+    });
+}
+
+/// A whole-string reference to a Worker secret or variable, e.g. `$DIFY_KEY`.
+pub fn is_secret_ref(s: &str) -> bool {
+    s.strip_prefix('$').is_some_and(form::is_variable_name)
+}
+
+/// The places in a backend object that hold credentials: `api_key`, every `headers` value and
+/// the OAuth client secret and refresh token.
+fn for_each_credential(obj: &mut Map<String, Value>, base: &str, f: &mut dyn FnMut(&str, &mut Value)) {
+    if let Some(v) = obj.get_mut("api_key") {
+        f(&format!("{base}.api_key"), v);
+    }
+    if let Some(Value::Object(h)) = obj.get_mut("headers") {
+        for (name, v) in h.iter_mut() {
+            f(&format!("{base}.headers.{name}"), v);
+        }
+    }
+    if let Some(Value::Object(o)) = obj.get_mut("oauth") {
+        for key in ["client_secret", "refresh_token"] {
+            if let Some(v) = o.get_mut(key) {
+                f(&format!("{base}.oauth.{key}"), v);
+            }
+        }
+    }
+}
+
+fn credential_at<'a>(stored: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut cur = stored;
+    for part in path.strip_prefix("backend.")?.split('.') {
+        cur = cur.get(part)?;
+    }
+    Some(cur)
+}
+
+/// The backend as the console shows it: literal credentials replaced by `"***"`, `$NAME`
+/// references shown as they are (they name a secret, they are not one).
+pub fn mask_backend(backend: &Value) -> Value {
+    let mut b = backend.clone();
+    if let Some(obj) = b.as_object_mut() {
+        for_each_credential(obj, "backend", &mut |_, slot| {
+            if !slot.as_str().is_some_and(is_secret_ref) {
+                *slot = Value::String(MASK.into());
+            }
+        });
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn workflow() -> Value {
+        json!({
+            "name": "Summariser", "description": "Summarises text", "mode": "workflow",
+            "backend": {"base_url": "http://127.0.0.1:5001/v1/", "api_key": "app-secret123"},
+            "user_input_form": [{"text-input": {"variable": "text", "required": true}}],
+            "outputs": [{"variable": "summary", "type": "string"}]
+        })
+    }
+
+    fn fields(err: ApiError) -> Vec<String> {
+        err.errors.into_iter().map(|e| e.field).collect()
+    }
+
+    #[test]
+    fn accepts_a_workflow_and_trims_the_base_url() {
+        let spec = validate_app(&workflow(), None).unwrap();
+        assert_eq!(spec.mode, Mode::Workflow);
+        assert_eq!(spec.backend["base_url"], "http://127.0.0.1:5001/v1");
+        assert_eq!(spec.outputs[0].ty, "string");
+        assert!(warnings(&spec).is_empty());
+    }
+
+    #[test]
+    fn reports_each_bad_field() {
+        let err = validate_app(
+            &json!({"name": "", "mode": "spreadsheet", "backend": "x", "outputs": [{"variable": "a", "type": "date"}]}),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(fields(err), ["name", "mode", "outputs[0].type", "backend"]);
+
+        let err = validate_app(
+            &json!({"name": "a", "mode": "chat", "backend": {"base_url": "ftp://x", "api_key": "", "timeout_seconds": 0, "model": 1},
+                     "user_input_form": [{"paragraph": {"variable": "query"}}]}),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            fields(err),
+            ["user_input_form[0]", "backend.base_url", "backend.model", "backend.timeout_seconds", "backend.api_key"]
+        );
+        assert!(validate_app(&json!([1]), None).unwrap_err().message.contains("JSON object"));
+    }
+
+    #[test]
+    fn other_modes_need_their_url() {
+        let err = validate_app(&json!({"name": "t", "mode": "http-tool", "backend": {}}), None).unwrap_err();
+        assert_eq!(fields(err), ["backend.api_endpoint"]);
+        let err = validate_app(&json!({"name": "m", "mode": "mcp", "backend": {"url": "nope"}}), None).unwrap_err();
+        assert_eq!(fields(err), ["backend.url"]);
+        let ok = validate_app(
+            &json!({"name": "m", "mode": "mcp", "backend": {"url": "https://mcp.example.com/mcp", "transport": "auto"}}),
+            None,
+        );
+        assert!(ok.is_ok());
+    }
+
+    #[test]
+    fn literal_credentials_are_masked_and_refs_are_not() {
+        let backend = json!({"url": "https://x", "api_key": "lit", "headers": {"X-Key": "$TEAM_KEY", "X-Other": "v"},
+                             "oauth": {"client_id": "id", "client_secret": "s"}});
+        let masked = mask_backend(&backend);
+        assert_eq!(masked["api_key"], "***");
+        assert_eq!(masked["headers"]["X-Key"], "$TEAM_KEY");
+        assert_eq!(masked["headers"]["X-Other"], "***");
+        assert_eq!(masked["oauth"]["client_secret"], "***");
+        assert_eq!(masked["oauth"]["client_id"], "id");
+    }
+
+    #[test]
+    fn mask_sent_back_keeps_the_stored_value() {
+        let stored = validate_app(&workflow(), None).unwrap().backend;
+        let mut body = workflow();
+        body["backend"]["api_key"] = json!("***");
+        let spec = validate_app(&body, Some(&stored)).unwrap();
+        assert_eq!(spec.backend["api_key"], "app-secret123");
+        // Without a stored value a mask cannot be resolved.
+        let err = validate_app(&body, None).unwrap_err();
+        assert_eq!(fields(err), ["backend.api_key"]);
+    }
+
+    #[test]
+    fn secret_references() {
+        assert!(is_secret_ref("$DIFY_KEY"));
+        assert!(!is_secret_ref("$"));
+        assert!(!is_secret_ref("$1X"));
+        let mut body = workflow();
+        body["backend"]["api_key"] = json!("$bad-name");
+        assert_eq!(fields(validate_app(&body, None).unwrap_err()), ["backend.api_key"]);
+    }
+
+    #[test]
+    fn warns_on_required_file_inputs() {
+        let mut body = workflow();
+        body["user_input_form"] = json!([{"file": {"variable": "doc", "required": true}}]);
+        let w = warnings(&validate_app(&body, None).unwrap());
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("'doc'"));
+    }
+}

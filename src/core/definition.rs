@@ -1,0 +1,71 @@
+//! The resolved definition of a server: everything the MCP endpoint needs to answer
+//! `tools/list` and start a call, cached in KV under the SHA-256 of the server code.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
+pub const FORMAT: u32 = 1;
+/// KV expiry of a definition. Console writes rewrite or delete entries at once; the TTL only
+/// bounds how long an unused entry lingers.
+pub const TTL_SECONDS: u64 = 3600;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerDefinition {
+    pub format: u32,
+    pub server_id: String,
+    pub name: String,
+    pub description: String,
+    pub status: String,
+    pub parameters: Map<String, Value>,
+    pub apps: Vec<AppDefinition>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppDefinition {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub mode: String,
+    pub backend: Value,
+    pub user_input_form: Value,
+    pub outputs: Value,
+}
+
+impl ServerDefinition {
+    /// Reads a cached entry; anything unreadable or of another format is a miss.
+    pub fn from_cache(text: &str) -> Option<ServerDefinition> {
+        serde_json::from_str::<ServerDefinition>(text).ok().filter(|d| d.format == FORMAT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn round_trips_and_rejects_other_formats() {
+        let d = ServerDefinition {
+            format: FORMAT,
+            server_id: "s".into(),
+            name: "n".into(),
+            description: "".into(),
+            status: "active".into(),
+            parameters: Map::new(),
+            apps: vec![AppDefinition {
+                id: "a".into(),
+                name: "A".into(),
+                description: "".into(),
+                mode: "workflow".into(),
+                backend: json!({"base_url": "http://x"}),
+                user_input_form: json!([]),
+                outputs: json!([]),
+            }],
+        };
+        let text = serde_json::to_string(&d).unwrap();
+        assert_eq!(ServerDefinition::from_cache(&text), Some(d));
+        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":1", "\"format\":0")), None);
+        assert_eq!(ServerDefinition::from_cache("not json"), None);
+    }
+}

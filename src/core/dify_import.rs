@@ -1,0 +1,58 @@
+//! Turning a Dify app's `/v1/info` and `/v1/parameters` into an app body for the console.
+
+use serde_json::{json, Value};
+
+use super::app::Mode;
+
+/// Why the responses are not those of a Dify app (a message for the person importing).
+pub fn app_body_from_dify(info: &Value, parameters: &Value, base_url: &str, api_key: &str) -> Result<Value, String> {
+    let mode = info
+        .get("mode")
+        .and_then(Value::as_str)
+        .ok_or("the /info response has no `mode`; is this the Service API base URL of a Dify app (…/v1)?")?;
+    match Mode::parse(mode) {
+        Some(m) if m.is_dify() => {}
+        _ => return Err(format!("the Dify app has mode '{mode}', which Flowgate cannot serve")),
+    }
+    let name = info.get("name").and_then(Value::as_str).filter(|n| !n.trim().is_empty()).unwrap_or("Dify app");
+    let description = info.get("description").and_then(Value::as_str).unwrap_or("");
+    let form = match parameters.get("user_input_form") {
+        Some(f @ Value::Array(_)) => f.clone(),
+        None | Some(Value::Null) => json!([]),
+        Some(_) => return Err("the /parameters response has a `user_input_form` that is not a list".into()),
+    };
+    Ok(json!({
+        "name": name,
+        "description": description,
+        "mode": mode,
+        "backend": {"base_url": base_url, "api_key": api_key},
+        "user_input_form": form,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_an_app_body() {
+        let body = app_body_from_dify(
+            &json!({"name": "Translator", "description": "Translates", "mode": "advanced-chat", "tags": []}),
+            &json!({"user_input_form": [{"select": {"variable": "lang", "options": ["en"]}}]}),
+            "http://dify/v1",
+            "app-x",
+        )
+        .unwrap();
+        assert_eq!(body["mode"], "advanced-chat");
+        assert_eq!(body["name"], "Translator");
+        assert_eq!(body["user_input_form"][0]["select"]["variable"], "lang");
+        assert_eq!(body["backend"]["api_key"], "app-x");
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_dify_app() {
+        assert!(app_body_from_dify(&json!({"hello": 1}), &json!({}), "u", "k").unwrap_err().contains("no `mode`"));
+        assert!(app_body_from_dify(&json!({"mode": "mcp"}), &json!({}), "u", "k").unwrap_err().contains("'mcp'"));
+        assert!(app_body_from_dify(&json!({"mode": "chat"}), &json!({"user_input_form": 3}), "u", "k").is_err());
+    }
+}

@@ -1,0 +1,108 @@
+//! Console API errors: an HTTP status, a stable machine code and a message a person can act on.
+
+use serde_json::{json, Value};
+
+/// One bad field of a request body, named by its JSON path (`backend.base_url`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+    pub errors: Vec<FieldError>,
+    /// For 405: the methods the route takes (sent as `Allow`).
+    pub allow: Option<&'static str>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError { status, code, message: message.into(), errors: Vec::new(), allow: None }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "bad_request", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(404, "not_found", message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(409, "conflict", message)
+    }
+
+    /// 400 listing every bad field; the message repeats them so a client that only shows
+    /// `message` still tells the user everything.
+    pub fn validation(errors: Vec<FieldError>) -> Self {
+        let message = errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ");
+        ApiError { status: 400, code: "validation_failed", message, errors, allow: None }
+    }
+
+    pub fn method_not_allowed(method: &str, path: &str, allow: &'static str) -> Self {
+        let mut e = Self::new(405, "method_not_allowed", format!("{method} is not allowed on {path}; use {allow}"));
+        e.allow = Some(allow);
+        e
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut body = json!({ "error": self.code, "message": self.message });
+        if !self.errors.is_empty() {
+            body["errors"] = Value::Array(
+                self.errors
+                    .iter()
+                    .map(|e| json!({ "field": e.field, "message": e.message }))
+                    .collect(),
+            );
+        }
+        body
+    }
+}
+
+/// Collects field errors while a body is validated, so one response reports all of them.
+#[derive(Debug, Default)]
+pub struct Errors(pub Vec<FieldError>);
+
+impl Errors {
+    pub fn add(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.0.push(FieldError { field: field.into(), message: message.into() });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn into_result<T>(self, value: T) -> Result<T, ApiError> {
+        if self.0.is_empty() {
+            Ok(value)
+        } else {
+            Err(ApiError::validation(self.0))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_error_names_every_field() {
+        let mut e = Errors::default();
+        e.add("name", "is required");
+        e.add("backend.base_url", "must be an http or https URL");
+        let err: ApiError = e.into_result(()).unwrap_err();
+        assert_eq!(err.status, 400);
+        let body = err.to_json();
+        assert_eq!(body["error"], "validation_failed");
+        assert_eq!(body["errors"][1]["field"], "backend.base_url");
+        assert!(body["message"].as_str().unwrap().contains("name: is required"));
+    }
+}

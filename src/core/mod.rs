@@ -1,0 +1,10 @@
+//! The pure core: everything that can be decided without IO.
+
+pub mod app;
+pub mod definition;
+pub mod dify_import;
+pub mod error;
+pub mod form;
+pub mod ids;
+pub mod server;
+pub mod url;

@@ -1,0 +1,402 @@
+//! The console API under `/console/api`: the app registry and Dify-compatible server routes.
+
+use serde_json::{json, Map, Value};
+use worker::{D1Database, Date, Env, Method, Request, Response};
+
+use crate::core::app::{self, AppSpec};
+use crate::core::dify_import;
+use crate::core::error::ApiError;
+use crate::core::ids;
+use crate::core::server::{validate_server, ServerBody, ServerFields, Status};
+
+use super::cache;
+use super::dify;
+use super::http::{self, internal, read_json, MAX_CONSOLE_BODY};
+use super::store::{self, AppRow, NewServer, ServerRow};
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+pub const D1_BINDING: &str = "DB";
+
+/// Routes `/console/api/<rest>` after the admin token was checked.
+pub async fn handle(mut req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
+    let db = env.d1(D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
+    let method = req.method();
+    let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+    let path = req.path();
+    let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
+    let c = Console { env, db: &db, origin: &origin };
+    let (status, body) = match (rest, &method) {
+        (["apps"], Method::Get) => (200, c.list_apps().await?),
+        (["apps"], Method::Post) => (201, c.create_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["apps"], _) => return not_allowed("GET, POST"),
+        (["apps", "import"], Method::Post) => (201, c.import_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["apps", "import"], _) => return not_allowed("POST"),
+        (["apps", id], Method::Get) => (200, c.app_row(id).await?.to_console_json()),
+        (["apps", id], Method::Put) => (200, c.replace_app(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["apps", id], Method::Delete) => (200, c.delete_app(id).await?),
+        (["apps", _], _) => return not_allowed("GET, PUT, DELETE"),
+        (["apps", id, "server"], Method::Get) => (200, c.get_app_server(id).await?),
+        (["apps", id, "server"], Method::Post) => (201, c.create_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, true).await?).await?),
+        (["apps", id, "server"], Method::Put) => (200, c.update_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["apps", id, "server"], Method::Delete) => (200, c.delete_app_server(id).await?),
+        (["apps", _, "server"], _) => return not_allowed("GET, POST, PUT, DELETE"),
+        // Dify's route is a GET keyed by the server id; POST is accepted too, and so is the app id.
+        (["apps", id, "server", "refresh"], Method::Get | Method::Post) => (200, c.rotate_app_server(id).await?),
+        (["apps", _, "server", "refresh"], _) => return not_allowed("GET, POST"),
+        (["servers"], Method::Get) => (200, c.list_servers().await?),
+        (["servers"], Method::Post) => (201, c.create_server(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["servers"], _) => return not_allowed("GET, POST"),
+        (["servers", id], Method::Get) => (200, c.get_server(id).await?),
+        (["servers", id], Method::Put) => (200, c.update_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["servers", id], Method::Delete) => (200, c.delete_server(id).await?),
+        (["servers", _], _) => return not_allowed("GET, PUT, DELETE"),
+        (["servers", id, "refresh"], Method::Get | Method::Post) => (200, c.rotate_server(id).await?),
+        (["servers", _, "refresh"], _) => return not_allowed("GET, POST"),
+        _ => return Err(ApiError::not_found(format!("no console route {} {path}", method.as_ref()))),
+    };
+    http::json(status, &body).map_err(|e| internal("writing the response", e))
+}
+
+fn now() -> i64 {
+    (Date::now().as_millis() / 1000) as i64
+}
+
+fn new_id() -> Result<String> {
+    ids::new_id().map_err(|e| internal("drawing a random id", e))
+}
+
+struct Console<'a> {
+    env: &'a Env,
+    db: &'a D1Database,
+    origin: &'a str,
+}
+
+impl Console<'_> {
+    // ---- apps ----
+
+    async fn list_apps(&self) -> Result<Value> {
+        let apps = store::list_apps(self.db).await?;
+        Ok(json!({ "data": apps.iter().map(AppRow::to_console_json).collect::<Vec<_>>() }))
+    }
+
+    async fn app_row(&self, id: &str) -> Result<AppRow> {
+        store::get_app(self.db, id).await?.ok_or_else(|| ApiError::not_found(format!("no app with id '{id}'")))
+    }
+
+    async fn create_app(&self, body: &Value) -> Result<Value> {
+        let spec = app::validate_app(body, None)?;
+        let id = new_id()?;
+        store::insert_app(self.db, &id, &spec, now()).await?;
+        self.app_response(&id, &spec).await
+    }
+
+    async fn app_response(&self, id: &str, spec: &AppSpec) -> Result<Value> {
+        let mut out = self.app_row(id).await?.to_console_json();
+        out["warnings"] = json!(app::warnings(spec));
+        Ok(out)
+    }
+
+    async fn import_app(&self, body: &Value) -> Result<Value> {
+        let field = |k: &str| body.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+        let (Some(base_url), Some(api_key)) = (field("base_url"), field("api_key")) else {
+            let mut errs = crate::core::error::Errors::default();
+            if field("base_url").is_none() {
+                errs.add("base_url", "is required: the Dify Service API base URL, e.g. https://api.dify.ai/v1");
+            }
+            if field("api_key").is_none() {
+                errs.add("api_key", "is required: the app's API key (app-…) or a $SECRET_NAME");
+            }
+            return Err(ApiError::validation(errs.0));
+        };
+        if let Err(why) = crate::core::url::check_backend_url(base_url) {
+            return Err(ApiError::validation(vec![crate::core::error::FieldError {
+                field: "base_url".into(),
+                message: why.into(),
+            }]));
+        }
+        let base = base_url.trim_end_matches('/');
+        let key = self.resolve_secret(api_key, "api_key")?;
+        let info = dify::get_json(base, &key, "/info").await?;
+        let parameters = dify::get_json(base, &key, "/parameters").await?;
+        let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key)
+            .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;
+        // Dify's form may hold what Flowgate refuses; say so as an import problem.
+        let spec = app::validate_app(&app_body, None).map_err(|e| {
+            ApiError::new(422, "unsupported_dify_app", format!("the Dify app's settings cannot be imported: {}", e.message))
+        })?;
+        let id = new_id()?;
+        store::insert_app(self.db, &id, &spec, now()).await?;
+        self.app_response(&id, &spec).await
+    }
+
+    /// The value of a credential: a `$NAME` reference is read from the Worker's secrets.
+    fn resolve_secret(&self, value: &str, field: &str) -> Result<String> {
+        if !app::is_secret_ref(value) {
+            return Ok(value.to_string());
+        }
+        let name = &value[1..];
+        self.env
+            .secret(name)
+            .map(|s| s.to_string())
+            .or_else(|_| self.env.var(name).map(|v| v.to_string()))
+            .map_err(|_| {
+                ApiError::validation(vec![crate::core::error::FieldError {
+                    field: field.into(),
+                    message: format!("refers to ${name}, which is not a secret or variable of this Worker"),
+                }])
+            })
+    }
+
+    async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {
+        let row = self.app_row(id).await?;
+        let spec = app::validate_app(body, Some(&row.backend()))?;
+        store::update_app(self.db, id, &spec, now()).await?;
+        self.rewrite_cache_of_app(id).await?;
+        self.app_response(id, &spec).await
+    }
+
+    async fn delete_app(&self, id: &str) -> Result<Value> {
+        self.app_row(id).await?;
+        let servers = store::servers_of_app(self.db, id).await?;
+        store::delete_app(self.db, id).await?;
+        for server in &servers {
+            match store::get_server(self.db, &server.id).await? {
+                Some(still) => cache::write(self.env, self.db, &still).await?,
+                None => cache::remove(self.env, &server.code_hash).await?,
+            }
+        }
+        Ok(json!({ "result": "success", "id": id }))
+    }
+
+    async fn rewrite_cache_of_app(&self, app_id: &str) -> Result<()> {
+        for server in store::servers_of_app(self.db, app_id).await? {
+            cache::write(self.env, self.db, &server).await?;
+        }
+        Ok(())
+    }
+
+    // ---- Dify-style servers (one per app) ----
+
+    async fn app_server_row(&self, app_id: &str) -> Result<ServerRow> {
+        self.app_row(app_id).await?;
+        store::get_server_of_app(self.db, app_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("app '{app_id}' has no MCP server; create one with POST")))
+    }
+
+    async fn get_app_server(&self, app_id: &str) -> Result<Value> {
+        let row = self.app_server_row(app_id).await?;
+        self.server_json(&row, None).await
+    }
+
+    async fn create_app_server(&self, app_id: &str, body: &Value) -> Result<Value> {
+        let fields = validate_server(body, ServerBody::CreateForApp)?;
+        let app = self.app_row(app_id).await?;
+        if store::get_server_of_app(self.db, app_id).await?.is_some() {
+            return Err(ApiError::conflict(format!(
+                "app '{app_id}' already has an MCP server; update it with PUT or rotate its code"
+            )));
+        }
+        let description = fields.description.unwrap_or_else(|| app.description.clone());
+        self.insert_server(Some(app_id), &app.name, &description, &fields.parameters.unwrap_or_default(), std::slice::from_ref(&app.id))
+            .await
+    }
+
+    async fn update_app_server(&self, app_id: &str, body: &Value) -> Result<Value> {
+        let fields = validate_server(body, ServerBody::UpdateForApp)?;
+        let row = self.app_server_row(app_id).await?;
+        if fields.id.as_deref() != Some(row.id.as_str()) {
+            return Err(ApiError::validation(vec![crate::core::error::FieldError {
+                field: "id".into(),
+                message: format!("is not the id of app '{app_id}''s server ({})", row.id),
+            }]));
+        }
+        self.apply_update(row, fields).await
+    }
+
+    async fn delete_app_server(&self, app_id: &str) -> Result<Value> {
+        let row = self.app_server_row(app_id).await?;
+        self.remove_server(&row).await
+    }
+
+    /// Dify keys this route by server id; an app id is accepted as well.
+    async fn rotate_app_server(&self, id: &str) -> Result<Value> {
+        let row = match store::get_server(self.db, id).await? {
+            Some(row) => row,
+            None => store::get_server_of_app(self.db, id)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("no MCP server (or app with a server) with id '{id}'")))?,
+        };
+        self.rotate(row).await
+    }
+
+    // ---- multi-app servers ----
+
+    async fn server_row(&self, id: &str) -> Result<ServerRow> {
+        store::get_server(self.db, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no MCP server with id '{id}'")))
+    }
+
+    async fn list_servers(&self) -> Result<Value> {
+        let mut data = Vec::new();
+        for row in store::list_multi_servers(self.db).await? {
+            data.push(self.server_json(&row, None).await?);
+        }
+        Ok(json!({ "data": data }))
+    }
+
+    async fn create_server(&self, body: &Value) -> Result<Value> {
+        let fields = validate_server(body, ServerBody::CreateMulti)?;
+        let app_ids = fields.app_ids.unwrap_or_default();
+        self.check_apps_exist(&app_ids).await?;
+        self.insert_server(
+            None,
+            fields.name.as_deref().unwrap_or_default(),
+            fields.description.as_deref().unwrap_or_default(),
+            &fields.parameters.unwrap_or_default(),
+            &app_ids,
+        )
+        .await
+    }
+
+    async fn check_apps_exist(&self, app_ids: &[String]) -> Result<()> {
+        let missing = store::missing_apps(self.db, app_ids).await?;
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::validation(vec![crate::core::error::FieldError {
+            field: "app_ids".into(),
+            message: format!("no app with id {}", missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", ")),
+        }]))
+    }
+
+    async fn get_server(&self, id: &str) -> Result<Value> {
+        let row = self.server_row(id).await?;
+        self.server_json(&row, None).await
+    }
+
+    async fn update_server(&self, id: &str, body: &Value) -> Result<Value> {
+        let fields = validate_server(body, ServerBody::UpdateMulti)?;
+        let row = self.server_row(id).await?;
+        if row.app_id.is_some() && fields.app_ids.is_some() {
+            return Err(ApiError::validation(vec![crate::core::error::FieldError {
+                field: "app_ids".into(),
+                message: "this server belongs to one app (created under /apps/{id}/server); its apps cannot change".into(),
+            }]));
+        }
+        if let Some(ids) = &fields.app_ids {
+            self.check_apps_exist(ids).await?;
+        }
+        self.apply_update(row, fields).await
+    }
+
+    async fn delete_server(&self, id: &str) -> Result<Value> {
+        let row = self.server_row(id).await?;
+        self.remove_server(&row).await
+    }
+
+    async fn rotate_server(&self, id: &str) -> Result<Value> {
+        let row = self.server_row(id).await?;
+        self.rotate(row).await
+    }
+
+    // ---- shared server mechanics ----
+
+    async fn insert_server(
+        &self,
+        app_id: Option<&str>,
+        name: &str,
+        description: &str,
+        parameters: &Map<String, Value>,
+        app_ids: &[String],
+    ) -> Result<Value> {
+        let id = new_id()?;
+        // A collision of two random 95-bit codes is not expected; retry a few times anyway.
+        for _ in 0..3 {
+            let code = ids::new_server_code().map_err(|e| internal("drawing a server code", e))?;
+            let hash = ids::sha256_hex(&code);
+            let new = NewServer {
+                id: &id,
+                app_id,
+                name,
+                description,
+                code_hash: &hash,
+                code_hint: ids::code_hint(&code),
+                parameters,
+                app_ids,
+                now: now(),
+            };
+            if store::insert_server(self.db, &new).await? {
+                let row = self.server_row(&id).await?;
+                cache::write(self.env, self.db, &row).await?;
+                return self.server_json(&row, Some(&code)).await;
+            }
+        }
+        Err(internal("storing the server", "server code collided three times"))
+    }
+
+    async fn apply_update(&self, mut row: ServerRow, fields: ServerFields) -> Result<Value> {
+        if let Some(name) = fields.name {
+            row.name = name;
+        }
+        if let Some(d) = fields.description {
+            row.description = d;
+        }
+        if let Some(p) = fields.parameters {
+            row.parameters = Value::Object(p).to_string();
+        }
+        if let Some(st) = fields.status {
+            row.status = st.as_str().to_string();
+        }
+        store::update_server(self.db, &row, fields.app_ids.as_deref(), now()).await?;
+        let row = self.server_row(&row.id).await?;
+        cache::write(self.env, self.db, &row).await?;
+        self.server_json(&row, None).await
+    }
+
+    async fn rotate(&self, row: ServerRow) -> Result<Value> {
+        for _ in 0..3 {
+            let code = ids::new_server_code().map_err(|e| internal("drawing a server code", e))?;
+            let hash = ids::sha256_hex(&code);
+            if store::rotate_code(self.db, &row.id, &hash, ids::code_hint(&code), now()).await? {
+                // The old code must stop working: its entry goes, the new one is written.
+                cache::remove(self.env, &row.code_hash).await?;
+                let fresh = self.server_row(&row.id).await?;
+                cache::write(self.env, self.db, &fresh).await?;
+                return self.server_json(&fresh, Some(&code)).await;
+            }
+        }
+        Err(internal("rotating the server code", "server code collided three times"))
+    }
+
+    async fn remove_server(&self, row: &ServerRow) -> Result<Value> {
+        store::delete_server(self.db, &row.id).await?;
+        cache::remove(self.env, &row.code_hash).await?;
+        Ok(json!({ "result": "success", "id": row.id }))
+    }
+
+    /// A server as the console shows it. The full code and MCP URL only when just drawn.
+    async fn server_json(&self, row: &ServerRow, code: Option<&str>) -> Result<Value> {
+        let mut out = json!({
+            "id": row.id,
+            "name": row.name,
+            "description": row.description,
+            "status": Status::parse(&row.status).map_or("inactive", Status::as_str),
+            "parameters": row.parameters(),
+            "server_code_hint": row.code_hint,
+            "created_at": row.created_at,
+            "updated_at": row.updated_at,
+        });
+        match &row.app_id {
+            Some(app_id) => out["app_id"] = json!(app_id),
+            None => out["app_ids"] = json!(store::app_ids_of_server(self.db, &row.id).await?),
+        }
+        if let Some(code) = code {
+            out["server_code"] = json!(code);
+            out["mcp_url"] = json!(format!("{}/mcp/server/{code}/mcp", self.origin));
+        }
+        Ok(out)
+    }
+}

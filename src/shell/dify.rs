@@ -1,0 +1,64 @@
+//! A small Dify Service API client: what the console's import needs.
+
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use serde_json::Value;
+use worker::{Delay, Fetch, Headers, Method, Request, RequestInit};
+
+use crate::core::error::ApiError;
+
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(15);
+
+fn import_error(code: &'static str, message: String) -> ApiError {
+    ApiError::new(422, code, message)
+}
+
+/// `GET {base_url}{path}` with the app key; every failure becomes a 422 naming the cause.
+pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value, ApiError> {
+    let url = format!("{base_url}{path}");
+    let headers = Headers::new();
+    let auth = format!("Bearer {api_key}");
+    headers
+        .set("authorization", &auth)
+        .and_then(|_| headers.set("accept", "application/json"))
+        .map_err(|_| import_error("invalid_api_key", "the API key contains characters not allowed in an HTTP header".into()))?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(headers);
+    let req = Request::new_with_init(&url, &init)
+        .map_err(|e| import_error("dify_unreachable", format!("cannot request {url}: {e}")))?;
+    let fetch = Fetch::Request(req);
+    let sent = fetch.send();
+    let timeout = Delay::from(IMPORT_TIMEOUT);
+    futures::pin_mut!(sent, timeout);
+    let mut resp = match select(sent, timeout).await {
+        Either::Left((Ok(r), _)) => r,
+        Either::Left((Err(e), _)) => {
+            return Err(import_error("dify_unreachable", format!("could not reach the Dify API at {url}: {e}")))
+        }
+        Either::Right(_) => {
+            return Err(import_error(
+                "dify_timeout",
+                format!("the Dify API at {url} did not answer within {} s", IMPORT_TIMEOUT.as_secs()),
+            ))
+        }
+    };
+    let status = resp.status_code();
+    let text = resp.text().await.unwrap_or_default();
+    let body: Option<Value> = serde_json::from_str(&text).ok();
+    let dify_message = body.as_ref().and_then(|b| b.get("message")).and_then(Value::as_str).unwrap_or("");
+    match status {
+        200..=299 => body.filter(Value::is_object).ok_or_else(|| {
+            import_error("not_a_dify_app", format!("{url} answered with something other than a JSON object; is base_url the Dify Service API (…/v1)?"))
+        }),
+        401 | 403 => Err(import_error(
+            "dify_unauthorized",
+            format!("Dify refused the API key ({status}{}{dify_message}); use the app's Service API key (app-…)", if dify_message.is_empty() { "" } else { ": " }),
+        )),
+        404 => Err(import_error("not_a_dify_app", format!("{url} does not exist (404); is base_url the Dify Service API (…/v1)?"))),
+        _ => Err(import_error(
+            "dify_error",
+            format!("the Dify API answered {status} for {path}{}{dify_message}", if dify_message.is_empty() { "" } else { ": " }),
+        )),
+    }
+}

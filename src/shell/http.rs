@@ -1,0 +1,76 @@
+//! Response helpers and bounded body reading shared by every route.
+
+use serde_json::Value;
+use worker::{console_error, Headers, Request, Response};
+
+
+use crate::core::error::ApiError;
+
+/// Largest console request body accepted.
+pub const MAX_CONSOLE_BODY: usize = 1 << 20;
+
+pub fn json(status: u16, body: &Value) -> worker::Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    headers.set("cache-control", "no-store")?;
+    Ok(Response::from_bytes(serde_json::to_vec(body)?)?.with_status(status).with_headers(headers))
+}
+
+pub fn error(err: &ApiError) -> worker::Result<Response> {
+    let resp = json(err.status, &err.to_json())?;
+    if let Some(allow) = err.allow {
+        resp.headers().set("allow", allow)?;
+    }
+    Ok(resp)
+}
+
+/// Storage and platform failures: logged in full, reported without internals.
+pub fn internal(context: &str, e: impl std::fmt::Display) -> ApiError {
+    console_error!("{context}: {e}");
+    ApiError::new(
+        503,
+        "storage_unavailable",
+        format!("{context} failed; retry, and check the Worker logs if it persists"),
+    )
+}
+
+/// Reads a JSON body of at most `limit` bytes. An empty body reads as `{}` when `empty_ok`.
+pub async fn read_json(req: &mut Request, limit: usize, empty_ok: bool) -> Result<Value, ApiError> {
+    if let Ok(Some(len)) = req.headers().get("content-length") {
+        if len.trim().parse::<usize>().is_ok_and(|n| n > limit) {
+            return Err(too_large(limit));
+        }
+    }
+    let bytes = req.bytes().await.map_err(|e| internal("reading the request body", e))?;
+    if bytes.len() > limit {
+        return Err(too_large(limit));
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return if empty_ok {
+            Ok(Value::Object(Default::default()))
+        } else {
+            Err(ApiError::bad_request("the request body is empty; send a JSON object"))
+        };
+    }
+    let content_type = req.headers().get("content-type").ok().flatten().unwrap_or_default();
+    if !is_json_content_type(&content_type) {
+        return Err(ApiError::new(
+            415,
+            "unsupported_media_type",
+            format!(
+                "send the body as JSON with `Content-Type: application/json` (got {})",
+                if content_type.is_empty() { "no Content-Type" } else { content_type.as_str() }
+            ),
+        ));
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(400, "invalid_json", format!("the body is not valid JSON: {e}")))
+}
+
+pub fn is_json_content_type(ct: &str) -> bool {
+    ct.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+fn too_large(limit: usize) -> ApiError {
+    ApiError::new(413, "payload_too_large", format!("the body is larger than {} KiB", limit / 1024))
+}

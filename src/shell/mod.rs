@@ -1,0 +1,67 @@
+//! The Worker: routing and IO around the pure core.
+
+mod cache;
+mod console;
+mod dify;
+mod http;
+mod store;
+
+use serde_json::json;
+use worker::{event, Context, Env, Request, Response};
+
+use crate::core::error::ApiError;
+use crate::core::ids::constant_time_eq;
+
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[event(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+    let path = req.path();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let result = match segments.as_slice() {
+        ["healthz"] => http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e)),
+        ["console", "api", rest @ ..] => match check_admin(&req, &env) {
+            Ok(()) => console::handle(req, &env, rest).await,
+            Err(e) => Err(e),
+        },
+        _ => Err(ApiError::not_found(format!("no route {} {path}", req.method().as_ref()))),
+    };
+    match result {
+        Ok(resp) => Ok(resp),
+        Err(e) => http::error(&e),
+    }
+}
+
+/// `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time.
+fn check_admin(req: &Request, env: &Env) -> Result<(), ApiError> {
+    let Ok(expected) = env.secret("ADMIN_TOKEN").map(|s| s.to_string()) else {
+        return Err(ApiError::new(
+            503,
+            "console_disabled",
+            "the console is disabled: set the ADMIN_TOKEN secret (wrangler secret put ADMIN_TOKEN)",
+        ));
+    };
+    let header = req.headers().get("authorization").ok().flatten().unwrap_or_default();
+    let token = header
+        .strip_prefix("Bearer ")
+        .or_else(|| header.strip_prefix("bearer "))
+        .map(str::trim)
+        .unwrap_or("");
+    if expected.is_empty() || token.is_empty() || !constant_time_eq(token.as_bytes(), expected.as_bytes()) {
+        return Err(ApiError::new(
+            401,
+            "unauthorized",
+            if header.is_empty() {
+                "send the admin token as `Authorization: Bearer <ADMIN_TOKEN>`"
+            } else {
+                "the admin token is not valid"
+            },
+        ));
+    }
+    Ok(())
+}

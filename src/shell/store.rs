@@ -1,0 +1,341 @@
+//! The registry in D1: apps, servers, and which apps each server exposes.
+
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+use wasm_bindgen::JsValue;
+use worker::{D1Database, D1PreparedStatement};
+
+use crate::core::app::{self, AppSpec};
+use crate::core::definition::{AppDefinition, ServerDefinition, FORMAT};
+use crate::core::error::ApiError;
+use crate::core::form::form_to_dify;
+
+use super::http::internal;
+
+/// One deploy serves one tenant today; the column keeps Dify's uniqueness rule
+/// `(tenant_id, app_id)` and room for more.
+pub const TENANT: &str = "default";
+
+pub type Result<T> = std::result::Result<T, ApiError>;
+
+#[derive(Debug, Deserialize)]
+pub struct AppRow {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub mode: String,
+    pub backend: String,
+    pub user_input_form: String,
+    pub outputs: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ServerRow {
+    pub id: String,
+    pub app_id: Option<String>,
+    pub name: String,
+    pub description: String,
+    pub code_hash: String,
+    pub code_hint: String,
+    pub status: String,
+    pub parameters: String,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+fn parse_stored(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+impl AppRow {
+    /// The app as the console shows it (credentials masked).
+    pub fn to_console_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "mode": self.mode,
+            "backend": app::mask_backend(&parse_stored(&self.backend)),
+            "user_input_form": parse_stored(&self.user_input_form),
+            "outputs": parse_stored(&self.outputs),
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+        })
+    }
+
+    pub fn backend(&self) -> Value {
+        parse_stored(&self.backend)
+    }
+
+    fn to_definition(&self) -> AppDefinition {
+        AppDefinition {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            mode: self.mode.clone(),
+            backend: parse_stored(&self.backend),
+            user_input_form: parse_stored(&self.user_input_form),
+            outputs: parse_stored(&self.outputs),
+        }
+    }
+}
+
+impl ServerRow {
+    pub fn parameters(&self) -> Map<String, Value> {
+        match parse_stored(&self.parameters) {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+}
+
+fn s(v: &str) -> JsValue {
+    JsValue::from_str(v)
+}
+
+fn n(v: i64) -> JsValue {
+    JsValue::from_f64(v as f64)
+}
+
+fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatement> {
+    db.prepare(sql).bind(args).map_err(|e| internal("preparing a registry query", e))
+}
+
+const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
+const SERVER_COLUMNS: &str =
+    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at";
+
+pub async fn list_apps(db: &D1Database) -> Result<Vec<AppRow>> {
+    let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
+    let res = stmt(db, &sql, &[s(TENANT)])?.all().await.map_err(|e| internal("listing apps", e))?;
+    res.results().map_err(|e| internal("reading apps", e))
+}
+
+pub async fn get_app(db: &D1Database, id: &str) -> Result<Option<AppRow>> {
+    let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE id = ?1 AND tenant_id = ?2");
+    stmt(db, &sql, &[s(id), s(TENANT)])?.first(None).await.map_err(|e| internal("reading an app", e))
+}
+
+pub async fn insert_app(db: &D1Database, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
+    let sql = "INSERT INTO apps (id, tenant_id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at)
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)";
+    stmt(db, sql, &app_args(id, spec, now))?.run().await.map_err(|e| internal("storing the app", e))?;
+    Ok(())
+}
+
+fn app_args(id: &str, spec: &AppSpec, now: i64) -> [JsValue; 9] {
+    [
+        s(id),
+        s(TENANT),
+        s(&spec.name),
+        s(&spec.description),
+        s(spec.mode.as_str()),
+        s(&spec.backend.to_string()),
+        s(&form_to_dify(&spec.user_input_form).to_string()),
+        s(&app::outputs_to_json(&spec.outputs).to_string()),
+        n(now),
+    ]
+}
+
+/// Replaces an app; Dify-style servers take their name from their app, so they follow it.
+pub async fn update_app(db: &D1Database, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
+    let update = "UPDATE apps SET name = ?3, description = ?4, mode = ?5, backend = ?6, user_input_form = ?7,
+                  outputs = ?8, updated_at = ?9 WHERE id = ?1 AND tenant_id = ?2";
+    let rename = "UPDATE mcp_servers SET name = ?2, updated_at = ?3 WHERE app_id = ?1";
+    db.batch(vec![
+        stmt(db, update, &app_args(id, spec, now))?,
+        stmt(db, rename, &[s(id), s(&spec.name), n(now)])?,
+    ])
+    .await
+    .map_err(|e| internal("updating the app", e))?;
+    Ok(())
+}
+
+/// Deletes an app with its Dify-style server and its place in multi-app servers.
+pub async fn delete_app(db: &D1Database, id: &str) -> Result<()> {
+    db.batch(vec![
+        stmt(db, "DELETE FROM mcp_server_apps WHERE app_id = ?1", &[s(id)])?,
+        stmt(db, "DELETE FROM mcp_server_apps WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)])?,
+        stmt(db, "DELETE FROM end_users WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)])?,
+        stmt(db, "DELETE FROM mcp_servers WHERE app_id = ?1", &[s(id)])?,
+        stmt(db, "DELETE FROM apps WHERE id = ?1 AND tenant_id = ?2", &[s(id), s(TENANT)])?,
+    ])
+    .await
+    .map_err(|e| internal("deleting the app", e))?;
+    Ok(())
+}
+
+/// The servers that expose an app (their cache entries change when the app does).
+pub async fn servers_of_app(db: &D1Database, app_id: &str) -> Result<Vec<ServerRow>> {
+    let sql = format!(
+        "SELECT {} FROM mcp_servers s JOIN mcp_server_apps sa ON sa.server_id = s.id WHERE sa.app_id = ?1",
+        prefixed(SERVER_COLUMNS, "s.")
+    );
+    let res = stmt(db, &sql, &[s(app_id)])?.all().await.map_err(|e| internal("finding the app's servers", e))?;
+    res.results().map_err(|e| internal("reading servers", e))
+}
+
+fn prefixed(columns: &str, prefix: &str) -> String {
+    columns.split(", ").map(|c| format!("{prefix}{c}")).collect::<Vec<_>>().join(", ")
+}
+
+pub async fn get_server(db: &D1Database, id: &str) -> Result<Option<ServerRow>> {
+    let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE id = ?1 AND tenant_id = ?2");
+    stmt(db, &sql, &[s(id), s(TENANT)])?.first(None).await.map_err(|e| internal("reading a server", e))
+}
+
+pub async fn get_server_of_app(db: &D1Database, app_id: &str) -> Result<Option<ServerRow>> {
+    let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE app_id = ?1 AND tenant_id = ?2");
+    stmt(db, &sql, &[s(app_id), s(TENANT)])?.first(None).await.map_err(|e| internal("reading a server", e))
+}
+
+/// Multi-app (workspace) servers; Dify-style servers are listed under their app.
+pub async fn list_multi_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
+    let sql = format!(
+        "SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 AND app_id IS NULL ORDER BY created_at, id"
+    );
+    let res = stmt(db, &sql, &[s(TENANT)])?.all().await.map_err(|e| internal("listing servers", e))?;
+    res.results().map_err(|e| internal("reading servers", e))
+}
+
+pub async fn app_ids_of_server(db: &D1Database, server_id: &str) -> Result<Vec<String>> {
+    #[derive(Deserialize)]
+    struct Row {
+        app_id: String,
+    }
+    let res = stmt(db, "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position", &[s(server_id)])?
+        .all()
+        .await
+        .map_err(|e| internal("listing a server's apps", e))?;
+    let rows: Vec<Row> = res.results().map_err(|e| internal("reading a server's apps", e))?;
+    Ok(rows.into_iter().map(|r| r.app_id).collect())
+}
+
+/// The ids among `ids` that name no app.
+pub async fn missing_apps(db: &D1Database, ids: &[String]) -> Result<Vec<String>> {
+    let mut missing = Vec::new();
+    for id in ids {
+        if get_app(db, id).await?.is_none() {
+            missing.push(id.clone());
+        }
+    }
+    Ok(missing)
+}
+
+pub struct NewServer<'a> {
+    pub id: &'a str,
+    pub app_id: Option<&'a str>,
+    pub name: &'a str,
+    pub description: &'a str,
+    pub code_hash: &'a str,
+    pub code_hint: &'a str,
+    pub parameters: &'a Map<String, Value>,
+    pub app_ids: &'a [String],
+    pub now: i64,
+}
+
+/// Inserts a server and its app list in one transaction. `Ok(false)` when the code hash
+/// collided (the caller draws a new code).
+pub async fn insert_server(db: &D1Database, new: &NewServer<'_>) -> Result<bool> {
+    let insert = "INSERT INTO mcp_servers (id, tenant_id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at)
+                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?9)";
+    let mut batch = vec![stmt(
+        db,
+        insert,
+        &[
+            s(new.id),
+            s(TENANT),
+            new.app_id.map_or(JsValue::NULL, s),
+            s(new.name),
+            s(new.description),
+            s(new.code_hash),
+            s(new.code_hint),
+            s(&Value::Object(new.parameters.clone()).to_string()),
+            n(new.now),
+        ],
+    )?];
+    batch.extend(server_app_rows(db, new.id, new.app_ids)?);
+    match db.batch(batch).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_code_collision(&e) => Ok(false),
+        Err(e) if e.to_string().contains("UNIQUE") => {
+            Err(ApiError::conflict("this app already has an MCP server; update it with PUT or rotate its code"))
+        }
+        Err(e) => Err(internal("storing the server", e)),
+    }
+}
+
+fn is_code_collision(e: &worker::Error) -> bool {
+    e.to_string().contains("code_hash")
+}
+
+fn server_app_rows(db: &D1Database, server_id: &str, app_ids: &[String]) -> Result<Vec<D1PreparedStatement>> {
+    app_ids
+        .iter()
+        .enumerate()
+        .map(|(i, app_id)| {
+            stmt(
+                db,
+                "INSERT INTO mcp_server_apps (server_id, app_id, position) VALUES (?1, ?2, ?3)",
+                &[s(server_id), s(app_id), n(i as i64)],
+            )
+        })
+        .collect()
+}
+
+/// Writes the editable fields of a server (and, when given, its app list) in one transaction.
+pub async fn update_server(db: &D1Database, row: &ServerRow, app_ids: Option<&[String]>, now: i64) -> Result<()> {
+    let mut batch = vec![stmt(
+        db,
+        "UPDATE mcp_servers SET name = ?2, description = ?3, status = ?4, parameters = ?5, updated_at = ?6 WHERE id = ?1",
+        &[s(&row.id), s(&row.name), s(&row.description), s(&row.status), s(&row.parameters), n(now)],
+    )?];
+    if let Some(ids) = app_ids {
+        batch.push(stmt(db, "DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(&row.id)])?);
+        batch.extend(server_app_rows(db, &row.id, ids)?);
+    }
+    db.batch(batch).await.map_err(|e| internal("updating the server", e))?;
+    Ok(())
+}
+
+/// Replaces the code hash; `Ok(false)` on a collision.
+pub async fn rotate_code(db: &D1Database, id: &str, code_hash: &str, code_hint: &str, now: i64) -> Result<bool> {
+    let sql = "UPDATE mcp_servers SET code_hash = ?2, code_hint = ?3, updated_at = ?4 WHERE id = ?1";
+    match stmt(db, sql, &[s(id), s(code_hash), s(code_hint), n(now)])?.run().await {
+        Ok(_) => Ok(true),
+        Err(e) if is_code_collision(&e) => Ok(false),
+        Err(e) => Err(internal("rotating the server code", e)),
+    }
+}
+
+pub async fn delete_server(db: &D1Database, id: &str) -> Result<()> {
+    db.batch(vec![
+        stmt(db, "DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(id)])?,
+        stmt(db, "DELETE FROM end_users WHERE server_id = ?1", &[s(id)])?,
+        stmt(db, "DELETE FROM mcp_servers WHERE id = ?1", &[s(id)])?,
+    ])
+    .await
+    .map_err(|e| internal("deleting the server", e))?;
+    Ok(())
+}
+
+/// Everything the MCP endpoint needs about a server, read from D1.
+pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<ServerDefinition> {
+    let sql = format!(
+        "SELECT {} FROM apps a JOIN mcp_server_apps sa ON sa.app_id = a.id WHERE sa.server_id = ?1 ORDER BY sa.position",
+        prefixed(APP_COLUMNS, "a.")
+    );
+    let res = stmt(db, &sql, &[s(&server.id)])?.all().await.map_err(|e| internal("reading a server's apps", e))?;
+    let apps: Vec<AppRow> = res.results().map_err(|e| internal("reading a server's apps", e))?;
+    Ok(ServerDefinition {
+        format: FORMAT,
+        server_id: server.id.clone(),
+        name: server.name.clone(),
+        description: server.description.clone(),
+        status: server.status.clone(),
+        parameters: server.parameters(),
+        apps: apps.iter().map(AppRow::to_definition).collect(),
+    })
+}
