@@ -257,6 +257,8 @@ fn parse_default(
             Value::String(_) => Some(v.clone()),
             _ => bad(errs, at, "must be a string"),
         },
+        // Bad options were reported already; a default cannot be checked against them.
+        FieldType::Select if options.is_empty() => None,
         FieldType::Select => match v.as_str() {
             Some(s) if options.iter().any(|o| o == s) => Some(v.clone()),
             _ => bad(errs, at, "must be one of the options"),
