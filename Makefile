@@ -10,7 +10,7 @@ export ESBUILD_BIN := $(CURDIR)/node_modules/.bin/esbuild
 export WASM_OPT_BIN := $(CURDIR)/node_modules/.bin/wasm-opt
 export WRANGLER_SEND_METRICS := false
 
-WRANGLER := node_modules/.bin/wrangler
+WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
 NODE22 := node_modules/node/bin/node
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
 

@@ -1,0 +1,514 @@
+// Starts the real Flowgate Worker (wrangler dev --local, i.e. workerd + miniflare)
+// for one test file, with its own port and its own state directory.
+//
+//   import { startFlowgate } from '../support/harness.mjs';
+//   const fg = await startFlowgate({ vars: { SOME_VAR: 'x' } });
+//   const r = await fg.fetchJson('/healthz');
+//   await fg.stop();
+//
+// Needs `make build` (build/index.js) and `npm ci` (node_modules/wrangler).
+// Wrangler 4.164 refuses to run on Node < 22.12, so wrangler is always run with a
+// Node >= 22.12: the one running the tests if it is new enough, otherwise the
+// project's pinned node (devDependency "node", node_modules/node/bin/node).
+//
+// Every process started here runs in its own process group, which is killed
+// (SIGKILL) when the test process exits, is interrupted or crashes, so no
+// wrangler/workerd survives a test file.
+// Set FLOWGATE_TEST_LOG=1 to mirror wrangler's output to stderr.
+
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+const LOG_LINES = 200;
+const HEALTH_TIMEOUT_MS = 90_000;
+const HEALTH_POLL_MS = 200;
+const TERM_GRACE_MS = 3_000;
+// Orphaned group members are reaped by PID 1; on some VMs that takes ~2 s.
+const REAP_WAIT_MS = 10_000;
+const COMMAND_TIMEOUT_MS = 120_000;
+
+const baseEnv = () => ({ ...process.env, CI: 'true', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1', FORCE_COLOR: '0' });
+
+// ---------------------------------------------------------------------------
+// Process-group registry and teardown
+// ---------------------------------------------------------------------------
+
+/** pgid -> description, for every process group started and not yet confirmed gone. */
+const liveGroups = new Map();
+let hooksInstalled = false;
+
+function killGroupSync(pgid, signal = 'SIGKILL') {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch {
+    return false; // ESRCH: already gone
+  }
+}
+
+/** State dirs of instances not yet stopped (removed by the exit hook). */
+const liveStateDirs = new Set();
+
+/** Synchronously SIGKILLs every process group still registered. */
+export function killAllSync() {
+  for (const pgid of liveGroups.keys()) killGroupSync(pgid, 'SIGKILL');
+}
+
+function onExit() {
+  killAllSync();
+  for (const dir of liveStateDirs) {
+    try {
+      fs.rmSync(dir, { recursive: true, force: true });
+    } catch {
+      /* best effort */
+    }
+  }
+}
+
+function installHooks() {
+  if (hooksInstalled) return;
+  hooksInstalled = true;
+  process.on('exit', onExit);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    const handler = () => {
+      killAllSync();
+      // If someone else (e.g. node:test's runner) also handles the signal, let it
+      // decide how to exit; otherwise exit the way the default handler would.
+      if (process.listenerCount(sig) <= 1) process.exit(128 + os.constants.signals[sig]);
+    };
+    process.on(sig, handler);
+  }
+  process.on('uncaughtException', (err, origin) => {
+    // node:test installs its own handler, reports the error against the running
+    // test and carries on (its after() hooks call stop(); the 'exit' hook covers the
+    // rest). Otherwise behave like Node's default: kill, print and exit 1.
+    if (process.listenerCount('uncaughtException') <= 1) {
+      killAllSync();
+      process.stderr.write(`${origin === 'unhandledRejection' ? 'Unhandled rejection' : 'Uncaught exception'}: ${err?.stack ?? err}\n`);
+      process.exit(1);
+    }
+  });
+}
+
+/** True while any process of the group exists (zombies included). */
+export function groupAlive(pgid) {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
+  }
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function waitGroupGone(pgid, ms) {
+  const deadline = Date.now() + ms;
+  while (groupAlive(pgid)) {
+    if (Date.now() >= deadline) return false;
+    await sleep(50);
+  }
+  return true;
+}
+
+/** Listen on 127.0.0.1:0, read the port, close. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Spawns `cmd args` as leader of a new process group, captures stdout+stderr into a
+ * ring buffer of the last ~200 lines, and registers the group for teardown.
+ *
+ * Returns { child, pid, log(), output(), exited, stop({ graceMs }) }:
+ *  - log(): last lines of stdout+stderr interleaved, as one string
+ *  - output(): { stdout, stderr } complete, when opts.capture is true (for short commands)
+ *  - exited: Promise<{ code, signal }> of the group leader
+ *  - stop(): SIGTERM the group, SIGKILL after graceMs (default 3 s), wait until the
+ *    group is gone; idempotent.
+ * opts: spawn options (cwd defaults to the repo root, env to the wrangler env) plus
+ *   capture (keep full stdout/stderr), echo (mirror to stderr), label, unref.
+ */
+export function startProcessGroup(cmd, args, opts = {}) {
+  installHooks();
+  const {
+    capture = false,
+    echo = process.env.FLOWGATE_TEST_LOG === '1',
+    label = path.basename(cmd),
+    unref = false,
+    ...spawnOpts
+  } = opts;
+  const child = spawn(cmd, args, {
+    cwd: repoRoot,
+    env: baseEnv(),
+    ...spawnOpts,
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines = [];
+  const partial = { stdout: '', stderr: '' };
+  const full = { stdout: [], stderr: [] };
+  const pushLine = (l) => {
+    lines.push(l);
+    if (lines.length > LOG_LINES) lines.splice(0, lines.length - LOG_LINES);
+  };
+  for (const stream of ['stdout', 'stderr']) {
+    child[stream].on('data', (buf) => {
+      if (capture) full[stream].push(buf);
+      if (echo) process.stderr.write(buf);
+      const text = partial[stream] + buf.toString('utf8');
+      const parts = text.split(/\r?\n/);
+      partial[stream] = parts.pop();
+      for (const p of parts) pushLine(p);
+      if (partial[stream].length > 64 * 1024) {
+        pushLine(partial[stream]);
+        partial[stream] = '';
+      }
+    });
+  }
+
+  const pid = child.pid;
+  let spawnError = null;
+  const exited = new Promise((resolve) => {
+    child.once('error', (err) => {
+      spawnError = err;
+      pushLine(`[harness] spawn error: ${err.message}`);
+      if (pid === undefined) resolve({ code: null, signal: null, error: err });
+    });
+    child.once('close', (code, signal) => {
+      for (const s of ['stdout', 'stderr']) if (partial[s]) pushLine(partial[s]);
+      partial.stdout = partial.stderr = '';
+      resolve({ code, signal, error: spawnError });
+    });
+  });
+  if (pid !== undefined) liveGroups.set(pid, `${label} ${args.join(' ')}`);
+  if (unref) {
+    // A long-lived server must not keep the test process alive: if a test file
+    // forgets stop(), the process still exits and the 'exit' hook kills the group.
+    child.unref();
+    child.stdout.unref?.();
+    child.stderr.unref?.();
+  }
+
+  let stopping = null;
+  const stop = ({ graceMs = TERM_GRACE_MS } = {}) => {
+    if (stopping) return stopping;
+    stopping = (async () => {
+      if (pid === undefined) return exited;
+      killGroupSync(pid, 'SIGTERM');
+      // Give the group graceMs to go away on its own (the leader exiting is not
+      // enough: wrangler's workerd children must not outlive it), then SIGKILL it.
+      const deadline = Date.now() + graceMs;
+      await Promise.race([exited, sleep(graceMs)]);
+      while (groupAlive(pid) && Date.now() < deadline) await sleep(50);
+      killGroupSync(pid, 'SIGKILL');
+      const result = await exited;
+      // Members orphaned by the kill are reaped by PID 1, not by us; wait for that
+      // so that callers can rely on process.kill(-pid, 0) throwing ESRCH.
+      await waitGroupGone(pid, REAP_WAIT_MS);
+      if (!groupAlive(pid)) liveGroups.delete(pid);
+      return result;
+    })();
+    return stopping;
+  };
+
+  // A leader that exits on its own may leave group members behind: clean them up.
+  exited.then(() => {
+    if (stopping || pid === undefined) return;
+    if (!groupAlive(pid)) {
+      liveGroups.delete(pid);
+      return;
+    }
+    killGroupSync(pid, 'SIGKILL');
+    waitGroupGone(pid, REAP_WAIT_MS).then((gone) => gone && liveGroups.delete(pid));
+  });
+
+  return {
+    child,
+    pid,
+    exited,
+    stop,
+    log: () => lines.join('\n'),
+    output: () => ({
+      stdout: Buffer.concat(full.stdout).toString('utf8'),
+      stderr: Buffer.concat(full.stderr).toString('utf8'),
+    }),
+  };
+}
+
+// ---------------------------------------------------------------------------
+// wrangler
+// ---------------------------------------------------------------------------
+
+function nodeAtLeast(version, major, minor) {
+  const [a, b] = version.replace(/^v/, '').split('.').map(Number);
+  return a > major || (a === major && b >= minor);
+}
+
+/** [nodeBinary, wranglerEntry]: wrangler 4.164 needs Node >= 22.12. */
+export function wranglerCommand() {
+  const entry = path.join(repoRoot, 'node_modules', 'wrangler', 'bin', 'wrangler.js');
+  if (!fs.existsSync(entry)) throw new Error(`wrangler is not installed (${entry} missing): run \`npm ci\` first`);
+  if (nodeAtLeast(process.versions.node, 22, 12)) return [process.execPath, entry];
+  const pinned = path.join(repoRoot, 'node_modules', 'node', 'bin', 'node');
+  if (fs.existsSync(pinned)) return [pinned, entry];
+  throw new Error(`wrangler needs Node >= 22.12 (this is ${process.version}) and ${pinned} is missing: run \`npm ci\``);
+}
+
+/**
+ * Runs a short wrangler command (own process group, killed on timeout or test exit).
+ * Resolves { code, stdout, stderr }; rejects if it exits non-zero unless allowFailure.
+ */
+export async function runWrangler(args, { timeoutMs = COMMAND_TIMEOUT_MS, allowFailure = false } = {}) {
+  const [node, entry] = wranglerCommand();
+  const p = startProcessGroup(node, [entry, ...args], { capture: true, label: 'wrangler' });
+  const timer = setTimeout(() => p.stop({ graceMs: 1000 }), timeoutMs);
+  const { code, signal, error } = await p.exited;
+  clearTimeout(timer);
+  await p.stop({ graceMs: 500 }); // reap anything the command left behind
+  const { stdout, stderr } = p.output();
+  if (!allowFailure && (code !== 0 || error)) {
+    throw new Error(
+      `wrangler ${args.join(' ')} failed (code ${code}, signal ${signal}${error ? `, ${error.message}` : ''}):\n${p.log()}`,
+    );
+  }
+  return { code, stdout, stderr };
+}
+
+function parseJsonOutput(stdout, what) {
+  try {
+    return JSON.parse(stdout);
+  } catch {
+    // Tolerate banner lines before the JSON document.
+    const i = stdout.search(/^[[{]/m);
+    if (i >= 0) {
+      try {
+        return JSON.parse(stdout.slice(i));
+      } catch {
+        /* fall through */
+      }
+    }
+    throw new Error(`${what}: could not parse JSON from wrangler output:\n${stdout}`);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// startFlowgate
+// ---------------------------------------------------------------------------
+
+/**
+ * Starts Flowgate under `wrangler dev --local` on a free loopback port with a fresh
+ * state directory (D1 migrations applied first).
+ *
+ * @param {{ vars?: Record<string,string>, adminToken?: string, healthTimeoutMs?: number }} [options]
+ *   vars: extra `--var K:V` (ADMIN_TOKEN=adminToken and ALLOW_PRIVATE_BACKENDS=true are
+ *   always passed; vars may override them). adminToken defaults to 'test-admin-token'.
+ * @returns instance { url, port, persistDir, adminToken, pid, startupMs, stop(), log(),
+ *   fetchJson(path, opts), console(path, opts), d1(sql), kvKeys(), kvGet(key),
+ *   stateFilesContaining(needle) }
+ */
+export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS } = {}) {
+  // vars.ADMIN_TOKEN wins over adminToken, and whichever is used is reported back.
+  adminToken = vars.ADMIN_TOKEN ?? adminToken ?? 'test-admin-token';
+  const buildEntry = path.join(repoRoot, 'build', 'index.js');
+  if (!fs.existsSync(buildEntry)) {
+    throw new Error(`${buildEntry} does not exist: run \`make build\` first`);
+  }
+  const [node, entry] = wranglerCommand();
+  const persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-test-'));
+  liveStateDirs.add(persistDir);
+  installHooks();
+  const removeState = () => {
+    fs.rmSync(persistDir, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+    liveStateDirs.delete(persistDir);
+  };
+
+  let proc = null;
+  try {
+    await runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistDir]);
+
+    const port = await freePort();
+    const inspectorPort = await freePort();
+    const allVars = { ADMIN_TOKEN: adminToken, ALLOW_PRIVATE_BACKENDS: 'true', ...vars };
+    const args = [
+      entry, 'dev',
+      '--local',
+      '--ip', '127.0.0.1',
+      '--port', String(port),
+      '--inspector-port', String(inspectorPort),
+      '--persist-to', persistDir,
+      '--show-interactive-dev-session=false',
+    ];
+    // wrangler splits KEY:VALUE at the first ':' (values may contain ':' and spaces).
+    for (const [k, v] of Object.entries(allVars)) args.push('--var', `${k}:${String(v)}`);
+
+    const started = Date.now();
+    proc = startProcessGroup(node, args, { label: 'wrangler dev', unref: true });
+    const url = `http://127.0.0.1:${port}`;
+
+    let exitedEarly = null;
+    proc.exited.then((r) => (exitedEarly = r));
+    const deadline = started + healthTimeoutMs;
+    let lastErr = 'no attempt yet';
+    for (;;) {
+      if (exitedEarly) {
+        throw new Error(
+          `wrangler dev exited before /healthz answered (code ${exitedEarly.code}, signal ${exitedEarly.signal}).\n--- wrangler log ---\n${proc.log()}`,
+        );
+      }
+      try {
+        const r = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) });
+        await r.arrayBuffer();
+        if (r.status === 200) break;
+        lastErr = `HTTP ${r.status}`;
+      } catch (e) {
+        lastErr = e.cause?.code ?? e.message;
+      }
+      if (Date.now() >= deadline) {
+        throw new Error(
+          `Flowgate did not answer GET /healthz with 200 within ${healthTimeoutMs} ms (last: ${lastErr}).\n--- wrangler log ---\n${proc.log()}`,
+        );
+      }
+      await sleep(HEALTH_POLL_MS);
+    }
+    const startupMs = Date.now() - started;
+
+    let stopping = null;
+    const instance = {
+      url,
+      port,
+      persistDir,
+      adminToken,
+      pid: proc.pid,
+      startupMs,
+      log: () => proc.log(),
+
+      stop() {
+        if (stopping) return stopping;
+        stopping = (async () => {
+          await proc.stop();
+          removeState();
+        })();
+        return stopping;
+      },
+
+      /** fetch url+path; object bodies are JSON-encoded, strings are sent as-is. */
+      async fetchJson(p, { method, body, token, headers = {}, timeoutMs = 30_000 } = {}) {
+        const h = new Headers(headers);
+        if (token) h.set('Authorization', `Bearer ${token}`);
+        let payload;
+        if (body !== undefined && body !== null) {
+          if (typeof body === 'string' || body instanceof Uint8Array || body instanceof ArrayBuffer) {
+            payload = body;
+          } else {
+            payload = JSON.stringify(body);
+            if (!h.has('Content-Type')) h.set('Content-Type', 'application/json');
+          }
+        }
+        const res = await fetch(url + p, {
+          method: method ?? (payload !== undefined ? 'POST' : 'GET'),
+          headers: h,
+          body: payload,
+          signal: AbortSignal.timeout(timeoutMs),
+        });
+        const text = await res.text();
+        let json;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        return { status: res.status, headers: res.headers, text, json };
+      },
+
+      /** fetchJson on /console/api+path with the admin token (opts.token overrides; null = none). */
+      console(p, opts = {}) {
+        const { token, ...rest } = opts;
+        const t = token === undefined ? adminToken : token;
+        return instance.fetchJson(`/console/api${p}`, { ...rest, token: t ?? undefined });
+      },
+
+      /** Runs SQL against the local D1 (binding DB); returns the rows of the first result. */
+      async d1(sql) {
+        const { stdout } = await runWrangler([
+          'd1', 'execute', 'DB', '--local', '--persist-to', persistDir, '--json', '--command', sql,
+        ]);
+        const out = parseJsonOutput(stdout, 'd1');
+        const first = Array.isArray(out) ? out[0] : out;
+        return first?.results ?? [];
+      },
+
+      /** Keys of the local KV namespace (binding CACHE): [{ name, expiration?, metadata? }]. */
+      async kvKeys() {
+        const { stdout } = await runWrangler(['kv', 'key', 'list', '--binding', 'CACHE', '--local', '--persist-to', persistDir]);
+        return parseJsonOutput(stdout, 'kv key list');
+      },
+
+      /** Value of a KV key as text, or null when absent. */
+      async kvGet(key) {
+        // wrangler 4.164: `--text` prints the value plus one "\n"; a missing key prints
+        // "Value not found\n" on stdout and still exits 0.
+        const { stdout } = await runWrangler([
+          'kv', 'key', 'get', key, '--binding', 'CACHE', '--local', '--persist-to', persistDir, '--text',
+        ]);
+        const value = stdout.endsWith('\n') ? stdout.slice(0, -1) : stdout;
+        if (value === 'Value not found') {
+          // Disambiguate from a key whose value really is that text.
+          const { stdout: listed } = await runWrangler([
+            'kv', 'key', 'list', '--binding', 'CACHE', '--local', '--persist-to', persistDir, '--prefix', key,
+          ]);
+          const exists = parseJsonOutput(listed, 'kv key list').some((k) => k.name === key);
+          return exists ? value : null;
+        }
+        return value;
+      },
+
+      /** Relative paths of files under the state dir whose bytes contain needle (UTF-8). */
+      stateFilesContaining(needle) {
+        const n = Buffer.from(String(needle), 'utf8');
+        const hits = [];
+        const walk = (dir) => {
+          let entries;
+          try {
+            entries = fs.readdirSync(dir, { withFileTypes: true });
+          } catch {
+            return;
+          }
+          for (const e of entries) {
+            const full = path.join(dir, e.name);
+            if (e.isDirectory()) walk(full);
+            else if (e.isFile()) {
+              let buf;
+              try {
+                buf = fs.readFileSync(full);
+              } catch {
+                continue; // vanished (e.g. a -journal file)
+              }
+              if (buf.includes(n)) hits.push(path.relative(persistDir, full));
+            }
+          }
+        };
+        walk(persistDir);
+        return hits.sort();
+      },
+    };
+    return instance;
+  } catch (err) {
+    if (proc) await proc.stop().catch(() => {});
+    removeState();
+    throw err;
+  }
+}
