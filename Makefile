@@ -10,8 +10,9 @@ export ESBUILD_BIN := $(CURDIR)/node_modules/.bin/esbuild
 export WASM_OPT_BIN := $(CURDIR)/node_modules/.bin/wasm-opt
 export WRANGLER_SEND_METRICS := false
 
-WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
+# wrangler 4 needs Node >= 22.12; setup installs Node 22 from npm.
 NODE22 := node_modules/node/bin/node
+WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
 
 .PHONY: help setup build dev test test-core test-integration schema check-schema clean

@@ -5,6 +5,8 @@ pub mod definition;
 pub mod dify_import;
 pub mod error;
 pub mod form;
+pub mod dify_call;
 pub mod ids;
+pub mod mcp;
 pub mod server;
 pub mod url;

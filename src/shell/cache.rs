@@ -6,7 +6,7 @@
 
 use worker::{D1Database, Env, KvStore};
 
-use crate::core::definition::TTL_SECONDS;
+use crate::core::definition::{ServerDefinition, TTL_SECONDS};
 use crate::core::error::ApiError;
 
 use super::http::internal;
@@ -25,16 +25,35 @@ fn kv(env: &Env) -> Result<KvStore, ApiError> {
 /// Rewrites the entry of `server` from D1.
 pub async fn write(env: &Env, db: &D1Database, server: &ServerRow) -> Result<(), ApiError> {
     let def = store::load_definition(db, server).await?;
-    let text = serde_json::to_string(&def).map_err(|e| internal("encoding a server definition", e))?;
+    refill(env, &server.code_hash, &def).await
+}
+
+pub async fn remove(env: &Env, code_hash: &str) -> Result<(), ApiError> {
+    kv(env)?.delete(&key(code_hash)).await.map_err(|e| internal("deleting from the KV cache", e))
+}
+
+/// The definition behind a code hash: KV first, then D1 (refilling KV off the response path
+/// through `refill`). `None` when no server has this code.
+pub async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition, bool)>, ApiError> {
+    let cached = kv(env)?.get(&key(code_hash)).text().await.map_err(|e| internal("reading the KV cache", e))?;
+    if let Some(def) = cached.as_deref().and_then(ServerDefinition::from_cache) {
+        return Ok(Some((def, true)));
+    }
+    let db = env.d1(super::console::D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
+    match store::get_server_by_code_hash(&db, code_hash).await? {
+        Some(row) => Ok(Some((store::load_definition(&db, &row).await?, false))),
+        None => Ok(None),
+    }
+}
+
+/// Writes a definition read from D1 back to KV.
+pub async fn refill(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), ApiError> {
+    let text = serde_json::to_string(def).map_err(|e| internal("encoding a server definition", e))?;
     kv(env)?
-        .put(&key(&server.code_hash), text)
+        .put(&key(code_hash), text)
         .map_err(|e| internal("writing the KV cache", e))?
         .expiration_ttl(TTL_SECONDS)
         .execute()
         .await
         .map_err(|e| internal("writing the KV cache", e))
-}
-
-pub async fn remove(env: &Env, code_hash: &str) -> Result<(), ApiError> {
-    kv(env)?.delete(&key(code_hash)).await.map_err(|e| internal("deleting from the KV cache", e))
 }

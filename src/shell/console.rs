@@ -116,7 +116,12 @@ impl Console<'_> {
             }]));
         }
         let base = base_url.trim_end_matches('/');
-        let key = self.resolve_secret(api_key, "api_key")?;
+        let key = super::secrets::resolve(self.env, api_key).map_err(|name| {
+            ApiError::validation(vec![crate::core::error::FieldError {
+                field: "api_key".into(),
+                message: format!("refers to ${name}, which is not a secret or variable of this Worker"),
+            }])
+        })?;
         let info = dify::get_json(base, &key, "/info").await?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;
         let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key)
@@ -128,24 +133,6 @@ impl Console<'_> {
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, now()).await?;
         self.app_response(&id, &spec).await
-    }
-
-    /// The value of a credential: a `$NAME` reference is read from the Worker's secrets.
-    fn resolve_secret(&self, value: &str, field: &str) -> Result<String> {
-        if !app::is_secret_ref(value) {
-            return Ok(value.to_string());
-        }
-        let name = &value[1..];
-        self.env
-            .secret(name)
-            .map(|s| s.to_string())
-            .or_else(|_| self.env.var(name).map(|v| v.to_string()))
-            .map_err(|_| {
-                ApiError::validation(vec![crate::core::error::FieldError {
-                    field: field.into(),
-                    message: format!("refers to ${name}, which is not a secret or variable of this Worker"),
-                }])
-            })
     }
 
     async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use futures::future::{select, Either};
 use serde_json::Value;
-use worker::{Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{Headers, Method};
+
+use super::outbound::{self, SendError};
 
 use crate::core::error::ApiError;
 
@@ -23,20 +24,12 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
         .set("authorization", &auth)
         .and_then(|_| headers.set("accept", "application/json"))
         .map_err(|_| import_error("invalid_api_key", "the API key contains characters not allowed in an HTTP header".into()))?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(headers);
-    let req = Request::new_with_init(&url, &init)
-        .map_err(|e| import_error("dify_unreachable", format!("cannot request {url}: {e}")))?;
-    let fetch = Fetch::Request(req);
-    let sent = fetch.send();
-    let timeout = Delay::from(IMPORT_TIMEOUT);
-    futures::pin_mut!(sent, timeout);
-    let mut resp = match select(sent, timeout).await {
-        Either::Left((Ok(r), _)) => r,
-        Either::Left((Err(e), _)) => {
+    let mut resp = match outbound::send(Method::Get, &url, headers, None, IMPORT_TIMEOUT).await {
+        Ok(r) => r,
+        Err(SendError::Unreachable(e)) => {
             return Err(import_error("dify_unreachable", format!("could not reach the Dify API at {url}: {e}")))
         }
-        Either::Right(_) => {
+        Err(SendError::TimedOut) => {
             return Err(import_error(
                 "dify_timeout",
                 format!("the Dify API at {url} did not answer within {} s", IMPORT_TIMEOUT.as_secs()),
@@ -44,7 +37,7 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
         }
     };
     let status = resp.status_code();
-    let text = resp.text().await.unwrap_or_default();
+    let text = outbound::text(&mut resp, IMPORT_TIMEOUT).await.unwrap_or_default();
     let body: Option<Value> = serde_json::from_str(&text).ok();
     let dify_message = body.as_ref().and_then(|b| b.get("message")).and_then(Value::as_str).unwrap_or("");
     match status {

@@ -4,6 +4,9 @@ mod cache;
 mod console;
 mod dify;
 mod http;
+mod mcp;
+mod outbound;
+mod secrets;
 mod store;
 
 use serde_json::json;
@@ -20,11 +23,12 @@ fn start() {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let path = req.path();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let result = match segments.as_slice() {
         ["healthz"] => http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e)),
+        ["mcp", "server", code, "mcp"] => return mcp::handle(req, &env, &ctx, code).await,
         ["console", "api", rest @ ..] => match check_admin(&req, &env) {
             Ok(()) => console::handle(req, &env, rest).await,
             Err(e) => Err(e),

@@ -339,3 +339,17 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
         apps: apps.iter().map(AppRow::to_definition).collect(),
     })
 }
+
+pub async fn get_server_by_code_hash(db: &D1Database, code_hash: &str) -> Result<Option<ServerRow>> {
+    let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE code_hash = ?1");
+    stmt(db, &sql, &[s(code_hash)])?.first(None).await.map_err(|e| internal("looking up a server code", e))
+}
+
+/// Records that a client used a server (the `user` sent to its backends).
+pub async fn touch_end_user(db: &D1Database, server_id: &str, user: &str, name: &str, now: i64) -> Result<()> {
+    let sql = "INSERT INTO end_users (id, server_id, session_key, name, created_at, last_seen_at)
+               VALUES (?1, ?2, ?1, ?3, ?4, ?4)
+               ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at";
+    stmt(db, sql, &[s(user), s(server_id), s(name), n(now)])?.run().await.map_err(|e| internal("recording an end user", e))?;
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! Calling a Dify app through its Service API (blocking mode): the request per mode, and the
+//! reading of the answer into a tool outcome.
+
+use serde_json::{json, Map, Value};
+
+use crate::core::app::Mode;
+
+/// What a tool call produced: text for every client, structured output for newer ones.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Ok { text: String, structured: Option<Value> },
+    /// A backend failure, said in words a person can act on.
+    Failed(String),
+}
+
+/// The Service API path and JSON body for one blocking call.
+pub fn request(mode: Mode, inputs: Map<String, Value>, query: String, user: &str) -> (&'static str, Value) {
+    match mode {
+        Mode::Workflow => ("/workflows/run", json!({"inputs": inputs, "response_mode": "blocking", "user": user})),
+        Mode::Completion => (
+            "/completion-messages",
+            json!({"inputs": inputs, "query": "", "response_mode": "blocking", "user": user}),
+        ),
+        // Chat modes; agent-chat is served streaming by Dify (see `needs_streaming`).
+        _ => ("/chat-messages", json!({"query": query, "inputs": inputs, "response_mode": "blocking", "user": user})),
+    }
+}
+
+/// Dify serves agent-chat apps only in streaming mode.
+pub fn needs_streaming(mode: Mode) -> bool {
+    mode == Mode::AgentChat
+}
+
+/// Reads a Dify answer (`status` and body text) into an outcome.
+pub fn read_blocking(mode: Mode, status: u16, body: &str) -> Outcome {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    if !(200..300).contains(&status) {
+        return Outcome::Failed(http_failure(status, parsed.as_ref(), body));
+    }
+    let Some(v) = parsed.filter(Value::is_object) else {
+        return Outcome::Failed(format!("the Dify app answered HTTP {status} with a body that is not a JSON object"));
+    };
+    if mode == Mode::Workflow {
+        let data = &v["data"];
+        match data["status"].as_str() {
+            Some("succeeded") | None => {}
+            Some(other) => {
+                let err = data["error"].as_str().filter(|e| !e.is_empty()).unwrap_or("no error message");
+                return Outcome::Failed(format!("the workflow ended {other}: {err}"));
+            }
+        }
+        let outputs = data.get("outputs").cloned().unwrap_or(Value::Null);
+        let text = if outputs.is_null() { "{}".to_string() } else { outputs.to_string() };
+        let structured = match outputs {
+            Value::Object(_) => Some(outputs),
+            Value::Null => Some(json!({})),
+            _ => None,
+        };
+        return Outcome::Ok { text, structured };
+    }
+    match v.get("answer") {
+        Some(Value::String(answer)) => Outcome::Ok { text: answer.clone(), structured: Some(json!({"answer": answer})) },
+        _ => Outcome::Failed("the Dify app's answer has no `answer` text".into()),
+    }
+}
+
+fn http_failure(status: u16, parsed: Option<&Value>, body: &str) -> String {
+    if let Some(message) = parsed.and_then(|v| v.get("message")).and_then(Value::as_str) {
+        let code = parsed.and_then(|v| v.get("code")).and_then(Value::as_str).unwrap_or("error");
+        return format!("the Dify app refused the call (HTTP {status}, {code}): {message}");
+    }
+    let snippet: String = body.trim().chars().take(200).collect();
+    if snippet.is_empty() {
+        format!("the Dify app answered HTTP {status} with an empty body")
+    } else {
+        format!("the Dify app answered HTTP {status}: {snippet}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_per_mode() {
+        let inputs = json!({"a": 1}).as_object().unwrap().clone();
+        let (p, b) = request(Mode::Workflow, inputs.clone(), String::new(), "u1");
+        assert_eq!(p, "/workflows/run");
+        assert_eq!(b, json!({"inputs": {"a": 1}, "response_mode": "blocking", "user": "u1"}));
+        let (p, b) = request(Mode::Completion, inputs.clone(), "ignored".into(), "u1");
+        assert_eq!(p, "/completion-messages");
+        assert_eq!(b["query"], "");
+        let (p, b) = request(Mode::AdvancedChat, inputs, "hello".into(), "u1");
+        assert_eq!(p, "/chat-messages");
+        assert_eq!(b["query"], "hello");
+        assert!(needs_streaming(Mode::AgentChat) && !needs_streaming(Mode::Chat));
+    }
+
+    #[test]
+    fn reads_answers() {
+        let wf = r#"{"workflow_run_id":"r","task_id":"t","data":{"status":"succeeded","outputs":{"summary":"s"}}}"#;
+        assert_eq!(
+            read_blocking(Mode::Workflow, 200, wf),
+            Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) }
+        );
+        let chat = r#"{"event":"message","answer":"Paris"}"#;
+        assert_eq!(
+            read_blocking(Mode::Chat, 200, chat),
+            Outcome::Ok { text: "Paris".into(), structured: Some(json!({"answer": "Paris"})) }
+        );
+    }
+
+    #[test]
+    fn failures_carry_the_backend_message() {
+        let failed = r#"{"data":{"status":"failed","error":"Node LLM failed: model timeout","outputs":{}}}"#;
+        assert_eq!(
+            read_blocking(Mode::Workflow, 200, failed),
+            Outcome::Failed("the workflow ended failed: Node LLM failed: model timeout".into())
+        );
+        let quota = r#"{"code":"provider_quota_exceeded","message":"Your quota ... exhausted.","status":400}"#;
+        assert_eq!(
+            read_blocking(Mode::Chat, 400, quota),
+            Outcome::Failed("the Dify app refused the call (HTTP 400, provider_quota_exceeded): Your quota ... exhausted.".into())
+        );
+        assert_eq!(read_blocking(Mode::Chat, 500, "Internal Server Error"), Outcome::Failed("the Dify app answered HTTP 500: Internal Server Error".into()));
+        assert_eq!(read_blocking(Mode::Chat, 502, ""), Outcome::Failed("the Dify app answered HTTP 502 with an empty body".into()));
+        assert!(matches!(read_blocking(Mode::Chat, 200, "<html>"), Outcome::Failed(m) if m.contains("not a JSON object")));
+        assert!(matches!(read_blocking(Mode::Chat, 200, "{}"), Outcome::Failed(m) if m.contains("no `answer`")));
+    }
+}

@@ -1,0 +1,6 @@
+//! The Model Context Protocol, server side: versions, the JSON-RPC envelope, tools, dispatch.
+
+pub mod jsonrpc;
+pub mod server;
+pub mod tools;
+pub mod version;

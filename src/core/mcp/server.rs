@@ -1,0 +1,332 @@
+//! The MCP server: one JSON-RPC message in, one step out (an answer, or a backend call for the
+//! shell to make). No IO and no state between requests: any isolate can serve any request.
+
+use serde_json::{json, Map, Value};
+
+use crate::core::app::Mode;
+use crate::core::definition::ServerDefinition;
+use crate::core::dify_call::{self, Outcome};
+use crate::core::ids::sha256_hex;
+
+use super::jsonrpc::{self, classify, result_response, Message, RpcError};
+use super::tools::{tools, Tool};
+use super::version::Version;
+
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+/// The transport facts the protocol needs from the HTTP request.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RequestHeaders<'a> {
+    pub protocol_version: Option<&'a str>,
+    pub mcp_method: Option<&'a str>,
+    pub mcp_name: Option<&'a str>,
+    pub user_agent: Option<&'a str>,
+}
+
+/// What to do with one message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Answer with this HTTP status and JSON-RPC body; `None` is 202 with an empty body.
+    Reply { status: u16, body: Option<Value> },
+    /// Call the backend, then pass its outcome to [`finish_call`].
+    Call(CallPlan),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallPlan {
+    pub id: Value,
+    pub version: Version,
+    pub app_index: usize,
+    pub mode: Mode,
+    /// Service API path and JSON body (Dify modes).
+    pub path: &'static str,
+    pub body: Value,
+    /// The backend `user`: stable per server and client.
+    pub user: String,
+    /// How the client named itself, for the end-user record.
+    pub client_name: String,
+}
+
+fn reply(status: u16, body: Value) -> Step {
+    Step::Reply { status, body: Some(body) }
+}
+
+fn error_step(id: &Value, e: RpcError) -> Step {
+    reply(e.status, e.to_response(id))
+}
+
+/// Handles one JSON-RPC message (a batch is split by the caller, see [`batch_allowed`]).
+pub fn handle(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>, server_version: &str) -> Step {
+    let (id, method, params) = match classify(msg) {
+        Err((id, e)) => return error_step(&id, e),
+        Ok(Message::Notification { .. } | Message::Response) => return Step::Reply { status: 202, body: None },
+        Ok(Message::Request { id, method, params }) => (id, method, params),
+    };
+    let version = match resolve_version(method, params, h) {
+        Ok(v) => v,
+        Err(e) => return error_step(id, e),
+    };
+    let empty = Map::new();
+    let params = params.unwrap_or(&empty);
+    let result = match method {
+        "initialize" if version.has_initialize() => Ok(initialize(def, params, version, server_version)),
+        "ping" if version.has_ping_and_logging() => Ok(json!({})),
+        "logging/setLevel" if version.has_ping_and_logging() => set_level(params),
+        "server/discover" if version.is_stateless() => Ok(discover(def, server_version)),
+        "tools/list" => list_tools(def, params, version),
+        "tools/call" => return call_tool(def, id, params, version, h, server_version),
+        _ => Err(RpcError::new(
+            version.method_not_found_status(),
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("Method not found: {method} (this server offers tools: tools/list and tools/call)"),
+        )),
+    };
+    match result {
+        Ok(r) => reply(200, result_response(id, shape_result(r, method, version, server_version))),
+        Err(e) => error_step(id, e),
+    }
+}
+
+/// Whether a JSON-RPC batch may be sent by a client speaking the header's revision.
+pub fn batch_allowed(h: &RequestHeaders<'_>) -> Result<(), RpcError> {
+    let v = h.protocol_version.and_then(Version::parse).unwrap_or(Version::DEFAULT);
+    if v.allows_batches() {
+        Ok(())
+    } else {
+        Err(RpcError::new(
+            400,
+            jsonrpc::INVALID_REQUEST,
+            format!("Invalid request: JSON-RPC batches are not part of protocol {}; send one message per request", v.as_str()),
+        ))
+    }
+}
+
+/// The revision a request speaks: `initialize` negotiates in its body; stateless (2026-07-28)
+/// requests carry it in `_meta` and must repeat it, and the method, in headers; everything
+/// else uses `MCP-Protocol-Version` (absent: 2025-03-26).
+fn resolve_version(method: &str, params: Option<&Map<String, Value>>, h: &RequestHeaders<'_>) -> Result<Version, RpcError> {
+    let meta_version = params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_PROTOCOL_VERSION));
+    let Some(meta_version) = meta_version else {
+        if method == "initialize" {
+            return Ok(Version::negotiate(params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str)));
+        }
+        return match h.protocol_version.map(|s| (s, Version::parse(s))) {
+            None => Ok(Version::DEFAULT),
+            Some((_, Some(v))) if v.is_stateless() => Err(RpcError::new(
+                400,
+                jsonrpc::INVALID_PARAMS,
+                format!("Invalid params: protocol {} requests must carry params._meta[\"{META_PROTOCOL_VERSION}\"]", v.as_str()),
+            )),
+            Some((_, Some(v))) => Ok(v),
+            Some((s, None)) => Err(unsupported(s, jsonrpc::INVALID_REQUEST)),
+        };
+    };
+    let Some(requested) = meta_version.as_str() else {
+        return Err(RpcError::new(400, jsonrpc::INVALID_PARAMS, format!("Invalid params: _meta[\"{META_PROTOCOL_VERSION}\"] must be a string")));
+    };
+    match h.protocol_version {
+        None => return Err(mismatch(format!("the MCP-Protocol-Version header is required and must be {requested}"))),
+        Some(hv) if hv != requested => {
+            return Err(mismatch(format!("the MCP-Protocol-Version header ({hv}) does not match _meta[\"{META_PROTOCOL_VERSION}\"] ({requested})")))
+        }
+        Some(_) => {}
+    }
+    let version = match Version::parse(requested) {
+        Some(v) if v.is_stateless() => v,
+        _ => return Err(unsupported(requested, jsonrpc::UNSUPPORTED_PROTOCOL_VERSION)),
+    };
+    match h.mcp_method {
+        None => return Err(mismatch(format!("the Mcp-Method header is required (expected {method})"))),
+        Some(m) if m != method => return Err(mismatch(format!("the Mcp-Method header ({m}) does not match the body's method ({method})"))),
+        Some(_) => {}
+    }
+    if method == "tools/call" {
+        let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+        match (h.mcp_name, name) {
+            (Some(hn), Some(n)) if hn != n => {
+                return Err(mismatch(format!("the Mcp-Name header ({hn}) does not match params.name ({n})")))
+            }
+            (None, Some(n)) => return Err(mismatch(format!("the Mcp-Name header is required for tools/call (expected {n})"))),
+            _ => {}
+        }
+    }
+    Ok(version)
+}
+
+fn mismatch(message: String) -> RpcError {
+    RpcError::new(400, jsonrpc::HEADER_MISMATCH, format!("Header mismatch: {message}"))
+}
+
+fn unsupported(requested: &str, code: i64) -> RpcError {
+    let supported: Vec<&str> = Version::all_strs().collect();
+    RpcError::new(400, code, format!("Unsupported MCP-Protocol-Version: {requested} (supported: {})", supported.join(", ")))
+        .with_data(json!({"supported": supported, "requested": requested}))
+}
+
+fn server_info(server_version: &str, def: &ServerDefinition, version: Version) -> Value {
+    let mut info = json!({"name": "Flowgate", "version": server_version});
+    if version.structured_output() {
+        // `title` (2025-06-18) lets clients show the server's own name.
+        info["title"] = def.name.clone().into();
+    }
+    info
+}
+
+fn capabilities(version: Version) -> Value {
+    if version.has_ping_and_logging() {
+        json!({"tools": {"listChanged": false}, "logging": {}})
+    } else {
+        json!({"tools": {"listChanged": false}})
+    }
+}
+
+fn initialize(def: &ServerDefinition, _params: &Map<String, Value>, version: Version, server_version: &str) -> Value {
+    let mut r = json!({
+        "protocolVersion": version.as_str(),
+        "capabilities": capabilities(version),
+        "serverInfo": server_info(server_version, def, version),
+    });
+    if !def.description.trim().is_empty() {
+        r["instructions"] = def.description.clone().into();
+    }
+    r
+}
+
+fn discover(def: &ServerDefinition, _server_version: &str) -> Value {
+    let mut r = json!({
+        "supportedVersions": Version::all_strs().collect::<Vec<_>>(),
+        "capabilities": capabilities(Version::V2026_07_28),
+    });
+    if !def.description.trim().is_empty() {
+        r["instructions"] = def.description.clone().into();
+    }
+    r
+}
+
+fn set_level(params: &Map<String, Value>) -> Result<Value, RpcError> {
+    match params.get("level").and_then(Value::as_str) {
+        Some(l) if LOG_LEVELS.contains(&l) => Ok(json!({})),
+        _ => Err(RpcError::new(
+            200,
+            jsonrpc::INVALID_PARAMS,
+            format!("Invalid params: `level` must be one of {}", LOG_LEVELS.join(", ")),
+        )),
+    }
+}
+
+fn list_tools(def: &ServerDefinition, params: &Map<String, Value>, version: Version) -> Result<Value, RpcError> {
+    if params.get("cursor").is_some_and(|c| !c.is_null()) {
+        // Every tool fits on the first page, so no cursor was ever handed out.
+        return Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: unknown cursor (the tool list has one page)"));
+    }
+    let list: Vec<Value> = tools(def).iter().map(|t| t.to_json(def, version)).collect();
+    Ok(json!({ "tools": list }))
+}
+
+/// Adds what a revision requires on every result: 2026-07-28 wants `resultType`, serverInfo
+/// in `_meta`, and cache hints on list and discover results.
+fn shape_result(mut r: Value, method: &str, version: Version, server_version: &str) -> Value {
+    if version.is_stateless() {
+        r["resultType"] = "complete".into();
+        r["_meta"] = json!({ META_SERVER_INFO: {"name": "Flowgate", "version": server_version} });
+        if matches!(method, "tools/list" | "server/discover") {
+            // The list is per server code, which is a secret: private, and not cached so that
+            // console edits show at once.
+            r["ttlMs"] = 0.into();
+            r["cacheScope"] = "private".into();
+        }
+    }
+    r
+}
+
+fn call_tool(
+    def: &ServerDefinition,
+    id: &Value,
+    params: &Map<String, Value>,
+    version: Version,
+    h: &RequestHeaders<'_>,
+    server_version: &str,
+) -> Step {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return error_step(id, RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: tools/call needs `name`, the tool to call"));
+    };
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(a)) => Some(a),
+        Some(_) => {
+            return error_step(id, RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: `arguments` must be an object"))
+        }
+    };
+    let all = tools(def);
+    let Some((app_index, tool)) = all.iter().enumerate().find(|(_, t)| t.name == name) else {
+        let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
+        return error_step(
+            id,
+            RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Unknown tool: '{name}'. This server has: {}", names.join(", "))),
+        );
+    };
+    let (inputs, query) = match tool.check_arguments(args) {
+        Ok(x) => x,
+        Err(problems) => {
+            let message = format!("Invalid arguments for tool '{name}': {}", problems.join("; "));
+            return if version.argument_errors_as_tool_results() {
+                reply(200, result_response(id, shape_result(tool_error(&message), "tools/call", version, server_version)))
+            } else {
+                error_step(id, RpcError::new(200, jsonrpc::INVALID_PARAMS, message))
+            };
+        }
+    };
+    if let Some(why) = not_callable(tool) {
+        return reply(200, result_response(id, shape_result(tool_error(&why), "tools/call", version, server_version)));
+    }
+    let client_name = client_name(params, h);
+    let user = format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24]);
+    let (path, body) = dify_call::request(tool.mode, inputs, query, &user);
+    Step::Call(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name })
+}
+
+/// Modes this release cannot call yet, with the reason the client will see.
+fn not_callable(tool: &Tool<'_>) -> Option<String> {
+    if dify_call::needs_streaming(tool.mode) {
+        return Some(format!(
+            "Tool '{}' is a Dify agent-chat app, which Dify serves only in streaming mode; streaming calls are not enabled on this Flowgate version",
+            tool.name
+        ));
+    }
+    (!tool.mode.is_dify()).then(|| format!("Tool '{}' ({} app) cannot be called by this Flowgate version", tool.name, tool.mode.as_str()))
+}
+
+/// How the client names itself: clientInfo in `_meta` (2026-07-28), else its User-Agent.
+fn client_name(params: &Map<String, Value>, h: &RequestHeaders<'_>) -> String {
+    let info = params.get("_meta").and_then(|m| m.get(META_CLIENT_INFO));
+    if let Some(name) = info.and_then(|i| i.get("name")).and_then(Value::as_str) {
+        let version = info.and_then(|i| i.get("version")).and_then(Value::as_str).unwrap_or("");
+        return format!("{name}@{version}").chars().take(200).collect();
+    }
+    h.user_agent.filter(|u| !u.is_empty()).unwrap_or("mcp-client").chars().take(200).collect()
+}
+
+fn tool_error(message: &str) -> Value {
+    json!({"content": [{"type": "text", "text": message}], "isError": true})
+}
+
+/// The JSON-RPC response for a finished call.
+pub fn finish_call(plan: &CallPlan, outcome: Outcome, server_version: &str) -> Value {
+    let result = match outcome {
+        Outcome::Ok { text, structured } => {
+            let mut r = json!({"content": [{"type": "text", "text": text}], "isError": false});
+            if let (true, Some(s)) = (plan.version.structured_output(), structured) {
+                r["structuredContent"] = s;
+            }
+            r
+        }
+        Outcome::Failed(message) => tool_error(&message),
+    };
+    result_response(&plan.id, shape_result(result, "tools/call", plan.version, server_version))
+}
+
+#[cfg(test)]
+mod tests;

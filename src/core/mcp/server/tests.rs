@@ -1,0 +1,228 @@
+use serde_json::json;
+
+use super::*;
+use crate::core::definition::{AppDefinition, FORMAT};
+
+fn def() -> ServerDefinition {
+    ServerDefinition {
+        format: FORMAT,
+        server_id: "srv-1".into(),
+        name: "My Server".into(),
+        description: "Summarises text".into(),
+        status: "active".into(),
+        parameters: Map::new(),
+        apps: vec![
+            AppDefinition {
+                id: "a1".into(),
+                name: "Summariser".into(),
+                description: "".into(),
+                mode: "workflow".into(),
+                backend: json!({"base_url": "http://x/v1", "api_key": "k"}),
+                user_input_form: json!([{"text-input": {"variable": "text", "required": true}},
+                                         {"select": {"variable": "lang", "options": ["en", "fr"]}}]),
+                outputs: json!([]),
+            },
+            AppDefinition {
+                id: "a2".into(),
+                name: "Agent".into(),
+                description: "".into(),
+                mode: "agent-chat".into(),
+                backend: json!({}),
+                user_input_form: json!([]),
+                outputs: json!([]),
+            },
+        ],
+    }
+}
+
+fn headers(v: Option<&'static str>) -> RequestHeaders<'static> {
+    RequestHeaders { protocol_version: v, ..Default::default() }
+}
+
+fn stateless_headers(method: &'static str, name: Option<&'static str>) -> RequestHeaders<'static> {
+    RequestHeaders { protocol_version: Some("2026-07-28"), mcp_method: Some(method), mcp_name: name, user_agent: None }
+}
+
+fn body(step: Step) -> (u16, Value) {
+    match step {
+        Step::Reply { status, body } => (status, body.unwrap_or(Value::Null)),
+        Step::Call(p) => panic!("unexpected call {p:?}"),
+    }
+}
+
+fn stateless(method: &str, params: Value) -> Value {
+    let mut params = params;
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {},
+                             "io.modelcontextprotocol/clientInfo": {"name": "cli", "version": "1"}});
+    json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params})
+}
+
+#[test]
+fn initialize_echoes_or_falls_back() {
+    for (asked, answered) in [("2024-11-05", "2024-11-05"), ("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")] {
+        let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                         "params": {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+        // The header is never checked on initialize, even when it is nonsense.
+        let (status, r) = body(handle(&def(), &msg, &headers(Some("garbage")), "0.1.0"));
+        assert_eq!(status, 200);
+        assert_eq!(r["result"]["protocolVersion"], answered);
+        assert_eq!(r["result"]["instructions"], "Summarises text");
+        assert_eq!(r["result"]["capabilities"]["tools"]["listChanged"], false);
+        assert!(r["result"]["capabilities"].get("resources").is_none());
+    }
+}
+
+#[test]
+fn notifications_and_responses_get_202() {
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(handle(&def(), &note, &headers(Some("1999-01-01")), "v"), Step::Reply { status: 202, body: None });
+    let resp = json!({"jsonrpc": "2.0", "id": 4, "result": {}});
+    assert_eq!(handle(&def(), &resp, &headers(None), "v"), Step::Reply { status: 202, body: None });
+}
+
+#[test]
+fn header_version_rules() {
+    let list = json!({"jsonrpc": "2.0", "id": "x", "method": "tools/list"});
+    let (status, r) = body(handle(&def(), &list, &headers(Some("1999-01-01")), "v"));
+    assert_eq!((status, r["id"].clone(), r["error"]["code"].clone()), (400, json!("x"), json!(-32600)));
+    assert!(r["error"]["message"].as_str().unwrap().contains("1999-01-01"));
+    // No header: 2025-03-26, so no title or outputSchema.
+    let (_, r) = body(handle(&def(), &list, &headers(None), "v"));
+    assert!(r["result"]["tools"][0].get("outputSchema").is_none());
+    let (_, r) = body(handle(&def(), &list, &headers(Some("2025-06-18")), "v"));
+    assert_eq!(r["result"]["tools"][0]["outputSchema"], json!({"type": "object"}));
+    // The stateless revision in the header without _meta is incomplete.
+    let (status, r) = body(handle(&def(), &list, &headers(Some("2026-07-28")), "v"));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32602)));
+}
+
+#[test]
+fn unknown_and_unoffered_methods() {
+    for m in ["resources/list", "prompts/get", "completion/complete", "nope"] {
+        let msg = json!({"jsonrpc": "2.0", "id": 2, "method": m});
+        let (status, r) = body(handle(&def(), &msg, &headers(Some("2025-06-18")), "v"));
+        assert_eq!(status, 200);
+        assert_eq!(r["error"]["code"], -32601);
+        assert!(r["error"]["message"].as_str().unwrap().contains(m));
+    }
+    let (status, r) = body(handle(&def(), &stateless("resources/list", json!({})), &stateless_headers("resources/list", None), "v"));
+    assert_eq!((status, r["error"]["code"].clone()), (404, json!(-32601)));
+    // ping and logging are gone in 2026-07-28.
+    let (status, _) = body(handle(&def(), &stateless("ping", json!({})), &stateless_headers("ping", None), "v"));
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn ping_and_logging() {
+    let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"});
+    assert_eq!(body(handle(&def(), &ping, &headers(None), "v")).1["result"], json!({}));
+    let set = json!({"jsonrpc": "2.0", "id": 4, "method": "logging/setLevel", "params": {"level": "warning"}});
+    assert_eq!(body(handle(&def(), &set, &headers(None), "v")).1["result"], json!({}));
+    let bad = json!({"jsonrpc": "2.0", "id": 5, "method": "logging/setLevel", "params": {"level": "loud"}});
+    assert_eq!(body(handle(&def(), &bad, &headers(None), "v")).1["error"]["code"], -32602);
+}
+
+#[test]
+fn stateless_requests() {
+    let (status, r) = body(handle(&def(), &stateless("server/discover", json!({})), &stateless_headers("server/discover", None), "0.1.0"));
+    assert_eq!(status, 200);
+    let res = &r["result"];
+    assert_eq!(res["resultType"], "complete");
+    assert_eq!(res["supportedVersions"].as_array().unwrap().len(), 5);
+    assert_eq!(res["_meta"]["io.modelcontextprotocol/serverInfo"]["version"], "0.1.0");
+    assert_eq!(res["cacheScope"], "private");
+
+    let (_, r) = body(handle(&def(), &stateless("tools/list", json!({})), &stateless_headers("tools/list", None), "v"));
+    assert_eq!(r["result"]["resultType"], "complete");
+    assert_eq!(r["result"]["tools"][0]["name"], "Summariser");
+
+    // Header and _meta disagree; method header missing or wrong; tool name header wrong.
+    let cases = [
+        (RequestHeaders { protocol_version: Some("2025-11-25"), mcp_method: Some("tools/list"), ..Default::default() }, -32020),
+        (RequestHeaders { protocol_version: None, mcp_method: Some("tools/list"), ..Default::default() }, -32020),
+        (RequestHeaders { protocol_version: Some("2026-07-28"), ..Default::default() }, -32020),
+        (stateless_headers("tools/call", None), -32020),
+    ];
+    for (h, code) in cases {
+        let (status, r) = body(handle(&def(), &stateless("tools/list", json!({})), &h, "v"));
+        assert_eq!((status, r["error"]["code"].clone(), r["id"].clone()), (400, json!(code), json!(9)), "{h:?}");
+    }
+    let call = stateless("tools/call", json!({"name": "Summariser", "arguments": {"text": "x"}}));
+    let (status, r) = body(handle(&def(), &call, &stateless_headers("tools/call", Some("Other")), "v"));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32020)));
+
+    let mut old = stateless("tools/list", json!({}));
+    old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-06-18");
+    let h = RequestHeaders { protocol_version: Some("2025-06-18"), mcp_method: Some("tools/list"), ..Default::default() };
+    let (status, r) = body(handle(&def(), &old, &h, "v"));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32022)));
+    assert_eq!(r["error"]["data"]["requested"], "2025-06-18");
+}
+
+#[test]
+fn tools_call_plans_a_dify_call() {
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "Summariser", "arguments": {"text": "hello", "extra": 1}}});
+    let h = RequestHeaders { protocol_version: Some("2025-06-18"), user_agent: Some("claude-desktop/1.0"), ..Default::default() };
+    let Step::Call(plan) = handle(&def(), &call, &h, "v") else { panic!() };
+    assert_eq!(plan.path, "/workflows/run");
+    assert_eq!(plan.body["inputs"], json!({"text": "hello"}));
+    assert_eq!(plan.client_name, "claude-desktop/1.0");
+    assert!(plan.user.starts_with("mcp-") && plan.user.len() == 28);
+    // Same server and client → same user.
+    let Step::Call(again) = handle(&def(), &call, &h, "v") else { panic!() };
+    assert_eq!(again.user, plan.user);
+
+    let r = finish_call(&plan, Outcome::Ok { text: "{\"s\":1}".into(), structured: Some(json!({"s": 1})) }, "v");
+    assert_eq!(r["result"]["structuredContent"], json!({"s": 1}));
+    assert_eq!(r["result"]["isError"], false);
+    let r = finish_call(&plan, Outcome::Failed("the workflow ended failed: boom".into()), "v");
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(r["result"]["content"][0]["text"], "the workflow ended failed: boom");
+
+    let mut old = plan.clone();
+    old.version = Version::V2024_11_05;
+    let r = finish_call(&old, Outcome::Ok { text: "t".into(), structured: Some(json!({})) }, "v");
+    assert!(r["result"].get("structuredContent").is_none());
+}
+
+#[test]
+fn bad_calls() {
+    let call = |params: Value, v: &'static str| {
+        let msg = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params});
+        body(handle(&def(), &msg, &headers(Some(v)), "v"))
+    };
+    let (_, r) = call(json!({"name": "Nope"}), "2025-11-25");
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(r["error"]["message"].as_str().unwrap().contains("'Nope'"));
+    let (_, r) = call(json!({}), "2025-11-25");
+    assert!(r["error"]["message"].as_str().unwrap().contains("`name`"));
+    let (_, r) = call(json!({"name": "Summariser", "arguments": [1]}), "2025-11-25");
+    assert_eq!(r["error"]["code"], -32602);
+    // Bad arguments: -32602 before 2025-11-25, a tool error from it on.
+    let (_, r) = call(json!({"name": "Summariser", "arguments": {"lang": "de"}}), "2025-06-18");
+    assert_eq!(r["error"]["code"], -32602);
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("missing required argument 'text'") && msg.contains("\"de\""), "{msg}");
+    let (_, r) = call(json!({"name": "Summariser", "arguments": {"lang": "de"}}), "2025-11-25");
+    assert_eq!(r["result"]["isError"], true);
+    assert!(r["result"]["content"][0]["text"].as_str().unwrap().contains("missing required argument 'text'"));
+    let (_, r) = call(json!({"name": "Agent", "arguments": {"query": "hi"}}), "2025-11-25");
+    assert_eq!(r["result"]["isError"], true);
+}
+
+#[test]
+fn batches_only_for_old_revisions() {
+    assert!(batch_allowed(&headers(None)).is_ok());
+    assert!(batch_allowed(&headers(Some("2024-11-05"))).is_ok());
+    let e = batch_allowed(&headers(Some("2025-06-18"))).unwrap_err();
+    assert_eq!((e.status, e.code), (400, -32600));
+    assert!(e.message.contains("2025-06-18"));
+}
+
+#[test]
+fn malformed_messages() {
+    let (status, r) = body(handle(&def(), &json!({"jsonrpc": "1.0", "id": 1, "method": "ping"}), &headers(None), "v"));
+    assert_eq!((status, r["error"]["code"].clone(), r["id"].clone()), (400, json!(-32600), json!(1)));
+}

@@ -1,0 +1,386 @@
+//! Tools: one per app of a server. Names, input schemas from the Dify form, output schemas,
+//! and the validation of call arguments against the same form.
+
+use serde_json::{json, Map, Value};
+
+use crate::core::app::Mode;
+use crate::core::definition::{AppDefinition, ServerDefinition};
+use crate::core::form::{parse_form, FieldType, FormField};
+use crate::core::error::Errors;
+
+use super::version::Version;
+
+/// Longest tool name emitted: SEP-986 allows 128, OpenAI-compatible clients take 64.
+const MAX_TOOL_NAME: usize = 64;
+
+/// A tool of a server: the app behind it and its parsed form.
+pub struct Tool<'a> {
+    pub name: String,
+    pub app: &'a AppDefinition,
+    pub mode: Mode,
+    pub form: Vec<FormField>,
+}
+
+/// The tools of a server, in order, with names valid per SEP-986 and unique.
+pub fn tools(def: &ServerDefinition) -> Vec<Tool<'_>> {
+    let mut out: Vec<Tool<'_>> = Vec::with_capacity(def.apps.len());
+    for app in &def.apps {
+        let Some(mode) = Mode::parse(&app.mode) else { continue };
+        let base = sanitize_name(&app.name, &app.id);
+        let mut name = base.clone();
+        let mut n = 2;
+        while out.iter().any(|t| t.name == name) {
+            let suffix = format!("_{n}");
+            name = format!("{}{suffix}", truncate(&base, MAX_TOOL_NAME - suffix.len()));
+            n += 1;
+        }
+        // The form was validated when stored; a form that no longer parses yields no inputs.
+        let form = parse_form(&app.user_input_form, "user_input_form", &mut Errors::default());
+        out.push(Tool { name, app, mode, form });
+    }
+    out
+}
+
+/// `[A-Za-z0-9_.-]{1,64}` from a display name: other characters become `_`, runs collapse.
+/// A name with nothing usable left (e.g. all CJK) becomes `app_<id prefix>`.
+pub fn sanitize_name(display: &str, id: &str) -> String {
+    let mut s = String::with_capacity(display.len());
+    for c in display.trim().chars() {
+        let c = if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' };
+        if !(c == '_' && s.ends_with('_')) {
+            s.push(c);
+        }
+    }
+    let s = s.trim_matches('_');
+    if s.chars().any(|c| c.is_ascii_alphanumeric()) {
+        truncate(s, MAX_TOOL_NAME).to_string()
+    } else {
+        let prefix: String = id.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
+        format!("app_{prefix}")
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    // Names are ASCII here, so byte and char boundaries agree.
+    &s[..s.len().min(max)]
+}
+
+impl Tool<'_> {
+    /// The tool as `tools/list` shows it to a client speaking `version`.
+    pub fn to_json(&self, def: &ServerDefinition, version: Version) -> Value {
+        let mut t = Map::new();
+        t.insert("name".into(), self.name.clone().into());
+        if version.structured_output() {
+            t.insert("title".into(), self.app.name.clone().into());
+        }
+        t.insert("description".into(), self.description(def).into());
+        t.insert("inputSchema".into(), self.input_schema(def));
+        if version.structured_output() {
+            t.insert("outputSchema".into(), self.output_schema());
+        }
+        if version.tool_annotations() {
+            // Backends reach outside systems (LLMs, APIs); nothing more is known about them.
+            t.insert("annotations".into(), json!({ "openWorldHint": true }));
+        }
+        Value::Object(t)
+    }
+
+    /// A one-app server describes its tool; in a multi-app server each app describes itself.
+    fn description(&self, def: &ServerDefinition) -> String {
+        let (first, second) = if def.apps.len() == 1 {
+            (&def.description, &self.app.description)
+        } else {
+            (&self.app.description, &def.description)
+        };
+        if first.trim().is_empty() { second.clone() } else { first.clone() }
+    }
+
+    pub fn input_schema(&self, def: &ServerDefinition) -> Value {
+        let mut props = Map::new();
+        let mut required: Vec<Value> = Vec::new();
+        if self.mode.takes_query() {
+            props.insert(
+                "query".into(),
+                json!({"type": "string", "description": param_description(def, "query").unwrap_or("User Input/Question content")}),
+            );
+            required.push("query".into());
+        }
+        for f in self.form.iter().filter(|f| f.ty.reaches_mcp()) {
+            let mut p = match f.ty {
+                FieldType::TextInput | FieldType::Paragraph => {
+                    let mut p = json!({"type": "string"});
+                    if let Some(n) = f.max_length {
+                        p["maxLength"] = n.into();
+                    }
+                    p
+                }
+                FieldType::Select => json!({"type": "string", "enum": f.options}),
+                FieldType::Number => json!({"type": "number"}),
+                FieldType::Checkbox => json!({"type": "boolean"}),
+                FieldType::JsonObject => {
+                    let mut p = json!({"type": "object"});
+                    if let Some(Value::Object(s)) = &f.json_schema {
+                        for key in ["properties", "required", "additionalProperties"] {
+                            if let Some(v) = s.get(key) {
+                                p[key] = v.clone();
+                            }
+                        }
+                    }
+                    p
+                }
+                FieldType::File | FieldType::FileList | FieldType::ExternalDataTool => continue,
+            };
+            p["description"] = param_description(def, &f.variable).unwrap_or(&f.label).into();
+            if let Some(d) = &f.default {
+                p["default"] = d.clone();
+            }
+            props.insert(f.variable.clone(), p);
+            if f.required {
+                required.push(f.variable.clone().into());
+            }
+        }
+        json!({"type": "object", "properties": props, "required": required})
+    }
+
+    /// Workflow and http-tool apps: declared outputs as properties (an open object when none
+    /// are declared); chat and completion modes: `{answer}`.
+    pub fn output_schema(&self) -> Value {
+        match self.mode {
+            Mode::Workflow | Mode::HttpTool | Mode::Mcp => {
+                let mut props = Map::new();
+                for o in self.app.outputs.as_array().into_iter().flatten() {
+                    let (Some(var), Some(ty)) = (o.get("variable").and_then(Value::as_str), o.get("type")) else {
+                        continue;
+                    };
+                    let mut p = json!({"type": ty});
+                    if let Some(d) = o.get("description") {
+                        p["description"] = d.clone();
+                    }
+                    props.insert(var.into(), p);
+                }
+                if props.is_empty() {
+                    json!({"type": "object"})
+                } else {
+                    json!({"type": "object", "properties": props})
+                }
+            }
+            _ => json!({
+                "type": "object",
+                "properties": {"answer": {"type": "string"}},
+                "required": ["answer"]
+            }),
+        }
+    }
+
+    /// Checks `args` against the input schema; on success returns the Dify `inputs` (form
+    /// variables only; unknown arguments are dropped) and the `query` for chat modes.
+    pub fn check_arguments(&self, args: Option<&Map<String, Value>>) -> Result<(Map<String, Value>, String), Vec<String>> {
+        let empty = Map::new();
+        let args = args.unwrap_or(&empty);
+        let mut problems = Vec::new();
+        let mut query = String::new();
+        if self.mode.takes_query() {
+            match args.get("query") {
+                Some(Value::String(q)) => query = q.clone(),
+                None | Some(Value::Null) => problems.push("missing required argument 'query'".to_string()),
+                Some(v) => problems.push(format!("argument 'query' must be a string (got {})", kind(v))),
+            }
+        }
+        let mut inputs = Map::new();
+        for f in self.form.iter().filter(|f| f.ty.reaches_mcp()) {
+            let v = match args.get(&f.variable) {
+                None | Some(Value::Null) => {
+                    if f.required {
+                        problems.push(format!("missing required argument '{}'", f.variable));
+                    }
+                    continue;
+                }
+                Some(v) => v,
+            };
+            if let Some(problem) = check_value(f, v) {
+                problems.push(problem);
+            } else {
+                inputs.insert(f.variable.clone(), v.clone());
+            }
+        }
+        if problems.is_empty() {
+            Ok((inputs, query))
+        } else {
+            Err(problems)
+        }
+    }
+}
+
+fn param_description<'a>(def: &'a ServerDefinition, var: &str) -> Option<&'a str> {
+    def.parameters.get(var).and_then(Value::as_str).filter(|s| !s.trim().is_empty())
+}
+
+fn check_value(f: &FormField, v: &Value) -> Option<String> {
+    let var = &f.variable;
+    match f.ty {
+        FieldType::TextInput | FieldType::Paragraph => match v.as_str() {
+            None => Some(format!("argument '{var}' must be a string (got {})", kind(v))),
+            Some(s) => match f.max_length {
+                Some(max) if s.chars().count() as u64 > max => Some(format!(
+                    "argument '{var}' is {} characters long; at most {max} are allowed",
+                    s.chars().count()
+                )),
+                _ => None,
+            },
+        },
+        FieldType::Select => match v.as_str() {
+            Some(s) if f.options.iter().any(|o| o == s) => None,
+            Some(s) => Some(format!("argument '{var}' must be one of {} (got \"{s}\")", quoted(&f.options))),
+            None => Some(format!("argument '{var}' must be one of {} (got {})", quoted(&f.options), kind(v))),
+        },
+        FieldType::Number if v.is_number() => None,
+        FieldType::Number => Some(format!("argument '{var}' must be a number (got {})", kind(v))),
+        FieldType::Checkbox if v.is_boolean() => None,
+        FieldType::Checkbox => Some(format!("argument '{var}' must be true or false (got {})", kind(v))),
+        FieldType::JsonObject if v.is_object() => None,
+        FieldType::JsonObject => Some(format!("argument '{var}' must be a JSON object (got {})", kind(v))),
+        FieldType::File | FieldType::FileList | FieldType::ExternalDataTool => None,
+    }
+}
+
+fn quoted(options: &[String]) -> String {
+    options.iter().map(|o| format!("\"{o}\"")).collect::<Vec<_>>().join(", ")
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::definition::FORMAT;
+
+    fn def(apps: Vec<(&str, &str, Value, Value)>) -> ServerDefinition {
+        ServerDefinition {
+            format: FORMAT,
+            server_id: "s".into(),
+            name: "srv".into(),
+            description: "Server description".into(),
+            status: "active".into(),
+            parameters: json!({"text": "The text to summarise"}).as_object().unwrap().clone(),
+            apps: apps
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, mode, form, outputs))| AppDefinition {
+                    id: format!("{i}abcdef0-1234"),
+                    name: name.into(),
+                    description: format!("{name} app"),
+                    mode: mode.into(),
+                    backend: json!({}),
+                    user_input_form: form,
+                    outputs,
+                })
+                .collect(),
+        }
+    }
+
+    fn form() -> Value {
+        json!([
+            {"text-input": {"variable": "text", "label": "Text", "required": true, "max_length": 10}},
+            {"select": {"variable": "lang", "label": "Language", "options": ["en", "fr"], "default": "en"}},
+            {"number": {"variable": "n", "label": "N"}},
+            {"checkbox": {"variable": "flag", "label": "Flag"}},
+            {"json_object": {"variable": "cfg", "label": "Cfg", "json_schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": false, "title": "x"}}},
+            {"file": {"variable": "doc", "label": "Doc", "required": true}}
+        ])
+    }
+
+    #[test]
+    fn names_are_valid_and_unique() {
+        assert_eq!(sanitize_name("My Workflow!", "x"), "My_Workflow");
+        assert_eq!(sanitize_name("  翻译 助手 ", "ab-12cd34ef99"), "app_ab12cd34");
+        assert_eq!(sanitize_name("report.v2-final", "x"), "report.v2-final");
+        assert_eq!(sanitize_name(&"x".repeat(200), "x").len(), 64);
+        let d = def(vec![
+            ("Same Name", "workflow", json!([]), json!([])),
+            ("Same  Name", "workflow", json!([]), json!([])),
+            ("Same-Name", "chat", json!([]), json!([])),
+        ]);
+        let names: Vec<String> = tools(&d).into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["Same_Name", "Same_Name_2", "Same-Name"]);
+    }
+
+    #[test]
+    fn input_schema_from_the_form() {
+        let d = def(vec![("Summariser", "workflow", form(), json!([]))]);
+        let t = &tools(&d)[0];
+        let s = t.input_schema(&d);
+        assert_eq!(s["properties"]["text"], json!({"type": "string", "maxLength": 10, "description": "The text to summarise"}));
+        assert_eq!(s["properties"]["lang"], json!({"type": "string", "enum": ["en", "fr"], "description": "Language", "default": "en"}));
+        assert_eq!(s["properties"]["n"]["type"], "number");
+        assert_eq!(s["properties"]["flag"]["type"], "boolean");
+        assert_eq!(s["properties"]["cfg"]["required"], json!(["a"]));
+        assert_eq!(s["properties"]["cfg"]["additionalProperties"], false);
+        assert!(s["properties"]["cfg"].get("title").is_none());
+        assert!(s["properties"].get("doc").is_none(), "file inputs are left out");
+        assert_eq!(s["required"], json!(["text"]));
+    }
+
+    #[test]
+    fn chat_modes_take_a_query_first() {
+        let d = def(vec![("Chat", "chat", form(), json!([]))]);
+        let s = tools(&d)[0].input_schema(&d);
+        let keys: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(keys[0], "query");
+        assert_eq!(s["required"], json!(["query", "text"]));
+    }
+
+    #[test]
+    fn tool_json_per_version() {
+        let d = def(vec![("Sum", "workflow", json!([]), json!([{"variable": "summary", "type": "string"}]))]);
+        let t = &tools(&d)[0];
+        let old = t.to_json(&d, Version::V2024_11_05);
+        assert!(old.get("title").is_none() && old.get("outputSchema").is_none() && old.get("annotations").is_none());
+        assert_eq!(old["description"], "Server description");
+        let new = t.to_json(&d, Version::V2025_06_18);
+        assert_eq!(new["title"], "Sum");
+        assert_eq!(new["outputSchema"], json!({"type": "object", "properties": {"summary": {"type": "string"}}}));
+        let chat = def(vec![("C", "chat", json!([]), json!([]))]);
+        assert_eq!(tools(&chat)[0].output_schema()["required"], json!(["answer"]));
+        let none = def(vec![("W", "workflow", json!([]), json!([]))]);
+        assert_eq!(tools(&none)[0].output_schema(), json!({"type": "object"}));
+    }
+
+    #[test]
+    fn multi_app_servers_describe_each_app() {
+        let d = def(vec![("A", "workflow", json!([]), json!([])), ("B", "chat", json!([]), json!([]))]);
+        assert_eq!(tools(&d)[1].to_json(&d, Version::V2025_06_18)["description"], "B app");
+    }
+
+    #[test]
+    fn arguments_are_checked() {
+        let d = def(vec![("Chat", "chat", form(), json!([]))]);
+        let t = &tools(&d)[0];
+        let ok = json!({"query": "hi", "text": "short", "lang": "fr", "n": 2, "flag": true, "cfg": {"a": "x"}, "extra": 1});
+        let (inputs, query) = t.check_arguments(ok.as_object()).unwrap();
+        assert_eq!(query, "hi");
+        assert_eq!(inputs.len(), 5, "unknown arguments are dropped");
+        let bad = json!({"text": "much too long", "lang": "de", "n": "2", "flag": "yes", "cfg": []});
+        let problems = t.check_arguments(bad.as_object()).unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                "missing required argument 'query'",
+                "argument 'text' is 13 characters long; at most 10 are allowed",
+                "argument 'lang' must be one of \"en\", \"fr\" (got \"de\")",
+                "argument 'n' must be a number (got a string)",
+                "argument 'flag' must be true or false (got a string)",
+                "argument 'cfg' must be a JSON object (got an array)",
+            ]
+        );
+        assert_eq!(t.check_arguments(None).unwrap_err(), ["missing required argument 'query'", "missing required argument 'text'"]);
+    }
+}

@@ -1,0 +1,243 @@
+//! The MCP endpoint `POST /mcp/server/{code}/mcp` (Streamable HTTP, stateless): transport rules
+//! here, protocol in `core::mcp`, backend calls through `outbound`.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use worker::{console_error, Context, Date, Env, Headers, Method, Request, Response};
+
+use crate::core::app::{self, DEFAULT_TIMEOUT_SECONDS};
+use crate::core::definition::ServerDefinition;
+use crate::core::dify_call::{self, Outcome};
+use crate::core::ids::{is_server_code_shape, sha256_hex};
+use crate::core::mcp::jsonrpc::{self, RpcError};
+use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step};
+
+use super::cache;
+use super::http::is_json_content_type;
+use super::outbound::{self, SendError};
+use super::secrets;
+use super::store;
+use super::VERSION;
+
+/// Largest MCP request body accepted.
+pub const MAX_BODY: usize = 1 << 20;
+const ALLOWED_HEADERS: &str = "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
+
+pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
+    let origin = header(&req, "origin");
+    let cors = match &origin {
+        None => None,
+        Some(o) if origin_allowed(env, o) => Some(o.clone()),
+        Some(o) => {
+            let e = RpcError::new(403, jsonrpc::INVALID_REQUEST, format!("Forbidden: Origin {o} is not allowed; add it to ALLOWED_ORIGINS"));
+            return rpc(403, &e.to_response(&Value::Null), None);
+        }
+    };
+    match req.method() {
+        Method::Post => {}
+        Method::Options => return preflight(cors.as_deref()),
+        m => {
+            // Stateless: no GET stream to open and no session to DELETE.
+            let e = RpcError::new(405, jsonrpc::INVALID_REQUEST, format!("Method not allowed: {} (this MCP endpoint takes POST)", m.as_ref()));
+            let resp = rpc(405, &e.to_response(&Value::Null), cors.as_deref())?;
+            resp.headers().set("allow", "POST, OPTIONS")?;
+            return Ok(resp);
+        }
+    }
+    let fail = |status: u16, code: i64, message: String| rpc(status, &RpcError::new(status, code, message).to_response(&Value::Null), cors.as_deref());
+    let content_type = header(&req, "content-type").unwrap_or_default();
+    if !is_json_content_type(&content_type) {
+        return fail(415, jsonrpc::INVALID_REQUEST, format!("Unsupported Media Type: send JSON-RPC as Content-Type: application/json (got {})", if content_type.is_empty() { "none" } else { &content_type }));
+    }
+    if let Some(accept) = header(&req, "accept") {
+        if !accepts_json(&accept) {
+            return fail(406, jsonrpc::INVALID_REQUEST, format!("Not Acceptable: this endpoint answers application/json (and text/event-stream); Accept was {accept}"));
+        }
+    }
+    if header(&req, "content-length").and_then(|l| l.trim().parse::<usize>().ok()).is_some_and(|n| n > MAX_BODY) {
+        return fail(413, jsonrpc::INVALID_REQUEST, format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024));
+    }
+    let bytes = match req.bytes().await {
+        Ok(b) if b.len() > MAX_BODY => return fail(413, jsonrpc::INVALID_REQUEST, format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024)),
+        Ok(b) => b,
+        Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body could not be read: {e}")),
+    };
+    let body: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body is not valid JSON ({e})")),
+    };
+    let echo_id = body.get("id").filter(|i| i.is_string() || i.is_number()).cloned().unwrap_or(Value::Null);
+    let not_found = || {
+        let e = RpcError::new(404, jsonrpc::INVALID_REQUEST, "Server not found: no MCP server has this code; check the URL (the code may have been rotated)");
+        rpc(404, &e.to_response(&echo_id), cors.as_deref())
+    };
+    if !is_server_code_shape(code) {
+        return not_found();
+    }
+    let code_hash = sha256_hex(code);
+    let def = match cache::resolve(env, &code_hash).await {
+        Ok(Some((def, from_cache))) => {
+            if !from_cache {
+                let (env2, hash, d) = (env.clone(), code_hash.clone(), def.clone());
+                ctx.wait_until(async move {
+                    if let Err(e) = cache::refill(&env2, &hash, &d).await {
+                        console_error!("refilling the cache: {}", e.message);
+                    }
+                });
+            }
+            def
+        }
+        Ok(None) => return not_found(),
+        Err(e) => {
+            let err = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {}", e.message));
+            return rpc(503, &err.to_response(&echo_id), cors.as_deref());
+        }
+    };
+    if def.status != "active" {
+        let e = RpcError::new(403, jsonrpc::INVALID_REQUEST, "Server inactive: this MCP server has been deactivated by its administrator");
+        return rpc(403, &e.to_response(&echo_id), cors.as_deref());
+    }
+    let (pv, mm, mn, ua) = (header(&req, "mcp-protocol-version"), header(&req, "mcp-method"), header(&req, "mcp-name"), header(&req, "user-agent"));
+    let h = RequestHeaders { protocol_version: pv.as_deref(), mcp_method: mm.as_deref(), mcp_name: mn.as_deref(), user_agent: ua.as_deref() };
+    match &body {
+        Value::Array(items) => {
+            if let Err(e) = server::batch_allowed(&h) {
+                return rpc(e.status, &e.to_response(&Value::Null), cors.as_deref());
+            }
+            if items.is_empty() {
+                return fail(400, jsonrpc::INVALID_REQUEST, "Invalid request: an empty JSON-RPC batch".into());
+            }
+            let mut out = Vec::with_capacity(items.len());
+            for item in items {
+                if let Some(v) = run(server::handle(&def, item, &h, VERSION), &def, env, ctx).await.1 {
+                    out.push(v);
+                }
+            }
+            if out.is_empty() {
+                return accepted(cors.as_deref());
+            }
+            rpc(200, &Value::Array(out), cors.as_deref())
+        }
+        single => match run(server::handle(&def, single, &h, VERSION), &def, env, ctx).await {
+            (_, None) => accepted(cors.as_deref()),
+            (status, Some(v)) => rpc(status, &v, cors.as_deref()),
+        },
+    }
+}
+
+/// Turns a step into (status, body), making the backend call when there is one.
+async fn run(step: Step, def: &ServerDefinition, env: &Env, ctx: &Context) -> (u16, Option<Value>) {
+    match step {
+        Step::Reply { status, body } => (status, body),
+        Step::Call(plan) => {
+            record_end_user(ctx, env, def, &plan);
+            let outcome = call_dify(&plan, def, env).await;
+            (200, Some(server::finish_call(&plan, outcome, VERSION)))
+        }
+    }
+}
+
+fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &CallPlan) {
+    let (env, server_id, user, name) = (env.clone(), def.server_id.clone(), plan.user.clone(), plan.client_name.clone());
+    ctx.wait_until(async move {
+        let Ok(db) = env.d1(super::console::D1_BINDING) else { return };
+        let now = (Date::now().as_millis() / 1000) as i64;
+        if let Err(e) = store::touch_end_user(&db, &server_id, &user, &name, now).await {
+            console_error!("recording an end user: {}", e.message);
+        }
+    });
+}
+
+async fn call_dify(plan: &CallPlan, def: &ServerDefinition, env: &Env) -> Outcome {
+    let Some(app) = def.apps.get(plan.app_index) else {
+        return Outcome::Failed("the app behind this tool was removed; list the tools again".into());
+    };
+    let backend = &app.backend;
+    let base_url = backend["base_url"].as_str().unwrap_or_default();
+    let key = match secrets::resolve(env, backend["api_key"].as_str().unwrap_or_default()) {
+        Ok(k) => k,
+        Err(name) => {
+            return Outcome::Failed(format!(
+                "the app '{}' takes its API key from ${name}, which is not set on this Worker; ask the administrator to set it (wrangler secret put {name})",
+                app.name
+            ))
+        }
+    };
+    let timeout = Duration::from_secs(backend["timeout_seconds"].as_u64().unwrap_or(DEFAULT_TIMEOUT_SECONDS));
+    let headers = Headers::new();
+    let auth = format!("Bearer {key}");
+    if headers.set("authorization", &auth).and_then(|_| headers.set("content-type", "application/json")).is_err() {
+        return Outcome::Failed(format!("the API key of app '{}' contains characters not allowed in an HTTP header", app.name));
+    }
+    let url = format!("{base_url}{}", plan.path);
+    let mut resp = match outbound::send(Method::Post, &url, headers, Some(&plan.body), timeout).await {
+        Ok(r) => r,
+        Err(SendError::Unreachable(e)) => return Outcome::Failed(format!("could not reach the Dify app '{}' at {base_url}: {e}", app.name)),
+        Err(SendError::TimedOut) => return timed_out(&app.name, timeout),
+    };
+    let status = resp.status_code();
+    match outbound::text(&mut resp, timeout).await {
+        Ok(text) => dify_call::read_blocking(app::Mode::parse(&app.mode).unwrap_or(plan.mode), status, &text),
+        Err(SendError::TimedOut) => timed_out(&app.name, timeout),
+        Err(SendError::Unreachable(e)) => Outcome::Failed(format!("the Dify app '{}' broke off its answer: {e}", app.name)),
+    }
+}
+
+fn timed_out(app: &str, timeout: Duration) -> Outcome {
+    Outcome::Failed(format!(
+        "the Dify app '{app}' did not answer within {} s (the app's timeout_seconds); try again or raise the timeout",
+        timeout.as_secs()
+    ))
+}
+
+fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers().get(name).ok().flatten()
+}
+
+fn accepts_json(accept: &str) -> bool {
+    accept.split(',').any(|part| {
+        let t = part.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        matches!(t.as_str(), "application/json" | "text/event-stream" | "*/*" | "application/*" | "")
+    })
+}
+
+/// Browsers may call from the origins in `ALLOWED_ORIGINS` (comma-separated; `*` for any).
+fn origin_allowed(env: &Env, origin: &str) -> bool {
+    let list = env.var("ALLOWED_ORIGINS").map(|v| v.to_string()).unwrap_or_default();
+    list.split(',').map(str::trim).any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+}
+
+fn with_cors(headers: &Headers, origin: Option<&str>) -> worker::Result<()> {
+    if let Some(o) = origin {
+        headers.set("access-control-allow-origin", o)?;
+        headers.set("vary", "Origin")?;
+        headers.set("access-control-expose-headers", "mcp-session-id, mcp-protocol-version")?;
+    }
+    Ok(())
+}
+
+fn preflight(origin: Option<&str>) -> worker::Result<Response> {
+    let headers = Headers::new();
+    with_cors(&headers, origin)?;
+    headers.set("access-control-allow-methods", "POST, OPTIONS")?;
+    headers.set("access-control-allow-headers", ALLOWED_HEADERS)?;
+    headers.set("access-control-max-age", "86400")?;
+    headers.set("allow", "POST, OPTIONS")?;
+    Ok(Response::empty()?.with_status(204).with_headers(headers))
+}
+
+fn rpc(status: u16, body: &Value, origin: Option<&str>) -> worker::Result<Response> {
+    let headers = Headers::new();
+    headers.set("content-type", "application/json")?;
+    headers.set("cache-control", "no-store")?;
+    with_cors(&headers, origin)?;
+    Ok(Response::from_bytes(serde_json::to_vec(body)?)?.with_status(status).with_headers(headers))
+}
+
+fn accepted(origin: Option<&str>) -> worker::Result<Response> {
+    let headers = Headers::new();
+    with_cors(&headers, origin)?;
+    Ok(Response::empty()?.with_status(202).with_headers(headers))
+}
+
