@@ -1,0 +1,47 @@
+// Shared steps of the MCP tests: register fake-Dify apps in Flowgate and publish servers.
+import assert from 'node:assert/strict';
+
+export const FORM = [
+  { 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 50 } },
+  { select: { variable: 'lang', label: 'Language', options: ['en', 'fr'], default: 'en' } },
+  { number: { variable: 'count', label: 'Count' } },
+  { checkbox: { variable: 'loud', label: 'Loud' } },
+];
+
+/** Adds an app of `mode` to the fake Dify and registers it in Flowgate; returns {app, apiKey}. */
+export async function registerApp(fg, dify, { mode = 'workflow', name = `${mode} app`, behaviour = 'ok', delayMs, form = FORM, outputs, backend = {}, ...rest } = {}) {
+  const apiKey = dify.addApp({ mode, name, user_input_form: form, behaviour, delayMs, ...rest });
+  const r = await fg.console('/apps', {
+    method: 'POST',
+    body: {
+      name,
+      description: `${name} description`,
+      mode,
+      backend: { base_url: dify.baseUrl, api_key: apiKey, ...backend },
+      user_input_form: form,
+      outputs: outputs ?? (mode === 'workflow' ? [{ variable: 'echo', type: 'object' }] : []),
+    },
+  });
+  assert.equal(r.status, 201, r.text);
+  return { app: r.json, apiKey };
+}
+
+/** Publishes a Dify-style server for one app; returns {server, code, url}. */
+export async function publish(fg, appId, body = { description: 'A test server', parameters: { text: 'The text to work on' } }) {
+  const r = await fg.console(`/apps/${appId}/server`, { method: 'POST', body });
+  assert.equal(r.status, 201, r.text);
+  return { server: r.json, code: r.json.server_code, url: r.json.mcp_url };
+}
+
+/** POSTs one raw JSON-RPC body to an MCP URL; returns {status, headers, text, json}. */
+export async function rpc(url, body, headers = {}) {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let json;
+  try { json = text ? JSON.parse(text) : undefined; } catch { /* not JSON */ }
+  return { status: res.status, headers: res.headers, text, json };
+}
