@@ -8,5 +8,6 @@ pub mod form;
 pub mod dify_call;
 pub mod ids;
 pub mod mcp;
+pub mod origin;
 pub mod server;
 pub mod url;

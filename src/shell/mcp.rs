@@ -12,6 +12,7 @@ use crate::core::dify_call::{self, Outcome};
 use crate::core::ids::{is_server_code_shape, sha256_hex};
 use crate::core::mcp::jsonrpc::{self, RpcError};
 use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step};
+use crate::core::origin::origin_allowed;
 
 use super::cache;
 use super::http::is_json_content_type;
@@ -28,7 +29,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     let origin = header(&req, "origin");
     let cors = match &origin {
         None => None,
-        Some(o) if origin_allowed(env, o) => Some(o.clone()),
+        Some(o) if origin_allowed(o, header(&req, "host").as_deref(), &allowed_origins(env)) => Some(o.clone()),
         Some(o) => {
             let e = RpcError::new(403, jsonrpc::INVALID_REQUEST, format!("Forbidden: Origin {o} is not allowed; add it to ALLOWED_ORIGINS"));
             return rpc(403, &e.to_response(&Value::Null), None);
@@ -202,10 +203,8 @@ fn accepts_json(accept: &str) -> bool {
     })
 }
 
-/// Browsers may call from the origins in `ALLOWED_ORIGINS` (comma-separated; `*` for any).
-fn origin_allowed(env: &Env, origin: &str) -> bool {
-    let list = env.var("ALLOWED_ORIGINS").map(|v| v.to_string()).unwrap_or_default();
-    list.split(',').map(str::trim).any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+fn allowed_origins(env: &Env) -> String {
+    env.var("ALLOWED_ORIGINS").map(|v| v.to_string()).unwrap_or_default()
 }
 
 fn with_cors(headers: &Headers, origin: Option<&str>) -> worker::Result<()> {

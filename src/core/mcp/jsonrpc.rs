@@ -56,6 +56,8 @@ pub enum Message<'a> {
 }
 
 /// Classifies one message. The error carries the id to echo (`null` when there is none).
+// The error path is cold; its size does not matter.
+#[allow(clippy::result_large_err)]
 pub fn classify(v: &Value) -> Result<Message<'_>, (Value, RpcError)> {
     let Some(obj) = v.as_object() else {
         return Err((Value::Null, invalid("a JSON-RPC message must be a JSON object")));
@@ -81,7 +83,9 @@ pub fn classify(v: &Value) -> Result<Message<'_>, (Value, RpcError)> {
             };
             match id {
                 Some(id) => Ok(Message::Request { id, method, params }),
-                None => Ok(Message::Notification { method }),
+                None if method.starts_with("notifications/") => Ok(Message::Notification { method }),
+                // Without an id nothing could answer it; say so instead of dropping it.
+                None => Err((Value::Null, invalid(&format!("`{method}` is a request and needs an `id` (only notifications/* may omit it)")))),
             }
         }
         (Some(_), _) => Err((echo, invalid("`method` must be a string"))),
@@ -121,6 +125,7 @@ mod tests {
             (json!({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}), Value::Null, "`id`"),
             (json!({"jsonrpc": "2.0", "id": "x", "method": 3}), json!("x"), "`method`"),
             (json!({"jsonrpc": "2.0", "id": 2}), json!(2), "needs a `method`"),
+            (json!({"jsonrpc": "2.0", "method": "tools/list"}), Value::Null, "needs an `id`"),
             (json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": [1]}), json!(3), "`params`"),
         ];
         for (msg, id, needle) in cases {

@@ -14,6 +14,7 @@ use super::version::Version;
 
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
@@ -127,6 +128,13 @@ fn resolve_version(method: &str, params: Option<&Map<String, Value>>, h: &Reques
     let Some(requested) = meta_version.as_str() else {
         return Err(RpcError::new(400, jsonrpc::INVALID_PARAMS, format!("Invalid params: _meta[\"{META_PROTOCOL_VERSION}\"] must be a string")));
     };
+    if params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_none_or(|c| !c.is_object()) {
+        return Err(RpcError::new(
+            400,
+            jsonrpc::INVALID_PARAMS,
+            format!("Invalid params: stateless requests must carry _meta[\"{META_CLIENT_CAPABILITIES}\"] (an object, {{}} for none)"),
+        ));
+    }
     match h.protocol_version {
         None => return Err(mismatch(format!("the MCP-Protocol-Version header is required and must be {requested}"))),
         Some(hv) if hv != requested => {

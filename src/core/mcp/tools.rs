@@ -92,7 +92,11 @@ impl Tool<'_> {
         } else {
             (&self.app.description, &def.description)
         };
-        if first.trim().is_empty() { second.clone() } else { first.clone() }
+        match [first, second].into_iter().find(|d| !d.trim().is_empty()) {
+            Some(d) => d.clone(),
+            // Clients need some description to decide when to call a tool.
+            None => format!("Runs the {} app '{}'", self.mode.as_str(), self.app.name),
+        }
     }
 
     pub fn input_schema(&self, def: &ServerDefinition) -> Value {
@@ -358,6 +362,10 @@ mod tests {
     fn multi_app_servers_describe_each_app() {
         let d = def(vec![("A", "workflow", json!([]), json!([])), ("B", "chat", json!([]), json!([]))]);
         assert_eq!(tools(&d)[1].to_json(&d, Version::V2025_06_18)["description"], "B app");
+        let mut bare = def(vec![("Quiet", "workflow", json!([]), json!([]))]);
+        bare.description.clear();
+        bare.apps[0].description.clear();
+        assert_eq!(tools(&bare)[0].to_json(&bare, Version::V2025_06_18)["description"], "Runs the workflow app 'Quiet'");
     }
 
     #[test]

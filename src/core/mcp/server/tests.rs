@@ -152,6 +152,11 @@ fn stateless_requests() {
     let (status, r) = body(handle(&def(), &call, &stateless_headers("tools/call", Some("Other")), "v"));
     assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32020)));
 
+    let mut no_caps = stateless("tools/list", json!({}));
+    no_caps["params"]["_meta"].as_object_mut().unwrap().remove("io.modelcontextprotocol/clientCapabilities");
+    let (status, r) = body(handle(&def(), &no_caps, &stateless_headers("tools/list", None), "v"));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32602)));
+
     let mut old = stateless("tools/list", json!({}));
     old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-06-18");
     let h = RequestHeaders { protocol_version: Some("2025-06-18"), mcp_method: Some("tools/list"), ..Default::default() };
