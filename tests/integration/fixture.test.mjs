@@ -4,6 +4,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { startDifyFixture, randomApiKey } from '../support/dify-fixture.mjs';
+import { readResponse } from '../support/harness.mjs';
 
 const FORM = [
   { 'text-input': { label: 'City', variable: 'city', required: true, max_length: 48, default: '' } },
@@ -27,14 +28,7 @@ async function call(path, { method = 'GET', key, body, headers = {} } = {}) {
     h['Content-Type'] = 'application/json';
   }
   const res = await fetch(dify.origin + path, { method, headers: h, body: payload });
-  const text = await res.text();
-  let json;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    json = undefined;
-  }
-  return { status: res.status, headers: res.headers, text, json };
+  return readResponse(res);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -1,6 +1,8 @@
 // Shared steps of the MCP tests: register fake-Dify apps in Flowgate and publish servers.
 import assert from 'node:assert/strict';
 
+import { readResponse } from './harness.mjs';
+
 export const FORM = [
   { 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 50 } },
   { select: { variable: 'lang', label: 'Language', options: ['en', 'fr'], default: 'en' } },
@@ -40,8 +42,5 @@ export async function rpc(url, body, headers = {}) {
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
-  const text = await res.text();
-  let json;
-  try { json = text ? JSON.parse(text) : undefined; } catch { /* not JSON */ }
-  return { status: res.status, headers: res.headers, text, json };
+  return readResponse(res);
 }

@@ -118,6 +118,18 @@ async function waitGroupGone(pgid, ms) {
 }
 
 /** Listen on 127.0.0.1:0, read the port, close. */
+/** A fetch Response as `{status, headers, text, json}` (`json` undefined when the body is not JSON). */
+export async function readResponse(res) {
+  const text = await res.text();
+  let json;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, text, json };
+}
+
 export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
@@ -424,14 +436,7 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
           body: payload,
           signal: AbortSignal.timeout(timeoutMs),
         });
-        const text = await res.text();
-        let json;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          json = undefined;
-        }
-        return { status: res.status, headers: res.headers, text, json };
+        return readResponse(res);
       },
 
       /** fetchJson on /console/api+path with the admin token (opts.token overrides; null = none). */
