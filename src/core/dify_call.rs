@@ -26,16 +26,25 @@ pub fn request(mode: Mode, inputs: Map<String, Value>, query: String, user: &str
     }
 }
 
+/// The endpoint that stops a running task of `mode` (streaming runs only, as in Dify).
+pub fn stop_path(mode: Mode, task_id: &str) -> String {
+    match mode {
+        Mode::Workflow => format!("/workflows/tasks/{task_id}/stop"),
+        Mode::Completion => format!("/completion-messages/{task_id}/stop"),
+        _ => format!("/chat-messages/{task_id}/stop"),
+    }
+}
+
 /// Dify serves agent-chat apps only in streaming mode.
 pub fn needs_streaming(mode: Mode) -> bool {
     mode == Mode::AgentChat
 }
 
-/// Reads a Dify answer (`status` and body text) into an outcome.
-pub fn read_blocking(mode: Mode, status: u16, body: &str) -> Outcome {
+/// Reads a Dify answer (`status`, `Retry-After` and body text) into an outcome.
+pub fn read_blocking(mode: Mode, status: u16, retry_after: Option<&str>, body: &str) -> Outcome {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     if !(200..300).contains(&status) {
-        return Outcome::Failed(http_failure(status, parsed.as_ref(), body));
+        return Outcome::Failed(http_failure(status, retry_after, parsed.as_ref(), body));
     }
     let Some(v) = parsed.filter(Value::is_object) else {
         return Outcome::Failed(format!("the Dify app answered HTTP {status} with a body that is not a JSON object"));
@@ -64,7 +73,18 @@ pub fn read_blocking(mode: Mode, status: u16, body: &str) -> Outcome {
     }
 }
 
-fn http_failure(status: u16, parsed: Option<&Value>, body: &str) -> String {
+/// A non-2xx answer in words; a 429 says when to retry.
+pub fn http_failure(status: u16, retry_after: Option<&str>, parsed: Option<&Value>, body: &str) -> String {
+    let message = http_failure_text(status, parsed, body);
+    match (status, retry_after.map(str::trim).filter(|r| !r.is_empty())) {
+        (429, Some(r)) if r.bytes().all(|b| b.is_ascii_digit()) => format!("{message}; retry after {r} s"),
+        (429, Some(r)) => format!("{message}; retry after {}", r.chars().take(64).collect::<String>()),
+        (429, None) => format!("{message}; retry later"),
+        _ => message,
+    }
+}
+
+fn http_failure_text(status: u16, parsed: Option<&Value>, body: &str) -> String {
     if let Some(message) = parsed.and_then(|v| v.get("message")).and_then(Value::as_str) {
         let code = parsed.and_then(|v| v.get("code")).and_then(Value::as_str).unwrap_or("error");
         return format!("the Dify app refused the call (HTTP {status}, {code}): {message}");
@@ -100,12 +120,12 @@ mod tests {
     fn reads_answers() {
         let wf = r#"{"workflow_run_id":"r","task_id":"t","data":{"status":"succeeded","outputs":{"summary":"s"}}}"#;
         assert_eq!(
-            read_blocking(Mode::Workflow, 200, wf),
+            read_blocking(Mode::Workflow, 200, None, wf),
             Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) }
         );
         let chat = r#"{"event":"message","answer":"Paris"}"#;
         assert_eq!(
-            read_blocking(Mode::Chat, 200, chat),
+            read_blocking(Mode::Chat, 200, None, chat),
             Outcome::Ok { text: "Paris".into(), structured: Some(json!({"answer": "Paris"})) }
         );
     }
@@ -114,17 +134,26 @@ mod tests {
     fn failures_carry_the_backend_message() {
         let failed = r#"{"data":{"status":"failed","error":"Node LLM failed: model timeout","outputs":{}}}"#;
         assert_eq!(
-            read_blocking(Mode::Workflow, 200, failed),
+            read_blocking(Mode::Workflow, 200, None, failed),
             Outcome::Failed("the workflow ended failed: Node LLM failed: model timeout".into())
         );
         let quota = r#"{"code":"provider_quota_exceeded","message":"Your quota ... exhausted.","status":400}"#;
         assert_eq!(
-            read_blocking(Mode::Chat, 400, quota),
+            read_blocking(Mode::Chat, 400, None, quota),
             Outcome::Failed("the Dify app refused the call (HTTP 400, provider_quota_exceeded): Your quota ... exhausted.".into())
         );
-        assert_eq!(read_blocking(Mode::Chat, 500, "Internal Server Error"), Outcome::Failed("the Dify app answered HTTP 500: Internal Server Error".into()));
-        assert_eq!(read_blocking(Mode::Chat, 502, ""), Outcome::Failed("the Dify app answered HTTP 502 with an empty body".into()));
-        assert!(matches!(read_blocking(Mode::Chat, 200, "<html>"), Outcome::Failed(m) if m.contains("not a JSON object")));
-        assert!(matches!(read_blocking(Mode::Chat, 200, "{}"), Outcome::Failed(m) if m.contains("no `answer`")));
+        assert_eq!(read_blocking(Mode::Chat, 500, None, "Internal Server Error"), Outcome::Failed("the Dify app answered HTTP 500: Internal Server Error".into()));
+        assert_eq!(read_blocking(Mode::Chat, 502, None, ""), Outcome::Failed("the Dify app answered HTTP 502 with an empty body".into()));
+        assert!(matches!(read_blocking(Mode::Chat, 200, None, "<html>"), Outcome::Failed(m) if m.contains("not a JSON object")));
+        assert!(matches!(read_blocking(Mode::Chat, 200, None, "{}"), Outcome::Failed(m) if m.contains("no `answer`")));
+        let limited = r#"{"code":"too_many_requests","message":"Too many requests","status":429}"#;
+        assert_eq!(
+            read_blocking(Mode::Chat, 429, Some("7"), limited),
+            Outcome::Failed("the Dify app refused the call (HTTP 429, too_many_requests): Too many requests; retry after 7 s".into())
+        );
+        assert!(matches!(read_blocking(Mode::Chat, 429, None, ""), Outcome::Failed(m) if m.ends_with("retry later")));
+        assert_eq!(stop_path(Mode::Workflow, "t1"), "/workflows/tasks/t1/stop");
+        assert_eq!(stop_path(Mode::AgentChat, "t1"), "/chat-messages/t1/stop");
+        assert_eq!(stop_path(Mode::Completion, "t1"), "/completion-messages/t1/stop");
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::Value;
 use worker::{console_error, Context, Date, Env, Headers, Method, Request, Response};
 
-use crate::core::app::{self, DEFAULT_TIMEOUT_SECONDS};
+use crate::core::app::DEFAULT_TIMEOUT_SECONDS;
 use crate::core::definition::ServerDefinition;
 use crate::core::dify_call::{self, Outcome};
 use crate::core::ids::{is_server_code_shape, sha256_hex};
@@ -178,8 +178,9 @@ async fn call_dify(plan: &CallPlan, def: &ServerDefinition, env: &Env) -> Outcom
         Err(SendError::TimedOut) => return timed_out(&app.name, timeout),
     };
     let status = resp.status_code();
+    let retry_after = resp.headers().get("retry-after").ok().flatten();
     match outbound::text(&mut resp, timeout).await {
-        Ok(text) => dify_call::read_blocking(app::Mode::parse(&app.mode).unwrap_or(plan.mode), status, &text),
+        Ok(text) => dify_call::read_blocking(plan.mode, status, retry_after.as_deref(), &text),
         Err(SendError::TimedOut) => timed_out(&app.name, timeout),
         Err(SendError::Unreachable(e)) => Outcome::Failed(format!("the Dify app '{}' broke off its answer: {e}", app.name)),
     }

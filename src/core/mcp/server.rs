@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 use crate::core::app::Mode;
 use crate::core::definition::ServerDefinition;
 use crate::core::dify_call::{self, Outcome};
+use crate::core::dify_stream::Signal;
 use crate::core::ids::sha256_hex;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
@@ -15,6 +16,7 @@ use super::version::Version;
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
@@ -49,6 +51,10 @@ pub struct CallPlan {
     pub user: String,
     /// How the client named itself, for the end-user record.
     pub client_name: String,
+    /// `_meta.progressToken` of the request: progress is reported only when it is given.
+    pub progress_token: Option<Value>,
+    /// Least severe level of `notifications/message` the client gets (`None`: no log messages).
+    pub log_level: Option<&'static str>,
 }
 
 fn reply(status: u16, body: Value) -> Step {
@@ -293,7 +299,11 @@ fn call_tool(
     let client_name = client_name(params, h);
     let user = format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24]);
     let (path, body) = dify_call::request(tool.mode, inputs, query, &user);
-    Step::Call(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name })
+    let meta = params.get("_meta");
+    let progress_token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
+    let asked_level = meta.and_then(|m| m.get(META_LOG_LEVEL)).and_then(Value::as_str);
+    let log_level = asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
+    Step::Call(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name, progress_token, log_level })
 }
 
 /// Modes this release cannot call yet, with the reason the client will see.
@@ -319,6 +329,32 @@ fn client_name(params: &Map<String, Value>, h: &RequestHeaders<'_>) -> String {
 
 fn tool_error(message: &str) -> Value {
     json!({"content": [{"type": "text", "text": message}], "isError": true})
+}
+
+/// Counts the progress of one call; `progress` must grow with every notification.
+#[derive(Debug, Default)]
+pub struct Progress(u64);
+
+/// The notification for a backend signal, if the client asked for that kind.
+pub fn notification(plan: &CallPlan, signal: Signal, progress: &mut Progress) -> Option<Value> {
+    match signal {
+        Signal::Progress { message } => {
+            let token = plan.progress_token.as_ref()?;
+            progress.0 += 1;
+            let mut params = json!({"progressToken": token, "progress": progress.0});
+            if plan.version.progress_message() && !message.is_empty() {
+                params["message"] = message.into();
+            }
+            Some(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
+        }
+        Signal::Log { level, data } => {
+            let threshold = plan.log_level?;
+            let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l).unwrap_or(0);
+            (rank(level) >= rank(threshold)).then(|| {
+                json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "logger": "flowgate", "data": data}})
+            })
+        }
+    }
 }
 
 /// The JSON-RPC response for a finished call.

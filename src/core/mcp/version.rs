@@ -57,6 +57,23 @@ impl Version {
         self >= V2025_03_26
     }
 
+    /// `message` on `notifications/progress` (2025-03-26).
+    pub fn progress_message(self) -> bool {
+        self >= V2025_03_26
+    }
+
+    /// The log level a request gets `notifications/message` at, when it did not say: older
+    /// revisions set it per session with `logging/setLevel`, which a stateless endpoint cannot
+    /// keep, so they get `info`; 2026-07-28 requests ask per request (`_meta` logLevel) and get
+    /// no log messages without it.
+    pub fn default_log_level(self) -> Option<&'static str> {
+        if self.is_stateless() {
+            None
+        } else {
+            Some("info")
+        }
+    }
+
     /// Bad tool arguments are tool results with `isError` (SEP-1303, 2025-11-25), not -32602.
     pub fn argument_errors_as_tool_results(self) -> bool {
         self >= V2025_11_25

@@ -231,3 +231,36 @@ fn malformed_messages() {
     let (status, r) = body(handle(&def(), &json!({"jsonrpc": "1.0", "id": 1, "method": "ping"}), &headers(None), "v"));
     assert_eq!((status, r["error"]["code"].clone(), r["id"].clone()), (400, json!(-32600), json!(1)));
 }
+
+#[test]
+fn progress_and_log_notifications() {
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                      "params": {"name": "Summariser", "arguments": {"text": "hello"}, "_meta": {"progressToken": "tok"}}});
+    let Step::Call(plan) = handle(&def(), &call, &headers(Some("2025-06-18")), "v") else { panic!() };
+    let mut p = Progress::default();
+    let n1 = notification(&plan, Signal::Progress { message: "LLM succeeded".into() }, &mut p).unwrap();
+    let n2 = notification(&plan, Signal::Progress { message: "End succeeded".into() }, &mut p).unwrap();
+    assert_eq!(n1["params"], json!({"progressToken": "tok", "progress": 1, "message": "LLM succeeded"}));
+    assert_eq!(n2["params"]["progress"], 2);
+    let log = notification(&plan, Signal::Log { level: "info", data: json!({"x": 1}) }, &mut p).unwrap();
+    assert_eq!(log["method"], "notifications/message");
+    assert_eq!(log["params"]["level"], "info");
+    assert!(notification(&plan, Signal::Log { level: "debug", data: json!({}) }, &mut p).is_none());
+
+    // No progress token: no progress. 2024-11-05: no message field.
+    let bare = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "Summariser", "arguments": {"text": "x"}}});
+    let Step::Call(plan) = handle(&def(), &bare, &headers(Some("2024-11-05")), "v") else { panic!() };
+    assert!(notification(&plan, Signal::Progress { message: "m".into() }, &mut p).is_none());
+    let mut old = plan.clone();
+    old.progress_token = Some(json!(3));
+    assert!(notification(&old, Signal::Progress { message: "m".into() }, &mut p).unwrap()["params"].get("message").is_none());
+
+    // 2026-07-28: logs only at the level the request asked for.
+    let mut call26 = stateless("tools/call", json!({"name": "Summariser", "arguments": {"text": "x"}}));
+    let Step::Call(plan) = handle(&def(), &call26, &stateless_headers("tools/call", Some("Summariser")), "v") else { panic!() };
+    assert!(notification(&plan, Signal::Log { level: "error", data: json!({}) }, &mut p).is_none());
+    call26["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("warning");
+    let Step::Call(plan) = handle(&def(), &call26, &stateless_headers("tools/call", Some("Summariser")), "v") else { panic!() };
+    assert!(notification(&plan, Signal::Log { level: "info", data: json!({}) }, &mut p).is_none());
+    assert!(notification(&plan, Signal::Log { level: "warning", data: json!({}) }, &mut p).is_some());
+}

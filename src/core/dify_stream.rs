@@ -1,0 +1,285 @@
+//! Following a Dify streaming answer event by event: what to tell the MCP client as it
+//! happens, and the final outcome. Memory stays bounded whatever the stream's length: only the
+//! answer text (capped), the last thought (capped) and the final outputs are kept.
+
+use serde_json::{json, Value};
+
+use crate::core::app::Mode;
+use crate::core::dify_call::Outcome;
+
+/// Default cap on the final text kept from a stream (`max_result_bytes` per app).
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
+/// Longest log message built from one event (thoughts, observations).
+const MAX_LOG_TEXT: usize = 2000;
+
+/// Something to send to the MCP client while the call runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Signal {
+    /// One more step done (a node finished, a thought was made); `message` says which.
+    Progress { message: String },
+    /// A `notifications/message` at `level`.
+    Log { level: &'static str, data: Value },
+}
+
+#[derive(Debug)]
+pub struct DifyStream {
+    mode: Mode,
+    max_text: usize,
+    answer: String,
+    last_thought: String,
+    truncated: bool,
+    task_id: Option<String>,
+    malformed: u32,
+    done: Option<Outcome>,
+}
+
+impl DifyStream {
+    pub fn new(mode: Mode, max_text: usize) -> Self {
+        DifyStream {
+            mode,
+            max_text,
+            answer: String::new(),
+            last_thought: String::new(),
+            truncated: false,
+            task_id: None,
+            malformed: 0,
+            done: None,
+        }
+    }
+
+    /// The run's task id (for the stop endpoint), once the stream has named it.
+    pub fn task_id(&self) -> Option<&str> {
+        self.task_id.as_deref()
+    }
+
+    /// Whether the final event has arrived (the rest of the stream can be dropped).
+    pub fn is_done(&self) -> bool {
+        self.done.is_some()
+    }
+
+    /// Events whose data was not JSON; they are skipped (the documented rule) and counted.
+    pub fn malformed_events(&self) -> u32 {
+        self.malformed
+    }
+
+    /// Takes one SSE event's `data`. Unknown events are ignored, as Dify adds events often.
+    pub fn on_event(&mut self, data: &str, out: &mut Vec<Signal>) {
+        if self.done.is_some() || data.trim().is_empty() {
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            self.malformed += 1;
+            out.push(Signal::Log {
+                level: "warning",
+                data: json!({"event": "malformed", "message": "the backend sent an event that is not JSON; it was skipped"}),
+            });
+            return;
+        };
+        if self.task_id.is_none() {
+            if let Some(t) = v.get("task_id").and_then(Value::as_str) {
+                self.task_id = Some(t.to_string());
+            }
+        }
+        let d = &v["data"];
+        match v.get("event").and_then(Value::as_str).unwrap_or("") {
+            "node_started" => out.push(Signal::Log {
+                level: "info",
+                data: json!({"event": "node_started", "node": text(&d["title"]), "type": text(&d["node_type"])}),
+            }),
+            "node_finished" => out.push(Signal::Progress {
+                message: format!("{} {}", text(&d["title"]), d["status"].as_str().unwrap_or("finished")),
+            }),
+            "agent_thought" => {
+                let thought = text(&v["thought"]);
+                if !thought.is_empty() {
+                    self.last_thought = truncate(&thought, self.max_text).to_string();
+                }
+                let tool = text(&v["tool"]);
+                out.push(Signal::Progress {
+                    message: if tool.is_empty() { "thinking".into() } else { format!("using {tool}") },
+                });
+                out.push(Signal::Log {
+                    level: "info",
+                    data: json!({
+                        "event": "agent_thought",
+                        "thought": truncate(&thought, MAX_LOG_TEXT),
+                        "tool": tool,
+                        "observation": truncate(&text(&v["observation"]), MAX_LOG_TEXT),
+                    }),
+                });
+            }
+            "message" | "agent_message" => {
+                if let Some(chunk) = v.get("answer").and_then(Value::as_str) {
+                    self.push_answer(chunk);
+                }
+            }
+            "message_replace" => {
+                self.answer.clear();
+                self.truncated = false;
+                if let Some(a) = v.get("answer").and_then(Value::as_str) {
+                    self.push_answer(a);
+                }
+            }
+            "message_end" if self.mode.takes_query() || self.mode == Mode::Completion => {
+                self.done = Some(self.answer_outcome());
+            }
+            "workflow_finished" if self.mode == Mode::Workflow => {
+                self.done = Some(workflow_outcome(d));
+            }
+            "error" => {
+                let code = v.get("code").and_then(Value::as_str).unwrap_or("error");
+                let message = v.get("message").and_then(Value::as_str).unwrap_or("no message");
+                self.done = Some(Outcome::Failed(format!("the Dify app reported an error ({code}): {message}")));
+            }
+            _ => {}
+        }
+    }
+
+    fn push_answer(&mut self, chunk: &str) {
+        if self.truncated {
+            return;
+        }
+        let room = self.max_text.saturating_sub(self.answer.len());
+        if chunk.len() <= room {
+            self.answer.push_str(chunk);
+        } else {
+            self.answer.push_str(truncate(chunk, room));
+            self.truncated = true;
+        }
+    }
+
+    /// agent-chat answers come from the message chunks; only when there is no answer text at
+    /// all does the last thought stand in (Dify's own server got this wrong, #22403/#32526).
+    fn answer_outcome(&mut self) -> Outcome {
+        let mut answer = if self.answer.is_empty() && self.mode == Mode::AgentChat {
+            std::mem::take(&mut self.last_thought)
+        } else {
+            std::mem::take(&mut self.answer)
+        };
+        if self.truncated {
+            answer.push_str(&format!(
+                "\n\n[truncated: the answer was longer than {} bytes, the limit set by the app's max_result_bytes]",
+                self.max_text
+            ));
+        }
+        Outcome::Ok { structured: Some(json!({"answer": answer})), text: answer }
+    }
+
+    /// The outcome once the stream has ended (a stream that ended before its final event is a
+    /// failure, never a silent empty success).
+    pub fn finish(self) -> Outcome {
+        self.done.unwrap_or_else(|| Outcome::Failed("the backend stream ended before a result".into()))
+    }
+}
+
+fn workflow_outcome(d: &Value) -> Outcome {
+    match d["status"].as_str() {
+        Some("succeeded") | None => {
+            let outputs = match &d["outputs"] {
+                Value::Null => json!({}),
+                o => o.clone(),
+            };
+            let structured = outputs.is_object().then(|| outputs.clone());
+            Outcome::Ok { text: outputs.to_string(), structured }
+        }
+        Some(other) => {
+            let err = d["error"].as_str().filter(|e| !e.is_empty()).unwrap_or("no error message");
+            Outcome::Failed(format!("the workflow ended {other}: {err}"))
+        }
+    }
+}
+
+fn text(v: &Value) -> String {
+    v.as_str().unwrap_or("").to_string()
+}
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+pub fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(mode: Mode, events: &[Value], max: usize) -> (Outcome, Vec<Signal>) {
+        let mut s = DifyStream::new(mode, max);
+        let mut out = Vec::new();
+        for e in events {
+            s.on_event(&e.to_string(), &mut out);
+        }
+        (s.finish(), out)
+    }
+
+    #[test]
+    fn workflow_stream() {
+        let events = [
+            json!({"event": "workflow_started", "task_id": "t1", "workflow_run_id": "r", "data": {"id": "r"}}),
+            json!({"event": "node_started", "task_id": "t1", "data": {"title": "LLM", "node_type": "llm"}}),
+            json!({"event": "text_chunk", "task_id": "t1", "data": {"text": "x"}}),
+            json!({"event": "node_finished", "task_id": "t1", "data": {"title": "LLM", "status": "succeeded"}}),
+            json!({"event": "workflow_finished", "task_id": "t1", "data": {"status": "succeeded", "outputs": {"summary": "s"}}}),
+        ];
+        let (outcome, signals) = run(Mode::Workflow, &events, 100);
+        assert_eq!(outcome, Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) });
+        assert_eq!(signals.len(), 2);
+        assert_eq!(signals[1], Signal::Progress { message: "LLM succeeded".into() });
+        let failed = [json!({"event": "workflow_finished", "data": {"status": "failed", "error": "boom"}})];
+        assert_eq!(run(Mode::Workflow, &failed, 100).0, Outcome::Failed("the workflow ended failed: boom".into()));
+    }
+
+    #[test]
+    fn chat_answer_is_assembled_and_replaced() {
+        let events = [
+            json!({"event": "message", "task_id": "t", "answer": "Hel"}),
+            json!({"event": "message", "answer": "lo"}),
+            json!({"event": "message_end"}),
+        ];
+        assert_eq!(run(Mode::Chat, &events, 100).0, Outcome::Ok { text: "Hello".into(), structured: Some(json!({"answer": "Hello"})) });
+        let replaced = [json!({"event": "message", "answer": "bad"}), json!({"event": "message_replace", "answer": "moderated"}), json!({"event": "message_end"})];
+        assert!(matches!(run(Mode::Chat, &replaced, 100).0, Outcome::Ok { text, .. } if text == "moderated"));
+    }
+
+    #[test]
+    fn agent_chat_prefers_the_answer_over_thoughts() {
+        let thought = |t: &str| json!({"event": "agent_thought", "thought": t, "tool": "search", "observation": "obs"});
+        let with_answer = [thought("first"), thought("second"), json!({"event": "agent_message", "answer": "Final"}), json!({"event": "message_end"})];
+        let (outcome, signals) = run(Mode::AgentChat, &with_answer, 100);
+        assert!(matches!(outcome, Outcome::Ok { text, .. } if text == "Final"));
+        assert_eq!(signals.iter().filter(|s| matches!(s, Signal::Progress { .. })).count(), 2);
+        let only_thoughts = [thought("first"), thought("the last thought"), thought(""), json!({"event": "message_end"})];
+        assert!(matches!(run(Mode::AgentChat, &only_thoughts, 100).0, Outcome::Ok { text, .. } if text == "the last thought"));
+    }
+
+    #[test]
+    fn the_answer_is_capped_with_a_note() {
+        let events = [json!({"event": "message", "answer": "0123456789"}), json!({"event": "message", "answer": "abcdef"}), json!({"event": "message_end"})];
+        let Outcome::Ok { text, .. } = run(Mode::Completion, &events, 12).0 else { panic!() };
+        assert!(text.starts_with("0123456789ab\n\n[truncated: the answer was longer than 12 bytes"), "{text}");
+        assert_eq!(truncate("héllo", 2), "h");
+    }
+
+    #[test]
+    fn errors_early_ends_and_malformed_events() {
+        let err = [json!({"event": "error", "code": "provider_quota_exceeded", "message": "quota"})];
+        assert_eq!(run(Mode::Chat, &err, 100).0, Outcome::Failed("the Dify app reported an error (provider_quota_exceeded): quota".into()));
+        let early = [json!({"event": "message", "answer": "partial"})];
+        assert_eq!(run(Mode::Chat, &early, 100).0, Outcome::Failed("the backend stream ended before a result".into()));
+        let mut s = DifyStream::new(Mode::Chat, 100);
+        let mut out = Vec::new();
+        s.on_event("{not json", &mut out);
+        s.on_event(&json!({"event": "message", "answer": "ok", "task_id": "tid"}).to_string(), &mut out);
+        s.on_event(&json!({"event": "message_end"}).to_string(), &mut out);
+        assert_eq!(s.malformed_events(), 1);
+        assert_eq!(s.task_id(), Some("tid"));
+        assert!(s.is_done());
+        assert!(matches!(s.finish(), Outcome::Ok { text, .. } if text == "ok"));
+    }
+}
