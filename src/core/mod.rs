@@ -3,6 +3,7 @@
 pub mod app;
 pub mod definition;
 pub mod dify_import;
+pub mod dify_stream;
 pub mod error;
 pub mod form;
 pub mod dify_call;
