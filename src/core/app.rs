@@ -51,8 +51,17 @@ impl Mode {
 /// Longest app name and description accepted (Dify's own limits are lower).
 pub const MAX_NAME: usize = 255;
 pub const MAX_DESCRIPTION: usize = 4096;
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 60;
-pub const MAX_TIMEOUT_SECONDS: u64 = 900;
+/// Whole call, start to final result.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+/// Until the backend's response headers arrive (Workers' fetch does not expose the connect
+/// step separately, so this bounds connect and first byte together).
+pub const DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS: u64 = 30;
+/// Between two chunks of a streamed answer (Dify pings every 10 s).
+pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u64 = 60;
+pub const MAX_TIMEOUT_SECONDS: u64 = 3600;
+/// Largest `max_result_bytes` an app may set.
+pub const MAX_RESULT_BYTES_LIMIT: u64 = 16 << 20;
+const TIMEOUT_KEYS: [&str; 3] = ["timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds"];
 /// What the console shows instead of a stored literal credential.
 pub const MASK: &str = "***";
 
@@ -254,7 +263,10 @@ fn parse_outputs(v: &Value, errs: &mut Errors) -> Vec<OutputVar> {
 /// against the stored backend).
 fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mut Errors) {
     let (url_key, allowed): (&str, &[&str]) = match mode {
-        m if m.is_dify() => ("base_url", &["base_url", "api_key", "timeout_seconds"]),
+        m if m.is_dify() => (
+            "base_url",
+            &["base_url", "api_key", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes"],
+        ),
         Mode::HttpTool => ("api_endpoint", &[]),
         _ => ("url", &[]),
     };
@@ -276,15 +288,15 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
             errs.add(format!("backend.{k}"), format!("is not a setting of {} apps (known: {})", mode.as_str(), allowed.join(", ")));
         }
     }
-    match obj.get("timeout_seconds") {
-        None | Some(Value::Null) => {}
-        Some(v) => match v.as_u64() {
-            Some(n) if (1..=MAX_TIMEOUT_SECONDS).contains(&n) => {}
-            _ => errs.add(
-                "backend.timeout_seconds",
-                format!("must be an integer from 1 to {MAX_TIMEOUT_SECONDS}"),
-            ),
-        },
+    for key in TIMEOUT_KEYS {
+        match obj.get(key).map(Value::as_u64) {
+            None | Some(Some(1..=MAX_TIMEOUT_SECONDS)) => {}
+            Some(_) => errs.add(format!("backend.{key}"), format!("must be an integer from 1 to {MAX_TIMEOUT_SECONDS}")),
+        }
+    }
+    match obj.get("max_result_bytes").map(Value::as_u64) {
+        None | Some(Some(1024..=MAX_RESULT_BYTES_LIMIT)) => {}
+        Some(_) => errs.add("backend.max_result_bytes", format!("must be an integer from 1024 to {MAX_RESULT_BYTES_LIMIT}")),
     }
     if mode.is_dify() && !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
         errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
@@ -389,14 +401,14 @@ mod tests {
         assert_eq!(fields(err), ["name", "mode", "outputs[0].type", "backend"]);
 
         let err = validate_app(
-            &json!({"name": "a", "mode": "chat", "backend": {"base_url": "ftp://x", "api_key": "", "timeout_seconds": 0, "model": 1},
+            &json!({"name": "a", "mode": "chat", "backend": {"base_url": "ftp://x", "api_key": "", "timeout_seconds": 0, "model": 1, "max_result_bytes": 5},
                      "user_input_form": [{"paragraph": {"variable": "query"}}]}),
             None,
         )
         .unwrap_err();
         assert_eq!(
             fields(err),
-            ["user_input_form[0]", "backend.base_url", "backend.model", "backend.timeout_seconds", "backend.api_key"]
+            ["user_input_form[0]", "backend.base_url", "backend.model", "backend.timeout_seconds", "backend.max_result_bytes", "backend.api_key"]
         );
         assert!(validate_app(&json!([1]), None).unwrap_err().message.contains("JSON object"));
     }

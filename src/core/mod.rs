@@ -11,4 +11,5 @@ pub mod ids;
 pub mod mcp;
 pub mod origin;
 pub mod server;
+pub mod sse;
 pub mod url;

@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde_json::Value;
 use worker::{console_error, Context, Date, Env, Headers, Method, Request, Response};
 
-use crate::core::app::DEFAULT_TIMEOUT_SECONDS;
+use crate::core::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
+use crate::core::dify_stream::DEFAULT_MAX_RESULT_BYTES;
 use crate::core::definition::ServerDefinition;
 use crate::core::dify_call::{self, Outcome};
 use crate::core::ids::{is_server_code_shape, sha256_hex};
@@ -19,6 +20,7 @@ use super::http::is_json_content_type;
 use super::outbound::{self, SendError};
 use super::secrets;
 use super::store;
+use super::stream::{Backend, CallStream};
 use super::VERSION;
 
 /// Largest MCP request body accepted.
@@ -99,6 +101,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         let e = RpcError::new(403, jsonrpc::INVALID_REQUEST, "Server inactive: this MCP server has been deactivated by its administrator");
         return rpc(403, &e.to_response(&echo_id), cors.as_deref());
     }
+    let accepts_sse = header(&req, "accept").is_some_and(|a| a.to_ascii_lowercase().contains("text/event-stream"));
     let (pv, mm, mn, ua) = (header(&req, "mcp-protocol-version"), header(&req, "mcp-method"), header(&req, "mcp-name"), header(&req, "user-agent"));
     let h = RequestHeaders { protocol_version: pv.as_deref(), mcp_method: mm.as_deref(), mcp_name: mn.as_deref(), user_agent: ua.as_deref() };
     match &body {
@@ -120,9 +123,25 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             }
             rpc(200, &Value::Array(out), cors.as_deref())
         }
-        single => match run(server::handle(&def, single, &h, VERSION), &def, env, ctx).await {
-            (_, None) => accepted(cors.as_deref()),
-            (status, Some(v)) => rpc(status, &v, cors.as_deref()),
+        single => match server::handle(&def, single, &h, VERSION) {
+            // A client that takes SSE gets the backend's progress as it happens.
+            Step::Call(plan) if accepts_sse => {
+                record_end_user(ctx, env, &def, &plan);
+                match backend_of(&def, plan.app_index, env) {
+                    Ok(backend) => {
+                        let headers = Headers::new();
+                        headers.set("content-type", "text/event-stream")?;
+                        headers.set("cache-control", "no-cache")?;
+                        with_cors(&headers, cors.as_deref())?;
+                        CallStream::new(plan, backend, env, ctx).into_response(headers)
+                    }
+                    Err(outcome) => rpc(200, &server::finish_call(&plan, outcome, VERSION), cors.as_deref()),
+                }
+            }
+            step => match run(step, &def, env, ctx).await {
+                (_, None) => accepted(cors.as_deref()),
+                (status, Some(v)) => rpc(status, &v, cors.as_deref()),
+            },
         },
     }
 }
@@ -133,8 +152,7 @@ async fn run(step: Step, def: &ServerDefinition, env: &Env, ctx: &Context) -> (u
         Step::Reply { status, body } => (status, body),
         Step::Call(plan) => {
             record_end_user(ctx, env, def, &plan);
-            let outcome = call_dify(&plan, def, env).await;
-            (200, Some(server::finish_call(&plan, outcome, VERSION)))
+            (200, Some(call_dify(&plan, def, env, ctx).await))
         }
     }
 }
@@ -150,39 +168,61 @@ fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &Call
     });
 }
 
-async fn call_dify(plan: &CallPlan, def: &ServerDefinition, env: &Env) -> Outcome {
-    let Some(app) = def.apps.get(plan.app_index) else {
-        return Outcome::Failed("the app behind this tool was removed; list the tools again".into());
+/// The app behind a tool, resolved for a call; `Err` is the outcome when it cannot be called.
+fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Backend, Outcome> {
+    let Some(app) = def.apps.get(app_index) else {
+        return Err(Outcome::Failed("the app behind this tool was removed; list the tools again".into()));
     };
-    let backend = &app.backend;
-    let base_url = backend["base_url"].as_str().unwrap_or_default();
-    let key = match secrets::resolve(env, backend["api_key"].as_str().unwrap_or_default()) {
-        Ok(k) => k,
-        Err(name) => {
-            return Outcome::Failed(format!(
-                "the app '{}' takes its API key from ${name}, which is not set on this Worker; ask the administrator to set it (wrangler secret put {name})",
-                app.name
-            ))
-        }
+    let b = &app.backend;
+    let api_key = secrets::resolve(env, b["api_key"].as_str().unwrap_or_default()).map_err(|name| {
+        Outcome::Failed(format!(
+            "the app '{}' takes its API key from ${name}, which is not set on this Worker; ask the administrator to set it (wrangler secret put {name})",
+            app.name
+        ))
+    })?;
+    let secs = |key: &str, default: u64| Duration::from_secs(b[key].as_u64().unwrap_or(default));
+    Ok(Backend {
+        app_name: app.name.clone(),
+        base_url: b["base_url"].as_str().unwrap_or_default().to_string(),
+        api_key,
+        first_byte: secs("first_byte_timeout_seconds", DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS),
+        idle: secs("idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_SECONDS),
+        total: secs("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+        max_result_bytes: b["max_result_bytes"].as_u64().map_or(DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
+    })
+}
+
+/// A call for a client that takes only JSON: Dify's blocking mode, except for modes Dify
+/// serves only streaming, whose stream is read to its end here.
+async fn call_dify(plan: &CallPlan, def: &ServerDefinition, env: &Env, ctx: &Context) -> Value {
+    let backend = match backend_of(def, plan.app_index, env) {
+        Ok(b) => b,
+        Err(outcome) => return server::finish_call(plan, outcome, VERSION),
     };
-    let timeout = Duration::from_secs(backend["timeout_seconds"].as_u64().unwrap_or(DEFAULT_TIMEOUT_SECONDS));
-    let headers = Headers::new();
-    let auth = format!("Bearer {key}");
-    if headers.set("authorization", &auth).and_then(|_| headers.set("content-type", "application/json")).is_err() {
-        return Outcome::Failed(format!("the API key of app '{}' contains characters not allowed in an HTTP header", app.name));
+    if dify_call::needs_streaming(plan.mode) {
+        return CallStream::new(plan.clone(), backend, env, ctx).into_final().await;
     }
-    let url = format!("{base_url}{}", plan.path);
-    let mut resp = match outbound::send(Method::Post, &url, headers, Some(&plan.body), timeout).await {
+    server::finish_call(plan, call_blocking(plan, &backend).await, VERSION)
+}
+
+async fn call_blocking(plan: &CallPlan, b: &Backend) -> Outcome {
+    let headers = Headers::new();
+    let auth = format!("Bearer {}", b.api_key);
+    if headers.set("authorization", &auth).and_then(|_| headers.set("content-type", "application/json")).is_err() {
+        return Outcome::Failed(format!("the API key of app '{}' contains characters not allowed in an HTTP header", b.app_name));
+    }
+    let url = format!("{}{}", b.base_url, plan.path);
+    let mut resp = match outbound::send(Method::Post, &url, headers, Some(&plan.body), b.total).await {
         Ok(r) => r,
-        Err(SendError::Unreachable(e)) => return Outcome::Failed(format!("could not reach the Dify app '{}' at {base_url}: {e}", app.name)),
-        Err(SendError::TimedOut) => return timed_out(&app.name, timeout),
+        Err(SendError::Unreachable(e)) => return Outcome::Failed(format!("could not reach the Dify app '{}' at {}: {e}", b.app_name, b.base_url)),
+        Err(SendError::TimedOut) => return timed_out(&b.app_name, b.total),
     };
     let status = resp.status_code();
     let retry_after = resp.headers().get("retry-after").ok().flatten();
-    match outbound::text(&mut resp, timeout).await {
+    match outbound::text(&mut resp, b.total).await {
         Ok(text) => dify_call::read_blocking(plan.mode, status, retry_after.as_deref(), &text),
-        Err(SendError::TimedOut) => timed_out(&app.name, timeout),
-        Err(SendError::Unreachable(e)) => Outcome::Failed(format!("the Dify app '{}' broke off its answer: {e}", app.name)),
+        Err(SendError::TimedOut) => timed_out(&b.app_name, b.total),
+        Err(SendError::Unreachable(e)) => Outcome::Failed(format!("the Dify app '{}' broke off its answer: {e}", b.app_name)),
     }
 }
 

@@ -8,6 +8,7 @@ mod mcp;
 mod outbound;
 mod secrets;
 mod store;
+mod stream;
 
 use serde_json::json;
 use worker::{event, Context, Env, Request, Response};

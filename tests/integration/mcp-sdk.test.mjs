@@ -99,7 +99,7 @@ for (const revision of REVISIONS) {
   });
 }
 
-test('Dify receives blocking calls with a stable per-client user', async () => {
+test('SDK calls stream from Dify with a stable per-client user', async () => {
   const { app, apiKey } = await registerApp(fg, dify, { mode: 'chat', name: 'Stable user' });
   const { url } = await publish(fg, app.id);
   for (let i = 0; i < 2; i++) {
@@ -110,7 +110,7 @@ test('Dify receives blocking calls with a stable per-client user', async () => {
   const runs = dify.requestsFor(apiKey).filter((r) => r.path === '/v1/chat-messages');
   assert.equal(runs.length, 2);
   for (const r of runs) {
-    assert.equal(r.body.response_mode, 'blocking');
+    assert.equal(r.body.response_mode, 'streaming');
     assert.deepEqual(r.body.inputs, { text: 't' });
     assert.match(r.body.user, /^mcp-[0-9a-f]{24}$/);
   }

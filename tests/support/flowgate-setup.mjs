@@ -35,12 +35,32 @@ export async function publish(fg, appId, body = { description: 'A test server', 
   return { server: r.json, code: r.json.server_code, url: r.json.mcp_url };
 }
 
-/** POSTs one raw JSON-RPC body to an MCP URL; returns {status, headers, text, json}. */
+/**
+ * POSTs one raw JSON-RPC body to an MCP URL; returns {status, headers, text, json, messages}.
+ * An SSE answer is parsed: `messages` are its JSON-RPC messages in order and `json` is the last
+ * one (the response), so callers read both kinds of answer the same way.
+ */
 export async function rpc(url, body, headers = {}) {
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
   });
-  return readResponse(res);
+  if ((res.headers.get('content-type') ?? '').includes('text/event-stream')) {
+    const text = await res.text();
+    const messages = parseSse(text).map((e) => JSON.parse(e.data));
+    return { status: res.status, headers: res.headers, text, json: messages.at(-1), messages };
+  }
+  const r = await readResponse(res);
+  return { ...r, messages: r.json === undefined ? [] : [r.json] };
+}
+
+/** The events of a complete SSE text (enough for tests; the Worker has the real parser). */
+export function parseSse(text) {
+  const events = [];
+  for (const block of text.replace(/\r\n?/g, '\n').split('\n\n')) {
+    const data = block.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).replace(/^ /, ''));
+    if (data.length) events.push({ data: data.join('\n') });
+  }
+  return events;
 }

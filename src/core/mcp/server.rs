@@ -308,12 +308,6 @@ fn call_tool(
 
 /// Modes this release cannot call yet, with the reason the client will see.
 fn not_callable(tool: &Tool<'_>) -> Option<String> {
-    if dify_call::needs_streaming(tool.mode) {
-        return Some(format!(
-            "Tool '{}' is a Dify agent-chat app, which Dify serves only in streaming mode; streaming calls are not enabled on this Flowgate version",
-            tool.name
-        ));
-    }
     (!tool.mode.is_dify()).then(|| format!("Tool '{}' ({} app) cannot be called by this Flowgate version", tool.name, tool.mode.as_str()))
 }
 

@@ -1,0 +1,715 @@
+//! Server-Sent Events: an incremental parser for the streams backends send us, and a writer
+//! for the streams we send to clients.
+//!
+//! The parser follows the WHATWG HTML "event stream interpretation" with three deliberate
+//! differences, all because we relay single events rather than run an `EventSource`:
+//! - `id` and `retry` belong to the event they appear in and are reset at every blank line
+//!   (no last-event-id carried across events), so a relayed event never inherits a stale id;
+//! - at end of stream a last event that has data but no terminating blank line is still
+//!   dispatched, because backends often close the connection right after the final `data:`;
+//! - each event is capped in size, so a backend cannot make us buffer without bound.
+
+use std::fmt;
+
+/// Only skipped at the very start of a stream; anywhere else it is ordinary content.
+const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
+
+/// One dispatched event, with owned fields so it outlives the chunk it was parsed from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SseEvent {
+    /// `""` when the stream gave no `event:` field; clients treat that as `"message"`, and so
+    /// must callers, rather than us inventing a name the backend never sent.
+    pub event: String,
+    /// Data lines joined with `\n` (the final line end removed), as `EventSource` delivers it.
+    pub data: String,
+    /// Only the `id:` given in this event: we do not carry a last-event-id across events.
+    pub id: Option<String>,
+    /// Only the `retry:` given in this event, so callers can pass the hint on to their client.
+    pub retry: Option<u64>,
+}
+
+/// Why a stream had to be abandoned; the caller aborts the stream on any of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SseError {
+    /// Refusing to grow past the cap keeps memory bounded whatever the backend sends.
+    EventTooLarge { limit: usize },
+}
+
+impl fmt::Display for SseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SseError::EventTooLarge { limit } => write!(
+                f,
+                "the backend sent a server-sent event (or a line) larger than {limit} bytes, so \
+                 the stream was stopped; make the backend send smaller events, or check that it \
+                 really speaks text/event-stream"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SseError {}
+
+/// Incremental parser: bytes arrive in arbitrary chunks, so it keeps only the current partial
+/// line and the current event's fields between calls.
+pub struct SseParser {
+    max_event_bytes: usize,
+    /// The unfinished line; bytes, not text, because a chunk may end inside a UTF-8 character.
+    line: Vec<u8>,
+    /// Until decided, `line` holds only the BOM prefix matched so far.
+    bom_done: bool,
+    /// The previous chunk ended with CR, so an LF opening this one ends no further line.
+    after_cr: bool,
+    event: EventBuf,
+}
+
+impl SseParser {
+    /// Large enough for any sane single event, small enough that a broken backend cannot
+    /// exhaust a Worker's memory.
+    pub const DEFAULT_MAX_EVENT_BYTES: usize = 1 << 20;
+
+    /// `max_event_bytes` bounds the partial line plus the event's data, type and id together,
+    /// since that is everything the parser holds at once.
+    pub fn new(max_event_bytes: usize) -> Self {
+        SseParser {
+            max_event_bytes,
+            line: Vec::new(),
+            bom_done: false,
+            after_cr: false,
+            event: EventBuf::default(),
+        }
+    }
+
+    /// Feeds the next chunk of the byte stream; completed events are pushed to `out`.
+    ///
+    /// Fails as soon as the current event would outgrow the cap, before buffering the excess,
+    /// so an endless line is refused early. After an error the parser is unusable.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        let mut chunk = chunk;
+        if !self.bom_done {
+            chunk = self.skip_bom(chunk);
+        }
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if self.after_cr {
+            self.after_cr = false;
+            if chunk[0] == b'\n' {
+                chunk = &chunk[1..];
+            }
+        }
+        while let Some(end) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+            self.check(self.line.len() + end)?;
+            if self.line.is_empty() {
+                // The whole line is in this chunk: parse it in place, without copying.
+                self.event.line(&chunk[..end], self.max_event_bytes, out)?;
+            } else {
+                self.line.extend_from_slice(&chunk[..end]);
+                self.event.line(&self.line, self.max_event_bytes, out)?;
+                self.line.clear();
+            }
+            let mut next = end + 1;
+            if chunk[end] == b'\r' {
+                match chunk.get(next) {
+                    Some(b'\n') => next += 1,
+                    None => self.after_cr = true,
+                    Some(_) => {}
+                }
+            }
+            chunk = &chunk[next..];
+        }
+        self.check(self.line.len() + chunk.len())?;
+        self.line.extend_from_slice(chunk);
+        Ok(())
+    }
+
+    /// End of stream. A last event that has data but no terminating blank line IS dispatched
+    /// (backends often omit it); a partial line is processed as a line first. Afterwards the
+    /// parser is reset, ready for a new stream.
+    pub fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        let result = self.finish_stream(out);
+        self.line.clear();
+        self.bom_done = false;
+        self.after_cr = false;
+        self.event.clear();
+        result
+    }
+
+    fn finish_stream(&mut self, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        if !self.line.is_empty() {
+            self.event.line(&self.line, self.max_event_bytes, out)?;
+        }
+        // As if the missing blank line had arrived.
+        self.event.line(b"", self.max_event_bytes, out)
+    }
+
+    /// Consumes BOM bytes at the start of the stream; a BOM split across chunks is matched
+    /// byte by byte, and a prefix that turns out not to be a BOM stays in `line` as content.
+    fn skip_bom<'a>(&mut self, chunk: &'a [u8]) -> &'a [u8] {
+        let matched = self.line.len();
+        let take = (BOM.len() - matched).min(chunk.len());
+        if chunk[..take] != BOM[matched..matched + take] {
+            self.bom_done = true;
+            return chunk;
+        }
+        self.line.extend_from_slice(&chunk[..take]);
+        if self.line.len() == BOM.len() {
+            self.line.clear();
+            self.bom_done = true;
+        }
+        &chunk[take..]
+    }
+
+    /// Checked before buffering, so the cap bounds memory rather than reporting after the fact.
+    fn check(&self, line_bytes: usize) -> Result<(), SseError> {
+        if line_bytes.saturating_add(self.event.size()) > self.max_event_bytes {
+            return Err(SseError::EventTooLarge { limit: self.max_event_bytes });
+        }
+        Ok(())
+    }
+}
+
+/// The event being assembled, kept apart from the line buffer so a buffered line can be parsed
+/// while the fields are updated. Its buffers are reused across events.
+#[derive(Default)]
+struct EventBuf {
+    event_type: String,
+    data: String,
+    id: String,
+    has_id: bool,
+    retry: Option<u64>,
+}
+
+impl EventBuf {
+    /// The bytes this event holds, counted against the cap (`retry` is fixed-size).
+    fn size(&self) -> usize {
+        self.event_type.len() + self.data.len() + if self.has_id { self.id.len() } else { 0 }
+    }
+
+    fn clear(&mut self) {
+        self.event_type.clear();
+        self.data.clear();
+        self.id.clear();
+        self.has_id = false;
+        self.retry = None;
+    }
+
+    /// Applies one complete line (without its line end).
+    fn line(&mut self, line: &[u8], max: usize, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        if line.is_empty() {
+            self.dispatch(out);
+            return Ok(());
+        }
+        if line[0] == b':' {
+            return Ok(());
+        }
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &[][..]),
+        };
+        // Splitting at an ASCII ':' never cuts a character, so decoding the value alone gives
+        // the same text as decoding the whole line; valid UTF-8 is borrowed, not copied.
+        let value = String::from_utf8_lossy(value);
+        match name {
+            b"event" => {
+                self.event_type.clear();
+                self.event_type.push_str(&value);
+            }
+            b"data" => {
+                self.data.push_str(&value);
+                self.data.push('\n');
+            }
+            b"id" if !value.contains('\0') => {
+                self.id.clear();
+                self.id.push_str(&value);
+                self.has_id = true;
+            }
+            b"retry" if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) => {
+                // A value too large for u64 is ignored like any other invalid retry.
+                if let Ok(ms) = value.parse() {
+                    self.retry = Some(ms);
+                }
+            }
+            _ => {}
+        }
+        // Invalid bytes decode to 3-byte U+FFFD, so the fields can outgrow the line they came from.
+        if self.size() > max {
+            return Err(SseError::EventTooLarge { limit: max });
+        }
+        Ok(())
+    }
+
+    /// A blank line ends the event; one without data is dropped, as `EventSource` does.
+    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+        if !self.data.is_empty() {
+            self.data.pop(); // the '\n' the last data line appended
+            out.push(SseEvent {
+                // Copies, so our buffers keep their capacity for the next event.
+                event: self.event_type.clone(),
+                data: self.data.clone(),
+                id: self.has_id.then(|| self.id.clone()),
+                retry: self.retry,
+            });
+        }
+        self.clear();
+    }
+}
+
+/// Appends one event in SSE wire format to `out`: optional `event:` and `id:` lines, the data
+/// split on \n / \r\n / \r into one `data:` line each (an empty data string still gives one
+/// `data:` line, or the client would see no event), then a blank line.
+///
+/// Line breaks inside `event` or `id` become spaces, so a value taken from a backend can never
+/// inject fields or end the event early. Line ends in `data` arrive at the client as `\n`.
+pub fn write_event(out: &mut String, event: Option<&str>, id: Option<&str>, data: &str) {
+    for (name, value) in [("event", event), ("id", id)] {
+        if let Some(value) = value {
+            out.push_str(name);
+            out.push(':');
+            if !value.is_empty() {
+                out.push(' ');
+            }
+            for_each_line(value, |i, part| {
+                if i > 0 {
+                    out.push(' ');
+                }
+                out.push_str(part);
+            });
+            out.push('\n');
+        }
+    }
+    for_each_line(data, |_, line| push_line(out, "data", line));
+    out.push('\n');
+}
+
+/// A comment line (": text\n\n") used as a keep-alive / priming event: clients ignore it, but
+/// it makes proxies flush and keeps idle connections open. Multi-line text stays all comment.
+pub fn write_comment(out: &mut String, text: &str) {
+    for_each_line(text, |_, line| push_line(out, "", line));
+    out.push('\n');
+}
+
+/// Always writes `name: value`, so a value starting with a space survives the parser removing
+/// one space after the colon; an empty value gets no trailing space.
+fn push_line(out: &mut String, name: &str, value: &str) {
+    out.push_str(name);
+    out.push(':');
+    if !value.is_empty() {
+        out.push(' ');
+        out.push_str(value);
+    }
+    out.push('\n');
+}
+
+/// Splits on the same line ends the parser accepts (CRLF counted once); always yields at least
+/// one, possibly empty, line so that empty text still produces a line.
+fn for_each_line(text: &str, mut f: impl FnMut(usize, &str)) {
+    let mut rest = text;
+    let mut i = 0;
+    while let Some(end) = rest.find(['\r', '\n']) {
+        f(i, &rest[..end]);
+        i += 1;
+        let skip = if rest[end..].starts_with("\r\n") { 2 } else { 1 };
+        rest = &rest[end + skip..];
+    }
+    f(i, rest);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(event: &str, data: &str, id: Option<&str>, retry: Option<u64>) -> SseEvent {
+        SseEvent { event: event.into(), data: data.into(), id: id.map(Into::into), retry }
+    }
+
+    fn data(d: &str) -> SseEvent {
+        ev("", d, None, None)
+    }
+
+    /// Parses `input` fed in the given chunks, then finishes the stream.
+    fn parse_chunks<'a>(
+        max: usize,
+        chunks: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<Vec<SseEvent>, SseError> {
+        let mut parser = SseParser::new(max);
+        let mut out = Vec::new();
+        for chunk in chunks {
+            parser.feed(chunk, &mut out)?;
+        }
+        parser.finish(&mut out)?;
+        Ok(out)
+    }
+
+    fn parse(input: &[u8]) -> Vec<SseEvent> {
+        parse_chunks(SseParser::DEFAULT_MAX_EVENT_BYTES, [input]).unwrap()
+    }
+
+    /// Every way of chunking `input` we test: two chunks split at each byte position, single
+    /// bytes, and fixed sizes 3 and 7 (with empty chunks sprinkled in for good measure).
+    fn chunkings(input: &[u8]) -> Vec<(String, Vec<&[u8]>)> {
+        let mut ways = Vec::new();
+        for at in 0..=input.len() {
+            ways.push((format!("split at {at}"), vec![&input[..at], &[][..], &input[at..]]));
+        }
+        for size in [1, 3, 7] {
+            ways.push((format!("chunks of {size}"), input.chunks(size).collect()));
+        }
+        ways
+    }
+
+    /// Asserts the unsplit parse gives `expected` and every chunking gives the same.
+    fn assert_all_chunkings(name: &str, max: usize, input: &[u8], expected: &Result<Vec<SseEvent>, SseError>) {
+        assert_eq!(&parse_chunks(max, [input]), expected, "{name}: unsplit");
+        for (how, chunks) in chunkings(input) {
+            assert_eq!(&parse_chunks(max, chunks), expected, "{name}: {how}");
+        }
+    }
+
+    fn samples() -> Vec<(&'static str, &'static [u8], Vec<SseEvent>)> {
+        vec![
+            ("empty stream", b"", vec![]),
+            ("LF", b"data: a\n\ndata: b\n\n", vec![data("a"), data("b")]),
+            ("CRLF", b"data: a\r\n\r\ndata: b\r\n\r\n", vec![data("a"), data("b")]),
+            ("CR", b"data: a\r\rdata: b\r\r", vec![data("a"), data("b")]),
+            ("mixed line ends", b"data: a\r\ndata: b\rdata: c\n\r\n", vec![data("a\nb\nc")]),
+            ("CR then CRLF is two line ends", b"data: x\r\r\ndata: y\n\n", vec![data("x"), data("y")]),
+            ("LF then CR is two line ends", b"data: x\n\rdata: y\n\r", vec![data("x"), data("y")]),
+            ("CRLF then LF", b"data: a\r\n\ndata: b\n\r\n", vec![data("a"), data("b")]),
+            ("comments", b": hello\ndata: a\n: another\n:\n\n", vec![data("a")]),
+            ("comment only", b": keep-alive\n\n", vec![]),
+            ("multi-line data", b"data: a\ndata: b\ndata: c\n\n", vec![data("a\nb\nc")]),
+            (
+                "event, id and retry",
+                b"event: update\nid: 42\nretry: 3000\ndata: x\n\n",
+                vec![ev("update", "x", Some("42"), Some(3000))],
+            ),
+            (
+                "invalid retry ignored",
+                b"retry: 12a\nretry: -5\nretry:\nretry:  7\nretry: +7\nretry: 99999999999999999999999\ndata: x\n\n",
+                vec![data("x")],
+            ),
+            (
+                "invalid retry keeps earlier valid one",
+                b"retry: 10\nretry: x\ndata: x\n\n",
+                vec![ev("", "x", None, Some(10))],
+            ),
+            ("id with NUL ignored", b"id: 1\nid: a\0b\ndata: x\n\n", vec![ev("", "x", Some("1"), None)]),
+            ("empty id", b"id:\ndata: x\n\n", vec![ev("", "x", Some(""), None)]),
+            ("field without colon: data", b"data\n\n", vec![data("")]),
+            ("field without colon: event and id", b"event\nid\ndata: x\n\n", vec![ev("", "x", Some(""), None)]),
+            ("value without the space", b"data:x\nevent:e\nid:7\n\n", vec![ev("e", "x", Some("7"), None)]),
+            ("only the first space is removed", b"data:  x\ndata:   two\n\n", vec![data(" x\n  two")]),
+            ("colons in the value", b"data: a:b: c\n\n", vec![data("a:b: c")]),
+            ("empty data lines", b"data:\ndata:\n\ndata:\n\n", vec![data("\n"), data("")]),
+            ("blank lines only", b"\n\n\r\n\r\r\n", vec![]),
+            ("extra blank lines", b"\n\ndata: a\n\n\n\n", vec![data("a")]),
+            (
+                "event without data is not dispatched and resets the event",
+                b"event: ping\nid: 1\nretry: 5\n\ndata: x\n\n",
+                vec![data("x")],
+            ),
+            (
+                "event type and id reset after dispatch",
+                b"event: a\nid: 1\ndata: 1\n\ndata: 2\n\n",
+                vec![ev("a", "1", Some("1"), None), data("2")],
+            ),
+            ("unknown fields ignored", b"foo: bar\ndata: x\nDATA: y\n data: z\n\n", vec![data("x")]),
+            ("missing final blank line", b"data: a\n\ndata: b", vec![data("a"), data("b")]),
+            ("missing final blank line after LF", b"event: e\ndata: b\n", vec![ev("e", "b", None, None)]),
+            ("stream ends with CR", b"data: a\r", vec![data("a")]),
+            ("missing final blank line, no data", b"data: a\n\nevent: e", vec![data("a")]),
+            ("leading BOM", b"\xEF\xBB\xBFdata: a\n\n", vec![data("a")]),
+            ("BOM only", b"\xEF\xBB\xBF", vec![]),
+            ("BOM then blank line", b"\xEF\xBB\xBF\ndata: a\n\n", vec![data("a")]),
+            // The second BOM is part of the first line's field name, which is then unknown.
+            ("second BOM kept", b"\xEF\xBB\xBF\xEF\xBB\xBFdata: a\n\ndata: b\n\n", vec![data("b")]),
+            (
+                "BOM not at start kept as data",
+                b"data: a\n\ndata: \xEF\xBB\xBFb\n\n",
+                vec![data("a"), data("\u{FEFF}b")],
+            ),
+            ("BOM at a later line start", b"data: a\n\xEF\xBB\xBFdata: b\n\n", vec![data("a")]),
+            // A partial BOM is ordinary (invalid) content of the first line.
+            ("partial BOM at start", b"\xEF\xBBdata: a\n\ndata: b\n\n", vec![data("b")]),
+            ("partial BOM as a whole stream", b"\xEF\xBB", vec![]),
+            ("partial BOM then line end", b"\xEF\ndata: a\n\n", vec![data("a")]),
+            (
+                "multi-byte UTF-8",
+                "data: héllo 世界 🎉\nevent: 世界\n\n".as_bytes(),
+                vec![ev("世界", "héllo 世界 🎉", None, None)],
+            ),
+            (
+                "invalid UTF-8",
+                b"data: a\xFFb\xC3\nevent: \xE4\xB8\n\n",
+                vec![ev("\u{FFFD}", "a\u{FFFD}b\u{FFFD}", None, None)],
+            ),
+            ("invalid UTF-8 at line end before CR", b"data: \xF0\x9F\x8E\r\r", vec![data("\u{FFFD}")]),
+            (
+                "Dify message, stream closed without blank line",
+                br#"data: {"event":"message","answer":"Hi"}"#,
+                vec![data(r#"{"event":"message","answer":"Hi"}"#)],
+            ),
+            (
+                "Dify message with blank line",
+                b"data: {\"event\":\"message\",\"answer\":\"Hi\"}\n\n",
+                vec![data(r#"{"event":"message","answer":"Hi"}"#)],
+            ),
+            ("Dify ping", b"event: ping\n\n", vec![]),
+            (
+                "Dify stream",
+                concat!(
+                    "event: ping\n\n",
+                    "data: {\"event\":\"message\",\"answer\":\"H\"}\n\n",
+                    "data: {\"event\":\"message\",\"answer\":\"i\"}\r\n\r\n",
+                    "event: ping\n\n",
+                    "data: {\"event\":\"message_end\"}\n\n",
+                )
+                .as_bytes(),
+                vec![
+                    data(r#"{"event":"message","answer":"H"}"#),
+                    data(r#"{"event":"message","answer":"i"}"#),
+                    data(r#"{"event":"message_end"}"#),
+                ],
+            ),
+        ]
+    }
+
+    #[test]
+    fn samples_parse_to_expected_events() {
+        for (name, input, expected) in samples() {
+            assert_eq!(parse(input), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn samples_parse_the_same_however_chunked() {
+        for (name, input, expected) in samples() {
+            assert_all_chunkings(name, SseParser::DEFAULT_MAX_EVENT_BYTES, input, &Ok(expected));
+        }
+    }
+
+    #[test]
+    fn feed_pushes_events_as_soon_as_they_end() {
+        let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
+        let mut out = Vec::new();
+        parser.feed(b"data: a\n\ndata: b", &mut out).unwrap();
+        assert_eq!(out, [data("a")]);
+        parser.feed(b"\n", &mut out).unwrap();
+        assert_eq!(out, [data("a")]);
+        parser.feed(b"\n", &mut out).unwrap();
+        assert_eq!(out, [data("a"), data("b")]);
+        parser.finish(&mut out).unwrap();
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn cr_at_chunk_end_waits_for_the_next_chunk() {
+        let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
+        let mut out = Vec::new();
+        parser.feed(b"data: a\r", &mut out).unwrap();
+        parser.feed(b"", &mut out).unwrap(); // an empty chunk must not forget the CR
+        parser.feed(b"\n", &mut out).unwrap(); // same line end as the CR: not a blank line
+        assert!(out.is_empty());
+        parser.feed(b"\r", &mut out).unwrap(); // a blank line
+        assert_eq!(out, [data("a")]);
+    }
+
+    #[test]
+    fn finish_resets_for_a_new_stream() {
+        let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
+        let mut out = Vec::new();
+        parser.feed(b"\xEF\xBB\xBFevent: e\nid: 1\ndata: a", &mut out).unwrap();
+        parser.finish(&mut out).unwrap();
+        parser.feed(b"\xEF\xBB\xBFdata: b\r", &mut out).unwrap();
+        parser.feed(b"\ndata: c\n\n", &mut out).unwrap();
+        parser.finish(&mut out).unwrap();
+        assert_eq!(out, [ev("e", "a", Some("1"), None), data("b\nc")]);
+    }
+
+    #[test]
+    fn event_over_the_limit_with_many_lines_errors() {
+        let line = b"data: 0123456789\n";
+        let mut parser = SseParser::new(100);
+        let mut out = Vec::new();
+        let mut fed = 0;
+        let err = loop {
+            match parser.feed(line, &mut out) {
+                Ok(()) => fed += 1,
+                Err(e) => break e,
+            }
+            assert!(fed < 100, "never refused");
+        };
+        assert_eq!(err, SseError::EventTooLarge { limit: 100 });
+        // Each line adds 11 bytes of data: the 9th line would bring 88 + 16 over 100.
+        assert_eq!(fed, 8);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn endless_line_errors_before_it_is_all_buffered() {
+        let limit = 1024;
+        let mut parser = SseParser::new(limit);
+        let mut out = Vec::new();
+        parser.feed(b"data: ", &mut out).unwrap();
+        let piece = [b'x'; 16];
+        let total = 100 * limit;
+        let mut fed = 6;
+        let mut result = Ok(());
+        while fed < total {
+            result = parser.feed(&piece, &mut out);
+            if result.is_err() {
+                break;
+            }
+            fed += piece.len();
+        }
+        assert_eq!(result, Err(SseError::EventTooLarge { limit }));
+        assert!(fed <= limit, "refused only after {fed} bytes");
+        assert!(parser.line.len() <= limit);
+    }
+
+    #[test]
+    fn huge_chunk_without_line_end_is_refused_without_copying() {
+        let mut parser = SseParser::new(1024);
+        let mut out = Vec::new();
+        let chunk = vec![b'x'; 10 << 20];
+        assert_eq!(parser.feed(&chunk, &mut out), Err(SseError::EventTooLarge { limit: 1024 }));
+        assert!(parser.line.capacity() <= 1024);
+    }
+
+    #[test]
+    fn huge_line_in_one_chunk_with_line_end_is_refused() {
+        let mut input = b"data: ".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 5000));
+        input.extend(b"\n\n");
+        assert_all_chunkings("huge line", 1024, &input, &Err(SseError::EventTooLarge { limit: 1024 }));
+    }
+
+    #[test]
+    fn event_at_the_limit_passes_and_one_byte_less_fails() {
+        // The peak is the last data line while buffered: "data: " + 20 x's plus nothing else.
+        let input = format!("data: {}\n\n", "x".repeat(20));
+        let expected = Ok(vec![data(&"x".repeat(20))]);
+        assert_all_chunkings("at limit", 26, input.as_bytes(), &expected);
+        assert_all_chunkings("well below limit", 27, input.as_bytes(), &expected);
+        assert_all_chunkings("over limit", 25, input.as_bytes(), &Err(SseError::EventTooLarge { limit: 25 }));
+
+        // Type and id count too: "data: xxxx" (10) + "e" (1) + "1" (1) = 12 at the peak.
+        let input = b"event: e\nid: 1\ndata: xxxx\n\n";
+        let expected = Ok(vec![ev("e", "xxxx", Some("1"), None)]);
+        assert_all_chunkings("fields at limit", 12, input, &expected);
+        assert_all_chunkings("fields over limit", 11, input, &Err(SseError::EventTooLarge { limit: 11 }));
+
+        // Without the final blank line, finish gives the same verdicts.
+        let input = b"event: e\nid: 1\ndata: xxxx";
+        assert_all_chunkings("unterminated at limit", 12, input, &expected);
+        assert_all_chunkings("unterminated over limit", 11, input, &Err(SseError::EventTooLarge { limit: 11 }));
+    }
+
+    #[test]
+    fn invalid_bytes_growing_into_replacement_characters_count() {
+        // 10 invalid bytes become 30 bytes of U+FFFD: the line fits, the decoded data does not.
+        let mut input = b"data:".to_vec();
+        input.extend([0xFF; 10]);
+        assert_eq!(parse_chunks(20, [input.as_slice()]), Err(SseError::EventTooLarge { limit: 20 }));
+        assert_eq!(parse_chunks(31, [input.as_slice()]), Ok(vec![data(&"\u{FFFD}".repeat(10))]));
+    }
+
+    #[test]
+    fn limit_applies_per_event() {
+        let input = "data: 0123456789\n\n".repeat(1000);
+        let events = parse_chunks(64, [input.as_bytes()]).unwrap();
+        assert_eq!(events.len(), 1000);
+        assert!(events.iter().all(|e| *e == data("0123456789")));
+        let events = parse_chunks(64, input.as_bytes().chunks(5)).unwrap();
+        assert_eq!(events.len(), 1000);
+    }
+
+    #[test]
+    fn comments_count_as_lines_against_the_limit() {
+        let input = format!(": {}\n\n", "c".repeat(100));
+        assert_eq!(parse_chunks(64, [input.as_bytes()]), Err(SseError::EventTooLarge { limit: 64 }));
+    }
+
+    #[test]
+    fn error_message_says_what_to_do() {
+        let msg = SseError::EventTooLarge { limit: 1024 }.to_string();
+        assert!(msg.contains("1024 bytes"), "{msg}");
+        assert!(msg.contains("smaller events"), "{msg}");
+    }
+
+    #[test]
+    fn write_event_format() {
+        let mut out = String::from("before\n");
+        write_event(&mut out, Some("update"), Some("7"), "a\nb");
+        assert_eq!(out, "before\nevent: update\nid: 7\ndata: a\ndata: b\n\n");
+
+        let mut out = String::new();
+        write_event(&mut out, None, None, "");
+        assert_eq!(out, "data:\n\n");
+
+        let mut out = String::new();
+        write_event(&mut out, None, None, "x\r\ny\rz\n");
+        assert_eq!(out, "data: x\ndata: y\ndata: z\ndata:\n\n");
+    }
+
+    #[test]
+    fn write_event_round_trips() {
+        let datas = [
+            "hello",
+            "",
+            "a\nb",
+            "a\r\nb",
+            "a\rb",
+            "\n",
+            "\r\n",
+            "\r",
+            "trailing\n",
+            "x\r\n\r\ny\n\rz",
+            "  leading spaces",
+            ": looks like a comment",
+            "data: nested",
+            "héllo 世界 🎉",
+            "\u{FEFF}bom",
+            r#"{"event":"message","answer":"Hi"}"#,
+        ];
+        for d in datas {
+            for (event, id) in [(None, None), (Some("update"), Some("42")), (Some(" sp"), Some(""))] {
+                let mut out = String::new();
+                write_event(&mut out, event, id, d);
+                // SSE has only one line end on the receiving side: \n.
+                let expected = SseEvent {
+                    event: event.unwrap_or("").into(),
+                    data: d.replace("\r\n", "\n").replace('\r', "\n"),
+                    id: id.map(Into::into),
+                    retry: None,
+                };
+                assert_all_chunkings(&format!("{d:?}"), 1 << 10, out.as_bytes(), &Ok(vec![expected]));
+            }
+        }
+    }
+
+    #[test]
+    fn write_event_cannot_be_split_by_line_breaks_in_event_or_id() {
+        let mut out = String::new();
+        write_event(&mut out, Some("a\n\ndata: evil"), Some("1\r\nevent: x"), "ok");
+        assert_eq!(parse(out.as_bytes()), [ev("a  data: evil", "ok", Some("1 event: x"), None)]);
+    }
+
+    #[test]
+    fn write_comment_parses_to_nothing() {
+        let mut out = String::new();
+        write_comment(&mut out, "keep-alive");
+        assert_eq!(out, ": keep-alive\n\n");
+        assert!(parse(out.as_bytes()).is_empty());
+
+        let mut out = String::new();
+        write_comment(&mut out, "");
+        write_comment(&mut out, "two\nlines\r\ndata: not data");
+        write_event(&mut out, None, None, "after");
+        assert_eq!(parse(out.as_bytes()), [data("after")]);
+    }
+}

@@ -1,0 +1,292 @@
+//! Streamed tool calls: the backend's SSE answer is read chunk by chunk, turned into progress
+//! and log notifications as it arrives, and closed with the final JSON-RPC response. Memory is
+//! bounded by one SSE event plus what the final result needs, whatever the stream's length.
+
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use futures::future::{select, Either};
+use futures::StreamExt;
+use serde_json::Value;
+use worker::{console_error, ByteStream, Context, Date, Delay, Env, Headers, Method, Response};
+
+use crate::core::app::Mode;
+use crate::core::dify_call::{self, Outcome};
+use crate::core::dify_stream::DifyStream;
+use crate::core::mcp::server::{self, CallPlan, Progress};
+use crate::core::sse::{write_event, SseParser};
+
+use super::outbound::{self, SendError};
+use super::VERSION;
+
+/// Where and how to call the backend, resolved from the app's settings.
+pub struct Backend {
+    pub app_name: String,
+    pub base_url: String,
+    pub api_key: String,
+    pub first_byte: Duration,
+    pub idle: Duration,
+    pub total: Duration,
+    pub max_result_bytes: usize,
+}
+
+enum Phase {
+    Start,
+    Reading(ByteStream),
+    Finished,
+}
+
+/// One streamed call from request to final response.
+pub struct CallStream {
+    plan: CallPlan,
+    backend: Backend,
+    phase: Phase,
+    parser: SseParser,
+    interp: DifyStream,
+    progress: Progress,
+    deadline_ms: u64,
+    final_response: Option<Value>,
+    cancel: CancelGuard,
+}
+
+impl CallStream {
+    /// Prepares the call; `ctx` keeps a watcher alive that stops the backend run if the client
+    /// goes away before the end (best effort, off the response path).
+    pub fn new(plan: CallPlan, backend: Backend, env: &Env, ctx: &Context) -> CallStream {
+        let (tx, rx) = oneshot::channel::<String>();
+        let (env, mode, user) = (env.clone(), plan.mode, plan.user.clone());
+        let (base, key, name) = (backend.base_url.clone(), backend.api_key.clone(), backend.app_name.clone());
+        ctx.wait_until(async move {
+            if let Ok(task_id) = rx.await {
+                stop_run(&env, &base, &key, mode, &task_id, &user, &name).await;
+            }
+        });
+        CallStream {
+            interp: DifyStream::new(plan.mode, backend.max_result_bytes),
+            deadline_ms: Date::now().as_millis() + backend.total.as_millis() as u64,
+            plan,
+            backend,
+            phase: Phase::Start,
+            parser: SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES),
+            progress: Progress::default(),
+            final_response: None,
+            cancel: CancelGuard { tx: Some(tx), task_id: None },
+        }
+    }
+
+    /// The SSE response: notifications as they happen, the final response last.
+    pub fn into_response(self, headers: Headers) -> worker::Result<Response> {
+        let stream = futures::stream::unfold(self, |mut call| async move {
+            call.next_chunk().await.map(|text| (Ok::<Vec<u8>, worker::Error>(text.into_bytes()), call))
+        });
+        Ok(Response::from_stream(stream)?.with_headers(headers))
+    }
+
+    /// Runs the call to its end for a client that takes only JSON: the final response alone.
+    pub async fn into_final(mut self) -> Value {
+        while self.next_chunk().await.is_some() {}
+        self.final_response.take().unwrap_or_else(|| server::finish_call(&self.plan, Outcome::Failed("the call ended without a result".into()), VERSION))
+    }
+
+    /// The next piece of SSE text to send, or `None` once the final response went out.
+    async fn next_chunk(&mut self) -> Option<String> {
+        let mut out = String::new();
+        loop {
+            match std::mem::replace(&mut self.phase, Phase::Finished) {
+                Phase::Finished => return None,
+                Phase::Start => match self.connect().await {
+                    Ok(body) => self.phase = Phase::Reading(body),
+                    Err(outcome) => return Some(self.finish(outcome, &mut out)),
+                },
+                Phase::Reading(mut body) => {
+                    let now = Date::now().as_millis();
+                    if now >= self.deadline_ms {
+                        let outcome = Outcome::Failed(format!(
+                            "the app '{}' did not finish within {} s (timeout_seconds)",
+                            self.backend.app_name,
+                            self.backend.total.as_secs()
+                        ));
+                        return Some(self.abort(outcome, &mut out));
+                    }
+                    let wait = self.backend.idle.min(Duration::from_millis(self.deadline_ms - now));
+                    let next = body.next();
+                    let timer = Delay::from(wait);
+                    futures::pin_mut!(timer);
+                    match select(next, timer).await {
+                        Either::Left((Some(Ok(chunk)), _)) => {
+                            if let Err(e) = self.take_chunk(&chunk, &mut out) {
+                                return Some(self.abort(Outcome::Failed(e), &mut out));
+                            }
+                            if self.interp.is_done() {
+                                let outcome = std::mem::replace(&mut self.interp, DifyStream::new(self.plan.mode, 0)).finish();
+                                return Some(self.finish(outcome, &mut out));
+                            }
+                            self.phase = Phase::Reading(body);
+                            if !out.is_empty() {
+                                return Some(out);
+                            }
+                        }
+                        Either::Left((Some(Err(e)), _)) => {
+                            let outcome = Outcome::Failed(format!("the app '{}' broke off its stream: {e}", self.backend.app_name));
+                            return Some(self.abort(outcome, &mut out));
+                        }
+                        Either::Left((None, _)) => {
+                            let mut events = Vec::new();
+                            if self.parser.finish(&mut events).is_ok() {
+                                for ev in events {
+                                    self.take_event(&ev.data, &mut out);
+                                }
+                            }
+                            let outcome = std::mem::replace(&mut self.interp, DifyStream::new(self.plan.mode, 0)).finish();
+                            return Some(self.finish(outcome, &mut out));
+                        }
+                        Either::Right(_) if Date::now().as_millis() >= self.deadline_ms => {
+                            let outcome = Outcome::Failed(format!(
+                                "the app '{}' did not finish within {} s (timeout_seconds)",
+                                self.backend.app_name,
+                                self.backend.total.as_secs()
+                            ));
+                            return Some(self.abort(outcome, &mut out));
+                        }
+                        Either::Right(_) => {
+                            let outcome = Outcome::Failed(format!(
+                                "the app '{}' sent nothing for {} s (idle_timeout_seconds)",
+                                self.backend.app_name,
+                                self.backend.idle.as_secs()
+                            ));
+                            return Some(self.abort(outcome, &mut out));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Starts the backend run; `Err` is the outcome when it cannot start streaming.
+    async fn connect(&mut self) -> Result<ByteStream, Outcome> {
+        let b = &self.backend;
+        let headers = Headers::new();
+        let auth = format!("Bearer {}", b.api_key);
+        if headers
+            .set("authorization", &auth)
+            .and_then(|_| headers.set("content-type", "application/json"))
+            .and_then(|_| headers.set("accept", "text/event-stream"))
+            .is_err()
+        {
+            return Err(Outcome::Failed(format!("the API key of app '{}' contains characters not allowed in an HTTP header", b.app_name)));
+        }
+        let mut body = self.plan.body.clone();
+        body["response_mode"] = "streaming".into();
+        let url = format!("{}{}", b.base_url, self.plan.path);
+        let first_byte = b.first_byte.min(b.total);
+        let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), first_byte).await {
+            Ok(r) => r,
+            Err(SendError::Unreachable(e)) => {
+                return Err(Outcome::Failed(format!("could not reach the Dify app '{}' at {}: {e}", b.app_name, b.base_url)))
+            }
+            Err(SendError::TimedOut) => {
+                let setting = if first_byte < b.first_byte { "timeout_seconds" } else { "first_byte_timeout_seconds" };
+                return Err(Outcome::Failed(format!(
+                    "the Dify app '{}' did not answer within {} s ({setting})",
+                    b.app_name,
+                    first_byte.as_secs()
+                )));
+            }
+        };
+        let status = resp.status_code();
+        let content_type = resp.headers().get("content-type").ok().flatten().unwrap_or_default();
+        if (200..300).contains(&status) && content_type.contains("text/event-stream") {
+            return resp.stream().map_err(|e| Outcome::Failed(format!("the answer of app '{}' cannot be read: {e}", b.app_name)));
+        }
+        // An error, or a backend that answered in one piece: read it as a blocking answer.
+        let retry_after = resp.headers().get("retry-after").ok().flatten();
+        let text = outbound::text(&mut resp, b.idle).await.unwrap_or_default();
+        Err(dify_call::read_blocking(self.plan.mode, status, retry_after.as_deref(), &text))
+    }
+
+    fn take_chunk(&mut self, chunk: &[u8], out: &mut String) -> Result<(), String> {
+        let mut events = Vec::new();
+        self.parser.feed(chunk, &mut events).map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.backend.app_name))?;
+        for ev in events {
+            self.take_event(&ev.data, out);
+            if self.interp.is_done() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn take_event(&mut self, data: &str, out: &mut String) {
+        let mut signals = Vec::new();
+        self.interp.on_event(data, &mut signals);
+        if self.cancel.task_id.is_none() {
+            self.cancel.task_id = self.interp.task_id().map(str::to_string);
+        }
+        for s in signals {
+            if let Some(n) = server::notification(&self.plan, s, &mut self.progress) {
+                write_event(out, None, None, &n.to_string());
+            }
+        }
+    }
+
+    /// Ends the call normally: the backend finished, so there is nothing to stop.
+    fn finish(&mut self, outcome: Outcome, out: &mut String) -> String {
+        self.cancel.completed();
+        self.final_event(outcome, out)
+    }
+
+    /// Ends the call early: the backend run may still be going, so it is stopped.
+    fn abort(&mut self, outcome: Outcome, out: &mut String) -> String {
+        self.cancel.abandon();
+        self.final_event(outcome, out)
+    }
+
+    fn final_event(&mut self, outcome: Outcome, out: &mut String) -> String {
+        self.phase = Phase::Finished;
+        let response = server::finish_call(&self.plan, outcome, VERSION);
+        write_event(out, None, None, &response.to_string());
+        self.final_response = Some(response);
+        std::mem::take(out)
+    }
+}
+
+/// Tells the watcher to stop the backend run unless the call completed; dropping it (the
+/// client disconnected mid-stream) counts as abandoning the run.
+struct CancelGuard {
+    tx: Option<oneshot::Sender<String>>,
+    task_id: Option<String>,
+}
+
+impl CancelGuard {
+    fn completed(&mut self) {
+        self.tx.take();
+    }
+
+    fn abandon(&mut self) {
+        if let (Some(tx), Some(task)) = (self.tx.take(), self.task_id.take()) {
+            let _ = tx.send(task);
+        }
+    }
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        self.abandon();
+    }
+}
+
+/// `POST {base}/…/{task_id}/stop` with `{user}`: best effort, errors only logged.
+async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &str, user: &str, app: &str) {
+    let headers = Headers::new();
+    let auth = format!("Bearer {key}");
+    if headers.set("authorization", &auth).and_then(|_| headers.set("content-type", "application/json")).is_err() {
+        return;
+    }
+    let url = format!("{base}{}", dify_call::stop_path(mode, task_id));
+    let body = serde_json::json!({ "user": user });
+    match outbound::send(Method::Post, &url, headers, Some(&body), Duration::from_secs(10)).await {
+        Ok(r) if (200..300).contains(&r.status_code()) => {}
+        Ok(r) => console_error!("stopping a run of app '{app}': HTTP {}", r.status_code()),
+        Err(_) => console_error!("stopping a run of app '{app}': the stop endpoint could not be reached"),
+    }
+}
