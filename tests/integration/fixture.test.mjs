@@ -3,7 +3,7 @@
 // Run: node --test tests/integration/fixture.test.mjs
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { startDifyFixture, randomApiKey } from '../support/dify-fixture.mjs';
+import { startDifyFixture, randomApiKey, PING_FRAME, MALFORMED_FRAME, DEFAULT_NODES, filler } from '../support/dify-fixture.mjs';
 import { readResponse } from '../support/harness.mjs';
 
 const FORM = [
@@ -336,11 +336,12 @@ test('agent-chat refuses blocking mode', async () => {
   assert.equal(r2.json.message, 'Agent Chat App does not support blocking mode');
 });
 
+// The JSON events of an SSE body; keep-alive frames (exactly `event: ping\n\n`) are skipped.
 function parseSse(text) {
   assert.ok(text.endsWith('\n\n'), 'SSE body ends with a blank line');
   return text
     .split('\n\n')
-    .filter((b) => b.length)
+    .filter((b) => b.length && b !== 'event: ping')
     .map((block) => {
       assert.match(block, /^data: /);
       return JSON.parse(block.slice('data: '.length));
@@ -391,7 +392,8 @@ test('streaming: workflow emits workflow_started and workflow_finished', async (
     key,
     body: { inputs: { a: 'b' }, response_mode: 'streaming', user: 'u' },
   });
-  const events = parseSse(r.text);
+  // Node and text_chunk events in between (pinned in detail further down).
+  const events = parseSse(r.text).filter((e) => e.event.startsWith('workflow_'));
   assert.deepEqual(events.map((e) => e.event), ['workflow_started', 'workflow_finished']);
   for (const e of events) {
     assert.match(e.task_id, UUID);
@@ -570,4 +572,716 @@ test('stop() ends pending slow requests promptly and is idempotent', async () =>
   assert.ok(Date.now() - t0 < 2000, `stop took ${Date.now() - t0} ms`);
   await own.stop();
   await assert.rejects(fetch(`${own.baseUrl}/info`));
+});
+
+// ---- streaming in detail ------------------------------------------------------------
+
+const STREAM_PATHS = {
+  workflow: '/v1/workflows/run',
+  chat: '/v1/chat-messages',
+  'advanced-chat': '/v1/chat-messages',
+  'agent-chat': '/v1/chat-messages',
+  completion: '/v1/completion-messages',
+};
+const STOP_PATHS = {
+  workflow: (t) => `/v1/workflows/tasks/${t}/stop`,
+  chat: (t) => `/v1/chat-messages/${t}/stop`,
+  'advanced-chat': (t) => `/v1/chat-messages/${t}/stop`,
+  'agent-chat': (t) => `/v1/chat-messages/${t}/stop`,
+  completion: (t) => `/v1/completion-messages/${t}/stop`,
+};
+const MODE_LIST = Object.keys(STREAM_PATHS);
+
+function streamBody(mode, extra = {}) {
+  const base = { inputs: { a: 'b' }, response_mode: 'streaming', user: 'u', ...extra };
+  return mode === 'workflow' || mode === 'completion' ? base : { query: 'hello world', ...base };
+}
+
+function streamCall(mode, key, extra) {
+  return call(STREAM_PATHS[mode], { method: 'POST', key, body: streamBody(mode, extra) });
+}
+
+/** The raw frames of an SSE body, each with its terminating blank line. */
+function framesOf(text) {
+  const out = text.match(/[\s\S]*?\n\n/g) ?? [];
+  assert.equal(out.join(''), text, 'body is a sequence of complete frames');
+  return out;
+}
+
+const label = (e) => (e.event === 'node_started' || e.event === 'node_finished' ? `${e.event}:${e.data.title}` : e.event);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(pred, what, ms = 2000) {
+  const deadline = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/** Opens a stream and reads it frame by frame. */
+async function openStream(mode, key, extra) {
+  const ac = new AbortController();
+  const t0 = Date.now();
+  const res = await fetch(dify.origin + STREAM_PATHS[mode], {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(streamBody(mode, extra)),
+    signal: ac.signal,
+  });
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  const s = {
+    res,
+    abort: () => ac.abort(),
+    /** Next raw frame (with its \n\n) and its arrival time (ms since the request), or null at the end. */
+    async next() {
+      for (;;) {
+        const i = buf.indexOf('\n\n');
+        if (i >= 0) {
+          const frame = buf.slice(0, i + 2);
+          buf = buf.slice(i + 2);
+          return { frame, at: Date.now() - t0 };
+        }
+        const { done, value } = await reader.read();
+        if (done) {
+          assert.equal(buf, '', 'no partial frame at the end of the stream');
+          return null;
+        }
+        buf += dec.decode(value, { stream: true });
+      }
+    },
+    /** Next JSON event (pings skipped). */
+    async nextEvent() {
+      for (;;) {
+        const f = await s.next();
+        if (!f) return null;
+        if (f.frame === PING_FRAME) continue;
+        return { ...f, event: JSON.parse(f.frame.slice('data: '.length, -2)) };
+      }
+    },
+    async restEvents() {
+      const out = [];
+      for (let e; (e = await s.nextEvent()); ) out.push(e.event);
+      return out;
+    },
+  };
+  return s;
+}
+
+/** Resolves to 'silent' if the promise has not settled after ms. */
+function silentFor(p, ms) {
+  return Promise.race([p.then(() => 'settled', () => 'settled'), sleep(ms).then(() => 'silent')]);
+}
+
+test('streaming workflow: default Start/LLM/End graph, exact order and shapes', async () => {
+  const outputs = { text: 'Sunny and warm today', temp: 21 };
+  const key = dify.addApp({ mode: 'workflow', outputs });
+  const r = await call('/v1/workflows/run', {
+    method: 'POST',
+    key,
+    body: { inputs: { city: 'Oslo' }, response_mode: 'streaming', user: 'u' },
+  });
+  assert.equal(r.status, 200);
+  assert.equal(r.headers.get('content-type'), 'text/event-stream; charset=utf-8');
+  const frames = framesOf(r.text);
+  for (const f of frames) assert.ok(f === PING_FRAME || /^data: \{[^\n]*\}\n\n$/.test(f), f);
+  const events = parseSse(r.text);
+  assert.deepEqual(events.map(label), [
+    'workflow_started',
+    'node_started:Start',
+    'node_finished:Start',
+    'node_started:LLM',
+    'text_chunk',
+    'text_chunk',
+    'text_chunk',
+    'node_finished:LLM',
+    'node_started:End',
+    'node_finished:End',
+    'workflow_finished',
+  ]);
+  // A ping before every 3rd event: never first, never last.
+  assert.equal(frames.filter((f) => f === PING_FRAME).length, Math.floor((events.length - 1) / 3));
+  assert.notEqual(frames[0], PING_FRAME);
+  assert.notEqual(frames.at(-1), PING_FRAME);
+  assert.equal(frames[3], PING_FRAME);
+
+  const taskId = events[0].task_id;
+  const runId = events[0].workflow_run_id;
+  assert.match(taskId, UUID);
+  assert.match(runId, UUID);
+  for (const e of events) {
+    assert.deepEqual(Object.keys(e).sort(), ['data', 'event', 'task_id', 'workflow_run_id'], e.event);
+    assert.equal(e.task_id, taskId);
+    assert.equal(e.workflow_run_id, runId);
+  }
+  const started = events[0].data;
+  assert.deepEqual(Object.keys(started).sort(), ['created_at', 'id', 'inputs', 'reason', 'workflow_id']);
+  assert.equal(started.id, runId);
+  assert.deepEqual(started.inputs, { city: 'Oslo' });
+
+  const nodeStarted = events.filter((e) => e.event === 'node_started').map((e) => e.data);
+  const nodeFinished = events.filter((e) => e.event === 'node_finished').map((e) => e.data);
+  assert.deepEqual(nodeStarted.map((d) => [d.title, d.node_type, d.index]), [
+    ['Start', 'start', 1],
+    ['LLM', 'llm', 2],
+    ['End', 'end', 3],
+  ]);
+  assert.deepEqual(DEFAULT_NODES.workflow.map((n) => n.title), ['Start', 'LLM', 'End']);
+  for (const [i, d] of nodeStarted.entries()) {
+    assert.deepEqual(Object.keys(d).sort(), [
+      'created_at', 'id', 'index', 'inputs', 'node_id', 'node_type', 'predecessor_node_id', 'title',
+    ]);
+    assert.match(d.id, UUID);
+    assert.equal(d.predecessor_node_id, i === 0 ? null : nodeStarted[i - 1].node_id);
+    const f = nodeFinished[i];
+    assert.equal(f.id, d.id);
+    assert.equal(f.node_id, d.node_id);
+    assert.equal(f.status, 'succeeded');
+    assert.equal(f.error, null);
+    assert.equal(typeof f.elapsed_time, 'number');
+    for (const k of ['outputs', 'process_data', 'execution_metadata', 'finished_at']) assert.ok(k in f, k);
+  }
+  assert.deepEqual(nodeFinished[0].outputs, { city: 'Oslo' });
+  assert.equal(nodeFinished[1].outputs.text, 'Sunny and warm today');
+  assert.equal(nodeFinished[1].execution_metadata.total_tokens, 20);
+  assert.deepEqual(nodeFinished[2].outputs, outputs);
+
+  const chunks = events.filter((e) => e.event === 'text_chunk');
+  assert.equal(chunks.map((e) => e.data.text).join(''), 'Sunny and warm today');
+  for (const c of chunks) assert.deepEqual(c.data.from_variable_selector, [nodeStarted[1].node_id, 'text']);
+
+  const fin = events.at(-1).data;
+  assert.deepEqual(Object.keys(fin).sort(), [
+    'created_at', 'elapsed_time', 'error', 'finished_at', 'id', 'outputs', 'status', 'total_steps', 'total_tokens', 'workflow_id',
+  ]);
+  assert.equal(fin.status, 'succeeded');
+  assert.deepEqual(fin.outputs, outputs);
+  assert.equal(fin.error, null);
+  assert.equal(fin.total_steps, 3);
+  assert.equal(fin.total_tokens, 20);
+  assert.equal(fin.id, runId);
+
+  const [rec] = dify.requestsFor(key);
+  assert.equal(rec.streaming, true);
+  assert.equal(rec.clientAborted, false);
+  assert.equal(rec.taskId, taskId);
+  assert.equal(rec.sentBytes, Buffer.byteLength(r.text));
+});
+
+test('streaming workflow: custom nodes, text option, chunks inside the last LLM node', async () => {
+  const nodes = [
+    { title: 'Begin', type: 'start' },
+    { title: 'Search', type: 'tool' },
+    { title: 'Draft', type: 'llm' },
+    { title: 'Polish', type: 'llm', id: 'polish' },
+    { title: 'Format', type: 'code', outputs: { formatted: true } },
+    { title: 'Done', type: 'end' },
+  ];
+  const key = dify.addApp({ mode: 'workflow', nodes, text: 'custom streamed text', outputs: { x: 1 } });
+  const events = parseSse((await streamCall('workflow', key)).text);
+  const labels = events.map(label);
+  assert.deepEqual(labels.filter((l) => l.startsWith('node_started')), nodes.map((n) => `node_started:${n.title}`));
+  assert.deepEqual(labels.filter((l) => l.startsWith('node_finished')), nodes.map((n) => `node_finished:${n.title}`));
+  const first = labels.indexOf('text_chunk');
+  assert.equal(labels[first - 1], 'node_started:Polish');
+  assert.equal(labels[labels.lastIndexOf('text_chunk') + 1], 'node_finished:Polish');
+  const chunks = events.filter((e) => e.event === 'text_chunk');
+  assert.equal(chunks.length, 3);
+  assert.equal(chunks.map((e) => e.data.text).join(''), 'custom streamed text');
+  assert.deepEqual(chunks[0].data.from_variable_selector, ['polish', 'text']);
+  const byTitle = Object.fromEntries(events.filter((e) => e.event === 'node_finished').map((e) => [e.data.title, e.data]));
+  assert.deepEqual(byTitle.Format.outputs, { formatted: true });
+  assert.equal(byTitle.Search.node_type, 'tool');
+  assert.equal(events.at(-1).data.total_steps, nodes.length);
+  // The start event never reveals the node count.
+  assert.deepEqual(Object.keys(events[0].data).sort(), ['created_at', 'id', 'inputs', 'reason', 'workflow_id']);
+  assert.ok(!JSON.stringify(events[0]).includes('total'));
+
+  // Without `text`, the chunks carry the outputs as JSON (or outputs.text when it is a string).
+  const k2 = dify.addApp({ mode: 'workflow', outputs: { x: 1 } });
+  const e2 = parseSse((await streamCall('workflow', k2)).text);
+  assert.equal(e2.filter((e) => e.event === 'text_chunk').map((e) => e.data.text).join(''), '{"x":1}');
+  // Blocking total_steps follows the graph too.
+  const k3 = dify.addApp({ mode: 'workflow', nodes });
+  const b = await call('/v1/workflows/run', { method: 'POST', key: k3, body: { inputs: {}, user: 'u' } });
+  assert.equal(b.json.data.total_steps, nodes.length);
+
+  assert.throws(() => dify.addApp({ mode: 'workflow', nodes: [] }), /nodes must be/);
+  assert.throws(() => dify.addApp({ mode: 'workflow', nodes: ['x'] }), /nodes must be/);
+});
+
+test('streaming workflow_failed: the LLM node fails, workflow_finished failed, no text', async () => {
+  const key = dify.addApp({ mode: 'workflow', behaviour: 'workflow_failed' });
+  const events = parseSse((await streamCall('workflow', key)).text);
+  assert.deepEqual(events.map(label), [
+    'workflow_started',
+    'node_started:Start',
+    'node_finished:Start',
+    'node_started:LLM',
+    'node_finished:LLM',
+    'workflow_finished',
+  ]);
+  assert.equal(events[4].data.status, 'failed');
+  assert.equal(events[4].data.error, 'model timeout');
+  const fin = events.at(-1).data;
+  assert.equal(fin.status, 'failed');
+  assert.equal(fin.error, 'Node LLM failed: model timeout');
+  assert.deepEqual(fin.outputs, {});
+  assert.equal(fin.total_steps, 2);
+});
+
+test('streaming advanced-chat: workflow events around the message chunks, message_end last', async () => {
+  const answer = 'Paris is the capital of France.';
+  const key = dify.addApp({ mode: 'advanced-chat', answer });
+  const r = await streamCall('advanced-chat', key);
+  assert.match(r.headers.get('content-type'), /^text\/event-stream/);
+  const events = parseSse(r.text);
+  assert.deepEqual(events.map(label), [
+    'workflow_started',
+    'node_started:Start',
+    'node_finished:Start',
+    'node_started:LLM',
+    'message',
+    'message',
+    'message',
+    'node_finished:LLM',
+    'node_started:Answer',
+    'node_finished:Answer',
+    'workflow_finished',
+    'message_end',
+  ]);
+  const { task_id: taskId, conversation_id: cid, message_id: mid } = events[0];
+  assert.match(cid, UUID);
+  assert.match(mid, UUID);
+  for (const e of events) {
+    assert.equal(e.task_id, taskId, e.event);
+    assert.equal(e.conversation_id, cid, e.event);
+    assert.equal(e.message_id, mid, e.event);
+  }
+  for (const e of events.filter((x) => x.event.startsWith('workflow_') || x.event.startsWith('node_'))) {
+    assert.match(e.workflow_run_id, UUID);
+    assert.equal(typeof e.data, 'object');
+  }
+  assert.equal(events.filter((e) => e.event === 'message').map((e) => e.answer).join(''), answer);
+  assert.equal(events.at(-2).data.status, 'succeeded');
+  assert.equal(events.at(-2).data.total_steps, DEFAULT_NODES['advanced-chat'].length);
+  assert.equal(events.at(-1).metadata.usage.total_tokens, 20);
+  assert.deepEqual(dify.conversationsOf(key), [cid]);
+});
+
+test('streaming chat and completion: exactly three message chunks then message_end', async () => {
+  for (const [mode, answer] of [
+    ['chat', 'echo: hello world'],
+    ['completion', `completion: ${JSON.stringify({ a: 'b' })}`],
+  ]) {
+    const key = dify.addApp({ mode });
+    const r = await streamCall(mode, key);
+    const frames = framesOf(r.text);
+    const events = parseSse(r.text);
+    assert.deepEqual(events.map((e) => e.event), ['message', 'message', 'message', 'message_end'], mode);
+    assert.equal(frames[3], PING_FRAME, mode);
+    assert.equal(events.slice(0, 3).map((e) => e.answer).join(''), answer, mode);
+    for (const m of events.slice(0, 3)) {
+      assert.deepEqual(Object.keys(m).sort(), ['answer', 'conversation_id', 'created_at', 'event', 'id', 'message_id', 'task_id']);
+      assert.equal(m.message_id, events[0].message_id);
+    }
+    const end = events[3];
+    assert.deepEqual(Object.keys(end).sort(), ['conversation_id', 'event', 'id', 'message_id', 'metadata', 'task_id']);
+    assert.equal(end.metadata.usage.total_tokens, 20);
+    assert.deepEqual(end.metadata.retriever_resources, []);
+  }
+});
+
+test('streaming agent-chat: tool thought, empty thought, agent_message chunks, final thought, message_end', async () => {
+  const key = dify.addApp({ mode: 'agent-chat', answer: 'It is 12:00.' });
+  const events = parseSse((await streamCall('agent-chat', key, { query: 'what time is it' })).text);
+  assert.deepEqual(events.map((e) => e.event), [
+    'agent_thought', 'agent_thought', 'agent_message', 'agent_message', 'agent_message', 'agent_thought', 'message_end',
+  ]);
+  const [tool, open, , , , last] = events;
+  for (const t of [tool, open, last]) {
+    for (const k of ['id', 'task_id', 'message_id', 'position', 'thought', 'observation', 'tool', 'tool_input', 'message_files', 'conversation_id']) {
+      assert.ok(k in t, k);
+    }
+  }
+  assert.equal(tool.position, 1);
+  assert.equal(tool.tool, 'web_search');
+  assert.deepEqual(JSON.parse(tool.tool_input), { web_search: { query: 'what time is it' } });
+  assert.equal(typeof tool.observation, 'string');
+  assert.ok(tool.thought.length > 0);
+  assert.equal(open.position, 2);
+  assert.equal(open.thought, '');
+  assert.equal(last.position, 2);
+  assert.equal(last.id, open.id);
+  assert.equal(last.thought, 'It is 12:00.');
+  assert.equal(events.filter((e) => e.event === 'agent_message').map((e) => e.answer).join(''), 'It is 12:00.');
+
+  // Custom thoughts; agentAnswer: false → only thoughts, the last one carries the answer.
+  const k2 = dify.addApp({
+    mode: 'agent-chat',
+    answer: 'Final.',
+    agentAnswer: false,
+    thoughts: [
+      { thought: 'search first', tool: ['search', 'calc'], tool_input: { search: { q: 1 }, calc: {} }, observation: 'ok' },
+      { thought: 'then compute' },
+    ],
+  });
+  const e2 = parseSse((await streamCall('agent-chat', k2)).text);
+  assert.deepEqual(e2.map((e) => e.event), ['agent_thought', 'agent_thought', 'agent_thought', 'agent_thought', 'message_end']);
+  assert.deepEqual(e2.slice(0, 4).map((e) => e.position), [1, 2, 3, 3]);
+  assert.equal(e2[0].tool, 'search;calc');
+  assert.deepEqual(JSON.parse(e2[0].tool_input), { search: { q: 1 }, calc: {} });
+  assert.equal(e2[0].observation, 'ok');
+  assert.equal(e2[1].tool, '');
+  assert.equal(e2[3].thought, 'Final.');
+});
+
+test('eventDelayMs spaces the events; pings travel with the event they precede', async () => {
+  const key = dify.addApp({ mode: 'chat', answer: 'one two three', eventDelayMs: 120 });
+  const s = await openStream('chat', key);
+  const frames = [];
+  for (let f; (f = await s.next()); ) frames.push(f);
+  assert.deepEqual(frames.map((f) => (f.frame === PING_FRAME ? 'ping' : JSON.parse(f.frame.slice(6)).event)), [
+    'message', 'message', 'message', 'ping', 'message_end',
+  ]);
+  const data = frames.filter((f) => f.frame !== PING_FRAME);
+  for (let i = 1; i < data.length; i++) {
+    const gap = data[i].at - data[i - 1].at;
+    assert.ok(gap >= 100, `gap ${i} was ${gap} ms`);
+  }
+  assert.ok(data[0].at < 500, `first event after ${data[0].at} ms`);
+  assert.ok(frames[4].at - frames[3].at < 60, 'the ping comes with the event after it');
+
+  // Default: no delay.
+  const k2 = dify.addApp({ mode: 'chat', answer: 'one two three' });
+  const t0 = Date.now();
+  await streamCall('chat', k2);
+  assert.ok(Date.now() - t0 < 300);
+});
+
+test('events override: objects as data frames, strings verbatim, no pings', async () => {
+  const events = [
+    { event: 'workflow_started', task_id: 't1', workflow_run_id: 'r1', data: {} },
+    'event: ping\n\n',
+    ': a comment\n\n',
+    'data: {"event":"text_chunk","task_id":"t1","workflow_run_id":"r1","data":{"text":"hi"}}\n\n',
+    'data: {"half":',
+    ' "joined"}\n\n',
+    { event: 'workflow_finished', task_id: 't1', workflow_run_id: 'r1', data: { status: 'succeeded', outputs: {} } },
+  ];
+  const wire = events.map((e) => (typeof e === 'string' ? e : `data: ${JSON.stringify(e)}\n\n`));
+  const key = dify.addApp({ mode: 'workflow', events });
+  const r = await streamCall('workflow', key);
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /^text\/event-stream/);
+  assert.equal(r.text, wire.join(''));
+  // Blocking calls are unaffected.
+  const b = await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {}, user: 'u' } });
+  assert.equal(b.json.data.status, 'succeeded');
+  // streamBehaviour applies on top: end_early drops the last entry.
+  const k2 = dify.addApp({ mode: 'chat', events, streamBehaviour: 'end_early' });
+  assert.equal((await streamCall('chat', k2)).text, wire.slice(0, -1).join(''));
+  assert.throws(() => dify.addApp({ mode: 'chat', events: 'data: x\n\n' }), /events must be/);
+  assert.throws(() => dify.addApp({ mode: 'chat', events: [1] }), /events must be/);
+});
+
+test('repeat: a long stream (tens of MB, thousands of events) arrives complete and quickly', async () => {
+  const repeat = 20000;
+  const chunkBytes = 1024;
+  const key = dify.addApp({ mode: 'chat', answer: 'short answer here', repeat, chunkBytes });
+  const t0 = Date.now();
+  const res = await fetch(dify.origin + STREAM_PATHS.chat, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(streamBody('chat')),
+  });
+  assert.equal(res.status, 200);
+  let bytes = 0;
+  let dataFrames = 0;
+  let pings = 0;
+  let prev = -1;
+  let atStart = true;
+  let head = '';
+  let tail = Buffer.alloc(0);
+  const dec = new TextDecoder();
+  for await (const chunk of res.body) {
+    if (head.length < 65536) head += dec.decode(chunk, { stream: true });
+    tail = Buffer.concat([tail, chunk]).subarray(-8192);
+    bytes += chunk.length;
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i];
+      if (atStart) {
+        if (b === 0x64) dataFrames += 1; // 'd'
+        else if (b === 0x65) pings += 1; // 'e'
+        else assert.fail(`unexpected frame start byte ${b}`);
+        atStart = false;
+      }
+      if (b === 10 && prev === 10) {
+        atStart = true;
+        prev = -1;
+      } else {
+        prev = b;
+      }
+    }
+  }
+  const ms = Date.now() - t0;
+  assert.ok(atStart, 'ends on a frame boundary');
+  assert.equal(dataFrames, 3 + repeat + 1);
+  assert.equal(pings, Math.floor((dataFrames - 1) / 3));
+  assert.ok(bytes > repeat * chunkBytes, `${bytes} bytes`);
+  assert.ok(bytes > 20e6, `${bytes} bytes`);
+  const rec = dify.requestsFor(key)[0];
+  assert.equal(rec.sentBytes, bytes);
+  assert.equal(rec.clientAborted, false);
+  // The filler chunks follow the three answer chunks; message_end is last.
+  const headEvents = framesOf(head.slice(0, head.lastIndexOf('\n\n') + 2))
+    .filter((f) => f !== PING_FRAME)
+    .map((f) => JSON.parse(f.slice(6)));
+  assert.equal(headEvents.slice(0, 3).map((e) => e.answer).join(''), 'short answer here');
+  assert.equal(headEvents[3].answer, filler(chunkBytes));
+  assert.equal(Buffer.byteLength(headEvents[3].answer), chunkBytes);
+  const tailText = tail.toString('utf8');
+  const lastFrame = tailText.slice(tailText.lastIndexOf('\n\ndata: ') + 2);
+  assert.equal(JSON.parse(lastFrame.slice(6)).event, 'message_end');
+  assert.ok(ms < 5000, `long stream took ${ms} ms`);
+});
+
+test('repeat respects backpressure: a client that stops reading stops the writer', async () => {
+  const repeat = 40000; // ~48 MB if it were all written
+  const key = dify.addApp({ mode: 'workflow', repeat, chunkBytes: 1024 });
+  const s = await openStream('workflow', key);
+  assert.equal((await s.nextEvent()).event.event, 'workflow_started');
+  const rec = dify.requestsFor(key)[0];
+  await sleep(300);
+  const a = rec.sentBytes;
+  await sleep(200);
+  const b = rec.sentBytes;
+  assert.ok(b < 16e6, `writer ran ahead of a non-reading client: ${b} bytes`);
+  assert.ok(b - a < 1e6, `writer kept going: ${a} → ${b}`);
+  s.abort();
+  await waitFor(() => rec.clientAborted === true, 'clientAborted');
+  const c = rec.sentBytes;
+  await sleep(100);
+  assert.equal(rec.sentBytes, c, 'nothing written after the client left');
+});
+
+const LAST_CHUNK = { workflow: 'text_chunk', chat: 'message', 'advanced-chat': 'message', 'agent-chat': 'agent_message', completion: 'message' };
+
+for (const mode of MODE_LIST) {
+  test(`streamBehaviour end_early (${mode}): closes after the last chunk, no final event`, async () => {
+    const key = dify.addApp({ mode, streamBehaviour: 'end_early', repeat: 2, chunkBytes: 10 });
+    const r = await streamCall(mode, key);
+    assert.equal(r.status, 200);
+    const events = parseSse(r.text);
+    assert.equal(events.at(-1).event, LAST_CHUNK[mode]);
+    assert.equal(events.filter((e) => e.event === LAST_CHUNK[mode]).length, 5);
+    for (const e of events) assert.ok(!['workflow_finished', 'message_end'].includes(e.event), e.event);
+    assert.equal(dify.requestsFor(key)[0].clientAborted, false);
+  });
+
+  test(`streamBehaviour error_event (${mode}): error event, then close`, async () => {
+    const key = dify.addApp({ mode, streamBehaviour: 'error_event' });
+    const r = await streamCall(mode, key);
+    assert.equal(r.status, 200);
+    const events = parseSse(r.text);
+    const err = events.at(-1);
+    assert.equal(err.event, 'error');
+    assert.equal(err.status, 400);
+    assert.equal(err.code, 'provider_quota_exceeded');
+    assert.equal(typeof err.message, 'string');
+    assert.equal(err.task_id, events[0].task_id);
+    if (mode === 'workflow') {
+      assert.equal(err.workflow_run_id, events[0].workflow_run_id);
+      assert.deepEqual(events.map(label), ['workflow_started', 'node_started:Start', 'node_finished:Start', 'node_started:LLM', 'error']);
+    } else {
+      assert.match(err.message_id, UUID);
+      assert.match(err.conversation_id, UUID);
+    }
+    if (mode === 'chat' || mode === 'completion') assert.equal(events.length, 1);
+    if (mode === 'agent-chat') assert.deepEqual(events.map((e) => e.event), ['agent_thought', 'agent_thought', 'error']);
+    assert.ok(!events.some((e) => LAST_CHUNK[mode] === e.event));
+  });
+
+  test(`streamBehaviour malformed (${mode}): one broken frame after the first, then normal`, async () => {
+    const key = dify.addApp({ mode, answer: 'a b c', streamBehaviour: 'malformed' });
+    const r = await streamCall(mode, key);
+    const frames = framesOf(r.text);
+    assert.equal(frames.filter((f) => f === MALFORMED_FRAME).length, 1);
+    assert.equal(frames[1], MALFORMED_FRAME);
+    const events = frames.filter((f) => f !== MALFORMED_FRAME && f !== PING_FRAME).map((f) => JSON.parse(f.slice(6)));
+    assert.equal(events.at(-1).event, mode === 'workflow' ? 'workflow_finished' : 'message_end');
+  });
+
+  test(`streamBehaviour hang_after_first (${mode}): first event, then silence until the client leaves`, async () => {
+    const key = dify.addApp({ mode, streamBehaviour: 'hang_after_first' });
+    const s = await openStream(mode, key);
+    const first = await s.nextEvent();
+    assert.ok(first.event.task_id);
+    assert.equal(await silentFor(s.next(), 300), 'silent');
+    const rec = dify.requestsFor(key)[0];
+    assert.equal(rec.clientAborted, false);
+    s.abort();
+    await waitFor(() => rec.clientAborted === true, 'clientAborted');
+  });
+
+  test(`behaviour rate_limited (${mode}): 429 with Retry-After, blocking and streaming`, async () => {
+    const key = dify.addApp({ mode, behaviour: 'rate_limited' });
+    const bodies = mode === 'agent-chat' ? [streamBody(mode)] : [streamBody(mode), streamBody(mode, { response_mode: 'blocking' })];
+    for (const body of bodies) {
+      const r = await call(STREAM_PATHS[mode], { method: 'POST', key, body });
+      assert.equal(r.status, 429);
+      assert.equal(r.headers.get('retry-after'), '7');
+      assert.match(r.headers.get('content-type'), /^application\/json/);
+      assert.equal(r.text, '{"code":"too_many_requests","message":"Too many requests, please retry later","status":429}');
+    }
+    assert.equal((await call('/v1/info', { key })).status, 200);
+  });
+
+  test(`stop endpoint ends a running ${mode} stream`, async () => {
+    const key = dify.addApp({ mode, streamBehaviour: 'hang_after_first' });
+    const s = await openStream(mode, key, { user: 'stopper' });
+    const first = (await s.nextEvent()).event;
+    const taskId = first.task_id;
+    const path = STOP_PATHS[mode](taskId);
+    const t0 = Date.now();
+    const r = await call(path, { method: 'POST', key, body: { user: 'stopper' } });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { result: 'success' });
+    const rest = await s.restEvents();
+    assert.ok(Date.now() - t0 < 1000);
+    const expected = mode === 'workflow' ? ['workflow_finished'] : mode === 'advanced-chat' ? ['workflow_finished', 'message_end'] : ['message_end'];
+    assert.deepEqual(rest.map((e) => e.event), expected);
+    if (mode === 'workflow' || mode === 'advanced-chat') {
+      assert.equal(rest[0].data.status, 'stopped');
+      assert.deepEqual(rest[0].data.outputs, {});
+      assert.equal(rest[0].workflow_run_id, first.workflow_run_id);
+    }
+    for (const e of rest) assert.equal(e.task_id, taskId);
+    assert.deepEqual(dify.stops.filter((x) => x.task_id === taskId), [{ path, task_id: taskId, user: 'stopper', apiKey: key }]);
+    const [run, stop] = dify.requestsFor(key);
+    assert.equal(run.stopped, true);
+    assert.equal(run.clientAborted, false);
+    assert.equal(stop.path, path);
+    assert.deepEqual(stop.body, { user: 'stopper' });
+  });
+}
+
+test('stop during eventDelayMs ends the stream at once', async () => {
+  const key = dify.addApp({ mode: 'chat', answer: 'a b c', eventDelayMs: 2000 });
+  const s = await openStream('chat', key);
+  const first = (await s.nextEvent()).event;
+  const t0 = Date.now();
+  await call(STOP_PATHS.chat(first.task_id), { method: 'POST', key, body: { user: 'u' } });
+  const rest = await s.restEvents();
+  assert.ok(Date.now() - t0 < 1000, `took ${Date.now() - t0} ms`);
+  assert.deepEqual(rest.map((e) => e.event), ['message_end']);
+});
+
+test('stop endpoint: checks, and stops only the caller\'s own running task', async () => {
+  const key = dify.addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first' });
+  const s = await openStream('workflow', key, { user: 'owner' });
+  const taskId = (await s.nextEvent()).event.task_id;
+  const other = dify.addApp({ mode: 'workflow' });
+  const chatKey = dify.addApp({ mode: 'chat' });
+  const before = dify.stops.length;
+  // Another user, another app, or an unknown task: success, but the stream keeps hanging.
+  for (const [k, user, t] of [[key, 'intruder', taskId], [other, 'owner', taskId], [key, 'owner', 'no-such-task']]) {
+    const r = await call(`/v1/workflows/tasks/${t}/stop`, { method: 'POST', key: k, body: { user } });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { result: 'success' });
+  }
+  assert.equal(dify.stops.length, before + 3);
+  // Wrong family for the app, missing user, bad JSON, no auth, wrong method.
+  let r = await call(`/v1/chat-messages/${taskId}/stop`, { method: 'POST', key, body: { user: 'owner' } });
+  assert.equal(r.status, 400);
+  assert.equal(r.json.code, 'app_unavailable');
+  r = await call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'POST', key: chatKey, body: { user: 'owner' } });
+  assert.equal(r.json.code, 'app_unavailable');
+  r = await call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'POST', key, body: {} });
+  assert.equal(r.status, 400);
+  assert.equal(r.json.code, 'invalid_param');
+  r = await call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'POST', key, body: 'nope' });
+  assert.equal(r.json.code, 'bad_request');
+  r = await call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'POST', body: { user: 'owner' } });
+  assert.equal(r.status, 401);
+  r = await call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'GET', key });
+  assert.equal(r.status, 405);
+  assert.equal(dify.stops.length, before + 3);
+  const pending = s.nextEvent();
+  assert.equal(await silentFor(pending, 200), 'silent');
+  // The owner's stop works.
+  r = await call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'POST', key, body: { user: 'owner' } });
+  assert.deepEqual(r.json, { result: 'success' });
+  const fin = (await pending).event;
+  assert.deepEqual([fin.event, fin.data.status], ['workflow_finished', 'stopped']);
+  assert.deepEqual(await s.restEvents(), []);
+});
+
+test('streamBehaviour no_first_byte: no status line until the client gives up', async () => {
+  const key = dify.addApp({ mode: 'chat', streamBehaviour: 'no_first_byte' });
+  const t0 = Date.now();
+  await assert.rejects(
+    fetch(dify.origin + STREAM_PATHS.chat, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify(streamBody('chat')),
+      signal: AbortSignal.timeout(300),
+    }),
+    (e) => e.name === 'TimeoutError',
+  );
+  assert.ok(Date.now() - t0 >= 280);
+  const rec = dify.requestsFor(key)[0];
+  assert.equal(rec.streaming, true);
+  await waitFor(() => rec.clientAborted === true, 'clientAborted');
+  assert.equal(rec.sentBytes, 0);
+});
+
+test('clientAborted: false for complete streams, true when the client leaves mid-stream', async () => {
+  const key = dify.addApp({ mode: 'completion', eventDelayMs: 200 });
+  const s = await openStream('completion', key);
+  await s.nextEvent();
+  const rec = dify.requestsFor(key)[0];
+  assert.equal(rec.clientAborted, false);
+  s.abort();
+  await waitFor(() => rec.clientAborted === true, 'clientAborted');
+  assert.equal(rec.stopped, undefined);
+  // Blocking requests carry no stream fields.
+  const k2 = dify.addApp({ mode: 'completion' });
+  await call('/v1/completion-messages', { method: 'POST', key: k2, body: { inputs: {}, user: 'u' } });
+  assert.equal(dify.requestsFor(k2)[0].clientAborted, undefined);
+  assert.equal(dify.requestsFor(k2)[0].streaming, undefined);
+});
+
+test('fixture stop() ends hanging and header-less streams promptly', async () => {
+  const own = await startDifyFixture();
+  const hang = own.addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first' });
+  const mute = own.addApp({ mode: 'workflow', streamBehaviour: 'no_first_byte' });
+  const post = (key) =>
+    fetch(`${own.baseUrl}/workflows/run`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify(streamBody('workflow')),
+    });
+  const hanging = (await post(hang)).text().then(() => 'ended', () => 'aborted');
+  const muted = post(mute).then((r) => r.text()).then(() => 'ended', () => 'aborted');
+  await waitFor(() => own.requests.length === 2 && own.requests.every((r) => r.streaming), 'both requests');
+  const t0 = Date.now();
+  await own.stop();
+  assert.equal(await muted, 'aborted');
+  assert.ok(['ended', 'aborted'].includes(await hanging));
+  assert.ok(Date.now() - t0 < 2000);
+  for (const r of own.requests) assert.equal(r.clientAborted, false);
+});
+
+test('addApp validates the stream options', () => {
+  assert.throws(() => dify.addApp({ mode: 'chat', streamBehaviour: 'weird' }), /unknown streamBehaviour/);
+  assert.throws(() => dify.addApp({ mode: 'chat', repeat: -1 }), /repeat/);
+  assert.throws(() => dify.addApp({ mode: 'chat', eventDelayMs: 'x' }), /eventDelayMs/);
+  assert.throws(() => dify.addApp({ mode: 'chat', chunkBytes: 0 }), /chunkBytes/);
+  assert.throws(() => dify.addApp({ mode: 'chat', behaviour: 'rate_limitted' }), /unknown behaviour/);
+  const key = dify.addApp({ mode: 'chat' });
+  assert.throws(() => dify.updateApp(key, { streamBehaviour: 'nope' }), /unknown streamBehaviour/);
+  dify.updateApp(key, { streamBehaviour: 'end_early', repeat: 3 });
 });

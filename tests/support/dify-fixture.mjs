@@ -8,6 +8,7 @@
 //   const key = dify.addApp({ mode: 'workflow', name: 'Echo', user_input_form: [...] });
 //   ... point Flowgate at dify.baseUrl with key ...
 //   dify.requestsFor(key)   // what Flowgate sent for this app
+//   dify.stops              // stop calls received: [{ path, task_id, user, apiKey }]
 //   await dify.stop();
 //
 // Behaviours (addApp({ behaviour })) apply to the run endpoints only
@@ -16,10 +17,97 @@
 //   'ok'              normal answer
 //   'http500'         500, text/plain body "Internal Server Error"
 //   'dify_error'      400 {"code":"provider_quota_exceeded",...}
-//   'workflow_failed' workflow apps: 200 with data.status "failed"; other modes: like 'ok'
+//   'rate_limited'    429, header Retry-After: 7, body
+//                     {"code":"too_many_requests","message":"Too many requests, please retry later","status":429}
+//   'workflow_failed' workflow apps: 200 with data.status "failed" (streaming: the LLM node's
+//                     node_finished has status "failed", then workflow_finished "failed");
+//                     other modes: like 'ok'
 //   'slow'            waits delayMs (default 30000) and then answers like 'ok'
-// `delayMs` given explicitly delays every run answer, whatever the behaviour.
-// Response mode "streaming" answers with SSE (`data: {json}\n\n`) in Dify's event shapes.
+// `delayMs` given explicitly delays every run answer, whatever the behaviour (it is
+// spent before the status line, so it also delays a stream's headers).
+//
+// ---- Streaming (`response_mode: "streaming"`) ------------------------------------
+// 200, `Content-Type: text/event-stream; charset=utf-8`. Every event is one frame
+// `data: <json>\n\n`; keep-alives are bare `event: ping\n\n` frames (PING_FRAME).
+// Every JSON event has `event` and `task_id`; workflow events add `workflow_run_id`
+// and `data`; chat/completion events add `message_id`, `id` (= message_id),
+// `conversation_id` and `created_at`. Exact sequences (answers are split into 3 chunks,
+// fewer only for answers shorter than 3 characters, at code-point boundaries):
+//   workflow:       workflow_started; then for every node: node_started, node_finished;
+//                   the text_chunk events come between node_started and node_finished of
+//                   the host node (the last node of type "llm", else the last node);
+//                   then workflow_finished {status, outputs, error, elapsed_time,
+//                   total_tokens, total_steps (= number of nodes), created_at, finished_at}.
+//                   text_chunk text = spec.text ?? outputs.text (if a string) ?? JSON.stringify(outputs).
+//   advanced-chat:  like workflow, but the chunks are `message` events, every event also
+//                   carries conversation_id/message_id/created_at, and a message_end
+//                   follows workflow_finished.
+//   chat, completion: message ×~3, message_end {metadata: {usage, retriever_resources}}.
+//   agent-chat:     one agent_thought per spec.thoughts entry (default: one tool call,
+//                   position 1), agent_thought (position n, thought ""), agent_message ×~3,
+//                   agent_thought (position n, thought = the full answer), message_end.
+//                   agentAnswer: false → no agent_message at all; the last agent_thought
+//                   still carries the answer (the fall-back a client must use).
+//   node_started.data  = {id, node_id, node_type, title, index (1-based), predecessor_node_id,
+//                         inputs, created_at}
+//   node_finished.data = {...those, process_data, outputs, status: "succeeded", error,
+//                         elapsed_time, execution_metadata, finished_at}
+//   workflow_started.data = {id, workflow_id, inputs, created_at, reason} (never the node
+//                   count: callers know it from the spec: spec.nodes or DEFAULT_NODES[mode]).
+//
+// Stream options of addApp(spec) (all optional):
+//   nodes          [{title, type, id?, outputs?}] workflow graph (workflow, advanced-chat);
+//                  default DEFAULT_NODES[mode] (Start/LLM/End, Start/LLM/Answer).
+//   text           workflow: the text streamed as text_chunk events.
+//   thoughts       agent-chat: [{thought, tool, tool_input, observation}] before the answer
+//                  (tool_input/observation objects are JSON-encoded, as Dify sends strings).
+//   agentAnswer    agent-chat: false → no agent_message events (default true).
+//   eventDelayMs   wait this long before every event after the first (default 0); pings
+//                  are written together with the event they precede.
+//   pingEvery      a ping frame before every pingEvery-th event (default 3, 0 = none);
+//                  never first, never last.
+//   events         override: an array of objects (sent as `data: JSON\n\n`) or strings
+//                  (sent verbatim, nothing added); no pings, no repeat. streamBehaviour
+//                  still applies, treating the first entry as the start and the last as
+//                  the final event.
+//   repeat         N extra answer chunks after the normal ones (text_chunk for workflow,
+//                  message for chat/advanced-chat/completion, agent_message for agent-chat,
+//                  agent_thought when agentAnswer is false), each carrying
+//                  filler(chunkBytes): chunkBytes bytes of ASCII text (default 1024).
+//                  Generated lazily; the writer waits for 'drain' whenever res.write()
+//                  returns false, so a client that stops reading stops the writer.
+//   streamBehaviour
+//     'ok'               (default) the whole stream.
+//     'end_early'        close after the last answer chunk: no node_finished of the host
+//                        node onwards, no workflow_finished, no message_end (override: the
+//                        last entry is dropped).
+//     'error_event'      the events before the first answer chunk, then
+//                        {event:"error", task_id, (workflow_run_id | message_id,
+//                        conversation_id), status:400, code:"provider_quota_exceeded",
+//                        message:"..."} and close (override: after the first entry).
+//     'malformed'        a frame `data: {not json\n\n` (MALFORMED_FRAME) right after the
+//                        first event, then everything else normally.
+//     'hang_after_first' headers and the first event, then silence; the socket stays open
+//                        until the client goes away, a stop call arrives or the fixture stops.
+//     'no_first_byte'    no status line at all, until the client goes away / fixture stops.
+//
+// Stop endpoints (POST, body {user}, answer {"result":"success"} whether or not the task
+// is running, like Dify): /v1/workflows/tasks/:task_id/stop (workflow apps),
+// /v1/chat-messages/:task_id/stop (chat modes), /v1/completion-messages/:task_id/stop.
+// Each accepted call is appended to `stops`. If it names a running stream of the same app,
+// the same user and the matching endpoint family, that stream ends at once: workflow →
+// workflow_finished {status:"stopped", outputs:{}, error:null, total_steps: nodes started so
+// far}; advanced-chat → that plus message_end; other chat modes / completion → message_end;
+// then the stream closes. A stop without a user is 400 invalid_param, one on the wrong
+// family for the app's mode 400 app_unavailable (neither is added to `stops`).
+//
+// Exports besides startDifyFixture/randomApiKey: PING_FRAME, MALFORMED_FRAME, DEFAULT_NODES,
+// splitChunks(text, n = 3) (how answers are chunked), filler(bytes) (the repeat text).
+//
+// Extra fields on the records in `requests` for run calls: taskId; for streaming calls
+// also streaming: true, sentBytes (SSE body bytes written so far), clientAborted (true once
+// the client went away before the stream was complete; false otherwise), stopped (true
+// when a stop call ended the stream).
 
 import http from 'node:http';
 import { randomUUID, randomBytes } from 'node:crypto';
@@ -27,7 +115,33 @@ import { randomUUID, randomBytes } from 'node:crypto';
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const MODES = new Set(['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion']);
 const CHAT_MODES = new Set(['chat', 'advanced-chat', 'agent-chat']);
-const BEHAVIOURS = new Set(['ok', 'http500', 'dify_error', 'workflow_failed', 'slow']);
+const BEHAVIOURS = new Set(['ok', 'http500', 'dify_error', 'workflow_failed', 'slow', 'rate_limited']);
+const STREAM_BEHAVIOURS = new Set(['ok', 'end_early', 'error_event', 'malformed', 'hang_after_first', 'no_first_byte']);
+
+/** The keep-alive frame, verbatim. */
+export const PING_FRAME = 'event: ping\n\n';
+/** The broken frame sent by streamBehaviour 'malformed', verbatim. */
+export const MALFORMED_FRAME = 'data: {not json\n\n';
+/** The graph used when addApp gets no `nodes` (modes without a graph have none). */
+export const DEFAULT_NODES = Object.freeze({
+  workflow: Object.freeze([
+    Object.freeze({ title: 'Start', type: 'start' }),
+    Object.freeze({ title: 'LLM', type: 'llm' }),
+    Object.freeze({ title: 'End', type: 'end' }),
+  ]),
+  'advanced-chat': Object.freeze([
+    Object.freeze({ title: 'Start', type: 'start' }),
+    Object.freeze({ title: 'LLM', type: 'llm' }),
+    Object.freeze({ title: 'Answer', type: 'answer' }),
+  ]),
+});
+
+const SSE_HEADERS = {
+  'Content-Type': 'text/event-stream; charset=utf-8',
+  'Cache-Control': 'no-cache',
+  Connection: 'keep-alive',
+};
+const QUOTA_MESSAGE = 'Your quota for Dify Hosted Model Provider has been exhausted.';
 
 export function randomApiKey() {
   const bytes = randomBytes(24);
@@ -45,13 +159,14 @@ const ERR_NOT_FOUND = () =>
   difyError(404, 'not_found', 'The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again.');
 const ERR_METHOD = () => difyError(405, 'method_not_allowed', 'The method is not allowed for the requested URL.');
 const ERR_BAD_JSON = () => difyError(400, 'bad_request', 'Invalid JSON payload received or JSON payload is empty.');
-const ERR_QUOTA = () =>
-  difyError(400, 'provider_quota_exceeded', 'Your quota for Dify Hosted Model Provider has been exhausted.');
+const ERR_QUOTA = () => difyError(400, 'provider_quota_exceeded', QUOTA_MESSAGE);
+const ERR_RATE_LIMITED = () => difyError(429, 'too_many_requests', 'Too many requests, please retry later');
 const ERR_APP_UNAVAILABLE = (msg) => difyError(400, 'app_unavailable', msg);
 const ERR_INVALID_PARAM = (msg) => difyError(400, 'invalid_param', msg);
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 const nowSec = () => Math.floor(Date.now() / 1000);
+const nextTick = () => new Promise((r) => setImmediate(r));
 
 function usage(latencySec) {
   return {
@@ -70,39 +185,93 @@ function usage(latencySec) {
   };
 }
 
-function chunkText(text) {
-  // Split into a few chunks (keeping whitespace) so streaming clients must concatenate.
-  const parts = String(text).match(/\S+\s*|\s+/g);
-  return parts && parts.length ? parts : [''];
+/** Split text into (at most) n chunks at code-point boundaries; concatenating them gives text back. */
+export function splitChunks(text, n = 3) {
+  const cps = Array.from(String(text));
+  if (cps.length === 0) return [''];
+  const k = Math.min(n, cps.length);
+  const out = [];
+  for (let i = 0; i < k; i++) {
+    out.push(cps.slice(Math.floor((i * cps.length) / k), Math.floor(((i + 1) * cps.length) / k)).join(''));
+  }
+  return out;
+}
+
+/** `bytes` bytes of ASCII text (the content of every `repeat` chunk). */
+export function filler(bytes) {
+  const base = 'The quick brown fox jumps over the lazy dog. ';
+  return base.repeat(Math.ceil(bytes / base.length)).slice(0, bytes);
+}
+
+const jsonString = (v) => (typeof v === 'string' ? v : JSON.stringify(v ?? ''));
+
+function nonNegInt(v, name, dflt) {
+  if (v === undefined || v === null) return dflt;
+  if (!Number.isInteger(v) || v < 0) throw new Error(`addApp: ${name} must be a non-negative integer; got ${v}`);
+  return v;
+}
+
+function normaliseNodes(nodes, mode) {
+  const list = nodes ?? DEFAULT_NODES[mode];
+  if (list === undefined) return undefined;
+  if (!Array.isArray(list) || list.length === 0) throw new Error('addApp: nodes must be a non-empty array of {title, type}');
+  return list.map((n, i) => {
+    if (!isPlainObject(n)) throw new Error('addApp: nodes must be a non-empty array of {title, type}');
+    const type = n.type ?? 'code';
+    return { id: n.id ?? `${type}-${i + 1}`, title: n.title ?? type, type, outputs: n.outputs };
+  });
 }
 
 export async function startDifyFixture() {
   const apps = new Map(); // apiKey -> app spec (mutable)
   const requests = [];
-  const pendingWaits = new Set(); // { timer, resolve }
+  const stops = [];
+  const pendingWaits = new Set(); // { resolve(why) }
   const streams = new Set();
+  const running = new Map(); // task_id -> stream ctx
   let stopped = false;
   let stopPromise = null;
 
-  function wait(ms, res) {
-    if (!ms || ms <= 0) return Promise.resolve(!stopped);
+  const isClosed = (res) => res.fixtureClosed || res.destroyed || Boolean(res.socket?.destroyed);
+
+  /**
+   * Waits for the first of: `ms` elapsed ('time'), 'drain' on res ('drain', when drain is
+   * set), the client going away ('closed'), a stop call for ctx ('woken'), the fixture
+   * stopping ('fixture'). Without ms and drain it waits for the last three only.
+   */
+  function pause(res, ctx, { ms, drain = false } = {}) {
+    if (stopped) return Promise.resolve('fixture');
+    if (isClosed(res)) return Promise.resolve('closed');
+    if (ctx?.stopRequested) return Promise.resolve('woken');
     return new Promise((resolve) => {
-      const entry = {
-        timer: setTimeout(() => finish(true), ms),
-        resolve: (v) => finish(v),
-      };
-      const onClose = () => finish(false);
-      function finish(v) {
-        clearTimeout(entry.timer);
-        pendingWaits.delete(entry);
-        res.off('close', onClose);
-        resolve(v && !stopped);
-      }
-      // The client going away also ends the wait (the answer would be discarded anyway).
+      let settled = false;
+      let timer = null;
+      const entry = { resolve: (why) => done(why) };
       // (res, not req: IncomingMessage emits 'close' as soon as the body has been read.)
+      const onClose = () => done('closed');
+      const onDrain = () => done('drain');
+      function done(why) {
+        if (settled) return;
+        settled = true;
+        if (timer) clearTimeout(timer);
+        res.off('close', onClose);
+        res.off('drain', onDrain);
+        pendingWaits.delete(entry);
+        if (ctx && ctx.wake === entry.resolve) ctx.wake = null;
+        resolve(stopped ? 'fixture' : why);
+      }
+      if (ms !== undefined && ms !== null) timer = setTimeout(() => done('time'), ms);
       res.on('close', onClose);
+      if (drain) res.on('drain', onDrain);
       pendingWaits.add(entry);
+      if (ctx) ctx.wake = entry.resolve;
     });
+  }
+
+  async function wait(ms, res) {
+    if (!ms || ms <= 0) return !stopped;
+    // The client going away also ends the wait (the answer would be discarded anyway).
+    return (await pause(res, null, { ms })) === 'time';
   }
 
   function send(res, status, body, headers = {}) {
@@ -117,24 +286,203 @@ export async function startDifyFixture() {
     }
   }
 
-  async function sendStream(res, events) {
-    if (res.headersSent || res.destroyed) return;
-    res.writeHead(200, {
-      'Content-Type': 'text/event-stream; charset=utf-8',
-      'Cache-Control': 'no-cache',
-      Connection: 'keep-alive',
-    });
+  // ---- streaming -------------------------------------------------------------
+  //
+  // A stream is an iterable of frames { phase, obj | raw }: phase 'pre' (before the first
+  // answer chunk), 'chunk' (answer chunks) or 'post' (after the last chunk). streamFrames
+  // writes them, applying the app's stream options.
+
+  function newStream(app, res, { kind, taskId, user, stopFrames, errorEvent }) {
+    const ctx = {
+      app,
+      kind, // 'workflow' | 'chat' | 'completion' (which stop endpoint applies)
+      taskId,
+      user,
+      record: res.fixtureRecord,
+      stopRequested: false,
+      wake: null,
+      steps: 0,
+      stopFrames,
+      errorEvent,
+      requestStop() {
+        ctx.stopRequested = true;
+        ctx.wake?.('woken');
+      },
+    };
+    return ctx;
+  }
+
+  async function emit(res, ctx, frame) {
+    if (stopped || res.writableEnded || isClosed(res)) return false;
+    const text = frame.raw ?? `data: ${JSON.stringify(frame.obj)}\n\n`;
+    ctx.record.sentBytes += Buffer.byteLength(text);
+    if (res.write(text)) return true;
+    // Backpressure: wait for the socket to drain (or a stop call, which writes on anyway).
+    const why = await pause(res, ctx, { drain: true });
+    return why === 'drain' || why === 'woken';
+  }
+
+  function* overrideFrames(events) {
+    const n = events.length;
+    for (let i = 0; i < n; i++) {
+      const phase = n === 1 ? 'post' : i === 0 ? 'pre' : i === n - 1 ? 'post' : 'chunk';
+      const e = events[i];
+      yield typeof e === 'string' ? { phase, raw: e } : { phase, obj: e };
+    }
+  }
+
+  async function streamFrames(res, ctx, generated) {
+    const { app, record } = ctx;
+    if (res.headersSent || isClosed(res)) return;
+    record.streaming = true;
+    record.clientAborted = false;
+    record.sentBytes = 0;
+    const override = Array.isArray(app.events);
+    const frames = override ? overrideFrames(app.events) : generated;
+    const behaviour = app.streamBehaviour;
+
     streams.add(res);
     try {
-      for (const ev of events) {
-        if (stopped || res.destroyed) return;
-        res.write(`data: ${JSON.stringify(ev)}\n\n`);
-        await new Promise((r) => setImmediate(r));
+      if (behaviour === 'no_first_byte') {
+        await pause(res, null); // until the client goes away or the fixture stops
+        res.destroy();
+        return;
+      }
+      res.writeHead(200, SSE_HEADERS);
+      running.set(ctx.taskId, ctx);
+      let sent = 0; // events written (pings and the malformed frame not counted)
+      let errored = false;
+      for (const f of frames) {
+        if (behaviour === 'end_early' && f.phase === 'post') break;
+        let frame = f;
+        if (behaviour === 'error_event' && f.phase !== 'pre') {
+          frame = { obj: ctx.errorEvent() };
+          errored = true;
+        }
+        if (sent > 0) {
+          if (app.eventDelayMs > 0) {
+            const why = await pause(res, ctx, { ms: app.eventDelayMs });
+            if (why === 'closed' || why === 'fixture') return;
+          } else {
+            await nextTick();
+          }
+        }
+        if (ctx.stopRequested) {
+          errored = false;
+          break;
+        }
+        if (sent > 0 && !override && app.pingEvery > 0 && sent % app.pingEvery === 0) {
+          if (!(await emit(res, ctx, { raw: PING_FRAME }))) return;
+        }
+        if (!(await emit(res, ctx, frame))) return;
+        sent += 1;
+        if (errored || ctx.stopRequested) break;
+        if (sent === 1 && behaviour === 'malformed') {
+          if (!(await emit(res, ctx, { raw: MALFORMED_FRAME }))) return;
+        }
+        if (sent === 1 && behaviour === 'hang_after_first') {
+          const why = await pause(res, ctx);
+          if (why !== 'woken') return;
+          break;
+        }
+      }
+      if (ctx.stopRequested && !errored) {
+        record.stopped = true;
+        for (const f of ctx.stopFrames()) if (!(await emit(res, ctx, f))) return;
       }
       res.end();
     } finally {
       streams.delete(res);
+      if (running.get(ctx.taskId) === ctx) running.delete(ctx.taskId);
     }
+  }
+
+  /** Chunks of `text` as `eventName` events (plus the app's `repeat` filler chunks), lazily. */
+  function* answerChunks(app, text, makeEvent) {
+    for (const c of splitChunks(text)) yield { phase: 'chunk', obj: makeEvent(c) };
+    if (app.repeat > 0) {
+      const f = filler(app.chunkBytes);
+      for (let i = 0; i < app.repeat; i++) yield { phase: 'chunk', obj: makeEvent(f) };
+    }
+  }
+
+  function hostIndex(nodes) {
+    for (let i = nodes.length - 1; i >= 0; i--) if (nodes[i].type === 'llm') return i;
+    return nodes.length - 1;
+  }
+
+  /** workflow_started, node_started/node_finished per node (chunks inside the host node), workflow_finished, tail. */
+  function* graphFrames(ctx, o) {
+    const { nodes } = o;
+    const host = hostIndex(nodes);
+    let phase = 'pre';
+    yield {
+      phase,
+      obj: {
+        event: 'workflow_started',
+        ...o.base,
+        data: { id: o.runId, workflow_id: o.workflowId, inputs: o.inputs, created_at: o.createdAt, reason: 'initial' },
+      },
+    };
+    let prev = null;
+    for (let i = 0; i < nodes.length; i++) {
+      const n = nodes[i];
+      const started = Date.now();
+      const common = {
+        id: randomUUID(),
+        node_id: n.id,
+        node_type: n.type,
+        title: n.title,
+        index: i + 1,
+        predecessor_node_id: prev,
+        inputs: i === 0 ? o.inputs : {},
+        created_at: nowSec(),
+      };
+      ctx.steps = i + 1;
+      yield { phase, obj: { event: 'node_started', ...o.base, data: common } };
+      const failedHere = o.failed && i === host;
+      if (i === host && !o.failed) {
+        yield* o.chunks();
+        phase = 'post';
+      }
+      if (failedHere) phase = 'post';
+      yield {
+        phase,
+        obj: {
+          event: 'node_finished',
+          ...o.base,
+          data: {
+            ...common,
+            process_data: null,
+            outputs: failedHere ? null : o.nodeOutputs(n),
+            status: failedHere ? 'failed' : 'succeeded',
+            error: failedHere ? 'model timeout' : null,
+            elapsed_time: (Date.now() - started) / 1000 + 0.01,
+            execution_metadata: n.type === 'llm' && !failedHere ? { total_tokens: 20, total_price: '0.0000280', currency: 'USD' } : null,
+            finished_at: nowSec(),
+          },
+        },
+      };
+      prev = n.id;
+      if (failedHere) break;
+    }
+    yield { phase: 'post', obj: { event: 'workflow_finished', ...o.base, data: o.finished(o.failed ? 'failed' : 'succeeded', ctx.steps) } };
+    yield* o.tail();
+  }
+
+  function finishedData({ runId, workflowId, createdAt, started, outputs }) {
+    return (status, steps) => ({
+      id: runId,
+      workflow_id: workflowId,
+      status,
+      outputs: status === 'succeeded' ? outputs : {},
+      error: status === 'failed' ? 'Node LLM failed: model timeout' : null,
+      elapsed_time: (Date.now() - started) / 1000 + 0.123,
+      total_tokens: status === 'succeeded' ? 20 : 0,
+      total_steps: steps,
+      created_at: createdAt,
+      finished_at: nowSec(),
+    });
   }
 
   function authApp(req) {
@@ -185,6 +533,11 @@ export async function startDifyFixture() {
       send(res, e.status, e.body);
       return false;
     }
+    if (app.behaviour === 'rate_limited') {
+      const e = ERR_RATE_LIMITED();
+      send(res, e.status, e.body, { 'Retry-After': '7' });
+      return false;
+    }
     return true;
   }
 
@@ -209,32 +562,69 @@ export async function startDifyFixture() {
 
     const runId = randomUUID();
     const taskId = randomUUID();
+    res.fixtureRecord.taskId = taskId;
     const workflowId = app.workflowId;
     const createdAt = nowSec();
-    const data = {
-      id: runId,
-      workflow_id: workflowId,
-      status: failed ? 'failed' : 'succeeded',
-      outputs,
-      error: failed ? 'Node LLM failed: model timeout' : null,
-      elapsed_time: (Date.now() - started) / 1000 + 0.123,
-      total_tokens: failed ? 0 : 20,
-      total_steps: failed ? 2 : 3,
-      created_at: createdAt,
-      finished_at: nowSec(),
-    };
+    const nodeCount = app.nodes.length;
     if (rm.mode === 'blocking') {
+      const data = {
+        id: runId,
+        workflow_id: workflowId,
+        status: failed ? 'failed' : 'succeeded',
+        outputs,
+        error: failed ? 'Node LLM failed: model timeout' : null,
+        elapsed_time: (Date.now() - started) / 1000 + 0.123,
+        total_tokens: failed ? 0 : 20,
+        total_steps: failed ? Math.min(2, nodeCount) : nodeCount,
+        created_at: createdAt,
+        finished_at: nowSec(),
+      };
       return send(res, 200, { workflow_run_id: runId, task_id: taskId, data });
     }
+
     const base = { task_id: taskId, workflow_run_id: runId };
-    return sendStream(res, [
-      {
-        event: 'workflow_started',
-        ...base,
-        data: { id: runId, workflow_id: workflowId, inputs: body.inputs, created_at: createdAt, reason: 'initial' },
-      },
-      { event: 'workflow_finished', ...base, data },
-    ]);
+    const finished = finishedData({ runId, workflowId, createdAt, started, outputs });
+    const text =
+      typeof app.text === 'string'
+        ? app.text
+        : typeof outputs?.text === 'string'
+          ? outputs.text
+          : (JSON.stringify(outputs) ?? '');
+    const host = app.nodes[hostIndex(app.nodes)];
+    const ctx = newStream(app, res, {
+      kind: 'workflow',
+      taskId,
+      user: body.user,
+      stopFrames: () => [{ obj: { event: 'workflow_finished', ...base, data: finished('stopped', ctx.steps) } }],
+      errorEvent: () => ({ event: 'error', ...base, status: 400, code: 'provider_quota_exceeded', message: QUOTA_MESSAGE }),
+    });
+    const frames = graphFrames(ctx, {
+      nodes: app.nodes,
+      base,
+      runId,
+      workflowId,
+      createdAt,
+      inputs: body.inputs,
+      failed,
+      chunks: () =>
+        answerChunks(app, text, (t) => ({
+          event: 'text_chunk',
+          ...base,
+          data: { text: t, from_variable_selector: [host.id, 'text'] },
+        })),
+      nodeOutputs: (n) =>
+        n.outputs ??
+        (n.type === 'start'
+          ? { ...body.inputs }
+          : n.type === 'llm'
+            ? { text, usage: usage(0.42), finish_reason: 'stop' }
+            : n.type === 'end'
+              ? outputs
+              : {}),
+      finished,
+      tail: () => [],
+    });
+    return streamFrames(res, ctx, frames);
   }
 
   function resolveConversation(app, body) {
@@ -276,7 +666,7 @@ export async function startDifyFixture() {
         : app.answer !== undefined
           ? app.answer
           : `echo: ${body.query}`;
-    return messageAnswer(app, rm.mode, conv.id, String(answer), res);
+    return messageAnswer(app, body, rm.mode, conv.id, String(answer), res);
   }
 
   async function completionMessages(app, body, req, res) {
@@ -300,13 +690,15 @@ export async function startDifyFixture() {
           ? app.answer
           : `completion: ${JSON.stringify(body.inputs)}`;
     const convId = randomUUID();
-    return messageAnswer(app, rm.mode, convId, String(answer), res);
+    return messageAnswer(app, body, rm.mode, convId, String(answer), res);
   }
 
-  function messageAnswer(app, responseMode, conversationId, answer, res) {
+  function messageAnswer(app, body, responseMode, conversationId, answer, res) {
     const taskId = randomUUID();
+    res.fixtureRecord.taskId = taskId;
     const messageId = randomUUID();
     const createdAt = nowSec();
+    const started = Date.now();
     const metadata = { usage: usage(0.42), retriever_resources: [] };
     if (responseMode === 'blocking') {
       return send(res, 200, {
@@ -322,31 +714,154 @@ export async function startDifyFixture() {
       });
     }
     const base = { task_id: taskId, id: messageId, message_id: messageId, conversation_id: conversationId, created_at: createdAt };
-    const events = [];
-    if (app.mode === 'agent-chat') {
-      const thoughtId = randomUUID();
-      const thought = (t) => ({
-        event: 'agent_thought',
-        id: thoughtId,
+    const messageEnd = () => ({
+      phase: 'post',
+      obj: { event: 'message_end', task_id: taskId, id: messageId, message_id: messageId, conversation_id: conversationId, metadata },
+    });
+    const errorEvent = () => ({
+      event: 'error',
+      task_id: taskId,
+      message_id: messageId,
+      conversation_id: conversationId,
+      status: 400,
+      code: 'provider_quota_exceeded',
+      message: QUOTA_MESSAGE,
+    });
+    const kind = app.mode === 'completion' ? 'completion' : 'chat';
+
+    if (app.mode === 'advanced-chat') {
+      const runId = randomUUID();
+      const workflowId = app.workflowId;
+      // Advanced-chat events all carry the message/conversation ids too (Dify's converter adds them).
+      const wfBase = {
         task_id: taskId,
-        message_id: messageId,
-        position: 1,
-        thought: t,
-        observation: '',
-        tool: '',
-        tool_input: '',
-        message_files: [],
+        workflow_run_id: runId,
         conversation_id: conversationId,
+        message_id: messageId,
         created_at: createdAt,
+      };
+      const finished = finishedData({ runId, workflowId, createdAt, started, outputs: { answer } });
+      const ctx = newStream(app, res, {
+        kind,
+        taskId,
+        user: body.user,
+        stopFrames: () => [{ obj: { event: 'workflow_finished', ...wfBase, data: finished('stopped', ctx.steps) } }, messageEnd()],
+        errorEvent,
       });
-      events.push(thought(''));
-      for (const c of chunkText(answer)) events.push({ event: 'agent_message', ...base, answer: c });
-      events.push(thought(answer));
-    } else {
-      for (const c of chunkText(answer)) events.push({ event: 'message', ...base, answer: c });
+      const frames = graphFrames(ctx, {
+        nodes: app.nodes,
+        base: wfBase,
+        runId,
+        workflowId,
+        createdAt,
+        inputs: { ...body.inputs, 'sys.query': body.query },
+        failed: false,
+        chunks: () => answerChunks(app, answer, (t) => ({ event: 'message', ...base, answer: t })),
+        nodeOutputs: (n) =>
+          n.outputs ??
+          (n.type === 'start'
+            ? { ...body.inputs, 'sys.query': body.query }
+            : n.type === 'llm'
+              ? { text: answer, usage: usage(0.42), finish_reason: 'stop' }
+              : n.type === 'answer'
+                ? { answer }
+                : {}),
+        finished,
+        tail: () => [messageEnd()],
+      });
+      return streamFrames(res, ctx, frames);
     }
-    events.push({ event: 'message_end', task_id: taskId, id: messageId, message_id: messageId, conversation_id: conversationId, metadata });
-    return sendStream(res, events);
+
+    const ctx = newStream(app, res, { kind, taskId, user: body.user, stopFrames: () => [messageEnd()], errorEvent });
+    if (app.mode === 'agent-chat') return streamFrames(res, ctx, agentFrames(app, body, base, answer, messageEnd));
+    function* plain() {
+      yield* answerChunks(app, answer, (t) => ({ event: 'message', ...base, answer: t }));
+      yield messageEnd();
+    }
+    return streamFrames(res, ctx, plain());
+  }
+
+  function* agentFrames(app, body, base, answer, messageEnd) {
+    const thought = (id, position, fields) => ({
+      event: 'agent_thought',
+      id,
+      task_id: base.task_id,
+      message_id: base.message_id,
+      position,
+      thought: '',
+      observation: '',
+      tool: '',
+      tool_input: '',
+      message_files: [],
+      conversation_id: base.conversation_id,
+      created_at: base.created_at,
+      ...fields,
+    });
+    const thoughts = app.thoughts ?? [
+      {
+        thought: 'I should look this up.',
+        tool: 'web_search',
+        tool_input: { web_search: { query: body.query } },
+        observation: { web_search: 'Found 3 results.' },
+      },
+    ];
+    for (const [i, t] of thoughts.entries()) {
+      yield {
+        phase: 'pre',
+        obj: thought(randomUUID(), i + 1, {
+          thought: String(t.thought ?? ''),
+          tool: Array.isArray(t.tool) ? t.tool.join(';') : String(t.tool ?? ''),
+          tool_input: jsonString(t.tool_input),
+          observation: jsonString(t.observation),
+        }),
+      };
+    }
+    const finalId = randomUUID();
+    const pos = thoughts.length + 1;
+    yield { phase: 'pre', obj: thought(finalId, pos, {}) };
+    if (app.agentAnswer) {
+      yield* answerChunks(app, answer, (t) => ({ event: 'agent_message', ...base, answer: t }));
+      yield { phase: 'post', obj: thought(finalId, pos, { thought: answer }) };
+    } else {
+      if (app.repeat > 0) {
+        const f = filler(app.chunkBytes);
+        for (let i = 0; i < app.repeat; i++) yield { phase: 'chunk', obj: thought(finalId, pos, { thought: f }) };
+      }
+      yield { phase: 'chunk', obj: thought(finalId, pos, { thought: answer }) };
+    }
+    yield messageEnd();
+  }
+
+  // ---- stop endpoints -------------------------------------------------------
+
+  const STOP_FAMILIES = {
+    'workflows/tasks': { kind: 'workflow', modes: new Set(['workflow']), unavailable: 'Only support workflow app.' },
+    'chat-messages': {
+      kind: 'chat',
+      modes: CHAT_MODES,
+      unavailable: 'App mode is invalid: chat-messages needs a chat, advanced-chat or agent-chat app.',
+    },
+    'completion-messages': {
+      kind: 'completion',
+      modes: new Set(['completion']),
+      unavailable: 'App mode is invalid: completion-messages needs a completion app.',
+    },
+  };
+
+  function stopTask(app, family, taskId, body, path, res) {
+    const fam = STOP_FAMILIES[family];
+    if (!fam.modes.has(app.mode)) {
+      const e = ERR_APP_UNAVAILABLE(fam.unavailable);
+      return send(res, e.status, e.body);
+    }
+    if (typeof body.user !== 'string' || body.user.length === 0) {
+      const e = ERR_INVALID_PARAM('user is required and must be a non-empty string');
+      return send(res, e.status, e.body);
+    }
+    stops.push({ path, task_id: taskId, user: body.user, apiKey: app.apiKey });
+    const ctx = running.get(taskId);
+    if (ctx && ctx.app.apiKey === app.apiKey && ctx.user === body.user && ctx.kind === fam.kind) ctx.requestStop();
+    return send(res, 200, { result: 'success' });
   }
 
   // ---- dispatcher -----------------------------------------------------------
@@ -376,6 +891,11 @@ export async function startDifyFixture() {
       at: Date.now(),
     };
     requests.push(record);
+    res.fixtureRecord = record;
+    res.on('close', () => {
+      res.fixtureClosed = true;
+      if (record.streaming && !res.writableFinished && !stopped) record.clientAborted = true;
+    });
 
     const p = url.pathname.replace(/\/+$/, '') || '/';
     const routes = {
@@ -384,9 +904,12 @@ export async function startDifyFixture() {
       '/v1/workflows/run': 'POST',
       '/v1/chat-messages': 'POST',
       '/v1/completion-messages': 'POST',
+      stop: 'POST',
     };
     let route = p;
     if (/^\/v1\/workflows\/[^/]+\/run$/.test(p)) route = '/v1/workflows/run';
+    const stopMatch = /^\/v1\/(workflows\/tasks|chat-messages|completion-messages)\/([^/]+)\/stop$/.exec(p);
+    if (stopMatch) route = 'stop';
     const method = routes[route];
     if (!method) {
       const e = ERR_NOT_FOUND();
@@ -434,10 +957,19 @@ export async function startDifyFixture() {
       });
     }
 
-    // POST run endpoints: body must be a JSON object.
+    // POST endpoints: body must be a JSON object.
     if (badJson || !isPlainObject(body)) {
       const e = ERR_BAD_JSON();
       return send(res, e.status, e.body);
+    }
+    if (route === 'stop') {
+      let taskId;
+      try {
+        taskId = decodeURIComponent(stopMatch[2]);
+      } catch {
+        taskId = stopMatch[2];
+      }
+      return stopTask(app, stopMatch[1], taskId, body, p, res);
     }
     app.runCount += 1;
     if (route === '/v1/workflows/run') return workflowRun(app, body, req, res);
@@ -471,6 +1003,18 @@ export async function startDifyFixture() {
     if (!MODES.has(mode)) throw new Error(`addApp: mode must be one of ${[...MODES].join(', ')}; got ${mode}`);
     const behaviour = spec.behaviour ?? 'ok';
     if (!BEHAVIOURS.has(behaviour)) throw new Error(`addApp: unknown behaviour ${behaviour}`);
+    const streamBehaviour = spec.streamBehaviour ?? 'ok';
+    if (!STREAM_BEHAVIOURS.has(streamBehaviour)) throw new Error(`addApp: unknown streamBehaviour ${streamBehaviour}`);
+    if (spec.events !== undefined && spec.events !== null) {
+      if (!Array.isArray(spec.events) || !spec.events.every((e) => typeof e === 'string' || isPlainObject(e))) {
+        throw new Error('addApp: events must be an array of objects or strings');
+      }
+    }
+    if (spec.thoughts !== undefined && spec.thoughts !== null && !Array.isArray(spec.thoughts)) {
+      throw new Error('addApp: thoughts must be an array');
+    }
+    const chunkBytes = nonNegInt(spec.chunkBytes, 'chunkBytes', 1024);
+    if (chunkBytes === 0) throw new Error('addApp: chunkBytes must be positive');
     return {
       apiKey,
       mode,
@@ -482,6 +1026,17 @@ export async function startDifyFixture() {
       delayMs: spec.delayMs,
       outputs: spec.outputs,
       answer: spec.answer,
+      // streaming
+      nodes: normaliseNodes(spec.nodes, mode),
+      text: spec.text,
+      thoughts: spec.thoughts ?? undefined,
+      agentAnswer: spec.agentAnswer !== false,
+      eventDelayMs: nonNegInt(spec.eventDelayMs, 'eventDelayMs', 0),
+      pingEvery: nonNegInt(spec.pingEvery, 'pingEvery', 3),
+      events: spec.events ?? undefined,
+      repeat: nonNegInt(spec.repeat, 'repeat', 0),
+      chunkBytes,
+      streamBehaviour,
     };
   }
 
@@ -490,6 +1045,8 @@ export async function startDifyFixture() {
     baseUrl: `${origin}/v1`,
     port,
     requests,
+    /** Accepted stop calls, in arrival order: { path, task_id, user, apiKey }. */
+    stops,
 
     /** Register an app; returns its API key. */
     addApp(spec = {}) {
@@ -531,7 +1088,7 @@ export async function startDifyFixture() {
     stop() {
       if (stopPromise) return stopPromise;
       stopped = true;
-      for (const w of [...pendingWaits]) w.resolve(false);
+      for (const w of [...pendingWaits]) w.resolve('fixture');
       for (const s of [...streams]) s.destroy();
       stopPromise = new Promise((resolve) => {
         server.close(() => resolve());
