@@ -14,7 +14,12 @@ use crate::core::app::Mode;
 use crate::core::dify_call::{self, Outcome};
 use crate::core::dify_stream::DifyStream;
 use crate::core::mcp::server::{self, CallPlan, Progress};
-use crate::core::sse::{write_event, SseParser};
+use crate::core::sse::{write_comment, write_event, SseParser};
+
+/// Longest silence toward the client: a comment goes out after it, which keeps intermediaries
+/// from closing the stream and lets the runtime notice a client that went away (a disconnect
+/// is only seen on a write), so that the backend run is stopped promptly.
+const KEEPALIVE_MS: u64 = 1000;
 
 use super::outbound::{self, SendError};
 use super::VERSION;
@@ -45,6 +50,9 @@ pub struct CallStream {
     interp: DifyStream,
     progress: Progress,
     deadline_ms: u64,
+    /// When the backend last sent a chunk (idle timeout) and we last wrote (keep-alive).
+    last_chunk_ms: u64,
+    last_write_ms: u64,
     final_response: Option<Value>,
     cancel: CancelGuard,
 }
@@ -64,6 +72,8 @@ impl CallStream {
         CallStream {
             interp: DifyStream::new(plan.mode, backend.max_result_bytes),
             deadline_ms: Date::now().as_millis() + backend.total.as_millis() as u64,
+            last_chunk_ms: Date::now().as_millis(),
+            last_write_ms: Date::now().as_millis(),
             plan,
             backend,
             phase: Phase::Start,
@@ -95,25 +105,30 @@ impl CallStream {
             match std::mem::replace(&mut self.phase, Phase::Finished) {
                 Phase::Finished => return None,
                 Phase::Start => match self.connect().await {
-                    Ok(body) => self.phase = Phase::Reading(body),
+                    Ok(body) => {
+                        self.last_chunk_ms = Date::now().as_millis();
+                        self.phase = Phase::Reading(body);
+                    }
                     Err(outcome) => return Some(self.finish(outcome, &mut out)),
                 },
                 Phase::Reading(mut body) => {
                     let now = Date::now().as_millis();
                     if now >= self.deadline_ms {
-                        let outcome = Outcome::Failed(format!(
-                            "the app '{}' did not finish within {} s (timeout_seconds)",
-                            self.backend.app_name,
-                            self.backend.total.as_secs()
-                        ));
-                        return Some(self.abort(outcome, &mut out));
+                        return Some(self.abort(self.total_timeout(), &mut out));
                     }
-                    let wait = self.backend.idle.min(Duration::from_millis(self.deadline_ms - now));
+                    let idle_ms = self.backend.idle.as_millis() as u64;
+                    let idle_left = (self.last_chunk_ms + idle_ms).saturating_sub(now);
+                    if idle_left == 0 {
+                        return Some(self.abort(self.idle_timeout(), &mut out));
+                    }
+                    let keepalive_left = (self.last_write_ms + KEEPALIVE_MS).saturating_sub(now).max(1);
+                    let wait = idle_left.min(self.deadline_ms - now).min(keepalive_left);
                     let next = body.next();
-                    let timer = Delay::from(wait);
+                    let timer = Delay::from(Duration::from_millis(wait));
                     futures::pin_mut!(timer);
                     match select(next, timer).await {
                         Either::Left((Some(Ok(chunk)), _)) => {
+                            self.last_chunk_ms = Date::now().as_millis();
                             if let Err(e) = self.take_chunk(&chunk, &mut out) {
                                 return Some(self.abort(Outcome::Failed(e), &mut out));
                             }
@@ -122,7 +137,11 @@ impl CallStream {
                                 return Some(self.finish(outcome, &mut out));
                             }
                             self.phase = Phase::Reading(body);
+                            if out.is_empty() && self.last_chunk_ms >= self.last_write_ms + KEEPALIVE_MS {
+                                write_comment(&mut out, "keep-alive");
+                            }
                             if !out.is_empty() {
+                                self.last_write_ms = Date::now().as_millis();
                                 return Some(out);
                             }
                         }
@@ -140,26 +159,37 @@ impl CallStream {
                             let outcome = std::mem::replace(&mut self.interp, DifyStream::new(self.plan.mode, 0)).finish();
                             return Some(self.finish(outcome, &mut out));
                         }
-                        Either::Right(_) if Date::now().as_millis() >= self.deadline_ms => {
-                            let outcome = Outcome::Failed(format!(
-                                "the app '{}' did not finish within {} s (timeout_seconds)",
-                                self.backend.app_name,
-                                self.backend.total.as_secs()
-                            ));
-                            return Some(self.abort(outcome, &mut out));
-                        }
+                        // The timer: a deadline passed (checked at the top of the loop), or it is
+                        // time for a keep-alive.
                         Either::Right(_) => {
-                            let outcome = Outcome::Failed(format!(
-                                "the app '{}' sent nothing for {} s (idle_timeout_seconds)",
-                                self.backend.app_name,
-                                self.backend.idle.as_secs()
-                            ));
-                            return Some(self.abort(outcome, &mut out));
+                            self.phase = Phase::Reading(body);
+                            let now = Date::now().as_millis();
+                            if now < self.deadline_ms && now < self.last_chunk_ms + idle_ms {
+                                write_comment(&mut out, "keep-alive");
+                                self.last_write_ms = now;
+                                return Some(out);
+                            }
                         }
                     }
                 }
             }
         }
+    }
+
+    fn total_timeout(&self) -> Outcome {
+        Outcome::Failed(format!(
+            "the app '{}' did not finish within {} s (timeout_seconds)",
+            self.backend.app_name,
+            self.backend.total.as_secs()
+        ))
+    }
+
+    fn idle_timeout(&self) -> Outcome {
+        Outcome::Failed(format!(
+            "the app '{}' sent nothing for {} s (idle_timeout_seconds)",
+            self.backend.app_name,
+            self.backend.idle.as_secs()
+        ))
     }
 
     /// Starts the backend run; `Err` is the outcome when it cannot start streaming.
