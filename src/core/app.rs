@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use super::error::{ApiError, Errors};
 use super::form::{self, FormField};
+use super::http_tool;
 use super::url::check_backend_url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +157,21 @@ pub fn validate_app(body: &Value, stored_backend: Option<&Value>) -> Result<AppS
         (None, Some(b)) => b.clone(),
     };
     let mode = mode.unwrap_or(Mode::Workflow);
+    let (form, outputs) = match (mode, backend.as_object()) {
+        // An HTTP tool's inputs and outputs come from its manifest.
+        (Mode::HttpTool, Some(b)) if b.contains_key("manifest") => {
+            if !form.is_empty() || !outputs.is_empty() {
+                errs.add("user_input_form", "an http-tool app takes its inputs and outputs from backend.manifest; leave user_input_form and outputs out");
+            }
+            let (derived_form, derived_outputs) = http_tool::derive_from_manifest(b, &mut errs);
+            let mut sub = Errors::default();
+            let f = form::parse_form(&derived_form, "backend.manifest.parameters", &mut sub);
+            let o = parse_outputs(&derived_outputs, &mut sub);
+            errs.0.extend(sub.0);
+            (f, o)
+        }
+        _ => (form, outputs),
+    };
     errs.into_result(AppSpec { name, description, mode, backend, user_input_form: form, outputs })
 }
 
@@ -267,7 +283,10 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
             "base_url",
             &["base_url", "api_key", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes"],
         ),
-        Mode::HttpTool => ("api_endpoint", &[]),
+        Mode::HttpTool => (
+            "api_endpoint",
+            &["api_endpoint", "api_key", "stream", "manifest", "form_values", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes"],
+        ),
         _ => ("url", &[]),
     };
     let Some(obj) = b.as_object_mut() else { return };
@@ -297,6 +316,9 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     match obj.get("max_result_bytes").map(Value::as_u64) {
         None | Some(Some(1024..=MAX_RESULT_BYTES_LIMIT)) => {}
         Some(_) => errs.add("backend.max_result_bytes", format!("must be an integer from 1024 to {MAX_RESULT_BYTES_LIMIT}")),
+    }
+    if obj.get("stream").is_some_and(|v| !v.is_boolean()) {
+        errs.add("backend.stream", "must be true or false");
     }
     if mode.is_dify() && !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
         errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
@@ -417,6 +439,16 @@ mod tests {
     fn other_modes_need_their_url() {
         let err = validate_app(&json!({"name": "t", "mode": "http-tool", "backend": {}}), None).unwrap_err();
         assert_eq!(fields(err), ["backend.api_endpoint"]);
+        let tool = validate_app(
+            &json!({"name": "t", "mode": "http-tool", "backend": {"api_endpoint": "https://t.example/x", "stream": true,
+                     "manifest": {"parameters": [{"name": "city", "type": "string", "required": true}], "outputs": [{"name": "temp", "type": "number"}]}}}),
+            None,
+        )
+        .unwrap();
+        assert_eq!(tool.user_input_form[0].variable, "city");
+        assert_eq!(tool.outputs[0].variable, "temp");
+        let err = validate_app(&json!({"name": "t", "mode": "http-tool", "backend": {"api_endpoint": "https://t.example/x", "stream": "yes"}}), None).unwrap_err();
+        assert_eq!(fields(err), ["backend.stream"]);
         let err = validate_app(&json!({"name": "m", "mode": "mcp", "backend": {"url": "nope"}}), None).unwrap_err();
         assert_eq!(fields(err), ["backend.url"]);
         let ok = validate_app(

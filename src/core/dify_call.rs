@@ -44,7 +44,7 @@ pub fn needs_streaming(mode: Mode) -> bool {
 pub fn read_blocking(mode: Mode, status: u16, retry_after: Option<&str>, body: &str) -> Outcome {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     if !(200..300).contains(&status) {
-        return Outcome::Failed(http_failure(status, retry_after, parsed.as_ref(), body));
+        return Outcome::Failed(http_failure("the Dify app", status, retry_after, parsed.as_ref(), body));
     }
     let Some(v) = parsed.filter(Value::is_object) else {
         return Outcome::Failed(format!("the Dify app answered HTTP {status} with a body that is not a JSON object"));
@@ -73,9 +73,9 @@ pub fn read_blocking(mode: Mode, status: u16, retry_after: Option<&str>, body: &
     }
 }
 
-/// A non-2xx answer in words; a 429 says when to retry.
-pub fn http_failure(status: u16, retry_after: Option<&str>, parsed: Option<&Value>, body: &str) -> String {
-    let message = http_failure_text(status, parsed, body);
+/// A non-2xx answer of `who` in words; a 429 says when to retry.
+pub fn http_failure(who: &str, status: u16, retry_after: Option<&str>, parsed: Option<&Value>, body: &str) -> String {
+    let message = http_failure_text(who, status, parsed, body);
     match (status, retry_after.map(str::trim).filter(|r| !r.is_empty())) {
         (429, Some(r)) if r.bytes().all(|b| b.is_ascii_digit()) => format!("{message}; retry after {r} s"),
         (429, Some(r)) => format!("{message}; retry after {}", r.chars().take(64).collect::<String>()),
@@ -84,16 +84,16 @@ pub fn http_failure(status: u16, retry_after: Option<&str>, parsed: Option<&Valu
     }
 }
 
-fn http_failure_text(status: u16, parsed: Option<&Value>, body: &str) -> String {
+fn http_failure_text(who: &str, status: u16, parsed: Option<&Value>, body: &str) -> String {
     if let Some(message) = parsed.and_then(|v| v.get("message")).and_then(Value::as_str) {
         let code = parsed.and_then(|v| v.get("code")).and_then(Value::as_str).unwrap_or("error");
-        return format!("the Dify app refused the call (HTTP {status}, {code}): {message}");
+        return format!("{who} refused the call (HTTP {status}, {code}): {message}");
     }
     let snippet: String = body.trim().chars().take(200).collect();
     if snippet.is_empty() {
-        format!("the Dify app answered HTTP {status} with an empty body")
+        format!("{who} answered HTTP {status} with an empty body")
     } else {
-        format!("the Dify app answered HTTP {status}: {snippet}")
+        format!("{who} answered HTTP {status}: {snippet}")
     }
 }
 

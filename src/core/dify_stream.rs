@@ -17,6 +17,8 @@ const MAX_LOG_TEXT: usize = 2000;
 pub enum Signal {
     /// One more step done (a node finished, a thought was made); `message` says which.
     Progress { message: String },
+    /// The backend's own percentage (HTTP tools).
+    Percent { percent: f64, message: String },
     /// A `notifications/message` at `level`.
     Log { level: &'static str, data: Value },
 }

@@ -6,6 +6,7 @@ pub mod dify_import;
 pub mod dify_stream;
 pub mod error;
 pub mod form;
+pub mod http_tool;
 pub mod dify_call;
 pub mod ids;
 pub mod mcp;

@@ -9,7 +9,9 @@ use worker::{console_error, Context, Date, Env, Headers, Method, Request, Respon
 use crate::core::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
 use crate::core::dify_stream::DEFAULT_MAX_RESULT_BYTES;
 use crate::core::definition::ServerDefinition;
+use crate::core::app::Mode;
 use crate::core::dify_call::{self, Outcome};
+use crate::core::http_tool;
 use crate::core::ids::{is_server_code_shape, sha256_hex};
 use crate::core::mcp::jsonrpc::{self, RpcError};
 use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step};
@@ -20,7 +22,7 @@ use super::http::is_json_content_type;
 use super::outbound::{self, SendError};
 use super::secrets;
 use super::store;
-use super::stream::{Backend, CallStream};
+use super::stream::{read_whole, request_headers, unreachable, Backend, CallStream};
 use super::VERSION;
 
 /// Largest MCP request body accepted.
@@ -125,7 +127,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
         single => match server::handle(&def, single, &h, VERSION) {
             // A client that takes SSE gets the backend's progress as it happens.
-            Step::Call(plan) if accepts_sse => {
+            Step::Call(plan) if accepts_sse && streams(&plan, &def, true) => {
                 record_end_user(ctx, env, &def, &plan);
                 match backend_of(&def, plan.app_index, env) {
                     Ok(backend) => {
@@ -133,7 +135,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                         headers.set("content-type", "text/event-stream")?;
                         headers.set("cache-control", "no-cache")?;
                         with_cors(&headers, cors.as_deref())?;
-                        CallStream::new(plan, backend, env, ctx).into_response(headers)
+                        CallStream::new(*plan, backend, env, ctx).into_response(headers)
                     }
                     Err(outcome) => rpc(200, &server::finish_call(&plan, outcome, VERSION), cors.as_deref()),
                 }
@@ -152,7 +154,7 @@ async fn run(step: Step, def: &ServerDefinition, env: &Env, ctx: &Context) -> (u
         Step::Reply { status, body } => (status, body),
         Step::Call(plan) => {
             record_end_user(ctx, env, def, &plan);
-            (200, Some(call_dify(&plan, def, env, ctx).await))
+            (200, Some(call_backend(&plan, def, env, ctx).await))
         }
     }
 }
@@ -174,6 +176,7 @@ fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Bac
         return Err(Outcome::Failed("the app behind this tool was removed; list the tools again".into()));
     };
     let b = &app.backend;
+    let endpoint = if app.mode == "http-tool" { "api_endpoint" } else { "base_url" };
     let api_key = secrets::resolve(env, b["api_key"].as_str().unwrap_or_default()).map_err(|name| {
         Outcome::Failed(format!(
             "the app '{}' takes its API key from ${name}, which is not set on this Worker; ask the administrator to set it (wrangler secret put {name})",
@@ -183,7 +186,7 @@ fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Bac
     let secs = |key: &str, default: u64| Duration::from_secs(b[key].as_u64().unwrap_or(default));
     Ok(Backend {
         app_name: app.name.clone(),
-        base_url: b["base_url"].as_str().unwrap_or_default().to_string(),
+        base_url: b[endpoint].as_str().unwrap_or_default().to_string(),
         api_key,
         first_byte: secs("first_byte_timeout_seconds", DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS),
         idle: secs("idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_SECONDS),
@@ -192,43 +195,52 @@ fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Bac
     })
 }
 
-/// A call for a client that takes only JSON: Dify's blocking mode, except for modes Dify
-/// serves only streaming, whose stream is read to its end here.
-async fn call_dify(plan: &CallPlan, def: &ServerDefinition, env: &Env, ctx: &Context) -> Value {
+/// Whether a call is made as a stream: Dify modes for clients that take SSE (so progress can
+/// flow) and agent-chat always (Dify serves it only streaming); HTTP tools when configured so.
+fn streams(plan: &CallPlan, def: &ServerDefinition, accepts_sse: bool) -> bool {
+    match plan.mode {
+        Mode::HttpTool => def.apps.get(plan.app_index).is_some_and(|a| http_tool::streams(&a.backend)),
+        mode => accepts_sse || dify_call::needs_streaming(mode),
+    }
+}
+
+/// A call answered in one JSON response (the client takes only JSON, or the backend does not
+/// stream): a streamed backend answer is read to its end here.
+async fn call_backend(plan: &CallPlan, def: &ServerDefinition, env: &Env, ctx: &Context) -> Value {
     let backend = match backend_of(def, plan.app_index, env) {
         Ok(b) => b,
         Err(outcome) => return server::finish_call(plan, outcome, VERSION),
     };
-    if dify_call::needs_streaming(plan.mode) {
+    if streams(plan, def, false) {
         return CallStream::new(plan.clone(), backend, env, ctx).into_final().await;
     }
     server::finish_call(plan, call_blocking(plan, &backend).await, VERSION)
 }
 
 async fn call_blocking(plan: &CallPlan, b: &Backend) -> Outcome {
-    let headers = Headers::new();
-    let auth = format!("Bearer {}", b.api_key);
-    if headers.set("authorization", &auth).and_then(|_| headers.set("content-type", "application/json")).is_err() {
-        return Outcome::Failed(format!("the API key of app '{}' contains characters not allowed in an HTTP header", b.app_name));
-    }
+    let headers = match request_headers(plan, b) {
+        Ok(h) => h,
+        Err(outcome) => return outcome,
+    };
     let url = format!("{}{}", b.base_url, plan.path);
     let mut resp = match outbound::send(Method::Post, &url, headers, Some(&plan.body), b.total).await {
         Ok(r) => r,
-        Err(SendError::Unreachable(e)) => return Outcome::Failed(format!("could not reach the Dify app '{}' at {}: {e}", b.app_name, b.base_url)),
+        Err(SendError::Unreachable(e)) => return unreachable(plan, b, &e),
         Err(SendError::TimedOut) => return timed_out(&b.app_name, b.total),
     };
     let status = resp.status_code();
     let retry_after = resp.headers().get("retry-after").ok().flatten();
+    let content_type = resp.headers().get("content-type").ok().flatten().unwrap_or_default();
     match outbound::text(&mut resp, b.total).await {
-        Ok(text) => dify_call::read_blocking(plan.mode, status, retry_after.as_deref(), &text),
+        Ok(text) => read_whole(plan, b, status, &content_type, retry_after.as_deref(), &text),
         Err(SendError::TimedOut) => timed_out(&b.app_name, b.total),
-        Err(SendError::Unreachable(e)) => Outcome::Failed(format!("the Dify app '{}' broke off its answer: {e}", b.app_name)),
+        Err(SendError::Unreachable(e)) => Outcome::Failed(format!("the app '{}' broke off its answer: {e}", b.app_name)),
     }
 }
 
 fn timed_out(app: &str, timeout: Duration) -> Outcome {
     Outcome::Failed(format!(
-        "the Dify app '{app}' did not answer within {} s (the app's timeout_seconds); try again or raise the timeout",
+        "the app '{app}' did not answer within {} s (the app's timeout_seconds); try again or raise the timeout",
         timeout.as_secs()
     ))
 }

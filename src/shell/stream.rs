@@ -13,6 +13,7 @@ use worker::{console_error, ByteStream, Context, Date, Delay, Env, Headers, Meth
 use crate::core::app::Mode;
 use crate::core::dify_call::{self, Outcome};
 use crate::core::dify_stream::DifyStream;
+use crate::core::http_tool::{self, HttpToolStream, StreamReader};
 use crate::core::mcp::server::{self, CallPlan, Progress};
 use crate::core::sse::{write_comment, write_event, SseParser};
 
@@ -47,7 +48,7 @@ pub struct CallStream {
     backend: Backend,
     phase: Phase,
     parser: SseParser,
-    interp: DifyStream,
+    interp: StreamReader,
     progress: Progress,
     deadline_ms: u64,
     /// When the backend last sent a chunk (idle timeout) and we last wrote (keep-alive).
@@ -70,7 +71,10 @@ impl CallStream {
             }
         });
         CallStream {
-            interp: DifyStream::new(plan.mode, backend.max_result_bytes),
+            interp: match plan.mode {
+                Mode::HttpTool => StreamReader::Tool(HttpToolStream::new(&backend.app_name)),
+                mode => StreamReader::Dify(DifyStream::new(mode, backend.max_result_bytes)),
+            },
             deadline_ms: Date::now().as_millis() + backend.total.as_millis() as u64,
             last_chunk_ms: Date::now().as_millis(),
             last_write_ms: Date::now().as_millis(),
@@ -133,7 +137,7 @@ impl CallStream {
                                 return Some(self.abort(Outcome::Failed(e), &mut out));
                             }
                             if self.interp.is_done() {
-                                let outcome = std::mem::replace(&mut self.interp, DifyStream::new(self.plan.mode, 0)).finish();
+                                let outcome = std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new(""))).finish();
                                 return Some(self.finish(outcome, &mut out));
                             }
                             self.phase = Phase::Reading(body);
@@ -156,7 +160,7 @@ impl CallStream {
                                     self.take_event(&ev.data, &mut out);
                                 }
                             }
-                            let outcome = std::mem::replace(&mut self.interp, DifyStream::new(self.plan.mode, 0)).finish();
+                            let outcome = std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new(""))).finish();
                             return Some(self.finish(outcome, &mut out));
                         }
                         // The timer: a deadline passed (checked at the top of the loop), or it is
@@ -195,29 +199,21 @@ impl CallStream {
     /// Starts the backend run; `Err` is the outcome when it cannot start streaming.
     async fn connect(&mut self) -> Result<ByteStream, Outcome> {
         let b = &self.backend;
-        let headers = Headers::new();
-        let auth = format!("Bearer {}", b.api_key);
-        if headers
-            .set("authorization", &auth)
-            .and_then(|_| headers.set("content-type", "application/json"))
-            .and_then(|_| headers.set("accept", "text/event-stream"))
-            .is_err()
-        {
-            return Err(Outcome::Failed(format!("the API key of app '{}' contains characters not allowed in an HTTP header", b.app_name)));
-        }
+        let headers = request_headers(&self.plan, b)?;
+        headers.set("accept", "text/event-stream").map_err(|e| Outcome::Failed(e.to_string()))?;
         let mut body = self.plan.body.clone();
-        body["response_mode"] = "streaming".into();
+        if self.plan.mode.is_dify() {
+            body["response_mode"] = "streaming".into();
+        }
         let url = format!("{}{}", b.base_url, self.plan.path);
         let first_byte = b.first_byte.min(b.total);
         let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), first_byte).await {
             Ok(r) => r,
-            Err(SendError::Unreachable(e)) => {
-                return Err(Outcome::Failed(format!("could not reach the Dify app '{}' at {}: {e}", b.app_name, b.base_url)))
-            }
+            Err(SendError::Unreachable(e)) => return Err(unreachable(&self.plan, b, &e)),
             Err(SendError::TimedOut) => {
                 let setting = if first_byte < b.first_byte { "timeout_seconds" } else { "first_byte_timeout_seconds" };
                 return Err(Outcome::Failed(format!(
-                    "the Dify app '{}' did not answer within {} s ({setting})",
+                    "the app '{}' did not answer within {} s ({setting})",
                     b.app_name,
                     first_byte.as_secs()
                 )));
@@ -228,10 +224,10 @@ impl CallStream {
         if (200..300).contains(&status) && content_type.contains("text/event-stream") {
             return resp.stream().map_err(|e| Outcome::Failed(format!("the answer of app '{}' cannot be read: {e}", b.app_name)));
         }
-        // An error, or a backend that answered in one piece: read it as a blocking answer.
+        // An error, or a backend that answered in one piece.
         let retry_after = resp.headers().get("retry-after").ok().flatten();
         let text = outbound::text(&mut resp, b.idle).await.unwrap_or_default();
-        Err(dify_call::read_blocking(self.plan.mode, status, retry_after.as_deref(), &text))
+        Err(read_whole(&self.plan, b, status, &content_type, retry_after.as_deref(), &text))
     }
 
     fn take_chunk(&mut self, chunk: &[u8], out: &mut String) -> Result<(), String> {
@@ -278,6 +274,36 @@ impl CallStream {
         self.final_response = Some(response);
         std::mem::take(out)
     }
+}
+
+/// The headers of a backend call: the key (when there is one), and for HTTP tools the
+/// conversation and user ids of seed 003.
+pub fn request_headers(plan: &CallPlan, b: &Backend) -> Result<Headers, Outcome> {
+    let headers = Headers::new();
+    let bad = |_| Outcome::Failed(format!("the credentials of app '{}' contain characters not allowed in an HTTP header", b.app_name));
+    headers.set("content-type", "application/json").map_err(bad)?;
+    if !b.api_key.is_empty() {
+        headers.set("authorization", &format!("Bearer {}", b.api_key)).map_err(bad)?;
+    }
+    if plan.mode == Mode::HttpTool {
+        // MCP has no conversations; each client is one continuing conversation with the tool.
+        headers.set("x-dify-conversation-id", &plan.user).map_err(bad)?;
+        headers.set("x-dify-user-id", &plan.user).map_err(bad)?;
+    }
+    Ok(headers)
+}
+
+/// A one-piece answer read by the rules of the backend's kind.
+pub fn read_whole(plan: &CallPlan, b: &Backend, status: u16, content_type: &str, retry_after: Option<&str>, text: &str) -> Outcome {
+    match plan.mode {
+        Mode::HttpTool => http_tool::read_response(&b.app_name, status, content_type, retry_after, text),
+        mode => dify_call::read_blocking(mode, status, retry_after, text),
+    }
+}
+
+pub fn unreachable(plan: &CallPlan, b: &Backend, e: &str) -> Outcome {
+    let kind = if plan.mode == Mode::HttpTool { "tool" } else { "Dify app" };
+    Outcome::Failed(format!("could not reach the {kind} '{}' at {}: {e}", b.app_name, b.base_url))
 }
 
 /// Tells the watcher to stop the backend run unless the call completed; dropping it (the

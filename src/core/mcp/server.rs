@@ -7,6 +7,7 @@ use crate::core::app::Mode;
 use crate::core::definition::ServerDefinition;
 use crate::core::dify_call::{self, Outcome};
 use crate::core::dify_stream::Signal;
+use crate::core::http_tool;
 use crate::core::ids::sha256_hex;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
@@ -35,7 +36,7 @@ pub enum Step {
     /// Answer with this HTTP status and JSON-RPC body; `None` is 202 with an empty body.
     Reply { status: u16, body: Option<Value> },
     /// Call the backend, then pass its outcome to [`finish_call`].
-    Call(CallPlan),
+    Call(Box<CallPlan>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -298,17 +299,21 @@ fn call_tool(
     }
     let client_name = client_name(params, h);
     let user = format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24]);
-    let (path, body) = dify_call::request(tool.mode, inputs, query, &user);
+    let (path, body) = match tool.mode {
+        // An HTTP tool is called at its api_endpoint itself.
+        Mode::HttpTool => ("", http_tool::request_body(&tool.app.backend, inputs)),
+        mode => dify_call::request(mode, inputs, query, &user),
+    };
     let meta = params.get("_meta");
     let progress_token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
     let asked_level = meta.and_then(|m| m.get(META_LOG_LEVEL)).and_then(Value::as_str);
     let log_level = asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
-    Step::Call(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name, progress_token, log_level })
+    Step::Call(Box::new(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name, progress_token, log_level }))
 }
 
 /// Modes this release cannot call yet, with the reason the client will see.
 fn not_callable(tool: &Tool<'_>) -> Option<String> {
-    (!tool.mode.is_dify()).then(|| format!("Tool '{}' ({} app) cannot be called by this Flowgate version", tool.name, tool.mode.as_str()))
+    (tool.mode == Mode::Mcp).then(|| format!("Tool '{}' ({} app) cannot be called by this Flowgate version", tool.name, tool.mode.as_str()))
 }
 
 /// How the client names itself: clientInfo in `_meta` (2026-07-28), else its User-Agent.
@@ -327,19 +332,23 @@ fn tool_error(message: &str) -> Value {
 
 /// Counts the progress of one call; `progress` must grow with every notification.
 #[derive(Debug, Default)]
-pub struct Progress(u64);
+pub struct Progress(f64);
 
 /// The notification for a backend signal, if the client asked for that kind.
 pub fn notification(plan: &CallPlan, signal: Signal, progress: &mut Progress) -> Option<Value> {
     match signal {
         Signal::Progress { message } => {
             let token = plan.progress_token.as_ref()?;
-            progress.0 += 1;
-            let mut params = json!({"progressToken": token, "progress": progress.0});
-            if plan.version.progress_message() && !message.is_empty() {
-                params["message"] = message.into();
-            }
-            Some(json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
+            progress.0 = progress.0.floor() + 1.0;
+            Some(progress_notification(plan, token, progress.0, None, message))
+        }
+        // A percentage that does not move forward is dropped: progress must only grow.
+        Signal::Percent { percent, message } => {
+            let token = plan.progress_token.as_ref()?;
+            (percent > progress.0).then(|| {
+                progress.0 = percent;
+                progress_notification(plan, token, percent, Some(100.0), message)
+            })
         }
         Signal::Log { level, data } => {
             let threshold = plan.log_level?;
@@ -348,6 +357,26 @@ pub fn notification(plan: &CallPlan, signal: Signal, progress: &mut Progress) ->
                 json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "logger": "flowgate", "data": data}})
             })
         }
+    }
+}
+
+fn progress_notification(plan: &CallPlan, token: &Value, progress: f64, total: Option<f64>, message: String) -> Value {
+    let mut params = json!({"progressToken": token, "progress": number(progress)});
+    if let Some(t) = total {
+        params["total"] = number(t);
+    }
+    if plan.version.progress_message() && !message.is_empty() {
+        params["message"] = message.into();
+    }
+    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+}
+
+/// Whole numbers as integers on the wire (`3`, not `3.0`).
+fn number(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        Value::from(n as i64)
+    } else {
+        Value::from(n)
     }
 }
 
