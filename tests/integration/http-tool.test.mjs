@@ -1,0 +1,164 @@
+// Apps of mode http-tool (seed 003's custom tool protocol) through the MCP endpoint.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import { startFlowgate } from '../support/harness.mjs';
+import { startHttpTool } from '../support/http-tool-fixture.mjs';
+import { publish, rpc } from '../support/flowgate-setup.mjs';
+
+let fg;
+let tools;
+
+before(async () => {
+  [fg, tools] = await Promise.all([startFlowgate(), startHttpTool()]);
+});
+
+after(async () => {
+  await Promise.allSettled([fg?.stop(), tools?.stop()]);
+});
+
+const MANIFEST = {
+  name: 'get_weather',
+  description: 'Retrieves the current weather for a location.',
+  parameters: [
+    { name: 'location', type: 'string', required: true, description: 'The city and state, e.g. San Francisco, CA', form: 'llm' },
+    { name: 'days', type: 'integer', required: false, description: 'Days ahead', default: 0 },
+    { name: 'unit', type: 'string', required: false, description: 'Temperature unit', form: 'form', default: 'celsius' },
+  ],
+  outputs: [
+    { name: 'temperature', type: 'number', description: 'The current temperature.' },
+    { name: 'condition', type: 'string' },
+  ],
+};
+
+/** Registers a fixture tool as a Flowgate http-tool app and publishes it. */
+async function toolServer(spec = {}, backend = {}) {
+  const apiKey = 'tool-secret-key';
+  const path = tools.addTool({ apiKey, result: { temperature: 72, condition: 'Sunny' }, ...spec });
+  const r = await fg.console('/apps', {
+    method: 'POST',
+    body: {
+      name: 'Weather',
+      description: 'Current weather',
+      mode: 'http-tool',
+      backend: { api_endpoint: tools.url + path, api_key: apiKey, manifest: MANIFEST, form_values: { unit: 'fahrenheit' }, ...backend },
+    },
+  });
+  assert.equal(r.status, 201, r.text);
+  return { ...(await publish(fg, r.json.id, { description: 'Current weather' })), path };
+}
+
+const V = { 'mcp-protocol-version': '2025-06-18' };
+const call = (args, id = 1, meta) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'Weather', arguments: args, ...(meta ? { _meta: meta } : {}) } });
+
+describe('one-piece answers', () => {
+  test('the manifest shapes the tool; form parameters stay hidden and are sent', async () => {
+    const { url, path } = await toolServer();
+    const list = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, V);
+    const tool = list.json.result.tools[0];
+    assert.deepEqual(Object.keys(tool.inputSchema.properties), ['location', 'days']);
+    assert.deepEqual(tool.inputSchema.required, ['location']);
+    assert.equal(tool.inputSchema.properties.location.description, 'The city and state, e.g. San Francisco, CA');
+    assert.deepEqual(tool.outputSchema.properties, { temperature: { type: 'number', description: 'The current temperature.' }, condition: { type: 'string' } });
+
+    const r = await rpc(url, call({ location: 'Paris, FR' }), V);
+    assert.equal(r.json.result.isError, false, r.text);
+    assert.deepEqual(r.json.result.structuredContent, { temperature: 72, condition: 'Sunny' });
+    assert.deepEqual(JSON.parse(r.json.result.content[0].text), { temperature: 72, condition: 'Sunny' });
+    const [sent] = tools.requestsFor(path);
+    assert.deepEqual(sent.body, { location: 'Paris, FR', unit: 'fahrenheit' });
+    assert.equal(sent.headers.authorization, 'Bearer tool-secret-key');
+    assert.match(sent.conversationId, /^mcp-[0-9a-f]{24}$/);
+    assert.match(sent.userId, /^mcp-[0-9a-f]{24}$/);
+    assert.match(sent.headers['content-type'], /application\/json/);
+  });
+
+  test('bad arguments never reach the tool', async () => {
+    const { url, path } = await toolServer();
+    const r = await rpc(url, call({ days: 'two' }), { 'mcp-protocol-version': '2025-11-25' });
+    assert.equal(r.json.result.isError, true);
+    assert.match(r.json.result.content[0].text, /missing required argument 'location'.*'days' must be a number/);
+    assert.equal(tools.requestsFor(path).length, 0);
+  });
+
+  const failures = [
+    ['error400', /the tool 'Weather' failed \(HTTP 400\): Invalid location format\. Expected 'City, State'\./],
+    ['error500', /the tool 'Weather' failed \(HTTP 500\): upstream exploded/],
+    ['not_json', /the tool 'Weather' answered with text\/html; charset=utf-8 instead of application\/json/],
+    ['wrong_content_type', /the tool 'Weather' answered with text\/plain; charset=utf-8 instead of application\/json/],
+    ['rate_limited', /the tool 'Weather' failed \(HTTP 429\): slow down; retry after 7 s/],
+  ];
+  for (const [behaviour, message] of failures) {
+    test(`${behaviour} → isError naming the problem`, async () => {
+      const { url } = await toolServer({ behaviour });
+      const r = await rpc(url, call({ location: 'x' }), V);
+      assert.equal(r.status, 200);
+      assert.equal(r.json.result.isError, true, r.text);
+      assert.match(r.json.result.content[0].text, message);
+    });
+  }
+
+  test('a wrong key is the tool\'s 401, said as such', async () => {
+    const { url } = await toolServer({}, { api_key: 'not-the-key' });
+    const r = await rpc(url, call({ location: 'x' }), V);
+    assert.match(r.json.result.content[0].text, /failed \(HTTP 401\): invalid api key/);
+  });
+});
+
+describe('streamed answers (stream: true)', () => {
+  test('thoughts become logs, percentages become progress, the result comes last (SDK client)', async () => {
+    const { url, path } = await toolServer(
+      { thoughts: ['Looking up the station', 'Reading the sensor'], progress: [{ percent: 25, message: 'station found' }, 60, 60, 90], eventDelayMs: 120 },
+      { stream: true },
+    );
+    const client = new Client({ name: 'http-tool-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const logs = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.push({ at: Date.now(), ...n.params }));
+    try {
+      const progress = [];
+      const r = await client.callTool({ name: 'Weather', arguments: { location: 'Oslo' } }, CallToolResultSchema, {
+        onprogress: (p) => progress.push({ at: Date.now(), ...p }),
+      });
+      const done = Date.now();
+      assert.equal(r.isError, false, JSON.stringify(r));
+      assert.deepEqual(r.structuredContent, { temperature: 72, condition: 'Sunny' });
+      // A repeated percentage is dropped: progress only grows.
+      assert.deepEqual(progress.map((p) => [p.progress, p.total]), [[25, 100], [60, 100], [90, 100]]);
+      assert.equal(progress[0].message, 'station found');
+      assert.ok(done - progress[0].at >= 200, 'progress arrived only at the end');
+      assert.deepEqual(logs.filter((l) => l.data.event === 'thought').map((l) => l.data.thought), ['Looking up the station', 'Reading the sensor']);
+      assert.equal(tools.requestsFor(path)[0].body.stream, true);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('the flat result shape of seed 003\'s example is read too; JSON-only clients get the same result', async () => {
+    const { url } = await toolServer({ resultShape: 'flat' }, { stream: true });
+    const sse = await rpc(url, call({ location: 'Rome' }), V);
+    const json = await rpc(url, call({ location: 'Rome' }), { ...V, accept: 'application/json' });
+    assert.deepEqual(sse.json.result.structuredContent, { temperature: 72, condition: 'Sunny' });
+    assert.deepEqual(json.json.result, sse.json.result);
+  });
+
+  test('a stream without a result → isError', async () => {
+    const { url } = await toolServer({ streamBehaviour: 'end_early' }, { stream: true });
+    const r = await rpc(url, call({ location: 'x' }), V);
+    assert.equal(r.json.result.isError, true);
+    assert.match(r.json.result.content[0].text, /backend stream ended before a result/);
+  });
+});
+
+test('manifest errors are refused by the console, naming the field', async () => {
+  const r = await fg.console('/apps', {
+    method: 'POST',
+    body: { name: 'Bad', mode: 'http-tool', backend: { api_endpoint: 'https://t.example/x', stream: 'yes', manifest: { parameters: [{ name: 'list', type: 'array' }, { name: 'mode', form: 'form', required: true }] } } },
+  });
+  assert.equal(r.status, 400);
+  assert.deepEqual(r.json.errors.map((e) => e.field), ['backend.stream', 'backend.manifest.parameters[0].type', 'backend.manifest.parameters[1]']);
+});
