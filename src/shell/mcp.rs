@@ -22,7 +22,7 @@ use super::http::is_json_content_type;
 use super::outbound::{self, SendError};
 use super::secrets;
 use super::store;
-use super::stream::{read_whole, request_headers, unreachable, Backend, CallStream};
+use super::stream::{read_whole, request_headers, stop_run, unreachable, Backend, CallStream};
 use super::VERSION;
 
 /// Largest MCP request body accepted.
@@ -152,6 +152,11 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
 async fn run(step: Step, def: &ServerDefinition, env: &Env, ctx: &Context) -> (u16, Option<Value>) {
     match step {
         Step::Reply { status, body } => (status, body),
+        Step::Cancel { key } => {
+            let (env, def) = (env.clone(), def.clone());
+            ctx.wait_until(async move { cancel_run(&env, &def, &key).await });
+            (202, None)
+        }
         Step::Call(plan) => {
             record_end_user(ctx, env, def, &plan);
             (200, Some(call_backend(&plan, def, env, ctx).await))
@@ -193,6 +198,19 @@ fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Bac
         total: secs("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
         max_result_bytes: b["max_result_bytes"].as_u64().map_or(DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
     })
+}
+
+/// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).
+async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
+    let Ok(kv) = env.kv(cache::BINDING) else { return };
+    let Ok(Some(record)) = kv.get(key).json::<Value>().await else { return };
+    let (Some(task_id), Some(app_index)) = (record["task_id"].as_str(), record["app_index"].as_u64()) else { return };
+    let Some(app) = def.apps.get(app_index as usize) else { return };
+    let (Ok(backend), Some(mode)) = (backend_of(def, app_index as usize, env), Mode::parse(&app.mode)) else { return };
+    // The stop endpoint wants the same `user` that started the run; it is part of the key.
+    let user = record["user"].as_str().unwrap_or_default();
+    stop_run(env, &backend.base_url, &backend.api_key, mode, task_id, user, &backend.app_name).await;
+    let _ = kv.delete(key).await;
 }
 
 /// Whether a call is made as a stream: Dify modes for clients that take SSE (so progress can

@@ -56,6 +56,9 @@ pub struct CallStream {
     last_write_ms: u64,
     final_response: Option<Value>,
     cancel: CancelGuard,
+    env: Env,
+    /// Whether the run's task id was recorded for `notifications/cancelled`.
+    registered: bool,
 }
 
 impl CallStream {
@@ -63,6 +66,7 @@ impl CallStream {
     /// goes away before the end (best effort, off the response path).
     pub fn new(plan: CallPlan, backend: Backend, env: &Env, ctx: &Context) -> CallStream {
         let (tx, rx) = oneshot::channel::<String>();
+        let env_for_stream = env.clone();
         let (env, mode, user) = (env.clone(), plan.mode, plan.user.clone());
         let (base, key, name) = (backend.base_url.clone(), backend.api_key.clone(), backend.app_name.clone());
         ctx.wait_until(async move {
@@ -85,6 +89,8 @@ impl CallStream {
             progress: Progress::default(),
             final_response: None,
             cancel: CancelGuard { tx: Some(tx), task_id: None },
+            env: env_for_stream,
+            registered: false,
         }
     }
 
@@ -136,6 +142,12 @@ impl CallStream {
                             if let Err(e) = self.take_chunk(&chunk, &mut out) {
                                 return Some(self.abort(Outcome::Failed(e), &mut out));
                             }
+                            if !self.registered && !self.interp.is_done() {
+                                if let Some(task) = self.cancel.task_id.clone() {
+                                    self.registered = true;
+                                    self.register(&task).await;
+                                }
+                            }
                             if self.interp.is_done() {
                                 let outcome = std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new(""))).finish();
                                 return Some(self.finish(outcome, &mut out));
@@ -177,6 +189,23 @@ impl CallStream {
                     }
                 }
             }
+        }
+    }
+
+    /// Records the run under the call's cancel key, so that a `notifications/cancelled` for it
+    /// can stop it from any isolate. Expires with the call's own deadline.
+    async fn register(&self, task_id: &str) {
+        let record = serde_json::json!({"task_id": task_id, "app_index": self.plan.app_index, "user": self.plan.user}).to_string();
+        let ttl = self.backend.total.as_secs().max(60);
+        let put = match self.env.kv(super::cache::BINDING) {
+            Ok(kv) => match kv.put(&self.plan.cancel_key, record) {
+                Ok(p) => p.expiration_ttl(ttl).execute().await.map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = put {
+            console_error!("recording a run for cancellation: {e}");
         }
     }
 
@@ -332,7 +361,7 @@ impl Drop for CancelGuard {
 }
 
 /// `POST {base}/…/{task_id}/stop` with `{user}`: best effort, errors only logged.
-async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &str, user: &str, app: &str) {
+pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &str, user: &str, app: &str) {
     let headers = Headers::new();
     let auth = format!("Bearer {key}");
     if headers.set("authorization", &auth).and_then(|_| headers.set("content-type", "application/json")).is_err() {

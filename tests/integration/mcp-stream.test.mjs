@@ -228,6 +228,47 @@ describe('cancellation', () => {
   });
 });
 
+test('notifications/cancelled from the SDK client stops the backend run', async () => {
+  const nodes = Array.from({ length: 30 }, (_, i) => ({ title: `Step ${i}`, type: 'llm' }));
+  const { url, tool, apiKey } = await server({ mode: 'workflow', name: 'Cancel By Note', nodes, eventDelayMs: 150 });
+  const { client } = await sdk(url);
+  try {
+    const ctl = new AbortController();
+    const pending = client.callTool({ name: tool, arguments: { text: 'x' } }, CallToolResultSchema, {
+      signal: ctl.signal,
+      onprogress: () => ctl.abort('changed my mind'),
+    });
+    await assert.rejects(pending);
+    const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
+    const run = dify.requestsFor(apiKey).find((q) => q.streaming);
+    assert.equal(stop.task_id, run.taskId);
+    assert.equal(stop.user, run.body.user);
+  } finally {
+    await client.close();
+  }
+});
+
+test('notifications/cancelled alone (the stream stays open) stops the run, and the call ends', async () => {
+  const nodes = Array.from({ length: 30 }, (_, i) => ({ title: `Step ${i}`, type: 'llm' }));
+  const { url, tool, apiKey } = await server({ mode: 'workflow', name: 'Cancel Raw', nodes, eventDelayMs: 150 });
+  const headers = { 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'cancel-test/1', ...V };
+  const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(callBody(tool, { text: 'x' }, 77, { progressToken: 1 })) });
+  const reader = res.body.getReader();
+  await reader.read(); // the run is going and recorded
+  await new Promise((r) => setTimeout(r, 300));
+  const note = await rpc(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 77, reason: 'test' } }, { 'user-agent': 'cancel-test/1', ...V });
+  assert.equal(note.status, 202);
+  const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
+  assert.equal(stop.task_id, dify.requestsFor(apiKey).find((q) => q.streaming).taskId);
+  let rest = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    rest += new TextDecoder().decode(value);
+  }
+  assert.match(rest, /the workflow ended stopped/);
+});
+
 async function waitFor(fn, ms = 10_000) {
   const until = Date.now() + ms;
   for (;;) {

@@ -50,7 +50,7 @@ pub fn result_response(id: &Value, result: Value) -> Value {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message<'a> {
     Request { id: &'a Value, method: &'a str, params: Option<&'a Map<String, Value>> },
-    Notification { method: &'a str },
+    Notification { method: &'a str, params: Option<&'a Map<String, Value>> },
     /// A response from the client (to a server request); accepted and ignored.
     Response,
 }
@@ -83,7 +83,7 @@ pub fn classify(v: &Value) -> Result<Message<'_>, (Value, RpcError)> {
             };
             match id {
                 Some(id) => Ok(Message::Request { id, method, params }),
-                None if method.starts_with("notifications/") => Ok(Message::Notification { method }),
+                None if method.starts_with("notifications/") => Ok(Message::Notification { method, params }),
                 // Without an id nothing could answer it; say so instead of dropping it.
                 None => Err((Value::Null, invalid(&format!("`{method}` is a request and needs an `id` (only notifications/* may omit it)")))),
             }
@@ -111,7 +111,7 @@ mod tests {
         let req = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"});
         assert!(matches!(classify(&req), Ok(Message::Request { method: "ping", params: None, .. })));
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        assert_eq!(classify(&note), Ok(Message::Notification { method: "notifications/initialized" }));
+        assert_eq!(classify(&note), Ok(Message::Notification { method: "notifications/initialized", params: None }));
         let resp = json!({"jsonrpc": "2.0", "id": "a", "result": {}});
         assert_eq!(classify(&resp), Ok(Message::Response));
     }

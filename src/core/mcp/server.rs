@@ -37,6 +37,9 @@ pub enum Step {
     Reply { status: u16, body: Option<Value> },
     /// Call the backend, then pass its outcome to [`finish_call`].
     Call(Box<CallPlan>),
+    /// The client cancelled a call (`notifications/cancelled`): answer 202 and stop the run
+    /// recorded under this key, if any.
+    Cancel { key: String },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -56,6 +59,8 @@ pub struct CallPlan {
     pub progress_token: Option<Value>,
     /// Least severe level of `notifications/message` the client gets (`None`: no log messages).
     pub log_level: Option<&'static str>,
+    /// See [`cancel_key`].
+    pub cancel_key: String,
 }
 
 fn reply(status: u16, body: Value) -> Step {
@@ -70,6 +75,12 @@ fn error_step(id: &Value, e: RpcError) -> Step {
 pub fn handle(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>, server_version: &str) -> Step {
     let (id, method, params) = match classify(msg) {
         Err((id, e)) => return error_step(&id, e),
+        Ok(Message::Notification { method: "notifications/cancelled", params: Some(p) }) => {
+            return match p.get("requestId").filter(|r| r.is_string() || r.is_number()) {
+                Some(request_id) => Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h)), request_id) },
+                None => Step::Reply { status: 202, body: None },
+            };
+        }
         Ok(Message::Notification { .. } | Message::Response) => return Step::Reply { status: 202, body: None },
         Ok(Message::Request { id, method, params }) => (id, method, params),
     };
@@ -298,7 +309,7 @@ fn call_tool(
         return reply(200, result_response(id, shape_result(tool_error(&why), "tools/call", version, server_version)));
     }
     let client_name = client_name(params, h);
-    let user = format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24]);
+    let user = end_user(def, &client_name);
     let (path, body) = match tool.mode {
         // An HTTP tool is called at its api_endpoint itself.
         Mode::HttpTool => ("", http_tool::request_body(&tool.app.backend, inputs)),
@@ -308,12 +319,24 @@ fn call_tool(
     let progress_token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
     let asked_level = meta.and_then(|m| m.get(META_LOG_LEVEL)).and_then(Value::as_str);
     let log_level = asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
-    Step::Call(Box::new(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name, progress_token, log_level }))
+    let cancel_key = cancel_key(def, &user, id);
+    Step::Call(Box::new(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name, progress_token, log_level, cancel_key }))
 }
 
 /// Modes this release cannot call yet, with the reason the client will see.
 fn not_callable(tool: &Tool<'_>) -> Option<String> {
     (tool.mode == Mode::Mcp).then(|| format!("Tool '{}' ({} app) cannot be called by this Flowgate version", tool.name, tool.mode.as_str()))
+}
+
+/// The backend `user` of a client: stable per server and client, and not reversible.
+fn end_user(def: &ServerDefinition, client_name: &str) -> String {
+    format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24])
+}
+
+/// Where a running call is recorded so that `notifications/cancelled` (a separate request, on
+/// any isolate) can find and stop it: per server, client and request id.
+pub fn cancel_key(def: &ServerDefinition, user: &str, request_id: &Value) -> String {
+    format!("cancel:{}", sha256_hex(&format!("{}\n{user}\n{request_id}", def.server_id)))
 }
 
 /// How the client names itself: clientInfo in `_meta` (2026-07-28), else its User-Agent.

@@ -46,7 +46,7 @@ fn stateless_headers(method: &'static str, name: Option<&'static str>) -> Reques
 fn body(step: Step) -> (u16, Value) {
     match step {
         Step::Reply { status, body } => (status, body.unwrap_or(Value::Null)),
-        Step::Call(p) => panic!("unexpected call {p:?}"),
+        other => panic!("unexpected step {other:?}"),
     }
 }
 
@@ -261,4 +261,18 @@ fn progress_and_log_notifications() {
     let Step::Call(plan) = handle(&def(), &call26, &stateless_headers("tools/call", Some("Summariser")), "v") else { panic!() };
     assert!(notification(&plan, Signal::Log { level: "info", data: json!({}) }, &mut p).is_none());
     assert!(notification(&plan, Signal::Log { level: "warning", data: json!({}) }, &mut p).is_some());
+}
+
+#[test]
+fn cancellation_finds_the_call() {
+    let h = RequestHeaders { protocol_version: Some("2025-06-18"), user_agent: Some("ua/1"), ..Default::default() };
+    let call = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "Summariser", "arguments": {"text": "x"}}});
+    let Step::Call(plan) = handle(&def(), &call, &h, "v") else { panic!() };
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77, "reason": "user"}});
+    assert_eq!(handle(&def(), &cancel, &h, "v"), Step::Cancel { key: plan.cancel_key.clone() });
+    // Another client cannot cancel it.
+    let other = RequestHeaders { user_agent: Some("ua/2"), ..h };
+    assert_ne!(handle(&def(), &cancel, &other, "v"), Step::Cancel { key: plan.cancel_key.clone() });
+    let no_id = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
+    assert_eq!(handle(&def(), &no_id, &h, "v"), Step::Reply { status: 202, body: None });
 }
