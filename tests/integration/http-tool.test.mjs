@@ -77,6 +77,19 @@ describe('one-piece answers', () => {
     assert.match(sent.headers['content-type'], /application\/json/);
   });
 
+  test('the official SDK client calls a one-piece tool', async () => {
+    const { url } = await toolServer();
+    const client = new Client({ name: 'http-tool-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    try {
+      const r = await client.callTool({ name: 'Weather', arguments: { location: 'Lima' } });
+      assert.equal(r.isError, false);
+      assert.deepEqual(r.structuredContent, { temperature: 72, condition: 'Sunny' });
+    } finally {
+      await client.close();
+    }
+  });
+
   test('bad arguments never reach the tool', async () => {
     const { url, path } = await toolServer();
     const r = await rpc(url, call({ days: 'two' }), { 'mcp-protocol-version': '2025-11-25' });

@@ -174,6 +174,15 @@ describe('robustness', () => {
     });
   }
 
+  test('a stream that outlasts timeout_seconds → isError naming it, and the run is stopped', async () => {
+    const nodes = Array.from({ length: 40 }, (_, i) => ({ title: `N${i}`, type: 'llm' }));
+    const { url, tool, apiKey } = await server({ mode: 'workflow', name: 'Too Slow', nodes, eventDelayMs: 100, backend: { timeout_seconds: 2 } });
+    const r = await rpc(url, callBody(tool, { text: 'x' }), V);
+    assert.equal(r.json.result.isError, true);
+    assert.match(r.json.result.content[0].text, /did not finish within 2 s \(timeout_seconds\)/);
+    await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
+  });
+
   test('a malformed event is skipped with a warning; the result is unaffected', async () => {
     const { url, tool } = await server({ mode: 'chat', name: 'Malformed', streamBehaviour: 'malformed' });
     const r = await rpc(url, callBody(tool, { query: 'fine' }), V);
