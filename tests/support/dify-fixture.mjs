@@ -109,8 +109,9 @@
 // the client went away before the stream was complete; false otherwise), stopped (true
 // when a stop call ended the stream).
 
-import http from 'node:http';
 import { randomUUID, randomBytes } from 'node:crypto';
+
+import { listenLoopback } from './loopback-server.mjs';
 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const MODES = new Set(['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion']);
@@ -977,25 +978,7 @@ export async function startDifyFixture() {
     return completionMessages(app, body, req, res);
   }
 
-  const server = http.createServer((req, res) => {
-    handle(req, res).catch((err) => {
-      if (!res.headersSent && !res.destroyed) {
-        send(res, 500, { code: 'fixture_error', message: String(err?.stack ?? err), status: 500 });
-      } else {
-        res.destroy();
-      }
-    });
-  });
-  server.keepAliveTimeout = 1000;
-
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address();
+  const { server, port } = await listenLoopback(handle, (err) => ({ code: 'fixture_error', message: String(err?.stack ?? err), status: 500 }));
   const origin = `http://127.0.0.1:${port}`;
 
   function normaliseSpec(spec, apiKey) {

@@ -49,8 +49,9 @@
 // status, once sent), clientAborted (streams only: true once the client went away before
 // the stream was complete)}.
 
-import http from 'node:http';
 import { randomBytes } from 'node:crypto';
+
+import { listenLoopback } from './loopback-server.mjs';
 
 const BEHAVIOURS = new Set(['ok', 'error400', 'error500', 'not_json', 'wrong_content_type', 'rate_limited']);
 const STREAM_BEHAVIOURS = new Set(['ok', 'end_early']);
@@ -206,25 +207,7 @@ export async function startHttpTool() {
     return send(res, 200, result);
   }
 
-  const server = http.createServer((req, res) => {
-    handle(req, res).catch((err) => {
-      if (!res.headersSent && !res.destroyed) {
-        res.writeHead(500, { 'Content-Type': 'application/json' });
-        res.end(JSON.stringify({ error: `fixture error: ${err?.stack ?? err}` }));
-      } else {
-        res.destroy();
-      }
-    });
-  });
-  server.keepAliveTimeout = 1000;
-  await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const { port } = server.address();
+  const { server, port } = await listenLoopback(handle, (err) => ({ error: `fixture error: ${err?.stack ?? err}` }));
   const url = `http://127.0.0.1:${port}`;
 
   return {

@@ -1,0 +1,25 @@
+// An HTTP server on 127.0.0.1 for fixtures: an async handler whose failures become a 500 with
+// `errorBody(err)` (or a dropped connection once the answer has started).
+import http from 'node:http';
+
+export async function listenLoopback(handle, errorBody) {
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((err) => {
+      if (!res.headersSent && !res.destroyed) {
+        res.writeHead(500, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify(errorBody(err)));
+      } else {
+        res.destroy();
+      }
+    });
+  });
+  server.keepAliveTimeout = 1000;
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return { server, port: server.address().port };
+}
