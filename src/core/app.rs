@@ -281,11 +281,14 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     let (url_key, allowed): (&str, &[&str]) = match mode {
         m if m.is_dify() => (
             "base_url",
-            &["base_url", "api_key", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes"],
+            &["base_url", "api_key", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes", "task_support"],
         ),
         Mode::HttpTool => (
             "api_endpoint",
-            &["api_endpoint", "api_key", "stream", "manifest", "form_values", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes"],
+            &[
+                "api_endpoint", "api_key", "stream", "manifest", "form_values", "timeout_seconds", "first_byte_timeout_seconds",
+                "idle_timeout_seconds", "max_result_bytes", "task_support", "async",
+            ],
         ),
         _ => ("url", &[]),
     };
@@ -319,6 +322,25 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     }
     if obj.get("stream").is_some_and(|v| !v.is_boolean()) {
         errs.add("backend.stream", "must be true or false");
+    }
+    match obj.get("task_support") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(t)) if crate::core::mcp::tasks::TaskSupport::parse(t).is_some() => {}
+        Some(_) => errs.add("backend.task_support", "must be forbidden, optional or required"),
+    }
+    // Seed 002's async protocol: api_endpoint submits, these two follow and cancel the work.
+    match obj.get("async") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(a)) => {
+            for key in ["status_endpoint", "cancel_endpoint"] {
+                match a.get(key).and_then(Value::as_str).map(check_backend_url) {
+                    Some(Ok(())) => {}
+                    Some(Err(why)) => errs.add(format!("backend.async.{key}"), why),
+                    None => errs.add(format!("backend.async.{key}"), "is required: an http or https URL"),
+                }
+            }
+        }
+        Some(_) => errs.add("backend.async", "must be an object {status_endpoint, cancel_endpoint}"),
     }
     if mode.is_dify() && !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
         errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
@@ -447,8 +469,12 @@ mod tests {
         .unwrap();
         assert_eq!(tool.user_input_form[0].variable, "city");
         assert_eq!(tool.outputs[0].variable, "temp");
-        let err = validate_app(&json!({"name": "t", "mode": "http-tool", "backend": {"api_endpoint": "https://t.example/x", "stream": "yes"}}), None).unwrap_err();
-        assert_eq!(fields(err), ["backend.stream"]);
+        let err = validate_app(
+            &json!({"name": "t", "mode": "http-tool", "backend": {"api_endpoint": "https://t.example/x", "stream": "yes", "task_support": "sometimes", "async": {"status_endpoint": "ftp://x"}}}),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(fields(err), ["backend.stream", "backend.task_support", "backend.async.status_endpoint", "backend.async.cancel_endpoint"]);
         let err = validate_app(&json!({"name": "m", "mode": "mcp", "backend": {"url": "nope"}}), None).unwrap_err();
         assert_eq!(fields(err), ["backend.url"]);
         let ok = validate_app(

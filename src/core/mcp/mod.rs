@@ -2,5 +2,6 @@
 
 pub mod jsonrpc;
 pub mod server;
+pub mod tasks;
 pub mod tools;
 pub mod version;

@@ -12,6 +12,7 @@ use crate::core::ids::sha256_hex;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
 use super::tools::{tools, Tool};
+use super::tasks::{self, Decision, TaskSupport, TaskView};
 use super::version::Version;
 
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -40,6 +41,28 @@ pub enum Step {
     /// The client cancelled a call (`notifications/cancelled`): answer 202 and stop the run
     /// recorded under this key, if any.
     Cancel { key: String },
+    /// Start the call as a durable task, then answer with [`task_created`].
+    CreateTask { plan: Box<CallPlan>, ttl_ms: u64 },
+    /// A `tasks/*` request: look the task up (for this server only), then [`task_response`].
+    Task(TaskRequest),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskOp {
+    Get,
+    /// 2025-11-25: wait until the task is terminal, then its payload.
+    Result,
+    Cancel,
+    /// 2026-07-28: input responses for a task (Flowgate's tasks take none; acknowledged).
+    Update,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRequest {
+    pub id: Value,
+    pub version: Version,
+    pub op: TaskOp,
+    pub task_id: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +120,12 @@ pub fn handle(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>, serve
         "server/discover" if version.is_stateless() => Ok(discover(def, server_version)),
         "tools/list" => list_tools(def, params, version),
         "tools/call" => return call_tool(def, id, params, version, h, server_version),
+        "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" | "tasks/list" => {
+            return match task_request(id, method, params, version) {
+                Ok(req) => Step::Task(req),
+                Err(e) => error_step(id, e),
+            };
+        }
         _ => Err(RpcError::new(
             version.method_not_found_status(),
             jsonrpc::METHOD_NOT_FOUND,
@@ -201,18 +230,27 @@ fn server_info(server_version: &str, def: &ServerDefinition, version: Version) -
     info
 }
 
-fn capabilities(version: Version) -> Value {
-    if version.has_ping_and_logging() {
+fn capabilities(def: &ServerDefinition, version: Version) -> Value {
+    let mut c = if version.has_ping_and_logging() {
         json!({"tools": {"listChanged": false}, "logging": {}})
     } else {
         json!({"tools": {"listChanged": false}})
+    };
+    // Tasks are advertised only where a tool of this server can run as one.
+    if def.apps.iter().any(|a| TaskSupport::of_backend(&a.backend) != TaskSupport::Forbidden) {
+        if version.is_stateless() {
+            c["extensions"] = json!({ tasks::EXTENSION: {} });
+        } else if version.has_tasks() {
+            c["tasks"] = json!({"cancel": {}, "requests": {"tools": {"call": {}}}});
+        }
     }
+    c
 }
 
 fn initialize(def: &ServerDefinition, _params: &Map<String, Value>, version: Version, server_version: &str) -> Value {
     let mut r = json!({
         "protocolVersion": version.as_str(),
-        "capabilities": capabilities(version),
+        "capabilities": capabilities(def, version),
         "serverInfo": server_info(server_version, def, version),
     });
     if !def.description.trim().is_empty() {
@@ -224,7 +262,7 @@ fn initialize(def: &ServerDefinition, _params: &Map<String, Value>, version: Ver
 fn discover(def: &ServerDefinition, _server_version: &str) -> Value {
     let mut r = json!({
         "supportedVersions": Version::all_strs().collect::<Vec<_>>(),
-        "capabilities": capabilities(Version::V2026_07_28),
+        "capabilities": capabilities(def, Version::V2026_07_28),
     });
     if !def.description.trim().is_empty() {
         r["instructions"] = def.description.clone().into();
@@ -256,7 +294,9 @@ fn list_tools(def: &ServerDefinition, params: &Map<String, Value>, version: Vers
 /// in `_meta`, and cache hints on list and discover results.
 fn shape_result(mut r: Value, method: &str, version: Version, server_version: &str) -> Value {
     if version.is_stateless() {
-        r["resultType"] = "complete".into();
+        if r.get("resultType").is_none() {
+            r["resultType"] = "complete".into();
+        }
         r["_meta"] = json!({ META_SERVER_INFO: {"name": "Flowgate", "version": server_version} });
         if matches!(method, "tools/list" | "server/discover") {
             // The list is per server code, which is a secret: private, and not cached so that
@@ -320,7 +360,13 @@ fn call_tool(
     let asked_level = meta.and_then(|m| m.get(META_LOG_LEVEL)).and_then(Value::as_str);
     let log_level = asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
     let cancel_key = cancel_key(def, &user, id);
-    Step::Call(Box::new(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name, progress_token, log_level, cancel_key }))
+    let decision = tasks::decide(version, TaskSupport::of_backend(&tool.app.backend), &tool.name, params);
+    let plan = Box::new(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name, progress_token, log_level, cancel_key });
+    match decision {
+        Decision::Sync => Step::Call(plan),
+        Decision::Task { ttl_ms } => Step::CreateTask { plan, ttl_ms },
+        Decision::Reject(e) => error_step(id, e),
+    }
 }
 
 /// Modes this release cannot call yet, with the reason the client will see.
@@ -351,6 +397,59 @@ fn client_name(params: &Map<String, Value>, h: &RequestHeaders<'_>) -> String {
 
 fn tool_error(message: &str) -> Value {
     json!({"content": [{"type": "text", "text": message}], "isError": true})
+}
+
+/// Checks a `tasks/*` request against the revision's rules.
+fn task_request(id: &Value, method: &str, params: &Map<String, Value>, version: Version) -> Result<TaskRequest, RpcError> {
+    let not_found = |why: &str| {
+        RpcError::new(version.method_not_found_status(), jsonrpc::METHOD_NOT_FOUND, format!("Method not found: {method} ({why})"))
+    };
+    let op = match (method, version.is_stateless()) {
+        (_, false) if !version.has_tasks() => return Err(not_found("tasks need protocol 2025-11-25 or later")),
+        ("tasks/list", _) => return Err(not_found("task listing is not offered: task ids are the only handle")),
+        ("tasks/result", true) => return Err(not_found("removed in 2026-07-28; tasks/get carries the result")),
+        ("tasks/update", false) => return Err(not_found("tasks/update is part of the 2026-07-28 tasks extension")),
+        ("tasks/get", _) => TaskOp::Get,
+        ("tasks/result", _) => TaskOp::Result,
+        ("tasks/cancel", _) => TaskOp::Cancel,
+        _ => TaskOp::Update,
+    };
+    if version.is_stateless() && !tasks::client_has_extension(params) {
+        return Err(RpcError::new(
+            400,
+            tasks::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            format!("Missing required client capability: {method} needs the {} extension in _meta clientCapabilities", tasks::EXTENSION),
+        )
+        .with_data(json!({"requiredCapabilities": {"extensions": {tasks::EXTENSION: {}}}})));
+    }
+    match params.get("taskId").and_then(Value::as_str) {
+        Some(t) if !t.is_empty() && t.len() <= 128 => Ok(TaskRequest { id: id.clone(), version, op, task_id: t.to_string() }),
+        _ => Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: {method} needs `taskId`"))),
+    }
+}
+
+/// The answer to a `tools/call` that became a task.
+pub fn task_created(plan: &CallPlan, view: &TaskView, server_version: &str) -> Value {
+    result_response(&plan.id, shape_result(tasks::create_result(view, plan.version), "tools/call", plan.version, server_version))
+}
+
+/// The answer to a `tasks/*` request, given what the task's runner said: `None` when no such
+/// task belongs to this server; `was_terminal` when a cancel found the task already finished.
+pub fn task_response(req: &TaskRequest, view: Option<&TaskView>, was_terminal: bool, server_version: &str) -> (u16, Value) {
+    let Some(view) = view else {
+        return (200, tasks::unknown_task(&req.task_id).to_response(&req.id));
+    };
+    let result = match req.op {
+        TaskOp::Get => Ok(tasks::get_result(view, req.version)),
+        TaskOp::Cancel if was_terminal && !req.version.is_stateless() => Err(tasks::terminal_cancel(view)),
+        TaskOp::Cancel => Ok(tasks::cancel_result(view, req.version)),
+        TaskOp::Result => tasks::payload_result(view),
+        TaskOp::Update => Ok(json!({})),
+    };
+    match result {
+        Ok(r) => (200, result_response(&req.id, shape_result(r, "tasks", req.version, server_version))),
+        Err(e) => (e.status, e.to_response(&req.id)),
+    }
 }
 
 /// Counts the progress of one call; `progress` must grow with every notification.

@@ -78,6 +78,10 @@ impl Tool<'_> {
         if version.structured_output() {
             t.insert("outputSchema".into(), self.output_schema());
         }
+        let support = super::tasks::TaskSupport::of_backend(&self.app.backend);
+        if (version.has_tasks() || version.is_stateless()) && support != super::tasks::TaskSupport::Forbidden {
+            t.insert("execution".into(), json!({"taskSupport": support.as_str()}));
+        }
         if version.tool_annotations() {
             // Backends reach outside systems (LLMs, APIs); nothing more is known about them.
             t.insert("annotations".into(), json!({ "openWorldHint": true }));

@@ -79,6 +79,12 @@ impl Version {
         self >= V2025_11_25
     }
 
+    /// Tasks (`params.task`, `tasks/*`) in core: 2025-11-25 only; 2026-07-28 has them as an
+    /// extension (see `mcp::tasks`).
+    pub fn has_tasks(self) -> bool {
+        self == V2025_11_25
+    }
+
     /// The stateless revision: no `initialize`, `_meta` carries the version, `server/discover`,
     /// `Mcp-Method`/`Mcp-Name` headers, `resultType`, serverInfo in `_meta`.
     pub fn is_stateless(self) -> bool {

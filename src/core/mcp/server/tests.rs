@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::core::mcp::tasks::TaskView;
 use crate::core::definition::{AppDefinition, FORMAT};
 
 fn def() -> ServerDefinition {
@@ -275,4 +276,72 @@ fn cancellation_finds_the_call() {
     assert_ne!(handle(&def(), &cancel, &other, "v"), Step::Cancel { key: plan.cancel_key.clone() });
     let no_id = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
     assert_eq!(handle(&def(), &no_id, &h, "v"), Step::Reply { status: 202, body: None });
+}
+
+fn task_def(support: &str) -> ServerDefinition {
+    let mut d = def();
+    d.apps[0].backend["task_support"] = json!(support);
+    d
+}
+
+#[test]
+fn tools_become_tasks_per_revision() {
+    let h = headers(Some("2025-11-25"));
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "Summariser", "arguments": {"text": "x"}, "task": {"ttl": 120000}}});
+    let Step::CreateTask { plan, ttl_ms } = handle(&task_def("optional"), &call, &h, "v") else { panic!() };
+    assert_eq!(ttl_ms, 120_000);
+    assert_eq!(plan.path, "/workflows/run");
+    // Forbidden tools refuse params.task; required tools refuse plain calls.
+    let (_, r) = body(handle(&task_def("forbidden"), &call, &h, "v"));
+    assert_eq!(r["error"]["code"], -32601);
+    let mut plain = call.clone();
+    plain["params"].as_object_mut().unwrap().remove("task");
+    let (_, r) = body(handle(&task_def("required"), &plain, &h, "v"));
+    assert_eq!(r["error"]["code"], -32601);
+
+    // Capabilities and execution.taskSupport only where a tool supports tasks.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+    let (_, r) = body(handle(&task_def("optional"), &init, &h, "v"));
+    assert_eq!(r["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"], json!({}));
+    let (_, r) = body(handle(&def(), &init, &h, "v"));
+    assert!(r["result"]["capabilities"].get("tasks").is_none());
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (_, r) = body(handle(&task_def("required"), &list, &h, "v"));
+    assert_eq!(r["result"]["tools"][0]["execution"]["taskSupport"], "required");
+    let (_, r) = body(handle(&task_def("required"), &list, &headers(Some("2025-06-18")), "v"));
+    assert!(r["result"]["tools"][0].get("execution").is_none());
+}
+
+#[test]
+fn task_methods_per_revision() {
+    let d = task_def("optional");
+    let get = |v: Option<&'static str>, method: &str| {
+        let msg = json!({"jsonrpc": "2.0", "id": 4, "method": method, "params": {"taskId": "abc"}});
+        handle(&d, &msg, &headers(v), "v")
+    };
+    assert_eq!(get(Some("2025-11-25"), "tasks/get"), Step::Task(TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Get, task_id: "abc".into() }));
+    assert!(matches!(get(Some("2025-11-25"), "tasks/result"), Step::Task(TaskRequest { op: TaskOp::Result, .. })));
+    for (v, m) in [(Some("2025-11-25"), "tasks/list"), (Some("2025-06-18"), "tasks/get"), (Some("2025-11-25"), "tasks/update")] {
+        let (_, r) = body(get(v, m));
+        assert_eq!(r["error"]["code"], -32601, "{m} on {v:?}");
+    }
+    // 2026: extension required; tasks/result is gone.
+    let with_ext = |method: &str| {
+        let mut msg = stateless(method, json!({"taskId": "abc"}));
+        msg["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+        msg
+    };
+    assert!(matches!(handle(&d, &with_ext("tasks/get"), &stateless_headers("tasks/get", None), "v"), Step::Task(TaskRequest { op: TaskOp::Get, .. })));
+    let (status, r) = body(handle(&d, &stateless("tasks/get", json!({"taskId": "abc"})), &stateless_headers("tasks/get", None), "v"));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32021)));
+    let (status, r) = body(handle(&d, &with_ext("tasks/result"), &stateless_headers("tasks/result", None), "v"));
+    assert_eq!((status, r["error"]["code"].clone()), (404, json!(-32601)));
+
+    let req = TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Cancel, task_id: "abc".into() };
+    let view = TaskView { task_id: "abc".into(), status: "completed", status_message: None, created_at_ms: 0, updated_at_ms: 0, ttl_ms: 1, poll_interval_ms: 1, outcome: None };
+    assert_eq!(task_response(&req, Some(&view), true, "v").1["error"]["code"], -32602);
+    assert_eq!(task_response(&req, None, false, "v").1["error"]["code"], -32602);
+    let req26 = TaskRequest { version: Version::V2026_07_28, ..req.clone() };
+    assert_eq!(task_response(&req26, Some(&view), true, "v").1["result"], json!({"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "Flowgate", "version": "v"}}}));
 }

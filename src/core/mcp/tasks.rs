@@ -1,0 +1,335 @@
+//! MCP tasks on the wire: when a `tools/call` becomes a task, and how tasks look, per revision.
+//! 2025-11-25 has tasks in core (`params.task`, `tasks/get|result|cancel`, nested `task`);
+//! 2026-07-28 moved them to the `io.modelcontextprotocol/tasks` extension (server-directed
+//! creation, flat `CreateTaskResult` with `resultType: "task"`, results inlined in `tasks/get`,
+//! `ttlMs`/`pollIntervalMs`, cancel answers an empty ack).
+
+use serde_json::{json, Map, Value};
+
+use super::jsonrpc::{self, RpcError};
+use super::version::Version;
+
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+pub const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
+/// 2026-07-28: the client lacks a capability the request needs.
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
+/// Task retention when the client does not ask (and the bounds on what it may ask).
+pub const DEFAULT_TTL_MS: u64 = 24 * 3600 * 1000;
+pub const MIN_TTL_MS: u64 = 60 * 1000;
+pub const MAX_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskSupport {
+    Forbidden,
+    Optional,
+    Required,
+}
+
+impl TaskSupport {
+    pub fn parse(s: &str) -> Option<TaskSupport> {
+        match s {
+            "forbidden" => Some(TaskSupport::Forbidden),
+            "optional" => Some(TaskSupport::Optional),
+            "required" => Some(TaskSupport::Required),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskSupport::Forbidden => "forbidden",
+            TaskSupport::Optional => "optional",
+            TaskSupport::Required => "required",
+        }
+    }
+
+    /// From an app's `backend.task_support` (default: forbidden, as in the spec).
+    pub fn of_backend(backend: &Value) -> TaskSupport {
+        backend.get("task_support").and_then(Value::as_str).and_then(TaskSupport::parse).unwrap_or(TaskSupport::Forbidden)
+    }
+}
+
+/// How a `tools/call` is to run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Sync,
+    Task { ttl_ms: u64 },
+    Reject(RpcError),
+}
+
+/// Whether the request's client declared the tasks extension (2026-07-28, per request).
+pub fn client_has_extension(params: &Map<String, Value>) -> bool {
+    params
+        .get("_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(EXTENSION))
+        .is_some()
+}
+
+pub fn decide(version: Version, support: TaskSupport, tool: &str, params: &Map<String, Value>) -> Decision {
+    if version.is_stateless() {
+        // The server decides; the client only has to speak the extension.
+        return match (support, client_has_extension(params)) {
+            (TaskSupport::Forbidden, _) => Decision::Sync,
+            (_, true) => Decision::Task { ttl_ms: DEFAULT_TTL_MS },
+            (TaskSupport::Optional, false) => Decision::Sync,
+            (TaskSupport::Required, false) => Decision::Reject(
+                RpcError::new(
+                    400,
+                    MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    format!("Missing required client capability: tool '{tool}' runs only as a task; declare the {EXTENSION} extension in _meta clientCapabilities"),
+                )
+                .with_data(json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}})),
+            ),
+        };
+    }
+    if !version.has_tasks() {
+        return Decision::Sync;
+    }
+    match (support, params.get("task")) {
+        (TaskSupport::Forbidden, Some(_)) => Decision::Reject(RpcError::new(
+            200,
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("Tool '{tool}' does not support task-augmented calls (execution.taskSupport is forbidden); call it without params.task"),
+        )),
+        (_, Some(task)) => {
+            let asked = task.get("ttl").and_then(Value::as_u64).unwrap_or(DEFAULT_TTL_MS);
+            Decision::Task { ttl_ms: asked.clamp(MIN_TTL_MS, MAX_TTL_MS) }
+        }
+        (TaskSupport::Required, None) => Decision::Reject(RpcError::new(
+            200,
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("Tool '{tool}' must be called as a task (execution.taskSupport is required); add params.task"),
+        )),
+        (_, None) => Decision::Sync,
+    }
+}
+
+/// A task as the Durable Object reports it, independent of the revision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskView {
+    pub task_id: String,
+    /// working | input_required | completed | failed | cancelled
+    pub status: &'static str,
+    pub status_message: Option<String>,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+    pub ttl_ms: u64,
+    pub poll_interval_ms: u64,
+    pub outcome: Option<TaskOutcome>,
+}
+
+/// How a finished task ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskOutcome {
+    /// The tool ran: its CallToolResult (which may be `isError`).
+    Result(Value),
+    /// It could not run (a protocol-level failure), as a JSON-RPC error.
+    Error { code: i64, message: String },
+}
+
+impl TaskView {
+    /// 2025-11-25 reports a tool result with `isError` as `failed`; 2026-07-28 keeps `failed` for
+    /// protocol errors and reports such a tool as `completed` with `result.isError`.
+    fn status_for(&self, version: Version) -> &'static str {
+        match (&self.outcome, version.is_stateless()) {
+            (Some(TaskOutcome::Result(r)), false) if r.get("isError") == Some(&Value::Bool(true)) => "failed",
+            _ => self.status,
+        }
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.status, "completed" | "failed" | "cancelled")
+    }
+
+    fn fields(&self, version: Version) -> Map<String, Value> {
+        let mut t = Map::new();
+        t.insert("taskId".into(), self.task_id.clone().into());
+        t.insert("status".into(), self.status_for(version).into());
+        if let Some(m) = &self.status_message {
+            t.insert("statusMessage".into(), m.clone().into());
+        }
+        t.insert("createdAt".into(), iso8601(self.created_at_ms).into());
+        t.insert("lastUpdatedAt".into(), iso8601(self.updated_at_ms).into());
+        let (ttl, poll) = if version.is_stateless() { ("ttlMs", "pollIntervalMs") } else { ("ttl", "pollInterval") };
+        t.insert(ttl.into(), self.ttl_ms.into());
+        t.insert(poll.into(), self.poll_interval_ms.into());
+        t
+    }
+}
+
+/// The answer to a `tools/call` that became a task.
+pub fn create_result(view: &TaskView, version: Version) -> Value {
+    if version.is_stateless() {
+        let mut t = view.fields(version);
+        t.insert("resultType".into(), "task".into());
+        Value::Object(t)
+    } else {
+        json!({ "task": view.fields(version) })
+    }
+}
+
+/// `tasks/get`: the task; on 2026-07-28 a finished task also carries its `result` or `error`.
+pub fn get_result(view: &TaskView, version: Version) -> Value {
+    let mut t = view.fields(version);
+    if version.is_stateless() {
+        match &view.outcome {
+            Some(TaskOutcome::Result(r)) => {
+                t.insert("result".into(), r.clone());
+            }
+            Some(TaskOutcome::Error { code, message }) => {
+                t.insert("error".into(), json!({"code": code, "message": message}));
+            }
+            None => {}
+        }
+    }
+    Value::Object(t)
+}
+
+/// `tasks/cancel` once the cancel is recorded: the task (2025-11-25) or an empty ack.
+pub fn cancel_result(view: &TaskView, version: Version) -> Value {
+    if version.is_stateless() {
+        json!({})
+    } else {
+        Value::Object(view.fields(version))
+    }
+}
+
+/// `tasks/result` (2025-11-25) of a finished task: exactly the tool's result or error, tagged
+/// with the task it belongs to.
+pub fn payload_result(view: &TaskView) -> Result<Value, RpcError> {
+    match &view.outcome {
+        Some(TaskOutcome::Result(r)) => {
+            let mut r = r.clone();
+            r["_meta"] = json!({ RELATED_TASK: {"taskId": view.task_id} });
+            Ok(r)
+        }
+        Some(TaskOutcome::Error { code, message }) => Err(RpcError::new(200, *code, message.clone())),
+        None if view.status == "cancelled" => Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Task {} was cancelled", view.task_id))),
+        None => Err(RpcError::new(200, jsonrpc::INTERNAL_ERROR, format!("Task {} has no result yet", view.task_id))),
+    }
+}
+
+pub fn unknown_task(task_id: &str) -> RpcError {
+    RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: unknown task '{task_id}' (tasks are reachable only through the server code that created them, until their ttl)"))
+}
+
+pub fn terminal_cancel(view: &TaskView) -> RpcError {
+    RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: task {} is already {}; it cannot be cancelled", view.task_id, view.status))
+}
+
+/// `ms` since the Unix epoch as ISO 8601 UTC with milliseconds.
+pub fn iso8601(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        (rem / 60) % 60,
+        rem % 60,
+        ms % 1000
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(status: &'static str, outcome: Option<TaskOutcome>) -> TaskView {
+        TaskView {
+            task_id: "t1".into(),
+            status,
+            status_message: None,
+            created_at_ms: 1_795_997_414_123,
+            updated_at_ms: 1_795_997_415_000,
+            ttl_ms: 60_000,
+            poll_interval_ms: 5000,
+            outcome,
+        }
+    }
+
+    fn params(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn iso_dates() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso8601(1_795_997_414_123), "2026-11-30T00:10:14.123Z");
+    }
+
+    #[test]
+    fn decisions_2025_11_25() {
+        let v = Version::V2025_11_25;
+        let with_task = params(json!({"task": {"ttl": 1000}}));
+        let without = params(json!({}));
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &with_task), Decision::Task { ttl_ms: MIN_TTL_MS });
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &without), Decision::Sync);
+        assert!(matches!(decide(v, TaskSupport::Forbidden, "t", &with_task), Decision::Reject(e) if e.code == -32601));
+        assert!(matches!(decide(v, TaskSupport::Required, "t", &without), Decision::Reject(e) if e.code == -32601 && e.message.contains("params.task")));
+        // Older revisions have no tasks: params.task is ignored.
+        assert_eq!(decide(Version::V2025_06_18, TaskSupport::Required, "t", &with_task), Decision::Sync);
+    }
+
+    #[test]
+    fn decisions_2026_07_28() {
+        let v = Version::V2026_07_28;
+        let ext = params(json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}}}));
+        let plain = params(json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}, "task": {"ttl": 5}}));
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &ext), Decision::Task { ttl_ms: DEFAULT_TTL_MS });
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &plain), Decision::Sync);
+        assert_eq!(decide(v, TaskSupport::Forbidden, "t", &ext), Decision::Sync, "a legacy hint never promotes a sync tool");
+        let Decision::Reject(e) = decide(v, TaskSupport::Required, "t", &plain) else { panic!() };
+        assert_eq!((e.status, e.code), (400, -32021));
+        assert_eq!(e.data.unwrap()["requiredCapabilities"]["extensions"][EXTENSION], json!({}));
+    }
+
+    #[test]
+    fn shapes_per_revision() {
+        let working = view("working", None);
+        let old = create_result(&working, Version::V2025_11_25);
+        assert_eq!(old["task"]["taskId"], "t1");
+        assert_eq!(old["task"]["ttl"], 60_000);
+        assert_eq!(old["task"]["createdAt"], "2026-11-30T00:10:14.123Z");
+        let new = create_result(&working, Version::V2026_07_28);
+        assert_eq!(new["resultType"], "task");
+        assert_eq!(new["ttlMs"], 60_000);
+        assert_eq!(new["pollIntervalMs"], 5000);
+        assert!(new.get("task").is_none() && new.get("ttl").is_none());
+
+        let tool_error = view("completed", Some(TaskOutcome::Result(json!({"content": [], "isError": true}))));
+        assert_eq!(get_result(&tool_error, Version::V2025_11_25)["status"], "failed");
+        let g = get_result(&tool_error, Version::V2026_07_28);
+        assert_eq!(g["status"], "completed");
+        assert_eq!(g["result"]["isError"], true);
+        let broken = view("failed", Some(TaskOutcome::Error { code: -32603, message: "boom".into() }));
+        assert_eq!(get_result(&broken, Version::V2026_07_28)["error"]["code"], -32603);
+        assert!(get_result(&broken, Version::V2026_07_28).get("result").is_none());
+        assert_eq!(cancel_result(&working, Version::V2026_07_28), json!({}));
+        assert_eq!(cancel_result(&working, Version::V2025_11_25)["taskId"], "t1");
+    }
+
+    #[test]
+    fn payloads() {
+        let done = view("completed", Some(TaskOutcome::Result(json!({"content": [{"type": "text", "text": "hi"}], "isError": false}))));
+        let p = payload_result(&done).unwrap();
+        assert_eq!(p["_meta"][RELATED_TASK]["taskId"], "t1");
+        assert_eq!(p["content"][0]["text"], "hi");
+        let broken = view("failed", Some(TaskOutcome::Error { code: -32603, message: "boom".into() }));
+        assert_eq!(payload_result(&broken).unwrap_err().code, -32603);
+        assert_eq!(unknown_task("x").code, -32602);
+        assert_eq!(terminal_cancel(&done).code, -32602);
+    }
+}
