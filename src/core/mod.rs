@@ -13,4 +13,5 @@ pub mod mcp;
 pub mod origin;
 pub mod server;
 pub mod sse;
+pub mod task;
 pub mod url;

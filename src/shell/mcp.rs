@@ -14,7 +14,7 @@ use crate::core::dify_call::{self, Outcome};
 use crate::core::http_tool;
 use crate::core::ids::{is_server_code_shape, sha256_hex};
 use crate::core::mcp::jsonrpc::{self, RpcError};
-use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step};
+use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::core::origin::origin_allowed;
 
 use super::cache;
@@ -22,6 +22,7 @@ use super::http::is_json_content_type;
 use super::outbound::{self, SendError};
 use super::secrets;
 use super::store;
+use super::tasks::{self, Kind, TaskSpec};
 use super::stream::{read_whole, request_headers, stop_run, unreachable, Backend, CallStream};
 use super::VERSION;
 
@@ -152,6 +153,20 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
 async fn run(step: Step, def: &ServerDefinition, env: &Env, ctx: &Context) -> (u16, Option<Value>) {
     match step {
         Step::Reply { status, body } => (status, body),
+        Step::CreateTask { plan, ttl_ms } => {
+            record_end_user(ctx, env, def, &plan);
+            match create_task(&plan, ttl_ms, def, env).await {
+                Ok(v) => (200, Some(v)),
+                Err(e) => (e.status, Some(e.to_response(&plan.id))),
+            }
+        }
+        Step::Task(req) => {
+            let (status, body) = match task_op(&req, def, env).await {
+                Ok(answer) => answer,
+                Err(e) => (e.status, e.to_response(&req.id)),
+            };
+            (status, Some(body))
+        }
         Step::Cancel { key } => {
             let (env, def) = (env.clone(), def.clone());
             ctx.wait_until(async move { cancel_run(&env, &def, &key).await });
@@ -176,7 +191,7 @@ fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &Call
 }
 
 /// The app behind a tool, resolved for a call; `Err` is the outcome when it cannot be called.
-fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Backend, Outcome> {
+pub fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Backend, Outcome> {
     let Some(app) = def.apps.get(app_index) else {
         return Err(Outcome::Failed("the app behind this tool was removed; list the tools again".into()));
     };
@@ -198,6 +213,71 @@ fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Bac
         total: secs("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
         max_result_bytes: b["max_result_bytes"].as_u64().map_or(DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
     })
+}
+
+/// Starts a durable task for a call: its Durable Object stores it before this answers.
+async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: &Env) -> Result<Value, RpcError> {
+    let unavailable = |e: String| RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: the task could not be created ({e})"));
+    let app = def.apps.get(plan.app_index).ok_or_else(|| unavailable("the app is gone".into()))?;
+    let kind = match plan.mode {
+        Mode::Workflow => Kind::DifyWorkflow,
+        Mode::HttpTool if app.backend.get("async").is_some() => Kind::AsyncTool,
+        _ => Kind::RunToCompletion,
+    };
+    let task_id = tasks::new_task_id().map_err(|e| unavailable(e.to_string()))?;
+    let spec = TaskSpec {
+        task_id: task_id.clone(),
+        server_id: def.server_id.clone(),
+        tool: app.name.clone(),
+        kind,
+        app: app.clone(),
+        version: plan.version.as_str().into(),
+        path: plan.path.into(),
+        body: plan.body.clone(),
+        user: plan.user.clone(),
+    };
+    let body = serde_json::json!({"spec": spec, "ttl_ms": ttl_ms});
+    match tasks::call(env, &task_id, "/create", &body).await {
+        Ok(Some(v)) => Ok(server::task_created(plan, &tasks::view_of(&v), VERSION)),
+        Ok(None) => Err(unavailable("the task runner refused it".into())),
+        Err(e) => {
+            console_error!("creating task: {e}");
+            Err(unavailable("the task runner failed".into()))
+        }
+    }
+}
+
+/// Longest `tasks/result` wait before the client is told to ask again.
+const MAX_RESULT_WAIT_MS: u64 = 5 * 60 * 1000;
+
+async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result<(u16, Value), RpcError> {
+    let failed = |e: worker::Error| {
+        console_error!("task {}: {e}", req.task_id);
+        RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
+    };
+    let who = serde_json::json!({"server_id": def.server_id});
+    let answer = match req.op {
+        TaskOp::Get | TaskOp::Update => tasks::call(env, &req.task_id, "/get", &who).await.map_err(failed)?,
+        TaskOp::Cancel => tasks::call(env, &req.task_id, "/cancel", &who).await.map_err(failed)?,
+        TaskOp::Result => {
+            let until = Date::now().as_millis() + MAX_RESULT_WAIT_MS;
+            let mut wait = who.clone();
+            wait["timeout_ms"] = 20_000.into();
+            loop {
+                let a = tasks::call(env, &req.task_id, "/wait", &wait).await.map_err(failed)?;
+                let done = a.as_ref().is_none_or(|v| matches!(v["status"].as_str(), Some("completed" | "failed" | "cancelled")));
+                if done {
+                    break a;
+                }
+                if Date::now().as_millis() >= until {
+                    return Err(RpcError::new(200, jsonrpc::INTERNAL_ERROR, format!("Task {} is still running; call tasks/result again", req.task_id)));
+                }
+            }
+        }
+    };
+    let view = answer.as_ref().map(tasks::view_of);
+    let was_terminal = answer.as_ref().and_then(|v| v["was_terminal"].as_bool()).unwrap_or(false);
+    Ok(server::task_response(req, view.as_ref(), was_terminal, VERSION))
 }
 
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).
@@ -233,6 +313,20 @@ async fn call_backend(plan: &CallPlan, def: &ServerDefinition, env: &Env, ctx: &
         return CallStream::new(plan.clone(), backend, env, ctx).into_final().await;
     }
     server::finish_call(plan, call_blocking(plan, &backend).await, VERSION)
+}
+
+/// A call run to its end outside a client request (inside a task's Durable Object): the final
+/// JSON-RPC response.
+pub async fn run_to_completion(plan: &CallPlan, app_backend: &Value, backend: Backend, env: &Env) -> Value {
+    let streamed = match plan.mode {
+        Mode::HttpTool => http_tool::streams(app_backend),
+        mode => dify_call::needs_streaming(mode),
+    };
+    if streamed {
+        CallStream::detached(plan.clone(), backend, env).into_final().await
+    } else {
+        server::finish_call(plan, call_blocking(plan, &backend).await, VERSION)
+    }
 }
 
 async fn call_blocking(plan: &CallPlan, b: &Backend) -> Outcome {

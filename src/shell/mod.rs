@@ -9,6 +9,7 @@ mod outbound;
 mod secrets;
 mod store;
 mod stream;
+mod tasks;
 
 use serde_json::json;
 use worker::{event, Context, Env, Request, Response};

@@ -94,6 +94,30 @@ impl CallStream {
         }
     }
 
+    /// A call with no client connection to lose (inside a task's Durable Object): nothing
+    /// watches for a disconnect.
+    pub fn detached(plan: CallPlan, backend: Backend, env: &Env) -> CallStream {
+        let now = Date::now().as_millis();
+        CallStream {
+            interp: match plan.mode {
+                Mode::HttpTool => StreamReader::Tool(HttpToolStream::new(&backend.app_name)),
+                mode => StreamReader::Dify(DifyStream::new(mode, backend.max_result_bytes)),
+            },
+            deadline_ms: now + backend.total.as_millis() as u64,
+            last_chunk_ms: now,
+            last_write_ms: now,
+            plan,
+            backend,
+            phase: Phase::Start,
+            parser: SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES),
+            progress: Progress::default(),
+            final_response: None,
+            cancel: CancelGuard { tx: None, task_id: None },
+            env: env.clone(),
+            registered: true,
+        }
+    }
+
     /// The SSE response: notifications as they happen, the final response last.
     pub fn into_response(self, headers: Headers) -> worker::Result<Response> {
         let stream = futures::stream::unfold(self, |mut call| async move {

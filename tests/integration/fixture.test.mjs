@@ -3,7 +3,7 @@
 // Run: node --test tests/integration/fixture.test.mjs
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { startDifyFixture, randomApiKey, PING_FRAME, MALFORMED_FRAME, DEFAULT_NODES, filler } from '../support/dify-fixture.mjs';
+import { startDifyFixture, randomApiKey, PING_FRAME, MALFORMED_FRAME, DEFAULT_NODES, RUN_PING_INTERVAL_MS, filler } from '../support/dify-fixture.mjs';
 import { readResponse } from '../support/harness.mjs';
 
 const FORM = [
@@ -1284,4 +1284,282 @@ test('addApp validates the stream options', () => {
   const key = dify.addApp({ mode: 'chat' });
   assert.throws(() => dify.updateApp(key, { streamBehaviour: 'nope' }), /unknown streamBehaviour/);
   dify.updateApp(key, { streamBehaviour: 'end_early', repeat: 3 });
+});
+
+// ---- workflow runs: GET /v1/workflows/run/:id, runDurationMs, runPollFailures -----------
+
+const RUN_KEYS = ['id', 'workflow_id', 'status', 'inputs', 'outputs', 'error', 'total_steps', 'total_tokens', 'created_at', 'finished_at', 'elapsed_time'];
+
+function getRun(key, runId) {
+  return call(`/v1/workflows/run/${runId}`, { key });
+}
+
+function runBlocking(key, inputs = { city: 'Oslo' }, user = 'u') {
+  return call('/v1/workflows/run', { method: 'POST', key, body: { inputs, response_mode: 'blocking', user } });
+}
+
+test('GET /v1/workflows/run/:id: a finished blocking run, exact shape', async () => {
+  const key = dify.addApp({ mode: 'workflow', outputs: { text: 'hi', n: 1 } });
+  const t0 = Math.floor(Date.now() / 1000);
+  const post = await runBlocking(key, { city: 'Oslo', n: 2 });
+  const runId = post.json.workflow_run_id;
+  const r = await getRun(key, runId);
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /^application\/json/);
+  assert.deepEqual(Object.keys(r.json), RUN_KEYS);
+  const { created_at, finished_at, elapsed_time, ...rest } = r.json;
+  assert.deepEqual(rest, {
+    id: runId,
+    workflow_id: post.json.data.workflow_id,
+    status: 'succeeded',
+    inputs: '{"city":"Oslo","n":2}', // a JSON string, as Dify sends it
+    outputs: { text: 'hi', n: 1 },
+    error: null,
+    total_steps: 3,
+    total_tokens: 20,
+  });
+  assert.ok(Number.isInteger(created_at) && created_at >= t0 && created_at <= t0 + 2);
+  assert.ok(Number.isInteger(finished_at) && finished_at >= created_at);
+  assert.equal(typeof elapsed_time, 'number');
+  assert.ok(elapsed_time >= 0 && elapsed_time < 1);
+  assert.deepEqual(dify.runState(runId), r.json);
+  assert.equal(dify.runState('nope'), undefined);
+  const run = dify.runs.get(runId);
+  assert.equal(run.taskId, post.json.task_id);
+  assert.equal(run.apiKey, key);
+  assert.deepEqual(run.inputs, { city: 'Oslo', n: 2 });
+  assert.deepEqual(run.outputs, { text: 'hi', n: 1 });
+  assert.equal(typeof run.startedAt, 'number');
+  // Both calls are recorded, with the run id.
+  const [p, g] = dify.requestsFor(key);
+  assert.equal(p.runId, runId);
+  assert.deepEqual([g.method, g.path, g.runId, g.app], ['GET', `/v1/workflows/run/${runId}`, runId, key]);
+});
+
+test('GET run: unknown id or another app\'s run is 404; auth, method and mode checks', async () => {
+  const key = dify.addApp({ mode: 'workflow' });
+  const other = dify.addApp({ mode: 'workflow' });
+  const runId = (await runBlocking(key)).json.workflow_run_id;
+  const NOT_FOUND = { code: 'not_found', message: 'Workflow run not found', status: 404 };
+  for (const [k, id] of [[key, 'no-such-run'], [key, '3c90c3cc-0d44-4b50-8888-8dd25736052a'], [other, runId]]) {
+    const r = await getRun(k, id);
+    assert.equal(r.status, 404);
+    assert.match(r.headers.get('content-type'), /^application\/json/);
+    assert.deepEqual(r.json, NOT_FOUND);
+  }
+  let r = await call(`/v1/workflows/run/${runId}`, {});
+  assert.equal(r.status, 401);
+  assert.equal(r.json.code, 'unauthorized');
+  r = await call(`/v1/workflows/run/${runId}`, { method: 'POST', key, body: {} });
+  assert.equal(r.status, 405);
+  assert.match(r.headers.get('allow'), /GET/);
+  r = await getRun(dify.addApp({ mode: 'chat' }), runId);
+  assert.equal(r.status, 400);
+  assert.equal(r.json.code, 'app_unavailable');
+  // The other endpoints are untouched: /v1/workflows/:workflow_id/run is still a POST run.
+  r = await call('/v1/workflows/some-id/run', { method: 'POST', key, body: { inputs: {}, user: 'u' } });
+  assert.equal(r.status, 200);
+  // Behaviours do not apply to GET.
+  dify.updateApp(key, { behaviour: 'http500' });
+  assert.equal((await getRun(key, runId)).json.status, 'succeeded');
+});
+
+test('runDurationMs, blocking: the answer waits; GET says running (outputs null) until then', async () => {
+  const key = dify.addApp({ mode: 'workflow', runDurationMs: 400, outputs: { text: 'done' } });
+  const t0 = Date.now();
+  const pending = runBlocking(key);
+  await waitFor(() => dify.requestsFor(key)[0]?.runId, 'the run to start');
+  const runId = dify.requestsFor(key)[0].runId;
+  const during = await getRun(key, runId);
+  assert.equal(during.status, 200);
+  assert.deepEqual(Object.keys(during.json), RUN_KEYS);
+  assert.equal(during.json.status, 'running');
+  assert.equal(during.json.outputs, null);
+  assert.equal(during.json.error, null);
+  assert.equal(during.json.finished_at, null);
+  assert.equal(during.json.total_tokens, 0);
+  assert.ok(during.json.elapsed_time < 0.4);
+  const post = await pending;
+  assert.ok(Date.now() - t0 >= 380, `answered after ${Date.now() - t0} ms`);
+  assert.equal(post.json.workflow_run_id, runId);
+  assert.equal(post.json.data.status, 'succeeded');
+  assert.deepEqual(post.json.data.outputs, { text: 'done' });
+  const after = await getRun(key, runId);
+  assert.equal(after.json.status, 'succeeded');
+  assert.deepEqual(after.json.outputs, { text: 'done' });
+  assert.ok(after.json.elapsed_time >= 0.38 && after.json.elapsed_time < 1, String(after.json.elapsed_time));
+  assert.ok(Number.isInteger(after.json.finished_at));
+});
+
+test('runDurationMs, streaming: workflow_started at once, pings every 500 ms, then the rest', async () => {
+  assert.equal(RUN_PING_INTERVAL_MS, 500);
+  const key = dify.addApp({ mode: 'workflow', runDurationMs: 1100, outputs: { text: 'abc' } });
+  const s = await openStream('workflow', key);
+  const first = await s.next();
+  assert.ok(first.at < 300, `workflow_started after ${first.at} ms`);
+  const started = JSON.parse(first.frame.slice(6, -2));
+  assert.equal(started.event, 'workflow_started');
+  assert.match(started.workflow_run_id, UUID);
+  assert.match(started.task_id, UUID);
+  const runId = started.workflow_run_id;
+  const during = await getRun(key, runId);
+  assert.equal(during.json.status, 'running');
+  assert.equal(during.json.outputs, null);
+  assert.equal(during.json.total_steps, 0);
+  const p1 = await s.next();
+  const p2 = await s.next();
+  assert.deepEqual([p1.frame, p2.frame], [PING_FRAME, PING_FRAME]);
+  assert.ok(p1.at >= 450 && p1.at < 800, `ping 1 at ${p1.at}`);
+  assert.ok(p2.at >= 950 && p2.at < 1100 + 200, `ping 2 at ${p2.at}`);
+  const next = await s.nextEvent();
+  assert.ok(next.at >= 1080, `node_started at ${next.at}`);
+  assert.equal(label(next.event), 'node_started:Start');
+  const rest = await s.restEvents();
+  assert.equal(rest.at(-1).event, 'workflow_finished');
+  assert.equal(rest.at(-1).data.status, 'succeeded');
+  const after = await getRun(key, runId);
+  assert.equal(after.json.status, 'succeeded');
+  assert.deepEqual(after.json.outputs, { text: 'abc' });
+  assert.equal(after.json.total_steps, 3);
+  assert.equal(dify.runs.get(runId).taskId, started.task_id);
+});
+
+test('runDurationMs, streaming: a client leaving after workflow_started does not stop the run', async () => {
+  const key = dify.addApp({ mode: 'workflow', runDurationMs: 400, outputs: { x: 1 } });
+  const s = await openStream('workflow', key);
+  const started = (await s.nextEvent()).event;
+  s.abort();
+  const rec = dify.requestsFor(key)[0];
+  await waitFor(() => rec.clientAborted === true, 'clientAborted');
+  assert.equal((await getRun(key, started.workflow_run_id)).json.status, 'running');
+  await sleep(450);
+  const after = await getRun(key, started.workflow_run_id);
+  assert.equal(after.json.status, 'succeeded');
+  assert.deepEqual(after.json.outputs, { x: 1 });
+  assert.equal(after.json.total_steps, 3);
+  assert.ok(after.json.elapsed_time >= 0.39, String(after.json.elapsed_time));
+  assert.equal(rec.stopped, undefined);
+});
+
+test('runDurationMs + workflow_failed: running, then failed with an error', async () => {
+  const key = dify.addApp({ mode: 'workflow', behaviour: 'workflow_failed', runDurationMs: 300 });
+  const s = await openStream('workflow', key);
+  const runId = (await s.nextEvent()).event.workflow_run_id;
+  assert.equal((await getRun(key, runId)).json.status, 'running');
+  const rest = await s.restEvents();
+  assert.equal(rest.at(-1).data.status, 'failed');
+  const r = await getRun(key, runId);
+  assert.equal(r.json.status, 'failed');
+  assert.equal(r.json.error, 'Node LLM failed: model timeout');
+  assert.deepEqual(r.json.outputs, {});
+  assert.equal(r.json.total_steps, 2);
+  assert.equal(r.json.total_tokens, 0);
+  // Blocking too.
+  const b = await runBlocking(key);
+  assert.equal(b.json.data.status, 'failed');
+  assert.equal((await getRun(key, b.json.workflow_run_id)).json.status, 'failed');
+});
+
+test('stop endpoint makes a running run stopped: streaming, after a disconnect, blocking', async () => {
+  const key = dify.addApp({ mode: 'workflow', runDurationMs: 5000 });
+  const stop = (taskId, user = 'u') => call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'POST', key, body: { user } });
+
+  // Streaming: the stop ends the ping wait at once with workflow_finished stopped.
+  const s = await openStream('workflow', key);
+  const started = (await s.nextEvent()).event;
+  // Another user's stop changes nothing.
+  await stop(started.task_id, 'intruder');
+  assert.equal((await getRun(key, started.workflow_run_id)).json.status, 'running');
+  const t0 = Date.now();
+  assert.deepEqual((await stop(started.task_id)).json, { result: 'success' });
+  const rest = await s.restEvents();
+  assert.ok(Date.now() - t0 < 1000);
+  assert.deepEqual(rest.map((e) => [e.event, e.data.status, e.data.total_steps]), [['workflow_finished', 'stopped', 0]]);
+  const r = await getRun(key, started.workflow_run_id);
+  assert.deepEqual(
+    [r.json.status, r.json.outputs, r.json.error, r.json.total_tokens],
+    ['stopped', {}, null, 0],
+  );
+  assert.ok(Number.isInteger(r.json.finished_at));
+  assert.ok(r.json.elapsed_time < 1);
+
+  // After the client went away: only the stop call stops it.
+  const s2 = await openStream('workflow', key);
+  const started2 = (await s2.nextEvent()).event;
+  s2.abort();
+  await waitFor(() => dify.requestsFor(key).some((x) => x.runId === started2.workflow_run_id && x.clientAborted), 'abort');
+  assert.equal((await getRun(key, started2.workflow_run_id)).json.status, 'running');
+  await stop(started2.task_id);
+  assert.equal((await getRun(key, started2.workflow_run_id)).json.status, 'stopped');
+
+  // Blocking: the waiting answer comes at once, stopped.
+  const t1 = Date.now();
+  const pending = runBlocking(key);
+  const runPosts = () => dify.requestsFor(key).filter((x) => x.method === 'POST' && x.path === '/v1/workflows/run');
+  await waitFor(() => runPosts().length === 3 && runPosts()[2].runId, 'the blocking run');
+  const rec = runPosts()[2];
+  await stop(rec.taskId);
+  const b = await pending;
+  assert.ok(Date.now() - t1 < 1500);
+  assert.deepEqual([b.json.data.status, b.json.data.outputs], ['stopped', {}]);
+  assert.equal((await getRun(key, rec.runId)).json.status, 'stopped');
+});
+
+test('stop after the run finished leaves it finished', async () => {
+  const key = dify.addApp({ mode: 'workflow', runDurationMs: 200 });
+  const s = await openStream('workflow', key);
+  const started = (await s.nextEvent()).event;
+  await s.restEvents();
+  await call(`/v1/workflows/tasks/${started.task_id}/stop`, { method: 'POST', key, body: { user: 'u' } });
+  assert.equal((await getRun(key, started.workflow_run_id)).json.status, 'succeeded');
+});
+
+test('runDurationMs 0: a stream is running until it ends; a stop during it makes it stopped', async () => {
+  const key = dify.addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first' });
+  const s = await openStream('workflow', key);
+  const started = (await s.nextEvent()).event;
+  assert.equal((await getRun(key, started.workflow_run_id)).json.status, 'running');
+  await call(`/v1/workflows/tasks/${started.task_id}/stop`, { method: 'POST', key, body: { user: 'u' } });
+  await s.restEvents();
+  assert.equal((await getRun(key, started.workflow_run_id)).json.status, 'stopped');
+});
+
+test('runPollFailures: the first N GETs of every run answer a plain-text 500', async () => {
+  const key = dify.addApp({ mode: 'workflow', runPollFailures: 2 });
+  for (let i = 0; i < 2; i++) {
+    const runId = (await runBlocking(key)).json.workflow_run_id;
+    for (let j = 0; j < 2; j++) {
+      const r = await getRun(key, runId);
+      assert.equal(r.status, 500);
+      assert.match(r.headers.get('content-type'), /^text\/plain/);
+      assert.equal(r.text, 'Internal Server Error');
+    }
+    for (let j = 0; j < 2; j++) assert.equal((await getRun(key, runId)).json.status, 'succeeded');
+    assert.equal(dify.runs.get(runId).gets, 4);
+  }
+  // 404 for unknown runs is not affected; every GET is recorded.
+  assert.equal((await getRun(key, 'nope')).status, 404);
+  assert.equal(dify.requestsFor(key).filter((r) => r.method === 'GET').length, 9);
+});
+
+test('addApp validates runDurationMs and runPollFailures', () => {
+  assert.throws(() => dify.addApp({ mode: 'workflow', runDurationMs: -1 }), /runDurationMs/);
+  assert.throws(() => dify.addApp({ mode: 'workflow', runDurationMs: 1.5 }), /runDurationMs/);
+  assert.throws(() => dify.addApp({ mode: 'workflow', runPollFailures: 'x' }), /runPollFailures/);
+});
+
+test('fixture stop() ends a blocking run that is waiting for runDurationMs', async () => {
+  const own = await startDifyFixture();
+  const key = own.addApp({ mode: 'workflow', runDurationMs: 30000 });
+  const pending = fetch(`${own.baseUrl}/workflows/run`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ inputs: {}, response_mode: 'blocking', user: 'u' }),
+  }).then((r) => r.text().then(() => 'answered', () => 'aborted'), () => 'aborted');
+  for (let i = 0; i < 100 && own.runs.size === 0; i++) await sleep(10);
+  assert.equal(own.runs.size, 1);
+  const t0 = Date.now();
+  await own.stop();
+  assert.equal(await pending, 'aborted');
+  assert.ok(Date.now() - t0 < 2000);
 });

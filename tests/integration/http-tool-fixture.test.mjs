@@ -1,5 +1,6 @@
 // Pins the contract of the fake custom HTTP tool (tests/support/http-tool-fixture.mjs),
-// i.e. the "Custom Tool Node Protocol" and "Streaming" sections of seed 003.
+// i.e. the "Custom Tool Node Protocol" and "Streaming" sections of seed 003, and the async
+// submit/status/cancel tools of seed 002 (addAsyncTool).
 // Run: node --test tests/integration/http-tool-fixture.test.mjs
 import test from 'node:test';
 import assert from 'node:assert/strict';
@@ -304,4 +305,233 @@ test('concurrent tools do not interfere', async () => {
     assert.equal(mine.length, 1);
     assert.equal(mine[0].apiKey, `key-${i}`);
   }
+});
+
+// ---- async tools: the submit/status/cancel protocol of seed 002 ----------------------
+
+const post = (path, body, opts = {}) => invoke(path, { body, ...opts });
+
+test('addAsyncTool: three POST endpoints under one random prefix; spec validation', () => {
+  const t = tools.addAsyncTool({ apiKey: KEY });
+  const m = /^(\/tools\/[0-9a-f]{16})\/submit$/.exec(t.submitPath);
+  assert.ok(m, t.submitPath);
+  assert.equal(t.statusPath, `${m[1]}/status`);
+  assert.equal(t.cancelPath, `${m[1]}/cancel`);
+  assert.deepEqual(t.calls, []);
+  assert.notEqual(tools.addAsyncTool({ apiKey: KEY }).submitPath, t.submitPath);
+  assert.throws(() => tools.addAsyncTool({}), /apiKey is required/);
+  assert.throws(() => tools.addAsyncTool({ apiKey: '' }), /apiKey must be/);
+  assert.throws(() => tools.addAsyncTool({ apiKey: KEY, script: [] }), /script must be/);
+  assert.throws(() => tools.addAsyncTool({ apiKey: KEY, script: ['running'] }), /script must be/);
+  assert.throws(() => tools.addAsyncTool({ apiKey: KEY, script: [{ httpStatus: 42 }] }), /httpStatus/);
+  assert.throws(() => tools.addAsyncTool({ apiKey: KEY, script: [{ isError: true }] }), /needs text/);
+  assert.throws(() => tools.addAsyncTool({ apiKey: KEY, cancelFailures: -1 }), /cancelFailures/);
+});
+
+test('async: same checks as a plain tool (404, 405, 401, 400); those calls are not in `calls`', async () => {
+  const t = tools.addAsyncTool({ apiKey: KEY });
+  const prefix = t.submitPath.slice(0, -'/submit'.length);
+  for (const p of [prefix, `${prefix}/other`, `${prefix}/submit/x`]) {
+    assert.equal((await post(p, {})).status, 404, p);
+  }
+  for (const p of [t.submitPath, t.statusPath, t.cancelPath]) {
+    let r = await invoke(p, { method: 'GET' });
+    assert.equal(r.status, 405);
+    assert.equal(r.headers.get('allow'), 'POST');
+    r = await post(p, { task_id: 'x' }, { key: 'wrong' });
+    assert.equal(r.status, 401);
+    assert.deepEqual(r.json, { error: 'invalid api key' });
+    r = await post(p, '[1]');
+    assert.equal(r.status, 400);
+    assert.deepEqual(r.json, { error: 'invalid JSON body' });
+  }
+  assert.deepEqual(t.calls, []);
+  assert.equal(tools.requestsFor(t.statusPath).length, 3); // still in `requests`
+  // apiKey null: no auth check.
+  const open = tools.addAsyncTool({ apiKey: null });
+  assert.equal((await post(open.submitPath, {}, { key: null })).status, 200);
+});
+
+test('async submit: {task_id: "remote-<hex>", status: "running"}; default script completes with an echo', async () => {
+  const t = tools.addAsyncTool({ apiKey: KEY });
+  const r = await post(t.submitPath, { topic: 'weather', days: 3 });
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /^application\/json/);
+  assert.deepEqual(Object.keys(r.json), ['task_id', 'status']);
+  assert.match(r.json.task_id, /^remote-[0-9a-f]{16}$/);
+  assert.equal(r.json.status, 'running');
+  const again = await post(t.submitPath, {});
+  assert.notEqual(again.json.task_id, r.json.task_id);
+  for (let i = 0; i < 2; i++) {
+    const s = await post(t.statusPath, { task_id: r.json.task_id });
+    assert.equal(s.status, 200);
+    assert.deepEqual(s.json, { task_id: r.json.task_id, status: 'completed', result: { echo: { topic: 'weather', days: 3 } } });
+  }
+  const [task] = tools.tasksOf(t.cancelPath);
+  assert.equal(task.task_id, r.json.task_id);
+  assert.deepEqual(task.submitBody, { topic: 'weather', days: 3 });
+  assert.equal(task.statusCalls, 2);
+});
+
+test('async status: follows the script one entry per call, the last one repeated, per task', async () => {
+  const script = [
+    { status: 'running' },
+    { status: 'input_required', input_required: { question: 'Which city?' }, poll_after_seconds: 1 },
+    { status: 'running', poll_after_seconds: 0.5 },
+    { status: 'completed', result: { temperature: 72 } },
+  ];
+  const t = tools.addAsyncTool({ apiKey: KEY, script });
+  const a = (await post(t.submitPath, { q: 'a' })).json.task_id;
+  const b = (await post(t.submitPath, { q: 'b' })).json.task_id;
+  const seen = [];
+  for (let i = 0; i < 6; i++) seen.push((await post(t.statusPath, { task_id: a })).json);
+  assert.deepEqual(seen, [
+    { task_id: a, status: 'running' },
+    { task_id: a, status: 'input_required', input_required: { question: 'Which city?' }, poll_after_seconds: 1 },
+    { task_id: a, status: 'running', poll_after_seconds: 0.5 },
+    { task_id: a, status: 'completed', result: { temperature: 72 } },
+    { task_id: a, status: 'completed', result: { temperature: 72 } },
+    { task_id: a, status: 'completed', result: { temperature: 72 } },
+  ]);
+  // Task b has its own cursor.
+  assert.deepEqual((await post(t.statusPath, { task_id: b })).json, { task_id: b, status: 'running' });
+  assert.deepEqual(tools.tasksOf(t.submitPath).map((x) => [x.task_id, x.cursor]), [[a, 6], [b, 1]]);
+  // The spec's script is not changed by the answers.
+  assert.deepEqual(script[0], { status: 'running' });
+});
+
+test('async status entries: httpStatus (plain text), isError, raw, own task_id', async () => {
+  const t = tools.addAsyncTool({
+    apiKey: KEY,
+    script: [
+      { httpStatus: 500 },
+      { isError: true, text: 'busy' },
+      { raw: { status: 'running', poll_after_seconds: 'NaN' } },
+      { raw: 'just a string' },
+      { status: 'running', task_id: 'remote-other' },
+      { httpStatus: 503 },
+      { status: 'failed', error: 'boom', error_code: 'upstream' },
+    ],
+  });
+  const id = (await post(t.submitPath, {})).json.task_id;
+  const s = () => post(t.statusPath, { task_id: id });
+  let r = await s();
+  assert.equal(r.status, 500);
+  assert.match(r.headers.get('content-type'), /^text\/plain/);
+  assert.equal(r.text, 'Internal Server Error');
+  r = await s();
+  assert.equal(r.status, 200);
+  assert.deepEqual(r.json, { isError: true, content: [{ type: 'text', text: 'busy' }] });
+  r = await s();
+  assert.equal(r.text, '{"status":"running","poll_after_seconds":"NaN"}');
+  r = await s();
+  assert.match(r.headers.get('content-type'), /^application\/json/);
+  assert.equal(r.text, '"just a string"');
+  assert.deepEqual((await s()).json, { task_id: 'remote-other', status: 'running' });
+  r = await s();
+  assert.equal(r.status, 503);
+  assert.equal(r.text, 'Service Unavailable');
+  assert.deepEqual((await s()).json, { task_id: id, status: 'failed', error: 'boom', error_code: 'upstream' });
+  assert.deepEqual(
+    t.calls.filter((c) => c.kind === 'status').map((c) => c.httpStatus),
+    [500, 200, 200, 200, 200, 503, 200],
+  );
+});
+
+test('async: unknown task → task_not_found; missing task_id → 400', async () => {
+  const t = tools.addAsyncTool({ apiKey: KEY });
+  const other = tools.addAsyncTool({ apiKey: KEY });
+  const foreign = (await post(other.submitPath, {})).json.task_id;
+  for (const path of [t.statusPath, t.cancelPath]) {
+    for (const id of ['remote-nope', foreign]) {
+      const r = await post(path, { task_id: id });
+      assert.equal(r.status, 200);
+      assert.deepEqual(r.json, { task_id: id, status: 'failed', error_code: 'task_not_found', error: 'Task not found' });
+    }
+    for (const body of [{}, { task_id: 7 }]) {
+      const r = await post(path, body);
+      assert.equal(r.status, 400);
+      assert.deepEqual(r.json, { error: 'task_id is required' });
+    }
+  }
+});
+
+test('async submitResponse replaces the submit answer verbatim (object or function)', async () => {
+  const t = tools.addAsyncTool({ apiKey: KEY, submitResponse: { task_id: 'fixed-1', status: 'completed', extra: true } });
+  const r = await post(t.submitPath, {});
+  assert.deepEqual(r.json, { task_id: 'fixed-1', status: 'completed', extra: true });
+  // The task is registered under that id.
+  assert.equal((await post(t.statusPath, { task_id: 'fixed-1' })).json.status, 'completed');
+  const bad = tools.addAsyncTool({ apiKey: KEY, submitResponse: (body) => ({ status: 'running', got: body.x }) });
+  assert.deepEqual((await post(bad.submitPath, { x: 5 })).json, { status: 'running', got: 5 });
+  const long = tools.addAsyncTool({ apiKey: KEY, submitResponse: () => ({ task_id: 'x'.repeat(300), status: 'running' }) });
+  assert.equal((await post(long.submitPath, {})).json.task_id.length, 300);
+  const nul = tools.addAsyncTool({ apiKey: KEY, submitResponse: null });
+  const n = await post(nul.submitPath, {});
+  assert.equal(n.status, 200);
+  assert.equal(n.text, 'null');
+});
+
+test('async cancel: cancelled, idempotent; status then says cancelled; cancelFailures', async () => {
+  const t = tools.addAsyncTool({ apiKey: KEY, script: [{ status: 'running' }], cancelFailures: 2 });
+  const id = (await post(t.submitPath, {})).json.task_id;
+  assert.equal((await post(t.statusPath, { task_id: id })).json.status, 'running');
+  for (let i = 0; i < 2; i++) {
+    const r = await post(t.cancelPath, { task_id: id });
+    assert.equal(r.status, 500);
+    assert.match(r.headers.get('content-type'), /^text\/plain/);
+    assert.equal(r.text, 'Internal Server Error');
+    assert.equal((await post(t.statusPath, { task_id: id })).json.status, 'running');
+  }
+  for (let i = 0; i < 2; i++) {
+    const r = await post(t.cancelPath, { task_id: id });
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { task_id: id, status: 'cancelled' });
+  }
+  for (let i = 0; i < 2; i++) assert.deepEqual((await post(t.statusPath, { task_id: id })).json, { task_id: id, status: 'cancelled' });
+  const [task] = tools.tasksOf(t.statusPath);
+  assert.equal(task.cancelled, true);
+  assert.equal(task.cancelCalls, 4);
+  assert.equal(task.cursor, 3); // status answers after the cancel do not consume the script
+  // cancelFailures count per task.
+  const id2 = (await post(t.submitPath, {})).json.task_id;
+  assert.equal((await post(t.cancelPath, { task_id: id2 })).status, 500);
+});
+
+test('async calls: every call recorded with kind, arrival time, body, task and answer', async () => {
+  const t = tools.addAsyncTool({ apiKey: KEY, script: [{ status: 'running' }, { status: 'running' }, { status: 'completed', result: { ok: 1 } }] });
+  const id = (await post(t.submitPath, { a: 1 })).json.task_id;
+  for (let i = 0; i < 3; i++) {
+    await sleep(120);
+    await post(t.statusPath, { task_id: id });
+  }
+  await post(t.cancelPath, { task_id: id });
+  assert.equal(tools.callsFor(t.statusPath), t.calls);
+  assert.equal(tools.callsFor(t.submitPath), t.calls);
+  assert.deepEqual(tools.callsFor('/tools/nope'), []);
+  assert.deepEqual(t.calls.map((c) => c.kind), ['submit', 'status', 'status', 'status', 'cancel']);
+  assert.deepEqual(t.calls[0].body, { a: 1 });
+  assert.deepEqual(t.calls[0].response, { task_id: id, status: 'running' });
+  for (const c of t.calls) {
+    assert.equal(c.task_id, id);
+    assert.equal(c.httpStatus, 200);
+    assert.equal(typeof c.at, 'number');
+  }
+  assert.deepEqual(t.calls[3].response, { task_id: id, status: 'completed', result: { ok: 1 } });
+  for (let i = 2; i <= 3; i++) {
+    const gap = t.calls[i].at - t.calls[i - 1].at;
+    assert.ok(gap >= 110 && gap < 1000, `gap ${gap}`);
+  }
+  // The usual request records exist too.
+  assert.equal(tools.requestsFor(t.statusPath).length, 3);
+  assert.equal(tools.requestsFor(t.statusPath)[0].status, 200);
+});
+
+test('async delayMs delays every answer', async () => {
+  const t = tools.addAsyncTool({ apiKey: KEY, delayMs: 200 });
+  const t0 = Date.now();
+  const id = (await post(t.submitPath, {})).json.task_id;
+  assert.ok(Date.now() - t0 >= 180);
+  assert.equal(t.calls[0].httpStatus, 200);
+  assert.ok(id);
 });

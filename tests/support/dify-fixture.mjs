@@ -101,10 +101,46 @@
 // then the stream closes. A stop without a user is 400 invalid_param, one on the wrong
 // family for the app's mode 400 app_unavailable (neither is added to `stops`).
 //
-// Exports besides startDifyFixture/randomApiKey: PING_FRAME, MALFORMED_FRAME, DEFAULT_NODES,
-// splitChunks(text, n = 3) (how answers are chunked), filler(bytes) (the repeat text).
+// ---- Workflow runs and GET /v1/workflows/run/:workflow_run_id ----------------------
+// Every run POST /v1/workflows/run starts (blocking or streaming, once validation and the
+// behaviour checks have passed) is remembered by its workflow_run_id: app, user, inputs,
+// outputs, task_id, start time (`runs`, a Map). Its state follows the clock:
+//   status 'running' (outputs null, finished_at null, total_steps = nodes started so far,
+//   total_tokens 0) until runDurationMs after the start (and, for a stream, until the stream
+//   has ended), then the final state: 'succeeded' (outputs, total_steps = node count,
+//   total_tokens 20) or, for behaviour 'workflow_failed', 'failed' (outputs {}, error
+//   "Node LLM failed: model timeout", total_steps min(2, node count), total_tokens 0).
+//   A stop call (POST /v1/workflows/tasks/:task_id/stop, same app and user) on a run that is
+//   still running makes it 'stopped' for good (outputs {}, error null, total_steps = nodes
+//   started by then). A client going away does NOT stop a run: only the stop call does.
+// addApp options:
+//   runDurationMs   (default 0) how long a run stays 'running'.
+//                   Streaming: workflow_started is sent at once (it carries workflow_run_id
+//                   and task_id), then PING_FRAME every RUN_PING_INTERVAL_MS (500 ms) until
+//                   runDurationMs has passed since the start, then the node and finish events
+//                   (eventDelayMs/pingEvery still apply to those). The client may disconnect
+//                   after workflow_started; the run goes on. A stop call during the wait ends
+//                   the stream with workflow_finished {status:"stopped", total_steps: 0}.
+//                   Blocking: the answer waits until runDurationMs has passed (like Dify's
+//                   blocking mode), then is the usual blocking body; a stop call during the
+//                   wait answers at once with data.status "stopped" (outputs {}).
+//   runPollFailures (default 0) the first N GETs of every run of the app answer 500,
+//                   text/plain "Internal Server Error" (a flaky status endpoint).
+// GET /v1/workflows/run/:workflow_run_id (Bearer key of the app that started the run) →
+//   200 {id, workflow_id, status, inputs (JSON string of the request's inputs, as Dify
+//   sends it), outputs, error, total_steps, total_tokens, created_at, finished_at
+//   (unix seconds; finished_at null while running), elapsed_time (seconds, float)}.
+//   A run id unknown to this app → 404 {"code":"not_found","message":"Workflow run not
+//   found","status":404}; a chat/completion app → 400 app_unavailable. Not subject to
+//   behaviour/delayMs. Run POSTs and GETs are recorded in `requests` with runId.
 //
-// Extra fields on the records in `requests` for run calls: taskId; for streaming calls
+// Exports besides startDifyFixture/randomApiKey: PING_FRAME, MALFORMED_FRAME, DEFAULT_NODES,
+// RUN_PING_INTERVAL_MS, splitChunks(text, n = 3) (how answers are chunked), filler(bytes)
+// (the repeat text). Fixture members for runs: runs (Map workflow_run_id → run record) and
+// runState(id) (the body GET would answer now, without counting as a GET; undefined if unknown).
+//
+// Extra fields on the records in `requests` for run calls: taskId (and runId for workflow
+// runs and run GETs); for streaming calls
 // also streaming: true, sentBytes (SSE body bytes written so far), clientAborted (true once
 // the client went away before the stream was complete; false otherwise), stopped (true
 // when a stop call ended the stream).
@@ -119,6 +155,8 @@ const CHAT_MODES = new Set(['chat', 'advanced-chat', 'agent-chat']);
 const BEHAVIOURS = new Set(['ok', 'http500', 'dify_error', 'workflow_failed', 'slow', 'rate_limited']);
 const STREAM_BEHAVIOURS = new Set(['ok', 'end_early', 'error_event', 'malformed', 'hang_after_first', 'no_first_byte']);
 
+/** Pings while a streamed run with runDurationMs is running come this often. */
+export const RUN_PING_INTERVAL_MS = 500;
 /** The keep-alive frame, verbatim. */
 export const PING_FRAME = 'event: ping\n\n';
 /** The broken frame sent by streamBehaviour 'malformed', verbatim. */
@@ -164,6 +202,8 @@ const ERR_QUOTA = () => difyError(400, 'provider_quota_exceeded', QUOTA_MESSAGE)
 const ERR_RATE_LIMITED = () => difyError(429, 'too_many_requests', 'Too many requests, please retry later');
 const ERR_APP_UNAVAILABLE = (msg) => difyError(400, 'app_unavailable', msg);
 const ERR_INVALID_PARAM = (msg) => difyError(400, 'invalid_param', msg);
+const ERR_RUN_NOT_FOUND = () => difyError(404, 'not_found', 'Workflow run not found');
+const RUN_FAILED_ERROR = 'Node LLM failed: model timeout';
 
 const isPlainObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 const nowSec = () => Math.floor(Date.now() / 1000);
@@ -230,6 +270,8 @@ export async function startDifyFixture() {
   const pendingWaits = new Set(); // { resolve(why) }
   const streams = new Set();
   const running = new Map(); // task_id -> stream ctx
+  const runs = new Map(); // workflow_run_id -> run record
+  const runsByTask = new Map(); // task_id -> run record
   let stopped = false;
   let stopPromise = null;
 
@@ -293,9 +335,10 @@ export async function startDifyFixture() {
   // answer chunk), 'chunk' (answer chunks) or 'post' (after the last chunk). streamFrames
   // writes them, applying the app's stream options.
 
-  function newStream(app, res, { kind, taskId, user, stopFrames, errorEvent }) {
+  function newStream(app, res, { kind, taskId, user, stopFrames, errorEvent, run = null }) {
     const ctx = {
       app,
+      run, // the workflow run record (workflow streams only)
       kind, // 'workflow' | 'chat' | 'completion' (which stop endpoint applies)
       taskId,
       user,
@@ -386,6 +429,12 @@ export async function startDifyFixture() {
           if (why !== 'woken') return;
           break;
         }
+        if (sent === 1 && ctx.run && ctx.run.durationMs > 0) {
+          // The run is "running": keep the stream alive with pings until its duration is over.
+          const why = await runWait(res, ctx);
+          if (why === 'closed' || why === 'fixture') return;
+          if (why === 'woken') break; // before the next frame is generated (no node started)
+        }
       }
       if (ctx.stopRequested && !errored) {
         record.stopped = true;
@@ -395,6 +444,19 @@ export async function startDifyFixture() {
     } finally {
       streams.delete(res);
       if (running.get(ctx.taskId) === ctx) running.delete(ctx.taskId);
+      if (ctx.run && ctx.run.streamEndedAt === null) ctx.run.streamEndedAt = Date.now();
+    }
+  }
+
+  /** Pings every RUN_PING_INTERVAL_MS until the run's duration is over: 'time' | 'woken' | 'closed' | 'fixture'. */
+  async function runWait(res, ctx) {
+    const until = ctx.run.startedAt + ctx.run.durationMs;
+    for (;;) {
+      const left = until - Date.now();
+      if (left <= 0) return 'time';
+      const why = await pause(res, ctx, { ms: Math.min(RUN_PING_INTERVAL_MS, left) });
+      if (why !== 'time') return why;
+      if (Date.now() < until && !(await emit(res, ctx, { raw: PING_FRAME }))) return 'closed';
     }
   }
 
@@ -564,19 +626,56 @@ export async function startDifyFixture() {
     const runId = randomUUID();
     const taskId = randomUUID();
     res.fixtureRecord.taskId = taskId;
+    res.fixtureRecord.runId = runId;
     const workflowId = app.workflowId;
     const createdAt = nowSec();
     const nodeCount = app.nodes.length;
+    const run = {
+      id: runId,
+      workflowId,
+      apiKey: app.apiKey,
+      user: body.user,
+      taskId,
+      responseMode: rm.mode,
+      inputs: body.inputs,
+      outputs,
+      failed,
+      nodeCount,
+      durationMs: app.runDurationMs,
+      startedAt: started,
+      createdAt,
+      streaming: rm.mode === 'streaming',
+      streamEndedAt: null,
+      stream: null, // the stream ctx (streaming runs)
+      stoppedAt: null,
+      stopSteps: 0,
+      gets: 0, // GET /workflows/run/:id calls so far
+      // pause() hooks (blocking runs wait on the run itself):
+      stopRequested: false,
+      wake: null,
+    };
+    runs.set(runId, run);
+    runsByTask.set(taskId, run);
     if (rm.mode === 'blocking') {
+      if (run.durationMs > 0) {
+        const left = run.startedAt + run.durationMs - Date.now();
+        const why = left > 0 ? await pause(res, run, { ms: left }) : 'time';
+        if (why === 'closed' || why === 'fixture') {
+          // The client is gone (the run goes on regardless) or the fixture is stopping.
+          res.destroy();
+          return;
+        }
+      }
+      const stoppedRun = run.stoppedAt !== null;
       const data = {
         id: runId,
         workflow_id: workflowId,
-        status: failed ? 'failed' : 'succeeded',
-        outputs,
-        error: failed ? 'Node LLM failed: model timeout' : null,
+        status: stoppedRun ? 'stopped' : failed ? 'failed' : 'succeeded',
+        outputs: stoppedRun ? {} : outputs,
+        error: !stoppedRun && failed ? RUN_FAILED_ERROR : null,
         elapsed_time: (Date.now() - started) / 1000 + 0.123,
-        total_tokens: failed ? 0 : 20,
-        total_steps: failed ? Math.min(2, nodeCount) : nodeCount,
+        total_tokens: stoppedRun || failed ? 0 : 20,
+        total_steps: stoppedRun ? 0 : failed ? Math.min(2, nodeCount) : nodeCount,
         created_at: createdAt,
         finished_at: nowSec(),
       };
@@ -596,6 +695,7 @@ export async function startDifyFixture() {
       kind: 'workflow',
       taskId,
       user: body.user,
+      run,
       stopFrames: () => [{ obj: { event: 'workflow_finished', ...base, data: finished('stopped', ctx.steps) } }],
       errorEvent: () => ({ event: 'error', ...base, status: 400, code: 'provider_quota_exceeded', message: QUOTA_MESSAGE }),
     });
@@ -625,7 +725,67 @@ export async function startDifyFixture() {
       finished,
       tail: () => [],
     });
-    return streamFrames(res, ctx, frames);
+    run.stream = ctx;
+    try {
+      return await streamFrames(res, ctx, frames);
+    } finally {
+      if (run.streamEndedAt === null) run.streamEndedAt = Date.now();
+    }
+  }
+
+  // ---- workflow run records ---------------------------------------------------
+
+  function runStatus(run, now = Date.now()) {
+    if (run.stoppedAt !== null) return 'stopped';
+    if (now < run.startedAt + run.durationMs) return 'running';
+    if (run.streaming && run.streamEndedAt === null) return 'running';
+    return run.failed ? 'failed' : 'succeeded';
+  }
+
+  /** The body of GET /v1/workflows/run/:id for this run, now. */
+  function runView(run) {
+    const now = Date.now();
+    const status = runStatus(run, now);
+    let endedMs = null;
+    if (status === 'stopped') endedMs = run.stoppedAt;
+    else if (status !== 'running') endedMs = Math.max(run.startedAt + run.durationMs, run.streamEndedAt ?? run.startedAt);
+    const steps =
+      status === 'running'
+        ? (run.stream?.steps ?? 0)
+        : status === 'stopped'
+          ? run.stopSteps
+          : status === 'failed'
+            ? Math.min(2, run.nodeCount)
+            : run.nodeCount;
+    return {
+      id: run.id,
+      workflow_id: run.workflowId,
+      status,
+      inputs: JSON.stringify(run.inputs),
+      outputs: status === 'running' ? null : status === 'stopped' ? {} : run.outputs,
+      error: status === 'failed' ? RUN_FAILED_ERROR : null,
+      total_steps: steps,
+      total_tokens: status === 'succeeded' ? 20 : 0,
+      created_at: run.createdAt,
+      finished_at: endedMs === null ? null : Math.floor(endedMs / 1000),
+      elapsed_time: ((endedMs ?? now) - run.startedAt) / 1000,
+    };
+  }
+
+  function getRun(app, runId, res) {
+    res.fixtureRecord.runId = runId;
+    if (app.mode !== 'workflow' && app.mode !== 'advanced-chat') {
+      const e = ERR_APP_UNAVAILABLE('Only support workflow app.');
+      return send(res, e.status, e.body);
+    }
+    const run = runs.get(runId);
+    if (!run || run.apiKey !== app.apiKey) {
+      const e = ERR_RUN_NOT_FOUND();
+      return send(res, e.status, e.body);
+    }
+    run.gets += 1;
+    if (run.gets <= app.runPollFailures) return send(res, 500, 'Internal Server Error');
+    return send(res, 200, runView(run));
   }
 
   function resolveConversation(app, body) {
@@ -860,6 +1020,13 @@ export async function startDifyFixture() {
       return send(res, e.status, e.body);
     }
     stops.push({ path, task_id: taskId, user: body.user, apiKey: app.apiKey });
+    const run = fam.kind === 'workflow' ? runsByTask.get(taskId) : undefined;
+    if (run && run.apiKey === app.apiKey && run.user === body.user && runStatus(run) === 'running') {
+      run.stoppedAt = Date.now();
+      run.stopSteps = run.stream?.steps ?? 0;
+      run.stopRequested = true;
+      run.wake?.('woken');
+    }
     const ctx = running.get(taskId);
     if (ctx && ctx.app.apiKey === app.apiKey && ctx.user === body.user && ctx.kind === fam.kind) ctx.requestStop();
     return send(res, 200, { result: 'success' });
@@ -906,9 +1073,12 @@ export async function startDifyFixture() {
       '/v1/chat-messages': 'POST',
       '/v1/completion-messages': 'POST',
       stop: 'POST',
+      runDetail: 'GET',
     };
     let route = p;
     if (/^\/v1\/workflows\/[^/]+\/run$/.test(p)) route = '/v1/workflows/run';
+    const runMatch = /^\/v1\/workflows\/run\/([^/]+)$/.exec(p);
+    if (runMatch) route = 'runDetail';
     const stopMatch = /^\/v1\/(workflows\/tasks|chat-messages|completion-messages)\/([^/]+)\/stop$/.exec(p);
     if (stopMatch) route = 'stop';
     const method = routes[route];
@@ -956,6 +1126,15 @@ export async function startDifyFixture() {
           video_file_size_limit: 100,
         },
       });
+    }
+    if (route === 'runDetail') {
+      let runId;
+      try {
+        runId = decodeURIComponent(runMatch[1]);
+      } catch {
+        runId = runMatch[1];
+      }
+      return getRun(app, runId, res);
     }
 
     // POST endpoints: body must be a JSON object.
@@ -1020,6 +1199,9 @@ export async function startDifyFixture() {
       repeat: nonNegInt(spec.repeat, 'repeat', 0),
       chunkBytes,
       streamBehaviour,
+      // workflow runs
+      runDurationMs: nonNegInt(spec.runDurationMs, 'runDurationMs', 0),
+      runPollFailures: nonNegInt(spec.runPollFailures, 'runPollFailures', 0),
     };
   }
 
@@ -1030,6 +1212,14 @@ export async function startDifyFixture() {
     requests,
     /** Accepted stop calls, in arrival order: { path, task_id, user, apiKey }. */
     stops,
+    /** Workflow runs started so far: workflow_run_id → run record (see the header). */
+    runs,
+
+    /** What GET /v1/workflows/run/:id would answer now (not counted as a GET); undefined if unknown. */
+    runState(runId) {
+      const run = runs.get(runId);
+      return run ? runView(run) : undefined;
+    },
 
     /** Register an app; returns its API key. */
     addApp(spec = {}) {

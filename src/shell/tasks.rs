@@ -1,0 +1,604 @@
+//! Durable tasks: one Durable Object per task (`TaskRunner`). It writes the task to its storage
+//! before the client hears of it, starts the backend work, then follows it with alarms: each
+//! alarm asks the core state machine what is due (poll or cancel), makes that one call, feeds
+//! the answer back, stores the state, mirrors it to the D1 `tasks` row and sets the next alarm.
+//! After a restart the alarm (or the next request, which re-arms a missing alarm) continues from
+//! storage; after the task's TTL its storage is deleted.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use wasm_bindgen::JsValue;
+use worker::{console_error, durable_object, Date, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
+
+use crate::core::app::Mode;
+use crate::core::definition::{AppDefinition, ServerDefinition};
+use crate::core::dify_call::{self, Outcome};
+use crate::core::ids;
+use crate::core::mcp::server::{self, CallPlan};
+use crate::core::mcp::tasks::{TaskOutcome, TaskView};
+use crate::core::mcp::version::Version;
+use crate::core::sse::SseParser;
+use crate::core::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
+
+use super::mcp::{backend_of, run_to_completion};
+use super::outbound::{self, SendError};
+use super::stream::{request_headers, Backend};
+use super::VERSION;
+
+pub const BINDING: &str = "TASKS";
+const STORAGE_KEY: &str = "task";
+/// Longest single wait of `tasks/result` inside the Durable Object (the Worker repeats it).
+const WAIT_SLICE_MS: u64 = 20_000;
+
+/// How the task follows its backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Dify workflow: start the run, then poll `GET /workflows/run/{id}`; stop it to cancel.
+    DifyWorkflow,
+    /// Seed 002's async protocol over HTTP: submit, status, cancel.
+    AsyncTool,
+    /// Anything else runs to completion inside the task.
+    RunToCompletion,
+}
+
+/// What a task runs: a snapshot taken when it was created, so later app edits do not change a
+/// running task.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub task_id: String,
+    pub server_id: String,
+    pub tool: String,
+    pub kind: Kind,
+    pub app: AppDefinition,
+    pub version: String,
+    pub path: String,
+    pub body: Value,
+    pub user: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Record {
+    spec: TaskSpec,
+    state: TaskState,
+    /// The tool's CallToolResult (or a JSON-RPC error) once the task has finished.
+    result: Option<Value>,
+    error: Option<(i64, String)>,
+    /// Dify's task id of a workflow run, for its stop endpoint.
+    dify_task_id: Option<String>,
+}
+
+pub fn poll_config() -> PollConfig {
+    PollConfig::default()
+}
+
+impl Record {
+    fn view(&self) -> TaskView {
+        let cfg = poll_config();
+        let s = &self.state;
+        TaskView {
+            task_id: self.spec.task_id.clone(),
+            status: s.status.mcp_status(),
+            status_message: s.status_message(&cfg),
+            created_at_ms: s.created_at_ms,
+            updated_at_ms: s.updated_at_ms,
+            ttl_ms: s.ttl_ms,
+            poll_interval_ms: cfg.interval_s * 1000,
+            outcome: match (&self.result, &self.error) {
+                (Some(r), _) => Some(TaskOutcome::Result(r.clone())),
+                (None, Some((code, message))) => Some(TaskOutcome::Error { code: *code, message: message.clone() }),
+                _ => None,
+            },
+        }
+    }
+
+    fn plan(&self) -> CallPlan {
+        let spec = &self.spec;
+        CallPlan {
+            id: Value::Null,
+            version: Version::parse(&spec.version).unwrap_or(Version::V2025_11_25),
+            app_index: 0,
+            mode: Mode::parse(&spec.app.mode).unwrap_or(Mode::Workflow),
+            path: leak_path(&spec.path),
+            body: spec.body.clone(),
+            user: spec.user.clone(),
+            client_name: String::new(),
+            progress_token: None,
+            log_level: None,
+            cancel_key: String::new(),
+        }
+    }
+}
+
+/// Plans carry `&'static str` paths (they are constants in the request path); a stored task
+/// has one of those same constants.
+fn leak_path(path: &str) -> &'static str {
+    ["/workflows/run", "/chat-messages", "/completion-messages", ""].into_iter().find(|p| *p == path).unwrap_or("")
+}
+
+fn now_ms() -> u64 {
+    Date::now().as_millis()
+}
+
+#[durable_object]
+pub struct TaskRunner {
+    state: State,
+    env: Env,
+}
+
+impl DurableObject for TaskRunner {
+    fn new(state: State, env: Env) -> Self {
+        TaskRunner { state, env }
+    }
+
+    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        let body: Value = req.json().await.unwrap_or(Value::Null);
+        let path = req.path();
+        match path.as_str() {
+            "/create" => self.create(body).await,
+            "/get" | "/wait" | "/cancel" => {
+                let Some(mut rec) = self.load().await? else { return Response::error("no such task", 404) };
+                if body["server_id"].as_str() != Some(rec.spec.server_id.as_str()) {
+                    // A task is reachable only through the server that created it.
+                    return Response::error("no such task", 404);
+                }
+                match path.as_str() {
+                    "/get" => {
+                        self.ensure_alarm(&rec).await?;
+                        Response::from_json(&json_view(&rec, false))
+                    }
+                    "/wait" => {
+                        let until = now_ms() + body["timeout_ms"].as_u64().unwrap_or(WAIT_SLICE_MS).min(WAIT_SLICE_MS);
+                        self.ensure_alarm(&rec).await?;
+                        while !rec.state.status.is_terminal() && now_ms() < until {
+                            Delay::from(Duration::from_millis(250)).await;
+                            match self.load().await? {
+                                Some(r) => rec = r,
+                                None => return Response::error("no such task", 404),
+                            }
+                        }
+                        Response::from_json(&json_view(&rec, false))
+                    }
+                    _ => {
+                        let was_terminal = rec.state.status.is_terminal();
+                        if !was_terminal && rec.state.request_cancel(now_ms()).is_ok() {
+                            self.save(&rec).await?;
+                        }
+                        Response::from_json(&json_view(&rec, was_terminal))
+                    }
+                }
+            }
+            _ => Response::error("unknown task operation", 404),
+        }
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        let Some(mut rec) = self.load().await? else { return Response::ok("no task") };
+        let now = now_ms();
+        if rec.state.expired(now) {
+            self.state.storage().delete_all().await?;
+            delete_row(&self.env, &rec.spec.task_id).await;
+            return Response::ok("expired");
+        }
+        self.step(&mut rec).await;
+        self.save(&rec).await?;
+        Response::ok("ok")
+    }
+}
+
+fn json_view(rec: &Record, was_terminal: bool) -> Value {
+    let v = rec.view();
+    json!({
+        "task_id": v.task_id, "status": v.status, "status_message": v.status_message,
+        "created_at_ms": v.created_at_ms, "updated_at_ms": v.updated_at_ms, "ttl_ms": v.ttl_ms,
+        "poll_interval_ms": v.poll_interval_ms, "result": rec.result, "error": rec.error,
+        "was_terminal": was_terminal,
+    })
+}
+
+impl TaskRunner {
+    async fn load(&self) -> worker::Result<Option<Record>> {
+        self.state.storage().get::<Record>(STORAGE_KEY).await
+    }
+
+    /// Stores the record, mirrors it to D1 and arms the next alarm.
+    async fn save(&self, rec: &Record) -> worker::Result<()> {
+        self.state.storage().put(STORAGE_KEY, rec).await?;
+        match rec.state.next_wake_ms() {
+            Some(at) => self.alarm_at(at).await?,
+            None => self.state.storage().delete_alarm().await?,
+        }
+        write_row(&self.env, rec).await;
+        Ok(())
+    }
+
+    /// Arms the alarm for an absolute time (the runtime takes an offset from now).
+    async fn alarm_at(&self, at_ms: u64) -> worker::Result<()> {
+        self.state.storage().set_alarm(at_ms.saturating_sub(now_ms()) as i64).await
+    }
+
+    /// After a restart an alarm may be missing: any request re-arms it.
+    async fn ensure_alarm(&self, rec: &Record) -> worker::Result<()> {
+        if let (Some(at), None) = (rec.state.next_wake_ms(), self.state.storage().get_alarm().await?) {
+            self.alarm_at(at).await?;
+        }
+        Ok(())
+    }
+
+    async fn create(&self, body: Value) -> worker::Result<Response> {
+        if self.load().await?.is_some() {
+            return Response::error("task exists", 409);
+        }
+        let spec: TaskSpec = serde_json::from_value(body["spec"].clone()).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let ttl_ms = body["ttl_ms"].as_u64().unwrap_or(crate::core::mcp::tasks::DEFAULT_TTL_MS);
+        let rec = Record { spec, state: TaskState::new(now_ms(), ttl_ms), result: None, error: None, dify_task_id: None };
+        // Durable before the client hears of it; the first alarm starts the work.
+        self.state.storage().put(STORAGE_KEY, &rec).await?;
+        self.alarm_at(now_ms()).await?;
+        write_row(&self.env, &rec).await;
+        Response::from_json(&json_view(&rec, false))
+    }
+
+    /// One due step: start, poll or cancel.
+    async fn step(&self, rec: &mut Record) {
+        let cfg = poll_config();
+        if rec.state.status == Status::Submitted && rec.state.cancel_requested_at_ms.is_none() {
+            self.start(rec, &cfg).await;
+            return;
+        }
+        match rec.state.due_action(now_ms()) {
+            Action::None => {}
+            Action::Poll => {
+                let outcome = self.poll(rec).await;
+                rec.state.on_poll(outcome, &cfg, now_ms());
+            }
+            Action::Cancel => {
+                let outcome = self.cancel(rec).await;
+                rec.state.on_cancel(outcome, &cfg, now_ms());
+            }
+        }
+        self.settle(rec);
+    }
+
+    /// Turns a terminal state into the result the client gets.
+    fn settle(&self, rec: &mut Record) {
+        if !rec.state.status.is_terminal() || rec.result.is_some() || rec.error.is_some() {
+            return;
+        }
+        let outcome = match rec.state.status {
+            Status::Completed => match (&rec.state.result, &rec.state.result_preview) {
+                (Some(r), _) => Outcome::Ok { text: r.to_string(), structured: Some(if r.is_object() { r.clone() } else { json!({"result": r}) }) },
+                (None, preview) => {
+                    let preview = preview.clone().unwrap_or_default();
+                    Outcome::Ok {
+                        text: format!("{preview}\n\n[truncated: the result was larger than the task result limit]"),
+                        structured: Some(json!({"result_truncated": true, "result_preview": preview})),
+                    }
+                }
+            },
+            Status::Failed => Outcome::Failed(rec.state.error.clone().unwrap_or_else(|| "the task failed".into())),
+            _ => return,
+        };
+        rec.result = server::finish_call(&rec.plan(), outcome, VERSION).get("result").cloned();
+    }
+
+    fn backend(&self, rec: &Record) -> Result<Backend, Outcome> {
+        let def = ServerDefinition {
+            format: crate::core::definition::FORMAT,
+            server_id: rec.spec.server_id.clone(),
+            name: String::new(),
+            description: String::new(),
+            status: "active".into(),
+            parameters: Default::default(),
+            apps: vec![rec.spec.app.clone()],
+        };
+        backend_of(&def, 0, &self.env)
+    }
+
+    async fn start(&self, rec: &mut Record, cfg: &PollConfig) {
+        let backend = match self.backend(rec) {
+            Ok(b) => b,
+            Err(outcome) => return finish_with(rec, outcome, cfg),
+        };
+        match rec.spec.kind {
+            Kind::RunToCompletion => {
+                let plan = rec.plan();
+                let response = run_to_completion(&plan, &rec.spec.app.backend, backend, &self.env).await;
+                rec.result = response.get("result").cloned();
+                let failed = rec.result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool).unwrap_or(true);
+                let report = if failed {
+                    Report::Failed { error: first_text(rec.result.as_ref()), error_code: None }
+                } else {
+                    Report::Completed { result: rec.result.clone().unwrap_or(Value::Null), result_artifact: None }
+                };
+                rec.state.finished(report, cfg, now_ms());
+            }
+            Kind::DifyWorkflow => match start_dify_run(rec, &backend).await {
+                Ok((run_id, dify_task)) => {
+                    rec.dify_task_id = dify_task;
+                    if let Err(e) = rec.state.submitted(&run_id, cfg, now_ms()) {
+                        console_error!("task {}: {e}", rec.spec.task_id);
+                    }
+                }
+                Err(outcome) => finish_with(rec, outcome, cfg),
+            },
+            Kind::AsyncTool => {
+                let answer = post_json(&backend, &rec.plan(), &backend.base_url, &rec.spec.body).await;
+                match answer.map_err(|e| e.to_string()).and_then(|v| task::parse_async_submit(&v)) {
+                    Ok(remote) => {
+                        if let Err(e) = rec.state.submitted(&remote, cfg, now_ms()) {
+                            // The remote id broke the contract: undo the work at the backend.
+                            let cancel = async_endpoint(&rec.spec.app, "cancel_endpoint");
+                            let _ = post_json(&backend, &rec.plan(), &cancel, &json!({"task_id": remote})).await;
+                            console_error!("task {}: {e}", rec.spec.task_id);
+                        }
+                    }
+                    Err(e) => finish_with(rec, Outcome::Failed(format!("the tool did not accept the task: {e}")), cfg),
+                }
+            }
+        }
+        self.settle(rec);
+    }
+
+    async fn poll(&self, rec: &Record) -> PollOutcome {
+        let backend = match self.backend(rec) {
+            Ok(b) => b,
+            Err(Outcome::Failed(m)) => return PollOutcome::Transient(m),
+            Err(_) => return PollOutcome::Transient("the app cannot be called".into()),
+        };
+        let remote = rec.state.remote_id.clone().unwrap_or_default();
+        match rec.spec.kind {
+            Kind::DifyWorkflow => {
+                let url = format!("{}/workflows/run/{remote}", backend.base_url);
+                match get_json(&backend, &rec.plan(), &url).await {
+                    Ok(v) => task::parse_dify_run(&v),
+                    Err(e) => PollOutcome::Transient(e.to_string()),
+                }
+            }
+            Kind::AsyncTool => {
+                let url = async_endpoint(&rec.spec.app, "status_endpoint");
+                match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
+                    // A status tool that reports isError is busy, not broken: retry.
+                    Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
+                        PollOutcome::Transient(crate::core::dify_stream::truncate(&first_text(Some(&v)), 500).to_string())
+                    }
+                    Ok(v) => task::parse_async_status(&v, &remote),
+                    Err(e) => PollOutcome::Transient(e.to_string()),
+                }
+            }
+            Kind::RunToCompletion => PollOutcome::Transient("nothing to poll".into()),
+        }
+    }
+
+    async fn cancel(&self, rec: &Record) -> PollOutcome {
+        let backend = match self.backend(rec) {
+            Ok(b) => b,
+            Err(_) => return PollOutcome::Report(Report::Cancelled),
+        };
+        let remote = rec.state.remote_id.clone().unwrap_or_default();
+        match rec.spec.kind {
+            Kind::DifyWorkflow => {
+                let Some(dify_task) = rec.dify_task_id.clone() else { return PollOutcome::Report(Report::Cancelled) };
+                let url = format!("{}{}", backend.base_url, dify_call::stop_path(Mode::Workflow, &dify_task));
+                match post_json(&backend, &rec.plan(), &url, &json!({"user": rec.spec.user})).await {
+                    Ok(_) => PollOutcome::Report(Report::Cancelled),
+                    Err(e) => PollOutcome::Transient(e.to_string()),
+                }
+            }
+            Kind::AsyncTool => {
+                let url = async_endpoint(&rec.spec.app, "cancel_endpoint");
+                match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
+                    Ok(v) => task::parse_async_status(&v, &remote),
+                    Err(e) => PollOutcome::Transient(e.to_string()),
+                }
+            }
+            // Work that runs inside the task finishes in its first step; nothing is left to stop.
+            Kind::RunToCompletion => PollOutcome::Report(Report::Cancelled),
+        }
+    }
+}
+
+fn finish_with(rec: &mut Record, outcome: Outcome, cfg: &PollConfig) {
+    let report = match &outcome {
+        Outcome::Ok { structured, .. } => Report::Completed { result: structured.clone().unwrap_or(Value::Null), result_artifact: None },
+        Outcome::Failed(m) => Report::Failed { error: m.clone(), error_code: None },
+    };
+    rec.state.finished(report, cfg, now_ms());
+}
+
+fn first_text(result: Option<&Value>) -> String {
+    result
+        .and_then(|r| r["content"].as_array())
+        .and_then(|c| c.iter().find_map(|b| b["text"].as_str()))
+        .unwrap_or("the tool reported an error")
+        .to_string()
+}
+
+fn async_endpoint(app: &AppDefinition, key: &str) -> String {
+    app.backend["async"][key].as_str().unwrap_or_default().to_string()
+}
+
+/// Starts a Dify workflow run in streaming mode and reads only up to `workflow_started`, which
+/// names the run; the run goes on at Dify after we hang up.
+async fn start_dify_run(rec: &Record, backend: &Backend) -> Result<(String, Option<String>), Outcome> {
+    let plan = rec.plan();
+    let headers = request_headers(&plan, backend)?;
+    let mut body = plan.body.clone();
+    body["response_mode"] = "streaming".into();
+    let url = format!("{}{}", backend.base_url, plan.path);
+    let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), backend.first_byte).await {
+        Ok(r) => r,
+        Err(SendError::Unreachable(e)) => return Err(Outcome::Failed(format!("could not reach the Dify app '{}': {e}", backend.app_name))),
+        Err(SendError::TimedOut) => return Err(Outcome::Failed(format!("the Dify app '{}' did not answer in time", backend.app_name))),
+    };
+    let status = resp.status_code();
+    if !(200..300).contains(&status) {
+        let retry_after = resp.headers().get("retry-after").ok().flatten();
+        let text = outbound::text(&mut resp, backend.idle).await.unwrap_or_default();
+        return Err(dify_call::read_blocking(Mode::Workflow, status, retry_after.as_deref(), &text));
+    }
+    let mut stream = resp.stream().map_err(|e| Outcome::Failed(e.to_string()))?;
+    let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
+    let mut events = Vec::new();
+    let deadline = now_ms() + backend.idle.as_millis() as u64;
+    while now_ms() < deadline {
+        let next = stream.next();
+        let timer = Delay::from(Duration::from_millis(deadline.saturating_sub(now_ms()).max(1)));
+        futures::pin_mut!(timer);
+        match futures::future::select(next, timer).await {
+            futures::future::Either::Left((Some(Ok(chunk)), _)) => {
+                if parser.feed(&chunk, &mut events).is_err() {
+                    break;
+                }
+                for ev in events.drain(..) {
+                    let Ok(v) = serde_json::from_str::<Value>(&ev.data) else { continue };
+                    if let Some(run) = v["workflow_run_id"].as_str() {
+                        return Ok((run.to_string(), v["task_id"].as_str().map(str::to_string)));
+                    }
+                }
+            }
+            _ => break,
+        }
+    }
+    Err(Outcome::Failed(format!("the Dify app '{}' did not name its workflow run", backend.app_name)))
+}
+
+#[derive(Debug)]
+enum CallError {
+    Http(u16, String),
+    Other(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Http(status, body) => write!(f, "HTTP {status}: {}", crate::core::dify_stream::truncate(body.trim(), 300)),
+            CallError::Other(m) => f.write_str(m),
+        }
+    }
+}
+
+async fn get_json(backend: &Backend, plan: &CallPlan, url: &str) -> Result<Value, CallError> {
+    call_json(backend, plan, Method::Get, url, None).await
+}
+
+async fn post_json(backend: &Backend, plan: &CallPlan, url: &str, body: &Value) -> Result<Value, CallError> {
+    call_json(backend, plan, Method::Post, url, Some(body)).await
+}
+
+async fn call_json(backend: &Backend, plan: &CallPlan, method: Method, url: &str, body: Option<&Value>) -> Result<Value, CallError> {
+    let headers = request_headers(plan, backend).map_err(|_| CallError::Other("bad credentials".into()))?;
+    let mut resp = match outbound::send(method, url, headers, body, backend.first_byte).await {
+        Ok(r) => r,
+        Err(SendError::Unreachable(e)) => return Err(CallError::Other(format!("unreachable: {e}"))),
+        Err(SendError::TimedOut) => return Err(CallError::Other("timed out".into())),
+    };
+    let status = resp.status_code();
+    let text = outbound::text(&mut resp, backend.idle).await.map_err(|_| CallError::Other("the answer broke off".into()))?;
+    if !(200..300).contains(&status) {
+        return Err(CallError::Http(status, text));
+    }
+    serde_json::from_str(&text).map_err(|_| CallError::Other("the answer is not JSON".into()))
+}
+
+/// Mirrors a task into its D1 row (best effort: the Durable Object's storage is the authority).
+async fn write_row(env: &Env, rec: &Record) {
+    let Ok(db) = env.d1(super::console::D1_BINDING) else { return };
+    let s = &rec.state;
+    let cfg = poll_config();
+    let sql = "INSERT INTO tasks (id, server_id, app_id, tool, status, status_message, created_at, updated_at, poll_count, consecutive_errors, last_error, next_poll_at, degraded, cancel_requested, completed_at)
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
+               ON CONFLICT (id) DO UPDATE SET status = excluded.status, status_message = excluded.status_message, updated_at = excluded.updated_at,
+                 poll_count = excluded.poll_count, consecutive_errors = excluded.consecutive_errors, last_error = excluded.last_error,
+                 next_poll_at = excluded.next_poll_at, degraded = excluded.degraded, cancel_requested = excluded.cancel_requested, completed_at = excluded.completed_at";
+    let opt_s = |v: &Option<String>| v.as_deref().map_or(JsValue::NULL, JsValue::from_str);
+    let opt_n = |v: Option<u64>| v.map_or(JsValue::NULL, |n| JsValue::from_f64(n as f64));
+    let status = serde_json::to_value(s.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
+    let args = [
+        JsValue::from_str(&rec.spec.task_id),
+        JsValue::from_str(&rec.spec.server_id),
+        JsValue::from_str(&rec.spec.app.id),
+        JsValue::from_str(&rec.spec.tool),
+        JsValue::from_str(&status),
+        opt_s(&s.status_message(&cfg)),
+        JsValue::from_f64(s.created_at_ms as f64),
+        JsValue::from_f64(s.updated_at_ms as f64),
+        JsValue::from_f64(f64::from(s.poll_count)),
+        JsValue::from_f64(f64::from(s.consecutive_errors)),
+        opt_s(&s.last_error),
+        opt_n(s.next_poll_at_ms.filter(|_| !s.status.is_terminal())),
+        JsValue::from_f64(if s.tracking_degraded(&cfg) { 1.0 } else { 0.0 }),
+        JsValue::from_f64(if s.cancel_requested_at_ms.is_some() { 1.0 } else { 0.0 }),
+        opt_n(s.completed_at_ms),
+    ];
+    let result = match db.prepare(sql).bind(&args) {
+        Ok(stmt) => stmt.run().await.map(|_| ()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
+        console_error!("mirroring task {} to D1: {e}", rec.spec.task_id);
+    }
+}
+
+async fn delete_row(env: &Env, task_id: &str) {
+    if let Ok(db) = env.d1(super::console::D1_BINDING) {
+        if let Ok(stmt) = db.prepare("DELETE FROM tasks WHERE id = ?1").bind(&[JsValue::from_str(task_id)]) {
+            let _ = stmt.run().await;
+        }
+    }
+}
+
+// ---- the Worker's side: reaching a task's Durable Object ----
+
+/// A fresh task id: 128 bits from the CSPRNG, hex.
+pub fn new_task_id() -> Result<String, getrandom::Error> {
+    let mut b = [0u8; 16];
+    getrandom::getrandom(&mut b)?;
+    Ok(ids::hex(&b))
+}
+
+/// Calls one operation of a task's Durable Object; `Ok(None)` when the task does not exist for
+/// this server.
+pub async fn call(env: &Env, task_id: &str, op: &str, body: &Value) -> worker::Result<Option<Value>> {
+    let stub = env.durable_object(BINDING)?.id_from_name(task_id)?.get_stub()?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_body(Some(JsValue::from_str(&body.to_string())));
+    let req = Request::new_with_init(&format!("https://task{op}"), &init)?;
+    let mut resp = stub.fetch_with_request(req).await?;
+    match resp.status_code() {
+        200 => Ok(Some(resp.json::<Value>().await?)),
+        404 => Ok(None),
+        s => Err(worker::Error::RustError(format!("the task runner answered HTTP {s}: {}", resp.text().await.unwrap_or_default()))),
+    }
+}
+
+/// A task's view from its Durable Object's answer.
+pub fn view_of(v: &Value) -> TaskView {
+    let status = match v["status"].as_str() {
+        Some("input_required") => "input_required",
+        Some("completed") => "completed",
+        Some("failed") => "failed",
+        Some("cancelled") => "cancelled",
+        _ => "working",
+    };
+    TaskView {
+        task_id: v["task_id"].as_str().unwrap_or_default().to_string(),
+        status,
+        status_message: v["status_message"].as_str().map(str::to_string),
+        created_at_ms: v["created_at_ms"].as_u64().unwrap_or(0),
+        updated_at_ms: v["updated_at_ms"].as_u64().unwrap_or(0),
+        ttl_ms: v["ttl_ms"].as_u64().unwrap_or(0),
+        poll_interval_ms: v["poll_interval_ms"].as_u64().unwrap_or(5000),
+        outcome: match (&v["result"], &v["error"]) {
+            (r @ Value::Object(_), _) => Some(TaskOutcome::Result(r.clone())),
+            (_, Value::Array(e)) if e.len() == 2 => Some(TaskOutcome::Error {
+                code: e[0].as_i64().unwrap_or(-32603),
+                message: e[1].as_str().unwrap_or_default().to_string(),
+            }),
+            _ => None,
+        },
+    }
+}
