@@ -281,13 +281,13 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     let (url_key, allowed): (&str, &[&str]) = match mode {
         m if m.is_dify() => (
             "base_url",
-            &["base_url", "api_key", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes", "task_support"],
+            &["base_url", "api_key", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes", "task_support", "poll_interval_seconds", "input_required_poll_seconds"],
         ),
         Mode::HttpTool => (
             "api_endpoint",
             &[
                 "api_endpoint", "api_key", "stream", "manifest", "form_values", "timeout_seconds", "first_byte_timeout_seconds",
-                "idle_timeout_seconds", "max_result_bytes", "task_support", "async",
+                "idle_timeout_seconds", "max_result_bytes", "task_support", "async", "poll_interval_seconds", "input_required_poll_seconds",
             ],
         ),
         _ => ("url", &[]),
@@ -314,6 +314,12 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
         match obj.get(key).map(Value::as_u64) {
             None | Some(Some(1..=MAX_TIMEOUT_SECONDS)) => {}
             Some(_) => errs.add(format!("backend.{key}"), format!("must be an integer from 1 to {MAX_TIMEOUT_SECONDS}")),
+        }
+    }
+    for key in ["poll_interval_seconds", "input_required_poll_seconds"] {
+        match obj.get(key).map(Value::as_u64) {
+            None | Some(Some(1..=300)) => {}
+            Some(_) => errs.add(format!("backend.{key}"), "must be an integer from 1 to 300"),
         }
     }
     match obj.get("max_result_bytes").map(Value::as_u64) {

@@ -53,9 +53,19 @@ pub async fn handle(mut req: Request, env: &Env, rest: &[&str]) -> Result<Respon
         (["servers", _], _) => return not_allowed("GET, PUT, DELETE"),
         (["servers", id, "refresh"], Method::Get | Method::Post) => (200, c.rotate_server(id).await?),
         (["servers", _, "refresh"], _) => return not_allowed("GET, POST"),
+        (["servers", id, "tasks"], Method::Get) => (200, c.list_tasks(id, &req).await?),
+        (["servers", _, "tasks"], _) => return not_allowed("GET"),
+        (["servers", id, "tasks", task], Method::Get) => (200, c.task(id, task).await?),
+        (["servers", _, "tasks", _], _) => return not_allowed("GET"),
+        (["servers", id, "tasks", task, "cancel"], Method::Post) => (200, c.cancel_task(id, task).await?),
+        (["servers", _, "tasks", _, "cancel"], _) => return not_allowed("POST"),
         _ => return Err(ApiError::not_found(format!("no console route {} {path}", method.as_ref()))),
     };
     http::json(status, &body).map_err(|e| internal("writing the response", e))
+}
+
+fn field_error(field: &str, message: &str) -> ApiError {
+    ApiError::validation(vec![crate::core::error::FieldError { field: field.into(), message: message.into() }])
 }
 
 fn now() -> i64 {
@@ -287,6 +297,48 @@ impl Console<'_> {
     async fn rotate_server(&self, id: &str) -> Result<Value> {
         let row = self.server_row(id).await?;
         self.rotate(row).await
+    }
+
+    // ---- durable tasks ----
+
+    /// `?limit=1..100` (default 50), newest first; `?before=<created_at>` pages back.
+    async fn list_tasks(&self, server_id: &str, req: &Request) -> Result<Value> {
+        self.server_row(server_id).await?;
+        let url = req.url().map_err(|e| internal("reading the query", e))?;
+        let mut limit = 50u32;
+        let mut before = i64::MAX;
+        for (k, v) in url.query_pairs() {
+            match k.as_ref() {
+                "limit" => match v.parse::<u32>() {
+                    Ok(n @ 1..=100) => limit = n,
+                    _ => return Err(field_error("limit", "must be an integer from 1 to 100")),
+                },
+                "before" => before = v.parse().map_err(|_| field_error("before", "must be a created_at value from an earlier page"))?,
+                _ => {}
+            }
+        }
+        let rows = store::list_tasks(self.db, server_id, before, limit).await?;
+        let next = (rows.len() == limit as usize).then(|| rows.last().and_then(|r| r["created_at"].as_i64())).flatten();
+        Ok(json!({ "data": rows, "next_before": next }))
+    }
+
+    async fn task(&self, server_id: &str, task_id: &str) -> Result<Value> {
+        self.server_row(server_id).await?;
+        store::get_task(self.db, server_id, task_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("server '{server_id}' has no task '{task_id}'")))
+    }
+
+    async fn cancel_task(&self, server_id: &str, task_id: &str) -> Result<Value> {
+        let row = self.task(server_id, task_id).await?;
+        if matches!(row["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
+            return Err(ApiError::conflict(format!("task '{task_id}' is already {}", row["status"].as_str().unwrap_or(""))));
+        }
+        super::tasks::call(self.env, task_id, "/cancel", &json!({"server_id": server_id}))
+            .await
+            .map_err(|e| internal("cancelling the task", e))?
+            .ok_or_else(|| ApiError::not_found(format!("task '{task_id}' has expired")))?;
+        self.task(server_id, task_id).await
     }
 
     // ---- shared server mechanics ----

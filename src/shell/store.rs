@@ -353,3 +353,27 @@ pub async fn touch_end_user(db: &D1Database, server_id: &str, user: &str, name: 
     stmt(db, sql, &[s(user), s(server_id), s(name), n(now)])?.run().await.map_err(|e| internal("recording an end user", e))?;
     Ok(())
 }
+
+const TASK_COLUMNS: &str = "id, app_id, tool, status, status_message, created_at, updated_at, poll_count, consecutive_errors, last_error, next_poll_at, degraded, cancel_requested, completed_at";
+
+/// Task rows for the console (booleans as booleans), newest first.
+pub async fn list_tasks(db: &D1Database, server_id: &str, before: i64, limit: u32) -> Result<Vec<Value>> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND created_at < ?2 ORDER BY created_at DESC LIMIT ?3");
+    let res = stmt(db, &sql, &[s(server_id), n(before), n(i64::from(limit))])?.all().await.map_err(|e| internal("listing tasks", e))?;
+    let rows: Vec<Value> = res.results().map_err(|e| internal("reading tasks", e))?;
+    Ok(rows.into_iter().map(task_json).collect())
+}
+
+pub async fn get_task(db: &D1Database, server_id: &str, task_id: &str) -> Result<Option<Value>> {
+    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND id = ?2");
+    let row: Option<Value> = stmt(db, &sql, &[s(server_id), s(task_id)])?.first(None).await.map_err(|e| internal("reading a task", e))?;
+    Ok(row.map(task_json))
+}
+
+fn task_json(mut row: Value) -> Value {
+    for flag in ["degraded", "cancel_requested"] {
+        let on = row[flag].as_f64().is_some_and(|v| v != 0.0);
+        row[flag] = Value::Bool(on);
+    }
+    row
+}

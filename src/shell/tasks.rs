@@ -71,13 +71,22 @@ struct Record {
     dify_task_id: Option<String>,
 }
 
-pub fn poll_config() -> PollConfig {
-    PollConfig::default()
+/// The polling rules of a task: the defaults, with the app's `poll_interval_seconds` and
+/// `input_required_poll_seconds` when it sets them.
+pub fn poll_config(app: &AppDefinition) -> PollConfig {
+    let mut cfg = PollConfig::default();
+    if let Some(s) = app.backend["poll_interval_seconds"].as_u64() {
+        cfg.interval_s = s;
+    }
+    if let Some(s) = app.backend["input_required_poll_seconds"].as_u64() {
+        cfg.input_required_min_s = s;
+    }
+    cfg
 }
 
 impl Record {
     fn view(&self) -> TaskView {
-        let cfg = poll_config();
+        let cfg = poll_config(&self.spec.app);
         let s = &self.state;
         TaskView {
             task_id: self.spec.task_id.clone(),
@@ -220,9 +229,11 @@ impl TaskRunner {
         self.state.storage().set_alarm(at_ms.saturating_sub(now_ms()) as i64).await
     }
 
-    /// After a restart an alarm may be missing: any request re-arms it.
+    /// After a restart an alarm may be missing, or long overdue: any request re-arms it.
     async fn ensure_alarm(&self, rec: &Record) -> worker::Result<()> {
-        if let (Some(at), None) = (rec.state.next_wake_ms(), self.state.storage().get_alarm().await?) {
+        let Some(at) = rec.state.next_wake_ms() else { return Ok(()) };
+        let armed = self.state.storage().get_alarm().await?;
+        if armed.is_none_or(|t| (t as u64) + 5000 < now_ms()) {
             self.alarm_at(at).await?;
         }
         Ok(())
@@ -244,7 +255,7 @@ impl TaskRunner {
 
     /// One due step: start, poll or cancel.
     async fn step(&self, rec: &mut Record) {
-        let cfg = poll_config();
+        let cfg = poll_config(&rec.spec.app);
         if rec.state.status == Status::Submitted && rec.state.cancel_requested_at_ms.is_none() {
             self.start(rec, &cfg).await;
             return;
@@ -282,7 +293,7 @@ impl TaskRunner {
             Status::Failed => Outcome::Failed(rec.state.error.clone().unwrap_or_else(|| "the task failed".into())),
             _ => return,
         };
-        rec.result = server::finish_call(&rec.plan(), outcome, VERSION).get("result").cloned();
+        rec.result = tool_result(&server::finish_call(&rec.plan(), outcome, VERSION));
     }
 
     fn backend(&self, rec: &Record) -> Result<Backend, Outcome> {
@@ -307,7 +318,7 @@ impl TaskRunner {
             Kind::RunToCompletion => {
                 let plan = rec.plan();
                 let response = run_to_completion(&plan, &rec.spec.app.backend, backend, &self.env).await;
-                rec.result = response.get("result").cloned();
+                rec.result = tool_result(&response);
                 let failed = rec.result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool).unwrap_or(true);
                 let report = if failed {
                     Report::Failed { error: first_text(rec.result.as_ref()), error_code: None }
@@ -399,6 +410,16 @@ impl TaskRunner {
             Kind::RunToCompletion => PollOutcome::Report(Report::Cancelled),
         }
     }
+}
+
+/// The CallToolResult of a response, as a task stores it: the serverInfo `_meta` belongs to the
+/// response that carries the task, not to the inlined result.
+fn tool_result(response: &Value) -> Option<Value> {
+    let mut r = response.get("result")?.clone();
+    if let Some(o) = r.as_object_mut() {
+        o.remove("_meta");
+    }
+    Some(r)
 }
 
 fn finish_with(rec: &mut Record, outcome: Outcome, cfg: &PollConfig) {
@@ -508,7 +529,7 @@ async fn call_json(backend: &Backend, plan: &CallPlan, method: Method, url: &str
 async fn write_row(env: &Env, rec: &Record) {
     let Ok(db) = env.d1(super::console::D1_BINDING) else { return };
     let s = &rec.state;
-    let cfg = poll_config();
+    let cfg = poll_config(&rec.spec.app);
     let sql = "INSERT INTO tasks (id, server_id, app_id, tool, status, status_message, created_at, updated_at, poll_count, consecutive_errors, last_error, next_poll_at, degraded, cancel_requested, completed_at)
                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)
                ON CONFLICT (id) DO UPDATE SET status = excluded.status, status_message = excluded.status_message, updated_at = excluded.updated_at,

@@ -332,7 +332,7 @@ function parseJsonOutput(stdout, what) {
  *   fetchJson(path, opts), console(path, opts), d1(sql), kvKeys(), kvGet(key),
  *   stateFilesContaining(needle) }
  */
-export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS } = {}) {
+export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir } = {}) {
   // vars.ADMIN_TOKEN wins over adminToken, and whichever is used is reported back.
   adminToken = vars.ADMIN_TOKEN ?? adminToken ?? 'test-admin-token';
   const buildEntry = path.join(repoRoot, 'build', 'index.js');
@@ -340,7 +340,8 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
     throw new Error(`${buildEntry} does not exist: run \`make build\` first`);
   }
   const [node, entry] = wranglerCommand();
-  const persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-test-'));
+  // `persistDir` restarts Flowgate on the state an earlier instance left (see stop({ keepState })).
+  const persistDir = reuseDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-test-'));
   liveStateDirs.add(persistDir);
   installHooks();
   const removeState = () => {
@@ -408,11 +409,13 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
       startupMs,
       log: () => proc.log(),
 
-      stop() {
+      /** Stops the Worker; `keepState: true` leaves the state dir for a restart on it. */
+      stop({ keepState = false } = {}) {
         if (stopping) return stopping;
         stopping = (async () => {
           await proc.stop();
-          removeState();
+          if (keepState) liveStateDirs.delete(persistDir);
+          else removeState();
         })();
         return stopping;
       },

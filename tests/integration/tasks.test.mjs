@@ -1,0 +1,270 @@
+// Durable tasks through real clients against real Durable Objects (wrangler dev).
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { startFlowgate } from '../support/harness.mjs';
+import { startDifyFixture } from '../support/dify-fixture.mjs';
+import { startHttpTool } from '../support/http-tool-fixture.mjs';
+import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
+
+let fg;
+let dify;
+let tools;
+
+before(async () => {
+  [fg, dify, tools] = await Promise.all([startFlowgate(), startDifyFixture(), startHttpTool()]);
+});
+
+after(async () => {
+  await Promise.allSettled([fg?.stop(), dify?.stop(), tools?.stop()]);
+});
+
+const V = { 'mcp-protocol-version': '2025-11-25' };
+const FAST = { poll_interval_seconds: 1, input_required_poll_seconds: 1 };
+const FORM = [{ 'text-input': { variable: 'text', label: 'Text', required: true } }];
+
+async function workflowServer(name, opts = {}, support = 'optional') {
+  const { app, apiKey } = await registerApp(fg, dify, { mode: 'workflow', name, form: FORM, backend: { task_support: support, ...FAST }, ...opts });
+  return { ...(await publish(fg, app.id)), apiKey, app };
+}
+
+async function asyncToolServer(name, script, extra = {}) {
+  const { submitPath, statusPath, cancelPath } = tools.addAsyncTool({ apiKey: 'async-key', script, ...extra });
+  const r = await fg.console('/apps', {
+    method: 'POST',
+    body: {
+      name,
+      mode: 'http-tool',
+      backend: {
+        api_endpoint: tools.url + submitPath,
+        api_key: 'async-key',
+        async: { status_endpoint: tools.url + statusPath, cancel_endpoint: tools.url + cancelPath },
+        task_support: 'required',
+        manifest: { parameters: [{ name: 'city', type: 'string', required: true }], outputs: [{ name: 'temperature', type: 'number' }] },
+        ...FAST,
+      },
+    },
+  });
+  assert.equal(r.status, 201, r.text);
+  return { ...(await publish(fg, r.json.id)), submitPath };
+}
+
+const call = (name, args, task = { ttl: 600_000 }, id = 1) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, ...(task ? { task } : {}) } });
+const taskReq = (method, taskId, id = 2) => ({ jsonrpc: '2.0', id, method, params: { taskId } });
+
+async function createTask(url, name, args) {
+  const r = await rpc(url, call(name, args), V);
+  assert.equal(r.status, 200, r.text);
+  const task = r.json.result?.task;
+  assert.ok(task?.taskId, r.text);
+  assert.match(task.taskId, /^[0-9a-f]{32}$/, '128 random bits');
+  return task;
+}
+
+/** Polls tasks/get until `done(task)`; returns every status seen and the last task. */
+async function follow(url, taskId, done, ms = 30_000) {
+  const seen = [];
+  const until = Date.now() + ms;
+  for (;;) {
+    const r = await rpc(url, taskReq('tasks/get', taskId), V);
+    assert.equal(r.status, 200, r.text);
+    const t = r.json.result;
+    assert.ok(t, r.text);
+    if (seen.at(-1) !== t.status) seen.push(t.status);
+    if (done(t)) return { seen, task: t };
+    if (Date.now() > until) throw new Error(`task ${taskId} never got there; saw ${seen.join(' → ')}, last ${JSON.stringify(t)}`);
+    await new Promise((res) => setTimeout(res, 250));
+  }
+}
+
+describe('2025-11-25 through the official SDK client', () => {
+  test('a task that completes; tasks/result equals a direct tools/call', async () => {
+    const { url } = await workflowServer('Slow Report', { runDurationMs: 1500 });
+    const client = new Client({ name: 'tasks-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    try {
+      assert.ok(client.getServerCapabilities().tasks?.requests?.tools?.call, 'tasks capability');
+      const { tools: listed } = await client.listTools();
+      assert.equal(listed[0].execution.taskSupport, 'optional');
+      const kinds = [];
+      let result;
+      for await (const m of client.experimental.tasks.callToolStream({ name: 'Slow_Report', arguments: { text: 'q3' } }, undefined, { task: { ttl: 600_000 } })) {
+        kinds.push(m.type === 'taskStatus' ? `status:${m.task.status}` : m.type);
+        if (m.type === 'result') result = m.result;
+        if (m.type === 'error') throw m.error;
+      }
+      assert.equal(kinds[0], 'taskCreated');
+      assert.ok(kinds.includes('status:working'), kinds.join());
+      assert.ok(kinds.includes('status:completed'), kinds.join());
+      assert.equal(result._meta['io.modelcontextprotocol/related-task'].taskId.length, 32);
+      const direct = await client.callTool({ name: 'Slow_Report', arguments: { text: 'q3' } });
+      const { _meta, ...payload } = result;
+      assert.deepEqual(payload, direct, 'tasks/result returns exactly what a direct call returns');
+      assert.deepEqual(direct.structuredContent, { echo: { text: 'q3' } });
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('a task that fails reports failed, and tasks/result gives the tool error', async () => {
+    const { url } = await workflowServer('Doomed', { runDurationMs: 500, behaviour: 'workflow_failed' });
+    const task = await createTask(url, 'Doomed', { text: 'x' });
+    const { task: t } = await follow(url, task.taskId, (x) => x.status !== 'working');
+    assert.equal(t.status, 'failed');
+    assert.match(t.statusMessage, /model timeout/);
+    const r = await rpc(url, taskReq('tasks/result', task.taskId), V);
+    assert.equal(r.json.result.isError, true);
+    assert.match(r.json.result.content[0].text, /model timeout/);
+    assert.equal(r.json.result._meta['io.modelcontextprotocol/related-task'].taskId, task.taskId);
+  });
+
+  test('a task cancelled while running stops the Dify run; cancelling again is -32602', async () => {
+    const { url, apiKey } = await workflowServer('Long Haul', { runDurationMs: 60_000 });
+    const client = new Client({ name: 'tasks-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    try {
+      const created = await client.request(
+        { method: 'tools/call', params: { name: 'Long_Haul', arguments: { text: 'x' }, task: { ttl: 600_000 } } },
+        (await import('@modelcontextprotocol/sdk/types.js')).CreateTaskResultSchema,
+      );
+      const taskId = created.task.taskId;
+      await follow(url, taskId, () => dify.requestsFor(apiKey).some((q) => q.runId));
+      await client.experimental.tasks.cancelTask(taskId);
+      const { task } = await follow(url, taskId, (t) => t.status === 'cancelled');
+      assert.equal(task.status, 'cancelled');
+      const stop = dify.stops.find((s) => s.apiKey === apiKey);
+      assert.ok(stop, 'the stop endpoint was called');
+      const run = [...dify.runs.values()].find((r) => r.apiKey === apiKey);
+      assert.equal(stop.task_id, run.taskId);
+      assert.equal(dify.runState(run.id).status, 'stopped');
+      const again = await rpc(url, taskReq('tasks/cancel', taskId), V);
+      assert.equal(again.json.error.code, -32602);
+      assert.match(again.json.error.message, /already cancelled/);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('seed-002 async tools', () => {
+  test('a task that hits input_required and continues', async () => {
+    const { url } = await asyncToolServer('Asker', [
+      { status: 'running' },
+      { status: 'input_required', input_required: { question: 'Which city?' } },
+      { status: 'running' },
+      { status: 'completed', result: { temperature: 72 } },
+    ]);
+    const task = await createTask(url, 'Asker', { city: 'Oslo' });
+    const { seen, task: t } = await follow(url, task.taskId, (x) => ['completed', 'failed', 'cancelled'].includes(x.status));
+    assert.deepEqual(seen.filter((s) => s !== 'working').slice(0, 2), ['input_required', 'completed'], seen.join(' → '));
+    assert.equal(t.status, 'completed');
+    const r = await rpc(url, taskReq('tasks/result', task.taskId), V);
+    assert.deepEqual(r.json.result.structuredContent, { temperature: 72 });
+  });
+
+  test('three backend errors mark tracking degraded without failing the task, then it recovers', async () => {
+    const { url, server } = await asyncToolServer('Flaky Tracker', [
+      { httpStatus: 500 }, { httpStatus: 500 }, { httpStatus: 500 }, { status: 'running' }, { status: 'completed', result: { temperature: 1 } },
+    ]);
+    const task = await createTask(url, 'Flaky_Tracker', { city: 'x' });
+    const { task: degraded } = await follow(url, task.taskId, (t) => /degraded/.test(t.statusMessage ?? ''));
+    assert.equal(degraded.status, 'working');
+    const row = await fg.console(`/servers/${server.id}/tasks/${task.taskId}`);
+    assert.equal(row.status, 200, row.text);
+    assert.equal(row.json.degraded, true);
+    assert.equal(row.json.consecutive_errors, 3);
+    assert.match(row.json.last_error, /HTTP 500/);
+    const { task: done } = await follow(url, task.taskId, (t) => t.status === 'completed');
+    assert.equal(done.statusMessage, undefined);
+    const after = await fg.console(`/servers/${server.id}/tasks/${task.taskId}`);
+    assert.equal(after.json.degraded, false);
+    assert.ok(after.json.poll_count >= 2);
+  });
+
+  test('the poll intervals follow the backoff rule (1 s base: 1, 2, 4 s after errors)', async () => {
+    const { url, submitPath } = await asyncToolServer('Backoff', [
+      { httpStatus: 503 }, { httpStatus: 503 }, { httpStatus: 503 }, { status: 'completed', result: { temperature: 2 } },
+    ]);
+    const task = await createTask(url, 'Backoff', { city: 'x' });
+    await follow(url, task.taskId, (t) => t.status === 'completed');
+    const statusCalls = tools.callsFor(submitPath).filter((c) => c.kind === 'status');
+    const gaps = statusCalls.slice(1).map((c, i) => (c.at - statusCalls[i].at) / 1000);
+    assert.equal(gaps.length, 3);
+    for (const [gap, want] of gaps.map((g, i) => [g, [1, 2, 4][i]])) {
+      assert.ok(gap >= want - 0.05 && gap < want + 1.5, `gaps ${gaps.join(', ')} s`);
+    }
+  });
+
+  test('a required tool refuses a plain call', async () => {
+    const { url } = await asyncToolServer('Only Async', [{ status: 'completed', result: {} }]);
+    const r = await rpc(url, call('Only_Async', { city: 'x' }, null), V);
+    assert.equal(r.json.error.code, -32601);
+    assert.match(r.json.error.message, /params\.task/);
+  });
+});
+
+describe('2026-07-28 tasks extension', () => {
+  const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
+  const send = (url, method, params, name) =>
+    rpc(url, { jsonrpc: '2.0', id: 7, method, params: { ...params, _meta: meta } }, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) });
+
+  test('server-directed creation, result inlined in tasks/get, cancel acknowledged', async () => {
+    const { url } = await workflowServer('Modern Flow', { runDurationMs: 800 });
+    const d = await send(url, 'server/discover', {});
+    assert.deepEqual(d.json.result.capabilities.extensions, { 'io.modelcontextprotocol/tasks': {} });
+    const c = await send(url, 'tools/call', { name: 'Modern_Flow', arguments: { text: 'now' } }, 'Modern_Flow');
+    const created = c.json.result;
+    assert.equal(created.resultType, 'task', c.text);
+    assert.ok(Number.isInteger(created.ttlMs) && Number.isInteger(created.pollIntervalMs));
+    assert.equal(created.task, undefined);
+    let got;
+    for (let i = 0; i < 60; i++) {
+      got = (await send(url, 'tasks/get', { taskId: created.taskId }, created.taskId)).json.result;
+      if (got.status === 'completed') break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.equal(got.status, 'completed');
+    assert.equal(got.resultType, 'complete');
+    assert.deepEqual(got.result.structuredContent, { echo: { text: 'now' } });
+    assert.equal(got.result._meta, undefined);
+    const cancel = await send(url, 'tasks/cancel', { taskId: created.taskId }, created.taskId);
+    assert.equal(cancel.json.result.resultType, 'complete');
+    assert.deepEqual(Object.keys(cancel.json.result).sort(), ['_meta', 'resultType']);
+    const gone = await send(url, 'tasks/result', { taskId: created.taskId }, created.taskId);
+    assert.equal(gone.json.error.code, -32601);
+  });
+});
+
+describe('isolation and the console', () => {
+  test('a task is reachable only through the server code that created it', async () => {
+    const a = await workflowServer('Owner', { runDurationMs: 200 });
+    const b = await workflowServer('Stranger');
+    const task = await createTask(a.url, 'Owner', { text: 'x' });
+    const r = await rpc(b.url, taskReq('tasks/get', task.taskId), V);
+    assert.equal(r.json.error.code, -32602);
+    assert.match(r.json.error.message, /unknown task/);
+    assert.equal((await fg.console(`/servers/${b.server.id}/tasks/${task.taskId}`)).status, 404);
+  });
+
+  test('the console lists, shows and cancels tasks', async () => {
+    const { url, server } = await workflowServer('Console Tasks', { runDurationMs: 60_000 });
+    const t1 = await createTask(url, 'Console_Tasks', { text: '1' });
+    const t2 = await createTask(url, 'Console_Tasks', { text: '2' });
+    const list = await fg.console(`/servers/${server.id}/tasks?limit=1`);
+    assert.equal(list.status, 200, list.text);
+    assert.deepEqual(list.json.data.map((t) => t.id), [t2.taskId]);
+    const page2 = await fg.console(`/servers/${server.id}/tasks?limit=1&before=${list.json.next_before}`);
+    assert.deepEqual(page2.json.data.map((t) => t.id), [t1.taskId]);
+    assert.equal((await fg.console(`/servers/${server.id}/tasks?limit=500`)).status, 400);
+    const c = await fg.console(`/servers/${server.id}/tasks/${t1.taskId}/cancel`, { method: 'POST' });
+    assert.equal(c.status, 200, c.text);
+    assert.equal(c.json.cancel_requested, true);
+    await follow(url, t1.taskId, (t) => t.status === 'cancelled');
+    const shown = await fg.console(`/servers/${server.id}/tasks/${t1.taskId}`);
+    assert.equal(shown.json.status, 'cancelled');
+    assert.equal((await fg.console(`/servers/${server.id}/tasks/${t1.taskId}/cancel`, { method: 'POST' })).status, 409);
+  });
+});
