@@ -185,16 +185,53 @@ impl DurableObject for TaskRunner {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
-        let Some(mut rec) = self.load().await? else { return Response::ok("no task") };
+        let Some(rec) = self.load().await? else { return Response::ok("no task") };
         let now = now_ms();
         if rec.state.expired(now) {
             self.state.storage().delete_all().await?;
             delete_row(&self.env, &rec.spec.task_id).await;
             return Response::ok("expired");
         }
-        self.step(&mut rec).await;
-        self.save(&rec).await?;
+        // The backend call happens on a snapshot; its answer is applied to the state as stored
+        // *after* the call, so a cancel that arrived meanwhile wins (its poll result is discarded).
+        let effect = self.step(&rec).await;
+        let Some(mut fresh) = self.load().await? else { return Response::ok("deleted meanwhile") };
+        let cfg = poll_config(&fresh.spec.app);
+        apply(effect, &mut fresh, &cfg);
+        self.settle(&mut fresh);
+        self.save(&fresh).await?;
         Response::ok("ok")
+    }
+}
+
+/// The result of one backend step, to be applied to the task's current state.
+enum Effect {
+    None,
+    Polled(PollOutcome, u64),
+    CancelAnswered(PollOutcome, u64),
+    Submitted { remote: String, dify_task_id: Option<String> },
+    Finished { report: Report, result: Option<Value> },
+}
+
+fn apply(effect: Effect, rec: &mut Record, cfg: &PollConfig) {
+    match effect {
+        Effect::None => {}
+        Effect::Polled(outcome, at) => {
+            rec.state.on_poll(outcome, cfg, at);
+        }
+        Effect::CancelAnswered(outcome, at) => rec.state.on_cancel(outcome, cfg, at),
+        Effect::Submitted { remote, dify_task_id } => {
+            rec.dify_task_id = dify_task_id;
+            if let Err(e) = rec.state.submitted(&remote, cfg, now_ms()) {
+                console_error!("task {}: {e}", rec.spec.task_id);
+            }
+        }
+        Effect::Finished { report, result } => {
+            if !rec.state.status.is_terminal() {
+                rec.result = result;
+                rec.state.finished(report, cfg, now_ms());
+            }
+        }
     }
 }
 
@@ -253,25 +290,16 @@ impl TaskRunner {
         Response::from_json(&json_view(&rec, false))
     }
 
-    /// One due step: start, poll or cancel.
-    async fn step(&self, rec: &mut Record) {
-        let cfg = poll_config(&rec.spec.app);
+    /// One due step (start, poll or cancel): the backend call, not yet applied.
+    async fn step(&self, rec: &Record) -> Effect {
         if rec.state.status == Status::Submitted && rec.state.cancel_requested_at_ms.is_none() {
-            self.start(rec, &cfg).await;
-            return;
+            return self.start(rec).await;
         }
         match rec.state.due_action(now_ms()) {
-            Action::None => {}
-            Action::Poll => {
-                let outcome = self.poll(rec).await;
-                rec.state.on_poll(outcome, &cfg, now_ms());
-            }
-            Action::Cancel => {
-                let outcome = self.cancel(rec).await;
-                rec.state.on_cancel(outcome, &cfg, now_ms());
-            }
+            Action::None => Effect::None,
+            Action::Poll => Effect::Polled(self.poll(rec).await, now_ms()),
+            Action::Cancel => Effect::CancelAnswered(self.cancel(rec).await, now_ms()),
         }
-        self.settle(rec);
     }
 
     /// Turns a terminal state into the result the client gets.
@@ -309,49 +337,48 @@ impl TaskRunner {
         backend_of(&def, 0, &self.env)
     }
 
-    async fn start(&self, rec: &mut Record, cfg: &PollConfig) {
+    async fn start(&self, rec: &Record) -> Effect {
+        let failed = |outcome: Outcome| match outcome {
+            Outcome::Ok { structured, .. } => Effect::Finished { report: Report::Completed { result: structured.unwrap_or(Value::Null), result_artifact: None }, result: None },
+            Outcome::Failed(error) => Effect::Finished { report: Report::Failed { error, error_code: None }, result: None },
+        };
         let backend = match self.backend(rec) {
             Ok(b) => b,
-            Err(outcome) => return finish_with(rec, outcome, cfg),
+            Err(outcome) => return failed(outcome),
         };
         match rec.spec.kind {
             Kind::RunToCompletion => {
-                let plan = rec.plan();
-                let response = run_to_completion(&plan, &rec.spec.app.backend, backend, &self.env).await;
-                rec.result = tool_result(&response);
-                let failed = rec.result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool).unwrap_or(true);
-                let report = if failed {
-                    Report::Failed { error: first_text(rec.result.as_ref()), error_code: None }
+                let response = run_to_completion(&rec.plan(), &rec.spec.app.backend, backend, &self.env).await;
+                let result = tool_result(&response);
+                let is_error = result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool).unwrap_or(true);
+                let report = if is_error {
+                    Report::Failed { error: first_text(result.as_ref()), error_code: None }
                 } else {
-                    Report::Completed { result: rec.result.clone().unwrap_or(Value::Null), result_artifact: None }
+                    Report::Completed { result: result.clone().unwrap_or(Value::Null), result_artifact: None }
                 };
-                rec.state.finished(report, cfg, now_ms());
+                Effect::Finished { report, result }
             }
             Kind::DifyWorkflow => match start_dify_run(rec, &backend).await {
-                Ok((run_id, dify_task)) => {
-                    rec.dify_task_id = dify_task;
-                    if let Err(e) = rec.state.submitted(&run_id, cfg, now_ms()) {
-                        console_error!("task {}: {e}", rec.spec.task_id);
-                    }
-                }
-                Err(outcome) => finish_with(rec, outcome, cfg),
+                Ok((remote, dify_task_id)) => Effect::Submitted { remote, dify_task_id },
+                Err(outcome) => failed(outcome),
             },
             Kind::AsyncTool => {
                 let answer = post_json(&backend, &rec.plan(), &backend.base_url, &rec.spec.body).await;
-                match answer.map_err(|e| e.to_string()).and_then(|v| task::parse_async_submit(&v)) {
-                    Ok(remote) => {
-                        if let Err(e) = rec.state.submitted(&remote, cfg, now_ms()) {
-                            // The remote id broke the contract: undo the work at the backend.
+                let answer = answer.map_err(|e| e.to_string());
+                match answer.as_ref().map_err(String::clone).and_then(task::parse_async_submit) {
+                    Ok(remote) => Effect::Submitted { remote, dify_task_id: None },
+                    Err(e) => {
+                        // A submit answer that breaks the contract (e.g. a remote id over 255
+                        // characters) may still have started work: undo it when it named a task.
+                        if let Some(remote) = answer.ok().and_then(|v| v["task_id"].as_str().map(str::to_string)) {
                             let cancel = async_endpoint(&rec.spec.app, "cancel_endpoint");
                             let _ = post_json(&backend, &rec.plan(), &cancel, &json!({"task_id": remote})).await;
-                            console_error!("task {}: {e}", rec.spec.task_id);
                         }
+                        failed(Outcome::Failed(format!("the tool did not accept the task: {e}")))
                     }
-                    Err(e) => finish_with(rec, Outcome::Failed(format!("the tool did not accept the task: {e}")), cfg),
                 }
             }
         }
-        self.settle(rec);
     }
 
     async fn poll(&self, rec: &Record) -> PollOutcome {
@@ -420,14 +447,6 @@ fn tool_result(response: &Value) -> Option<Value> {
         o.remove("_meta");
     }
     Some(r)
-}
-
-fn finish_with(rec: &mut Record, outcome: Outcome, cfg: &PollConfig) {
-    let report = match &outcome {
-        Outcome::Ok { structured, .. } => Report::Completed { result: structured.clone().unwrap_or(Value::Null), result_artifact: None },
-        Outcome::Failed(m) => Report::Failed { error: m.clone(), error_code: None },
-    };
-    rec.state.finished(report, cfg, now_ms());
 }
 
 fn first_text(result: Option<&Value>) -> String {

@@ -198,12 +198,34 @@ describe('seed-002 async tools', () => {
     }
   });
 
+  test('a remote id over 255 characters fails the task and cancels the work it started', async () => {
+    const long = 'r'.repeat(300);
+    const { url, submitPath } = await asyncToolServer('Too Long', [{ status: 'running' }], { submitResponse: { task_id: long, status: 'running' } });
+    const task = await createTask(url, 'Too_Long', { city: 'x' });
+    const { task: t } = await follow(url, task.taskId, (x) => x.status !== 'working');
+    assert.equal(t.status, 'failed');
+    assert.match(t.statusMessage, /255/);
+    const cancels = tools.callsFor(submitPath).filter((c) => c.kind === 'cancel');
+    assert.equal(cancels.length, 1);
+    assert.equal(cancels[0].body.task_id, long);
+  });
+
   test('a required tool refuses a plain call', async () => {
     const { url } = await asyncToolServer('Only Async', [{ status: 'completed', result: {} }]);
     const r = await rpc(url, call('Only_Async', { city: 'x' }, null), V);
     assert.equal(r.json.error.code, -32601);
     assert.match(r.json.error.message, /params\.task/);
   });
+});
+
+test('a chat app runs to completion inside its task', async () => {
+  const { app } = await registerApp(fg, dify, { mode: 'chat', name: 'Chat Task', form: [], backend: { task_support: 'optional', ...FAST } });
+  const { url } = await publish(fg, app.id);
+  const task = await createTask(url, 'Chat_Task', { query: 'hello task' });
+  await follow(url, task.taskId, (t) => t.status === 'completed');
+  const r = await rpc(url, taskReq('tasks/result', task.taskId), V);
+  assert.equal(r.json.result.content[0].text, 'echo: hello task');
+  assert.deepEqual(r.json.result.structuredContent, { answer: 'echo: hello task' });
 });
 
 describe('2026-07-28 tasks extension', () => {
