@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema, CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { startFlowgate } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
@@ -55,24 +56,39 @@ async function asyncToolServer(name, script, extra = {}) {
 const call = (name, args, task = { ttl: 600_000 }, id = 1) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: args, ...(task ? { task } : {}) } });
 const taskReq = (method, taskId, id = 2) => ({ jsonrpc: '2.0', id, method, params: { taskId } });
 
+/** The official SDK client, connected (2025-11-25); closed after the test file. */
+const clients = new Map();
+async function sdk(url) {
+  if (!clients.has(url)) {
+    const client = new Client({ name: 'tasks-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    clients.set(url, client);
+  }
+  return clients.get(url);
+}
+after(async () => {
+  await Promise.allSettled([...clients.values()].map((c) => c.close()));
+});
+
+/** Starts a task with the SDK client (tools/call with params.task). */
 async function createTask(url, name, args) {
-  const r = await rpc(url, call(name, args), V);
-  assert.equal(r.status, 200, r.text);
-  const task = r.json.result?.task;
-  assert.ok(task?.taskId, r.text);
+  const client = await sdk(url);
+  const { task } = await client.request({ method: 'tools/call', params: { name, arguments: args, task: { ttl: 600_000 } } }, CreateTaskResultSchema);
   assert.match(task.taskId, /^[0-9a-f]{32}$/, '128 random bits');
   return task;
 }
 
-/** Polls tasks/get until `done(task)`; returns every status seen and the last task. */
+/** The task's result through the SDK client (tasks/result). */
+async function taskResult(url, taskId) {
+  return (await sdk(url)).experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
+}
+
+/** Polls tasks/get (SDK client) until `done(task)`; returns every status seen and the last task. */
 async function follow(url, taskId, done, ms = 30_000) {
   const seen = [];
   const until = Date.now() + ms;
   for (;;) {
-    const r = await rpc(url, taskReq('tasks/get', taskId), V);
-    assert.equal(r.status, 200, r.text);
-    const t = r.json.result;
-    assert.ok(t, r.text);
+    const t = await (await sdk(url)).experimental.tasks.getTask(taskId);
     if (seen.at(-1) !== t.status) seen.push(t.status);
     if (done(t)) return { seen, task: t };
     if (Date.now() > until) throw new Error(`task ${taskId} never got there; saw ${seen.join(' → ')}, last ${JSON.stringify(t)}`);
@@ -115,10 +131,10 @@ describe('2025-11-25 through the official SDK client', () => {
     const { task: t } = await follow(url, task.taskId, (x) => x.status !== 'working');
     assert.equal(t.status, 'failed');
     assert.match(t.statusMessage, /model timeout/);
-    const r = await rpc(url, taskReq('tasks/result', task.taskId), V);
-    assert.equal(r.json.result.isError, true);
-    assert.match(r.json.result.content[0].text, /model timeout/);
-    assert.equal(r.json.result._meta['io.modelcontextprotocol/related-task'].taskId, task.taskId);
+    const r = await taskResult(url, task.taskId);
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /model timeout/);
+    assert.equal(r._meta['io.modelcontextprotocol/related-task'].taskId, task.taskId);
   });
 
   test('a task cancelled while running stops the Dify run; cancelling again is -32602', async () => {
@@ -161,8 +177,8 @@ describe('seed-002 async tools', () => {
     const { seen, task: t } = await follow(url, task.taskId, (x) => ['completed', 'failed', 'cancelled'].includes(x.status));
     assert.deepEqual(seen.filter((s) => s !== 'working').slice(0, 2), ['input_required', 'completed'], seen.join(' → '));
     assert.equal(t.status, 'completed');
-    const r = await rpc(url, taskReq('tasks/result', task.taskId), V);
-    assert.deepEqual(r.json.result.structuredContent, { temperature: 72 });
+    const r = await taskResult(url, task.taskId);
+    assert.deepEqual(r.structuredContent, { temperature: 72 });
   });
 
   test('three backend errors mark tracking degraded without failing the task, then it recovers', async () => {
@@ -223,9 +239,9 @@ test('a chat app runs to completion inside its task', async () => {
   const { url } = await publish(fg, app.id);
   const task = await createTask(url, 'Chat_Task', { query: 'hello task' });
   await follow(url, task.taskId, (t) => t.status === 'completed');
-  const r = await rpc(url, taskReq('tasks/result', task.taskId), V);
-  assert.equal(r.json.result.content[0].text, 'echo: hello task');
-  assert.deepEqual(r.json.result.structuredContent, { answer: 'echo: hello task' });
+  const r = await taskResult(url, task.taskId);
+  assert.equal(r.content[0].text, 'echo: hello task');
+  assert.deepEqual(r.structuredContent, { answer: 'echo: hello task' });
 });
 
 describe('2026-07-28 tasks extension', () => {
