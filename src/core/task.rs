@@ -9,6 +9,7 @@
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use crate::core::error::json_kind;
 use serde_json::{json, Map, Value};
 
 /// Persisted errors are bounded so one chatty backend cannot bloat task storage.
@@ -476,7 +477,7 @@ pub fn parse_async_status(v: &Value, expected_remote_id: &str) -> PollOutcome {
 
 fn read_async_status(v: &Value, expected_remote_id: &str) -> Result<Report, String> {
     let Some(obj) = v.as_object() else {
-        return Err(format!("protocol violation: the status answer is {} instead of a JSON object", kind(v)));
+        return Err(format!("protocol violation: the status answer is {} instead of a JSON object", json_kind(v)));
     };
     let error = optional_string(obj, "error")?.map(|e| clip_error(&e));
     let error_code = optional_string(obj, "error_code")?.map(|c| clip_error(&c));
@@ -490,7 +491,7 @@ fn read_async_status(v: &Value, expected_remote_id: &str) -> Result<Report, Stri
         Some(Value::String(id)) => id,
         None | Some(Value::Null) => return Err("protocol violation: the status answer has no task_id".into()),
         Some(other) => {
-            return Err(format!("protocol violation: task_id in the status answer is {} instead of a string", kind(other)))
+            return Err(format!("protocol violation: task_id in the status answer is {} instead of a string", json_kind(other)))
         }
     };
     if task_id != expected_remote_id {
@@ -504,7 +505,7 @@ fn read_async_status(v: &Value, expected_remote_id: &str) -> Result<Report, Stri
         Some(Value::String(s)) => s.as_str(),
         None | Some(Value::Null) => return Err("protocol violation: the status answer has no status".into()),
         Some(other) => {
-            return Err(format!("protocol violation: status in the status answer is {} instead of a string", kind(other)))
+            return Err(format!("protocol violation: status in the status answer is {} instead of a string", json_kind(other)))
         }
     };
     let input_required = bounded_json(obj, "input_required")?;
@@ -534,7 +535,7 @@ fn read_async_status(v: &Value, expected_remote_id: &str) -> Result<Report, Stri
 /// Validates a submit answer: must be {task_id: string ≤255, status: "running"}.
 pub fn parse_async_submit(v: &Value) -> Result<String, String> {
     let Some(obj) = v.as_object() else {
-        return Err(format!("protocol violation: the submit answer is {} instead of a JSON object", kind(v)));
+        return Err(format!("protocol violation: the submit answer is {} instead of a JSON object", json_kind(v)));
     };
     match obj.get("status") {
         Some(Value::String(s)) if s == "running" => {}
@@ -545,7 +546,7 @@ pub fn parse_async_submit(v: &Value) -> Result<String, String> {
             ))
         }
         None | Some(Value::Null) => return Err("protocol violation: the submit answer has no status".into()),
-        Some(other) => return Err(format!("protocol violation: status in the submit answer is {}", kind(other))),
+        Some(other) => return Err(format!("protocol violation: status in the submit answer is {}", json_kind(other))),
     }
     match obj.get("task_id") {
         Some(Value::String(id)) => {
@@ -554,7 +555,7 @@ pub fn parse_async_submit(v: &Value) -> Result<String, String> {
         }
         None | Some(Value::Null) => Err("protocol violation: the submit answer has no task_id".into()),
         Some(other) => {
-            Err(format!("protocol violation: task_id in the submit answer is {} instead of a string", kind(other)))
+            Err(format!("protocol violation: task_id in the submit answer is {} instead of a string", json_kind(other)))
         }
     }
 }
@@ -566,7 +567,7 @@ pub fn parse_async_submit(v: &Value) -> Result<String, String> {
 /// (older Dify) are decoded.
 pub fn parse_dify_run(v: &Value) -> PollOutcome {
     let Some(obj) = v.as_object() else {
-        return PollOutcome::Permanent(format!("the Dify workflow run is {} instead of a JSON object", kind(v)));
+        return PollOutcome::Permanent(format!("the Dify workflow run is {} instead of a JSON object", json_kind(v)));
     };
     let Some(status) = obj.get("status").and_then(Value::as_str) else {
         return PollOutcome::Permanent("the Dify workflow run has no status".into());
@@ -622,7 +623,7 @@ fn optional_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!("protocol violation: {key} in the status answer is {} instead of a string", kind(other))),
+        Some(other) => Err(format!("protocol violation: {key} in the status answer is {} instead of a string", json_kind(other))),
     }
 }
 
@@ -679,17 +680,6 @@ fn plural(n: u32, noun: &str) -> String {
         format!("1 {noun}")
     } else {
         format!("{n} {noun}s")
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

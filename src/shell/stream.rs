@@ -66,32 +66,17 @@ impl CallStream {
     /// goes away before the end (best effort, off the response path).
     pub fn new(plan: CallPlan, backend: Backend, env: &Env, ctx: &Context) -> CallStream {
         let (tx, rx) = oneshot::channel::<String>();
-        let env_for_stream = env.clone();
-        let (env, mode, user) = (env.clone(), plan.mode, plan.user.clone());
+        let (watch_env, mode, user) = (env.clone(), plan.mode, plan.user.clone());
         let (base, key, name) = (backend.base_url.clone(), backend.api_key.clone(), backend.app_name.clone());
         ctx.wait_until(async move {
             if let Ok(task_id) = rx.await {
-                stop_run(&env, &base, &key, mode, &task_id, &user, &name).await;
+                stop_run(&watch_env, &base, &key, mode, &task_id, &user, &name).await;
             }
         });
-        CallStream {
-            interp: match plan.mode {
-                Mode::HttpTool => StreamReader::Tool(HttpToolStream::new(&backend.app_name)),
-                mode => StreamReader::Dify(DifyStream::new(mode, backend.max_result_bytes)),
-            },
-            deadline_ms: Date::now().as_millis() + backend.total.as_millis() as u64,
-            last_chunk_ms: Date::now().as_millis(),
-            last_write_ms: Date::now().as_millis(),
-            plan,
-            backend,
-            phase: Phase::Start,
-            parser: SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES),
-            progress: Progress::default(),
-            final_response: None,
-            cancel: CancelGuard { tx: Some(tx), task_id: None },
-            env: env_for_stream,
-            registered: false,
-        }
+        let mut call = CallStream::detached(plan, backend, env);
+        call.cancel.tx = Some(tx);
+        call.registered = false;
+        call
     }
 
     /// A call with no client connection to lose (inside a task's Durable Object): nothing

@@ -1,6 +1,7 @@
 //! Tools: one per app of a server. Names, input schemas from the Dify form, output schemas,
 //! and the validation of call arguments against the same form.
 
+use crate::core::error::json_kind;
 use serde_json::{json, Map, Value};
 
 use crate::core::app::Mode;
@@ -191,7 +192,7 @@ impl Tool<'_> {
             match args.get("query") {
                 Some(Value::String(q)) => query = q.clone(),
                 None | Some(Value::Null) => problems.push("missing required argument 'query'".to_string()),
-                Some(v) => problems.push(format!("argument 'query' must be a string (got {})", kind(v))),
+                Some(v) => problems.push(format!("argument 'query' must be a string (got {})", json_kind(v))),
             }
         }
         let mut inputs = Map::new();
@@ -227,7 +228,7 @@ fn check_value(f: &FormField, v: &Value) -> Option<String> {
     let var = &f.variable;
     match f.ty {
         FieldType::TextInput | FieldType::Paragraph => match v.as_str() {
-            None => Some(format!("argument '{var}' must be a string (got {})", kind(v))),
+            None => Some(format!("argument '{var}' must be a string (got {})", json_kind(v))),
             Some(s) => match f.max_length {
                 Some(max) if s.chars().count() as u64 > max => Some(format!(
                     "argument '{var}' is {} characters long; at most {max} are allowed",
@@ -239,31 +240,20 @@ fn check_value(f: &FormField, v: &Value) -> Option<String> {
         FieldType::Select => match v.as_str() {
             Some(s) if f.options.iter().any(|o| o == s) => None,
             Some(s) => Some(format!("argument '{var}' must be one of {} (got \"{s}\")", quoted(&f.options))),
-            None => Some(format!("argument '{var}' must be one of {} (got {})", quoted(&f.options), kind(v))),
+            None => Some(format!("argument '{var}' must be one of {} (got {})", quoted(&f.options), json_kind(v))),
         },
         FieldType::Number if v.is_number() => None,
-        FieldType::Number => Some(format!("argument '{var}' must be a number (got {})", kind(v))),
+        FieldType::Number => Some(format!("argument '{var}' must be a number (got {})", json_kind(v))),
         FieldType::Checkbox if v.is_boolean() => None,
-        FieldType::Checkbox => Some(format!("argument '{var}' must be true or false (got {})", kind(v))),
+        FieldType::Checkbox => Some(format!("argument '{var}' must be true or false (got {})", json_kind(v))),
         FieldType::JsonObject if v.is_object() => None,
-        FieldType::JsonObject => Some(format!("argument '{var}' must be a JSON object (got {})", kind(v))),
+        FieldType::JsonObject => Some(format!("argument '{var}' must be a JSON object (got {})", json_kind(v))),
         FieldType::File | FieldType::FileList | FieldType::ExternalDataTool => None,
     }
 }
 
 fn quoted(options: &[String]) -> String {
     options.iter().map(|o| format!("\"{o}\"")).collect::<Vec<_>>().join(", ")
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
