@@ -281,13 +281,34 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     let (url_key, allowed): (&str, &[&str]) = match mode {
         m if m.is_dify() => (
             "base_url",
-            &["base_url", "api_key", "timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes", "task_support", "poll_interval_seconds", "input_required_poll_seconds"],
+            &[
+                "base_url",
+                "api_key",
+                "timeout_seconds",
+                "first_byte_timeout_seconds",
+                "idle_timeout_seconds",
+                "max_result_bytes",
+                "task_support",
+                "poll_interval_seconds",
+                "input_required_poll_seconds",
+            ],
         ),
         Mode::HttpTool => (
             "api_endpoint",
             &[
-                "api_endpoint", "api_key", "stream", "manifest", "form_values", "timeout_seconds", "first_byte_timeout_seconds",
-                "idle_timeout_seconds", "max_result_bytes", "task_support", "async", "poll_interval_seconds", "input_required_poll_seconds",
+                "api_endpoint",
+                "api_key",
+                "stream",
+                "manifest",
+                "form_values",
+                "timeout_seconds",
+                "first_byte_timeout_seconds",
+                "idle_timeout_seconds",
+                "max_result_bytes",
+                "task_support",
+                "async",
+                "poll_interval_seconds",
+                "input_required_poll_seconds",
             ],
         ),
         _ => ("url", &[]),
@@ -307,13 +328,18 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     }
     if !allowed.is_empty() {
         for k in obj.keys().filter(|k| !allowed.contains(&k.as_str())) {
-            errs.add(format!("backend.{k}"), format!("is not a setting of {} apps (known: {})", mode.as_str(), allowed.join(", ")));
+            errs.add(
+                format!("backend.{k}"),
+                format!("is not a setting of {} apps (known: {})", mode.as_str(), allowed.join(", ")),
+            );
         }
     }
     for key in TIMEOUT_KEYS {
         match obj.get(key).map(Value::as_u64) {
             None | Some(Some(1..=MAX_TIMEOUT_SECONDS)) => {}
-            Some(_) => errs.add(format!("backend.{key}"), format!("must be an integer from 1 to {MAX_TIMEOUT_SECONDS}")),
+            Some(_) => {
+                errs.add(format!("backend.{key}"), format!("must be an integer from 1 to {MAX_TIMEOUT_SECONDS}"))
+            }
         }
     }
     for key in ["poll_interval_seconds", "input_required_poll_seconds"] {
@@ -324,7 +350,9 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     }
     match obj.get("max_result_bytes").map(Value::as_u64) {
         None | Some(Some(1024..=MAX_RESULT_BYTES_LIMIT)) => {}
-        Some(_) => errs.add("backend.max_result_bytes", format!("must be an integer from 1024 to {MAX_RESULT_BYTES_LIMIT}")),
+        Some(_) => {
+            errs.add("backend.max_result_bytes", format!("must be an integer from 1024 to {MAX_RESULT_BYTES_LIMIT}"))
+        }
     }
     if obj.get("stream").is_some_and(|v| !v.is_boolean()) {
         errs.add("backend.stream", "must be true or false");
@@ -458,7 +486,14 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             fields(err),
-            ["user_input_form[0]", "backend.base_url", "backend.model", "backend.timeout_seconds", "backend.max_result_bytes", "backend.api_key"]
+            [
+                "user_input_form[0]",
+                "backend.base_url",
+                "backend.model",
+                "backend.timeout_seconds",
+                "backend.max_result_bytes",
+                "backend.api_key"
+            ]
         );
         assert!(validate_app(&json!([1]), None).unwrap_err().message.contains("JSON object"));
     }
@@ -480,7 +515,15 @@ mod tests {
             None,
         )
         .unwrap_err();
-        assert_eq!(fields(err), ["backend.stream", "backend.task_support", "backend.async.status_endpoint", "backend.async.cancel_endpoint"]);
+        assert_eq!(
+            fields(err),
+            [
+                "backend.stream",
+                "backend.task_support",
+                "backend.async.status_endpoint",
+                "backend.async.cancel_endpoint"
+            ]
+        );
         let err = validate_app(&json!({"name": "m", "mode": "mcp", "backend": {"url": "nope"}}), None).unwrap_err();
         assert_eq!(fields(err), ["backend.url"]);
         let ok = validate_app(

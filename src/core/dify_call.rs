@@ -8,7 +8,10 @@ use crate::core::app::Mode;
 /// What a tool call produced: text for every client, structured output for newer ones.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
-    Ok { text: String, structured: Option<Value> },
+    Ok {
+        text: String,
+        structured: Option<Value>,
+    },
     /// A backend failure, said in words a person can act on.
     Failed(String),
 }
@@ -17,10 +20,9 @@ pub enum Outcome {
 pub fn request(mode: Mode, inputs: Map<String, Value>, query: String, user: &str) -> (&'static str, Value) {
     match mode {
         Mode::Workflow => ("/workflows/run", json!({"inputs": inputs, "response_mode": "blocking", "user": user})),
-        Mode::Completion => (
-            "/completion-messages",
-            json!({"inputs": inputs, "query": "", "response_mode": "blocking", "user": user}),
-        ),
+        Mode::Completion => {
+            ("/completion-messages", json!({"inputs": inputs, "query": "", "response_mode": "blocking", "user": user}))
+        }
         // Chat modes; agent-chat is served streaming by Dify (see `needs_streaming`).
         _ => ("/chat-messages", json!({"query": query, "inputs": inputs, "response_mode": "blocking", "user": user})),
     }
@@ -68,7 +70,9 @@ pub fn read_blocking(mode: Mode, status: u16, retry_after: Option<&str>, body: &
         return Outcome::Ok { text, structured };
     }
     match v.get("answer") {
-        Some(Value::String(answer)) => Outcome::Ok { text: answer.clone(), structured: Some(json!({"answer": answer})) },
+        Some(Value::String(answer)) => {
+            Outcome::Ok { text: answer.clone(), structured: Some(json!({"answer": answer})) }
+        }
         _ => Outcome::Failed("the Dify app's answer has no `answer` text".into()),
     }
 }
@@ -140,16 +144,29 @@ mod tests {
         let quota = r#"{"code":"provider_quota_exceeded","message":"Your quota ... exhausted.","status":400}"#;
         assert_eq!(
             read_blocking(Mode::Chat, 400, None, quota),
-            Outcome::Failed("the Dify app refused the call (HTTP 400, provider_quota_exceeded): Your quota ... exhausted.".into())
+            Outcome::Failed(
+                "the Dify app refused the call (HTTP 400, provider_quota_exceeded): Your quota ... exhausted.".into()
+            )
         );
-        assert_eq!(read_blocking(Mode::Chat, 500, None, "Internal Server Error"), Outcome::Failed("the Dify app answered HTTP 500: Internal Server Error".into()));
-        assert_eq!(read_blocking(Mode::Chat, 502, None, ""), Outcome::Failed("the Dify app answered HTTP 502 with an empty body".into()));
-        assert!(matches!(read_blocking(Mode::Chat, 200, None, "<html>"), Outcome::Failed(m) if m.contains("not a JSON object")));
+        assert_eq!(
+            read_blocking(Mode::Chat, 500, None, "Internal Server Error"),
+            Outcome::Failed("the Dify app answered HTTP 500: Internal Server Error".into())
+        );
+        assert_eq!(
+            read_blocking(Mode::Chat, 502, None, ""),
+            Outcome::Failed("the Dify app answered HTTP 502 with an empty body".into())
+        );
+        assert!(
+            matches!(read_blocking(Mode::Chat, 200, None, "<html>"), Outcome::Failed(m) if m.contains("not a JSON object"))
+        );
         assert!(matches!(read_blocking(Mode::Chat, 200, None, "{}"), Outcome::Failed(m) if m.contains("no `answer`")));
         let limited = r#"{"code":"too_many_requests","message":"Too many requests","status":429}"#;
         assert_eq!(
             read_blocking(Mode::Chat, 429, Some("7"), limited),
-            Outcome::Failed("the Dify app refused the call (HTTP 429, too_many_requests): Too many requests; retry after 7 s".into())
+            Outcome::Failed(
+                "the Dify app refused the call (HTTP 429, too_many_requests): Too many requests; retry after 7 s"
+                    .into()
+            )
         );
         assert!(matches!(read_blocking(Mode::Chat, 429, None, ""), Outcome::Failed(m) if m.ends_with("retry later")));
         assert_eq!(stop_path(Mode::Workflow, "t1"), "/workflows/tasks/t1/stop");

@@ -230,7 +230,10 @@ mod tests {
             json!({"event": "workflow_finished", "task_id": "t1", "data": {"status": "succeeded", "outputs": {"summary": "s"}}}),
         ];
         let (outcome, signals) = run(Mode::Workflow, &events, 100);
-        assert_eq!(outcome, Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) });
+        assert_eq!(
+            outcome,
+            Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) }
+        );
         assert_eq!(signals.len(), 2);
         assert_eq!(signals[1], Signal::Progress { message: "LLM succeeded".into() });
         let failed = [json!({"event": "workflow_finished", "data": {"status": "failed", "error": "boom"}})];
@@ -244,25 +247,44 @@ mod tests {
             json!({"event": "message", "answer": "lo"}),
             json!({"event": "message_end"}),
         ];
-        assert_eq!(run(Mode::Chat, &events, 100).0, Outcome::Ok { text: "Hello".into(), structured: Some(json!({"answer": "Hello"})) });
-        let replaced = [json!({"event": "message", "answer": "bad"}), json!({"event": "message_replace", "answer": "moderated"}), json!({"event": "message_end"})];
+        assert_eq!(
+            run(Mode::Chat, &events, 100).0,
+            Outcome::Ok { text: "Hello".into(), structured: Some(json!({"answer": "Hello"})) }
+        );
+        let replaced = [
+            json!({"event": "message", "answer": "bad"}),
+            json!({"event": "message_replace", "answer": "moderated"}),
+            json!({"event": "message_end"}),
+        ];
         assert!(matches!(run(Mode::Chat, &replaced, 100).0, Outcome::Ok { text, .. } if text == "moderated"));
     }
 
     #[test]
     fn agent_chat_prefers_the_answer_over_thoughts() {
         let thought = |t: &str| json!({"event": "agent_thought", "thought": t, "tool": "search", "observation": "obs"});
-        let with_answer = [thought("first"), thought("second"), json!({"event": "agent_message", "answer": "Final"}), json!({"event": "message_end"})];
+        let with_answer = [
+            thought("first"),
+            thought("second"),
+            json!({"event": "agent_message", "answer": "Final"}),
+            json!({"event": "message_end"}),
+        ];
         let (outcome, signals) = run(Mode::AgentChat, &with_answer, 100);
         assert!(matches!(outcome, Outcome::Ok { text, .. } if text == "Final"));
         assert_eq!(signals.iter().filter(|s| matches!(s, Signal::Progress { .. })).count(), 2);
-        let only_thoughts = [thought("first"), thought("the last thought"), thought(""), json!({"event": "message_end"})];
-        assert!(matches!(run(Mode::AgentChat, &only_thoughts, 100).0, Outcome::Ok { text, .. } if text == "the last thought"));
+        let only_thoughts =
+            [thought("first"), thought("the last thought"), thought(""), json!({"event": "message_end"})];
+        assert!(
+            matches!(run(Mode::AgentChat, &only_thoughts, 100).0, Outcome::Ok { text, .. } if text == "the last thought")
+        );
     }
 
     #[test]
     fn the_answer_is_capped_with_a_note() {
-        let events = [json!({"event": "message", "answer": "0123456789"}), json!({"event": "message", "answer": "abcdef"}), json!({"event": "message_end"})];
+        let events = [
+            json!({"event": "message", "answer": "0123456789"}),
+            json!({"event": "message", "answer": "abcdef"}),
+            json!({"event": "message_end"}),
+        ];
         let Outcome::Ok { text, .. } = run(Mode::Completion, &events, 12).0 else { panic!() };
         assert!(text.starts_with("0123456789ab\n\n[truncated: the answer was longer than 12 bytes"), "{text}");
         assert_eq!(truncate("héllo", 2), "h");
@@ -271,7 +293,10 @@ mod tests {
     #[test]
     fn errors_early_ends_and_malformed_events() {
         let err = [json!({"event": "error", "code": "provider_quota_exceeded", "message": "quota"})];
-        assert_eq!(run(Mode::Chat, &err, 100).0, Outcome::Failed("the Dify app reported an error (provider_quota_exceeded): quota".into()));
+        assert_eq!(
+            run(Mode::Chat, &err, 100).0,
+            Outcome::Failed("the Dify app reported an error (provider_quota_exceeded): quota".into())
+        );
         let early = [json!({"event": "message", "answer": "partial"})];
         assert_eq!(run(Mode::Chat, &early, 100).0, Outcome::Failed("the backend stream ended before a result".into()));
         let mut s = DifyStream::new(Mode::Chat, 100);

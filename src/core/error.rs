@@ -39,11 +39,7 @@ impl ApiError {
     /// 400 listing every bad field; the message repeats them so a client that only shows
     /// `message` still tells the user everything.
     pub fn validation(errors: Vec<FieldError>) -> Self {
-        let message = errors
-            .iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
-            .collect::<Vec<_>>()
-            .join("; ");
+        let message = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>().join("; ");
         ApiError { status: 400, code: "validation_failed", message, errors, allow: None }
     }
 
@@ -56,12 +52,8 @@ impl ApiError {
     pub fn to_json(&self) -> Value {
         let mut body = json!({ "error": self.code, "message": self.message });
         if !self.errors.is_empty() {
-            body["errors"] = Value::Array(
-                self.errors
-                    .iter()
-                    .map(|e| json!({ "field": e.field, "message": e.message }))
-                    .collect(),
-            );
+            body["errors"] =
+                Value::Array(self.errors.iter().map(|e| json!({ "field": e.field, "message": e.message })).collect());
         }
         body
     }

@@ -145,7 +145,9 @@ fn parse_item(item: &Value, at: &str, errs: &mut Errors) -> Option<FormField> {
         Some(Value::String(v)) => {
             errs.add(
                 format!("{body_path}.variable"),
-                format!("'{v}' is not a valid variable name (letters, digits and _, not starting with a digit, at most 64)"),
+                format!(
+                    "'{v}' is not a valid variable name (letters, digits and _, not starting with a digit, at most 64)"
+                ),
             );
             String::new()
         }
@@ -240,13 +242,7 @@ fn parse_options(v: Option<&Value>, at: &str, errs: &mut Errors) -> Vec<String> 
 
 /// Dify often stores defaults as strings (`""` meaning none); keep them in the type the
 /// schema will advertise.
-fn parse_default(
-    ty: FieldType,
-    v: Option<&Value>,
-    options: &[String],
-    at: &str,
-    errs: &mut Errors,
-) -> Option<Value> {
+fn parse_default(ty: FieldType, v: Option<&Value>, options: &[String], at: &str, errs: &mut Errors) -> Option<Value> {
     let v = match v {
         None | Some(Value::Null) => return None,
         Some(Value::String(s)) if s.is_empty() => return None,

@@ -58,7 +58,8 @@ pub fn derive_from_manifest(backend: &Map<String, Value>, errs: &mut Errors) -> 
                 items.push(json!({ kind: body }));
             }
             "form" => {
-                let has_value = form_values.is_some_and(|f| f.contains_key(name)) || p.get("default").is_some_and(|d| !d.is_null());
+                let has_value =
+                    form_values.is_some_and(|f| f.contains_key(name)) || p.get("default").is_some_and(|d| !d.is_null());
                 if required && !has_value {
                     errs.add(at.clone(), format!("'{name}' is a required form parameter: give it a value in backend.form_values or a default"));
                 }
@@ -138,7 +139,9 @@ pub fn read_response(tool: &str, status: u16, content_type: &str, retry_after: O
 fn error_text(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(s.clone()),
-        Value::Object(o) => o.get("message").and_then(Value::as_str).map(str::to_string).or_else(|| Some(v.to_string())),
+        Value::Object(o) => {
+            o.get("message").and_then(Value::as_str).map(str::to_string).or_else(|| Some(v.to_string()))
+        }
         Value::Null => None,
         other => Some(other.to_string()),
     }
@@ -178,10 +181,14 @@ impl HttpToolStream {
         match v.get("type").and_then(Value::as_str).unwrap_or("") {
             "thought" => {
                 let m = v.get("message").or_else(|| v.get("thought")).and_then(Value::as_str).unwrap_or("");
-                out.push(Signal::Log { level: "info", data: json!({"event": "thought", "thought": truncate(m, MAX_LOG_TEXT)}) });
+                out.push(Signal::Log {
+                    level: "info",
+                    data: json!({"event": "thought", "thought": truncate(m, MAX_LOG_TEXT)}),
+                });
             }
             "progress" => {
-                let percent = v.get("percent").and_then(Value::as_f64).filter(|p| p.is_finite()).map(|p| p.clamp(0.0, 100.0));
+                let percent =
+                    v.get("percent").and_then(Value::as_f64).filter(|p| p.is_finite()).map(|p| p.clamp(0.0, 100.0));
                 let message = v.get("message").and_then(Value::as_str).unwrap_or("").to_string();
                 out.push(match percent {
                     Some(percent) => Signal::Percent { percent, message },
@@ -200,7 +207,11 @@ impl HttpToolStream {
                 self.done = Some(Outcome::Ok { text: result.to_string(), structured: Some(result) });
             }
             "error" => {
-                let msg = v.get("error").or_else(|| v.get("message")).and_then(error_text).unwrap_or_else(|| "no message".into());
+                let msg = v
+                    .get("error")
+                    .or_else(|| v.get("message"))
+                    .and_then(error_text)
+                    .unwrap_or_else(|| "no message".into());
                 self.done = Some(Outcome::Failed(format!("the tool '{}' reported an error: {msg}", self.tool)));
             }
             _ => {}
@@ -238,10 +249,13 @@ mod tests {
         let mut errs = Errors::default();
         let (form, outputs) = derive_from_manifest(manifest().as_object().unwrap(), &mut errs);
         assert!(errs.is_empty(), "{:?}", errs.0);
-        assert_eq!(form, json!([
-            {"text-input": {"variable": "location", "label": "City and state", "required": true}},
-            {"number": {"variable": "days", "label": "days", "required": false, "default": 1}}
-        ]));
+        assert_eq!(
+            form,
+            json!([
+                {"text-input": {"variable": "location", "label": "City and state", "required": true}},
+                {"number": {"variable": "days", "label": "days", "required": false, "default": 1}}
+            ])
+        );
         assert_eq!(outputs[0], json!({"variable": "temperature", "type": "number", "description": "Now"}));
     }
 
@@ -253,13 +267,16 @@ mod tests {
         ]}, "form_values": 3});
         derive_from_manifest(b.as_object().unwrap(), &mut errs);
         let fields: Vec<&str> = errs.0.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(fields, [
-            "backend.form_values",
-            "backend.manifest.parameters[0].name",
-            "backend.manifest.parameters[1].type",
-            "backend.manifest.parameters[2].form",
-            "backend.manifest.parameters[3]"
-        ]);
+        assert_eq!(
+            fields,
+            [
+                "backend.form_values",
+                "backend.manifest.parameters[0].name",
+                "backend.manifest.parameters[1].type",
+                "backend.manifest.parameters[2].form",
+                "backend.manifest.parameters[3]"
+            ]
+        );
     }
 
     #[test]
@@ -275,10 +292,25 @@ mod tests {
     #[test]
     fn one_piece_answers() {
         let ok = read_response("w", 200, "application/json; charset=utf-8", None, r#"{"temperature":72}"#);
-        assert_eq!(ok, Outcome::Ok { text: r#"{"temperature":72}"#.into(), structured: Some(json!({"temperature": 72})) });
+        assert_eq!(
+            ok,
+            Outcome::Ok { text: r#"{"temperature":72}"#.into(), structured: Some(json!({"temperature": 72})) }
+        );
         let cases = [
-            (400, "application/json", None, r#"{"error":"Invalid location format."}"#, "the tool 'w' failed (HTTP 400): Invalid location format."),
-            (429, "application/json", Some("7"), r#"{"error":"slow down"}"#, "the tool 'w' failed (HTTP 429): slow down; retry after 7 s"),
+            (
+                400,
+                "application/json",
+                None,
+                r#"{"error":"Invalid location format."}"#,
+                "the tool 'w' failed (HTTP 400): Invalid location format.",
+            ),
+            (
+                429,
+                "application/json",
+                Some("7"),
+                r#"{"error":"slow down"}"#,
+                "the tool 'w' failed (HTTP 429): slow down; retry after 7 s",
+            ),
             (500, "text/plain", None, "boom", "the tool 'w' answered HTTP 500: boom"),
             (200, "text/html", None, "<html>", "the tool 'w' answered with text/html instead of application/json"),
             (200, "application/json", None, "[1]", "the tool 'w' answered JSON that is not an object"),
@@ -304,7 +336,10 @@ mod tests {
             r#"{"type":"progress","percent":50,"message":"half"}"#,
             r#"{"type":"result","result":{"temperature":72}}"#,
         ]);
-        assert_eq!(outcome, Outcome::Ok { text: r#"{"temperature":72}"#.into(), structured: Some(json!({"temperature": 72})) });
+        assert_eq!(
+            outcome,
+            Outcome::Ok { text: r#"{"temperature":72}"#.into(), structured: Some(json!({"temperature": 72})) }
+        );
         assert_eq!(signals[1], Signal::Percent { percent: 50.0, message: "half".into() });
         let (flat, _) = run(&[r#"{"type":"result","temperature":70}"#]);
         assert!(matches!(flat, Outcome::Ok { structured: Some(s), .. } if s == json!({"temperature": 70})));

@@ -117,10 +117,7 @@ mod tests {
 
     #[test]
     fn hashing_and_hint() {
-        assert_eq!(
-            sha256_hex("abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert_eq!(code_hint("aBcDeFgHiJkLmNoP"), "mNoP");
         assert!(!is_server_code_shape("short"));
         assert!(!is_server_code_shape("aBcDeFgHiJkLmNo!"));

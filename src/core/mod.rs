@@ -2,12 +2,12 @@
 
 pub mod app;
 pub mod definition;
+pub mod dify_call;
 pub mod dify_import;
 pub mod dify_stream;
 pub mod error;
 pub mod form;
 pub mod http_tool;
-pub mod dify_call;
 pub mod ids;
 pub mod mcp;
 pub mod origin;

@@ -99,7 +99,9 @@ pub fn validate_server(body: &Value, kind: ServerBody) -> Result<ServerFields, A
             for (k, v) in p {
                 match v.as_str() {
                     Some(s) if s.chars().count() <= MAX_PARAMETER_TEXT => {}
-                    Some(_) => errs.add(format!("parameters.{k}"), format!("must be at most {MAX_PARAMETER_TEXT} characters")),
+                    Some(_) => {
+                        errs.add(format!("parameters.{k}"), format!("must be at most {MAX_PARAMETER_TEXT} characters"))
+                    }
                     None => errs.add(format!("parameters.{k}"), "must be a string: the description of the variable"),
                 }
             }
@@ -153,9 +155,13 @@ mod tests {
 
     #[test]
     fn dify_style_bodies() {
-        let f = validate_server(&json!({"description": "d", "parameters": {"x": "the x"}}), ServerBody::CreateForApp).unwrap();
+        let f = validate_server(&json!({"description": "d", "parameters": {"x": "the x"}}), ServerBody::CreateForApp)
+            .unwrap();
         assert_eq!(f.description.as_deref(), Some("d"));
-        assert_eq!(fields(json!({"parameters": {"x": 1}, "status": "on"}), ServerBody::CreateForApp), ["status", "parameters.x"]);
+        assert_eq!(
+            fields(json!({"parameters": {"x": 1}, "status": "on"}), ServerBody::CreateForApp),
+            ["status", "parameters.x"]
+        );
         assert_eq!(fields(json!({"description": "d", "status": "paused"}), ServerBody::UpdateForApp), ["id", "status"]);
         let f = validate_server(&json!({"id": "s1", "status": "inactive"}), ServerBody::UpdateForApp).unwrap();
         assert_eq!(f.status, Some(Status::Inactive));

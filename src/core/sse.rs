@@ -71,13 +71,7 @@ impl SseParser {
     /// `max_event_bytes` bounds the partial line plus the event's data, type and id together,
     /// since that is everything the parser holds at once.
     pub fn new(max_event_bytes: usize) -> Self {
-        SseParser {
-            max_event_bytes,
-            line: Vec::new(),
-            bom_done: false,
-            after_cr: false,
-            event: EventBuf::default(),
-        }
+        SseParser { max_event_bytes, line: Vec::new(), bom_done: false, after_cr: false, event: EventBuf::default() }
     }
 
     /// Feeds the next chunk of the byte stream; completed events are pushed to `out`.
@@ -331,10 +325,7 @@ mod tests {
     }
 
     /// Parses `input` fed in the given chunks, then finishes the stream.
-    fn parse_chunks<'a>(
-        max: usize,
-        chunks: impl IntoIterator<Item = &'a [u8]>,
-    ) -> Result<Vec<SseEvent>, SseError> {
+    fn parse_chunks<'a>(max: usize, chunks: impl IntoIterator<Item = &'a [u8]>) -> Result<Vec<SseEvent>, SseError> {
         let mut parser = SseParser::new(max);
         let mut out = Vec::new();
         for chunk in chunks {

@@ -8,8 +8,8 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use crate::core::error::json_kind;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 /// Persisted errors are bounded so one chatty backend cannot bloat task storage.
@@ -491,7 +491,10 @@ fn read_async_status(v: &Value, expected_remote_id: &str) -> Result<Report, Stri
         Some(Value::String(id)) => id,
         None | Some(Value::Null) => return Err("protocol violation: the status answer has no task_id".into()),
         Some(other) => {
-            return Err(format!("protocol violation: task_id in the status answer is {} instead of a string", json_kind(other)))
+            return Err(format!(
+                "protocol violation: task_id in the status answer is {} instead of a string",
+                json_kind(other)
+            ))
         }
     };
     if task_id != expected_remote_id {
@@ -505,7 +508,10 @@ fn read_async_status(v: &Value, expected_remote_id: &str) -> Result<Report, Stri
         Some(Value::String(s)) => s.as_str(),
         None | Some(Value::Null) => return Err("protocol violation: the status answer has no status".into()),
         Some(other) => {
-            return Err(format!("protocol violation: status in the status answer is {} instead of a string", json_kind(other)))
+            return Err(format!(
+                "protocol violation: status in the status answer is {} instead of a string",
+                json_kind(other)
+            ))
         }
     };
     let input_required = bounded_json(obj, "input_required")?;
@@ -574,11 +580,15 @@ pub fn parse_dify_run(v: &Value) -> PollOutcome {
     };
     let report = match status {
         "running" | "paused" => Report::Running { poll_after_s: None },
-        "succeeded" | "partial-succeeded" => Report::Completed { result: dify_outputs(obj.get("outputs")), result_artifact: None },
+        "succeeded" | "partial-succeeded" => {
+            Report::Completed { result: dify_outputs(obj.get("outputs")), result_artifact: None }
+        }
         "failed" => {
             let error = match obj.get("error") {
                 Some(Value::String(e)) if !e.trim().is_empty() => clip_error(e),
-                None | Some(Value::Null) | Some(Value::String(_)) => "the workflow run failed without an error message".into(),
+                None | Some(Value::Null) | Some(Value::String(_)) => {
+                    "the workflow run failed without an error message".into()
+                }
                 Some(other) => clip_error(&other.to_string()),
             };
             Report::Failed { error, error_code: None }
@@ -623,7 +633,9 @@ fn optional_string(obj: &Map<String, Value>, key: &str) -> Result<Option<String>
     match obj.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(other) => Err(format!("protocol violation: {key} in the status answer is {} instead of a string", json_kind(other))),
+        Some(other) => {
+            Err(format!("protocol violation: {key} in the status answer is {} instead of a string", json_kind(other)))
+        }
     }
 }
 
@@ -766,10 +778,7 @@ mod tests {
     #[test]
     fn defaults_are_the_reference_values() {
         let c = cfg();
-        assert_eq!(
-            (c.interval_s, c.max_backoff_s, c.input_required_min_s, c.poll_after_max_s),
-            (5, 300, 60, 86_400)
-        );
+        assert_eq!((c.interval_s, c.max_backoff_s, c.input_required_min_s, c.poll_after_max_s), (5, 300, 60, 86_400));
         assert_eq!((c.degraded_after_errors, c.max_result_bytes, c.preview_chars), (3, 65_536, 2_000));
         assert_eq!((MAX_ERROR_CHARS, MAX_JSON_BYTES, MAX_REMOTE_ID), (4000, 65_536, 255));
     }
@@ -940,12 +949,9 @@ mod tests {
         // The poll started at T0+5s; the cancel arrives before it returns.
         t.request_cancel(T0 + 6 * S).unwrap();
         let before = t.clone();
-        for outcome in [
-            completed(json!("late")),
-            running(None),
-            transient("timeout"),
-            PollOutcome::Permanent("bad".into()),
-        ] {
+        for outcome in
+            [completed(json!("late")), running(None), transient("timeout"), PollOutcome::Permanent("bad".into())]
+        {
             assert!(!t.on_poll(outcome, &cfg(), T0 + 7 * S));
             assert_eq!(t, before);
         }
@@ -1326,7 +1332,10 @@ mod tests {
         assert_eq!(p(json!({"poll_after_seconds": 30})), running(Some(30.0)));
         assert_eq!(
             p(json!({"status": "input_required", "input_required": {"q": "name?"}, "poll_after_seconds": 90})),
-            PollOutcome::Report(Report::InputRequired { input_required: json!({"q": "name?"}), poll_after_s: Some(90.0) })
+            PollOutcome::Report(Report::InputRequired {
+                input_required: json!({"q": "name?"}),
+                poll_after_s: Some(90.0)
+            })
         );
         assert_eq!(
             p(json!({"status": "completed", "result": {"rows": [1, 2]},
@@ -1342,7 +1351,9 @@ mod tests {
             PollOutcome::Report(Report::Failed { error: "boom".into(), error_code: Some("oom".into()) })
         );
         match p(json!({"status": "failed"})) {
-            PollOutcome::Report(Report::Failed { error, error_code: None }) => assert!(error.contains("without an error")),
+            PollOutcome::Report(Report::Failed { error, error_code: None }) => {
+                assert!(error.contains("without an error"))
+            }
             other => panic!("{other:?}"),
         }
         assert_eq!(p(json!({"status": "cancelled"})), PollOutcome::Report(Report::Cancelled));
@@ -1434,7 +1445,10 @@ mod tests {
     #[test]
     fn async_submit_answers() {
         assert_eq!(parse_async_submit(&json!({"task_id": "remote-123", "status": "running"})), Ok("remote-123".into()));
-        assert_eq!(parse_async_submit(&json!({"task_id": "a".repeat(255), "status": "running", "eta": 5})), Ok("a".repeat(255)));
+        assert_eq!(
+            parse_async_submit(&json!({"task_id": "a".repeat(255), "status": "running", "eta": 5})),
+            Ok("a".repeat(255))
+        );
 
         let bad = [
             (json!("remote-123"), "instead of a JSON object"),
@@ -1485,7 +1499,9 @@ mod tests {
         assert!(permanent_message(parse_dify_run(&json!("running"))).contains("JSON object"));
         assert!(permanent_message(parse_dify_run(&json!({"outputs": {}}))).contains("no status"));
         assert!(permanent_message(parse_dify_run(&json!({"status": 1}))).contains("no status"));
-        assert!(permanent_message(parse_dify_run(&json!({"status": "exploded"}))).contains("unknown status \"exploded\""));
+        assert!(
+            permanent_message(parse_dify_run(&json!({"status": "exploded"}))).contains("unknown status \"exploded\"")
+        );
         // Dify's own error body for an unknown run id.
         assert!(matches!(
             parse_dify_run(&json!({"code": "not_found", "message": "Workflow run not found", "status": 404})),

@@ -30,25 +30,37 @@ pub async fn handle(mut req: Request, env: &Env, rest: &[&str]) -> Result<Respon
         (["apps"], Method::Get) => (200, c.list_apps().await?),
         (["apps"], Method::Post) => (201, c.create_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
         (["apps"], _) => return not_allowed("GET, POST"),
-        (["apps", "import"], Method::Post) => (201, c.import_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["apps", "import"], Method::Post) => {
+            (201, c.import_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
+        }
         (["apps", "import"], _) => return not_allowed("POST"),
         (["apps", id], Method::Get) => (200, c.app_row(id).await?.to_console_json()),
-        (["apps", id], Method::Put) => (200, c.replace_app(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["apps", id], Method::Put) => {
+            (200, c.replace_app(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
+        }
         (["apps", id], Method::Delete) => (200, c.delete_app(id).await?),
         (["apps", _], _) => return not_allowed("GET, PUT, DELETE"),
         (["apps", id, "server"], Method::Get) => (200, c.get_app_server(id).await?),
-        (["apps", id, "server"], Method::Post) => (201, c.create_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, true).await?).await?),
-        (["apps", id, "server"], Method::Put) => (200, c.update_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["apps", id, "server"], Method::Post) => {
+            (201, c.create_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, true).await?).await?)
+        }
+        (["apps", id, "server"], Method::Put) => {
+            (200, c.update_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
+        }
         (["apps", id, "server"], Method::Delete) => (200, c.delete_app_server(id).await?),
         (["apps", _, "server"], _) => return not_allowed("GET, POST, PUT, DELETE"),
         // Dify's route is a GET keyed by the server id; POST is accepted too, and so is the app id.
         (["apps", id, "server", "refresh"], Method::Get | Method::Post) => (200, c.rotate_app_server(id).await?),
         (["apps", _, "server", "refresh"], _) => return not_allowed("GET, POST"),
         (["servers"], Method::Get) => (200, c.list_servers().await?),
-        (["servers"], Method::Post) => (201, c.create_server(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["servers"], Method::Post) => {
+            (201, c.create_server(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
+        }
         (["servers"], _) => return not_allowed("GET, POST"),
         (["servers", id], Method::Get) => (200, c.get_server(id).await?),
-        (["servers", id], Method::Put) => (200, c.update_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
+        (["servers", id], Method::Put) => {
+            (200, c.update_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
+        }
         (["servers", id], Method::Delete) => (200, c.delete_server(id).await?),
         (["servers", _], _) => return not_allowed("GET, PUT, DELETE"),
         (["servers", id, "refresh"], Method::Get | Method::Post) => (200, c.rotate_server(id).await?),
@@ -138,7 +150,11 @@ impl Console<'_> {
             .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;
         // Dify's form may hold what Flowgate refuses; say so as an import problem.
         let spec = app::validate_app(&app_body, None).map_err(|e| {
-            ApiError::new(422, "unsupported_dify_app", format!("the Dify app's settings cannot be imported: {}", e.message))
+            ApiError::new(
+                422,
+                "unsupported_dify_app",
+                format!("the Dify app's settings cannot be imported: {}", e.message),
+            )
         })?;
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, now()).await?;
@@ -196,8 +212,14 @@ impl Console<'_> {
             )));
         }
         let description = fields.description.unwrap_or_else(|| app.description.clone());
-        self.insert_server(Some(app_id), &app.name, &description, &fields.parameters.unwrap_or_default(), std::slice::from_ref(&app.id))
-            .await
+        self.insert_server(
+            Some(app_id),
+            &app.name,
+            &description,
+            &fields.parameters.unwrap_or_default(),
+            std::slice::from_ref(&app.id),
+        )
+        .await
     }
 
     async fn update_app_server(&self, app_id: &str, body: &Value) -> Result<Value> {
@@ -265,7 +287,10 @@ impl Console<'_> {
         }
         Err(ApiError::validation(vec![crate::core::error::FieldError {
             field: "app_ids".into(),
-            message: format!("no app with id {}", missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", ")),
+            message: format!(
+                "no app with id {}",
+                missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", ")
+            ),
         }]))
     }
 
@@ -280,7 +305,8 @@ impl Console<'_> {
         if row.app_id.is_some() && fields.app_ids.is_some() {
             return Err(ApiError::validation(vec![crate::core::error::FieldError {
                 field: "app_ids".into(),
-                message: "this server belongs to one app (created under /apps/{id}/server); its apps cannot change".into(),
+                message: "this server belongs to one app (created under /apps/{id}/server); its apps cannot change"
+                    .into(),
             }]));
         }
         if let Some(ids) = &fields.app_ids {
@@ -313,7 +339,11 @@ impl Console<'_> {
                     Ok(n @ 1..=100) => limit = n,
                     _ => return Err(field_error("limit", "must be an integer from 1 to 100")),
                 },
-                "before" => before = v.parse().map_err(|_| field_error("before", "must be a created_at value from an earlier page"))?,
+                "before" => {
+                    before = v
+                        .parse()
+                        .map_err(|_| field_error("before", "must be a created_at value from an earlier page"))?
+                }
                 _ => {}
             }
         }
@@ -332,7 +362,10 @@ impl Console<'_> {
     async fn cancel_task(&self, server_id: &str, task_id: &str) -> Result<Value> {
         let row = self.task(server_id, task_id).await?;
         if matches!(row["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
-            return Err(ApiError::conflict(format!("task '{task_id}' is already {}", row["status"].as_str().unwrap_or(""))));
+            return Err(ApiError::conflict(format!(
+                "task '{task_id}' is already {}",
+                row["status"].as_str().unwrap_or("")
+            )));
         }
         super::tasks::call(self.env, task_id, "/cancel", &json!({"server_id": server_id}))
             .await

@@ -20,10 +20,9 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
     let url = format!("{base_url}{path}");
     let headers = Headers::new();
     let auth = format!("Bearer {api_key}");
-    headers
-        .set("authorization", &auth)
-        .and_then(|_| headers.set("accept", "application/json"))
-        .map_err(|_| import_error("invalid_api_key", "the API key contains characters not allowed in an HTTP header".into()))?;
+    headers.set("authorization", &auth).and_then(|_| headers.set("accept", "application/json")).map_err(|_| {
+        import_error("invalid_api_key", "the API key contains characters not allowed in an HTTP header".into())
+    })?;
     let mut resp = match outbound::send(Method::Get, &url, headers, None, IMPORT_TIMEOUT).await {
         Ok(r) => r,
         Err(SendError::Unreachable(e)) => {
@@ -42,16 +41,30 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
     let dify_message = body.as_ref().and_then(|b| b.get("message")).and_then(Value::as_str).unwrap_or("");
     match status {
         200..=299 => body.filter(Value::is_object).ok_or_else(|| {
-            import_error("not_a_dify_app", format!("{url} answered with something other than a JSON object; is base_url the Dify Service API (…/v1)?"))
+            import_error(
+                "not_a_dify_app",
+                format!(
+                    "{url} answered with something other than a JSON object; is base_url the Dify Service API (…/v1)?"
+                ),
+            )
         }),
         401 | 403 => Err(import_error(
             "dify_unauthorized",
-            format!("Dify refused the API key ({status}{}{dify_message}); use the app's Service API key (app-…)", if dify_message.is_empty() { "" } else { ": " }),
+            format!(
+                "Dify refused the API key ({status}{}{dify_message}); use the app's Service API key (app-…)",
+                if dify_message.is_empty() { "" } else { ": " }
+            ),
         )),
-        404 => Err(import_error("not_a_dify_app", format!("{url} does not exist (404); is base_url the Dify Service API (…/v1)?"))),
+        404 => Err(import_error(
+            "not_a_dify_app",
+            format!("{url} does not exist (404); is base_url the Dify Service API (…/v1)?"),
+        )),
         _ => Err(import_error(
             "dify_error",
-            format!("the Dify API answered {status} for {path}{}{dify_message}", if dify_message.is_empty() { "" } else { ": " }),
+            format!(
+                "the Dify API answered {status} for {path}{}{dify_message}",
+                if dify_message.is_empty() { "" } else { ": " }
+            ),
         )),
     }
 }

@@ -3,7 +3,6 @@
 use serde_json::Value;
 use worker::{console_error, Headers, Request, Response};
 
-
 use crate::core::error::ApiError;
 
 /// Largest console request body accepted.

@@ -6,11 +6,11 @@ use std::time::Duration;
 use serde_json::Value;
 use worker::{console_error, Context, Date, Env, Headers, Method, Request, Response};
 
-use crate::core::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
-use crate::core::dify_stream::DEFAULT_MAX_RESULT_BYTES;
-use crate::core::definition::ServerDefinition;
 use crate::core::app::Mode;
+use crate::core::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
+use crate::core::definition::ServerDefinition;
 use crate::core::dify_call::{self, Outcome};
+use crate::core::dify_stream::DEFAULT_MAX_RESULT_BYTES;
 use crate::core::http_tool;
 use crate::core::ids::{is_server_code_shape, sha256_hex};
 use crate::core::mcp::jsonrpc::{self, RpcError};
@@ -22,13 +22,14 @@ use super::http::is_json_content_type;
 use super::outbound::{self, SendError};
 use super::secrets;
 use super::store;
-use super::tasks::{self, Kind, TaskSpec};
 use super::stream::{read_whole, request_headers, stop_run, unreachable, Backend, CallStream};
+use super::tasks::{self, Kind, TaskSpec};
 use super::VERSION;
 
 /// Largest MCP request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
-const ALLOWED_HEADERS: &str = "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
+const ALLOWED_HEADERS: &str =
+    "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
 
 pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
     let origin = header(&req, "origin");
@@ -36,7 +37,11 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         None => None,
         Some(o) if origin_allowed(o, header(&req, "host").as_deref(), &allowed_origins(env)) => Some(o.clone()),
         Some(o) => {
-            let e = RpcError::new(403, jsonrpc::INVALID_REQUEST, format!("Forbidden: Origin {o} is not allowed; add it to ALLOWED_ORIGINS"));
+            let e = RpcError::new(
+                403,
+                jsonrpc::INVALID_REQUEST,
+                format!("Forbidden: Origin {o} is not allowed; add it to ALLOWED_ORIGINS"),
+            );
             return rpc(403, &e.to_response(&Value::Null), None);
         }
     };
@@ -45,16 +50,29 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         Method::Options => return preflight(cors.as_deref()),
         m => {
             // Stateless: no GET stream to open and no session to DELETE.
-            let e = RpcError::new(405, jsonrpc::INVALID_REQUEST, format!("Method not allowed: {} (this MCP endpoint takes POST)", m.as_ref()));
+            let e = RpcError::new(
+                405,
+                jsonrpc::INVALID_REQUEST,
+                format!("Method not allowed: {} (this MCP endpoint takes POST)", m.as_ref()),
+            );
             let resp = rpc(405, &e.to_response(&Value::Null), cors.as_deref())?;
             resp.headers().set("allow", "POST, OPTIONS")?;
             return Ok(resp);
         }
     }
-    let fail = |status: u16, code: i64, message: String| rpc(status, &RpcError::new(status, code, message).to_response(&Value::Null), cors.as_deref());
+    let fail = |status: u16, code: i64, message: String| {
+        rpc(status, &RpcError::new(status, code, message).to_response(&Value::Null), cors.as_deref())
+    };
     let content_type = header(&req, "content-type").unwrap_or_default();
     if !is_json_content_type(&content_type) {
-        return fail(415, jsonrpc::INVALID_REQUEST, format!("Unsupported Media Type: send JSON-RPC as Content-Type: application/json (got {})", if content_type.is_empty() { "none" } else { &content_type }));
+        return fail(
+            415,
+            jsonrpc::INVALID_REQUEST,
+            format!(
+                "Unsupported Media Type: send JSON-RPC as Content-Type: application/json (got {})",
+                if content_type.is_empty() { "none" } else { &content_type }
+            ),
+        );
     }
     if let Some(accept) = header(&req, "accept") {
         if !accepts_json(&accept) {
@@ -62,10 +80,20 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
     }
     if header(&req, "content-length").and_then(|l| l.trim().parse::<usize>().ok()).is_some_and(|n| n > MAX_BODY) {
-        return fail(413, jsonrpc::INVALID_REQUEST, format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024));
+        return fail(
+            413,
+            jsonrpc::INVALID_REQUEST,
+            format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024),
+        );
     }
     let bytes = match req.bytes().await {
-        Ok(b) if b.len() > MAX_BODY => return fail(413, jsonrpc::INVALID_REQUEST, format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024)),
+        Ok(b) if b.len() > MAX_BODY => {
+            return fail(
+                413,
+                jsonrpc::INVALID_REQUEST,
+                format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024),
+            )
+        }
         Ok(b) => b,
         Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body could not be read: {e}")),
     };
@@ -75,7 +103,11 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     };
     let echo_id = body.get("id").filter(|i| i.is_string() || i.is_number()).cloned().unwrap_or(Value::Null);
     let not_found = || {
-        let e = RpcError::new(404, jsonrpc::INVALID_REQUEST, "Server not found: no MCP server has this code; check the URL (the code may have been rotated)");
+        let e = RpcError::new(
+            404,
+            jsonrpc::INVALID_REQUEST,
+            "Server not found: no MCP server has this code; check the URL (the code may have been rotated)",
+        );
         rpc(404, &e.to_response(&echo_id), cors.as_deref())
     };
     if !is_server_code_shape(code) {
@@ -101,12 +133,26 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
     };
     if def.status != "active" {
-        let e = RpcError::new(403, jsonrpc::INVALID_REQUEST, "Server inactive: this MCP server has been deactivated by its administrator");
+        let e = RpcError::new(
+            403,
+            jsonrpc::INVALID_REQUEST,
+            "Server inactive: this MCP server has been deactivated by its administrator",
+        );
         return rpc(403, &e.to_response(&echo_id), cors.as_deref());
     }
     let accepts_sse = header(&req, "accept").is_some_and(|a| a.to_ascii_lowercase().contains("text/event-stream"));
-    let (pv, mm, mn, ua) = (header(&req, "mcp-protocol-version"), header(&req, "mcp-method"), header(&req, "mcp-name"), header(&req, "user-agent"));
-    let h = RequestHeaders { protocol_version: pv.as_deref(), mcp_method: mm.as_deref(), mcp_name: mn.as_deref(), user_agent: ua.as_deref() };
+    let (pv, mm, mn, ua) = (
+        header(&req, "mcp-protocol-version"),
+        header(&req, "mcp-method"),
+        header(&req, "mcp-name"),
+        header(&req, "user-agent"),
+    );
+    let h = RequestHeaders {
+        protocol_version: pv.as_deref(),
+        mcp_method: mm.as_deref(),
+        mcp_name: mn.as_deref(),
+        user_agent: ua.as_deref(),
+    };
     match &body {
         Value::Array(items) => {
             if let Err(e) = server::batch_allowed(&h) {
@@ -180,7 +226,8 @@ async fn run(step: Step, def: &ServerDefinition, env: &Env, ctx: &Context) -> (u
 }
 
 fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &CallPlan) {
-    let (env, server_id, user, name) = (env.clone(), def.server_id.clone(), plan.user.clone(), plan.client_name.clone());
+    let (env, server_id, user, name) =
+        (env.clone(), def.server_id.clone(), plan.user.clone(), plan.client_name.clone());
     ctx.wait_until(async move {
         let Ok(db) = env.d1(super::console::D1_BINDING) else { return };
         let now = (Date::now().as_millis() / 1000) as i64;
@@ -217,7 +264,9 @@ pub fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result
 
 /// Starts a durable task for a call: its Durable Object stores it before this answers.
 async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: &Env) -> Result<Value, RpcError> {
-    let unavailable = |e: String| RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: the task could not be created ({e})"));
+    let unavailable = |e: String| {
+        RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: the task could not be created ({e})"))
+    };
     let app = def.apps.get(plan.app_index).ok_or_else(|| unavailable("the app is gone".into()))?;
     let kind = match plan.mode {
         Mode::Workflow => Kind::DifyWorkflow,
@@ -265,12 +314,18 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
             wait["timeout_ms"] = 20_000.into();
             loop {
                 let a = tasks::call(env, &req.task_id, "/wait", &wait).await.map_err(failed)?;
-                let done = a.as_ref().is_none_or(|v| matches!(v["status"].as_str(), Some("completed" | "failed" | "cancelled")));
+                let done = a
+                    .as_ref()
+                    .is_none_or(|v| matches!(v["status"].as_str(), Some("completed" | "failed" | "cancelled")));
                 if done {
                     break a;
                 }
                 if Date::now().as_millis() >= until {
-                    return Err(RpcError::new(200, jsonrpc::INTERNAL_ERROR, format!("Task {} is still running; call tasks/result again", req.task_id)));
+                    return Err(RpcError::new(
+                        200,
+                        jsonrpc::INTERNAL_ERROR,
+                        format!("Task {} is still running; call tasks/result again", req.task_id),
+                    ));
                 }
             }
         }
@@ -346,7 +401,9 @@ async fn call_blocking(plan: &CallPlan, b: &Backend) -> Outcome {
     match outbound::text(&mut resp, b.total).await {
         Ok(text) => read_whole(plan, b, status, &content_type, retry_after.as_deref(), &text),
         Err(SendError::TimedOut) => timed_out(&b.app_name, b.total),
-        Err(SendError::Unreachable(e)) => Outcome::Failed(format!("the app '{}' broke off its answer: {e}", b.app_name)),
+        Err(SendError::Unreachable(e)) => {
+            Outcome::Failed(format!("the app '{}' broke off its answer: {e}", b.app_name))
+        }
     }
 }
 
@@ -404,4 +461,3 @@ fn accepted(origin: Option<&str>) -> worker::Result<Response> {
     with_cors(&headers, origin)?;
     Ok(Response::empty()?.with_status(202).with_headers(headers))
 }
-

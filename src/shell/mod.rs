@@ -29,7 +29,9 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let path = req.path();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let result = match segments.as_slice() {
-        ["healthz"] => http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e)),
+        ["healthz"] => {
+            http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e))
+        }
         ["mcp", "server", code, "mcp"] => return mcp::handle(req, &env, &ctx, code).await,
         ["console", "api", rest @ ..] => match check_admin(&req, &env) {
             Ok(()) => console::handle(req, &env, rest).await,
@@ -53,11 +55,7 @@ fn check_admin(req: &Request, env: &Env) -> Result<(), ApiError> {
         ));
     };
     let header = req.headers().get("authorization").ok().flatten().unwrap_or_default();
-    let token = header
-        .strip_prefix("Bearer ")
-        .or_else(|| header.strip_prefix("bearer "))
-        .map(str::trim)
-        .unwrap_or("");
+    let token = header.strip_prefix("Bearer ").or_else(|| header.strip_prefix("bearer ")).map(str::trim).unwrap_or("");
     if expected.is_empty() || token.is_empty() || !constant_time_eq(token.as_bytes(), expected.as_bytes()) {
         return Err(ApiError::new(
             401,

@@ -13,7 +13,13 @@ pub enum SendError {
 }
 
 /// Sends `method url` with `headers` and an optional JSON body, aborting after `timeout`.
-pub async fn send(method: Method, url: &str, headers: Headers, body: Option<&Value>, timeout: Duration) -> Result<Response, SendError> {
+pub async fn send(
+    method: Method,
+    url: &str,
+    headers: Headers,
+    body: Option<&Value>,
+    timeout: Duration,
+) -> Result<Response, SendError> {
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(headers);
     if let Some(b) = body {

@@ -144,12 +144,9 @@ pub async fn update_app(db: &D1Database, id: &str, spec: &AppSpec, now: i64) -> 
     let update = "UPDATE apps SET name = ?3, description = ?4, mode = ?5, backend = ?6, user_input_form = ?7,
                   outputs = ?8, updated_at = ?9 WHERE id = ?1 AND tenant_id = ?2";
     let rename = "UPDATE mcp_servers SET name = ?2, updated_at = ?3 WHERE app_id = ?1";
-    db.batch(vec![
-        stmt(db, update, &app_args(id, spec, now))?,
-        stmt(db, rename, &[s(id), s(&spec.name), n(now)])?,
-    ])
-    .await
-    .map_err(|e| internal("updating the app", e))?;
+    db.batch(vec![stmt(db, update, &app_args(id, spec, now))?, stmt(db, rename, &[s(id), s(&spec.name), n(now)])?])
+        .await
+        .map_err(|e| internal("updating the app", e))?;
     Ok(())
 }
 
@@ -157,7 +154,11 @@ pub async fn update_app(db: &D1Database, id: &str, spec: &AppSpec, now: i64) -> 
 pub async fn delete_app(db: &D1Database, id: &str) -> Result<()> {
     db.batch(vec![
         stmt(db, "DELETE FROM mcp_server_apps WHERE app_id = ?1", &[s(id)])?,
-        stmt(db, "DELETE FROM mcp_server_apps WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)])?,
+        stmt(
+            db,
+            "DELETE FROM mcp_server_apps WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)",
+            &[s(id)],
+        )?,
         stmt(db, "DELETE FROM end_users WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)])?,
         stmt(db, "DELETE FROM mcp_servers WHERE app_id = ?1", &[s(id)])?,
         stmt(db, "DELETE FROM apps WHERE id = ?1 AND tenant_id = ?2", &[s(id), s(TENANT)])?,
@@ -350,7 +351,10 @@ pub async fn touch_end_user(db: &D1Database, server_id: &str, user: &str, name: 
     let sql = "INSERT INTO end_users (id, server_id, session_key, name, created_at, last_seen_at)
                VALUES (?1, ?2, ?1, ?3, ?4, ?4)
                ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at";
-    stmt(db, sql, &[s(user), s(server_id), s(name), n(now)])?.run().await.map_err(|e| internal("recording an end user", e))?;
+    stmt(db, sql, &[s(user), s(server_id), s(name), n(now)])?
+        .run()
+        .await
+        .map_err(|e| internal("recording an end user", e))?;
     Ok(())
 }
 
@@ -358,15 +362,21 @@ const TASK_COLUMNS: &str = "id, app_id, tool, status, status_message, created_at
 
 /// Task rows for the console (booleans as booleans), newest first.
 pub async fn list_tasks(db: &D1Database, server_id: &str, before: i64, limit: u32) -> Result<Vec<Value>> {
-    let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND created_at < ?2 ORDER BY created_at DESC LIMIT ?3");
-    let res = stmt(db, &sql, &[s(server_id), n(before), n(i64::from(limit))])?.all().await.map_err(|e| internal("listing tasks", e))?;
+    let sql = format!(
+        "SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND created_at < ?2 ORDER BY created_at DESC LIMIT ?3"
+    );
+    let res = stmt(db, &sql, &[s(server_id), n(before), n(i64::from(limit))])?
+        .all()
+        .await
+        .map_err(|e| internal("listing tasks", e))?;
     let rows: Vec<Value> = res.results().map_err(|e| internal("reading tasks", e))?;
     Ok(rows.into_iter().map(task_json).collect())
 }
 
 pub async fn get_task(db: &D1Database, server_id: &str, task_id: &str) -> Result<Option<Value>> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND id = ?2");
-    let row: Option<Value> = stmt(db, &sql, &[s(server_id), s(task_id)])?.first(None).await.map_err(|e| internal("reading a task", e))?;
+    let row: Option<Value> =
+        stmt(db, &sql, &[s(server_id), s(task_id)])?.first(None).await.map_err(|e| internal("reading a task", e))?;
     Ok(row.map(task_json))
 }
 

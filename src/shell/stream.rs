@@ -114,7 +114,9 @@ impl CallStream {
     /// Runs the call to its end for a client that takes only JSON: the final response alone.
     pub async fn into_final(mut self) -> Value {
         while self.next_chunk().await.is_some() {}
-        self.final_response.take().unwrap_or_else(|| server::finish_call(&self.plan, Outcome::Failed("the call ended without a result".into()), VERSION))
+        self.final_response.take().unwrap_or_else(|| {
+            server::finish_call(&self.plan, Outcome::Failed("the call ended without a result".into()), VERSION)
+        })
     }
 
     /// The next piece of SSE text to send, or `None` once the final response went out.
@@ -158,7 +160,9 @@ impl CallStream {
                                 }
                             }
                             if self.interp.is_done() {
-                                let outcome = std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new(""))).finish();
+                                let outcome =
+                                    std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new("")))
+                                        .finish();
                                 return Some(self.finish(outcome, &mut out));
                             }
                             self.phase = Phase::Reading(body);
@@ -171,7 +175,10 @@ impl CallStream {
                             }
                         }
                         Either::Left((Some(Err(e)), _)) => {
-                            let outcome = Outcome::Failed(format!("the app '{}' broke off its stream: {e}", self.backend.app_name));
+                            let outcome = Outcome::Failed(format!(
+                                "the app '{}' broke off its stream: {e}",
+                                self.backend.app_name
+                            ));
                             return Some(self.abort(outcome, &mut out));
                         }
                         Either::Left((None, _)) => {
@@ -181,7 +188,9 @@ impl CallStream {
                                     self.take_event(&ev.data, &mut out);
                                 }
                             }
-                            let outcome = std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new(""))).finish();
+                            let outcome =
+                                std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new("")))
+                                    .finish();
                             return Some(self.finish(outcome, &mut out));
                         }
                         // The timer: a deadline passed (checked at the top of the loop), or it is
@@ -204,7 +213,8 @@ impl CallStream {
     /// Records the run under the call's cancel key, so that a `notifications/cancelled` for it
     /// can stop it from any isolate. Expires with the call's own deadline.
     async fn register(&self, task_id: &str) {
-        let record = serde_json::json!({"task_id": task_id, "app_index": self.plan.app_index, "user": self.plan.user}).to_string();
+        let record = serde_json::json!({"task_id": task_id, "app_index": self.plan.app_index, "user": self.plan.user})
+            .to_string();
         let ttl = self.backend.total.as_secs().max(60);
         let put = match self.env.kv(super::cache::BINDING) {
             Ok(kv) => match kv.put(&self.plan.cancel_key, record) {
@@ -260,7 +270,9 @@ impl CallStream {
         let status = resp.status_code();
         let content_type = resp.headers().get("content-type").ok().flatten().unwrap_or_default();
         if (200..300).contains(&status) && content_type.contains("text/event-stream") {
-            return resp.stream().map_err(|e| Outcome::Failed(format!("the answer of app '{}' cannot be read: {e}", b.app_name)));
+            return resp
+                .stream()
+                .map_err(|e| Outcome::Failed(format!("the answer of app '{}' cannot be read: {e}", b.app_name)));
         }
         // An error, or a backend that answered in one piece.
         let retry_after = resp.headers().get("retry-after").ok().flatten();
@@ -270,7 +282,9 @@ impl CallStream {
 
     fn take_chunk(&mut self, chunk: &[u8], out: &mut String) -> Result<(), String> {
         let mut events = Vec::new();
-        self.parser.feed(chunk, &mut events).map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.backend.app_name))?;
+        self.parser
+            .feed(chunk, &mut events)
+            .map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.backend.app_name))?;
         for ev in events {
             self.take_event(&ev.data, out);
             if self.interp.is_done() {
@@ -318,7 +332,12 @@ impl CallStream {
 /// conversation and user ids of seed 003.
 pub fn request_headers(plan: &CallPlan, b: &Backend) -> Result<Headers, Outcome> {
     let headers = Headers::new();
-    let bad = |_| Outcome::Failed(format!("the credentials of app '{}' contain characters not allowed in an HTTP header", b.app_name));
+    let bad = |_| {
+        Outcome::Failed(format!(
+            "the credentials of app '{}' contain characters not allowed in an HTTP header",
+            b.app_name
+        ))
+    };
     headers.set("content-type", "application/json").map_err(bad)?;
     if !b.api_key.is_empty() {
         headers.set("authorization", &format!("Bearer {}", b.api_key)).map_err(bad)?;
@@ -332,7 +351,14 @@ pub fn request_headers(plan: &CallPlan, b: &Backend) -> Result<Headers, Outcome>
 }
 
 /// A one-piece answer read by the rules of the backend's kind.
-pub fn read_whole(plan: &CallPlan, b: &Backend, status: u16, content_type: &str, retry_after: Option<&str>, text: &str) -> Outcome {
+pub fn read_whole(
+    plan: &CallPlan,
+    b: &Backend,
+    status: u16,
+    content_type: &str,
+    retry_after: Option<&str>,
+    text: &str,
+) -> Outcome {
     match plan.mode {
         Mode::HttpTool => http_tool::read_response(&b.app_name, status, content_type, retry_after, text),
         mode => dify_call::read_blocking(mode, status, retry_after, text),

@@ -11,7 +11,9 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
-use worker::{console_error, durable_object, Date, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
+use worker::{
+    console_error, durable_object, Date, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State,
+};
 
 use crate::core::app::Mode;
 use crate::core::definition::{AppDefinition, ServerDefinition};
@@ -280,9 +282,11 @@ impl TaskRunner {
         if self.load().await?.is_some() {
             return Response::error("task exists", 409);
         }
-        let spec: TaskSpec = serde_json::from_value(body["spec"].clone()).map_err(|e| worker::Error::RustError(e.to_string()))?;
+        let spec: TaskSpec =
+            serde_json::from_value(body["spec"].clone()).map_err(|e| worker::Error::RustError(e.to_string()))?;
         let ttl_ms = body["ttl_ms"].as_u64().unwrap_or(crate::core::mcp::tasks::DEFAULT_TTL_MS);
-        let rec = Record { spec, state: TaskState::new(now_ms(), ttl_ms), result: None, error: None, dify_task_id: None };
+        let rec =
+            Record { spec, state: TaskState::new(now_ms(), ttl_ms), result: None, error: None, dify_task_id: None };
         // Durable before the client hears of it; the first alarm starts the work.
         self.state.storage().put(STORAGE_KEY, &rec).await?;
         self.alarm_at(now_ms()).await?;
@@ -309,7 +313,10 @@ impl TaskRunner {
         }
         let outcome = match rec.state.status {
             Status::Completed => match (&rec.state.result, &rec.state.result_preview) {
-                (Some(r), _) => Outcome::Ok { text: r.to_string(), structured: Some(if r.is_object() { r.clone() } else { json!({"result": r}) }) },
+                (Some(r), _) => Outcome::Ok {
+                    text: r.to_string(),
+                    structured: Some(if r.is_object() { r.clone() } else { json!({"result": r}) }),
+                },
                 (None, preview) => {
                     let preview = preview.clone().unwrap_or_default();
                     Outcome::Ok {
@@ -339,8 +346,13 @@ impl TaskRunner {
 
     async fn start(&self, rec: &Record) -> Effect {
         let failed = |outcome: Outcome| match outcome {
-            Outcome::Ok { structured, .. } => Effect::Finished { report: Report::Completed { result: structured.unwrap_or(Value::Null), result_artifact: None }, result: None },
-            Outcome::Failed(error) => Effect::Finished { report: Report::Failed { error, error_code: None }, result: None },
+            Outcome::Ok { structured, .. } => Effect::Finished {
+                report: Report::Completed { result: structured.unwrap_or(Value::Null), result_artifact: None },
+                result: None,
+            },
+            Outcome::Failed(error) => {
+                Effect::Finished { report: Report::Failed { error, error_code: None }, result: None }
+            }
         };
         let backend = match self.backend(rec) {
             Ok(b) => b,
@@ -400,9 +412,9 @@ impl TaskRunner {
                 let url = async_endpoint(&rec.spec.app, "status_endpoint");
                 match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
                     // A status tool that reports isError is busy, not broken: retry.
-                    Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
-                        PollOutcome::Transient(crate::core::dify_stream::truncate(&first_text(Some(&v)), 500).to_string())
-                    }
+                    Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => PollOutcome::Transient(
+                        crate::core::dify_stream::truncate(&first_text(Some(&v)), 500).to_string(),
+                    ),
                     Ok(v) => task::parse_async_status(&v, &remote),
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
@@ -471,8 +483,12 @@ async fn start_dify_run(rec: &Record, backend: &Backend) -> Result<(String, Opti
     let url = format!("{}{}", backend.base_url, plan.path);
     let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), backend.first_byte).await {
         Ok(r) => r,
-        Err(SendError::Unreachable(e)) => return Err(Outcome::Failed(format!("could not reach the Dify app '{}': {e}", backend.app_name))),
-        Err(SendError::TimedOut) => return Err(Outcome::Failed(format!("the Dify app '{}' did not answer in time", backend.app_name))),
+        Err(SendError::Unreachable(e)) => {
+            return Err(Outcome::Failed(format!("could not reach the Dify app '{}': {e}", backend.app_name)))
+        }
+        Err(SendError::TimedOut) => {
+            return Err(Outcome::Failed(format!("the Dify app '{}' did not answer in time", backend.app_name)))
+        }
     };
     let status = resp.status_code();
     if !(200..300).contains(&status) {
@@ -515,7 +531,9 @@ enum CallError {
 impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CallError::Http(status, body) => write!(f, "HTTP {status}: {}", crate::core::dify_stream::truncate(body.trim(), 300)),
+            CallError::Http(status, body) => {
+                write!(f, "HTTP {status}: {}", crate::core::dify_stream::truncate(body.trim(), 300))
+            }
             CallError::Other(m) => f.write_str(m),
         }
     }
@@ -529,7 +547,13 @@ async fn post_json(backend: &Backend, plan: &CallPlan, url: &str, body: &Value) 
     call_json(backend, plan, Method::Post, url, Some(body)).await
 }
 
-async fn call_json(backend: &Backend, plan: &CallPlan, method: Method, url: &str, body: Option<&Value>) -> Result<Value, CallError> {
+async fn call_json(
+    backend: &Backend,
+    plan: &CallPlan,
+    method: Method,
+    url: &str,
+    body: Option<&Value>,
+) -> Result<Value, CallError> {
     let headers = request_headers(plan, backend).map_err(|_| CallError::Other("bad credentials".into()))?;
     let mut resp = match outbound::send(method, url, headers, body, backend.first_byte).await {
         Ok(r) => r,
@@ -537,7 +561,8 @@ async fn call_json(backend: &Backend, plan: &CallPlan, method: Method, url: &str
         Err(SendError::TimedOut) => return Err(CallError::Other("timed out".into())),
     };
     let status = resp.status_code();
-    let text = outbound::text(&mut resp, backend.idle).await.map_err(|_| CallError::Other("the answer broke off".into()))?;
+    let text =
+        outbound::text(&mut resp, backend.idle).await.map_err(|_| CallError::Other("the answer broke off".into()))?;
     if !(200..300).contains(&status) {
         return Err(CallError::Http(status, text));
     }
@@ -611,7 +636,10 @@ pub async fn call(env: &Env, task_id: &str, op: &str, body: &Value) -> worker::R
     match resp.status_code() {
         200 => Ok(Some(resp.json::<Value>().await?)),
         404 => Ok(None),
-        s => Err(worker::Error::RustError(format!("the task runner answered HTTP {s}: {}", resp.text().await.unwrap_or_default()))),
+        s => Err(worker::Error::RustError(format!(
+            "the task runner answered HTTP {s}: {}",
+            resp.text().await.unwrap_or_default()
+        ))),
     }
 }
 

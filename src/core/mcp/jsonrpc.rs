@@ -49,8 +49,15 @@ pub fn result_response(id: &Value, result: Value) -> Value {
 /// One incoming JSON-RPC message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message<'a> {
-    Request { id: &'a Value, method: &'a str, params: Option<&'a Map<String, Value>> },
-    Notification { method: &'a str, params: Option<&'a Map<String, Value>> },
+    Request {
+        id: &'a Value,
+        method: &'a str,
+        params: Option<&'a Map<String, Value>>,
+    },
+    Notification {
+        method: &'a str,
+        params: Option<&'a Map<String, Value>>,
+    },
     /// A response from the client (to a server request); accepted and ignored.
     Response,
 }
@@ -85,12 +92,17 @@ pub fn classify(v: &Value) -> Result<Message<'_>, (Value, RpcError)> {
                 Some(id) => Ok(Message::Request { id, method, params }),
                 None if method.starts_with("notifications/") => Ok(Message::Notification { method, params }),
                 // Without an id nothing could answer it; say so instead of dropping it.
-                None => Err((Value::Null, invalid(&format!("`{method}` is a request and needs an `id` (only notifications/* may omit it)")))),
+                None => Err((
+                    Value::Null,
+                    invalid(&format!("`{method}` is a request and needs an `id` (only notifications/* may omit it)")),
+                )),
             }
         }
         (Some(_), _) => Err((echo, invalid("`method` must be a string"))),
         (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => Ok(Message::Response),
-        (None, _) => Err((echo, invalid("a request needs a `method` (and an `id`); a response needs `result` or `error`"))),
+        (None, _) => {
+            Err((echo, invalid("a request needs a `method` (and an `id`); a response needs `result` or `error`")))
+        }
     }
 }
 

@@ -11,8 +11,8 @@ use crate::core::http_tool;
 use crate::core::ids::sha256_hex;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
-use super::tools::{tools, Tool};
 use super::tasks::{self, Decision, TaskSupport, TaskView};
+use super::tools::{tools, Tool};
 use super::version::Version;
 
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -100,7 +100,9 @@ pub fn handle(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>, serve
         Err((id, e)) => return error_step(&id, e),
         Ok(Message::Notification { method: "notifications/cancelled", params: Some(p) }) => {
             return match p.get("requestId").filter(|r| r.is_string() || r.is_number()) {
-                Some(request_id) => Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h)), request_id) },
+                Some(request_id) => {
+                    Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h)), request_id) }
+                }
                 None => Step::Reply { status: 202, body: None },
             };
         }
@@ -147,7 +149,10 @@ pub fn batch_allowed(h: &RequestHeaders<'_>) -> Result<(), RpcError> {
         Err(RpcError::new(
             400,
             jsonrpc::INVALID_REQUEST,
-            format!("Invalid request: JSON-RPC batches are not part of protocol {}; send one message per request", v.as_str()),
+            format!(
+                "Invalid request: JSON-RPC batches are not part of protocol {}; send one message per request",
+                v.as_str()
+            ),
         ))
     }
 }
@@ -155,7 +160,11 @@ pub fn batch_allowed(h: &RequestHeaders<'_>) -> Result<(), RpcError> {
 /// The revision a request speaks: `initialize` negotiates in its body; stateless (2026-07-28)
 /// requests carry it in `_meta` and must repeat it, and the method, in headers; everything
 /// else uses `MCP-Protocol-Version` (absent: 2025-03-26).
-fn resolve_version(method: &str, params: Option<&Map<String, Value>>, h: &RequestHeaders<'_>) -> Result<Version, RpcError> {
+fn resolve_version(
+    method: &str,
+    params: Option<&Map<String, Value>>,
+    h: &RequestHeaders<'_>,
+) -> Result<Version, RpcError> {
     let meta_version = params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_PROTOCOL_VERSION));
     let Some(meta_version) = meta_version else {
         if method == "initialize" {
@@ -166,16 +175,24 @@ fn resolve_version(method: &str, params: Option<&Map<String, Value>>, h: &Reques
             Some((_, Some(v))) if v.is_stateless() => Err(RpcError::new(
                 400,
                 jsonrpc::INVALID_PARAMS,
-                format!("Invalid params: protocol {} requests must carry params._meta[\"{META_PROTOCOL_VERSION}\"]", v.as_str()),
+                format!(
+                    "Invalid params: protocol {} requests must carry params._meta[\"{META_PROTOCOL_VERSION}\"]",
+                    v.as_str()
+                ),
             )),
             Some((_, Some(v))) => Ok(v),
             Some((s, None)) => Err(unsupported(s, jsonrpc::INVALID_REQUEST)),
         };
     };
     let Some(requested) = meta_version.as_str() else {
-        return Err(RpcError::new(400, jsonrpc::INVALID_PARAMS, format!("Invalid params: _meta[\"{META_PROTOCOL_VERSION}\"] must be a string")));
+        return Err(RpcError::new(
+            400,
+            jsonrpc::INVALID_PARAMS,
+            format!("Invalid params: _meta[\"{META_PROTOCOL_VERSION}\"] must be a string"),
+        ));
     };
-    if params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_none_or(|c| !c.is_object()) {
+    if params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_none_or(|c| !c.is_object())
+    {
         return Err(RpcError::new(
             400,
             jsonrpc::INVALID_PARAMS,
@@ -184,9 +201,9 @@ fn resolve_version(method: &str, params: Option<&Map<String, Value>>, h: &Reques
     }
     match h.protocol_version {
         None => return Err(mismatch(format!("the MCP-Protocol-Version header is required and must be {requested}"))),
-        Some(hv) if hv != requested => {
-            return Err(mismatch(format!("the MCP-Protocol-Version header ({hv}) does not match _meta[\"{META_PROTOCOL_VERSION}\"] ({requested})")))
-        }
+        Some(hv) if hv != requested => return Err(mismatch(format!(
+            "the MCP-Protocol-Version header ({hv}) does not match _meta[\"{META_PROTOCOL_VERSION}\"] ({requested})"
+        ))),
         Some(_) => {}
     }
     let version = match Version::parse(requested) {
@@ -195,7 +212,9 @@ fn resolve_version(method: &str, params: Option<&Map<String, Value>>, h: &Reques
     };
     match h.mcp_method {
         None => return Err(mismatch(format!("the Mcp-Method header is required (expected {method})"))),
-        Some(m) if m != method => return Err(mismatch(format!("the Mcp-Method header ({m}) does not match the body's method ({method})"))),
+        Some(m) if m != method => {
+            return Err(mismatch(format!("the Mcp-Method header ({m}) does not match the body's method ({method})")))
+        }
         Some(_) => {}
     }
     if method == "tools/call" {
@@ -204,7 +223,9 @@ fn resolve_version(method: &str, params: Option<&Map<String, Value>>, h: &Reques
             (Some(hn), Some(n)) if hn != n => {
                 return Err(mismatch(format!("the Mcp-Name header ({hn}) does not match params.name ({n})")))
             }
-            (None, Some(n)) => return Err(mismatch(format!("the Mcp-Name header is required for tools/call (expected {n})"))),
+            (None, Some(n)) => {
+                return Err(mismatch(format!("the Mcp-Name header is required for tools/call (expected {n})")))
+            }
             _ => {}
         }
     }
@@ -217,8 +238,12 @@ fn mismatch(message: String) -> RpcError {
 
 fn unsupported(requested: &str, code: i64) -> RpcError {
     let supported: Vec<&str> = Version::all_strs().collect();
-    RpcError::new(400, code, format!("Unsupported MCP-Protocol-Version: {requested} (supported: {})", supported.join(", ")))
-        .with_data(json!({"supported": supported, "requested": requested}))
+    RpcError::new(
+        400,
+        code,
+        format!("Unsupported MCP-Protocol-Version: {requested} (supported: {})", supported.join(", ")),
+    )
+    .with_data(json!({"supported": supported, "requested": requested}))
 }
 
 fn server_info(server_version: &str, def: &ServerDefinition, version: Version) -> Value {
@@ -284,7 +309,11 @@ fn set_level(params: &Map<String, Value>) -> Result<Value, RpcError> {
 fn list_tools(def: &ServerDefinition, params: &Map<String, Value>, version: Version) -> Result<Value, RpcError> {
     if params.get("cursor").is_some_and(|c| !c.is_null()) {
         // Every tool fits on the first page, so no cursor was ever handed out.
-        return Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: unknown cursor (the tool list has one page)"));
+        return Err(RpcError::new(
+            200,
+            jsonrpc::INVALID_PARAMS,
+            "Invalid params: unknown cursor (the tool list has one page)",
+        ));
     }
     let list: Vec<Value> = tools(def).iter().map(|t| t.to_json(def, version)).collect();
     Ok(json!({ "tools": list }))
@@ -317,13 +346,19 @@ fn call_tool(
     server_version: &str,
 ) -> Step {
     let Some(name) = params.get("name").and_then(Value::as_str) else {
-        return error_step(id, RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: tools/call needs `name`, the tool to call"));
+        return error_step(
+            id,
+            RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: tools/call needs `name`, the tool to call"),
+        );
     };
     let args = match params.get("arguments") {
         None | Some(Value::Null) => None,
         Some(Value::Object(a)) => Some(a),
         Some(_) => {
-            return error_step(id, RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: `arguments` must be an object"))
+            return error_step(
+                id,
+                RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: `arguments` must be an object"),
+            )
         }
     };
     let all = tools(def);
@@ -331,7 +366,11 @@ fn call_tool(
         let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
         return error_step(
             id,
-            RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Unknown tool: '{name}'. This server has: {}", names.join(", "))),
+            RpcError::new(
+                200,
+                jsonrpc::INVALID_PARAMS,
+                format!("Unknown tool: '{name}'. This server has: {}", names.join(", ")),
+            ),
         );
     };
     let (inputs, query) = match tool.check_arguments(args) {
@@ -339,7 +378,10 @@ fn call_tool(
         Err(problems) => {
             let message = format!("Invalid arguments for tool '{name}': {}", problems.join("; "));
             return if version.argument_errors_as_tool_results() {
-                reply(200, result_response(id, shape_result(tool_error(&message), "tools/call", version, server_version)))
+                reply(
+                    200,
+                    result_response(id, shape_result(tool_error(&message), "tools/call", version, server_version)),
+                )
             } else {
                 error_step(id, RpcError::new(200, jsonrpc::INVALID_PARAMS, message))
             };
@@ -358,10 +400,23 @@ fn call_tool(
     let meta = params.get("_meta");
     let progress_token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
     let asked_level = meta.and_then(|m| m.get(META_LOG_LEVEL)).and_then(Value::as_str);
-    let log_level = asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
+    let log_level =
+        asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
     let cancel_key = cancel_key(def, &user, id);
     let decision = tasks::decide(version, TaskSupport::of_backend(&tool.app.backend), &tool.name, params);
-    let plan = Box::new(CallPlan { id: id.clone(), version, app_index, mode: tool.mode, path, body, user, client_name, progress_token, log_level, cancel_key });
+    let plan = Box::new(CallPlan {
+        id: id.clone(),
+        version,
+        app_index,
+        mode: tool.mode,
+        path,
+        body,
+        user,
+        client_name,
+        progress_token,
+        log_level,
+        cancel_key,
+    });
     match decision {
         Decision::Sync => Step::Call(plan),
         Decision::Task { ttl_ms } => Step::CreateTask { plan, ttl_ms },
@@ -371,7 +426,8 @@ fn call_tool(
 
 /// Modes this release cannot call yet, with the reason the client will see.
 fn not_callable(tool: &Tool<'_>) -> Option<String> {
-    (tool.mode == Mode::Mcp).then(|| format!("Tool '{}' ({} app) cannot be called by this Flowgate version", tool.name, tool.mode.as_str()))
+    (tool.mode == Mode::Mcp)
+        .then(|| format!("Tool '{}' ({} app) cannot be called by this Flowgate version", tool.name, tool.mode.as_str()))
 }
 
 /// The backend `user` of a client: stable per server and client, and not reversible.
@@ -400,9 +456,18 @@ fn tool_error(message: &str) -> Value {
 }
 
 /// Checks a `tasks/*` request against the revision's rules.
-fn task_request(id: &Value, method: &str, params: &Map<String, Value>, version: Version) -> Result<TaskRequest, RpcError> {
+fn task_request(
+    id: &Value,
+    method: &str,
+    params: &Map<String, Value>,
+    version: Version,
+) -> Result<TaskRequest, RpcError> {
     let not_found = |why: &str| {
-        RpcError::new(version.method_not_found_status(), jsonrpc::METHOD_NOT_FOUND, format!("Method not found: {method} ({why})"))
+        RpcError::new(
+            version.method_not_found_status(),
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("Method not found: {method} ({why})"),
+        )
     };
     let op = match (method, version.is_stateless()) {
         (_, false) if !version.has_tasks() => return Err(not_found("tasks need protocol 2025-11-25 or later")),
@@ -418,24 +483,37 @@ fn task_request(id: &Value, method: &str, params: &Map<String, Value>, version: 
         return Err(RpcError::new(
             400,
             tasks::MISSING_REQUIRED_CLIENT_CAPABILITY,
-            format!("Missing required client capability: {method} needs the {} extension in _meta clientCapabilities", tasks::EXTENSION),
+            format!(
+                "Missing required client capability: {method} needs the {} extension in _meta clientCapabilities",
+                tasks::EXTENSION
+            ),
         )
         .with_data(json!({"requiredCapabilities": {"extensions": {tasks::EXTENSION: {}}}})));
     }
     match params.get("taskId").and_then(Value::as_str) {
-        Some(t) if !t.is_empty() && t.len() <= 128 => Ok(TaskRequest { id: id.clone(), version, op, task_id: t.to_string() }),
+        Some(t) if !t.is_empty() && t.len() <= 128 => {
+            Ok(TaskRequest { id: id.clone(), version, op, task_id: t.to_string() })
+        }
         _ => Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: {method} needs `taskId`"))),
     }
 }
 
 /// The answer to a `tools/call` that became a task.
 pub fn task_created(plan: &CallPlan, view: &TaskView, server_version: &str) -> Value {
-    result_response(&plan.id, shape_result(tasks::create_result(view, plan.version), "tools/call", plan.version, server_version))
+    result_response(
+        &plan.id,
+        shape_result(tasks::create_result(view, plan.version), "tools/call", plan.version, server_version),
+    )
 }
 
 /// The answer to a `tasks/*` request, given what the task's runner said: `None` when no such
 /// task belongs to this server; `was_terminal` when a cancel found the task already finished.
-pub fn task_response(req: &TaskRequest, view: Option<&TaskView>, was_terminal: bool, server_version: &str) -> (u16, Value) {
+pub fn task_response(
+    req: &TaskRequest,
+    view: Option<&TaskView>,
+    was_terminal: bool,
+    server_version: &str,
+) -> (u16, Value) {
     let Some(view) = view else {
         return (200, tasks::unknown_task(&req.task_id).to_response(&req.id));
     };

@@ -45,7 +45,11 @@ impl TaskSupport {
 
     /// From an app's `backend.task_support` (default: forbidden, as in the spec).
     pub fn of_backend(backend: &Value) -> TaskSupport {
-        backend.get("task_support").and_then(Value::as_str).and_then(TaskSupport::parse).unwrap_or(TaskSupport::Forbidden)
+        backend
+            .get("task_support")
+            .and_then(Value::as_str)
+            .and_then(TaskSupport::parse)
+            .unwrap_or(TaskSupport::Forbidden)
     }
 }
 
@@ -206,7 +210,9 @@ pub fn payload_result(view: &TaskView) -> Result<Value, RpcError> {
             Ok(r)
         }
         Some(TaskOutcome::Error { code, message }) => Err(RpcError::new(200, *code, message.clone())),
-        None if view.status == "cancelled" => Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Task {} was cancelled", view.task_id))),
+        None if view.status == "cancelled" => {
+            Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Task {} was cancelled", view.task_id)))
+        }
         None => Err(RpcError::new(200, jsonrpc::INTERNAL_ERROR, format!("Task {} has no result yet", view.task_id))),
     }
 }
@@ -216,7 +222,11 @@ pub fn unknown_task(task_id: &str) -> RpcError {
 }
 
 pub fn terminal_cancel(view: &TaskView) -> RpcError {
-    RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: task {} is already {}; it cannot be cancelled", view.task_id, view.status))
+    RpcError::new(
+        200,
+        jsonrpc::INVALID_PARAMS,
+        format!("Invalid params: task {} is already {}; it cannot be cancelled", view.task_id, view.status),
+    )
 }
 
 /// `ms` since the Unix epoch as ISO 8601 UTC with milliseconds.
@@ -233,13 +243,7 @@ pub fn iso8601(ms: u64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem / 60) % 60,
-        rem % 60,
-        ms % 1000
-    )
+    format!("{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z", rem / 3600, (rem / 60) % 60, rem % 60, ms % 1000)
 }
 
 #[cfg(test)]
@@ -278,7 +282,9 @@ mod tests {
         assert_eq!(decide(v, TaskSupport::Optional, "t", &with_task), Decision::Task { ttl_ms: MIN_TTL_MS });
         assert_eq!(decide(v, TaskSupport::Optional, "t", &without), Decision::Sync);
         assert!(matches!(decide(v, TaskSupport::Forbidden, "t", &with_task), Decision::Reject(e) if e.code == -32601));
-        assert!(matches!(decide(v, TaskSupport::Required, "t", &without), Decision::Reject(e) if e.code == -32601 && e.message.contains("params.task")));
+        assert!(
+            matches!(decide(v, TaskSupport::Required, "t", &without), Decision::Reject(e) if e.code == -32601 && e.message.contains("params.task"))
+        );
         // Older revisions have no tasks: params.task is ignored.
         assert_eq!(decide(Version::V2025_06_18, TaskSupport::Required, "t", &with_task), Decision::Sync);
     }
@@ -286,11 +292,16 @@ mod tests {
     #[test]
     fn decisions_2026_07_28() {
         let v = Version::V2026_07_28;
-        let ext = params(json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}}}));
+        let ext =
+            params(json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}}}));
         let plain = params(json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}, "task": {"ttl": 5}}));
         assert_eq!(decide(v, TaskSupport::Optional, "t", &ext), Decision::Task { ttl_ms: DEFAULT_TTL_MS });
         assert_eq!(decide(v, TaskSupport::Optional, "t", &plain), Decision::Sync);
-        assert_eq!(decide(v, TaskSupport::Forbidden, "t", &ext), Decision::Sync, "a legacy hint never promotes a sync tool");
+        assert_eq!(
+            decide(v, TaskSupport::Forbidden, "t", &ext),
+            Decision::Sync,
+            "a legacy hint never promotes a sync tool"
+        );
         let Decision::Reject(e) = decide(v, TaskSupport::Required, "t", &plain) else { panic!() };
         assert_eq!((e.status, e.code), (400, -32021));
         assert_eq!(e.data.unwrap()["requiredCapabilities"]["extensions"][EXTENSION], json!({}));
@@ -323,7 +334,10 @@ mod tests {
 
     #[test]
     fn payloads() {
-        let done = view("completed", Some(TaskOutcome::Result(json!({"content": [{"type": "text", "text": "hi"}], "isError": false}))));
+        let done = view(
+            "completed",
+            Some(TaskOutcome::Result(json!({"content": [{"type": "text", "text": "hi"}], "isError": false}))),
+        );
         let p = payload_result(&done).unwrap();
         assert_eq!(p["_meta"][RELATED_TASK]["taskId"], "t1");
         assert_eq!(p["content"][0]["text"], "hi");

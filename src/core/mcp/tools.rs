@@ -6,8 +6,8 @@ use serde_json::{json, Map, Value};
 
 use crate::core::app::Mode;
 use crate::core::definition::{AppDefinition, ServerDefinition};
-use crate::core::form::{parse_form, FieldType, FormField};
 use crate::core::error::Errors;
+use crate::core::form::{parse_form, FieldType, FormField};
 
 use super::version::Version;
 
@@ -183,7 +183,10 @@ impl Tool<'_> {
 
     /// Checks `args` against the input schema; on success returns the Dify `inputs` (form
     /// variables only; unknown arguments are dropped) and the `query` for chat modes.
-    pub fn check_arguments(&self, args: Option<&Map<String, Value>>) -> Result<(Map<String, Value>, String), Vec<String>> {
+    pub fn check_arguments(
+        &self,
+        args: Option<&Map<String, Value>>,
+    ) -> Result<(Map<String, Value>, String), Vec<String>> {
         let empty = Map::new();
         let args = args.unwrap_or(&empty);
         let mut problems = Vec::new();
@@ -316,8 +319,14 @@ mod tests {
         let d = def(vec![("Summariser", "workflow", form(), json!([]))]);
         let t = &tools(&d)[0];
         let s = t.input_schema(&d);
-        assert_eq!(s["properties"]["text"], json!({"type": "string", "maxLength": 10, "description": "The text to summarise"}));
-        assert_eq!(s["properties"]["lang"], json!({"type": "string", "enum": ["en", "fr"], "description": "Language", "default": "en"}));
+        assert_eq!(
+            s["properties"]["text"],
+            json!({"type": "string", "maxLength": 10, "description": "The text to summarise"})
+        );
+        assert_eq!(
+            s["properties"]["lang"],
+            json!({"type": "string", "enum": ["en", "fr"], "description": "Language", "default": "en"})
+        );
         assert_eq!(s["properties"]["n"]["type"], "number");
         assert_eq!(s["properties"]["flag"]["type"], "boolean");
         assert_eq!(s["properties"]["cfg"]["required"], json!(["a"]));
@@ -359,14 +368,18 @@ mod tests {
         let mut bare = def(vec![("Quiet", "workflow", json!([]), json!([]))]);
         bare.description.clear();
         bare.apps[0].description.clear();
-        assert_eq!(tools(&bare)[0].to_json(&bare, Version::V2025_06_18)["description"], "Runs the workflow app 'Quiet'");
+        assert_eq!(
+            tools(&bare)[0].to_json(&bare, Version::V2025_06_18)["description"],
+            "Runs the workflow app 'Quiet'"
+        );
     }
 
     #[test]
     fn arguments_are_checked() {
         let d = def(vec![("Chat", "chat", form(), json!([]))]);
         let t = &tools(&d)[0];
-        let ok = json!({"query": "hi", "text": "short", "lang": "fr", "n": 2, "flag": true, "cfg": {"a": "x"}, "extra": 1});
+        let ok =
+            json!({"query": "hi", "text": "short", "lang": "fr", "n": 2, "flag": true, "cfg": {"a": "x"}, "extra": 1});
         let (inputs, query) = t.check_arguments(ok.as_object()).unwrap();
         assert_eq!(query, "hi");
         assert_eq!(inputs.len(), 5, "unknown arguments are dropped");
@@ -383,6 +396,9 @@ mod tests {
                 "argument 'cfg' must be a JSON object (got an array)",
             ]
         );
-        assert_eq!(t.check_arguments(None).unwrap_err(), ["missing required argument 'query'", "missing required argument 'text'"]);
+        assert_eq!(
+            t.check_arguments(None).unwrap_err(),
+            ["missing required argument 'query'", "missing required argument 'text'"]
+        );
     }
 }

@@ -1,8 +1,8 @@
 use serde_json::json;
 
 use super::*;
-use crate::core::mcp::tasks::TaskView;
 use crate::core::definition::{AppDefinition, FORMAT};
+use crate::core::mcp::tasks::TaskView;
 
 fn def() -> ServerDefinition {
     ServerDefinition {
@@ -61,7 +61,8 @@ fn stateless(method: &str, params: Value) -> Value {
 
 #[test]
 fn initialize_echoes_or_falls_back() {
-    for (asked, answered) in [("2024-11-05", "2024-11-05"), ("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")] {
+    for (asked, answered) in [("2024-11-05", "2024-11-05"), ("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")]
+    {
         let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                          "params": {"protocolVersion": asked, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
         // The header is never checked on initialize, even when it is nonsense.
@@ -107,7 +108,8 @@ fn unknown_and_unoffered_methods() {
         assert_eq!(r["error"]["code"], -32601);
         assert!(r["error"]["message"].as_str().unwrap().contains(m));
     }
-    let (status, r) = body(handle(&def(), &stateless("resources/list", json!({})), &stateless_headers("resources/list", None), "v"));
+    let (status, r) =
+        body(handle(&def(), &stateless("resources/list", json!({})), &stateless_headers("resources/list", None), "v"));
     assert_eq!((status, r["error"]["code"].clone()), (404, json!(-32601)));
     // ping and logging are gone in 2026-07-28.
     let (status, _) = body(handle(&def(), &stateless("ping", json!({})), &stateless_headers("ping", None), "v"));
@@ -126,7 +128,12 @@ fn ping_and_logging() {
 
 #[test]
 fn stateless_requests() {
-    let (status, r) = body(handle(&def(), &stateless("server/discover", json!({})), &stateless_headers("server/discover", None), "0.1.0"));
+    let (status, r) = body(handle(
+        &def(),
+        &stateless("server/discover", json!({})),
+        &stateless_headers("server/discover", None),
+        "0.1.0",
+    ));
     assert_eq!(status, 200);
     let res = &r["result"];
     assert_eq!(res["resultType"], "complete");
@@ -140,7 +147,14 @@ fn stateless_requests() {
 
     // Header and _meta disagree; method header missing or wrong; tool name header wrong.
     let cases = [
-        (RequestHeaders { protocol_version: Some("2025-11-25"), mcp_method: Some("tools/list"), ..Default::default() }, -32020),
+        (
+            RequestHeaders {
+                protocol_version: Some("2025-11-25"),
+                mcp_method: Some("tools/list"),
+                ..Default::default()
+            },
+            -32020,
+        ),
         (RequestHeaders { protocol_version: None, mcp_method: Some("tools/list"), ..Default::default() }, -32020),
         (RequestHeaders { protocol_version: Some("2026-07-28"), ..Default::default() }, -32020),
         (stateless_headers("tools/call", None), -32020),
@@ -160,7 +174,8 @@ fn stateless_requests() {
 
     let mut old = stateless("tools/list", json!({}));
     old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-06-18");
-    let h = RequestHeaders { protocol_version: Some("2025-06-18"), mcp_method: Some("tools/list"), ..Default::default() };
+    let h =
+        RequestHeaders { protocol_version: Some("2025-06-18"), mcp_method: Some("tools/list"), ..Default::default() };
     let (status, r) = body(handle(&def(), &old, &h, "v"));
     assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32022)));
     assert_eq!(r["error"]["data"]["requested"], "2025-06-18");
@@ -170,7 +185,11 @@ fn stateless_requests() {
 fn tools_call_plans_a_dify_call() {
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                       "params": {"name": "Summariser", "arguments": {"text": "hello", "extra": 1}}});
-    let h = RequestHeaders { protocol_version: Some("2025-06-18"), user_agent: Some("claude-desktop/1.0"), ..Default::default() };
+    let h = RequestHeaders {
+        protocol_version: Some("2025-06-18"),
+        user_agent: Some("claude-desktop/1.0"),
+        ..Default::default()
+    };
     let Step::Call(plan) = handle(&def(), &call, &h, "v") else { panic!() };
     assert_eq!(plan.path, "/workflows/run");
     assert_eq!(plan.body["inputs"], json!({"text": "hello"}));
@@ -252,14 +271,20 @@ fn progress_and_log_notifications() {
     assert!(notification(&plan, Signal::Progress { message: "m".into() }, &mut p).is_none());
     let mut old = plan.clone();
     old.progress_token = Some(json!(3));
-    assert!(notification(&old, Signal::Progress { message: "m".into() }, &mut p).unwrap()["params"].get("message").is_none());
+    assert!(notification(&old, Signal::Progress { message: "m".into() }, &mut p).unwrap()["params"]
+        .get("message")
+        .is_none());
 
     // 2026-07-28: logs only at the level the request asked for.
     let mut call26 = stateless("tools/call", json!({"name": "Summariser", "arguments": {"text": "x"}}));
-    let Step::Call(plan) = handle(&def(), &call26, &stateless_headers("tools/call", Some("Summariser")), "v") else { panic!() };
+    let Step::Call(plan) = handle(&def(), &call26, &stateless_headers("tools/call", Some("Summariser")), "v") else {
+        panic!()
+    };
     assert!(notification(&plan, Signal::Log { level: "error", data: json!({}) }, &mut p).is_none());
     call26["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("warning");
-    let Step::Call(plan) = handle(&def(), &call26, &stateless_headers("tools/call", Some("Summariser")), "v") else { panic!() };
+    let Step::Call(plan) = handle(&def(), &call26, &stateless_headers("tools/call", Some("Summariser")), "v") else {
+        panic!()
+    };
     assert!(notification(&plan, Signal::Log { level: "info", data: json!({}) }, &mut p).is_none());
     assert!(notification(&plan, Signal::Log { level: "warning", data: json!({}) }, &mut p).is_some());
 }
@@ -269,7 +294,8 @@ fn cancellation_finds_the_call() {
     let h = RequestHeaders { protocol_version: Some("2025-06-18"), user_agent: Some("ua/1"), ..Default::default() };
     let call = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "Summariser", "arguments": {"text": "x"}}});
     let Step::Call(plan) = handle(&def(), &call, &h, "v") else { panic!() };
-    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77, "reason": "user"}});
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 77, "reason": "user"}});
     assert_eq!(handle(&def(), &cancel, &h, "v"), Step::Cancel { key: plan.cancel_key.clone() });
     // Another client cannot cancel it.
     let other = RequestHeaders { user_agent: Some("ua/2"), ..h };
@@ -320,28 +346,50 @@ fn task_methods_per_revision() {
         let msg = json!({"jsonrpc": "2.0", "id": 4, "method": method, "params": {"taskId": "abc"}});
         handle(&d, &msg, &headers(v), "v")
     };
-    assert_eq!(get(Some("2025-11-25"), "tasks/get"), Step::Task(TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Get, task_id: "abc".into() }));
+    assert_eq!(
+        get(Some("2025-11-25"), "tasks/get"),
+        Step::Task(TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Get, task_id: "abc".into() })
+    );
     assert!(matches!(get(Some("2025-11-25"), "tasks/result"), Step::Task(TaskRequest { op: TaskOp::Result, .. })));
-    for (v, m) in [(Some("2025-11-25"), "tasks/list"), (Some("2025-06-18"), "tasks/get"), (Some("2025-11-25"), "tasks/update")] {
+    for (v, m) in
+        [(Some("2025-11-25"), "tasks/list"), (Some("2025-06-18"), "tasks/get"), (Some("2025-11-25"), "tasks/update")]
+    {
         let (_, r) = body(get(v, m));
         assert_eq!(r["error"]["code"], -32601, "{m} on {v:?}");
     }
     // 2026: extension required; tasks/result is gone.
     let with_ext = |method: &str| {
         let mut msg = stateless(method, json!({"taskId": "abc"}));
-        msg["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+        msg["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
         msg
     };
-    assert!(matches!(handle(&d, &with_ext("tasks/get"), &stateless_headers("tasks/get", None), "v"), Step::Task(TaskRequest { op: TaskOp::Get, .. })));
-    let (status, r) = body(handle(&d, &stateless("tasks/get", json!({"taskId": "abc"})), &stateless_headers("tasks/get", None), "v"));
+    assert!(matches!(
+        handle(&d, &with_ext("tasks/get"), &stateless_headers("tasks/get", None), "v"),
+        Step::Task(TaskRequest { op: TaskOp::Get, .. })
+    ));
+    let (status, r) =
+        body(handle(&d, &stateless("tasks/get", json!({"taskId": "abc"})), &stateless_headers("tasks/get", None), "v"));
     assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32021)));
     let (status, r) = body(handle(&d, &with_ext("tasks/result"), &stateless_headers("tasks/result", None), "v"));
     assert_eq!((status, r["error"]["code"].clone()), (404, json!(-32601)));
 
     let req = TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Cancel, task_id: "abc".into() };
-    let view = TaskView { task_id: "abc".into(), status: "completed", status_message: None, created_at_ms: 0, updated_at_ms: 0, ttl_ms: 1, poll_interval_ms: 1, outcome: None };
+    let view = TaskView {
+        task_id: "abc".into(),
+        status: "completed",
+        status_message: None,
+        created_at_ms: 0,
+        updated_at_ms: 0,
+        ttl_ms: 1,
+        poll_interval_ms: 1,
+        outcome: None,
+    };
     assert_eq!(task_response(&req, Some(&view), true, "v").1["error"]["code"], -32602);
     assert_eq!(task_response(&req, None, false, "v").1["error"]["code"], -32602);
     let req26 = TaskRequest { version: Version::V2026_07_28, ..req.clone() };
-    assert_eq!(task_response(&req26, Some(&view), true, "v").1["result"], json!({"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "Flowgate", "version": "v"}}}));
+    assert_eq!(
+        task_response(&req26, Some(&view), true, "v").1["result"],
+        json!({"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "Flowgate", "version": "v"}}})
+    );
 }
