@@ -45,6 +45,7 @@ check-schema:
 	@scripts/schema.sh | cmp -s - schema.sql || { echo "schema.sql is out of date with migrations/: run 'make schema'"; exit 1; }
 
 test-core:
+	cargo fmt --check
 	cargo test
 
 test-integration: build
