@@ -201,9 +201,11 @@ fn resolve_version(
     }
     match h.protocol_version {
         None => return Err(mismatch(format!("the MCP-Protocol-Version header is required and must be {requested}"))),
-        Some(hv) if hv != requested => return Err(mismatch(format!(
-            "the MCP-Protocol-Version header ({hv}) does not match _meta[\"{META_PROTOCOL_VERSION}\"] ({requested})"
-        ))),
+        Some(hv) if hv != requested => {
+            let what =
+                format!("the MCP-Protocol-Version header ({hv}) does not match _meta[\"{META_PROTOCOL_VERSION}\"]");
+            return Err(mismatch(format!("{what} ({requested})")));
+        }
         Some(_) => {}
     }
     let version = match Version::parse(requested) {
