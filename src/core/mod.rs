@@ -14,4 +14,5 @@ pub mod origin;
 pub mod server;
 pub mod sse;
 pub mod task;
+pub mod upstream;
 pub mod url;
