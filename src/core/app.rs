@@ -311,7 +311,27 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
                 "input_required_poll_seconds",
             ],
         ),
-        _ => ("url", &[]),
+        _ => (
+            "url",
+            &[
+                "url",
+                "transport",
+                "headers",
+                "oauth",
+                "forward_headers",
+                "on_missing",
+                "tool_name_prefix",
+                "allowed_tools",
+                "denied_tools",
+                "session_init_timeout",
+                "tool_call_timeout",
+                "tools_cache_ttl_seconds",
+                "task_support",
+                "task_toolsets",
+                "poll_interval_seconds",
+                "input_required_poll_seconds",
+            ],
+        ),
     };
     let Some(obj) = b.as_object_mut() else { return };
     match obj.get(url_key) {
@@ -357,6 +377,9 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     if obj.get("stream").is_some_and(|v| !v.is_boolean()) {
         errs.add("backend.stream", "must be true or false");
     }
+    if mode == Mode::Mcp {
+        validate_mcp_backend(obj, errs);
+    }
     match obj.get("task_support") {
         None | Some(Value::Null) => {}
         Some(Value::String(t)) if crate::core::mcp::tasks::TaskSupport::parse(t).is_some() => {}
@@ -393,6 +416,71 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
             errs.add(path, "looks like a secret reference but is not `$NAME` (letters, digits, _)");
         }
     });
+}
+
+/// Settings of an upstream MCP server app.
+fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
+    if let Err(e) = crate::core::upstream::TransportChoice::parse(obj.get("transport").and_then(Value::as_str)) {
+        errs.add("backend.transport", e);
+    } else if obj.get("transport").is_some_and(|t| !t.is_string()) {
+        errs.add("backend.transport", "must be auto, streamable-http or sse");
+    }
+    match obj.get("headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(h)) => {
+            for (name, v) in h {
+                if !crate::core::upstream::is_header_name(name) {
+                    errs.add(format!("backend.headers.{name}"), "is not a valid header name");
+                }
+                match v.as_str() {
+                    Some(s) if is_secret_ref(s) || s == MASK => {}
+                    Some(s) => {
+                        if let Some(why) = crate::core::upstream::header_value_problem(s) {
+                            errs.add(format!("backend.headers.{name}"), why);
+                        }
+                    }
+                    None => errs.add(format!("backend.headers.{name}"), "must be a string"),
+                }
+            }
+        }
+        Some(_) => errs.add("backend.headers", "must be an object of header names to values"),
+    }
+    if let Err(e) = crate::core::upstream::forwarded_headers(&Value::Object(obj.clone()), &|_| Some("x".into())) {
+        errs.add("backend.forward_headers", e);
+    }
+    match obj.get("oauth") {
+        None | Some(Value::Null) => {}
+        Some(o @ Value::Object(_)) => {
+            if let Err(e) = crate::core::upstream::OAuthConfig::from_value(o, &|_| Ok("set".into())) {
+                errs.add("backend.oauth", e);
+            }
+            if let Some(Err(why)) = o.get("token_url").and_then(Value::as_str).map(check_backend_url) {
+                errs.add("backend.oauth.token_url", why);
+            }
+        }
+        Some(_) => errs.add("backend.oauth", "must be an object {token_url, client_id, client_secret, ...}"),
+    }
+    for key in ["allowed_tools", "denied_tools"] {
+        if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
+            if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+                errs.add(format!("backend.{key}"), "must be an array of upstream tool names");
+            }
+        }
+    }
+    if obj.get("tool_name_prefix").is_some_and(|v| !v.is_boolean()) {
+        errs.add("backend.tool_name_prefix", "must be true or false");
+    }
+    for key in ["session_init_timeout", "tool_call_timeout"] {
+        match obj.get(key).map(Value::as_u64) {
+            None | Some(Some(1..=MAX_TIMEOUT_SECONDS)) => {}
+            Some(_) => errs
+                .add(format!("backend.{key}"), format!("must be a number of seconds from 1 to {MAX_TIMEOUT_SECONDS}")),
+        }
+    }
+    match obj.get("tools_cache_ttl_seconds").map(Value::as_u64) {
+        None | Some(Some(60..=86_400)) => {}
+        Some(_) => errs.add("backend.tools_cache_ttl_seconds", "must be from 60 (KV's minimum) to 86400"),
+    }
 }
 
 /// A whole-string reference to a Worker secret or variable, e.g. `$DIFY_KEY`.

@@ -1129,7 +1129,7 @@ pub struct ExposedTool {
 }
 
 /// The upstream's tools as a Flowgate server exposes them. Names are `<app>_<tool>` by default
-/// (the app part via `tools::sanitize_name`; `prefix: false` keeps the upstream name), so tools
+/// (the app part via `tools::sanitize_name`; `tool_name_prefix: false` keeps the upstream name), so tools
 /// of several apps cannot clash. `allowed_tools` / `denied_tools` match the UPSTREAM name,
 /// before prefixing (absent: all allowed; `[]`: none allowed; denied wins); a malformed list
 /// exposes nothing rather than too much. Names are made valid per SEP-986
@@ -1145,7 +1145,7 @@ pub fn aggregate(app_name: &str, app_id: &str, config: &Value, upstream_tools: &
     let (Ok(allowed), Ok(denied)) = (list("allowed_tools"), list("denied_tools")) else {
         return Vec::new();
     };
-    let prefix = match config.get("prefix") {
+    let prefix = match config.get("tool_name_prefix") {
         None | Some(Value::Null) => Some(sanitize_name(app_name, app_id)),
         Some(Value::Bool(true)) => Some(sanitize_name(app_name, app_id)),
         Some(_) => None,
@@ -2016,9 +2016,9 @@ mod tests {
             ]
         );
         assert_eq!(all[0].tool, upstream_tools()[0], "the upstream definition is kept as it came");
-        let cjk = aggregate("工具", "0123abcd-ef", &json!({"prefix": true}), &upstream_tools()[..1]);
+        let cjk = aggregate("工具", "0123abcd-ef", &json!({"tool_name_prefix": true}), &upstream_tools()[..1]);
         assert_eq!(cjk[0].name, "app_0123abcd_search");
-        let bare = aggregate("gh", "id", &json!({"prefix": false}), &upstream_tools());
+        let bare = aggregate("gh", "id", &json!({"tool_name_prefix": false}), &upstream_tools());
         assert_eq!(bare[0].name, "search");
         assert_eq!(bare[1].name, "create_issue");
         assert_eq!(bare[2].name, "create_issue_2");

@@ -40,6 +40,8 @@ pub async fn handle(mut req: Request, env: &Env, rest: &[&str]) -> Result<Respon
         }
         (["apps", id], Method::Delete) => (200, c.delete_app(id).await?),
         (["apps", _], _) => return not_allowed("GET, PUT, DELETE"),
+        (["apps", id, "tools", "refresh"], Method::Post) => (200, c.refresh_tools(id).await?),
+        (["apps", _, "tools", "refresh"], _) => return not_allowed("POST"),
         (["apps", id, "server"], Method::Get) => (200, c.get_app_server(id).await?),
         (["apps", id, "server"], Method::Post) => {
             (201, c.create_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, true).await?).await?)
@@ -187,6 +189,26 @@ impl Console<'_> {
             cache::write(self.env, self.db, &server).await?;
         }
         Ok(())
+    }
+
+    /// Re-reads an upstream MCP app's tool list now (a new session) and caches it.
+    async fn refresh_tools(&self, id: &str) -> Result<Value> {
+        let row = self.app_row(id).await?;
+        if row.mode != "mcp" {
+            return Err(ApiError::bad_request(format!(
+                "app '{id}' is a {} app; only mcp apps have upstream tools",
+                row.mode
+            )));
+        }
+        let app = row.to_definition();
+        let tools = super::upstream::tools_of(&app, self.env, true)
+            .await
+            .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
+        let exposed = crate::core::upstream::aggregate(&app.name, &app.id, &app.backend, &tools);
+        Ok(json!({
+            "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
+            "exposed_tools": exposed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        }))
     }
 
     // ---- Dify-style servers (one per app) ----

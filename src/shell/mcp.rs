@@ -15,7 +15,10 @@ use crate::core::http_tool;
 use crate::core::ids::{is_server_code_shape, sha256_hex};
 use crate::core::mcp::jsonrpc::{self, RpcError};
 use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step, TaskOp, TaskRequest};
+use crate::core::mcp::tools::Upstreams;
 use crate::core::origin::origin_allowed;
+use crate::core::sse::write_event;
+use futures::StreamExt;
 
 use super::cache;
 use super::http::is_json_content_type;
@@ -24,6 +27,7 @@ use super::secrets;
 use super::store;
 use super::stream::{read_whole, request_headers, stop_run, unreachable, Backend, CallStream};
 use super::tasks::{self, Kind, TaskSpec};
+use super::upstream;
 use super::VERSION;
 
 /// Largest MCP request body accepted.
@@ -141,6 +145,11 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         return rpc(403, &e.to_response(&echo_id), cors.as_deref());
     }
     let accepts_sse = header(&req, "accept").is_some_and(|a| a.to_ascii_lowercase().contains("text/event-stream"));
+    // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
+    let has_upstreams = def.apps.iter().any(|a| a.mode == "mcp");
+    let upstreams =
+        if has_upstreams && mentions_tools(&body) { load_upstreams(&def, env).await } else { Upstreams::default() };
+    let incoming: Vec<(String, String)> = if has_upstreams { req.headers().entries().collect() } else { Vec::new() };
     let (pv, mm, mn, ua) = (
         header(&req, "mcp-protocol-version"),
         header(&req, "mcp-method"),
@@ -163,7 +172,9 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             }
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                if let Some(v) = run(server::handle(&def, item, &h, VERSION), &def, env, ctx).await.1 {
+                if let Some(v) =
+                    run(server::handle_with(&def, &upstreams, item, &h, VERSION), &def, env, ctx, &incoming).await.1
+                {
                     out.push(v);
                 }
             }
@@ -172,7 +183,20 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             }
             rpc(200, &Value::Array(out), cors.as_deref())
         }
-        single => match server::handle(&def, single, &h, VERSION) {
+        single => match server::handle_with(&def, &upstreams, single, &h, VERSION) {
+            Step::Call(plan) if plan.mode == Mode::Mcp => {
+                record_end_user(ctx, env, &def, &plan);
+                if accepts_sse {
+                    let headers = Headers::new();
+                    headers.set("content-type", "text/event-stream")?;
+                    headers.set("cache-control", "no-cache")?;
+                    with_cors(&headers, cors.as_deref())?;
+                    relay_upstream(*plan, def, env.clone(), incoming, headers)
+                } else {
+                    let v = call_upstream(&plan, &def, env, &incoming, &mut |_| {}).await;
+                    rpc(200, &v, cors.as_deref())
+                }
+            }
             // A client that takes SSE gets the backend's progress as it happens.
             Step::Call(plan) if accepts_sse && streams(&plan, &def, true) => {
                 record_end_user(ctx, env, &def, &plan);
@@ -187,7 +211,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                     Err(outcome) => rpc(200, &server::finish_call(&plan, outcome, VERSION), cors.as_deref()),
                 }
             }
-            step => match run(step, &def, env, ctx).await {
+            step => match run(step, &def, env, ctx, &incoming).await {
                 (_, None) => accepted(cors.as_deref()),
                 (status, Some(v)) => rpc(status, &v, cors.as_deref()),
             },
@@ -196,9 +220,19 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
 }
 
 /// Turns a step into (status, body), making the backend call when there is one.
-async fn run(step: Step, def: &ServerDefinition, env: &Env, ctx: &Context) -> (u16, Option<Value>) {
+async fn run(
+    step: Step,
+    def: &ServerDefinition,
+    env: &Env,
+    ctx: &Context,
+    incoming: &[(String, String)],
+) -> (u16, Option<Value>) {
     match step {
         Step::Reply { status, body } => (status, body),
+        Step::Call(plan) if plan.mode == Mode::Mcp => {
+            record_end_user(ctx, env, def, &plan);
+            (200, Some(call_upstream(&plan, def, env, incoming, &mut |_| {}).await))
+        }
         Step::CreateTask { plan, ttl_ms } => {
             record_end_user(ctx, env, def, &plan);
             match create_task(&plan, ttl_ms, def, env).await {
@@ -333,6 +367,85 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
     let view = answer.as_ref().map(tasks::view_of);
     let was_terminal = answer.as_ref().and_then(|v| v["was_terminal"].as_bool()).unwrap_or(false);
     Ok(server::task_response(req, view.as_ref(), was_terminal, VERSION))
+}
+
+/// Whether a message (or batch) lists or calls tools, which needs the upstream tool lists.
+fn mentions_tools(body: &Value) -> bool {
+    let is = |m: &Value| matches!(m["method"].as_str(), Some("tools/list" | "tools/call"));
+    match body {
+        Value::Array(items) => items.iter().any(is),
+        m => is(m),
+    }
+}
+
+/// The tool lists of a server's upstream MCP apps (KV, else fetched); an upstream that cannot
+/// be reached contributes no tools, and the reason is logged.
+async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
+    let mut map = std::collections::HashMap::new();
+    for app in def.apps.iter().filter(|a| a.mode == "mcp") {
+        match upstream::tools_of(app, env, false).await {
+            Ok(list) => {
+                map.insert(app.id.clone(), list);
+            }
+            Err(e) => console_error!("listing the tools of upstream app '{}': {e}", app.name),
+        }
+    }
+    Upstreams(map)
+}
+
+/// Calls an upstream MCP tool; relayed notifications go to `emit` as they arrive. The final
+/// JSON-RPC response for the client.
+async fn call_upstream(
+    plan: &CallPlan,
+    def: &ServerDefinition,
+    env: &Env,
+    incoming: &[(String, String)],
+    emit: &mut dyn FnMut(Value),
+) -> Value {
+    let Some(app) = def.apps.get(plan.app_index) else {
+        return server::finish_call(plan, Outcome::Failed("the app behind this tool was removed".into()), VERSION);
+    };
+    let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+    let upstream = match upstream::upstream_of(app, env, Some(&lookup)).await {
+        Ok(u) => u,
+        Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
+    };
+    let mut client = upstream::Client::new(&upstream, env);
+    if let Err(e) = client.connect(true).await {
+        return server::finish_call(plan, Outcome::Failed(e), VERSION);
+    }
+    let name = plan.body["name"].as_str().unwrap_or_default();
+    let mut relay = |n: Value| {
+        if server::relays(plan, &n) {
+            emit(n);
+        }
+    };
+    match client.call_tool(name, &plan.body["arguments"], plan.progress_token.as_ref(), &mut relay).await {
+        Ok(response) => server::upstream_response(plan, &app.name, &response, VERSION),
+        Err(e) => server::finish_call(plan, Outcome::Failed(e), VERSION),
+    }
+}
+
+/// An upstream call for a client that takes SSE: notifications as they come, then the response.
+fn relay_upstream(
+    plan: CallPlan,
+    def: ServerDefinition,
+    env: Env,
+    incoming: Vec<(String, String)>,
+    headers: Headers,
+) -> worker::Result<Response> {
+    let (tx, rx) = futures::channel::mpsc::unbounded::<Vec<u8>>();
+    worker::wasm_bindgen_futures::spawn_local(async move {
+        let send = |v: &Value| {
+            let mut s = String::new();
+            write_event(&mut s, None, None, &v.to_string());
+            // A client that went away closes the channel; the call still finishes upstream.
+            let _ = tx.unbounded_send(s.into_bytes());
+        };
+        let response = call_upstream(&plan, &def, &env, &incoming, &mut |n| send(&n)).await;
+        send(&response);
+    });
+    Ok(Response::from_stream(rx.map(Ok::<Vec<u8>, worker::Error>))?.with_headers(headers))
 }
 
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).

@@ -5,11 +5,13 @@ mod console;
 mod dify;
 mod http;
 mod mcp;
+mod oauth;
 mod outbound;
 mod secrets;
 mod store;
 mod stream;
 mod tasks;
+mod upstream;
 
 use serde_json::json;
 use worker::{event, Context, Env, Request, Response};

@@ -69,7 +69,7 @@ impl AppRow {
         parse_stored(&self.backend)
     }
 
-    fn to_definition(&self) -> AppDefinition {
+    pub fn to_definition(&self) -> AppDefinition {
         AppDefinition {
             id: self.id.clone(),
             name: self.name.clone(),

@@ -12,7 +12,7 @@ use crate::core::ids::sha256_hex;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
 use super::tasks::{self, Decision, TaskSupport, TaskView};
-use super::tools::{tools, Tool};
+use super::tools::{tools_with, Tool, Upstreams};
 use super::version::Version;
 
 const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -96,6 +96,17 @@ fn error_step(id: &Value, e: RpcError) -> Step {
 
 /// Handles one JSON-RPC message (a batch is split by the caller, see [`batch_allowed`]).
 pub fn handle(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>, server_version: &str) -> Step {
+    handle_with(def, &Upstreams::default(), msg, h, server_version)
+}
+
+/// [`handle`] for a server whose upstream MCP apps' tool lists are known.
+pub fn handle_with(
+    def: &ServerDefinition,
+    upstreams: &Upstreams,
+    msg: &Value,
+    h: &RequestHeaders<'_>,
+    server_version: &str,
+) -> Step {
     let (id, method, params) = match classify(msg) {
         Err((id, e)) => return error_step(&id, e),
         Ok(Message::Notification { method: "notifications/cancelled", params: Some(p) }) => {
@@ -120,8 +131,8 @@ pub fn handle(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>, serve
         "ping" if version.has_ping_and_logging() => Ok(json!({})),
         "logging/setLevel" if version.has_ping_and_logging() => set_level(params),
         "server/discover" if version.is_stateless() => Ok(discover(def, server_version)),
-        "tools/list" => list_tools(def, params, version),
-        "tools/call" => return call_tool(def, id, params, version, h, server_version),
+        "tools/list" => list_tools(def, upstreams, params, version),
+        "tools/call" => return call_tool(def, upstreams, id, params, version, h, server_version),
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" | "tasks/list" => {
             return match task_request(id, method, params, version) {
                 Ok(req) => Step::Task(req),
@@ -308,7 +319,12 @@ fn set_level(params: &Map<String, Value>) -> Result<Value, RpcError> {
     }
 }
 
-fn list_tools(def: &ServerDefinition, params: &Map<String, Value>, version: Version) -> Result<Value, RpcError> {
+fn list_tools(
+    def: &ServerDefinition,
+    upstreams: &Upstreams,
+    params: &Map<String, Value>,
+    version: Version,
+) -> Result<Value, RpcError> {
     if params.get("cursor").is_some_and(|c| !c.is_null()) {
         // Every tool fits on the first page, so no cursor was ever handed out.
         return Err(RpcError::new(
@@ -317,7 +333,7 @@ fn list_tools(def: &ServerDefinition, params: &Map<String, Value>, version: Vers
             "Invalid params: unknown cursor (the tool list has one page)",
         ));
     }
-    let list: Vec<Value> = tools(def).iter().map(|t| t.to_json(def, version)).collect();
+    let list: Vec<Value> = tools_with(def, upstreams).iter().map(|t| t.to_json(def, version)).collect();
     Ok(json!({ "tools": list }))
 }
 
@@ -341,6 +357,7 @@ fn shape_result(mut r: Value, method: &str, version: Version, server_version: &s
 
 fn call_tool(
     def: &ServerDefinition,
+    upstreams: &Upstreams,
     id: &Value,
     params: &Map<String, Value>,
     version: Version,
@@ -363,8 +380,8 @@ fn call_tool(
             )
         }
     };
-    let all = tools(def);
-    let Some((app_index, tool)) = all.iter().enumerate().find(|(_, t)| t.name == name) else {
+    let all = tools_with(def, upstreams);
+    let Some(tool) = all.iter().find(|t| t.name == name) else {
         let names: Vec<&str> = all.iter().map(|t| t.name.as_str()).collect();
         return error_step(
             id,
@@ -375,6 +392,8 @@ fn call_tool(
             ),
         );
     };
+    // The app's place in the server (an upstream app stands for several tools).
+    let app_index = def.apps.iter().position(|a| a.id == tool.app.id).unwrap_or(0);
     let (inputs, query) = match tool.check_arguments(args) {
         Ok(x) => x,
         Err(problems) => {
@@ -394,10 +413,12 @@ fn call_tool(
     }
     let client_name = client_name(params, h);
     let user = end_user(def, &client_name);
-    let (path, body) = match tool.mode {
+    let (path, body) = match (&tool.upstream, tool.mode) {
+        // An upstream MCP tool is called by its upstream name with the arguments as sent.
+        (Some(exposed), _) => ("", json!({"name": exposed.upstream_name, "arguments": Value::Object(inputs)})),
         // An HTTP tool is called at its api_endpoint itself.
-        Mode::HttpTool => ("", http_tool::request_body(&tool.app.backend, inputs)),
-        mode => dify_call::request(mode, inputs, query, &user),
+        (None, Mode::HttpTool) => ("", http_tool::request_body(&tool.app.backend, inputs)),
+        (None, mode) => dify_call::request(mode, inputs, query, &user),
     };
     let meta = params.get("_meta");
     let progress_token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
@@ -426,10 +447,10 @@ fn call_tool(
     }
 }
 
-/// Modes this release cannot call yet, with the reason the client will see.
+/// Tools that cannot be called, with the reason the client will see.
 fn not_callable(tool: &Tool<'_>) -> Option<String> {
-    (tool.mode == Mode::Mcp)
-        .then(|| format!("Tool '{}' ({} app) cannot be called by this Flowgate version", tool.name, tool.mode.as_str()))
+    (tool.mode == Mode::Mcp && tool.upstream.is_none())
+        .then(|| format!("Tool '{}' stands for an upstream MCP server whose tools are not known yet", tool.name))
 }
 
 /// The backend `user` of a client: stable per server and client, and not reversible.
@@ -529,6 +550,32 @@ pub fn task_response(
     match result {
         Ok(r) => (200, result_response(&req.id, shape_result(r, "tasks", req.version, server_version))),
         Err(e) => (e.status, e.to_response(&req.id)),
+    }
+}
+
+/// The response to a call proxied to an upstream MCP server: its result intact, as far as the
+/// client's revision can carry it, or its JSON-RPC error with context.
+pub fn upstream_response(plan: &CallPlan, app: &str, response: &Value, server_version: &str) -> Value {
+    if let Some(e) = response.get("error") {
+        let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
+        return RpcError::new(200, code, crate::core::upstream::upstream_error_message(app, e)).to_response(&plan.id);
+    }
+    let result = crate::core::upstream::result_for_client(&response["result"], plan.version);
+    result_response(&plan.id, shape_result(result, "tools/call", plan.version, server_version))
+}
+
+/// Whether an upstream notification goes on to the client: progress only for a request that
+/// asked for it (the token is the client's own, passed upstream), log messages at or above the
+/// client's level.
+pub fn relays(plan: &CallPlan, notification: &Value) -> bool {
+    match notification["method"].as_str() {
+        Some("notifications/progress") => plan.progress_token.is_some(),
+        Some("notifications/message") => {
+            let Some(threshold) = plan.log_level else { return false };
+            let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l).unwrap_or(0);
+            rank(notification["params"]["level"].as_str().unwrap_or("info")) >= rank(threshold)
+        }
+        _ => false,
     }
 }
 

@@ -8,25 +8,47 @@ use crate::core::app::Mode;
 use crate::core::definition::{AppDefinition, ServerDefinition};
 use crate::core::error::Errors;
 use crate::core::form::{parse_form, FieldType, FormField};
+use crate::core::upstream::{aggregate, tool_for_client, ExposedTool};
+use std::collections::HashMap;
 
 use super::version::Version;
 
 /// Longest tool name emitted: SEP-986 allows 128, OpenAI-compatible clients take 64.
 const MAX_TOOL_NAME: usize = 64;
 
-/// A tool of a server: the app behind it and its parsed form.
+/// A tool of a server: the app behind it and its parsed form, or one tool of an upstream MCP
+/// server the app stands for.
 pub struct Tool<'a> {
     pub name: String,
     pub app: &'a AppDefinition,
     pub mode: Mode,
     pub form: Vec<FormField>,
+    pub upstream: Option<ExposedTool>,
 }
+
+/// The tool lists of a server's upstream MCP apps (`mode: mcp`), by app id, as the shell
+/// fetched or cached them.
+#[derive(Debug, Default, Clone)]
+pub struct Upstreams(pub HashMap<String, Vec<Value>>);
 
 /// The tools of a server, in order, with names valid per SEP-986 and unique.
 pub fn tools(def: &ServerDefinition) -> Vec<Tool<'_>> {
-    let mut out: Vec<Tool<'_>> = Vec::with_capacity(def.apps.len());
+    tools_with(def, &Upstreams::default())
+}
+
+/// The tools of a server including those of its upstream MCP apps.
+pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<Tool<'a>> {
+    let mut out: Vec<Tool<'a>> = Vec::with_capacity(def.apps.len());
     for app in &def.apps {
         let Some(mode) = Mode::parse(&app.mode) else { continue };
+        if mode == Mode::Mcp {
+            let listed = upstreams.0.get(&app.id).map(Vec::as_slice).unwrap_or(&[]);
+            for mut exposed in aggregate(&app.name, &app.id, &app.backend, listed) {
+                exposed.name = unique(&out, &exposed.name);
+                out.push(Tool { name: exposed.name.clone(), app, mode, form: Vec::new(), upstream: Some(exposed) });
+            }
+            continue;
+        }
         let base = sanitize_name(&app.name, &app.id);
         let mut name = base.clone();
         let mut n = 2;
@@ -37,9 +59,20 @@ pub fn tools(def: &ServerDefinition) -> Vec<Tool<'_>> {
         }
         // The form was validated when stored; a form that no longer parses yields no inputs.
         let form = parse_form(&app.user_input_form, "user_input_form", &mut Errors::default());
-        out.push(Tool { name, app, mode, form });
+        out.push(Tool { name, app, mode, form, upstream: None });
     }
     out
+}
+
+/// `base`, or `base_2`, `base_3`… when a tool of the server already has the name.
+fn unique(tools: &[Tool<'_>], base: &str) -> String {
+    let mut name = base.to_string();
+    let mut n = 2;
+    while tools.iter().any(|t| t.name == name) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    name
 }
 
 /// `[A-Za-z0-9_.-]{1,64}` from a display name: other characters become `_`, runs collapse.
@@ -69,6 +102,10 @@ fn truncate(s: &str, max: usize) -> &str {
 impl Tool<'_> {
     /// The tool as `tools/list` shows it to a client speaking `version`.
     pub fn to_json(&self, def: &ServerDefinition, version: Version) -> Value {
+        if let Some(exposed) = &self.upstream {
+            // The upstream's own definition, as far as this client's revision can carry it.
+            return tool_for_client(exposed, version);
+        }
         let mut t = Map::new();
         t.insert("name".into(), self.name.clone().into());
         if version.structured_output() {
@@ -189,6 +226,10 @@ impl Tool<'_> {
     ) -> Result<(Map<String, Value>, String), Vec<String>> {
         let empty = Map::new();
         let args = args.unwrap_or(&empty);
+        if self.upstream.is_some() {
+            // The upstream validates its own arguments; they go through as sent.
+            return Ok((args.clone(), String::new()));
+        }
         let mut problems = Vec::new();
         let mut query = String::new();
         if self.mode.takes_query() {

@@ -1,0 +1,601 @@
+//! The MCP client for upstream MCP servers (apps of mode `mcp`): transports, sessions, tool
+//! lists and proxied calls. The protocol decisions are in `core::upstream`; this is the IO.
+//!
+//! Sessions of Streamable HTTP upstreams are kept in KV per app and reused by every isolate
+//! (a 404 means the upstream dropped it: re-initialize once and retry). The legacy HTTP+SSE
+//! transport binds a session to one event stream, so it is opened per request.
+
+use std::time::Duration;
+
+use futures::future::{select, Either};
+use futures::StreamExt;
+use serde_json::{json, Value};
+use worker::{console_error, ByteStream, Delay, Env, Headers, Method, Response};
+
+use crate::core::definition::AppDefinition;
+use crate::core::upstream::{
+    self as up, Incoming, InitFailure, ReplyReader, Session, Transport, TransportChoice, ACCEPT,
+};
+
+use super::outbound::{self, SendError};
+use super::secrets;
+
+const DEFAULT_INIT_TIMEOUT_S: u64 = 60;
+const DEFAULT_CALL_TIMEOUT_S: u64 = 300;
+/// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
+const SESSION_TTL_S: u64 = 3600;
+/// KV expiry of an upstream's tool list unless the app sets `tools_cache_ttl_seconds`.
+pub const DEFAULT_TOOLS_TTL_S: u64 = 300;
+const MAX_TOOL_PAGES: usize = 50;
+
+/// Where and how to reach one upstream, resolved for one request.
+pub struct Upstream {
+    pub app_name: String,
+    pub app_id: String,
+    pub url: String,
+    pub choice: TransportChoice,
+    pub init_timeout: Duration,
+    pub call_timeout: Duration,
+    /// Static, OAuth and forwarded headers, merged in that order of precedence.
+    pub headers: Vec<(String, String)>,
+}
+
+/// Resolves an app's upstream settings; `Err` says what is wrong in words a person can act on.
+/// `incoming` reads the client request's headers for `forward_headers`; `None` (a shared tool
+/// list, a background task) leaves request-scoped headers out.
+pub async fn upstream_of(
+    app: &AppDefinition,
+    env: &Env,
+    incoming: Option<&dyn Fn(&str) -> Option<String>>,
+) -> Result<Upstream, String> {
+    let b = &app.backend;
+    let url = b["url"].as_str().unwrap_or_default().to_string();
+    let choice = TransportChoice::parse(b["transport"].as_str())?;
+    let secs = |key: &str, default: u64| Duration::from_secs(b[key].as_u64().unwrap_or(default));
+    let mut statics = Vec::new();
+    for (name, value) in b["headers"].as_object().into_iter().flatten() {
+        let raw = value.as_str().unwrap_or_default();
+        let v = secrets::resolve(env, raw).map_err(|n| {
+            format!("header {name} of app '{}' refers to ${n}, which is not set on this Worker", app.name)
+        })?;
+        if let Some(why) = up::header_value_problem(&v) {
+            return Err(format!("header {name} of app '{}' {why}, so it was not sent", app.name));
+        }
+        statics.push((name.clone(), v));
+    }
+    let oauth = match b.get("oauth").filter(|o| o.is_object()) {
+        Some(_) => vec![super::oauth::authorization(env, app).await?],
+        None => Vec::new(),
+    };
+    let forwarded = match incoming {
+        Some(incoming) => up::forwarded_headers(b, incoming)?,
+        None => Vec::new(),
+    };
+    Ok(Upstream {
+        app_name: app.name.clone(),
+        app_id: app.id.clone(),
+        url,
+        choice,
+        init_timeout: secs("session_init_timeout", DEFAULT_INIT_TIMEOUT_S),
+        call_timeout: secs("tool_call_timeout", DEFAULT_CALL_TIMEOUT_S),
+        headers: up::merge_headers(&[&statics, &oauth, &forwarded]),
+    })
+}
+
+enum Conn {
+    Http(Session),
+    Sse { session: Session, endpoint: String, stream: ByteStream, reader: ReplyReader },
+}
+
+/// A client bound to one upstream for the length of one request.
+pub struct Client<'a> {
+    up: &'a Upstream,
+    env: &'a Env,
+    conn: Option<Conn>,
+    next_id: u64,
+    /// Whether the session came from the KV cache (a 404 then means "re-initialize once").
+    cached: bool,
+}
+
+fn session_key(app_id: &str) -> String {
+    format!("upstream-session:{app_id}")
+}
+
+pub fn tools_key(app_id: &str) -> String {
+    format!("upstream-tools:{app_id}")
+}
+
+impl<'a> Client<'a> {
+    pub fn new(up: &'a Upstream, env: &'a Env) -> Self {
+        Client { up, env, conn: None, next_id: 1, cached: false }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// Connects: a cached Streamable HTTP session when there is one, else a handshake over the
+    /// transport `auto` (or the app's setting) picks, falling back to SSE only on the signals of
+    /// an old server and never on 401/403.
+    pub async fn connect(&mut self, use_cache: bool) -> Result<(), String> {
+        if use_cache {
+            if let Ok(kv) = self.env.kv(super::cache::BINDING) {
+                if let Ok(Some(s)) = kv.get(&session_key(&self.up.app_id)).json::<Session>().await {
+                    if s.transport == Transport::StreamableHttp {
+                        self.conn = Some(Conn::Http(s));
+                        self.cached = true;
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        let up = self.up;
+        match up::first_transport(up.choice, &up.url) {
+            Transport::Sse => self.open_sse(&up.url).await,
+            Transport::StreamableHttp => match self.init_http().await {
+                Ok(session) => {
+                    self.remember(&session).await;
+                    self.conn = Some(Conn::Http(session));
+                    Ok(())
+                }
+                Err(f) if up::falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) => {
+                    self.open_sse(&up.url).await
+                }
+                Err(f) => Err(up::init_failure_message(&up.app_name, &f)),
+            },
+        }
+    }
+
+    async fn remember(&self, session: &Session) {
+        let Ok(kv) = self.env.kv(super::cache::BINDING) else { return };
+        let Ok(text) = serde_json::to_string(session) else { return };
+        if let Ok(put) = kv.put(&session_key(&self.up.app_id), text) {
+            if let Err(e) = put.expiration_ttl(SESSION_TTL_S).execute().await {
+                console_error!("caching an upstream session: {e}");
+            }
+        }
+    }
+
+    async fn forget(&self) {
+        if let Ok(kv) = self.env.kv(super::cache::BINDING) {
+            let _ = kv.delete(&session_key(&self.up.app_id)).await;
+        }
+    }
+
+    fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, String> {
+        let h = Headers::new();
+        let bad = |e: worker::Error| format!("a header for upstream {} cannot be set: {e}", self.up.app_name);
+        h.set("content-type", "application/json").map_err(bad)?;
+        h.set("accept", ACCEPT).map_err(bad)?;
+        for (k, v) in &self.up.headers {
+            h.set(k, v).map_err(bad)?;
+        }
+        if let Some(s) = session {
+            for (k, v) in up::request_headers(s, method, name) {
+                h.set(k, &v).map_err(bad)?;
+            }
+        }
+        Ok(h)
+    }
+
+    /// Streamable HTTP handshake: initialize, or `server/discover` for a stateless upstream.
+    async fn init_http(&mut self) -> Result<Session, InitFailure> {
+        let id = self.id();
+        let headers = self.headers(None, "initialize", None).map_err(InitFailure::Transport)?;
+        let mut resp = match outbound::send(
+            Method::Post,
+            &self.up.url,
+            headers,
+            Some(&up::initialize_request(id)),
+            self.up.init_timeout,
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
+            Err(SendError::Unreachable(e)) => return Err(InitFailure::Transport(e)),
+        };
+        let status = resp.status_code();
+        if !(200..300).contains(&status) {
+            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let body = outbound::text(&mut resp, self.up.init_timeout).await.unwrap_or_default();
+            if matches!(status, 400 | 404 | 405) {
+                if let Some(s) = self.discover().await {
+                    return Ok(s);
+                }
+            }
+            return Err(InitFailure::Http { status, www_authenticate: www, body });
+        }
+        let session_id = resp.headers().get("mcp-session-id").ok().flatten();
+        let mut reader = ReplyReader::new(json!(id));
+        let response =
+            read_reply(resp, &mut reader, self.up.init_timeout, &mut |_| {}).await.map_err(InitFailure::Transport)?;
+        let result = up::response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
+        let session =
+            up::parse_initialize(&result, session_id, Transport::StreamableHttp).map_err(InitFailure::Transport)?;
+        if !session.stateless {
+            let headers =
+                self.headers(Some(&session), "notifications/initialized", None).map_err(InitFailure::Transport)?;
+            let _ = outbound::send(
+                Method::Post,
+                &self.up.url,
+                headers,
+                Some(&up::initialized_notification()),
+                self.up.init_timeout,
+            )
+            .await;
+        }
+        Ok(session)
+    }
+
+    /// 2026-07-28 upstreams have no initialize: they answer `server/discover`.
+    async fn discover(&mut self) -> Option<Session> {
+        let id = self.id();
+        let probe = Session {
+            transport: Transport::StreamableHttp,
+            protocol_version: "2026-07-28".into(),
+            session_id: None,
+            stateless: true,
+        };
+        let headers = self.headers(Some(&probe), "server/discover", None).ok()?;
+        let resp =
+            outbound::send(Method::Post, &self.up.url, headers, Some(&up::discover_request(id)), self.up.init_timeout)
+                .await
+                .ok()?;
+        if !(200..300).contains(&resp.status_code()) {
+            return None;
+        }
+        let mut reader = ReplyReader::new(json!(id));
+        let response = read_reply(resp, &mut reader, self.up.init_timeout, &mut |_| {}).await.ok()?;
+        up::stateless_session(response.get("result")?)
+    }
+
+    /// The legacy transport: GET the event stream, wait for its `endpoint` event (same origin
+    /// only), then initialize over it.
+    async fn open_sse(&mut self, sse_url: &str) -> Result<(), String> {
+        let app = self.up.app_name.clone();
+        let headers = self.headers(None, "", None)?;
+        headers.set("accept", "text/event-stream").map_err(|e| e.to_string())?;
+        let mut resp = match outbound::send(Method::Get, sse_url, headers, None, self.up.init_timeout).await {
+            Ok(r) => r,
+            Err(SendError::TimedOut) => {
+                return Err(format!(
+                    "upstream {app} did not answer within {} s (session_init_timeout) on Streamable HTTP or SSE",
+                    self.up.init_timeout.as_secs()
+                ))
+            }
+            Err(SendError::Unreachable(e)) => return Err(format!("could not reach upstream {app} at {sse_url}: {e}")),
+        };
+        let status = resp.status_code();
+        if !(200..300).contains(&status) {
+            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let body = outbound::text(&mut resp, self.up.init_timeout).await.unwrap_or_default();
+            return Err(up::init_failure_message(&app, &InitFailure::Http { status, www_authenticate: www, body }));
+        }
+        let mut stream = resp.stream().map_err(|e| format!("upstream {app}: {e}"))?;
+        let id = self.id();
+        let mut reader = ReplyReader::new(json!(id));
+        let deadline = Date::now() + self.up.init_timeout.as_millis() as u64;
+        while reader.endpoint().is_none() {
+            let chunk = next_chunk(&mut stream, deadline).await.map_err(|e| {
+                format!(
+                    "upstream {app} sent no endpoint event on its SSE stream ({e}; session_init_timeout {} s)",
+                    self.up.init_timeout.as_secs()
+                )
+            })?;
+            reader.feed_sse(&chunk, &mut Vec::new())?;
+        }
+        let endpoint = up::resolve_endpoint(sse_url, reader.endpoint().unwrap_or_default())?;
+        let mut conn = Conn::Sse {
+            session: Session {
+                transport: Transport::Sse,
+                protocol_version: up::OFFERED_VERSION.as_str().into(),
+                session_id: None,
+                stateless: false,
+            },
+            endpoint,
+            stream,
+            reader,
+        };
+        let response =
+            self.sse_request(&mut conn, up::initialize_request(id), id, self.up.init_timeout, &mut |_| {}).await?;
+        let result = up::response_result(&app, &response)?;
+        let session = up::parse_initialize(&result, None, Transport::Sse)?;
+        if let Conn::Sse { session: s, endpoint, .. } = &mut conn {
+            *s = session.clone();
+            let headers = self.headers(Some(&session), "notifications/initialized", None)?;
+            let _ = outbound::send(
+                Method::Post,
+                endpoint,
+                headers,
+                Some(&up::initialized_notification()),
+                self.up.init_timeout,
+            )
+            .await;
+        }
+        self.conn = Some(conn);
+        Ok(())
+    }
+
+    async fn sse_request(
+        &self,
+        conn: &mut Conn,
+        body: Value,
+        id: u64,
+        timeout: Duration,
+        on_note: &mut dyn FnMut(Value),
+    ) -> Result<Value, String> {
+        let Conn::Sse { session, endpoint, stream, reader } = conn else { return Err("not an SSE connection".into()) };
+        let method = body["method"].as_str().unwrap_or_default().to_string();
+        let headers = self.headers(Some(session), &method, None)?;
+        let app = &self.up.app_name;
+        match outbound::send(Method::Post, endpoint, headers, Some(&body), timeout).await {
+            Ok(r) if (200..300).contains(&r.status_code()) => {}
+            Ok(r) => {
+                return Err(format!("upstream {app} refused a message on its SSE endpoint (HTTP {})", r.status_code()))
+            }
+            Err(_) => return Err(format!("upstream {app} did not accept a message on its SSE endpoint")),
+        }
+        reader.expect(json!(id));
+        let deadline = Date::now() + timeout.as_millis() as u64;
+        loop {
+            let chunk = next_chunk(stream, deadline).await.map_err(|e| format!("upstream {app}: {e}"))?;
+            let mut items = Vec::new();
+            reader.feed_sse(&chunk, &mut items)?;
+            for item in items {
+                match item {
+                    Incoming::Notification(n) => on_note(n),
+                    Incoming::ServerRequest(_) => {}
+                    Incoming::Response(r) => return Ok(r),
+                }
+            }
+        }
+    }
+
+    /// One request, with the connection's transport; a cached session the upstream no longer
+    /// knows (404) is re-initialized once.
+    pub async fn request(
+        &mut self,
+        make: &dyn Fn(u64, &Session) -> Value,
+        name: Option<&str>,
+        timeout: Duration,
+        on_note: &mut dyn FnMut(Value),
+    ) -> Result<Value, String> {
+        for attempt in 0..2 {
+            let id = self.id();
+            let mut conn = self.conn.take().ok_or("not connected")?;
+            let result = match &mut conn {
+                Conn::Sse { session, .. } => {
+                    let body = make(id, session);
+                    self.sse_request(&mut conn, body, id, timeout, on_note).await.map_err(Some)
+                }
+                Conn::Http(session) => {
+                    let body = make(id, session);
+                    self.http_request(session, &body, id, name, timeout, on_note).await
+                }
+            };
+            self.conn = Some(conn);
+            match result {
+                Ok(v) => return Ok(v),
+                // The upstream forgot the session: once, start a new one.
+                Err(None) if attempt == 0 => {
+                    self.forget().await;
+                    self.conn = None;
+                    self.cached = false;
+                    self.connect(false).await?;
+                }
+                Err(None) => return Err(format!("upstream {} keeps rejecting its session (404)", self.up.app_name)),
+                Err(Some(e)) => return Err(e),
+            }
+        }
+        Err(format!("upstream {} could not be reached", self.up.app_name))
+    }
+
+    /// `Err(None)` is a 404 for the session id (re-initialize); `Err(Some(_))` anything else.
+    async fn http_request(
+        &self,
+        session: &Session,
+        body: &Value,
+        id: u64,
+        name: Option<&str>,
+        timeout: Duration,
+        on_note: &mut dyn FnMut(Value),
+    ) -> Result<Value, Option<String>> {
+        let app = &self.up.app_name;
+        let method = body["method"].as_str().unwrap_or_default();
+        let headers = self.headers(Some(session), method, name).map_err(Some)?;
+        let mut resp = match outbound::send(Method::Post, &self.up.url, headers, Some(body), timeout).await {
+            Ok(r) => r,
+            Err(SendError::TimedOut) => {
+                return Err(Some(format!("upstream {app} did not answer within {} s", timeout.as_secs())))
+            }
+            Err(SendError::Unreachable(e)) => return Err(Some(format!("could not reach upstream {app}: {e}"))),
+        };
+        let status = resp.status_code();
+        if status == 404 && session.session_id.is_some() {
+            return Err(None);
+        }
+        if !(200..300).contains(&status) {
+            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let text = outbound::text(&mut resp, timeout).await.unwrap_or_default();
+            if matches!(status, 401 | 403) {
+                return Err(Some(up::init_failure_message(
+                    app,
+                    &InitFailure::Http { status, www_authenticate: www, body: text },
+                )));
+            }
+            // A JSON-RPC error carried with an error status is still the upstream's answer.
+            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                if v.get("error").is_some() {
+                    return Ok(v);
+                }
+            }
+            let snippet: String = text.trim().chars().take(200).collect();
+            return Err(Some(format!("upstream {app} answered HTTP {status}: {snippet}")));
+        }
+        let mut reader = ReplyReader::new(json!(id));
+        read_reply(resp, &mut reader, timeout, on_note).await.map_err(Some)
+    }
+
+    /// All of the upstream's tools, following `nextCursor`.
+    pub async fn list_tools(&mut self) -> Result<Vec<Value>, String> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_TOOL_PAGES {
+            let c = cursor.clone();
+            let response = self
+                .request(&|id, s| up::tools_list_request(id, c.as_deref(), s), None, self.up.init_timeout, &mut |_| {})
+                .await?;
+            let result = up::response_result(&self.up.app_name, &response)?;
+            tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
+            match result["nextCursor"].as_str() {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
+                _ => return Ok(tools),
+            }
+        }
+        Err(format!("upstream {} lists more than {MAX_TOOL_PAGES} pages of tools", self.up.app_name))
+    }
+
+    /// Calls a tool; notifications the upstream sends meanwhile go to `on_note` as they come.
+    pub async fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+        progress_token: Option<&Value>,
+        on_note: &mut dyn FnMut(Value),
+    ) -> Result<Value, String> {
+        let timeout = self.up.call_timeout;
+        self.request(
+            &|id, s| up::tools_call_request(id, name, arguments, progress_token, s),
+            Some(name),
+            timeout,
+            on_note,
+        )
+        .await
+    }
+
+    /// Ends a Streamable HTTP session (DELETE; 405 means the upstream keeps no sessions).
+    pub async fn close(&mut self) {
+        if let Some(Conn::Http(s)) = &self.conn {
+            if s.session_id.is_some() {
+                if let Ok(h) = self.headers(Some(s), "", None) {
+                    let _ = outbound::send(Method::Delete, &self.up.url, h, None, Duration::from_secs(5)).await;
+                }
+            }
+        }
+        self.forget().await;
+        self.conn = None;
+    }
+}
+
+/// Reads the answer to one request: a JSON body, or an SSE stream until the response arrives
+/// (notifications before it go to `on_note`).
+async fn read_reply(
+    mut resp: Response,
+    reader: &mut ReplyReader,
+    timeout: Duration,
+    on_note: &mut dyn FnMut(Value),
+) -> Result<Value, String> {
+    let ct = resp.headers().get("content-type").ok().flatten().unwrap_or_default().to_ascii_lowercase();
+    if ct.contains("text/event-stream") {
+        let mut stream = resp.stream().map_err(|e| e.to_string())?;
+        let deadline = Date::now() + timeout.as_millis() as u64;
+        loop {
+            let mut items = Vec::new();
+            match next_chunk(&mut stream, deadline).await {
+                Ok(chunk) => reader.feed_sse(&chunk, &mut items)?,
+                Err(ChunkEnd::Closed) => reader.finish_sse(&mut items)?,
+                Err(e) => return Err(e.to_string()),
+            }
+            for item in items {
+                match item {
+                    Incoming::Notification(n) => on_note(n),
+                    Incoming::ServerRequest(_) => {}
+                    Incoming::Response(r) => return Ok(r),
+                }
+            }
+            if reader.is_done() {
+                return Err("the upstream stream ended without an answer".into());
+            }
+        }
+    }
+    let text = outbound::text(&mut resp, timeout).await.map_err(|_| "the upstream's answer broke off".to_string())?;
+    let mut response = None;
+    for item in reader.json_body(&text)? {
+        match item {
+            Incoming::Notification(n) => on_note(n),
+            Incoming::ServerRequest(_) => {}
+            Incoming::Response(r) => response = Some(r),
+        }
+    }
+    response.ok_or_else(|| "the upstream's answer holds no response".into())
+}
+
+#[derive(Debug)]
+enum ChunkEnd {
+    Closed,
+    TimedOut,
+    Broken(String),
+}
+
+impl std::fmt::Display for ChunkEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChunkEnd::Closed => f.write_str("the stream closed"),
+            ChunkEnd::TimedOut => f.write_str("no answer in time"),
+            ChunkEnd::Broken(e) => write!(f, "the stream broke: {e}"),
+        }
+    }
+}
+
+async fn next_chunk(stream: &mut ByteStream, deadline_ms: u64) -> Result<Vec<u8>, ChunkEnd> {
+    let left = deadline_ms.saturating_sub(Date::now());
+    if left == 0 {
+        return Err(ChunkEnd::TimedOut);
+    }
+    let next = stream.next();
+    let timer = Delay::from(Duration::from_millis(left));
+    futures::pin_mut!(timer);
+    match select(next, timer).await {
+        Either::Left((Some(Ok(c)), _)) => Ok(c),
+        Either::Left((Some(Err(e)), _)) => Err(ChunkEnd::Broken(e.to_string())),
+        Either::Left((None, _)) => Err(ChunkEnd::Closed),
+        Either::Right(_) => Err(ChunkEnd::TimedOut),
+    }
+}
+
+struct Date;
+
+impl Date {
+    fn now() -> u64 {
+        worker::Date::now().as_millis()
+    }
+}
+
+/// An upstream app's tool list: KV first, else fetched (and cached for the app's TTL).
+pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Vec<Value>, String> {
+    let kv = env.kv(super::cache::BINDING).map_err(|e| e.to_string())?;
+    if !refresh {
+        if let Ok(Some(list)) = kv.get(&tools_key(&app.id)).json::<Vec<Value>>().await {
+            return Ok(list);
+        }
+    }
+    // Tool lists are shared by every client, so they are fetched with the app's own
+    // credentials only, never with one client's forwarded headers.
+    let upstream = upstream_of(app, env, None).await?;
+    let mut client = Client::new(&upstream, env);
+    if refresh {
+        // A refresh starts from a new session; the old one is ended.
+        if client.connect(true).await.is_ok() && client.cached {
+            client.close().await;
+        }
+    }
+    client.connect(!refresh).await?;
+    let list = client.list_tools().await?;
+    let ttl = app.backend["tools_cache_ttl_seconds"].as_u64().unwrap_or(DEFAULT_TOOLS_TTL_S).max(60);
+    if let Ok(put) = kv.put(&tools_key(&app.id), serde_json::to_string(&list).map_err(|e| e.to_string())?) {
+        let _ = put.expiration_ttl(ttl).execute().await;
+    }
+    Ok(list)
+}
