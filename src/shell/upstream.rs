@@ -586,8 +586,9 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
     let upstream = upstream_of(app, env, None).await?;
     let mut client = Client::new(&upstream, env);
     if refresh {
-        // A refresh starts from a new session; the old one is ended.
-        if client.connect(true).await.is_ok() && client.cached {
+        // A refresh starts from a new session; a cached old one is ended first.
+        if let Ok(Some(old)) = kv.get(&session_key(&app.id)).json::<Session>().await {
+            client.conn = Some(Conn::Http(old));
             client.close().await;
         }
     }

@@ -6,6 +6,7 @@ import path from 'node:path';
 
 import { repoRoot, startFlowgate } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
+import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { publish, registerApp } from '../support/flowgate-setup.mjs';
 
 // [scenario, spec version or undefined for the scenario's default]. server-sse-multiple-streams
@@ -27,18 +28,39 @@ const NODE22 = path.join(repoRoot, 'node_modules/node/bin/node');
 const CLI = path.join(repoRoot, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
 const BASELINE = path.join(repoRoot, 'tests/conformance/expected-failures.yml');
 
+// The tools-call scenarios call the reference server's fixture tools by name; Flowgate serves
+// them from an upstream MCP fixture that has them (an `mcp` app without name prefixes).
+const TOOL_SCENARIOS = [
+  'tools-call-simple-text',
+  'tools-call-image',
+  'tools-call-audio',
+  'tools-call-embedded-resource',
+  'tools-call-mixed-content',
+  'tools-call-error',
+  'tools-call-with-progress',
+  'tools-call-with-logging',
+];
+
 let fg;
 let dify;
+let ups;
 let url;
+let gatewayUrl;
 
 before(async () => {
-  [fg, dify] = await Promise.all([startFlowgate(), startDifyFixture()]);
+  [fg, dify, ups] = await Promise.all([startFlowgate(), startDifyFixture(), startUpstreams()]);
   const { app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Echo' });
   ({ url } = await publish(fg, app.id));
+  const r = await fg.console('/apps', {
+    method: 'POST',
+    body: { name: 'Everything', description: 'The reference tools, through Flowgate', mode: 'mcp', backend: { url: ups.stateful.url, tool_name_prefix: false } },
+  });
+  assert.equal(r.status, 201, r.text);
+  ({ url: gatewayUrl } = await publish(fg, r.json.id));
 });
 
 after(async () => {
-  await Promise.allSettled([fg?.stop(), dify?.stop()]);
+  await Promise.allSettled([fg?.stop(), dify?.stop(), ups?.stop()]);
 });
 
 function run(args) {
@@ -54,6 +76,14 @@ for (const [scenario, version] of SCENARIOS) {
     const args = ['server', '--url', url, '--scenario', scenario, '--expected-failures', BASELINE];
     if (version) args.push('--spec-version', version);
     const { code, out } = await run(args);
+    assert.equal(code, 0, `conformance ${scenario} failed:\n${out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n')}`);
+    assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
+  });
+}
+
+for (const scenario of TOOL_SCENARIOS) {
+  test(`conformance through an upstream: ${scenario}`, async () => {
+    const { code, out } = await run(['server', '--url', gatewayUrl, '--scenario', scenario, '--expected-failures', BASELINE]);
     assert.equal(code, 0, `conformance ${scenario} failed:\n${out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n')}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });

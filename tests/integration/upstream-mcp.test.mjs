@@ -1,0 +1,230 @@
+// Upstream MCP servers (apps of mode `mcp`) behind Flowgate: transports, aggregation, proxied
+// calls with relayed notifications, sessions, credentials.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import { startFlowgate } from '../support/harness.mjs';
+import { startUpstreams } from '../support/mcp-upstreams.mjs';
+import { publish, rpc } from '../support/flowgate-setup.mjs';
+
+let fg;
+let ups;
+
+before(async () => {
+  [fg, ups] = await Promise.all([startFlowgate({ vars: { TEAM_KEY: 'team-secret-123' } }), startUpstreams()]);
+});
+
+after(async () => {
+  await Promise.allSettled([fg?.stop(), ups?.stop()]);
+});
+
+const V = (v = '2025-06-18') => ({ 'mcp-protocol-version': v });
+
+async function mcpApp(name, backend) {
+  const r = await fg.console('/apps', { method: 'POST', body: { name, description: `${name} tools`, mode: 'mcp', backend } });
+  assert.equal(r.status, 201, r.text);
+  return { app: r.json, ...(await publish(fg, r.json.id)) };
+}
+
+const list = async (url, v) => (await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, V(v))).json.result.tools;
+const call = (url, name, args = {}, v, extra = {}) => rpc(url, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name, arguments: args } }, { ...V(v), ...extra });
+
+describe('transports', () => {
+  test('auto picks Streamable HTTP with a session for a stateful upstream, and reuses the session', async () => {
+    const { url } = await mcpApp('Stateful', { url: ups.stateful.url });
+    const before = ups.stateful.sessions().length;
+    for (let i = 0; i < 3; i++) assert.equal((await call(url, 'Stateful_echo', { text: `n${i}` })).json.result.structuredContent.text, `n${i}`);
+    assert.equal(ups.stateful.sessions().length - before, 1, 'one session for all calls');
+    const posts = ups.stateful.requests.filter((r) => r.method === 'POST' && r.body?.method === 'tools/call');
+    assert.ok(posts.every((r) => r.headers['mcp-session-id'] && r.headers['mcp-protocol-version']));
+    assert.equal(ups.stateful.requests.filter((r) => r.method === 'GET').length, 0);
+  });
+
+  test('a stateless upstream needs no session', async () => {
+    const { url } = await mcpApp('Stateless', { url: ups.stateless.url });
+    assert.equal((await call(url, 'Stateless_echo', { text: 'x' })).json.result.structuredContent.text, 'x');
+    assert.ok(ups.stateless.requests.filter((r) => r.method === 'POST').every((r) => !r.headers['mcp-session-id']));
+  });
+
+  test('a legacy SSE-only upstream: /sse goes straight to SSE; another URL falls back after the old-server signal', async () => {
+    const direct = await mcpApp('LegacyDirect', { url: ups.legacySse.url });
+    assert.equal((await call(direct.url, 'LegacyDirect_echo', { text: 'a' })).json.result.structuredContent.text, 'a');
+    const fallback = await mcpApp('LegacyAuto', { url: ups.legacySse.baseUrl });
+    assert.equal((await call(fallback.url, 'LegacyAuto_echo', { text: 'b' })).json.result.structuredContent.text, 'b');
+    const onBase = ups.legacySse.requests.filter((r) => r.path.startsWith('/mcp'));
+    assert.equal(onBase[0].method, 'POST', 'Streamable HTTP was tried first');
+    assert.ok(onBase.some((r) => r.method === 'GET'), 'then the SSE stream');
+  });
+
+  test('an upstream that hangs on POST fails over to SSE within session_init_timeout', async () => {
+    const started = Date.now();
+    const { url } = await mcpApp('Hanger', { url: ups.hangingPost.url, session_init_timeout: 2 });
+    const r = await call(url, 'Hanger_echo', { text: 'late' });
+    assert.equal(r.json.result.structuredContent.text, 'late');
+    const took = (Date.now() - started) / 1000;
+    assert.ok(took < 6, `took ${took} s`);
+  });
+
+  test('an SSE upstream that never sends its endpoint fails within the timeout, naming it', async () => {
+    const { app } = await mcpApp('Silent', { url: ups.hangingGet.url, transport: 'sse', session_init_timeout: 2 });
+    const started = Date.now();
+    const r = await fg.console(`/apps/${app.id}/tools/refresh`, { method: 'POST' });
+    assert.equal(r.status, 422);
+    assert.match(r.json.message, /session_init_timeout/);
+    assert.ok(Date.now() - started < 6000);
+  });
+
+  test('401 surfaces at once with the WWW-Authenticate details and never falls back', async () => {
+    const { app } = await mcpApp('Locked', { url: ups.unauthorized.url });
+    const r = await fg.console(`/apps/${app.id}/tools/refresh`, { method: 'POST' });
+    assert.equal(r.status, 422);
+    assert.match(r.json.message, /401/);
+    assert.match(r.json.message, /tools\.read/);
+    assert.match(r.json.message, /oauth-protected-resource/);
+    assert.equal(ups.unauthorized.requests.filter((q) => q.method === 'GET').length, 0, 'no SSE fallback');
+  });
+
+  test('an SSE endpoint on another origin is refused', async () => {
+    const { app } = await mcpApp('Evil', { url: ups.legacySse.evilEndpointUrl, session_init_timeout: 3 });
+    const r = await fg.console(`/apps/${app.id}/tools/refresh`, { method: 'POST' });
+    assert.equal(r.status, 422);
+    assert.match(r.json.message, /origin/i);
+    assert.equal(ups.legacySse.evilRequests.length, 0);
+  });
+
+  test('an expired session is re-initialized once; a refresh ends the old session with DELETE', async () => {
+    const { app, url } = await mcpApp('Resumer', { url: ups.stateful.url });
+    assert.equal((await call(url, 'Resumer_echo', { text: '1' })).json.result.structuredContent.text, '1');
+    ups.stateful.expireSessions();
+    assert.equal((await call(url, 'Resumer_echo', { text: '2' })).json.result.structuredContent.text, '2');
+    const live = ups.stateful.sessions();
+    assert.equal((await fg.console(`/apps/${app.id}/tools/refresh`, { method: 'POST' })).status, 200);
+    assert.ok(live.some((id) => ups.stateful.closedSessions.includes(id)), 'the old session got a DELETE');
+  });
+});
+
+describe('aggregation', () => {
+  test('prefixed names, pagination followed, schemas passed through and downgraded for older clients', async () => {
+    const { app, url } = await mcpApp('Everything', { url: ups.stateful.url });
+    const tools = await list(url);
+    assert.equal(tools.length, 13, 'all pages of the upstream list');
+    const echo = tools.find((t) => t.name === 'Everything_echo');
+    assert.equal(echo.title, 'Echo');
+    assert.deepEqual(echo.outputSchema.required, ['text']);
+    assert.equal(echo.annotations.readOnlyHint, true);
+    const old = (await list(url, '2024-11-05')).find((t) => t.name === 'Everything_echo');
+    assert.equal(old.title, undefined);
+    assert.equal(old.outputSchema, undefined);
+    assert.equal(old.annotations, undefined);
+    assert.ok((await fg.kvKeys()).some((k) => k.name === `upstream-tools:${app.id}`), 'the list is cached in KV');
+  });
+
+  test('tool_name_prefix false, allowed_tools and denied_tools (upstream names)', async () => {
+    const { url } = await mcpApp('Filtered', { url: ups.stateless.url, tool_name_prefix: false, allowed_tools: ['echo', 'link', 'headers'], denied_tools: ['headers'] });
+    assert.deepEqual((await list(url)).map((t) => t.name).sort(), ['echo', 'link']);
+  });
+});
+
+describe('calls', () => {
+  test('results come through intact, and are downgraded for older clients', async () => {
+    const { url } = await mcpApp('Content', { url: ups.stateful.url, tool_name_prefix: false });
+    const img = (await call(url, 'test_image_content')).json.result;
+    assert.equal(img.content[0].type, 'image');
+    assert.equal(img.content[0].mimeType, 'image/png');
+    const audio = (await call(url, 'test_audio_content')).json.result;
+    assert.equal(audio.content[0].type, 'audio');
+    const res = (await call(url, 'test_embedded_resource')).json.result;
+    assert.equal(res.content[0].type, 'resource');
+    const link = (await call(url, 'link')).json.result;
+    assert.ok(link.content.some((c) => c.type === 'resource_link'));
+    const oldLink = (await call(url, 'link', {}, '2024-11-05')).json.result;
+    assert.ok(oldLink.content.every((c) => c.type === 'text'), 'resource_link becomes text for 2024-11-05');
+    const oldAudio = (await call(url, 'test_audio_content', {}, '2024-11-05')).json.result;
+    assert.ok(oldAudio.content.every((c) => c.type !== 'audio'));
+    const echoOld = (await call(url, 'echo', { text: 'z' }, '2025-03-26')).json.result;
+    assert.equal(echoOld.structuredContent, undefined);
+    const err = (await call(url, 'test_error_handling')).json.result;
+    assert.equal(err.isError, true);
+  });
+
+  test('upstream JSON-RPC errors are translated with context', async () => {
+    const { url } = await mcpApp('Grumpy', { url: ups.stateful.url });
+    const r = await call(url, 'Grumpy_fail_protocol');
+    assert.equal(r.json.error.code, -32602);
+    assert.match(r.json.error.message, /^upstream Grumpy said: bad thing/);
+  });
+
+  test("upstream progress and log notifications are relayed with the client's token as they happen", async () => {
+    const { url } = await mcpApp('Relay', { url: ups.stateful.url });
+    const client = new Client({ name: 'relay-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    const logs = [];
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.push({ at: Date.now(), ...n.params }));
+    try {
+      const progress = [];
+      const r = await client.callTool({ name: 'Relay_slow_progress', arguments: { steps: 4, delayMs: 200 } }, CallToolResultSchema, {
+        onprogress: (p) => progress.push({ at: Date.now(), ...p }),
+      });
+      const done = Date.now();
+      assert.equal(r.content[0].text, 'done 4');
+      assert.equal(progress.length, 4);
+      assert.deepEqual(progress.map((p) => p.progress), [1, 2, 3, 4]);
+      assert.ok(done - progress[0].at >= 400, 'progress came as it happened, not at the end');
+      assert.ok(logs.length >= 4);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('credentials', () => {
+  test('static headers with $NAME expansion', async () => {
+    const { url } = await mcpApp('Keyed', { url: ups.stateless.url, headers: { 'X-Team-Key': '$TEAM_KEY', 'X-Plain': 'literal-value' } });
+    const seen = (await call(url, 'Keyed_headers')).json.result.structuredContent.headers;
+    assert.equal(seen['x-team-key'], 'team-secret-123');
+    assert.equal(seen['x-plain'], 'literal-value');
+    const shown = await fg.console(`/apps/${(await fg.console('/apps')).json.data.find((a) => a.name === 'Keyed').id}`);
+    assert.equal(shown.json.backend.headers['X-Team-Key'], '$TEAM_KEY');
+    assert.equal(shown.json.backend.headers['X-Plain'], '***');
+  });
+
+  test('forwarded headers: deny on missing, passthrough when configured, unsafe values refused without echo, forwarded wins', async () => {
+    const deny = await mcpApp('Forwarder', { url: ups.stateless.url, headers: { Authorization: 'Bearer static' }, forward_headers: { Authorization: 'X-User-Token' } });
+    const missing = (await call(deny.url, 'Forwarder_headers')).json.result;
+    assert.equal(missing.isError, true);
+    assert.match(missing.content[0].text, /X-User-Token/);
+    const ok = (await call(deny.url, 'Forwarder_headers', {}, undefined, { 'x-user-token': 'Bearer user-42' })).json.result;
+    assert.equal(ok.structuredContent.headers.authorization, 'Bearer user-42', 'forwarded beats static');
+    const bad = (await call(deny.url, 'Forwarder_headers', {}, undefined, { 'x-user-token': 'caf\u00e9-secret' })).json.result;
+    assert.equal(bad.isError, true);
+    assert.match(bad.content[0].text, /X-User-Token/);
+    assert.ok(!bad.content[0].text.includes('secret'), 'the value is never echoed');
+    const pass = await mcpApp('Passer', { url: ups.stateless.url, forward_headers: { 'X-Tenant': 'X-Tenant-Id' }, on_missing: 'passthrough' });
+    const without = (await call(pass.url, 'Passer_headers')).json.result;
+    assert.equal(without.isError, undefined);
+    assert.equal(without.structuredContent.headers['x-tenant'], undefined);
+  });
+
+  test('OAuth: the token is reused until near expiry, then refreshed once under concurrent calls', async () => {
+    ups.oauth.setExpiresIn(62); // refreshed 60 s (the default skew) before it expires: after ~2 s
+    ups.oauth.setTokenDelayMs(300);
+    const { url } = await mcpApp('Guarded', {
+      url: ups.oauth.url,
+      oauth: { token_url: ups.oauth.tokenUrl, client_id: ups.oauth.clientId, client_secret: ups.oauth.clientSecret, scope: 'tools.read' },
+    });
+    const startCount = ups.oauth.tokenRequests.length;
+    assert.equal((await call(url, 'Guarded_echo', { text: 'a' })).json.result.structuredContent.text, 'a');
+    assert.equal((await call(url, 'Guarded_echo', { text: 'b' })).json.result.structuredContent.text, 'b');
+    assert.equal(ups.oauth.tokenRequests.length - startCount, 1, 'one token for both calls');
+    await new Promise((r) => setTimeout(r, 2500));
+    const results = await Promise.all([1, 2, 3, 4, 5].map((i) => call(url, 'Guarded_echo', { text: `c${i}` })));
+    assert.ok(results.every((r, i) => r.json.result.structuredContent.text === `c${i + 1}`));
+    const grants = ups.oauth.tokenRequests.slice(startCount).map((t) => t.grant ?? t.form?.grant_type ?? t.body?.grant_type);
+    assert.equal(grants.length, 2, `token requests: ${JSON.stringify(grants)}`);
+    assert.equal(grants[1], 'refresh_token');
+  });
+});
