@@ -477,6 +477,29 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
                 .add(format!("backend.{key}"), format!("must be a number of seconds from 1 to {MAX_TIMEOUT_SECONDS}")),
         }
     }
+    match obj.get("task_toolsets") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(sets)) => {
+            let mut seen: Vec<&str> = Vec::new();
+            for (i, set) in sets.iter().enumerate() {
+                let at = format!("backend.task_toolsets[{i}]");
+                match set["name"].as_str() {
+                    Some(n) if !n.is_empty() && n.chars().count() <= 255 => {}
+                    _ => errs.add(format!("{at}.name"), "is required: 1 to 255 characters"),
+                }
+                for role in ["submit_tool", "status_tool", "cancel_tool"] {
+                    match set[role].as_str() {
+                        Some(t) if seen.contains(&t) => {
+                            errs.add(format!("{at}.{role}"), format!("'{t}' is already bound to another role or toolset"))
+                        }
+                        Some(t) if !t.is_empty() => seen.push(t),
+                        _ => errs.add(format!("{at}.{role}"), "is required: the upstream tool's name"),
+                    }
+                }
+            }
+        }
+        Some(_) => errs.add("backend.task_toolsets", "must be an array of {name, submit_tool, status_tool, cancel_tool}"),
+    }
     match obj.get("tools_cache_ttl_seconds").map(Value::as_u64) {
         None | Some(Some(60..=86_400)) => {}
         Some(_) => errs.add("backend.tools_cache_ttl_seconds", "must be from 60 (KV's minimum) to 86400"),

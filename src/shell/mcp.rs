@@ -15,7 +15,7 @@ use crate::core::http_tool;
 use crate::core::ids::{is_server_code_shape, sha256_hex};
 use crate::core::mcp::jsonrpc::{self, RpcError};
 use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step, TaskOp, TaskRequest};
-use crate::core::mcp::tools::Upstreams;
+use crate::core::mcp::tools::{toolset_of, Upstreams};
 use crate::core::origin::origin_allowed;
 use crate::core::sse::write_event;
 use futures::StreamExt;
@@ -303,6 +303,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
     };
     let app = def.apps.get(plan.app_index).ok_or_else(|| unavailable("the app is gone".into()))?;
     let kind = match plan.mode {
+        Mode::Mcp if plan.body["name"].as_str().is_some_and(|n| toolset_of(&app.backend, n).is_some()) => Kind::McpToolset,
         Mode::Workflow => Kind::DifyWorkflow,
         Mode::HttpTool if app.backend.get("async").is_some() => Kind::AsyncTool,
         _ => Kind::RunToCompletion,

@@ -26,6 +26,8 @@ use crate::core::sse::SseParser;
 use crate::core::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
 
 use super::mcp::{backend_of, run_to_completion};
+use super::upstream::{upstream_of, Client as UpstreamClient};
+use crate::core::mcp::tools::toolset_of;
 use super::outbound::{self, SendError};
 use super::stream::{request_headers, Backend};
 use super::VERSION;
@@ -43,6 +45,9 @@ pub enum Kind {
     DifyWorkflow,
     /// Seed 002's async protocol over HTTP: submit, status, cancel.
     AsyncTool,
+    /// A task toolset of an upstream MCP server (seed 002): its submit tool started the work,
+    /// its status and cancel tools follow and stop it, read through `structuredContent`.
+    McpToolset,
     /// Anything else runs to completion inside the task.
     RunToCompletion,
 }
@@ -374,6 +379,17 @@ impl TaskRunner {
                 Ok((remote, dify_task_id)) => Effect::Submitted { remote, dify_task_id },
                 Err(outcome) => failed(outcome),
             },
+            Kind::McpToolset => {
+                let submit = rec.spec.body["name"].as_str().unwrap_or_default().to_string();
+                match self.toolset_call(rec, &submit, rec.spec.body["arguments"].clone()).await {
+                    Ok(result) if result["isError"] == Value::Bool(true) => failed(Outcome::Failed(first_text(Some(&result)))),
+                    Ok(result) => match task::parse_async_submit(&result["structuredContent"]) {
+                        Ok(remote) => Effect::Submitted { remote, dify_task_id: None },
+                        Err(e) => failed(Outcome::Failed(format!("the submit tool broke the task protocol: {e}"))),
+                    },
+                    Err(e) => failed(Outcome::Failed(e)),
+                }
+            }
             Kind::AsyncTool => {
                 let answer = post_json(&backend, &rec.plan(), &backend.base_url, &rec.spec.body).await;
                 let answer = answer.map_err(|e| e.to_string());
@@ -419,7 +435,34 @@ impl TaskRunner {
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
             }
+            Kind::McpToolset => self.toolset_status(rec, "status_tool", &remote).await,
             Kind::RunToCompletion => PollOutcome::Transient("nothing to poll".into()),
+        }
+    }
+
+    /// Calls one tool of the task's upstream MCP server with the app's own credentials
+    /// (request-scoped headers do not outlive the request, so background calls never use them).
+    async fn toolset_call(&self, rec: &Record, tool: &str, arguments: Value) -> Result<Value, String> {
+        let upstream = upstream_of(&rec.spec.app, &self.env, None).await?;
+        let mut client = UpstreamClient::new(&upstream, &self.env);
+        client.connect(true).await?;
+        let response = client.call_tool(tool, &arguments, None, &mut |_| {}).await?;
+        crate::core::upstream::response_result(&rec.spec.app.name, &response)
+    }
+
+    /// A status or cancel call of a task toolset, read by seed 002's rules: an `isError` result
+    /// is retried, the structured content is the answer.
+    async fn toolset_status(&self, rec: &Record, role: &str, remote: &str) -> PollOutcome {
+        let submit = rec.spec.body["name"].as_str().unwrap_or_default();
+        let Some(tool) = toolset_of(&rec.spec.app.backend, submit).and_then(|t| t[role].as_str()) else {
+            return PollOutcome::Permanent(format!("the app has no {role} for {submit}"));
+        };
+        match self.toolset_call(rec, tool, json!({"task_id": remote})).await {
+            Ok(r) if r["isError"] == Value::Bool(true) => {
+                PollOutcome::Transient(crate::core::dify_stream::truncate(&first_text(Some(&r)), 500).to_string())
+            }
+            Ok(r) => task::parse_async_status(&r["structuredContent"], remote),
+            Err(e) => PollOutcome::Transient(e),
         }
     }
 
@@ -445,6 +488,7 @@ impl TaskRunner {
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
             }
+            Kind::McpToolset => self.toolset_status(rec, "cancel_tool", &remote).await,
             // Work that runs inside the task finishes in its first step; nothing is left to stop.
             Kind::RunToCompletion => PollOutcome::Report(Report::Cancelled),
         }

@@ -228,3 +228,87 @@ describe('credentials', () => {
     assert.equal(grants[1], 'refresh_token');
   });
 });
+
+describe('task toolsets', () => {
+  const TOOLSET = { name: 'reports', submit_tool: 'report_submit', status_tool: 'report_status', cancel_tool: 'report_cancel' };
+  const V25 = V('2025-11-25');
+  async function toolsetServer(name) {
+    return mcpApp(name, { url: ups.toolsets.url, task_toolsets: [TOOLSET], poll_interval_seconds: 1 });
+  }
+  async function follow(url, taskId, done) {
+    for (let i = 0; i < 80; i++) {
+      const t = (await rpc(url, { jsonrpc: '2.0', id: 3, method: 'tasks/get', params: { taskId } }, V25)).json.result;
+      if (done(t)) return t;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    throw new Error('task never got there');
+  }
+
+  test('submit is a task-capable tool; status and cancel are hidden and driven by the task runner', async () => {
+    const { url } = await toolsetServer('Reporter');
+    const tools = await list(url, '2025-11-25');
+    assert.deepEqual(tools.map((t) => t.name).sort(), ['Reporter_echo', 'Reporter_report_submit']);
+    assert.equal(tools.find((t) => t.name === 'Reporter_report_submit').execution.taskSupport, 'required');
+    const created = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Reporter_report_submit', arguments: { topic: 'Q3' }, task: { ttl: 600_000 } } }, V25);
+    const taskId = created.json.result.task.taskId;
+    const t = await follow(url, taskId, (x) => x.status !== 'working');
+    assert.equal(t.status, 'completed');
+    const r = await rpc(url, { jsonrpc: '2.0', id: 4, method: 'tasks/result', params: { taskId } }, V25);
+    assert.deepEqual(r.json.result.structuredContent, { report: 'Q3 done' });
+    assert.ok(ups.toolsets.toolCalls.report_status.length >= 1, 'the runner polled the status tool');
+  });
+
+  test('cancelling a toolset task calls its cancel tool', async () => {
+    ups.toolsets.setScript([{ status: 'running' }]);
+    const { url } = await toolsetServer('Canceller');
+    const created = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Canceller_report_submit', arguments: { topic: 'never' }, task: { ttl: 600_000 } } }, V25);
+    const taskId = created.json.result.task.taskId;
+    await follow(url, taskId, () => (ups.toolsets.toolCalls.report_status ?? []).some((c) => c.arguments.task_id));
+    await rpc(url, { jsonrpc: '2.0', id: 5, method: 'tasks/cancel', params: { taskId } }, V25);
+    const t = await follow(url, taskId, (x) => x.status !== 'working');
+    assert.equal(t.status, 'cancelled');
+    assert.ok(ups.toolsets.toolCalls.report_cancel.length >= 1);
+    ups.toolsets.setScript(null);
+  });
+
+  test('the console refuses a tool bound to two roles', async () => {
+    const r = await fg.console('/apps', { method: 'POST', body: { name: 'Broken', mode: 'mcp', backend: { url: ups.toolsets.url, task_toolsets: [{ name: 'x', submit_tool: 'a', status_tool: 'a', cancel_tool: 'c' }] } } });
+    assert.equal(r.status, 400);
+    assert.match(r.json.message, /task_toolsets\[0\]\.status_tool/);
+  });
+});
+
+test('a stateless 2026-07-28 upstream: server/discover instead of initialize, _meta and Mcp-* headers on every request', async () => {
+  const http = await import('node:http');
+  const seen = [];
+  const server = http.createServer(async (req, res) => {
+    let raw = '';
+    for await (const c of req) raw += c;
+    const msg = JSON.parse(raw || '{}');
+    seen.push({ method: msg.method, headers: req.headers, meta: msg.params?._meta });
+    const send = (status, body) => { res.writeHead(status, { 'content-type': 'application/json' }); res.end(JSON.stringify(body)); };
+    if (msg.method === 'initialize') return send(404, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'Method not found: initialize' } });
+    if (req.headers['mcp-protocol-version'] !== '2026-07-28' || msg.params?._meta?.['io.modelcontextprotocol/protocolVersion'] !== '2026-07-28') {
+      return send(400, { jsonrpc: '2.0', id: msg.id, error: { code: -32022, message: 'version' } });
+    }
+    if (req.headers['mcp-method'] !== msg.method) return send(400, { jsonrpc: '2.0', id: msg.id, error: { code: -32020, message: 'header mismatch' } });
+    const ok = (result) => send(200, { jsonrpc: '2.0', id: msg.id, result: { resultType: 'complete', ...result } });
+    if (msg.method === 'server/discover') return ok({ supportedVersions: ['2026-07-28'], capabilities: { tools: {} }, ttlMs: 0, cacheScope: 'private' });
+    if (msg.method === 'tools/list') return ok({ tools: [{ name: 'now', inputSchema: { type: 'object' } }], ttlMs: 0, cacheScope: 'private' });
+    if (msg.method === 'tools/call') return ok({ content: [{ type: 'text', text: `it is ${msg.params.name} o'clock` }] });
+    return send(404, { jsonrpc: '2.0', id: msg.id, error: { code: -32601, message: 'nope' } });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  try {
+    const { url } = await mcpApp('Modern', { url: `http://127.0.0.1:${server.address().port}/mcp` });
+    const r = await call(url, 'Modern_now');
+    assert.equal(r.json.result.content[0].text, "it is now o'clock", r.text);
+    const callSeen = seen.find((s) => s.method === 'tools/call');
+    assert.equal(callSeen.headers['mcp-name'], 'now');
+    assert.ok(callSeen.meta['io.modelcontextprotocol/clientCapabilities']);
+    assert.ok(seen.some((s) => s.method === 'server/discover'));
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+});

@@ -275,7 +275,8 @@ fn capabilities(def: &ServerDefinition, version: Version) -> Value {
         json!({"tools": {"listChanged": false}})
     };
     // Tasks are advertised only where a tool of this server can run as one.
-    if def.apps.iter().any(|a| TaskSupport::of_backend(&a.backend) != TaskSupport::Forbidden) {
+    let toolsets = |a: &crate::core::definition::AppDefinition| a.backend["task_toolsets"].as_array().is_some_and(|t| !t.is_empty());
+    if def.apps.iter().any(|a| TaskSupport::of_backend(&a.backend) != TaskSupport::Forbidden || toolsets(a)) {
         if version.is_stateless() {
             c["extensions"] = json!({ tasks::EXTENSION: {} });
         } else if version.has_tasks() {
@@ -426,7 +427,7 @@ fn call_tool(
     let log_level =
         asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
     let cancel_key = cancel_key(def, &user, id);
-    let decision = tasks::decide(version, TaskSupport::of_backend(&tool.app.backend), &tool.name, params);
+    let decision = tasks::decide(version, tool.task_support(), &tool.name, params);
     let plan = Box::new(CallPlan {
         id: id.clone(),
         version,

@@ -11,6 +11,7 @@ use crate::core::form::{parse_form, FieldType, FormField};
 use crate::core::upstream::{aggregate, tool_for_client, ExposedTool};
 use std::collections::HashMap;
 
+use super::tasks::TaskSupport;
 use super::version::Version;
 
 /// Longest tool name emitted: SEP-986 allows 128, OpenAI-compatible clients take 64.
@@ -43,7 +44,12 @@ pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<T
         let Some(mode) = Mode::parse(&app.mode) else { continue };
         if mode == Mode::Mcp {
             let listed = upstreams.0.get(&app.id).map(Vec::as_slice).unwrap_or(&[]);
+            // A task toolset's status and cancel tools are the task runner's, not the client's.
+            let hidden = toolset_roles(&app.backend, &["status_tool", "cancel_tool"]);
             for mut exposed in aggregate(&app.name, &app.id, &app.backend, listed) {
+                if hidden.contains(&exposed.upstream_name) {
+                    continue;
+                }
                 exposed.name = unique(&out, &exposed.name);
                 out.push(Tool { name: exposed.name.clone(), app, mode, form: Vec::new(), upstream: Some(exposed) });
             }
@@ -62,6 +68,21 @@ pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<T
         out.push(Tool { name, app, mode, form, upstream: None });
     }
     out
+}
+
+/// The upstream tool names that play `roles` in the app's `task_toolsets`.
+fn toolset_roles(backend: &Value, roles: &[&str]) -> Vec<String> {
+    backend["task_toolsets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|t| roles.iter().filter_map(move |r| t[*r].as_str().map(str::to_string)))
+        .collect()
+}
+
+/// The task toolset whose submit tool is `upstream_name` (seed 002: submit, status, cancel).
+pub fn toolset_of<'v>(backend: &'v Value, upstream_name: &str) -> Option<&'v Value> {
+    backend["task_toolsets"].as_array()?.iter().find(|t| t["submit_tool"].as_str() == Some(upstream_name))
 }
 
 /// `base`, or `base_2`, `base_3`… when a tool of the server already has the name.
@@ -101,10 +122,27 @@ fn truncate(s: &str, max: usize) -> &str {
 
 impl Tool<'_> {
     /// The tool as `tools/list` shows it to a client speaking `version`.
+    /// Whether the tool runs as a durable task: the app's `task_support`, and for an upstream
+    /// MCP app the submit tools of its task toolsets (which only make sense as tasks).
+    pub fn task_support(&self) -> TaskSupport {
+        match &self.upstream {
+            Some(e) if toolset_of(&self.app.backend, &e.upstream_name).is_some() => TaskSupport::Required,
+            Some(_) => TaskSupport::Forbidden,
+            None => TaskSupport::of_backend(&self.app.backend),
+        }
+    }
+
     pub fn to_json(&self, def: &ServerDefinition, version: Version) -> Value {
         if let Some(exposed) = &self.upstream {
             // The upstream's own definition, as far as this client's revision can carry it.
-            return tool_for_client(exposed, version);
+            let mut t = tool_for_client(exposed, version);
+            if let Some(o) = t.as_object_mut() {
+                o.remove("execution");
+                if (version.has_tasks() || version.is_stateless()) && self.task_support() != TaskSupport::Forbidden {
+                    o.insert("execution".into(), json!({"taskSupport": self.task_support().as_str()}));
+                }
+            }
+            return t;
         }
         let mut t = Map::new();
         t.insert("name".into(), self.name.clone().into());
@@ -116,8 +154,8 @@ impl Tool<'_> {
         if version.structured_output() {
             t.insert("outputSchema".into(), self.output_schema());
         }
-        let support = super::tasks::TaskSupport::of_backend(&self.app.backend);
-        if (version.has_tasks() || version.is_stateless()) && support != super::tasks::TaskSupport::Forbidden {
+        let support = self.task_support();
+        if (version.has_tasks() || version.is_stateless()) && support != TaskSupport::Forbidden {
             t.insert("execution".into(), json!({"taskSupport": support.as_str()}));
         }
         if version.tool_annotations() {
