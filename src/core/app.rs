@@ -489,16 +489,17 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
                 }
                 for role in ["submit_tool", "status_tool", "cancel_tool"] {
                     match set[role].as_str() {
-                        Some(t) if seen.contains(&t) => {
-                            errs.add(format!("{at}.{role}"), format!("'{t}' is already bound to another role or toolset"))
-                        }
+                        Some(t) if seen.contains(&t) => errs
+                            .add(format!("{at}.{role}"), format!("'{t}' is already bound to another role or toolset")),
                         Some(t) if !t.is_empty() => seen.push(t),
                         _ => errs.add(format!("{at}.{role}"), "is required: the upstream tool's name"),
                     }
                 }
             }
         }
-        Some(_) => errs.add("backend.task_toolsets", "must be an array of {name, submit_tool, status_tool, cancel_tool}"),
+        Some(_) => {
+            errs.add("backend.task_toolsets", "must be an array of {name, submit_tool, status_tool, cancel_tool}")
+        }
     }
     match obj.get("tools_cache_ttl_seconds").map(Value::as_u64) {
         None | Some(Some(60..=86_400)) => {}

@@ -305,7 +305,7 @@ impl Console<'_> {
     async fn check_apps_exist(&self, app_ids: &[String]) -> Result<()> {
         let missing = store::missing_apps(self.db, app_ids).await?;
         if missing.is_empty() {
-            return Ok(());
+            return self.check_unique_tool_names(app_ids).await;
         }
         Err(ApiError::validation(vec![crate::core::error::FieldError {
             field: "app_ids".into(),
@@ -314,6 +314,38 @@ impl Console<'_> {
                 missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", ")
             ),
         }]))
+    }
+
+    /// The tools of a multi-app server must have distinct names; an upstream MCP app's names
+    /// come from its (cached) tool list. An upstream that cannot be listed now is not held
+    /// against the config.
+    async fn check_unique_tool_names(&self, app_ids: &[String]) -> Result<()> {
+        let mut owners: Vec<(String, String)> = Vec::new();
+        for id in app_ids {
+            let Some(row) = store::get_app(self.db, id).await? else { continue };
+            let app = row.to_definition();
+            let names: Vec<String> = if app.mode == "mcp" {
+                match super::upstream::tools_of(&app, self.env, false).await {
+                    Ok(list) => crate::core::upstream::aggregate(&app.name, &app.id, &app.backend, &list)
+                        .into_iter()
+                        .map(|t| t.name)
+                        .collect(),
+                    Err(_) => Vec::new(),
+                }
+            } else {
+                vec![crate::core::mcp::tools::sanitize_name(&app.name, &app.id)]
+            };
+            for name in names {
+                if let Some((_, other)) = owners.iter().find(|(n, _)| *n == name) {
+                    return Err(field_error(
+                        "app_ids",
+                        &format!("apps '{other}' and '{}' would both expose a tool named '{name}'; rename one, or use tool_name_prefix", app.name),
+                    ));
+                }
+                owners.push((name, app.name.clone()));
+            }
+        }
+        Ok(())
     }
 
     async fn get_server(&self, id: &str) -> Result<Value> {

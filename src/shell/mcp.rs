@@ -303,7 +303,9 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
     };
     let app = def.apps.get(plan.app_index).ok_or_else(|| unavailable("the app is gone".into()))?;
     let kind = match plan.mode {
-        Mode::Mcp if plan.body["name"].as_str().is_some_and(|n| toolset_of(&app.backend, n).is_some()) => Kind::McpToolset,
+        Mode::Mcp if plan.body["name"].as_str().is_some_and(|n| toolset_of(&app.backend, n).is_some()) => {
+            Kind::McpToolset
+        }
         Mode::Workflow => Kind::DifyWorkflow,
         Mode::HttpTool if app.backend.get("async").is_some() => Kind::AsyncTool,
         _ => Kind::RunToCompletion,

@@ -26,11 +26,11 @@ use crate::core::sse::SseParser;
 use crate::core::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
 
 use super::mcp::{backend_of, run_to_completion};
-use super::upstream::{upstream_of, Client as UpstreamClient};
-use crate::core::mcp::tools::toolset_of;
 use super::outbound::{self, SendError};
 use super::stream::{request_headers, Backend};
+use super::upstream::{upstream_of, Client as UpstreamClient};
 use super::VERSION;
+use crate::core::mcp::tools::toolset_of;
 
 pub const BINDING: &str = "TASKS";
 const STORAGE_KEY: &str = "task";
@@ -382,7 +382,9 @@ impl TaskRunner {
             Kind::McpToolset => {
                 let submit = rec.spec.body["name"].as_str().unwrap_or_default().to_string();
                 match self.toolset_call(rec, &submit, rec.spec.body["arguments"].clone()).await {
-                    Ok(result) if result["isError"] == Value::Bool(true) => failed(Outcome::Failed(first_text(Some(&result)))),
+                    Ok(result) if result["isError"] == Value::Bool(true) => {
+                        failed(Outcome::Failed(first_text(Some(&result))))
+                    }
                     Ok(result) => match task::parse_async_submit(&result["structuredContent"]) {
                         Ok(remote) => Effect::Submitted { remote, dify_task_id: None },
                         Err(e) => failed(Outcome::Failed(format!("the submit tool broke the task protocol: {e}"))),

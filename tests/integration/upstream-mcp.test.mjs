@@ -312,3 +312,16 @@ test('a stateless 2026-07-28 upstream: server/discover instead of initialize, _m
     server.close();
   }
 });
+
+test('a multi-app server whose apps would expose the same tool name is refused', async () => {
+  const a = await mcpApp('TwinA', { url: ups.stateless.url, tool_name_prefix: false });
+  const b = await mcpApp('TwinB', { url: ups.stateless.url, tool_name_prefix: false });
+  await fg.console(`/apps/${a.app.id}/tools/refresh`, { method: 'POST' });
+  await fg.console(`/apps/${b.app.id}/tools/refresh`, { method: 'POST' });
+  const r = await fg.console('/servers', { method: 'POST', body: { name: 'Clash', app_ids: [a.app.id, b.app.id] } });
+  assert.equal(r.status, 400, r.text);
+  assert.match(r.json.message, /both expose a tool named/);
+  const prefixed = await mcpApp('TwinC', { url: ups.stateless.url });
+  const ok = await fg.console('/servers', { method: 'POST', body: { name: 'NoClash', app_ids: [a.app.id, prefixed.app.id] } });
+  assert.equal(ok.status, 201, ok.text);
+});

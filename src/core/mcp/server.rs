@@ -275,7 +275,9 @@ fn capabilities(def: &ServerDefinition, version: Version) -> Value {
         json!({"tools": {"listChanged": false}})
     };
     // Tasks are advertised only where a tool of this server can run as one.
-    let toolsets = |a: &crate::core::definition::AppDefinition| a.backend["task_toolsets"].as_array().is_some_and(|t| !t.is_empty());
+    let toolsets = |a: &crate::core::definition::AppDefinition| {
+        a.backend["task_toolsets"].as_array().is_some_and(|t| !t.is_empty())
+    };
     if def.apps.iter().any(|a| TaskSupport::of_backend(&a.backend) != TaskSupport::Forbidden || toolsets(a)) {
         if version.is_stateless() {
             c["extensions"] = json!({ tasks::EXTENSION: {} });
