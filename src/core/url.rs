@@ -44,6 +44,90 @@ pub fn check_backend_url(s: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// Why a backend URL points inside a private network (loopback, private ranges, link-local,
+/// cloud metadata, `localhost` names), or `None`. Such backends are refused unless the
+/// deployment sets `ALLOW_PRIVATE_BACKENDS` (local development and tests do).
+pub fn private_host_reason(url: &str) -> Option<&'static str> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    }
+    .trim_end_matches('.')
+    .to_ascii_lowercase();
+    if host == "localhost" || host.ends_with(".localhost") {
+        return Some("is a loopback name");
+    }
+    if host == "metadata.google.internal" || host.ends_with(".internal") {
+        return Some("is an internal or cloud-metadata name");
+    }
+    if let Some(v4) = parse_ipv4(&host) {
+        return ipv4_reason(v4);
+    }
+    if host.contains(':') {
+        return ipv6_reason(&host);
+    }
+    None
+}
+
+fn parse_ipv4(host: &str) -> Option<[u8; 4]> {
+    let mut out = [0u8; 4];
+    let mut parts = host.split('.');
+    for slot in &mut out {
+        *slot = parts.next()?.parse().ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+fn ipv4_reason([a, b, ..]: [u8; 4]) -> Option<&'static str> {
+    match (a, b) {
+        (127, _) => Some("is a loopback address"),
+        (10, _) | (192, 168) => Some("is a private address"),
+        (172, 16..=31) => Some("is a private address"),
+        (169, 254) => Some("is a link-local or cloud-metadata address"),
+        (100, 64..=127) => Some("is a carrier-grade NAT address"),
+        (0, _) => Some("is an unspecified address"),
+        _ => None,
+    }
+}
+
+fn ipv6_reason(host: &str) -> Option<&'static str> {
+    let h = host.to_ascii_lowercase();
+    if h == "::1" || h == "::" {
+        return Some("is a loopback address");
+    }
+    if let Some(v4) = h.strip_prefix("::ffff:").and_then(parse_ipv4) {
+        return ipv4_reason(v4);
+    }
+    let first = u16::from_str_radix(h.split(':').next().unwrap_or(""), 16).unwrap_or(0);
+    match first {
+        0xfc00..=0xfdff => Some("is a private (unique local) address"),
+        0xfe80..=0xfebf => Some("is a link-local address"),
+        _ => None,
+    }
+}
+
+/// The URLs of a backend object, by field path, that point inside a private network.
+pub fn private_backend_urls(backend: &serde_json::Value) -> Vec<(String, &'static str)> {
+    let mut out = Vec::new();
+    let candidates = [
+        ("backend.base_url", &backend["base_url"]),
+        ("backend.api_endpoint", &backend["api_endpoint"]),
+        ("backend.url", &backend["url"]),
+        ("backend.async.status_endpoint", &backend["async"]["status_endpoint"]),
+        ("backend.async.cancel_endpoint", &backend["async"]["cancel_endpoint"]),
+        ("backend.oauth.token_url", &backend["oauth"]["token_url"]),
+    ];
+    for (field, v) in candidates {
+        if let Some(why) = v.as_str().and_then(private_host_reason) {
+            out.push((field.to_string(), why));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,6 +143,40 @@ mod tests {
         ] {
             assert_eq!(check_backend_url(u), Ok(()), "{u}");
         }
+    }
+
+    #[test]
+    fn private_hosts() {
+        for u in [
+            "http://127.0.0.1:5001/v1",
+            "http://localhost/x",
+            "http://api.localhost/x",
+            "http://10.1.2.3",
+            "http://172.20.0.1",
+            "http://192.168.1.1",
+            "http://169.254.169.254/latest/meta-data",
+            "http://metadata.google.internal/",
+            "http://100.64.0.1",
+            "http://0.0.0.0",
+            "http://[::1]:8080",
+            "http://[fd00::1]/",
+            "http://[fe80::1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://user@127.0.0.1/",
+        ] {
+            assert!(private_host_reason(u).is_some(), "{u}");
+        }
+        for u in [
+            "https://api.dify.ai/v1",
+            "http://8.8.8.8",
+            "http://172.32.0.1",
+            "https://[2001:db8::1]/",
+            "http://mcp.example.com",
+        ] {
+            assert_eq!(private_host_reason(u), None, "{u}");
+        }
+        let b = serde_json::json!({"url": "http://10.0.0.1/mcp", "oauth": {"token_url": "https://auth.example.com/t"}});
+        assert_eq!(private_backend_urls(&b), vec![("backend.url".to_string(), "is a private address")]);
     }
 
     #[test]

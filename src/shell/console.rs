@@ -18,8 +18,41 @@ type Result<T> = std::result::Result<T, ApiError>;
 
 pub const D1_BINDING: &str = "DB";
 
-/// Routes `/console/api/<rest>` after the admin token was checked.
-pub async fn handle(mut req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
+/// Routes `/console/api/<rest>` after the admin token was checked; every write (and code
+/// rotation) is recorded in the audit log.
+pub async fn handle(req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
+    let method = req.method();
+    let writes = !matches!(method, Method::Get | Method::Head | Method::Options) || rest.last() == Some(&"refresh");
+    let result = route(req, env, rest).await;
+    if writes {
+        let status = match &result {
+            Ok(r) => r.status_code(),
+            Err(e) => e.status,
+        };
+        audit(env, method.as_ref(), rest, status).await;
+    }
+    result
+}
+
+async fn audit(env: &Env, method: &str, rest: &[&str], status: u16) {
+    let Ok(db) = env.d1(D1_BINDING) else { return };
+    // Ids are replaced in the action so that actions group; the first id is the target.
+    let is_id = |s: &str| s.len() >= 16 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+    let action =
+        format!("{method} /{}", rest.iter().map(|s| if is_id(s) { "{id}" } else { s }).collect::<Vec<_>>().join("/"));
+    let target = rest.iter().find(|s| is_id(s)).map(|s| s.to_string());
+    if let Err(e) =
+        store::record_audit(&db, &super::log::request_id(), "admin", &action, target.as_deref(), status, now_ms()).await
+    {
+        super::log::error(&format!("writing the audit log: {}", e.message));
+    }
+}
+
+fn now_ms() -> i64 {
+    Date::now().as_millis() as i64
+}
+
+async fn route(mut req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
     let db = env.d1(D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
@@ -73,6 +106,8 @@ pub async fn handle(mut req: Request, env: &Env, rest: &[&str]) -> Result<Respon
         (["servers", _, "tasks", _], _) => return not_allowed("GET"),
         (["servers", id, "tasks", task, "cancel"], Method::Post) => (200, c.cancel_task(id, task).await?),
         (["servers", _, "tasks", _, "cancel"], _) => return not_allowed("POST"),
+        (["audit"], Method::Get) => (200, c.audit_log(&req).await?),
+        (["audit"], _) => return not_allowed("GET"),
         _ => return Err(ApiError::not_found(format!("no console route {} {path}", method.as_ref()))),
     };
     http::json(status, &body).map_err(|e| internal("writing the response", e))
@@ -108,8 +143,28 @@ impl Console<'_> {
         store::get_app(self.db, id).await?.ok_or_else(|| ApiError::not_found(format!("no app with id '{id}'")))
     }
 
+    /// Backends inside private networks are refused unless `ALLOW_PRIVATE_BACKENDS` is set.
+    fn check_private(&self, backend: &Value) -> Result<()> {
+        if super::outbound::guard_from_env(self.env) {
+            return Ok(());
+        }
+        let bad = crate::core::url::private_backend_urls(backend);
+        if bad.is_empty() {
+            return Ok(());
+        }
+        Err(ApiError::validation(
+            bad.into_iter()
+                .map(|(field, why)| crate::core::error::FieldError {
+                    field,
+                    message: format!("{why}; private backends need ALLOW_PRIVATE_BACKENDS=true"),
+                })
+                .collect(),
+        ))
+    }
+
     async fn create_app(&self, body: &Value) -> Result<Value> {
         let spec = app::validate_app(body, None)?;
+        self.check_private(&spec.backend)?;
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, now()).await?;
         self.app_response(&id, &spec).await
@@ -140,6 +195,7 @@ impl Console<'_> {
             }]));
         }
         let base = base_url.trim_end_matches('/');
+        self.check_private(&json!({ "base_url": base }))?;
         let key = super::secrets::resolve(self.env, api_key).map_err(|name| {
             ApiError::validation(vec![crate::core::error::FieldError {
                 field: "api_key".into(),
@@ -166,6 +222,7 @@ impl Console<'_> {
     async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {
         let row = self.app_row(id).await?;
         let spec = app::validate_app(body, Some(&row.backend()))?;
+        self.check_private(&spec.backend)?;
         store::update_app(self.db, id, &spec, now()).await?;
         self.rewrite_cache_of_app(id).await?;
         self.app_response(id, &spec).await
@@ -377,6 +434,19 @@ impl Console<'_> {
     async fn rotate_server(&self, id: &str) -> Result<Value> {
         let row = self.server_row(id).await?;
         self.rotate(row).await
+    }
+
+    /// The newest console writes (`?limit=1..500`, default 100).
+    async fn audit_log(&self, req: &Request) -> Result<Value> {
+        let url = req.url().map_err(|e| internal("reading the query", e))?;
+        let mut limit = 100u32;
+        if let Some((_, v)) = url.query_pairs().find(|(k, _)| k == "limit") {
+            limit = match v.parse::<u32>() {
+                Ok(n @ 1..=500) => n,
+                _ => return Err(field_error("limit", "must be an integer from 1 to 500")),
+            };
+        }
+        Ok(json!({ "data": store::audit_log(self.db, limit).await? }))
     }
 
     // ---- durable tasks ----

@@ -1,7 +1,7 @@
 //! Response helpers and bounded body reading shared by every route.
 
 use serde_json::Value;
-use worker::{console_error, Headers, Request, Response};
+use worker::{Headers, Request, Response};
 
 use crate::core::error::ApiError;
 
@@ -25,7 +25,7 @@ pub fn error(err: &ApiError) -> worker::Result<Response> {
 
 /// Storage and platform failures: logged in full, reported without internals.
 pub fn internal(context: &str, e: impl std::fmt::Display) -> ApiError {
-    console_error!("{context}: {e}");
+    super::log::error(&format!("{context}: {e}"));
     ApiError::new(
         503,
         "storage_unavailable",

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use worker::{console_error, Context, Date, Env, Headers, Method, Request, Response};
+use worker::{Context, Date, Env, Headers, Method, Request, Response};
 
 use crate::core::app::Mode;
 use crate::core::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
@@ -118,13 +118,29 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         return not_found();
     }
     let code_hash = sha256_hex(code);
+    // Limited per server code (its hash: the code itself is never a key anywhere).
+    match super::ratelimit::allow(env, &code_hash).await {
+        Ok(true) => {}
+        Ok(false) => {
+            let after = super::ratelimit::period_seconds(env);
+            let e = RpcError::new(
+                429,
+                -32000,
+                format!("Rate limited: too many requests for this MCP server; retry after {after} s"),
+            );
+            let resp = rpc(429, &e.to_response(&echo_id), cors.as_deref())?;
+            resp.headers().set("retry-after", &after.to_string())?;
+            return Ok(resp);
+        }
+        Err(e) => super::log::error(&format!("rate limiter: {e}")),
+    }
     let def = match cache::resolve(env, &code_hash).await {
         Ok(Some((def, from_cache))) => {
             if !from_cache {
                 let (env2, hash, d) = (env.clone(), code_hash.clone(), def.clone());
                 ctx.wait_until(async move {
                     if let Err(e) = cache::refill(&env2, &hash, &d).await {
-                        console_error!("refilling the cache: {}", e.message);
+                        super::log::error(&format!("refilling the cache: {}", e.message));
                     }
                 });
             }
@@ -266,7 +282,7 @@ fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &Call
         let Ok(db) = env.d1(super::console::D1_BINDING) else { return };
         let now = (Date::now().as_millis() / 1000) as i64;
         if let Err(e) = store::touch_end_user(&db, &server_id, &user, &name, now).await {
-            console_error!("recording an end user: {}", e.message);
+            super::log::error(&format!("recording an end user: {}", e.message));
         }
     });
 }
@@ -327,7 +343,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
         Ok(Some(v)) => Ok(server::task_created(plan, &tasks::view_of(&v), VERSION)),
         Ok(None) => Err(unavailable("the task runner refused it".into())),
         Err(e) => {
-            console_error!("creating task: {e}");
+            super::log::error(&format!("creating task: {e}"));
             Err(unavailable("the task runner failed".into()))
         }
     }
@@ -338,7 +354,7 @@ const MAX_RESULT_WAIT_MS: u64 = 5 * 60 * 1000;
 
 async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result<(u16, Value), RpcError> {
     let failed = |e: worker::Error| {
-        console_error!("task {}: {e}", req.task_id);
+        super::log::error(&format!("task {}: {e}", req.task_id));
         RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
     };
     let who = serde_json::json!({"server_id": def.server_id});
@@ -390,7 +406,7 @@ async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
             Ok(list) => {
                 map.insert(app.id.clone(), list);
             }
-            Err(e) => console_error!("listing the tools of upstream app '{}': {e}", app.name),
+            Err(e) => super::log::error(&format!("listing the tools of upstream app '{}': {e}", app.name)),
         }
     }
     Upstreams(map)

@@ -4,9 +4,11 @@ mod cache;
 mod console;
 mod dify;
 mod http;
+mod log;
 mod mcp;
 mod oauth;
 mod outbound;
+mod ratelimit;
 mod secrets;
 mod store;
 mod stream;
@@ -28,15 +30,34 @@ fn start() {
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    let request_id = log::begin();
+    outbound::guard_from_env(&env);
+    let started = worker::Date::now().as_millis();
+    let (method, path) = (req.method(), req.path());
+    let mut resp = route(req, &env, &ctx).await?;
+    resp.headers_mut().set("x-request-id", &request_id)?;
+    log::info(
+        "request",
+        json!({
+            "method": method.as_ref(),
+            "path": log::loggable_path(&path),
+            "status": resp.status_code(),
+            "ms": worker::Date::now().as_millis().saturating_sub(started),
+        }),
+    );
+    Ok(resp)
+}
+
+async fn route(req: Request, env: &Env, ctx: &Context) -> worker::Result<Response> {
     let path = req.path();
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let result = match segments.as_slice() {
         ["healthz"] => {
             http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e))
         }
-        ["mcp", "server", code, "mcp"] => return mcp::handle(req, &env, &ctx, code).await,
-        ["console", "api", rest @ ..] => match check_admin(&req, &env) {
-            Ok(()) => console::handle(req, &env, rest).await,
+        ["mcp", "server", code, "mcp"] => return mcp::handle(req, env, ctx, code).await,
+        ["console", "api", rest @ ..] => match check_admin(&req, env) {
+            Ok(()) => console::handle(req, env, rest).await,
             Err(e) => Err(e),
         },
         _ => Err(ApiError::not_found(format!("no route {} {path}", req.method().as_ref()))),

@@ -55,6 +55,7 @@ impl DurableObject for TokenBroker {
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        super::outbound::guard_from_env(&self.env);
         let body: Value = req.json().await.unwrap_or(Value::Null);
         let app = body["app_name"].as_str().unwrap_or("app").to_string();
         let env = self.env.clone();
@@ -86,6 +87,10 @@ impl DurableObject for TokenBroker {
 }
 
 impl TokenBroker {
+    fn allow_private(&self) -> bool {
+        super::outbound::guard_from_env(&self.env)
+    }
+
     fn now() -> u64 {
         worker::Date::now().as_millis()
     }
@@ -115,6 +120,9 @@ impl TokenBroker {
         headers.set("accept", "application/json")?;
         let mut init = RequestInit::new();
         init.with_method(Method::Post).with_headers(headers).with_body(Some(JsValue::from_str(&form)));
+        if let (false, Some(why)) = (self.allow_private(), crate::core::url::private_host_reason(&cfg.token_url)) {
+            return Ok(Err(format!("blocked: the OAuth token endpoint of app '{app}' {why}; private backends need ALLOW_PRIVATE_BACKENDS=true")));
+        }
         let sent = match Request::new_with_init(&cfg.token_url, &init) {
             Ok(req) => send(req).await,
             Err(e) => Err(e.to_string()),

@@ -6,6 +6,21 @@ use futures::future::{select, Either};
 use serde_json::Value;
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, Response};
 
+use std::cell::Cell;
+
+thread_local! {
+    static ALLOW_PRIVATE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Reads `ALLOW_PRIVATE_BACKENDS` for this event (request or alarm): backends inside private
+/// networks are refused unless it is `true`.
+pub fn guard_from_env(env: &worker::Env) -> bool {
+    let allow = env.var("ALLOW_PRIVATE_BACKENDS").map(|v| v.to_string() == "true").unwrap_or(false)
+        || env.secret("ALLOW_PRIVATE_BACKENDS").map(|v| v.to_string() == "true").unwrap_or(false);
+    ALLOW_PRIVATE.with(|a| a.set(allow));
+    allow
+}
+
 pub enum SendError {
     /// The request could not be built or the connection failed (message from the runtime).
     Unreachable(String),
@@ -20,6 +35,13 @@ pub async fn send(
     body: Option<&Value>,
     timeout: Duration,
 ) -> Result<Response, SendError> {
+    if !ALLOW_PRIVATE.with(Cell::get) {
+        if let Some(why) = crate::core::url::private_host_reason(url) {
+            return Err(SendError::Unreachable(format!(
+                "blocked: the backend host {why}; private backends need ALLOW_PRIVATE_BACKENDS=true"
+            )));
+        }
+    }
     let mut init = RequestInit::new();
     init.with_method(method).with_headers(headers);
     if let Some(b) = body {

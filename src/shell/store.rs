@@ -387,3 +387,24 @@ fn task_json(mut row: Value) -> Value {
     }
     row
 }
+
+pub async fn record_audit(
+    db: &D1Database,
+    request_id: &str,
+    actor: &str,
+    action: &str,
+    target: Option<&str>,
+    status: u16,
+    at: i64,
+) -> Result<()> {
+    let sql = "INSERT INTO audit_log (at, request_id, actor, action, target, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    let args = [n(at), s(request_id), s(actor), s(action), target.map_or(JsValue::NULL, s), n(i64::from(status))];
+    stmt(db, sql, &args)?.run().await.map_err(|e| internal("writing the audit log", e))?;
+    Ok(())
+}
+
+pub async fn audit_log(db: &D1Database, limit: u32) -> Result<Vec<Value>> {
+    let sql = "SELECT at, request_id, actor, action, target, status FROM audit_log ORDER BY id DESC LIMIT ?1";
+    let res = stmt(db, sql, &[n(i64::from(limit))])?.all().await.map_err(|e| internal("reading the audit log", e))?;
+    res.results().map_err(|e| internal("reading the audit log", e))
+}

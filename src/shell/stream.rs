@@ -8,7 +8,7 @@ use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
-use worker::{console_error, ByteStream, Context, Date, Delay, Env, Headers, Method, Response};
+use worker::{ByteStream, Context, Date, Delay, Env, Headers, Method, Response};
 
 use crate::core::app::Mode;
 use crate::core::dify_call::{self, Outcome};
@@ -224,7 +224,7 @@ impl CallStream {
             Err(e) => Err(e.to_string()),
         };
         if let Err(e) = put {
-            console_error!("recording a run for cancellation: {e}");
+            super::log::error(&format!("recording a run for cancellation: {e}"));
         }
     }
 
@@ -406,7 +406,7 @@ pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &s
     let body = serde_json::json!({ "user": user });
     match outbound::send(Method::Post, &url, headers, Some(&body), Duration::from_secs(10)).await {
         Ok(r) if (200..300).contains(&r.status_code()) => {}
-        Ok(r) => console_error!("stopping a run of app '{app}': HTTP {}", r.status_code()),
-        Err(_) => console_error!("stopping a run of app '{app}': the stop endpoint could not be reached"),
+        Ok(r) => super::log::error(&format!("stopping a run of app '{app}': HTTP {}", r.status_code())),
+        Err(_) => super::log::error(&format!("stopping a run of app '{app}': the stop endpoint could not be reached")),
     }
 }

@@ -11,9 +11,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
-use worker::{
-    console_error, durable_object, Date, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State,
-};
+use worker::{durable_object, Date, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
 
 use crate::core::app::Mode;
 use crate::core::definition::{AppDefinition, ServerDefinition};
@@ -151,6 +149,7 @@ impl DurableObject for TaskRunner {
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+        super::outbound::guard_from_env(&self.env);
         let body: Value = req.json().await.unwrap_or(Value::Null);
         let path = req.path();
         match path.as_str() {
@@ -192,6 +191,8 @@ impl DurableObject for TaskRunner {
     }
 
     async fn alarm(&self) -> worker::Result<Response> {
+        super::log::begin();
+        super::outbound::guard_from_env(&self.env);
         let Some(rec) = self.load().await? else { return Response::ok("no task") };
         let now = now_ms();
         if rec.state.expired(now) {
@@ -230,7 +231,7 @@ fn apply(effect: Effect, rec: &mut Record, cfg: &PollConfig) {
         Effect::Submitted { remote, dify_task_id } => {
             rec.dify_task_id = dify_task_id;
             if let Err(e) = rec.state.submitted(&remote, cfg, now_ms()) {
-                console_error!("task {}: {e}", rec.spec.task_id);
+                super::log::error(&format!("task {}: {e}", rec.spec.task_id));
             }
         }
         Effect::Finished { report, result } => {
@@ -650,7 +651,7 @@ async fn write_row(env: &Env, rec: &Record) {
         Err(e) => Err(e),
     };
     if let Err(e) = result {
-        console_error!("mirroring task {} to D1: {e}", rec.spec.task_id);
+        super::log::error(&format!("mirroring task {} to D1: {e}", rec.spec.task_id));
     }
 }
 

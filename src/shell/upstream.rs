@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::{json, Value};
-use worker::{console_error, ByteStream, Delay, Env, Headers, Method, Response};
+use worker::{ByteStream, Delay, Env, Headers, Method, Response};
 
 use crate::core::definition::AppDefinition;
 use crate::core::upstream::{
@@ -27,6 +27,9 @@ const SESSION_TTL_S: u64 = 3600;
 /// KV expiry of an upstream's tool list unless the app sets `tools_cache_ttl_seconds`.
 pub const DEFAULT_TOOLS_TTL_S: u64 = 300;
 const MAX_TOOL_PAGES: usize = 50;
+
+/// Reads one header of the client's request, by name.
+pub type HeaderLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Where and how to reach one upstream, resolved for one request.
 pub struct Upstream {
@@ -46,7 +49,7 @@ pub struct Upstream {
 pub async fn upstream_of(
     app: &AppDefinition,
     env: &Env,
-    incoming: Option<&dyn Fn(&str) -> Option<String>>,
+    incoming: Option<HeaderLookup<'_>>,
 ) -> Result<Upstream, String> {
     let b = &app.backend;
     let url = b["url"].as_str().unwrap_or_default().to_string();
@@ -82,6 +85,8 @@ pub async fn upstream_of(
     })
 }
 
+// One per request, never stored in bulk: the size difference does not matter.
+#[allow(clippy::large_enum_variant)]
 enum Conn {
     Http(Session),
     Sse { session: Session, endpoint: String, stream: ByteStream, reader: ReplyReader },
@@ -152,7 +157,7 @@ impl<'a> Client<'a> {
         let Ok(text) = serde_json::to_string(session) else { return };
         if let Ok(put) = kv.put(&session_key(&self.up.app_id), text) {
             if let Err(e) = put.expiration_ttl(SESSION_TTL_S).execute().await {
-                console_error!("caching an upstream session: {e}");
+                super::log::error(&format!("caching an upstream session: {e}"));
             }
         }
     }

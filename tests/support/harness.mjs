@@ -332,7 +332,7 @@ function parseJsonOutput(stdout, what) {
  *   fetchJson(path, opts), console(path, opts), d1(sql), kvKeys(), kvGet(key),
  *   stateFilesContaining(needle) }
  */
-export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir } = {}) {
+export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir, configure } = {}) {
   // vars.ADMIN_TOKEN wins over adminToken, and whichever is used is reported back.
   adminToken = vars.ADMIN_TOKEN ?? adminToken ?? 'test-admin-token';
   const buildEntry = path.join(repoRoot, 'build', 'index.js');
@@ -349,9 +349,20 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
     liveStateDirs.delete(persistDir);
   };
 
+  // `configure(text) => text` runs this instance on an edited copy of wrangler.toml (kept in the
+  // repo root, since its paths are relative to it; removed at stop).
+  let configArgs = [];
+  let configFile = null;
+  if (configure) {
+    configFile = path.join(repoRoot, `wrangler.test-${process.pid}-${Date.now()}.toml`);
+    fs.writeFileSync(configFile, configure(fs.readFileSync(path.join(repoRoot, 'wrangler.toml'), 'utf8')));
+    configArgs = ['-c', configFile];
+  }
+  const removeConfig = () => configFile && fs.rmSync(configFile, { force: true });
+
   let proc = null;
   try {
-    await runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistDir]);
+    await runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistDir, ...configArgs]);
 
     const port = await freePort();
     const inspectorPort = await freePort();
@@ -364,6 +375,7 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
       '--inspector-port', String(inspectorPort),
       '--persist-to', persistDir,
       '--show-interactive-dev-session=false',
+      ...configArgs,
     ];
     // wrangler splits KEY:VALUE at the first ':' (values may contain ':' and spaces).
     for (const [k, v] of Object.entries(allVars)) args.push('--var', `${k}:${String(v)}`);
@@ -414,6 +426,7 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
         if (stopping) return stopping;
         stopping = (async () => {
           await proc.stop();
+          removeConfig();
           if (keepState) liveStateDirs.delete(persistDir);
           else removeState();
         })();
@@ -517,6 +530,7 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
   } catch (err) {
     if (proc) await proc.stop().catch(() => {});
     removeState();
+    removeConfig();
     throw err;
   }
 }

@@ -1,0 +1,132 @@
+// Hardening for the open internet: the private-backend guard, request ids and structured logs,
+// the audit log of console writes, rate limiting per server code.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startFlowgate } from '../support/harness.mjs';
+import { startDifyFixture } from '../support/dify-fixture.mjs';
+import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
+
+let fg; // a deployment without ALLOW_PRIVATE_BACKENDS, and a small rate limit
+let open; // the usual test deployment (private backends allowed)
+let dify;
+
+before(async () => {
+  [fg, open, dify] = await Promise.all([
+    startFlowgate({
+      vars: { ALLOW_PRIVATE_BACKENDS: 'false', RATE_LIMIT_PERIOD_SECONDS: '60' },
+      configure: (toml) => toml.replace('simple = { limit = 600, period = 60 }', 'simple = { limit = 5, period = 60 }'),
+    }),
+    startFlowgate(),
+    startDifyFixture(),
+  ]);
+});
+
+after(async () => {
+  await Promise.allSettled([fg?.stop(), open?.stop(), dify?.stop()]);
+});
+
+const app = (backend, mode = 'workflow') => ({ name: 'Guarded', mode, backend });
+
+describe('private backends', () => {
+  const cases = [
+    ['loopback', { base_url: 'http://127.0.0.1:5001/v1', api_key: 'k' }, 'backend.base_url'],
+    ['localhost', { base_url: 'http://localhost/v1', api_key: 'k' }, 'backend.base_url'],
+    ['private range', { base_url: 'http://10.0.0.7/v1', api_key: 'k' }, 'backend.base_url'],
+    ['cloud metadata', { base_url: 'http://169.254.169.254/latest', api_key: 'k' }, 'backend.base_url'],
+    ['IPv6 loopback', { base_url: 'http://[::1]:8080/v1', api_key: 'k' }, 'backend.base_url'],
+  ];
+  for (const [label, backend, field] of cases) {
+    test(`refused without ALLOW_PRIVATE_BACKENDS: ${label}`, async () => {
+      const r = await fg.console('/apps', { method: 'POST', body: app(backend) });
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.errors[0].field, field);
+      assert.match(r.json.errors[0].message, /ALLOW_PRIVATE_BACKENDS/);
+    });
+  }
+  test('MCP upstreams and OAuth token endpoints are guarded too; public hosts are fine', async () => {
+    const r = await fg.console('/apps', { method: 'POST', body: app({ url: 'http://192.168.1.5/mcp', oauth: { token_url: 'http://127.0.0.1/token', client_id: 'c', client_secret: 's' } }, 'mcp') });
+    assert.deepEqual(r.json.errors.map((e) => e.field), ['backend.url', 'backend.oauth.token_url']);
+    const ok = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'k' }) });
+    assert.equal(ok.status, 201, ok.text);
+  });
+  test('a backend that became private is not called: the guard also holds at call time', async () => {
+    const created = await fg.console('/apps', { method: 'POST', body: { name: 'Moved', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: 'k' } } });
+    await fg.d1(`UPDATE apps SET backend = '{"base_url":"${dify.baseUrl}","api_key":"k"}' WHERE id = '${created.json.id}'`);
+    const { url } = await publish(fg, created.json.id);
+    const r = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Moved', arguments: {} } }, { 'mcp-protocol-version': '2025-06-18' });
+    assert.equal(r.json.result.isError, true, r.text);
+    assert.match(r.json.result.content[0].text, /blocked: the backend host is a loopback address; private backends need ALLOW_PRIVATE_BACKENDS=true/);
+  });
+});
+
+describe('request ids and logs', () => {
+  test('every response carries a fresh x-request-id', async () => {
+    const ids = new Set();
+    for (const r of [await fg.fetchJson('/healthz'), await fg.console('/apps'), await fg.fetchJson('/nope'), await fg.console('/apps', { token: null })]) {
+      assert.match(r.headers.get('x-request-id') ?? '', /^[0-9a-f]{16}$/);
+      ids.add(r.headers.get('x-request-id'));
+    }
+    assert.equal(ids.size, 4);
+  });
+
+  test('log lines are JSON with the request id; server codes and secrets never appear', async () => {
+    const { app: a, apiKey } = await registerApp(open, dify, { mode: 'workflow', name: 'Logged', form: [] });
+    const { url, code } = await publish(open, a.id);
+    const r = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const rid = r.headers.get('x-request-id');
+    await new Promise((res) => setTimeout(res, 300));
+    // The Worker's own lines (wrangler's access log lines are not ours: they show the URL).
+    const lines = open.log().split('\n').filter((l) => l.trim().startsWith('{"level"'));
+    const mine = lines.map((l) => JSON.parse(l.trim())).filter((l) => l.request_id === rid);
+    assert.ok(mine.length >= 1, `no log line with request id ${rid}`);
+    assert.equal(mine[0].path, '/mcp/server/<code>/mcp');
+    assert.equal(mine[0].status, 200);
+    const ours = lines.join('\n');
+    assert.ok(!ours.includes(code), 'the server code is never logged');
+    assert.ok(!ours.includes(apiKey), 'no API key in the logs');
+  });
+});
+
+describe('audit log', () => {
+  test('console writes are recorded: who, what, when, never a secret', async () => {
+    const created = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'app-very-secret-key' }) });
+    const server = await fg.console(`/apps/${created.json.id}/server`, { method: 'POST', body: {} });
+    await fg.console(`/apps/${server.json.id}/server/refresh`);
+    await fg.console(`/apps/${created.json.id}`, { method: 'DELETE' });
+    const log = await fg.console('/audit?limit=10');
+    assert.equal(log.status, 200, log.text);
+    const actions = log.json.data.map((e) => e.action);
+    for (const a of ['DELETE /apps/{id}', 'GET /apps/{id}/server/refresh', 'POST /apps/{id}/server', 'POST /apps']) assert.ok(actions.includes(a), `${a} in ${actions}`);
+    const entry = log.json.data.find((e) => e.action === 'DELETE /apps/{id}');
+    assert.equal(entry.target, created.json.id);
+    assert.equal(entry.actor, 'admin');
+    assert.equal(entry.status, 200);
+    assert.match(entry.request_id, /^[0-9a-f]{16}$/);
+    assert.ok(!log.text.includes('app-very-secret-key') && !log.text.includes(server.json.server_code));
+  });
+});
+
+describe('rate limit', () => {
+  test('per server code: 429 with Retry-After and a JSON-RPC error echoing the id', async () => {
+    const created = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'k' }) });
+    const { url } = await publish(fg, created.json.id);
+    const statuses = [];
+    let limited;
+    for (let i = 0; i < 12; i++) {
+      const r = await rpc(url, { jsonrpc: '2.0', id: i, method: 'ping' });
+      statuses.push(r.status);
+      if (r.status === 429) limited = r;
+    }
+    assert.ok(statuses.slice(0, 5).every((s) => s === 200), statuses.join());
+    assert.ok(limited, `never limited: ${statuses.join()}`);
+    assert.equal(limited.headers.get('retry-after'), '60');
+    assert.equal(limited.json.error.code, -32000);
+    assert.match(limited.json.error.message, /retry after 60 s/);
+    assert.equal(typeof limited.json.id, 'number');
+    // Another server's code has its own budget.
+    const other = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'k' }) });
+    const { url: url2 } = await publish(fg, other.json.id);
+    assert.equal((await rpc(url2, { jsonrpc: '2.0', id: 1, method: 'ping' })).status, 200);
+  });
+});
