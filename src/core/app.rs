@@ -540,6 +540,40 @@ fn credential_at<'a>(stored: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
+/// Rewrites credential slots: `f` gets each string value and may return a replacement.
+pub fn map_credentials(
+    backend: &mut Value,
+    f: &mut dyn FnMut(&str) -> Result<Option<String>, String>,
+) -> Result<(), String> {
+    let Some(obj) = backend.as_object_mut() else { return Ok(()) };
+    let mut failure = None;
+    for_each_credential(obj, "backend", &mut |path, slot| {
+        if failure.is_some() {
+            return;
+        }
+        if let Some(v) = slot.as_str() {
+            match f(v) {
+                Ok(Some(new)) => *slot = Value::String(new),
+                Ok(None) => {}
+                Err(e) => failure = Some(format!("{path} {e}")),
+            }
+        }
+    });
+    failure.map_or(Ok(()), Err)
+}
+
+/// Replaces every literal credential (not a `$NAME`, not already sealed, not empty) by
+/// `seal(literal)`; `Err` names the slot.
+pub fn seal_literals(backend: &mut Value, seal: &mut dyn FnMut(&str) -> Result<String, String>) -> Result<(), String> {
+    map_credentials(backend, &mut |v| {
+        if v.is_empty() || is_secret_ref(v) || crate::core::sealed::is_sealed(v) {
+            Ok(None)
+        } else {
+            seal(v).map(Some)
+        }
+    })
+}
+
 /// The backend as the console shows it: literal credentials replaced by `"***"`, `$NAME`
 /// references shown as they are (they name a secret, they are not one).
 pub fn mask_backend(backend: &Value) -> Value {
@@ -667,6 +701,20 @@ mod tests {
         // Without a stored value a mask cannot be resolved.
         let err = validate_app(&body, None).unwrap_err();
         assert_eq!(fields(err), ["backend.api_key"]);
+    }
+
+    #[test]
+    fn literals_are_sealed_and_refs_are_not() {
+        let mut b = json!({"api_key": "lit", "headers": {"A": "$REF", "B": "v"}, "oauth": {"client_secret": "s"}});
+        seal_literals(&mut b, &mut |v| Ok(format!("enc:v1:{}", v.len()))).unwrap();
+        assert_eq!(b["api_key"], "enc:v1:3");
+        assert_eq!(b["headers"]["A"], "$REF");
+        assert_eq!(b["headers"]["B"], "enc:v1:1");
+        assert_eq!(b["oauth"]["client_secret"], "enc:v1:1");
+        // Sealed values are not sealed twice; a failure names the slot.
+        seal_literals(&mut b, &mut |_| panic!("nothing left to seal")).unwrap();
+        let mut c = json!({"api_key": "lit"});
+        assert_eq!(seal_literals(&mut c, &mut |_| Err("no key".into())).unwrap_err(), "backend.api_key no key");
     }
 
     #[test]

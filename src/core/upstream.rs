@@ -966,12 +966,18 @@ impl OAuthConfig {
                 Some(_) => Err(format!("backend.oauth.{key} must be a string")),
             }
         };
+        // Every credential goes through `resolve`: a `$NAME` reference, a sealed literal, or
+        // a plain one (which resolve hands back as it is).
         let secret = |key: &str| -> Result<Option<String>, String> {
             match text(key)? {
-                Some(s) if is_secret_ref(&s) => resolve(&s)
-                    .map(Some)
-                    .map_err(|e| format!("backend.oauth.{key} refers to {s}, which could not be resolved ({e})")),
-                other => Ok(other),
+                Some(s) => resolve(&s).map(Some).map_err(|e| {
+                    if is_secret_ref(&s) {
+                        format!("backend.oauth.{key} refers to {s}, which could not be resolved ({e})")
+                    } else {
+                        format!("backend.oauth.{key} {e}")
+                    }
+                }),
+                None => Ok(None),
             }
         };
         let number = |key: &str, default: u64| -> Result<u64, String> {
@@ -1808,6 +1814,8 @@ mod tests {
         match s {
             "$CLIENT_SECRET" => Ok("s3cret".into()),
             "$RT" => Ok("rt-from-env".into()),
+            // Like the shell's resolver: a plain literal comes back as it is.
+            other if !other.starts_with('$') => Ok(other.to_string()),
             other => Err(other[1..].to_string()),
         }
     }
@@ -1837,8 +1845,8 @@ mod tests {
         assert_eq!((cfg.refresh_skew_seconds, cfg.default_expires_in), (30, 600));
 
         let literal = OAuthConfig::from_value(
-            &json!({"token_url": "https://a/t", "client_id": "c", "client_secret": "literal"}),
-            &|_: &str| -> Result<String, String> { panic!("literals are not resolved") },
+            &json!({"token_url": "https://a/t", "client_id": "c", "client_secret": "sealed:literal"}),
+            &|s: &str| -> Result<String, String> { Ok(s.replace("sealed:", "")) },
         )
         .unwrap();
         assert_eq!(literal.client_secret.as_deref(), Some("literal"));

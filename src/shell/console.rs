@@ -107,6 +107,8 @@ async fn route(mut req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
         (["servers", id, "tasks", task, "cancel"], Method::Post) => (200, c.cancel_task(id, task).await?),
         (["servers", _, "tasks", _, "cancel"], _) => return not_allowed("POST"),
         (["audit"], Method::Get) => (200, c.audit_log(&req).await?),
+        (["secrets", "reseal"], Method::Post) => (200, c.reseal_all().await?),
+        (["secrets", "reseal"], _) => return not_allowed("POST"),
         (["audit"], _) => return not_allowed("GET"),
         _ => return Err(ApiError::not_found(format!("no console route {} {path}", method.as_ref()))),
     };
@@ -162,9 +164,18 @@ impl Console<'_> {
         ))
     }
 
+    /// Literal credentials are stored only sealed.
+    fn seal(&self, spec: &mut AppSpec) -> Result<()> {
+        super::secrets::seal_backend(self.env, &mut spec.backend).map_err(|e| match e.split_once(' ') {
+            Some((field, message)) if field.starts_with("backend.") => field_error(field, message),
+            _ => field_error("backend", &e),
+        })
+    }
+
     async fn create_app(&self, body: &Value) -> Result<Value> {
-        let spec = app::validate_app(body, None)?;
+        let mut spec = app::validate_app(body, None)?;
         self.check_private(&spec.backend)?;
+        self.seal(&mut spec)?;
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, now()).await?;
         self.app_response(&id, &spec).await
@@ -196,33 +207,47 @@ impl Console<'_> {
         }
         let base = base_url.trim_end_matches('/');
         self.check_private(&json!({ "base_url": base }))?;
-        let key = super::secrets::resolve(self.env, api_key).map_err(|name| {
-            ApiError::validation(vec![crate::core::error::FieldError {
-                field: "api_key".into(),
-                message: format!("refers to ${name}, which is not a secret or variable of this Worker"),
-            }])
-        })?;
+        let key = super::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e))?;
         let info = dify::get_json(base, &key, "/info").await?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;
         let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key)
             .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;
         // Dify's form may hold what Flowgate refuses; say so as an import problem.
-        let spec = app::validate_app(&app_body, None).map_err(|e| {
+        let mut spec = app::validate_app(&app_body, None).map_err(|e| {
             ApiError::new(
                 422,
                 "unsupported_dify_app",
                 format!("the Dify app's settings cannot be imported: {}", e.message),
             )
         })?;
+        self.seal(&mut spec)?;
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, now()).await?;
         self.app_response(&id, &spec).await
     }
 
+    /// Re-seals every stored literal credential with the current `SECRETS_KEY` (step two of a
+    /// key rotation, after setting `SECRETS_KEY_PREVIOUS` to the old key).
+    async fn reseal_all(&self) -> Result<Value> {
+        let mut resealed = 0;
+        for row in store::list_apps(self.db).await? {
+            let mut backend = row.backend();
+            let changed = super::secrets::reseal_backend(self.env, &mut backend)
+                .map_err(|e| ApiError::new(409, "reseal_failed", e))?;
+            if changed {
+                store::update_app_backend(self.db, &row.id, &backend, now()).await?;
+                self.rewrite_cache_of_app(&row.id).await?;
+                resealed += 1;
+            }
+        }
+        Ok(json!({ "resealed_apps": resealed }))
+    }
+
     async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {
         let row = self.app_row(id).await?;
-        let spec = app::validate_app(body, Some(&row.backend()))?;
+        let mut spec = app::validate_app(body, Some(&row.backend()))?;
         self.check_private(&spec.backend)?;
+        self.seal(&mut spec)?;
         store::update_app(self.db, id, &spec, now()).await?;
         self.rewrite_cache_of_app(id).await?;
         self.app_response(id, &spec).await

@@ -294,12 +294,8 @@ pub fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result
     };
     let b = &app.backend;
     let endpoint = if app.mode == "http-tool" { "api_endpoint" } else { "base_url" };
-    let api_key = secrets::resolve(env, b["api_key"].as_str().unwrap_or_default()).map_err(|name| {
-        Outcome::Failed(format!(
-            "the app '{}' takes its API key from ${name}, which is not set on this Worker; ask the administrator to set it (wrangler secret put {name})",
-            app.name
-        ))
-    })?;
+    let api_key = secrets::resolve(env, b["api_key"].as_str().unwrap_or_default())
+        .map_err(|e| Outcome::Failed(format!("the API key of app '{}' {e}", app.name)))?;
     let secs = |key: &str, default: u64| Duration::from_secs(b[key].as_u64().unwrap_or(default));
     Ok(Backend {
         app_name: app.name.clone(),

@@ -59,9 +59,7 @@ impl DurableObject for TokenBroker {
         let body: Value = req.json().await.unwrap_or(Value::Null);
         let app = body["app_name"].as_str().unwrap_or("app").to_string();
         let env = self.env.clone();
-        let cfg = match OAuthConfig::from_value(&body["oauth"], &|v| {
-            secrets::resolve(&env, v).map_err(|n| format!("${n} is not set on this Worker"))
-        }) {
+        let cfg = match OAuthConfig::from_value(&body["oauth"], &|v| secrets::resolve(&env, v)) {
             Ok(c) => c,
             Err(e) => return Response::from_json(&json!({"error": format!("backend.oauth of app '{app}': {e}")})),
         };

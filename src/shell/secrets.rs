@@ -1,17 +1,72 @@
-//! Backend credentials: a whole-string `$NAME` names a Worker secret or variable.
+//! Backend credentials: a whole-string `$NAME` names a Worker secret or variable; a literal is
+//! stored sealed (AES-256-GCM under `SECRETS_KEY`, see `core::sealed`) and opened at call time.
 
+use serde_json::Value;
 use worker::Env;
 
-use crate::core::app::is_secret_ref;
+use crate::core::app::{is_secret_ref, seal_literals};
+use crate::core::sealed;
 
-/// The credential's value; `Err(NAME)` when it references something this Worker lacks.
+fn secret_or_var(env: &Env, name: &str) -> Option<String> {
+    env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()
+}
+
+/// The sealing keys: the current one first, then the previous one (during a rotation).
+fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
+    let mut keys = Vec::new();
+    for name in ["SECRETS_KEY", "SECRETS_KEY_PREVIOUS"] {
+        if let Some(k) = secret_or_var(env, name).filter(|k| !k.trim().is_empty()) {
+            keys.push(sealed::parse_key(&k).map_err(|e| format!("the {name} secret {e}"))?);
+        }
+    }
+    Ok(keys)
+}
+
+/// The credential's value. `Err` completes "the credential …": it names a missing `$NAME` or a
+/// sealing problem, never a value.
 pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
+    if sealed::is_sealed(value) {
+        return sealed::open(&keys(env)?, value);
+    }
     if !is_secret_ref(value) {
         return Ok(value.to_string());
     }
     let name = &value[1..];
-    env.secret(name)
-        .map(|s| s.to_string())
-        .or_else(|_| env.var(name).map(|v| v.to_string()))
-        .map_err(|_| name.to_string())
+    secret_or_var(env, name)
+        .ok_or_else(|| format!("refers to ${name}, which is not set on this Worker (wrangler secret put {name})"))
+}
+
+/// Seals every literal credential of a backend before it is stored. Without `SECRETS_KEY` a
+/// literal cannot be stored: `Err` says so (use a `$NAME` reference or set the key).
+pub fn seal_backend(env: &Env, backend: &mut Value) -> Result<(), String> {
+    let keys = keys(env)?;
+    let key = keys.first().copied();
+    seal_literals(backend, &mut |plain| {
+        let key = key.ok_or_else(|| {
+            "is a literal credential, which Flowgate stores only encrypted: set the SECRETS_KEY secret \
+             (64 hex characters), or use a $NAME reference to a Worker secret"
+                .to_string()
+        })?;
+        let mut nonce = [0u8; 12];
+        getrandom::getrandom(&mut nonce).map_err(|e| e.to_string())?;
+        sealed::seal(&key, nonce, plain)
+    })
+}
+
+/// Re-seals every sealed credential with the current key (after a rotation).
+pub fn reseal_backend(env: &Env, backend: &mut Value) -> Result<bool, String> {
+    let keys = keys(env)?;
+    let Some(current) = keys.first().copied() else { return Ok(false) };
+    let mut changed = false;
+    crate::core::app::map_credentials(backend, &mut |v| {
+        if !sealed::is_sealed(v) {
+            return Ok(None);
+        }
+        let plain = sealed::open(&keys, v)?;
+        let mut nonce = [0u8; 12];
+        getrandom::getrandom(&mut nonce).map_err(|e| e.to_string())?;
+        changed = true;
+        sealed::seal(&current, nonce, &plain).map(Some)
+    })?;
+    Ok(changed)
 }

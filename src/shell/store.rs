@@ -408,3 +408,12 @@ pub async fn audit_log(db: &D1Database, limit: u32) -> Result<Vec<Value>> {
     let res = stmt(db, sql, &[n(i64::from(limit))])?.all().await.map_err(|e| internal("reading the audit log", e))?;
     res.results().map_err(|e| internal("reading the audit log", e))
 }
+
+pub async fn update_app_backend(db: &D1Database, id: &str, backend: &Value, now: i64) -> Result<()> {
+    let sql = "UPDATE apps SET backend = ?2, updated_at = ?3 WHERE id = ?1";
+    stmt(db, sql, &[s(id), s(&backend.to_string()), n(now)])?
+        .run()
+        .await
+        .map_err(|e| internal("updating an app", e))?;
+    Ok(())
+}

@@ -58,9 +58,7 @@ pub async fn upstream_of(
     let mut statics = Vec::new();
     for (name, value) in b["headers"].as_object().into_iter().flatten() {
         let raw = value.as_str().unwrap_or_default();
-        let v = secrets::resolve(env, raw).map_err(|n| {
-            format!("header {name} of app '{}' refers to ${n}, which is not set on this Worker", app.name)
-        })?;
+        let v = secrets::resolve(env, raw).map_err(|e| format!("header {name} of app '{}' {e}", app.name))?;
         if let Some(why) = up::header_value_problem(&v) {
             return Err(format!("header {name} of app '{}' {why}, so it was not sent", app.name));
         }

@@ -156,8 +156,12 @@ describe('apps', () => {
     });
     assert.equal(put.status, 200, put.text);
     assert.equal(put.json.name, 'Summariser v2');
+    // Stored sealed (AES-256-GCM), never in the clear: not in D1, not in KV.
     const [row] = await fg.d1(`SELECT backend FROM apps WHERE id = '${app.id}'`);
-    assert.equal(JSON.parse(row.backend).api_key, 'app-literal-secret-0001');
+    const stored = JSON.parse(row.backend).api_key;
+    assert.match(stored, /^enc:v1:/);
+    assert.deepEqual(await fg.stateFilesContaining('app-literal-secret-0001'), []);
+    assert.ok((await fg.stateFilesContaining(stored)).length > 0, 'the scan sees the sealed value');
 
     // A $NAME reference is shown as it is: it names a secret, it is not one.
     const ref = await fg.console(`/apps/${app.id}`, {
@@ -169,6 +173,14 @@ describe('apps', () => {
     const del = await fg.console(`/apps/${app.id}`, { method: 'DELETE' });
     assert.equal(del.status, 200);
     assertJsonError(await fg.console(`/apps/${app.id}`), 404, 'not_found', new RegExp(app.id));
+  });
+
+  test('"***" sent back keeps the sealed key as it was', async () => {
+    const app = await createApp();
+    const [before] = await fg.d1(`SELECT backend FROM apps WHERE id = '${app.id}'`);
+    await fg.console(`/apps/${app.id}`, { method: 'PUT', body: { ...workflowApp({ name: 'Again' }), backend: { base_url: dify.baseUrl, api_key: '***' } } });
+    const [after] = await fg.d1(`SELECT backend FROM apps WHERE id = '${app.id}'`);
+    assert.equal(JSON.parse(after.backend).api_key, JSON.parse(before.backend).api_key);
   });
 
   test('"***" with nothing stored is refused', async () => {

@@ -130,6 +130,9 @@ export async function readResponse(res) {
   return { status: res.status, headers: res.headers, text, json };
 }
 
+/** The sealing key of test deployments (a fixed value: tests only). */
+export const TEST_SECRETS_KEY = '0f'.repeat(32);
+
 export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
@@ -366,7 +369,7 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
 
     const port = await freePort();
     const inspectorPort = await freePort();
-    const allVars = { ADMIN_TOKEN: adminToken, ALLOW_PRIVATE_BACKENDS: 'true', ...vars };
+    const allVars = { ADMIN_TOKEN: adminToken, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY: TEST_SECRETS_KEY, ...vars };
     const args = [
       entry, 'dev',
       '--local',

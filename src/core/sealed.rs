@@ -1,0 +1,97 @@
+//! Literal backend credentials at rest: sealed with AES-256-GCM under a key held as a Worker
+//! secret (`SECRETS_KEY`), stored as `enc:v1:<base64url(nonce ‖ ciphertext ‖ tag)>`. Opening
+//! tries the current key, then `SECRETS_KEY_PREVIOUS`, so the key can be rotated without a
+//! moment where stored credentials cannot be read.
+
+use aes_gcm::aead::{Aead, KeyInit};
+use aes_gcm::{Aes256Gcm, Key, Nonce};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+
+const PREFIX: &str = "enc:v1:";
+
+pub fn is_sealed(s: &str) -> bool {
+    s.starts_with(PREFIX)
+}
+
+/// A 32-byte key from its configured form: 64 hex characters or base64 of 32 bytes.
+pub fn parse_key(s: &str) -> Result<[u8; 32], String> {
+    let s = s.trim();
+    let bytes = if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        (0..32).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap_or(0)).collect::<Vec<u8>>()
+    } else {
+        base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .or_else(|_| URL_SAFE_NO_PAD.decode(s))
+            .map_err(|_| "must be 64 hex characters or the base64 of 32 random bytes".to_string())?
+    };
+    bytes.try_into().map_err(|_| "must be exactly 32 bytes (64 hex characters)".to_string())
+}
+
+/// Seals `plaintext` under `key` with a fresh 96-bit `nonce` (from the CSPRNG; never reused).
+pub fn seal(key: &[u8; 32], nonce: [u8; 12], plaintext: &str) -> Result<String, String> {
+    let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key));
+    let ct =
+        cipher.encrypt(Nonce::from_slice(&nonce), plaintext.as_bytes()).map_err(|_| "sealing failed".to_string())?;
+    let mut out = Vec::with_capacity(12 + ct.len());
+    out.extend_from_slice(&nonce);
+    out.extend_from_slice(&ct);
+    Ok(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(out)))
+}
+
+/// Opens a sealed value with the first of `keys` that authenticates it.
+pub fn open(keys: &[[u8; 32]], sealed: &str) -> Result<String, String> {
+    let data = sealed
+        .strip_prefix(PREFIX)
+        .and_then(|b| URL_SAFE_NO_PAD.decode(b).ok())
+        .filter(|d| d.len() > 12 + 16)
+        .ok_or("the stored credential is damaged")?;
+    let (nonce, ct) = data.split_at(12);
+    for key in keys {
+        let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key));
+        if let Ok(pt) = cipher.decrypt(Nonce::from_slice(nonce), ct) {
+            return String::from_utf8(pt).map_err(|_| "the stored credential is damaged".to_string());
+        }
+    }
+    Err("the stored credential was sealed with a key this Worker does not have (SECRETS_KEY / SECRETS_KEY_PREVIOUS)"
+        .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K1: [u8; 32] = [7u8; 32];
+    const K2: [u8; 32] = [9u8; 32];
+
+    #[test]
+    fn round_trip_and_rotation() {
+        let sealed = seal(&K1, [1u8; 12], "app-secret").unwrap();
+        assert!(is_sealed(&sealed));
+        assert!(!sealed.contains("app-secret"));
+        assert_eq!(open(&[K1], &sealed).unwrap(), "app-secret");
+        // After rotation the old key is the previous one and still opens it.
+        assert_eq!(open(&[K2, K1], &sealed).unwrap(), "app-secret");
+        assert!(open(&[K2], &sealed).unwrap_err().contains("SECRETS_KEY"));
+        // Different nonces give different ciphertexts for the same secret.
+        assert_ne!(sealed, seal(&K1, [2u8; 12], "app-secret").unwrap());
+    }
+
+    #[test]
+    fn tampering_is_detected() {
+        let sealed = seal(&K1, [3u8; 12], "x").unwrap();
+        let mut bytes = sealed.into_bytes();
+        let last = bytes.len() - 2;
+        bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
+        assert!(open(&[K1], &String::from_utf8(bytes).unwrap()).is_err());
+        assert!(open(&[K1], "enc:v1:short").is_err());
+    }
+
+    #[test]
+    fn keys() {
+        assert_eq!(parse_key(&"ab".repeat(32)).unwrap(), [0xab; 32]);
+        let b64 = base64::engine::general_purpose::STANDARD.encode([5u8; 32]);
+        assert_eq!(parse_key(&b64).unwrap(), [5u8; 32]);
+        assert!(parse_key("too short").is_err());
+    }
+}
