@@ -130,3 +130,51 @@ describe('rate limit', () => {
     assert.equal((await rpc(url2, { jsonrpc: '2.0', id: 1, method: 'ping' })).status, 200);
   });
 });
+
+test('secrets at rest: a key rotation keeps every credential readable (previous key, then reseal)', async () => {
+  const K1 = 'aa'.repeat(32);
+  const K2 = 'bb'.repeat(32);
+  let inst = await startFlowgate({ vars: { SECRETS_KEY: K1 } });
+  try {
+    const { app: a } = await registerApp(inst, dify, { mode: 'workflow', name: 'Rotated', form: [] });
+    const { code } = await publish(inst, a.id);
+    const callOk = async (base) => {
+      const r = await rpc(`${base}/mcp/server/${code}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Rotated', arguments: {} } }, { 'mcp-protocol-version': '2025-06-18', accept: 'application/json' });
+      return r.json.result;
+    };
+    assert.equal((await callOk(inst.url)).isError, false);
+    const [sealedByK1] = await inst.d1(`SELECT backend FROM apps WHERE id = '${a.id}'`);
+
+    // Step 1: the new key, the old one as previous: everything still opens.
+    await inst.stop({ keepState: true });
+    inst = await startFlowgate({ persistDir: inst.persistDir, vars: { SECRETS_KEY: K2, SECRETS_KEY_PREVIOUS: K1 } });
+    assert.equal((await callOk(inst.url)).isError, false);
+    // Step 2: reseal under the new key.
+    const r = await inst.console('/secrets/reseal', { method: 'POST' });
+    assert.equal(r.status, 200, r.text);
+    assert.ok(r.json.resealed_apps >= 1);
+    const [sealedByK2] = await inst.d1(`SELECT backend FROM apps WHERE id = '${a.id}'`);
+    assert.notEqual(JSON.parse(sealedByK2.backend).api_key, JSON.parse(sealedByK1.backend).api_key);
+
+    // Step 3: the old key can go.
+    await inst.stop({ keepState: true });
+    inst = await startFlowgate({ persistDir: inst.persistDir, vars: { SECRETS_KEY: K2 } });
+    assert.equal((await callOk(inst.url)).isError, false);
+  } finally {
+    await inst.stop();
+  }
+});
+
+test('without SECRETS_KEY a literal credential is refused, a $NAME reference is fine', async () => {
+  const inst = await startFlowgate({ vars: { SECRETS_KEY: '' } });
+  try {
+    const lit = await inst.console('/apps', { method: 'POST', body: { name: 'L', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: 'app-literal' } } });
+    assert.equal(lit.status, 400);
+    assert.equal(lit.json.errors[0].field, 'backend.api_key');
+    assert.match(lit.json.errors[0].message, /SECRETS_KEY/);
+    const ref = await inst.console('/apps', { method: 'POST', body: { name: 'R', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: '$DIFY_KEY' } } });
+    assert.equal(ref.status, 201, ref.text);
+  } finally {
+    await inst.stop();
+  }
+});
