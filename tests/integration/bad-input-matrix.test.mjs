@@ -1,0 +1,133 @@
+// The bad-input matrix: well over 100 malformed or hostile requests across every endpoint. For
+// each: no 5xx, a JSON error body a person can act on, and no echo of a secret or a server code.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startFlowgate, TEST_SECRETS_KEY } from '../support/harness.mjs';
+import { startDifyFixture } from '../support/dify-fixture.mjs';
+import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
+
+let fg;
+let dify;
+let fixtures;
+const LITERAL_KEY = 'app-matrix-literal-key-42';
+
+before(async () => {
+  [fg, dify] = await Promise.all([startFlowgate(), startDifyFixture()]);
+  const apiKey = dify.addApp({ mode: 'workflow', name: 'Matrix', user_input_form: [] });
+  const app = await fg.console('/apps', {
+    method: 'POST',
+    body: { name: 'Matrix', mode: 'workflow', backend: { base_url: dify.baseUrl, api_key: LITERAL_KEY }, user_input_form: [{ 'text-input': { variable: 'text', required: true } }] },
+  });
+  const server = await publish(fg, app.json.id);
+  const task = await fg.console('/apps', { method: 'POST', body: { name: 'TaskApp', mode: 'workflow', backend: { base_url: dify.baseUrl, api_key: apiKey, task_support: 'optional' } } });
+  const taskServer = await publish(fg, task.json.id);
+  fixtures = { app: app.json, server, taskServer };
+});
+
+after(async () => {
+  await Promise.allSettled([fg?.stop(), dify?.stop()]);
+});
+
+const SECRETS = () => [LITERAL_KEY, fg.adminToken, TEST_SECRETS_KEY, fixtures.server.code, fixtures.taskServer.code];
+
+function check(label, r) {
+  assert.ok(r.status < 500, `${label}: HTTP ${r.status} ${r.text}`);
+  assert.ok(r.status >= 400 || r.json?.result?.isError || r.json?.error, `${label}: not an error: ${r.status} ${r.text.slice(0, 200)}`);
+  assert.match(r.headers.get('content-type') ?? '', /application\/json/, `${label}: ${r.text}`);
+  const body = r.json;
+  assert.ok(body, `${label}: body is not JSON: ${r.text}`);
+  const message = body.message ?? body.error?.message ?? body.result?.content?.[0]?.text;
+  assert.ok(typeof message === 'string' && message.length > 10, `${label}: no message: ${r.text}`);
+  for (const s of SECRETS()) assert.ok(!r.text.includes(s), `${label}: echoed a secret or code`);
+}
+
+const JSON_HDR = { 'content-type': 'application/json' };
+const id0 = '00000000-0000-4000-8000-000000000000';
+
+function consoleCases() {
+  const a = () => fixtures.app.id;
+  const s = () => fixtures.server.server.id;
+  // [method, path, allowed methods] for every console route
+  const routes = [
+    ['POST', () => '/apps'], ['POST', () => '/apps/import'], ['PUT', () => `/apps/${a()}`], ['POST', () => `/apps/${a()}/server`],
+    ['PUT', () => `/apps/${a()}/server`], ['POST', () => '/servers'], ['PUT', () => `/servers/${s()}`],
+  ];
+  const cases = [];
+  for (const [method, path] of routes) {
+    cases.push([`${method} ${path()} malformed JSON`, () => fg.console(path(), { method, body: '{"name":', headers: JSON_HDR })]);
+    cases.push([`${method} ${path()} wrong content type`, () => fg.console(path(), { method, body: 'a=b', headers: { 'content-type': 'text/plain' } })]);
+    cases.push([`${method} ${path()} oversized`, () => fg.console(path(), { method, body: JSON.stringify({ x: 'y'.repeat(1_100_000) }), headers: JSON_HDR })]);
+    cases.push([`${method} ${path()} array body`, () => fg.console(path(), { method, body: '[1,2,3]', headers: JSON_HDR })]);
+    cases.push([`${method} ${path()} number body`, () => fg.console(path(), { method, body: '42', headers: JSON_HDR })]);
+    cases.push([`${method} ${path()} wrong types`, () => fg.console(path(), { method, body: { name: 7, mode: [], backend: 'x', app_ids: 'y', description: {}, parameters: [], status: 9, id: 3, base_url: 1, api_key: 2 } })]);
+    cases.push([`${method} ${path()} no token`, () => fg.console(path(), { method, body: {}, token: null })]);
+    cases.push([`${method} ${path()} wrong token`, () => fg.console(path(), { method, body: {}, token: 'nope' })]);
+  }
+  cases.push(['PATCH /apps', () => fg.console('/apps', { method: 'PATCH', body: {} })]);
+  cases.push(['PATCH /servers', () => fg.console('/servers', { method: 'PATCH', body: {} })]);
+  const reads = [`/apps/${id0}`, `/apps/${id0}/server`, `/servers/${id0}`, `/servers/${id0}/tasks`, `/servers/${id0}/tasks/abc`, '/audit?limit=0', '/audit?limit=x', '/nothing/here', `/apps/${id0}/server/refresh`, `/servers/${id0}/refresh`];
+  for (const p of reads) {
+    cases.push([`GET ${p}`, () => fg.console(p)]);
+    cases.push([`PATCH ${p}`, () => fg.console(p, { method: 'PATCH', body: {} })]);
+  }
+  cases.push(['DELETE unknown app', () => fg.console(`/apps/${id0}`, { method: 'DELETE' })]);
+  cases.push(['DELETE unknown server', () => fg.console(`/servers/${id0}`, { method: 'DELETE' })]);
+  cases.push(['cancel unknown task', () => fg.console(`/servers/${id0}/tasks/abc/cancel`, { method: 'POST' })]);
+  cases.push(['tools refresh of a workflow app', () => fg.console(`/apps/${a()}/tools/refresh`, { method: 'POST' })]);
+  cases.push(['import from an unreachable host', () => fg.console('/apps/import', { method: 'POST', body: { base_url: 'http://127.0.0.1:9/v1', api_key: 'k' } })]);
+  cases.push(['task list bad limit', () => fg.console(`/servers/${s()}/tasks?limit=1000`)]);
+  cases.push(['app with a header-injection name', () => fg.console('/apps', { method: 'POST', body: { name: 'x', mode: 'mcp', backend: { url: 'https://m.example/mcp', headers: { 'X-A': 'a\r\nInjected: 1' } } } })]);
+  cases.push(['app with a bad secret ref', () => fg.console('/apps', { method: 'POST', body: { name: 'x', mode: 'workflow', backend: { base_url: 'https://d.example/v1', api_key: '$1bad' } } })]);
+  return cases;
+}
+
+function mcpCases() {
+  const url = () => fixtures.server.url;
+  const turl = () => fixtures.taskServer.url;
+  const H = (v) => ({ 'mcp-protocol-version': v });
+  const req = (method, params, id = 1) => ({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
+  const bodies = [
+    ['parse error', '{"jsonrpc":'], ['empty body', ''], ['string', '"x"'], ['null', 'null'], ['array of junk', '[1,2]'],
+    ['no jsonrpc', JSON.stringify({ id: 1, method: 'ping' })], ['id object', JSON.stringify({ jsonrpc: '2.0', id: {}, method: 'ping' })],
+    ['method number', JSON.stringify({ jsonrpc: '2.0', id: 1, method: 5 })], ['params array', JSON.stringify(req('tools/list', [1]))],
+    ['unknown method', JSON.stringify(req('nope/nope'))], ['resources', JSON.stringify(req('resources/read', { uri: 'x' }))],
+    ['tool missing', JSON.stringify(req('tools/call', { name: 'ghost' }))], ['tool name number', JSON.stringify(req('tools/call', { name: 1 }))],
+    ['arguments string', JSON.stringify(req('tools/call', { name: 'Matrix', arguments: 'x' }))],
+    ['missing argument', JSON.stringify(req('tools/call', { name: 'Matrix', arguments: {} }))],
+    ['wrong argument type', JSON.stringify(req('tools/call', { name: 'Matrix', arguments: { text: [] } }))],
+    ['bad cursor', JSON.stringify(req('tools/list', { cursor: 'zzz' }))], ['bad log level', JSON.stringify(req('logging/setLevel', { level: 'loud' }))],
+    ['request without id', JSON.stringify({ jsonrpc: '2.0', method: 'tools/call' })],
+  ];
+  const cases = [];
+  for (const [label, body] of bodies) {
+    for (const v of ['2025-06-18', '2025-11-25']) cases.push([`MCP ${label} (${v})`, () => rpc(url(), body, H(v))]);
+  }
+  cases.push(['MCP unsupported version', () => rpc(url(), req('tools/list'), H('1999-01-01'))]);
+  cases.push(['MCP batch on 2025-06-18', () => rpc(url(), [req('ping')], H('2025-06-18'))]);
+  cases.push(['MCP wrong content type', () => rpc(url(), JSON.stringify(req('ping')), { 'content-type': 'text/plain' })]);
+  cases.push(['MCP not acceptable', () => rpc(url(), req('ping'), { accept: 'image/png' })]);
+  cases.push(['MCP oversized', () => rpc(url(), JSON.stringify(req('ping', { pad: 'p'.repeat(1_100_000) })))]);
+  cases.push(['MCP foreign origin', () => rpc(url(), req('ping'), { origin: 'https://evil.example' })]);
+  cases.push(['MCP unknown code', () => rpc(url().replace(/server\/\w+\//, 'server/ZZZZZZZZZZZZZZZZ/'), req('ping'))]);
+  cases.push(['MCP code with symbols', () => rpc(url().replace(/server\/\w+\//, 'server/%27%22%3Cx%3E/'), req('ping'))]);
+  cases.push(['MCP 2026 missing header', () => rpc(url(), req('tools/list', { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } }))]);
+  cases.push(['MCP 2026 method mismatch', () => rpc(url(), req('tools/list', { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } }), { ...H('2026-07-28'), 'mcp-method': 'ping' })]);
+  cases.push(['MCP tasks/get unknown', () => rpc(turl(), req('tasks/get', { taskId: 'f'.repeat(32) }), H('2025-11-25'))]);
+  cases.push(['MCP tasks/get no id', () => rpc(turl(), req('tasks/get', {}), H('2025-11-25'))]);
+  cases.push(['MCP tasks/list', () => rpc(turl(), req('tasks/list', {}), H('2025-11-25'))]);
+  cases.push(['MCP task on a forbidden tool', () => rpc(url(), req('tools/call', { name: 'Matrix', arguments: { text: 'x' }, task: {} }), H('2025-11-25'))]);
+  return cases;
+}
+
+test('the matrix covers more than 100 cases', () => {
+  assert.ok(consoleCases().length + mcpCases().length > 100, `${consoleCases().length + mcpCases().length} cases`);
+});
+
+test('console API: no 5xx, a JSON error, no secret echoed', async () => {
+  for (const [label, send] of consoleCases()) check(label, await send());
+});
+
+test('MCP endpoint: no 5xx, a JSON error, no secret echoed', async () => {
+  for (const [label, send] of mcpCases()) check(label, await send());
+});
