@@ -1,10 +1,9 @@
 // The official MCP conformance suite against a Flowgate server backed by the fake Dify.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 
-import { repoRoot, startFlowgate } from '../support/harness.mjs';
+import { startFlowgate } from '../support/harness.mjs';
+import { BASELINE, runConformance, TOOL_SCENARIOS } from '../support/conformance.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { publish, registerApp } from '../support/flowgate-setup.mjs';
@@ -22,23 +21,6 @@ const SCENARIOS = [
   ['server-stateless'],
   ['http-header-validation'],
   ['caching'],
-];
-
-const NODE22 = path.join(repoRoot, 'node_modules/node/bin/node');
-const CLI = path.join(repoRoot, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
-const BASELINE = path.join(repoRoot, 'tests/conformance/expected-failures.yml');
-
-// The tools-call scenarios call the reference server's fixture tools by name; Flowgate serves
-// them from an upstream MCP fixture that has them (an `mcp` app without name prefixes).
-const TOOL_SCENARIOS = [
-  'tools-call-simple-text',
-  'tools-call-image',
-  'tools-call-audio',
-  'tools-call-embedded-resource',
-  'tools-call-mixed-content',
-  'tools-call-error',
-  'tools-call-with-progress',
-  'tools-call-with-logging',
 ];
 
 let fg;
@@ -63,27 +45,22 @@ after(async () => {
   await Promise.allSettled([fg?.stop(), dify?.stop(), ups?.stop()]);
 });
 
-function run(args) {
-  return new Promise((resolve) => {
-    execFile(NODE22, [CLI, ...args], { cwd: repoRoot, timeout: 120_000, env: { ...process.env, NO_COLOR: '1' } }, (err, stdout, stderr) => {
-      resolve({ code: err ? (err.code ?? 1) : 0, out: `${stdout}\n${stderr}` });
-    });
-  });
-}
 
 for (const [scenario, version] of SCENARIOS) {
   test(`conformance: ${scenario}${version ? ` @ ${version}` : ''}`, async () => {
     const args = ['server', '--url', url, '--scenario', scenario, '--expected-failures', BASELINE];
     if (version) args.push('--spec-version', version);
-    const { code, out } = await run(args);
+    const { code, out } = await runConformance(args);
     assert.equal(code, 0, `conformance ${scenario} failed:\n${out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n')}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });
 }
 
+// The tools-call scenarios call the reference server's fixture tools by name; Flowgate serves
+// them from an upstream MCP fixture that has them (an `mcp` app without name prefixes).
 for (const scenario of TOOL_SCENARIOS) {
   test(`conformance through an upstream: ${scenario}`, async () => {
-    const { code, out } = await run(['server', '--url', gatewayUrl, '--scenario', scenario, '--expected-failures', BASELINE]);
+    const { code, out } = await runConformance(['server', '--url', gatewayUrl, '--scenario', scenario, '--expected-failures', BASELINE]);
     assert.equal(code, 0, `conformance ${scenario} failed:\n${out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n')}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });

@@ -2,15 +2,13 @@
 // client and the official conformance suite, before Flowgate is put in between.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { LoggingMessageNotificationSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 
-import { repoRoot } from '../support/harness.mjs';
+import { runConformance, TOOL_SCENARIOS } from '../support/conformance.mjs';
 import { EVERYTHING_TOOLS, startUpstreams } from '../support/mcp-upstreams.mjs';
 
 let up;
@@ -468,34 +466,11 @@ describe('toolsets', () => {
 // The official conformance scenarios, directly against the stateful fixture
 // ---------------------------------------------------------------------------
 
-const NODE22 = path.join(repoRoot, 'node_modules/node/bin/node');
-const CLI = path.join(repoRoot, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
-const SCENARIOS = [
-  'tools-call-simple-text',
-  'tools-call-image',
-  'tools-call-audio',
-  'tools-call-embedded-resource',
-  'tools-call-mixed-content',
-  'tools-call-error',
-  'tools-call-with-progress',
-  'tools-call-with-logging',
-];
-
-function runConformance(scenario) {
-  return new Promise((resolve) => {
-    execFile(
-      NODE22,
-      [CLI, 'server', '--url', up.stateful.url, '--scenario', scenario],
-      { cwd: repoRoot, timeout: 25_000, env: { ...process.env, NO_COLOR: '1' } },
-      (err, stdout, stderr) => resolve({ code: err ? (err.code ?? 1) : 0, out: `${stdout}\n${stderr}`.replace(/\x1b\[[0-9;]*m/g, '') }),
-    );
-  });
-}
 
 describe('conformance scenarios against the stateful fixture', { concurrency: true }, () => {
-  for (const scenario of SCENARIOS) {
+  for (const scenario of TOOL_SCENARIOS) {
     test(scenario, async () => {
-      const { code, out } = await runConformance(scenario);
+      const { code, out } = await runConformance(['server', '--url', up.stateful.url, '--scenario', scenario], 25_000);
       assert.equal(code, 0, out);
       assert.match(out, new RegExp(`\\[${scenario}\\s*\\] SUCCESS`));
       const m = /Passed: (\d+)\/(\d+), (\d+) failed/.exec(out);

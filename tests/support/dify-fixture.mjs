@@ -147,7 +147,7 @@
 
 import { randomUUID, randomBytes } from 'node:crypto';
 
-import { listenLoopback } from './loopback-server.mjs';
+import { listenLoopback, readBody } from './loopback-server.mjs';
 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const MODES = new Set(['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion']);
@@ -1036,19 +1036,7 @@ export async function startDifyFixture() {
 
   async function handle(req, res) {
     const url = new URL(req.url, 'http://127.0.0.1');
-    const chunks = [];
-    for await (const c of req) chunks.push(c);
-    const raw = Buffer.concat(chunks).toString('utf8');
-    let body;
-    let badJson = false;
-    if (raw.length) {
-      try {
-        body = JSON.parse(raw);
-      } catch {
-        body = raw;
-        badJson = true;
-      }
-    }
+    const { body, badJson } = await readBody(req);
     const record = {
       method: req.method,
       path: url.pathname,

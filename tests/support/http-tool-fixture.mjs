@@ -86,7 +86,7 @@
 import { randomBytes } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 
-import { listenLoopback } from './loopback-server.mjs';
+import { listenLoopback, readBody } from './loopback-server.mjs';
 
 const BEHAVIOURS = new Set(['ok', 'error400', 'error500', 'not_json', 'wrong_content_type', 'rate_limited']);
 const STREAM_BEHAVIOURS = new Set(['ok', 'end_early']);
@@ -192,19 +192,7 @@ export async function startHttpTool() {
 
   async function handle(req, res) {
     const url = new URL(req.url, 'http://127.0.0.1');
-    const chunks = [];
-    for await (const c of req) chunks.push(c);
-    const raw = Buffer.concat(chunks).toString('utf8');
-    let body;
-    let badJson = false;
-    if (raw.length) {
-      try {
-        body = JSON.parse(raw);
-      } catch {
-        body = raw;
-        badJson = true;
-      }
-    }
+    const { body, badJson } = await readBody(req);
     const h = req.headers;
     const record = {
       method: req.method,

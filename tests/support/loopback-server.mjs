@@ -23,3 +23,16 @@ export async function listenLoopback(handle, errorBody) {
   });
   return { server, port: server.address().port };
 }
+
+/** A request body: parsed JSON, or the raw text with `badJson` when it is not JSON. */
+export async function readBody(req) {
+  const chunks = [];
+  for await (const c of req) chunks.push(c);
+  const raw = Buffer.concat(chunks).toString('utf8');
+  if (!raw.length) return { raw, body: undefined, badJson: false };
+  try {
+    return { raw, body: JSON.parse(raw), badJson: false };
+  } catch {
+    return { raw, body: raw, badJson: true };
+  }
+}
