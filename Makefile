@@ -55,3 +55,19 @@ test: setup check-schema test-core test-integration
 
 clean:
 	rm -rf build target/wasm32-unknown-unknown
+
+# Fuzzing (cargo-fuzz on stable via RUSTC_BOOTSTRAP): each target for FUZZ_SECONDS, two at a
+# time; see scripts/fuzz.sh for running one target. Not part of `make test`; `cargo test`
+# replays the committed corpus (tests/fuzz_corpus.rs).
+FUZZ_SECONDS ?= 600
+.PHONY: fuzz
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# Benchmarks: Flowgate against a peer Worker written with the official MCP TypeScript SDK
+# (bench/peer), both under `wrangler dev --local`, loaded with wrk (installed from Debian when
+# missing). A few minutes; prints one table and writes bench/results/latest.md. Not part of
+# `make test`.
+.PHONY: bench
+bench: build
+	$(NODE22) bench/run.mjs

@@ -206,6 +206,12 @@ fn parse_item(item: &Value, at: &str, errs: &mut Errors) -> Option<FormField> {
         (_, Some(_)) => None,
     };
     let default = parse_default(ty, body.get("default"), &options, &format!("{body_path}.default"), errs);
+    // A default the field itself would refuse cannot be advertised in the schema.
+    if let (Some(max), Some(Value::String(d))) = (max_length, &default) {
+        if d.chars().count() as u64 > max {
+            errs.add(format!("{body_path}.default"), format!("is longer than max_length ({max})"));
+        }
+    }
     if errs.0.len() > before {
         return None;
     }
@@ -347,6 +353,7 @@ mod tests {
             {"text-input": {"variable": "dup"}},
             {"paragraph": {"variable": "dup"}},
             {"number": {"variable": "n", "default": "many"}},
+            {"text-input": {"variable": "short", "max_length": 3, "default": "toolong"}},
             {"json_object": {"variable": "j", "json_schema": "[1]"}},
             "not an object",
             {"a": {}, "b": {}}
@@ -363,9 +370,10 @@ mod tests {
             "user_input_form[6].text-input.max_length: must be a positive integer",
             "user_input_form[8].variable: 'dup' is used twice",
             "user_input_form[9].number.default: must be a number",
-            "user_input_form[10].json_object.json_schema: must be a JSON Schema object",
-            "user_input_form[11]: must be an object",
-            "user_input_form[12]: must have exactly one key",
+            "user_input_form[10].text-input.default: is longer than max_length (3)",
+            "user_input_form[11].json_object.json_schema: must be a JSON Schema object",
+            "user_input_form[12]: must be an object",
+            "user_input_form[13]: must have exactly one key",
         ];
         for e in expect {
             assert!(errs.iter().any(|x| x.starts_with(e)), "missing {e:?} in {errs:#?}");

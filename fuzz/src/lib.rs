@@ -1,0 +1,434 @@
+//! What each fuzz target does with one input, shared by the libFuzzer binaries in
+//! `fuzz_targets/` and by the main crate's `tests/fuzz_corpus.rs`, which replays the committed
+//! corpus through these same functions on every `cargo test`.
+//!
+//! Every function must return normally for any input: a panic (including a failed assertion
+//! of one of the invariants checked here) is a bug in Flowgate's core.
+
+use std::collections::HashMap;
+
+use serde_json::{json, Map, Value};
+
+use flowgate::core::app::validate_app;
+use flowgate::core::definition::{AppDefinition, ServerDefinition, FORMAT};
+use flowgate::core::dify_call::Outcome;
+use flowgate::core::dify_stream::Signal;
+use flowgate::core::error::Errors;
+use flowgate::core::form::{form_to_dify, parse_form};
+use flowgate::core::mcp::jsonrpc::{classify, Message};
+use flowgate::core::mcp::server::{
+    batch_allowed, finish_call, handle, handle_with, notification, relays, task_created, task_response,
+    upstream_response, CallPlan, Progress, RequestHeaders, Step,
+};
+use flowgate::core::mcp::tasks::{TaskOutcome, TaskView, MAX_TTL_MS, MIN_TTL_MS};
+use flowgate::core::mcp::tools::{tools, tools_with, Upstreams};
+use flowgate::core::mcp::version::Version;
+use flowgate::core::sse::{SseError, SseEvent, SseParser};
+
+/// The version string the dispatcher reports as Flowgate's.
+const SERVER_VERSION: &str = "0.0.0";
+/// Cap on the messages of one batch that are dispatched (a batch is split by the shell).
+const MAX_BATCH: usize = 16;
+
+/// The fixed server the dispatcher targets run against: a workflow app whose form has a
+/// required text input and a select, and a chat app that takes a `query`.
+pub fn server_definition() -> ServerDefinition {
+    ServerDefinition {
+        format: FORMAT,
+        server_id: "srv-fuzz".into(),
+        name: "Fuzz Server".into(),
+        description: "Summarises and chats".into(),
+        status: "active".into(),
+        parameters: Map::new(),
+        apps: vec![
+            AppDefinition {
+                id: "a1".into(),
+                name: "Summariser".into(),
+                description: "Summarises text".into(),
+                mode: "workflow".into(),
+                backend: json!({"base_url": "http://x/v1", "api_key": "k", "task_support": "optional"}),
+                user_input_form: json!([
+                    {"text-input": {"variable": "text", "label": "Text", "required": true, "max_length": 200}},
+                    {"select": {"variable": "lang", "options": ["en", "fr"], "default": "en"}}
+                ]),
+                outputs: json!([{"variable": "summary", "type": "string"}]),
+            },
+            AppDefinition {
+                id: "a2".into(),
+                name: "Agent".into(),
+                description: "".into(),
+                mode: "chat".into(),
+                backend: json!({"base_url": "http://x/v1", "api_key": "k"}),
+                user_input_form: json!([]),
+                outputs: json!([]),
+            },
+        ],
+    }
+}
+
+/// [`server_definition`] plus an upstream MCP app with a task toolset, and the tool list its
+/// upstream reported, for the `handle_with` path.
+pub fn server_with_upstream() -> (ServerDefinition, Upstreams) {
+    let mut def = server_definition();
+    def.apps.push(AppDefinition {
+        id: "a3".into(),
+        name: "Upstream".into(),
+        description: "".into(),
+        mode: "mcp".into(),
+        backend: json!({"url": "http://up/mcp",
+                        "task_toolsets": [{"submit_tool": "submit", "status_tool": "status", "cancel_tool": "cancel"}]}),
+        user_input_form: json!([]),
+        outputs: json!([]),
+    });
+    let listed = vec![
+        json!({"name": "search", "title": "Search", "description": "Searches",
+               "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+               "annotations": {"readOnlyHint": true}}),
+        json!({"name": "submit", "inputSchema": {"type": "object"}}),
+        json!({"name": "status"}),
+        json!({"name": "cancel"}),
+    ];
+    (def, Upstreams(HashMap::from([("a3".to_string(), listed)])))
+}
+
+fn parse_json(data: &[u8]) -> Option<Value> {
+    serde_json::from_slice(data).ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. jsonrpc_envelope
+
+/// Classifies the message, then dispatches it (or each message of a batch) under several
+/// header variants, against the plain server and the one with an upstream app.
+pub fn jsonrpc_envelope(data: &[u8]) {
+    let Some(value) = parse_json(data) else { return };
+    // Leading whitespace leaves the JSON as it is, so its length picks the extra header variant.
+    let leading = data.iter().take_while(|b| b.is_ascii_whitespace()).count();
+    let def = server_definition();
+    let (up_def, upstreams) = server_with_upstream();
+    let messages: Vec<&Value> = match &value {
+        Value::Array(batch) => batch.iter().take(MAX_BATCH).collect(),
+        single => vec![single],
+    };
+    for msg in messages {
+        check_classify(msg);
+        for h in header_variants(msg, leading) {
+            if value.is_array() {
+                let _ = batch_allowed(&h);
+            }
+            check_step(msg, &handle(&def, msg, &h, SERVER_VERSION));
+            check_step(msg, &handle_with(&up_def, &upstreams, msg, &h, SERVER_VERSION));
+        }
+    }
+}
+
+fn check_classify(msg: &Value) {
+    match classify(msg) {
+        Ok(Message::Request { id, method, params }) => {
+            assert!(id.is_string() || id.is_i64() || id.is_u64(), "request id {id}");
+            assert_eq!(msg.get("method").and_then(Value::as_str), Some(method));
+            assert_eq!(params, msg.get("params").and_then(Value::as_object));
+        }
+        Ok(Message::Notification { method, .. }) => {
+            assert!(method.starts_with("notifications/") && msg.get("id").is_none(), "{msg}");
+        }
+        Ok(Message::Response) => assert!(msg.get("method").is_none(), "{msg}"),
+        Err((echo, e)) => {
+            assert!(echo.is_null() || echo.is_string() || echo.is_i64() || echo.is_u64(), "echoed id {echo}");
+            let r = e.to_response(&echo);
+            assert_eq!(r["jsonrpc"], "2.0");
+            assert!(r["error"]["message"].is_string());
+        }
+    }
+}
+
+/// No header, 2025-06-18, and 2026-07-28 with `Mcp-Method` (and `Mcp-Name`) taken from the
+/// body, always; plus one more chosen by the number of leading whitespace bytes of the input.
+fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>> {
+    let method = msg.get("method").and_then(Value::as_str);
+    let name = msg.get("params").and_then(|p| p.get("name")).and_then(Value::as_str);
+    let stateless = |mcp_method, mcp_name| RequestHeaders {
+        protocol_version: Some("2026-07-28"),
+        mcp_method,
+        mcp_name,
+        user_agent: Some("fuzz/1.0"),
+    };
+    let version = |v| RequestHeaders { protocol_version: Some(v), ..Default::default() };
+    let extra = match leading % 8 {
+        0 => version("2024-11-05"),
+        1 => version("2025-03-26"),
+        2 => version("2025-11-25"),
+        3 => version("1999-01-01"),
+        4 => stateless(Some("tools/call"), Some("Summariser")),
+        5 => stateless(None, None),
+        6 => RequestHeaders {
+            protocol_version: Some("2025-11-25"),
+            mcp_method: method,
+            mcp_name: name,
+            user_agent: None,
+        },
+        _ => RequestHeaders { user_agent: Some(""), ..Default::default() },
+    };
+    vec![RequestHeaders::default(), version("2025-06-18"), stateless(method, None), stateless(method, name), extra]
+}
+
+/// The step is well formed, and whatever it asks the shell to do next can be finished.
+fn check_step(msg: &Value, step: &Step) {
+    match step {
+        Step::Reply { status, body: None } => {
+            assert_eq!(*status, 202);
+            assert!(msg.get("method").is_none() || msg.get("id").is_none(), "202 for a request: {msg}");
+        }
+        Step::Reply { status, body: Some(body) } => {
+            assert!((200..600).contains(status), "status {status}");
+            check_response(body);
+        }
+        Step::Call(plan) => check_plan(msg, plan),
+        Step::CreateTask { plan, ttl_ms } => {
+            check_plan(msg, plan);
+            assert!((MIN_TTL_MS..=MAX_TTL_MS).contains(ttl_ms), "ttl {ttl_ms}");
+            let view = task_view("working", None);
+            check_response(&task_created(plan, &view, SERVER_VERSION));
+        }
+        Step::Task(req) => {
+            assert_eq!(Some(&req.id), msg.get("id"));
+            assert!(!req.task_id.is_empty() && req.task_id.len() <= 128);
+            let outcomes = [
+                ("working", None),
+                ("completed", Some(TaskOutcome::Result(json!({"content": [], "isError": false})))),
+                ("failed", Some(TaskOutcome::Result(json!({"content": [], "isError": true})))),
+                ("failed", Some(TaskOutcome::Error { code: -32603, message: "boom".into() })),
+                ("cancelled", None),
+            ];
+            check_response(&task_response(req, None, false, SERVER_VERSION).1);
+            for (status, outcome) in outcomes {
+                let view = task_view(status, outcome);
+                for was_terminal in [false, true] {
+                    check_response(&task_response(req, Some(&view), was_terminal, SERVER_VERSION).1);
+                }
+            }
+        }
+        Step::Cancel { key } => assert!(key.starts_with("cancel:"), "{key}"),
+    }
+}
+
+fn task_view(status: &'static str, outcome: Option<TaskOutcome>) -> TaskView {
+    TaskView {
+        task_id: "t-1".into(),
+        status,
+        status_message: Some("fuzz".into()),
+        created_at_ms: 1_700_000_000_000,
+        updated_at_ms: 1_700_000_001_000,
+        ttl_ms: 60_000,
+        poll_interval_ms: 1_000,
+        outcome,
+    }
+}
+
+fn check_plan(msg: &Value, plan: &CallPlan) {
+    assert_eq!(Some(&plan.id), msg.get("id"));
+    assert!(plan.user.starts_with("mcp-"), "{}", plan.user);
+    assert!(plan.cancel_key.starts_with("cancel:"));
+    for outcome in [
+        Outcome::Ok { text: "{\"summary\":\"s\"}".into(), structured: Some(json!({"summary": "s"})) },
+        Outcome::Ok { text: "plain".into(), structured: None },
+        Outcome::Failed("the workflow failed".into()),
+    ] {
+        check_response(&finish_call(plan, outcome, SERVER_VERSION));
+    }
+    let mut progress = Progress::default();
+    for signal in [
+        Signal::Progress { message: "LLM succeeded".into() },
+        Signal::Percent { percent: 50.0, message: "half".into() },
+        Signal::Percent { percent: 10.0, message: "back".into() },
+        Signal::Log { level: "warning", data: json!({"x": 1}) },
+    ] {
+        if let Some(n) = notification(plan, signal, &mut progress) {
+            assert_eq!(n["jsonrpc"], "2.0");
+            assert!(relays(plan, &n) || n["method"] == "notifications/message" || plan.progress_token.is_none());
+        }
+    }
+    for response in [
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "ok"}], "structuredContent": {}}}),
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "upstream says no"}}),
+    ] {
+        check_response(&upstream_response(plan, "Upstream", &response, SERVER_VERSION));
+    }
+}
+
+/// A JSON-RPC response: version, an id, and exactly one of `result` and `error`.
+fn check_response(body: &Value) {
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert!(body.get("id").is_some(), "{body}");
+    match (body.get("result"), body.get("error")) {
+        (Some(_), None) => {}
+        (None, Some(e)) => {
+            assert!(e["code"].is_i64(), "{body}");
+            assert!(e["message"].is_string(), "{body}");
+        }
+        _ => panic!("not exactly one of result and error: {body}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. sse_parser
+
+/// The limit the SSE target parses with: small, so that the cap is reached often.
+pub const SSE_MAX_EVENT_BYTES: usize = 4096;
+
+/// What parsing produced: the events dispatched (also those before an error), and the result.
+type Parsed = (Vec<SseEvent>, Result<(), SseError>);
+
+fn parse_sse<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> Parsed {
+    let mut parser = SseParser::new(SSE_MAX_EVENT_BYTES);
+    let mut out = Vec::new();
+    for chunk in chunks {
+        if let Err(e) = parser.feed(chunk, &mut out) {
+            return (out, Err(e));
+        }
+    }
+    let result = parser.finish(&mut out);
+    (out, result)
+}
+
+/// Differential: the stream parses the same in one chunk, split in two at a position taken
+/// from the first byte (with an empty chunk between), and one byte at a time.
+pub fn sse_parser(data: &[u8]) {
+    let whole = parse_sse([data]);
+    let at = data.first().map_or(0, |&b| b as usize * data.len() / 255);
+    let split = parse_sse([&data[..at], &[][..], &data[at..]]);
+    assert_eq!(split, whole, "split at {at} differs from one chunk");
+    let bytes = parse_sse(data.chunks(1));
+    assert_eq!(bytes, whole, "byte-at-a-time differs from one chunk");
+    // Every event holds what a client can carry: data without CR, no empty-data events.
+    for e in &whole.0 {
+        assert!(!e.event.contains(['\r', '\n']) && !e.data.contains('\r'), "{e:?}");
+        assert!(e.id.as_deref().is_none_or(|i| !i.contains(['\0', '\r', '\n'])), "{e:?}");
+        assert!(e.event.len() + e.data.len() + e.id.as_ref().map_or(0, String::len) <= SSE_MAX_EVENT_BYTES);
+    }
+    // A parser is reusable after finish: the same stream again gives the same events.
+    let mut parser = SseParser::new(SSE_MAX_EVENT_BYTES);
+    let mut out = Vec::new();
+    let _ = parser.feed(b"data: before\n", &mut out).and_then(|()| parser.finish(&mut out));
+    out.clear();
+    let again = parser.feed(data, &mut out).and_then(|()| parser.finish(&mut out));
+    assert_eq!((out, again), whole, "a reused parser differs from a new one");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. arguments
+
+/// Validates a JSON object as the arguments of every tool of the fixed server (without and
+/// with upstream tools), then sends it as a `tools/call` to each tool under several revisions.
+pub fn arguments(data: &[u8]) {
+    let Some(Value::Object(args)) = parse_json(data) else { return };
+    let def = server_definition();
+    let (up_def, upstreams) = server_with_upstream();
+    for tool in tools(&def).iter().chain(tools_with(&up_def, &upstreams).iter()) {
+        let _ = tool.check_arguments(None);
+        match tool.check_arguments(Some(&args)) {
+            Ok((inputs, query)) if tool.upstream.is_some() => {
+                assert_eq!(inputs, args);
+                assert!(query.is_empty());
+            }
+            Ok((inputs, query)) => {
+                for (k, v) in &inputs {
+                    assert!(
+                        tool.form.iter().any(|f| &f.variable == k && f.ty.reaches_mcp()),
+                        "input {k} not in the form"
+                    );
+                    assert_eq!(Some(v), args.get(k));
+                }
+                if tool.mode.takes_query() {
+                    assert_eq!(Some(query.as_str()), args.get("query").and_then(Value::as_str));
+                } else {
+                    assert!(query.is_empty());
+                }
+            }
+            Err(problems) => assert!(!problems.is_empty()),
+        }
+    }
+    let names: Vec<String> = tools_with(&up_def, &upstreams).iter().map(|t| t.name.clone()).collect();
+    for name in &names {
+        let plain = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": name, "arguments": args}});
+        for v in ["2025-06-18", "2025-11-25"] {
+            let h = RequestHeaders { protocol_version: Some(v), ..Default::default() };
+            check_step(&plain, &handle(&def, &plain, &h, SERVER_VERSION));
+            check_step(&plain, &handle_with(&up_def, &upstreams, &plain, &h, SERVER_VERSION));
+        }
+        let stateless = json!({"jsonrpc": "2.0", "id": "s", "method": "tools/call",
+                               "params": {"name": name, "arguments": args,
+                                          "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                                    "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let h = RequestHeaders {
+            protocol_version: Some("2026-07-28"),
+            mcp_method: Some("tools/call"),
+            mcp_name: Some(name),
+            user_agent: None,
+        };
+        check_step(&stateless, &handle_with(&up_def, &upstreams, &stateless, &h, SERVER_VERSION));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. form_schema
+
+/// Parses a Dify `user_input_form`; a form that parses cleanly round-trips through the stored
+/// shape, gives a consistent input schema in every revision, and is accepted by `validate_app`
+/// exactly when it parses without errors.
+pub fn form_schema(data: &[u8]) {
+    let Some(value) = parse_json(data) else { return };
+    let mut errs = Errors::default();
+    let fields = parse_form(&value, "user_input_form", &mut errs);
+    if errs.is_empty() {
+        let mut again_errs = Errors::default();
+        let again = parse_form(&form_to_dify(&fields), "user_input_form", &mut again_errs);
+        assert!(again_errs.is_empty(), "stored shape does not parse: {:?}", again_errs.0);
+        assert_eq!(again, fields, "stored shape does not round-trip");
+    }
+    {
+        for mode in ["workflow", "chat"] {
+            let mut def = server_definition();
+            def.apps.truncate(1);
+            def.apps[0].mode = mode.into();
+            def.apps[0].user_input_form = value.clone();
+            let all = tools(&def);
+            let tool = &all[0];
+            let schema = tool.input_schema(&def);
+            check_schema(&schema, mode == "workflow");
+            for version in Version::ALL {
+                let t = tool.to_json(&def, version);
+                assert_eq!(t["inputSchema"], schema);
+            }
+            let _ = tool.check_arguments(None);
+        }
+    }
+    let body = json!({"name": "x", "mode": "workflow", "backend": {"base_url": "http://x/v1", "api_key": "k"},
+                      "user_input_form": value});
+    let result = validate_app(&body, None);
+    if !value.is_null() {
+        assert_eq!(result.is_ok(), errs.is_empty(), "validate_app and parse_form disagree: {:?}", errs.0);
+    }
+    if let Ok(spec) = result {
+        if !value.is_null() {
+            assert_eq!(spec.user_input_form, fields);
+        }
+        let _ = flowgate::core::app::warnings(&spec);
+    }
+}
+
+/// An object schema whose `required` names only its properties (each once, in a workflow
+/// app; a chat app's form may also use `query` when it was never validated).
+fn check_schema(schema: &Value, unique: bool) {
+    assert_eq!(schema["type"], "object");
+    let props = schema["properties"].as_object().expect("properties");
+    let required = schema["required"].as_array().expect("required");
+    for (i, r) in required.iter().enumerate() {
+        let r = r.as_str().expect("required names are strings");
+        assert!(props.contains_key(r), "required '{r}' is not a property");
+        if unique {
+            assert!(!required[..i].iter().any(|x| x == r), "'{r}' required twice");
+        }
+    }
+}
