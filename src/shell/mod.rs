@@ -36,15 +36,21 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let (method, path) = (req.method(), req.path());
     let mut resp = route(req, &env, &ctx).await?;
     resp.headers_mut().set("x-request-id", &request_id)?;
-    log::info(
-        "request",
-        json!({
-            "method": method.as_ref(),
-            "path": log::loggable_path(&path),
-            "status": resp.status_code(),
-            "ms": worker::Date::now().as_millis().saturating_sub(started),
-        }),
-    );
+    // Refused and failed requests are always logged; every request with LOG_REQUESTS=all (the
+    // platform's own invocation logs already record each request, and a log line per request
+    // costs time on the hot path).
+    let all = env.var("LOG_REQUESTS").map(|v| v.to_string() == "all").unwrap_or(false);
+    if all || resp.status_code() >= 400 {
+        log::info(
+            "request",
+            json!({
+                "method": method.as_ref(),
+                "path": log::loggable_path(&path),
+                "status": resp.status_code(),
+                "ms": worker::Date::now().as_millis().saturating_sub(started),
+            }),
+        );
+    }
     Ok(resp)
 }
 

@@ -17,7 +17,7 @@ before(async () => {
       vars: { ALLOW_PRIVATE_BACKENDS: 'false', RATE_LIMIT_PERIOD_SECONDS: '60' },
       configure: (toml) => toml.replace('simple = { limit = 600, period = 60 }', 'simple = { limit = 5, period = 60 }'),
     }),
-    startFlowgate(),
+    startFlowgate({ vars: { LOG_REQUESTS: 'all' } }),
     startDifyFixture(),
   ]);
 });
