@@ -1,0 +1,180 @@
+// Starting the two Workers under `wrangler dev --local` for the benchmarks, built on the test
+// harness's process groups (tests/support/harness.mjs): every process started here is killed
+// when the bench exits, also on a crash or Ctrl-C.
+//
+// Flowgate runs from a snapshot of build/ taken when the bench starts, with a copy of
+// wrangler.toml minus its [build] table: wrangler dev would otherwise run `make build` at
+// start-up (part of every cold start) and rebuild and reload the Worker whenever src/ changes
+// during the run. Its [[ratelimits]] limit is raised to BENCH_RATE_LIMIT: the limiter is still
+// called on every MCP request, it just never refuses one.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { freePort, readResponse, repoRoot, runWrangler, startProcessGroup, wranglerCommand } from '../../tests/support/harness.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The per-server-code rate limit of the bench deployment (wrangler.toml's [[ratelimits]] `limit`). */
+export const BENCH_RATE_LIMIT = 1_000_000_000;
+
+/**
+ * Copies build/ and migrations/ and a [build]-less wrangler.toml into a temp dir; returns {dir,
+ * config, remove()}. rateLimit: false drops the [[ratelimits]] binding altogether.
+ */
+export function snapshotFlowgate({ rateLimit = true } = {}) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-bench-'));
+  fs.cpSync(path.join(repoRoot, 'build'), path.join(dir, 'build'), { recursive: true, filter: (src) => !src.includes(`${path.sep}.tmp`) });
+  fs.cpSync(path.join(repoRoot, 'migrations'), path.join(dir, 'migrations'), { recursive: true });
+  const toml = fs.readFileSync(path.join(repoRoot, 'wrangler.toml'), 'utf8');
+  const out = [];
+  let table = '';
+  for (let line of toml.split('\n')) {
+    const header = /^\s*\[\[?([^\]]+)\]\]?\s*$/.exec(line);
+    if (header) table = header[1].trim();
+    if (table === 'build' || (table === 'ratelimits' && !rateLimit)) continue;
+    // Keep the rate limiter on the request path, but out of the way of the load runs.
+    if (table === 'ratelimits') line = line.replace(/\blimit\s*=\s*\d+/, `limit = ${BENCH_RATE_LIMIT}`);
+    out.push(line);
+  }
+  const config = path.join(dir, 'wrangler.toml');
+  fs.writeFileSync(config, out.join('\n'));
+  return { dir, config, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
+
+export const peerConfig = path.join(repoRoot, 'bench', 'peer', 'wrangler.toml');
+
+/** `wrangler d1 migrations apply DB --local` for a config into a persist dir. */
+export async function applyMigrations(config, persistDir) {
+  await runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistDir, '-c', config]);
+}
+
+/** PIDs of the workerd processes in process group `pgid` (wrangler's children). */
+export function workerdPids(pgid) {
+  const pids = [];
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
+      // pid (comm) state ppid pgrp ...
+      const close = stat.lastIndexOf(')');
+      const comm = stat.slice(stat.indexOf('(') + 1, close);
+      const fields = stat.slice(close + 2).split(' ');
+      if (Number(fields[2]) === pgid && comm.startsWith('workerd')) pids.push(Number(name));
+    } catch {
+      /* gone */
+    }
+  }
+  return pids;
+}
+
+/** Sum of VmRSS (bytes) over pids; processes that vanished count 0. */
+export function rssBytes(pids) {
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+      if (m) total += Number(m[1]) * 1024;
+    } catch {
+      /* gone */
+    }
+  }
+  return total;
+}
+
+/**
+ * Starts `wrangler dev --local -c config` on a free loopback port and polls `probe(url)` (which
+ * resolves true once the Worker answered as wanted) every pollMs until it succeeds.
+ * Returns { url, port, pgid, startupMs, stop(), log(), fetchJson(), console() }.
+ * startupMs is from the spawn to the first successful probe.
+ */
+export async function startWorker(opts) {
+  // freePort() closes its socket before workerd binds the port, and a port another process (or
+  // a connection in TIME_WAIT) takes in between makes workerd refuse to start: try new ports.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startWorkerOnce(opts);
+    } catch (e) {
+      if (attempt >= 3 || !/Address already in use/.test(e.message)) throw e;
+    }
+  }
+}
+
+async function startWorkerOnce({ config, persistDir, vars = {}, probe, pollMs = 25, timeoutMs = 120_000, label = 'wrangler dev' }) {
+  const [node, entry] = wranglerCommand();
+  const port = await freePort();
+  const inspectorPort = await freePort();
+  const args = [
+    entry, 'dev', '-c', config,
+    '--local', '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(inspectorPort),
+    '--show-interactive-dev-session=false',
+  ];
+  if (persistDir) args.push('--persist-to', persistDir);
+  for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${String(v)}`);
+  const url = `http://127.0.0.1:${port}`;
+  const started = performance.now();
+  const proc = startProcessGroup(node, args, { label, unref: true });
+  let exited = null;
+  proc.exited.then((r) => (exited = r));
+  for (;;) {
+    if (exited) throw new Error(`${label} exited early (code ${exited.code}).\n${proc.log()}`);
+    let ok = false;
+    try {
+      ok = await probe(url);
+    } catch {
+      ok = false;
+    }
+    if (ok) break;
+    if (performance.now() - started > timeoutMs) {
+      await proc.stop();
+      throw new Error(`${label} did not answer within ${timeoutMs} ms.\n${proc.log()}`);
+    }
+    await sleep(pollMs);
+  }
+  const startupMs = performance.now() - started;
+
+  const instance = {
+    url,
+    port,
+    pgid: proc.pid,
+    startupMs,
+    log: () => proc.log(),
+    stop: () => proc.stop(),
+    workerdPids: () => workerdPids(proc.pid),
+    async fetchJson(p, { method, body, token, headers = {} } = {}) {
+      const h = new Headers(headers);
+      if (token) h.set('Authorization', `Bearer ${token}`);
+      let payload;
+      if (body !== undefined) {
+        payload = typeof body === 'string' ? body : JSON.stringify(body);
+        if (!h.has('Content-Type')) h.set('Content-Type', 'application/json');
+      }
+      const res = await fetch(url + p, { method: method ?? (payload !== undefined ? 'POST' : 'GET'), headers: h, body: payload, signal: AbortSignal.timeout(30_000) });
+      return readResponse(res);
+    },
+    // What tests/support/flowgate-setup.mjs needs (registerApp, publish).
+    console(p, opts = {}) {
+      return instance.fetchJson(`/console/api${p}`, { ...opts, token: vars.ADMIN_TOKEN });
+    },
+  };
+  return instance;
+}
+
+/** A probe: GET path answers 200. */
+export const getOk = (p) => async (url) => {
+  const r = await fetch(url + p, { signal: AbortSignal.timeout(2000) });
+  await r.arrayBuffer();
+  return r.status === 200;
+};
+
+/** A probe: POST an MCP initialize to path answers 200 with a result. */
+export const initializeOk = (p) => async (url) => {
+  const r = await fetch(url + p, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bench', version: '1' } } }),
+    signal: AbortSignal.timeout(2000),
+  });
+  const text = await r.text();
+  return r.status === 200 && text.includes('"result"');
+};

@@ -1,0 +1,613 @@
+// `make bench`: Flowgate against a peer Worker written with the official MCP TypeScript SDK
+// (bench/peer), both under `wrangler dev --local` (local workerd) on this machine, the same fake
+// Dify backend (tests/support/dify-fixture.mjs) behind both, the same load generator (wrk) at the
+// same concurrency. Prints one Markdown table of Flowgate / peer ratios, all measured in this run,
+// and writes it to bench/results/latest.md (raw numbers: bench/results/latest.json).
+//
+// Reports, never asserts: a missed target is a "no" in the table, not a failure. It exits
+// non-zero only when something could not be measured at all.
+//
+// Knobs (environment): BENCH_DURATION (s per wrk run, 10), BENCH_WARMUP (s, 2),
+// BENCH_CONCURRENCY (16), BENCH_COLD_RUNS (3), BENCH_STREAM_MB (50), BENCH_NO_RATELIMIT (1: drop
+// Flowgate's rate-limit binding instead of raising its limit).
+import { execFileSync, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { gzipSync } from 'node:zlib';
+
+import { repoRoot, runWrangler } from '../tests/support/harness.mjs';
+import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
+import { parseSse, publish, registerApp } from '../tests/support/flowgate-setup.mjs';
+import { cpuMeter } from './lib/cpu.mjs';
+import { applyMigrations, getOk, initializeOk, peerConfig, rssBytes, snapshotFlowgate, startWorker } from './lib/workers.mjs';
+
+const num = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
+const DURATION_S = num('BENCH_DURATION', 10);
+const WARMUP_S = num('BENCH_WARMUP', 2);
+const CONCURRENCY = num('BENCH_CONCURRENCY', 16);
+const COLD_RUNS = num('BENCH_COLD_RUNS', 3);
+const STREAM_MB = num('BENCH_STREAM_MB', 50);
+const MEMORY_WARMUP_STREAMS = 3; // long streams per target before the baseline (V8's heap settles after a few)
+const MEMORY_STREAMS = 3; // measured long streams per target
+// A measurement during which other processes took more than this share of the CPU is retried
+// once, after waiting (up to QUIET_WAIT_MS) for a second in which they take less than QUIET_SHARE.
+const BUSY_SHARE = 0.15;
+const QUIET_SHARE = 0.1;
+const QUIET_WAIT_MS = 60_000;
+// 1: run Flowgate without its rate-limit binding (by default the binding stays, with a limit it never reaches).
+const NO_RATELIMIT = process.env.BENCH_NO_RATELIMIT === '1';
+const WRK_THREADS = 1; // one wrk thread drives 16 connections easily and leaves the CPU to the servers
+const PROGRESS_EVENTS = 100;
+const CHUNK_BYTES = 1024;
+const PROTOCOL = '2025-06-18';
+const TOOL = 'Bench_Flow';
+const ADMIN_TOKEN = 'bench-admin-token';
+// Flowgate stores literal backend keys sealed under SECRETS_KEY (64 hex characters); a bench-only value.
+const SECRETS_KEY = 'be'.repeat(32);
+const INPUT_TEXT = 'The quick brown fox jumps over the lazy dog, and then it writes a short benchmark report about it.';
+
+const benchDir = path.join(repoRoot, 'bench');
+const resultsDir = path.join(benchDir, 'results');
+const luaScript = path.join(benchDir, 'wrk', 'request.lua');
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const log = (...a) => process.stderr.write(`[bench] ${a.join(' ')}\n`);
+
+// ---------------------------------------------------------------------------------------------
+// wrk
+
+function ensureWrk() {
+  const has = () => {
+    try {
+      execFileSync('wrk', ['-v'], { stdio: 'ignore' });
+      return true;
+    } catch (e) {
+      return e.code !== 'ENOENT'; // `wrk -v` exits 1 after printing its version
+    }
+  };
+  if (has()) return;
+  log('installing wrk (apt-get install -y wrk)');
+  const sudo = process.getuid?.() === 0 ? [] : ['sudo'];
+  const apt = (args) => execFileSync(sudo[0] ?? 'apt-get', [...(sudo.length ? ['apt-get'] : []), ...args], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  try {
+    apt(['install', '-y', '-q', 'wrk']);
+  } catch {
+    apt(['update', '-q']);
+    apt(['install', '-y', '-q', 'wrk']);
+  }
+  if (!has()) throw new Error('wrk is still not available after apt-get install');
+}
+
+const wrkVersion = () => {
+  try {
+    execFileSync('wrk', ['-v'], { encoding: 'utf8' });
+  } catch (e) {
+    return String(e.stdout ?? '').split('\n')[0].trim();
+  }
+  return 'wrk';
+};
+
+let specSeq = 0;
+const specDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-bench-wrk-'));
+
+/** Writes a spec file for request.lua. */
+function specFile({ method = 'POST', headers, expect = [], body = '' }) {
+  const lines = [`method ${method}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), ...expect.map((e) => `expect ${e}`)];
+  const file = path.join(specDir, `spec-${++specSeq}.txt`);
+  fs.writeFileSync(file, `${lines.join('\n')}\n\n${typeof body === 'string' ? body : JSON.stringify(body)}`);
+  return file;
+}
+
+/** Runs wrk (async: the fixture lives in this process and must keep serving) and parses BENCH_JSON. */
+function wrk({ url, spec, seconds, connections }) {
+  return new Promise((resolve, reject) => {
+    const args = ['-t', String(Math.min(WRK_THREADS, connections)), '-c', String(connections), '-d', `${seconds}s`, '--timeout', '30s', '--latency', '-s', luaScript, url];
+    const p = spawn('wrk', args, { env: { ...process.env, BENCH_SPEC: spec }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    p.stdout.on('data', (b) => (out += b));
+    p.stderr.on('data', (b) => (err += b));
+    p.on('error', reject);
+    p.on('close', (code) => {
+      const line = out.split('\n').find((l) => l.startsWith('BENCH_JSON '));
+      if (code !== 0 || !line) return reject(new Error(`wrk ${args.join(' ')} failed (code ${code}):\n${out}\n${err}`));
+      const r = JSON.parse(line.slice('BENCH_JSON '.length));
+      r.rps = r.requests / (r.duration_us / 1e6);
+      r.p50_ms = r.latency_us.p50 / 1000;
+      r.p99_ms = r.latency_us.p99 / 1000;
+      r.errors_total = Object.values(r.errors).reduce((a, b) => a + b, 0);
+      resolve(r);
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// helpers
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+};
+
+function gitState() {
+  const git = (...a) => {
+    try {
+      return execFileSync('git', a, { cwd: repoRoot, encoding: 'utf8' }).trim();
+    } catch {
+      return '';
+    }
+  };
+  const dirty = git('status', '--porcelain', '--', 'src', 'Cargo.toml', 'Cargo.lock', 'wrangler.toml')
+    .split('\n')
+    .filter(Boolean).length;
+  return { commit: git('rev-parse', '--short', 'HEAD'), dirtyFiles: dirty };
+}
+
+function machine() {
+  const cpu = (/^model name\s*:\s*(.*)$/m.exec(fs.readFileSync('/proc/cpuinfo', 'utf8')) ?? [])[1] ?? os.cpus()[0]?.model ?? 'unknown';
+  let free = '';
+  try {
+    free = execFileSync('free', ['-h'], { encoding: 'utf8' }).trim();
+  } catch {
+    free = `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB total`;
+  }
+  const memTotal = (/^Mem:\s+(\S+)/m.exec(free) ?? [])[1] ?? `${(os.totalmem() / 2 ** 30).toFixed(1)}Gi`;
+  return { date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'), nproc: os.availableParallelism?.() ?? os.cpus().length, cpu, memTotal, free };
+}
+
+/** `wrangler deploy --dry-run --outdir`: wrangler's own "Total Upload: … / gzip: …" and the files it wrote. */
+async function bundleSize(config, label) {
+  const outdir = fs.mkdtempSync(path.join(os.tmpdir(), `flowgate-bench-bundle-${label}-`));
+  try {
+    const { stdout, stderr } = await runWrangler(['deploy', '--dry-run', '--outdir', outdir, '-c', config], { timeoutMs: 180_000 });
+    const m = /Total Upload:\s*([\d.]+)\s*KiB\s*\/\s*gzip:\s*([\d.]+)\s*KiB/.exec(stdout + stderr);
+    let files = 0;
+    let bytes = 0;
+    let gz = 0;
+    const walk = (d) => {
+      for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+        const p = path.join(d, e.name);
+        if (e.isDirectory()) walk(p);
+        else if (!e.name.endsWith('.map') && e.name !== 'README.md') {
+          const buf = fs.readFileSync(p);
+          files += 1;
+          bytes += buf.length;
+          gz += gzipSync(buf, { level: 9 }).length;
+        }
+      }
+    };
+    walk(outdir);
+    return {
+      totalKiB: m ? Number(m[1]) : bytes / 1024,
+      gzipKiB: m ? Number(m[2]) : gz / 1024,
+      fromWrangler: Boolean(m),
+      files,
+      filesKiB: bytes / 1024,
+      filesGzipKiB: gz / 1024,
+    };
+  } finally {
+    fs.rmSync(outdir, { recursive: true, force: true });
+  }
+}
+
+/** POST one JSON-RPC body; reads the whole answer; returns {status, type, text, messages}. */
+async function post(url, body, headers) {
+  const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(60_000) });
+  const text = await res.text();
+  const type = res.headers.get('content-type') ?? '';
+  let messages = [];
+  try {
+    messages = type.includes('text/event-stream') ? parseSse(text).map((e) => JSON.parse(e.data)) : [JSON.parse(text)];
+  } catch {
+    messages = [];
+  }
+  return { status: res.status, type, text, messages };
+}
+
+// ---------------------------------------------------------------------------------------------
+// the requests
+
+const ACCEPT_BOTH = 'application/json, text/event-stream';
+const initBody = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: PROTOCOL, capabilities: {}, clientInfo: { name: 'flowgate-bench', version: '1.0.0' } } };
+const listBody = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+const callBody = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: TOOL, arguments: { text: INPUT_TEXT } } };
+const streamBody = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: TOOL, arguments: { text: INPUT_TEXT }, _meta: { progressToken: 'bench' } } };
+const resultMark = `"structuredContent":{"echo":{"text":"${INPUT_TEXT.slice(0, 20)}`;
+
+/**
+ * The four MCP requests for a target. Flowgate answers JSON when the client accepts only JSON
+ * (then it calls the backend blocking); the SDK's transport refuses a POST that does not accept
+ * both types, so the peer gets both and answers JSON by itself (enableJsonResponse) unless the
+ * call asks for progress.
+ */
+function mcpRequests(kind) {
+  const v = { 'MCP-Protocol-Version': PROTOCOL };
+  return {
+    initialize: { headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH }, body: initBody, expect: [`"protocolVersion":"${PROTOCOL}"`] },
+    'tools/list': { headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...v }, body: listBody, expect: [`"name":"${TOOL}"`] },
+    'tools/call': {
+      headers: { 'Content-Type': 'application/json', Accept: kind === 'flowgate' ? 'application/json' : ACCEPT_BOTH, ...v },
+      body: callBody,
+      expect: [resultMark],
+    },
+    'tools/call streaming': {
+      headers: { 'Content-Type': 'application/json', Accept: ACCEPT_BOTH, ...v },
+      body: streamBody,
+      expect: [`"progress":${PROGRESS_EVENTS},`, resultMark],
+    },
+  };
+}
+
+/** Checks that both targets answer every request the same way (before any timing). */
+async function checkEquivalence(targets) {
+  const summary = {};
+  for (const [name, t] of Object.entries(targets)) {
+    const reqs = mcpRequests(name);
+    const s = {};
+    for (const [method, r] of Object.entries(reqs)) {
+      const a = await post(t.mcpUrl, r.body, r.headers);
+      if (a.status !== 200) throw new Error(`${name} ${method}: HTTP ${a.status}: ${a.text.slice(0, 500)}`);
+      for (const e of r.expect) if (!a.text.includes(e)) throw new Error(`${name} ${method}: answer lacks ${e}: ${a.text.slice(0, 500)}`);
+      const final = a.messages.at(-1);
+      const progress = a.messages.filter((m) => m.method === 'notifications/progress');
+      const logs = a.messages.filter((m) => m.method === 'notifications/message');
+      s[method] = { type: a.type.split(';')[0], bytes: Buffer.byteLength(a.text), progress: progress.length, logs: logs.length, result: final?.result };
+      if (method === 'tools/call streaming' && (progress.length !== PROGRESS_EVENTS || progress.at(-1).params.progress !== PROGRESS_EVENTS)) {
+        throw new Error(`${name}: ${progress.length} progress notifications, wanted ${PROGRESS_EVENTS}`);
+      }
+    }
+    summary[name] = s;
+  }
+  const f = summary.flowgate;
+  const p = summary.peer;
+  for (const m of ['tools/call', 'tools/call streaming']) {
+    if (JSON.stringify(f[m].result.structuredContent) !== JSON.stringify(p[m].result.structuredContent) || f[m].result.content[0].text !== p[m].result.content[0].text) {
+      throw new Error(`${m}: Flowgate and the peer answer different results:\n${JSON.stringify(f[m].result)}\n${JSON.stringify(p[m].result)}`);
+    }
+  }
+  return summary;
+}
+
+// ---------------------------------------------------------------------------------------------
+// memory under a long stream
+
+/** One streamed tools/call read to its end by the client: {status, clientBytes, seconds, ok, tail}. */
+async function readStream(target) {
+  const started = performance.now();
+  const res = await fetch(target.mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: ACCEPT_BOTH, 'mcp-protocol-version': PROTOCOL },
+    body: JSON.stringify(streamBody),
+    signal: AbortSignal.timeout(600_000),
+  });
+  let clientBytes = 0;
+  let tail = '';
+  for await (const chunk of res.body) {
+    clientBytes += chunk.length;
+    tail = (tail + Buffer.from(chunk).toString('utf8')).slice(-4000);
+  }
+  const ok = res.status === 200 && tail.includes(resultMark);
+  return { clientBytes, seconds: (performance.now() - started) / 1000, ok, tail: ok ? undefined : tail.slice(-500) };
+}
+
+/**
+ * The workerd RSS of a target around long streamed calls: MEMORY_WARMUP_STREAMS warm-up streams
+ * (the Worker's one-time growth: code, V8's heap and wasm memory sized for the path; the RSS of
+ * both Workers levels off after a few), then the baseline (median of 1 s of idle samples), then
+ * MEMORY_STREAMS streams back to back, sampled every 20 ms; the peak is the highest sample over
+ * all of them. A Worker that buffered a stream would grow by about its size while reading it;
+ * garbage the GC has not collected yet shows up too.
+ */
+async function streamMemory(target, dify, apiKey) {
+  const pids = target.workerdPids();
+  if (!pids.length) throw new Error(`${target.name}: no workerd process found in its process group`);
+  const fresh = rssBytes(pids);
+  for (let i = 0; i < MEMORY_WARMUP_STREAMS; i++) {
+    const warm = await readStream(target);
+    if (!warm.ok) throw new Error(`${target.name}: the warm-up stream got no result: ${warm.tail}`);
+  }
+  await sleep(500);
+  const base = [];
+  for (let i = 0; i < 20; i++) {
+    base.push(rssBytes(pids));
+    await sleep(50);
+  }
+  const baseline = median(base);
+  let peak = baseline;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      peak = Math.max(peak, rssBytes(pids));
+      await sleep(20);
+    }
+  })();
+  const before = dify.requestsFor(apiKey).length;
+  const streams = [];
+  try {
+    for (let i = 0; i < MEMORY_STREAMS; i++) streams.push(await readStream(target));
+  } finally {
+    sampling = false;
+    await sampler;
+  }
+  peak = Math.max(peak, rssBytes(pids));
+  const recs = dify.requestsFor(apiKey).slice(before).filter((r) => r.streaming);
+  return {
+    fresh,
+    baseline,
+    peak,
+    ratio: peak / baseline,
+    streams: streams.length,
+    backendBytes: recs.length ? recs.reduce((a, r) => a + r.sentBytes, 0) / recs.length : 0,
+    clientBytes: streams[0].clientBytes,
+    seconds: streams.reduce((a, r) => a + r.seconds, 0) / streams.length,
+    ok: streams.every((r) => r.ok),
+    tail: streams.find((r) => !r.ok)?.tail,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// main
+
+async function main() {
+  ensureWrk();
+  const mach = machine();
+  const git = gitState();
+  log(`${mach.nproc} CPUs (${mach.cpu}), ${mach.memTotal} RAM; Flowgate ${git.commit}${git.dirtyFiles ? ` + ${git.dirtyFiles} uncommitted source files` : ''}`);
+
+  {
+    const m = cpuMeter(() => []);
+    await sleep(2000);
+    const idle = m.stop();
+    mach.foreignAtStart = idle.foreign;
+    if (idle.foreign > 0.2) log(`warning: other processes are using ${(idle.foreign * 100).toFixed(0)}% of the CPU; the numbers will be noisy`);
+  }
+  const snap = snapshotFlowgate({ rateLimit: !NO_RATELIMIT });
+  const persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-bench-state-'));
+  const results = { machine: mach, git, settings: { DURATION_S, WARMUP_S, CONCURRENCY, WRK_THREADS, COLD_RUNS, STREAM_MB, PROGRESS_EVENTS, NO_RATELIMIT, wrk: wrkVersion() } };
+  let dify;
+  const running = [];
+  try {
+    // 1. Bundles.
+    log('bundle sizes (wrangler deploy --dry-run)');
+    results.bundle = { flowgate: await bundleSize(snap.config, 'flowgate'), peer: await bundleSize(peerConfig, 'peer') };
+
+    // 2. The backend, Flowgate with the app published, the peer pointed at the same app.
+    dify = await startDifyFixture();
+    await applyMigrations(snap.config, persistDir);
+    const fgVars = { ADMIN_TOKEN, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY };
+    log('starting Flowgate and the peer');
+    const fg = await startWorker({ config: snap.config, persistDir, vars: fgVars, probe: getOk('/healthz'), label: 'flowgate' });
+    running.push(fg);
+    const nodes = Array.from({ length: PROGRESS_EVENTS }, (_, i) => ({ title: `Step ${i + 1}`, type: i === PROGRESS_EVENTS - 1 ? 'llm' : 'code' }));
+    const form = [{ 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 1000 } }];
+    const { app, apiKey } = await registerApp(fg, dify, { mode: 'workflow', name: 'Bench Flow', form, nodes, outputs: [{ variable: 'echo', type: 'object' }] });
+    const { code } = await publish(fg, app.id, { description: 'Summarises text', parameters: { text: 'The text to summarise' } });
+    const fgPath = `/mcp/server/${code}/mcp`;
+    const peerVars = { BACKEND_BASE_URL: dify.baseUrl, BACKEND_API_KEY: apiKey };
+    const peer = await startWorker({ config: peerConfig, vars: peerVars, probe: initializeOk('/mcp'), label: 'peer' });
+    running.push(peer);
+    const targets = {
+      flowgate: Object.assign(fg, { name: 'flowgate', mcpUrl: fg.url + fgPath }),
+      peer: Object.assign(peer, { name: 'peer', mcpUrl: `${peer.url}/mcp` }),
+    };
+
+    // 3. Same answers from both.
+    results.equivalence = await checkEquivalence(targets);
+    log('both answer every request alike (results equal, 100 progress notifications each)');
+
+    // 4. Memory while a long stream passes through (before the load runs, on a lightly used Worker:
+    // the baseline is then smallest and any growth shows most).
+    const repeat = Math.round((STREAM_MB * 1024 * 1024) / CHUNK_BYTES);
+    dify.updateApp(apiKey, { repeat, chunkBytes: CHUNK_BYTES });
+    results.memory = {};
+    for (const name of ['flowgate', 'peer']) {
+      const m = await streamMemory(targets[name], dify, apiKey);
+      results.memory[name] = m;
+      log(`${name} ${m.streams} × ${STREAM_MB} MB streams: RSS ${(m.baseline / 2 ** 20).toFixed(1)} → ${(m.peak / 2 ** 20).toFixed(1)} MiB (${m.ratio.toFixed(2)}x), backend sent ${(m.backendBytes / 2 ** 20).toFixed(1)} MiB per call in ${m.seconds.toFixed(1)} s, client read ${(m.clientBytes / 1024).toFixed(0)} KiB${m.ok ? '' : ' — NO RESULT: ' + m.tail}`);
+    }
+    dify.updateApp(apiKey, { repeat: 0 });
+
+    // 5. Load: the same wrk at the same concurrency, Flowgate and the peer alternating per request kind.
+    const trim = setInterval(() => {
+      // The fixture records every request; keep its memory flat over the runs.
+      dify.requests.length = 0;
+      dify.runs.clear();
+    }, 1000);
+    const load = {};
+    const groups = () => [fg.pgid, peer.pgid];
+    const measure = async (url, spec, connections) => {
+      const meter = cpuMeter(groups);
+      const r = await wrk({ url, spec, seconds: DURATION_S, connections });
+      r.cpu = meter.stop();
+      return r;
+    };
+    const run = async (label, url, req, connections) => {
+      const spec = specFile(req);
+      await waitQuiet(groups);
+      if (WARMUP_S > 0) await wrk({ url, spec, seconds: WARMUP_S, connections });
+      let r = await measure(url, spec, connections);
+      if (r.cpu.foreign > BUSY_SHARE) {
+        log(`${label}: other processes took ${(r.cpu.foreign * 100).toFixed(0)}% of the CPU; measuring again once it is quiet`);
+        const quiet = await waitQuiet(groups);
+        const again = await measure(url, spec, connections);
+        again.retried = { firstForeign: r.cpu.foreign, quiet };
+        if (again.cpu.foreign < r.cpu.foreign) r = again;
+        else r.retried = again.retried;
+      }
+      log(
+        `${label.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50_ms.toFixed(2).padStart(6)} ms  p99 ${r.p99_ms.toFixed(2).padStart(6)} ms` +
+          `  CPU ${(r.cpu.busy * 100).toFixed(0)}% (other processes ${(r.cpu.foreign * 100).toFixed(0)}%)` +
+          `${r.bad || r.errors_total ? `  BAD ${r.bad} ERR ${r.errors_total} ${r.first_bad}` : ''}`,
+      );
+      return r;
+    };
+    try {
+      const health = { method: 'GET', headers: {}, expect: ['ok'] };
+      for (const name of ['flowgate', 'peer']) {
+        load[`${name} healthz c${CONCURRENCY}`] = await run(`${name} GET /healthz (c=${CONCURRENCY})`, `${targets[name].url}/healthz`, health, CONCURRENCY);
+      }
+      for (const method of Object.keys(mcpRequests('flowgate'))) {
+        for (const name of ['flowgate', 'peer']) {
+          load[`${name} ${method} c${CONCURRENCY}`] = await run(`${name} ${method} (c=${CONCURRENCY})`, targets[name].mcpUrl, mcpRequests(name)[method], CONCURRENCY);
+        }
+      }
+      const direct = {
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${apiKey}` },
+        body: { inputs: { text: INPUT_TEXT }, response_mode: 'blocking', user: 'bench-direct' },
+        expect: ['"status":"succeeded"'],
+      };
+      const directUrl = `${dify.baseUrl}/workflows/run`;
+      load[`direct c${CONCURRENCY}`] = await run(`direct POST /v1/workflows/run (c=${CONCURRENCY})`, directUrl, direct, CONCURRENCY);
+      load['direct c1'] = await run('direct POST /v1/workflows/run (c=1)', directUrl, direct, 1);
+      for (const name of ['flowgate', 'peer']) {
+        load[`${name} healthz c1`] = await run(`${name} GET /healthz (c=1)`, `${targets[name].url}/healthz`, health, 1);
+        load[`${name} tools/call c1`] = await run(`${name} tools/call (c=1)`, targets[name].mcpUrl, mcpRequests(name)['tools/call'], 1);
+      }
+    } finally {
+      clearInterval(trim);
+    }
+    results.load = load;
+
+    // 6. Cold starts: spawn wrangler dev → first successful MCP initialize, alternating.
+    for (const t of running.splice(0)) await t.stop();
+    results.cold = { flowgate: [], peer: [] };
+    for (let i = 0; i < COLD_RUNS; i++) {
+      for (const name of ['flowgate', 'peer']) {
+        const opts =
+          name === 'flowgate'
+            ? { config: snap.config, persistDir, vars: fgVars, probe: initializeOk(fgPath), label: 'flowgate' }
+            : { config: peerConfig, vars: peerVars, probe: initializeOk('/mcp'), label: 'peer' };
+        await waitQuiet(() => []);
+        const w = await startWorker(opts);
+        results.cold[name].push(w.startupMs);
+        await w.stop();
+        log(`cold start ${name} #${i + 1}: ${w.startupMs.toFixed(0)} ms`);
+      }
+    }
+  } finally {
+    for (const t of running) await t.stop().catch(() => {});
+    await dify?.stop();
+    snap.remove();
+    fs.rmSync(persistDir, { recursive: true, force: true });
+    fs.rmSync(specDir, { recursive: true, force: true });
+  }
+
+  const md = report(results);
+  process.stdout.write(`${md}\n`);
+  fs.mkdirSync(resultsDir, { recursive: true });
+  fs.writeFileSync(path.join(resultsDir, 'latest.md'), `${md}\n`);
+  fs.writeFileSync(path.join(resultsDir, 'latest.json'), `${JSON.stringify(results, null, 2)}\n`);
+  log(`written to ${path.relative(repoRoot, path.join(resultsDir, 'latest.md'))} (raw numbers: latest.json)`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the table
+
+/** Waits (up to QUIET_WAIT_MS) for a second in which other processes take < QUIET_SHARE of the CPU; true if one came. */
+async function waitQuiet(groups) {
+  const deadline = Date.now() + QUIET_WAIT_MS;
+  for (;;) {
+    const m = cpuMeter(groups);
+    await sleep(1000);
+    if (m.stop().foreign < QUIET_SHARE) return true;
+    if (Date.now() >= deadline) return false;
+  }
+}
+
+/** A note on the CPU other processes took during the load runs (the machine may be shared). */
+function cpuNote(load) {
+  const runs = Object.entries(load).filter(([, w]) => w.cpu);
+  const worst = runs.reduce((a, b) => (b[1].cpu.foreign > a[1].cpu.foreign ? b : a));
+  const mean = runs.reduce((a, [, w]) => a + w.cpu.foreign, 0) / runs.length;
+  const pct = (v) => `${(v * 100).toFixed(0)}%`;
+  const busy = runs.filter(([, w]) => w.cpu.foreign > 0.1).map(([k]) => k);
+  const retried = runs.filter(([, w]) => w.retried).length;
+  return (
+    `Other processes on the machine took ${pct(mean)} of its CPU on average during the load runs (at most ${pct(worst[1].cpu.foreign)}, ${worst[0]})` +
+    (busy.length ? `; above 10% in ${busy.length} of ${runs.length} runs (${busy.join(', ')}): those numbers are less reliable` : '') +
+    (retried ? `; ${retried} run(s) were measured again after waiting for a quiet machine (the quieter measurement is kept).` : '.')
+  );
+}
+
+function report(r) {
+  const C = r.settings.CONCURRENCY;
+  const L = r.load;
+  const x = (v) => `${v.toFixed(2)}×`;
+  const ms = (v) => `${v.toFixed(2)} ms`;
+  const rps = (v) => `${v.toFixed(0)} req/s`;
+  const flag = (ok) => (ok ? 'yes' : '**no**');
+  const bad = (w) => (w.bad || w.errors_total ? ` ⚠ ${w.bad + w.errors_total} bad/errors` : '');
+  const rows = [];
+  const row = (measure, ratio, fg, peer, target = '', met = '') => rows.push([measure, ratio, fg, peer, target, met]);
+
+  const labels = { healthz: 'GET /healthz (no MCP: the runtime floor)', initialize: 'initialize', 'tools/list': 'tools/list', 'tools/call': 'tools/call (blocking, JSON)', 'tools/call streaming': `tools/call streaming ${r.settings.PROGRESS_EVENTS} progress (SSE)` };
+  for (const [m, label] of Object.entries(labels)) {
+    const f = L[`flowgate ${m} c${C}`];
+    const p = L[`peer ${m} c${C}`];
+    const ratio = f.rps / p.rps;
+    const targeted = m === 'tools/list' || m === 'tools/call';
+    row(`${label}: throughput (c=${C})`, x(ratio), rps(f.rps) + bad(f), rps(p.rps) + bad(p), targeted ? '≥ 2×' : '', targeted ? flag(ratio >= 2) : '');
+    if (m === 'healthz') continue;
+    row(`${label}: p50 latency (c=${C})`, x(f.p50_ms / p.p50_ms), ms(f.p50_ms), ms(p.p50_ms));
+    row(`${label}: p99 latency (c=${C})`, x(f.p99_ms / p.p99_ms), ms(f.p99_ms), ms(p.p99_ms));
+  }
+  {
+    const f = L['flowgate healthz c1'];
+    const p = L['peer healthz c1'];
+    row('GET /healthz: p50 latency (c=1; the local runtime\'s floor per request)', x(f.p50_ms / p.p50_ms), ms(f.p50_ms), ms(p.p50_ms));
+  }
+  for (const c of [1, C]) {
+    const d = L[`direct c${c}`];
+    const f = L[`flowgate tools/call c${c}`];
+    const p = L[`peer tools/call c${c}`];
+    const addF = f.p50_ms - d.p50_ms;
+    const addP = p.p50_ms - d.p50_ms;
+    row(
+      `tools/call: p50 added over the direct backend call (c=${c}; direct p50 ${ms(d.p50_ms)}, ${rps(d.rps)})`,
+      x(addF / addP),
+      `+${ms(addF)}`,
+      `+${ms(addP)}`,
+      '≤ 1 ms',
+      flag(addF <= 1),
+    );
+  }
+  const b = r.bundle;
+  row('bundle: total upload (wrangler deploy --dry-run)', x(b.flowgate.totalKiB / b.peer.totalKiB), `${b.flowgate.totalKiB.toFixed(1)} KiB`, `${b.peer.totalKiB.toFixed(1)} KiB`);
+  row('bundle: gzip', x(b.flowgate.gzipKiB / b.peer.gzipKiB), `${b.flowgate.gzipKiB.toFixed(1)} KiB`, `${b.peer.gzipKiB.toFixed(1)} KiB`, '≤ 500 KiB', flag(b.flowgate.gzipKiB <= 500));
+  const cf = median(r.cold.flowgate);
+  const cp = median(r.cold.peer);
+  row(`cold start: wrangler dev spawn → first MCP initialize 200 (median of ${r.cold.flowgate.length})`, x(cf / cp), `${cf.toFixed(0)} ms`, `${cp.toFixed(0)} ms`);
+  const mf = r.memory.flowgate;
+  const mp = r.memory.peer;
+  const mib = (v) => `${(v / 2 ** 20).toFixed(1)}`;
+  row(
+    `workerd RSS peak / baseline while ${mf.streams} streamed tools/calls of ${(mf.backendBytes / 2 ** 20).toFixed(0)} MiB each pass through (after ${MEMORY_WARMUP_STREAMS} warm-up ones)`,
+    x(mf.ratio / mp.ratio),
+    `${x(mf.ratio)} (${mib(mf.baseline)} → ${mib(mf.peak)} MiB, +${mib(mf.peak - mf.baseline)})${mf.ok ? '' : ' ⚠ no result'}`,
+    `${x(mp.ratio)} (${mib(mp.baseline)} → ${mib(mp.peak)} MiB, +${mib(mp.peak - mp.baseline)})${mp.ok ? '' : ' ⚠ no result'}`,
+    '≈ 1.0× (flat: ≤ 1.10×)',
+    flag(mf.ratio <= 1.1),
+  );
+
+  const head = ['Measure', 'Flowgate / peer', 'Flowgate', 'Peer (MCP SDK)', 'Target', 'Met'];
+  const lines = [`| ${head.join(' | ')} |`, `|${head.map((h, i) => (i === 0 ? ':---' : i === 1 ? '---:' : '---')).join('|')}|`, ...rows.map((cells) => `| ${cells.join(' | ')} |`)];
+  const m = r.machine;
+  const notes = [
+    '',
+    `${m.date} · ${m.nproc} CPUs (${m.cpu}) · ${m.memTotal} RAM · Flowgate ${r.git.commit}${r.git.dirtyFiles ? ` + ${r.git.dirtyFiles} uncommitted source files` : ''} · ${r.settings.wrk}, 1 thread, ${DURATION_S} s per run after ${WARMUP_S} s warm-up · both Workers under \`wrangler dev --local\`, one fake Dify backend (Node) behind both, all on this machine.`,
+    'Ratios are Flowgate / peer: above 1× is better for throughput, below 1× is better for latency, size, start-up and memory.',
+    `Streamed calls: the backend's workflow has ${r.settings.PROGRESS_EVENTS} nodes; each answer carries ${r.equivalence.flowgate['tools/call streaming'].progress} progress and ${r.equivalence.flowgate['tools/call streaming'].logs} log notifications (peer: ${r.equivalence.peer['tools/call streaming'].progress} and ${r.equivalence.peer['tools/call streaming'].logs}), read to the end. Memory: the backend streams ${(mf.backendBytes / 2 ** 20).toFixed(0)} MiB of text_chunk events per call (fixture \`repeat\`/\`chunkBytes\`), which neither Worker forwards: the client read ${(mf.clientBytes / 1024).toFixed(0)} KiB per call from Flowgate (${mf.seconds.toFixed(1)} s) and ${(mp.clientBytes / 1024).toFixed(0)} KiB from the peer (${mp.seconds.toFixed(1)} s); RSS is the sum of VmRSS of the workerd processes of that \`wrangler dev\` (the proxy and the Worker's), sampled every 20 ms; baseline is the idle median after ${MEMORY_WARMUP_STREAMS} warm-up streams, which took Flowgate from ${mib(mf.fresh)} MiB (idle, before any stream) to ${mib(mf.baseline)} and the peer from ${mib(mp.fresh)} to ${mib(mp.baseline)}.`,
+    cpuNote(L),
+    r.settings.NO_RATELIMIT
+      ? "Flowgate ran without its rate-limit binding (BENCH_NO_RATELIMIT=1)."
+      : "Flowgate ran with wrangler.toml's rate-limit binding (miniflare's local simulation), its limit raised so that it never refuses: every MCP request still pays for the check.",
+    `Cold starts (ms): Flowgate ${r.cold.flowgate.map((v) => v.toFixed(0)).join(', ')}; peer ${r.cold.peer.map((v) => v.toFixed(0)).join(', ')}.`,
+  ];
+  return [...lines, ...notes].join('\n');
+}
+
+main().catch((err) => {
+  process.stderr.write(`[bench] failed: ${err?.stack ?? err}\n`);
+  process.exit(1);
+});
