@@ -39,8 +39,63 @@ impl ServerDefinition {
     }
 }
 
+/// What a refill of the KV cache does once it has written `written` (read from D1 a moment
+/// before) and read the registry again (`now`). A console write that rotated, deactivated,
+/// deleted or changed the server in between has already removed or rewritten the entry, and the
+/// refill's own write may have landed after it: then the refill takes its entry back, so a stale
+/// definition never outlives the write that replaced it. Checking *after* the write is what
+/// makes this race-free: any console write either precedes the re-read (and is seen) or
+/// follows it, and then its own cache update comes after the refill's write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refill {
+    Keep,
+    Remove,
+}
+
+pub fn refill_verdict(written: &ServerDefinition, now: Option<&ServerDefinition>) -> Refill {
+    match now {
+        Some(current) if current == written => Refill::Keep,
+        _ => Refill::Remove,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_refill_never_outlives_a_console_write() {
+        let written = def();
+        assert_eq!(refill_verdict(&written, Some(&written.clone())), Refill::Keep);
+        // Rotated or deleted: the code hash no longer finds a server.
+        assert_eq!(refill_verdict(&written, None), Refill::Remove);
+        // Deactivated.
+        let inactive = ServerDefinition { status: "inactive".into(), ..written.clone() };
+        assert_eq!(refill_verdict(&written, Some(&inactive)), Refill::Remove);
+        // An app of the server changed (a new backend URL, say).
+        let mut moved = written.clone();
+        moved.apps[0].backend = json!({"base_url": "http://elsewhere"});
+        assert_eq!(refill_verdict(&written, Some(&moved)), Refill::Remove);
+    }
+
+    fn def() -> ServerDefinition {
+        ServerDefinition {
+            format: FORMAT,
+            server_id: "s".into(),
+            name: "n".into(),
+            description: "".into(),
+            status: "active".into(),
+            parameters: Map::new(),
+            apps: vec![AppDefinition {
+                id: "a".into(),
+                name: "A".into(),
+                description: "".into(),
+                mode: "workflow".into(),
+                backend: json!({"base_url": "http://x"}),
+                user_input_form: json!([]),
+                outputs: json!([]),
+            }],
+        }
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -6,7 +6,7 @@
 
 use worker::{D1Database, Env, KvStore};
 
-use crate::core::definition::{ServerDefinition, TTL_SECONDS};
+use crate::core::definition::{refill_verdict, Refill, ServerDefinition, TTL_SECONDS};
 use crate::core::error::ApiError;
 
 use super::http::internal;
@@ -44,6 +44,21 @@ pub async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinit
         Some(row) => Ok(Some((store::load_definition(&db, &row).await?, false))),
         None => Ok(None),
     }
+}
+
+/// Writes a definition read from D1 after a miss back to KV, then reads D1 again and takes the
+/// entry back if a console write changed the server meanwhile (see `refill_verdict`).
+pub async fn refill_after_miss(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), ApiError> {
+    refill(env, code_hash, def).await?;
+    let db = env.d1(super::console::D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
+    let now = match store::get_server_by_code_hash(&db, code_hash).await? {
+        Some(row) => Some(store::load_definition(&db, &row).await?),
+        None => None,
+    };
+    if refill_verdict(def, now.as_ref()) == Refill::Remove {
+        remove(env, code_hash).await?;
+    }
+    Ok(())
 }
 
 /// Writes a definition read from D1 back to KV.

@@ -150,7 +150,14 @@ impl Console<'_> {
         if super::outbound::guard_from_env(self.env) {
             return Ok(());
         }
-        let bad = crate::core::url::private_backend_urls(backend);
+        // Hosts listed in ALLOW_PRIVATE_BACKENDS (instead of `true`) are allowed, and only they.
+        let allow = super::outbound::private_allow();
+        let mut bad = crate::core::url::private_backend_urls(backend);
+        bad.retain(|(field, _)| {
+            let pointer = format!("/{}", field.trim_start_matches("backend.").replace('.', "/"));
+            let host = backend.pointer(&pointer).and_then(Value::as_str).and_then(|u| ::url::Url::parse(u).ok());
+            !host.as_ref().and_then(|u| u.host_str()).is_some_and(|h| allow.allows(h))
+        });
         if bad.is_empty() {
             return Ok(());
         }

@@ -10,6 +10,8 @@ use super::outbound::{self, SendError};
 use crate::core::error::ApiError;
 
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Dify's /info and /parameters answers are small; nothing larger is read.
+const IMPORT_BODY_CAP: usize = 1 << 20;
 
 fn import_error(code: &'static str, message: String) -> ApiError {
     ApiError::new(422, code, message)
@@ -18,6 +20,8 @@ fn import_error(code: &'static str, message: String) -> ApiError {
 /// `GET {base_url}{path}` with the app key; every failure becomes a 422 naming the cause.
 pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value, ApiError> {
     let url = format!("{base_url}{path}");
+    // Messages name the host and path, never a query string that may carry a key.
+    let shown = format!("{}{path}", crate::core::url::host_for_display(base_url));
     let headers = Headers::new();
     let auth = format!("Bearer {api_key}");
     headers.set("authorization", &auth).and_then(|_| headers.set("accept", "application/json")).map_err(|_| {
@@ -26,17 +30,29 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
     let mut resp = match outbound::send(Method::Get, &url, headers, None, IMPORT_TIMEOUT).await {
         Ok(r) => r,
         Err(SendError::Unreachable(e)) => {
-            return Err(import_error("dify_unreachable", format!("could not reach the Dify API at {url}: {e}")))
+            return Err(import_error("dify_unreachable", format!("could not reach the Dify API at {shown}: {e}")))
         }
-        Err(SendError::TimedOut) => {
+        Err(SendError::TimedOut | SendError::TooLarge(_)) => {
             return Err(import_error(
                 "dify_timeout",
-                format!("the Dify API at {url} did not answer within {} s", IMPORT_TIMEOUT.as_secs()),
+                format!("the Dify API at {shown} did not answer within {} s", IMPORT_TIMEOUT.as_secs()),
             ))
         }
     };
     let status = resp.status_code();
-    let text = outbound::text(&mut resp, IMPORT_TIMEOUT).await.unwrap_or_default();
+    let text = match outbound::text(&mut resp, IMPORT_TIMEOUT, IMPORT_BODY_CAP).await {
+        Ok(t) => t,
+        Err(SendError::TooLarge(cap)) => {
+            return Err(import_error(
+                "dify_error",
+                format!(
+                    "the Dify API at {shown} answered more than {} KiB; is base_url the Dify Service API (…/v1)?",
+                    cap / 1024
+                ),
+            ))
+        }
+        Err(_) => String::new(),
+    };
     let body: Option<Value> = serde_json::from_str(&text).ok();
     let dify_message = body.as_ref().and_then(|b| b.get("message")).and_then(Value::as_str).unwrap_or("");
     match status {
@@ -44,7 +60,7 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
             import_error(
                 "not_a_dify_app",
                 format!(
-                    "{url} answered with something other than a JSON object; is base_url the Dify Service API (…/v1)?"
+                    "{shown} answered with something other than a JSON object; is base_url the Dify Service API (…/v1)?"
                 ),
             )
         }),
@@ -57,7 +73,7 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
         )),
         404 => Err(import_error(
             "not_a_dify_app",
-            format!("{url} does not exist (404); is base_url the Dify Service API (…/v1)?"),
+            format!("{shown} does not exist (404); is base_url the Dify Service API (…/v1)?"),
         )),
         _ => Err(import_error(
             "dify_error",

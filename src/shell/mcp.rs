@@ -25,7 +25,7 @@ use super::http::is_json_content_type;
 use super::outbound::{self, SendError};
 use super::secrets;
 use super::store;
-use super::stream::{read_whole, request_headers, stop_run, unreachable, Backend, CallStream};
+use super::stream::{first_byte_timed_out, read_whole, request_headers, send_failed, stop_run, Backend, CallStream};
 use super::tasks::{self, Kind, TaskSpec};
 use super::upstream;
 use super::VERSION;
@@ -118,8 +118,33 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         return not_found();
     }
     let code_hash = sha256_hex(code);
+    let (pv, mm, mn, ua, caller) = (
+        header(&req, "mcp-protocol-version"),
+        header(&req, "mcp-method"),
+        header(&req, "mcp-name"),
+        header(&req, "user-agent"),
+        header(&req, "cf-connecting-ip"),
+    );
+    let h = RequestHeaders {
+        protocol_version: pv.as_deref(),
+        mcp_method: mm.as_deref(),
+        mcp_name: mn.as_deref(),
+        user_agent: ua.as_deref(),
+        caller: caller.as_deref(),
+    };
+    // A batch is refused before any work if it is not allowed or too long; each of its
+    // messages counts against the rate limit, as if sent alone.
+    let messages = match &body {
+        Value::Array(items) => {
+            if let Err(e) = server::batch_allowed(&h, items.len()) {
+                return rpc(e.status, &e.to_response(&Value::Null), cors.as_deref());
+            }
+            items.len()
+        }
+        _ => 1,
+    };
     // Limited per server code (its hash: the code itself is never a key anywhere).
-    match super::ratelimit::allow(env, &code_hash).await {
+    match rate_limited(env, &code_hash, messages).await {
         Ok(true) => {}
         Ok(false) => {
             let after = super::ratelimit::period_seconds(env);
@@ -139,7 +164,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             if !from_cache {
                 let (env2, hash, d) = (env.clone(), code_hash.clone(), def.clone());
                 ctx.wait_until(async move {
-                    if let Err(e) = cache::refill(&env2, &hash, &d).await {
+                    if let Err(e) = cache::refill_after_miss(&env2, &hash, &d).await {
                         super::log::error(&format!("refilling the cache: {}", e.message));
                     }
                 });
@@ -166,26 +191,8 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     let upstreams =
         if has_upstreams && mentions_tools(&body) { load_upstreams(&def, env).await } else { Upstreams::default() };
     let incoming: Vec<(String, String)> = if has_upstreams { req.headers().entries().collect() } else { Vec::new() };
-    let (pv, mm, mn, ua) = (
-        header(&req, "mcp-protocol-version"),
-        header(&req, "mcp-method"),
-        header(&req, "mcp-name"),
-        header(&req, "user-agent"),
-    );
-    let h = RequestHeaders {
-        protocol_version: pv.as_deref(),
-        mcp_method: mm.as_deref(),
-        mcp_name: mn.as_deref(),
-        user_agent: ua.as_deref(),
-    };
     match &body {
         Value::Array(items) => {
-            if let Err(e) = server::batch_allowed(&h) {
-                return rpc(e.status, &e.to_response(&Value::Null), cors.as_deref());
-            }
-            if items.is_empty() {
-                return fail(400, jsonrpc::INVALID_REQUEST, "Invalid request: an empty JSON-RPC batch".into());
-            }
             let mut out = Vec::with_capacity(items.len());
             for item in items {
                 if let Some(v) =
@@ -233,6 +240,17 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             },
         },
     }
+}
+
+/// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted.
+async fn rate_limited(env: &Env, code_hash: &str, messages: usize) -> Result<bool, String> {
+    let checks = (0..messages).map(|_| super::ratelimit::allow(env, code_hash));
+    let answers = futures::future::join_all(checks).await;
+    let mut allowed = true;
+    for a in answers {
+        allowed &= a?;
+    }
+    Ok(allowed)
 }
 
 /// Turns a step into (status, body), making the backend call when there is one.
@@ -518,20 +536,23 @@ async fn call_blocking(plan: &CallPlan, b: &Backend) -> Outcome {
         Err(outcome) => return outcome,
     };
     let url = format!("{}{}", b.base_url, plan.path);
-    let mut resp = match outbound::send(Method::Post, &url, headers, Some(&plan.body), b.total).await {
+    // The first byte is bounded on its own, as on the streamed path; the total bounds the rest.
+    let started = outbound::now_ms();
+    let first_byte = b.first_byte.min(b.total);
+    let mut resp = match outbound::send(Method::Post, &url, headers, Some(&plan.body), first_byte).await {
         Ok(r) => r,
-        Err(SendError::Unreachable(e)) => return unreachable(plan, b, &e),
-        Err(SendError::TimedOut) => return timed_out(&b.app_name, b.total),
+        Err(SendError::TimedOut) => return first_byte_timed_out(&b.app_name, b, first_byte),
+        Err(e) => return send_failed(plan, b, e),
     };
     let status = resp.status_code();
     let retry_after = resp.headers().get("retry-after").ok().flatten();
     let content_type = resp.headers().get("content-type").ok().flatten().unwrap_or_default();
-    match outbound::text(&mut resp, b.total).await {
-        Ok(text) => read_whole(plan, b, status, &content_type, retry_after.as_deref(), &text),
+    let left = b.total.saturating_sub(Duration::from_millis(outbound::now_ms().saturating_sub(started)));
+    match outbound::text(&mut resp, left, outbound::one_piece_cap(b.max_result_bytes)).await {
+        Ok(text) => read_whole(plan, b, status, &content_type, retry_after.as_deref(), &text)
+            .capped(&b.app_name, b.max_result_bytes),
         Err(SendError::TimedOut) => timed_out(&b.app_name, b.total),
-        Err(SendError::Unreachable(e)) => {
-            Outcome::Failed(format!("the app '{}' broke off its answer: {e}", b.app_name))
-        }
+        Err(e) => send_failed(plan, b, e),
     }
 }
 

@@ -13,12 +13,14 @@ use worker::{durable_object, DurableObject, Env, Headers, Method, Request, Reque
 use crate::core::definition::AppDefinition;
 use crate::core::upstream::{self as up, OAuthConfig, OAuthToken};
 
-use super::outbound::{self, SendError};
+use super::outbound::{self, CrossOrigin, SendError};
 use super::secrets;
 
 pub const BINDING: &str = "OAUTH";
 const STORAGE_KEY: &str = "token";
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
+/// A token answer is a few hundred bytes; nothing larger is read.
+const TOKEN_BODY_CAP: usize = 64 * 1024;
 
 /// The `Authorization` header for an app's upstream, from its token broker.
 pub async fn authorization(env: &Env, app: &AppDefinition) -> Result<(String, String), String> {
@@ -85,10 +87,6 @@ impl DurableObject for TokenBroker {
 }
 
 impl TokenBroker {
-    fn allow_private(&self) -> bool {
-        super::outbound::guard_from_env(&self.env)
-    }
-
     fn now() -> u64 {
         worker::Date::now().as_millis()
     }
@@ -116,15 +114,7 @@ impl TokenBroker {
         let headers = Headers::new();
         headers.set("content-type", "application/x-www-form-urlencoded")?;
         headers.set("accept", "application/json")?;
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_headers(headers).with_body(Some(JsValue::from_str(&form)));
-        if let (false, Some(why)) = (self.allow_private(), crate::core::url::private_host_reason(&cfg.token_url)) {
-            return Ok(Err(format!("blocked: the OAuth token endpoint of app '{app}' {why}; private backends need ALLOW_PRIVATE_BACKENDS=true")));
-        }
-        let sent = match Request::new_with_init(&cfg.token_url, &init) {
-            Ok(req) => send(req).await,
-            Err(e) => Err(e.to_string()),
-        };
+        let sent = send(&cfg.token_url, headers, form).await;
         let (status, text) = match sent {
             Ok(x) => x,
             Err(e) => return Ok(Err(format!("the OAuth token endpoint of app '{app}' could not be reached: {e}"))),
@@ -147,21 +137,21 @@ impl TokenBroker {
     }
 }
 
-async fn send(req: Request) -> Result<(u16, String), String> {
-    let fetch = worker::Fetch::Request(req);
-    let sent = fetch.send();
-    let timer = worker::Delay::from(TOKEN_TIMEOUT);
-    futures::pin_mut!(sent, timer);
-    match futures::future::select(sent, timer).await {
-        futures::future::Either::Left((Ok(mut r), _)) => {
-            let status = r.status_code();
-            match outbound::text(&mut r, TOKEN_TIMEOUT).await {
-                Ok(t) => Ok((status, t)),
-                Err(SendError::TimedOut) => Err("the answer timed out".into()),
-                Err(SendError::Unreachable(e)) => Err(e),
-            }
-        }
-        futures::future::Either::Left((Err(e), _)) => Err(e.to_string()),
-        futures::future::Either::Right(_) => Err(format!("no answer within {} s", TOKEN_TIMEOUT.as_secs())),
+/// POSTs the token form (it carries the client secret: a redirect to another origin is
+/// refused) and reads the small answer.
+async fn send(url: &str, headers: Headers, form: String) -> Result<(u16, String), String> {
+    let sent = outbound::send_text(Method::Post, url, headers, Some(form), TOKEN_TIMEOUT, CrossOrigin::Refused).await;
+    let mut r = match sent {
+        Ok(r) => r,
+        Err(SendError::TimedOut) => return Err(format!("no answer within {} s", TOKEN_TIMEOUT.as_secs())),
+        Err(SendError::Unreachable(e)) => return Err(e),
+        Err(SendError::TooLarge(_)) => return Err("the answer is too large".into()),
+    };
+    let status = r.status_code();
+    match outbound::text(&mut r, TOKEN_TIMEOUT, TOKEN_BODY_CAP).await {
+        Ok(t) => Ok((status, t)),
+        Err(SendError::TimedOut) => Err("the answer timed out".into()),
+        Err(SendError::TooLarge(cap)) => Err(format!("the answer is larger than {} KiB", cap / 1024)),
+        Err(SendError::Unreachable(e)) => Err(e),
     }
 }

@@ -1,33 +1,61 @@
-//! Outbound `fetch` with a deadline: no backend call may hang a request forever.
+//! Every outbound request goes through here, whatever the backend kind: the private-backend
+//! guard judges the URL exactly as `fetch` will parse it (and fetch gets that parsed URL),
+//! redirects are followed by hand only after the guard accepts each `Location` (credentials
+//! never go to another origin), no call waits forever, and no answer is read past its cap.
 
+use std::cell::RefCell;
 use std::time::Duration;
 
 use futures::future::{select, Either};
+use futures::StreamExt;
 use serde_json::Value;
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, Response};
+use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response};
 
-use std::cell::Cell;
+use crate::core::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
 
 thread_local! {
-    static ALLOW_PRIVATE: Cell<bool> = const { Cell::new(false) };
+    /// `ALLOW_PRIVATE_BACKENDS` of the current event (request or alarm).
+    static ALLOW_PRIVATE: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// Reads `ALLOW_PRIVATE_BACKENDS` for this event (request or alarm): backends inside private
-/// networks are refused unless it is `true`.
+/// Largest error body read from a backend: only a snippet of it is ever shown.
+pub const ERROR_BODY_CAP: usize = 64 * 1024;
+
+/// Headers that may follow a redirect to another origin: everything else (the API key, static
+/// and forwarded credential headers, user ids) stays with the origin the app names.
+const CROSS_ORIGIN_HEADERS: [&str; 5] = ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"];
+
+fn setting(env: &worker::Env) -> Option<String> {
+    env.var("ALLOW_PRIVATE_BACKENDS")
+        .map(|v| v.to_string())
+        .or_else(|_| env.secret("ALLOW_PRIVATE_BACKENDS").map(|v| v.to_string()))
+        .ok()
+}
+
+/// Reads `ALLOW_PRIVATE_BACKENDS` for this event. `true` when every private backend is allowed
+/// (`ALLOW_PRIVATE_BACKENDS=true`); a list of hosts allows just those.
 pub fn guard_from_env(env: &worker::Env) -> bool {
-    let allow = env.var("ALLOW_PRIVATE_BACKENDS").map(|v| v.to_string() == "true").unwrap_or(false)
-        || env.secret("ALLOW_PRIVATE_BACKENDS").map(|v| v.to_string() == "true").unwrap_or(false);
-    ALLOW_PRIVATE.with(|a| a.set(allow));
-    allow
+    let s = setting(env);
+    let all = matches!(PrivateAllow::from_setting(s.as_deref()), PrivateAllow::Everything);
+    ALLOW_PRIVATE.with(|a| *a.borrow_mut() = s);
+    all
+}
+
+/// The private-backend policy of the current event.
+pub fn private_allow() -> PrivateAllow {
+    ALLOW_PRIVATE.with(|a| PrivateAllow::from_setting(a.borrow().as_deref()))
 }
 
 pub enum SendError {
-    /// The request could not be built or the connection failed (message from the runtime).
+    /// The request was refused by the guard, could not be built, or the connection failed.
     Unreachable(String),
     TimedOut,
+    /// The answer is longer than the reader's cap (bytes).
+    TooLarge(usize),
 }
 
-/// Sends `method url` with `headers` and an optional JSON body, aborting after `timeout`.
+/// Sends `method url` with `headers` and an optional JSON body; the final answer's headers must
+/// arrive within `timeout`, redirects included.
 pub async fn send(
     method: Method,
     url: &str,
@@ -35,19 +63,91 @@ pub async fn send(
     body: Option<&Value>,
     timeout: Duration,
 ) -> Result<Response, SendError> {
-    if !ALLOW_PRIVATE.with(Cell::get) {
-        if let Some(why) = crate::core::url::private_host_reason(url) {
-            return Err(SendError::Unreachable(format!(
-                "blocked: the backend host {why}; private backends need ALLOW_PRIVATE_BACKENDS=true"
-            )));
+    let body = body.map(Value::to_string);
+    send_text(method, url, headers, body, timeout, CrossOrigin::WithoutCredentials).await
+}
+
+/// What a redirect to another origin may take along.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum CrossOrigin {
+    /// The request without its credential headers (the body carries none).
+    WithoutCredentials,
+    /// Nothing: the body itself is a credential (an OAuth token request), so such a redirect
+    /// is refused.
+    Refused,
+}
+
+/// [`send`] with a body already encoded (a form, say).
+pub async fn send_text(
+    mut method: Method,
+    url: &str,
+    mut headers: Headers,
+    mut body: Option<String>,
+    timeout: Duration,
+    cross_origin: CrossOrigin,
+) -> Result<Response, SendError> {
+    let allow = private_allow();
+    let mut target = parse_outbound(url, &allow).map_err(SendError::Unreachable)?;
+    let deadline = now_ms() + timeout.as_millis() as u64;
+    let mut hops = 0u8;
+    loop {
+        let left = Duration::from_millis(deadline.saturating_sub(now_ms()));
+        if left.is_zero() {
+            return Err(SendError::TimedOut);
+        }
+        let resp = fetch_once(method.clone(), target.as_str(), &headers, body.as_deref(), left).await?;
+        let status = resp.status_code();
+        if !is_redirect(status) {
+            return Ok(resp);
+        }
+        let location = resp.headers().get("location").ok().flatten();
+        match follow_redirect(&target, status, method == Method::Post, location.as_deref(), hops, &allow) {
+            Redirect::Follow { url, method_becomes_get, same_origin } => {
+                if method_becomes_get {
+                    method = Method::Get;
+                    body = None;
+                }
+                if !same_origin {
+                    if cross_origin == CrossOrigin::Refused && body.is_some() {
+                        return Err(SendError::Unreachable(format!(
+                            "it redirected (HTTP {status}) to another origin ({}), where its credentials may not go",
+                            crate::core::url::host_for_display(url.as_str())
+                        )));
+                    }
+                    headers = cross_origin_headers(&headers, body.is_some());
+                }
+                target = url;
+                hops += 1;
+            }
+            Redirect::Refuse(why) => return Err(SendError::Unreachable(why)),
         }
     }
-    let mut init = RequestInit::new();
-    init.with_method(method).with_headers(headers);
-    if let Some(b) = body {
-        init.with_body(Some(b.to_string().into()));
+}
+
+fn cross_origin_headers(headers: &Headers, with_body: bool) -> Headers {
+    let kept = Headers::new();
+    for (k, v) in headers.entries() {
+        let k = k.to_ascii_lowercase();
+        if CROSS_ORIGIN_HEADERS.contains(&k.as_str()) && (with_body || k != "content-type") {
+            let _ = kept.set(&k, &v);
+        }
     }
-    let req = Request::new_with_init(url, &init).map_err(|e| SendError::Unreachable(e.to_string()))?;
+    kept
+}
+
+async fn fetch_once(
+    method: Method,
+    url: &str,
+    headers: &Headers,
+    body: Option<&str>,
+    timeout: Duration,
+) -> Result<Response, SendError> {
+    let mut init = RequestInit::new();
+    init.with_method(method).with_headers(headers.clone()).with_redirect(RequestRedirect::Manual);
+    if let Some(b) = body {
+        init.with_body(Some(b.into()));
+    }
+    let req = Request::new_with_init(url, &init).map_err(|e| SendError::Unreachable(scrub(&e.to_string())))?;
     let controller = AbortController::default();
     let signal = controller.signal();
     let fetch = Fetch::Request(req);
@@ -56,7 +156,7 @@ pub async fn send(
     futures::pin_mut!(sent, deadline);
     match select(sent, deadline).await {
         Either::Left((Ok(resp), _)) => Ok(resp),
-        Either::Left((Err(e), _)) => Err(SendError::Unreachable(e.to_string())),
+        Either::Left((Err(e), _)) => Err(SendError::Unreachable(scrub(&e.to_string()))),
         Either::Right(_) => {
             controller.abort();
             Err(SendError::TimedOut)
@@ -64,14 +164,53 @@ pub async fn send(
     }
 }
 
-/// Reads a response body with the same kind of deadline.
-pub async fn text(resp: &mut Response, timeout: Duration) -> Result<String, SendError> {
-    let read = resp.text();
-    let deadline = Delay::from(timeout);
-    futures::pin_mut!(read, deadline);
-    match select(read, deadline).await {
-        Either::Left((Ok(t), _)) => Ok(t),
-        Either::Left((Err(e), _)) => Err(SendError::Unreachable(e.to_string())),
-        Either::Right(_) => Err(SendError::TimedOut),
+/// A runtime error message as a client may see it: URLs in it reduced to their host.
+fn scrub(message: &str) -> String {
+    crate::core::url::scrub_urls(message)
+}
+
+/// Reads a response body as text, at most `cap` bytes, within `timeout`. A body announced or
+/// found to be longer is not read further: `TooLarge(cap)`.
+pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<String, SendError> {
+    let announced = resp.headers().get("content-length").ok().flatten().and_then(|l| l.trim().parse::<usize>().ok());
+    if announced.is_some_and(|n| n > cap) {
+        return Err(SendError::TooLarge(cap));
     }
+    let mut stream = resp.stream().map_err(|e| SendError::Unreachable(scrub(&e.to_string())))?;
+    let deadline = now_ms() + timeout.as_millis() as u64;
+    let mut bytes = Vec::with_capacity(announced.unwrap_or(0).min(cap));
+    loop {
+        let left = deadline.saturating_sub(now_ms());
+        if left == 0 {
+            return Err(SendError::TimedOut);
+        }
+        let next = stream.next();
+        let timer = Delay::from(Duration::from_millis(left));
+        futures::pin_mut!(timer);
+        match select(next, timer).await {
+            Either::Left((Some(Ok(chunk)), _)) => {
+                if bytes.len() + chunk.len() > cap {
+                    return Err(SendError::TooLarge(cap));
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Either::Left((Some(Err(e)), _)) => return Err(SendError::Unreachable(scrub(&e.to_string()))),
+            Either::Left((None, _)) => break,
+            Either::Right(_) => return Err(SendError::TimedOut),
+        }
+    }
+    Ok(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
+/// How many bytes of a one-piece answer are read for an app whose results are capped at
+/// `max_result_bytes`: JSON escaping can double a text, and the envelope adds a little.
+pub fn one_piece_cap(max_result_bytes: usize) -> usize {
+    max_result_bytes.saturating_mul(2).saturating_add(64 * 1024)
+}
+
+pub fn now_ms() -> u64 {
+    worker::Date::now().as_millis()
 }

@@ -257,15 +257,8 @@ impl CallStream {
         let first_byte = b.first_byte.min(b.total);
         let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), first_byte).await {
             Ok(r) => r,
-            Err(SendError::Unreachable(e)) => return Err(unreachable(&self.plan, b, &e)),
-            Err(SendError::TimedOut) => {
-                let setting = if first_byte < b.first_byte { "timeout_seconds" } else { "first_byte_timeout_seconds" };
-                return Err(Outcome::Failed(format!(
-                    "the app '{}' did not answer within {} s ({setting})",
-                    b.app_name,
-                    first_byte.as_secs()
-                )));
-            }
+            Err(SendError::TimedOut) => return Err(first_byte_timed_out(&b.app_name, b, first_byte)),
+            Err(e) => return Err(send_failed(&self.plan, b, e)),
         };
         let status = resp.status_code();
         let content_type = resp.headers().get("content-type").ok().flatten().unwrap_or_default();
@@ -276,8 +269,12 @@ impl CallStream {
         }
         // An error, or a backend that answered in one piece.
         let retry_after = resp.headers().get("retry-after").ok().flatten();
-        let text = outbound::text(&mut resp, b.idle).await.unwrap_or_default();
-        Err(read_whole(&self.plan, b, status, &content_type, retry_after.as_deref(), &text))
+        let cap = outbound::one_piece_cap(b.max_result_bytes);
+        match outbound::text(&mut resp, b.idle, cap).await {
+            Ok(text) => Err(read_whole(&self.plan, b, status, &content_type, retry_after.as_deref(), &text)),
+            Err(SendError::TimedOut) => Err(self.idle_timeout()),
+            Err(e) => Err(send_failed(&self.plan, b, e)),
+        }
     }
 
     fn take_chunk(&mut self, chunk: &[u8], out: &mut String) -> Result<(), String> {
@@ -321,6 +318,7 @@ impl CallStream {
 
     fn final_event(&mut self, outcome: Outcome, out: &mut String) -> String {
         self.phase = Phase::Finished;
+        let outcome = outcome.capped(&self.backend.app_name, self.backend.max_result_bytes);
         let response = server::finish_call(&self.plan, outcome, VERSION);
         write_event(out, None, None, &response.to_string());
         self.final_response = Some(response);
@@ -365,9 +363,28 @@ pub fn read_whole(
     }
 }
 
-pub fn unreachable(plan: &CallPlan, b: &Backend, e: &str) -> Outcome {
+/// A call that failed on the way out or while its answer was read. The message names the app
+/// and the backend's host, never its full URL (which may carry a key in its query).
+pub fn send_failed(plan: &CallPlan, b: &Backend, e: SendError) -> Outcome {
     let kind = if plan.mode == Mode::HttpTool { "tool" } else { "Dify app" };
-    Outcome::Failed(format!("could not reach the {kind} '{}' at {}: {e}", b.app_name, b.base_url))
+    let host = crate::core::url::host_for_display(&b.base_url);
+    Outcome::Failed(match e {
+        SendError::Unreachable(e) => format!("could not reach the {kind} '{}' at {host}: {e}", b.app_name),
+        SendError::TooLarge(cap) => format!(
+            "the {kind} '{}' answered more than {} KiB in one piece, more than its max_result_bytes ({} bytes) \
+             allows; raise max_result_bytes or make the answer smaller",
+            b.app_name,
+            cap / 1024,
+            b.max_result_bytes
+        ),
+        SendError::TimedOut => format!("the {kind} '{}' did not answer in time", b.app_name),
+    })
+}
+
+/// No response headers within the first-byte timeout (or the total one, when it is shorter).
+pub fn first_byte_timed_out(app: &str, b: &Backend, waited: Duration) -> Outcome {
+    let setting = if waited < b.first_byte { "timeout_seconds" } else { "first_byte_timeout_seconds" };
+    Outcome::Failed(format!("the app '{app}' did not answer within {} s ({setting})", waited.as_secs()))
 }
 
 /// Tells the watcher to stop the backend run unless the call completed; dropping it (the

@@ -25,7 +25,7 @@ use crate::core::task::{self, Action, PollConfig, PollOutcome, Report, Status, T
 
 use super::mcp::{backend_of, run_to_completion};
 use super::outbound::{self, SendError};
-use super::stream::{request_headers, Backend};
+use super::stream::{request_headers, send_failed, Backend};
 use super::upstream::{upstream_of, Client as UpstreamClient};
 use super::VERSION;
 use crate::core::mcp::tools::toolset_of;
@@ -530,17 +530,15 @@ async fn start_dify_run(rec: &Record, backend: &Backend) -> Result<(String, Opti
     let url = format!("{}{}", backend.base_url, plan.path);
     let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), backend.first_byte).await {
         Ok(r) => r,
-        Err(SendError::Unreachable(e)) => {
-            return Err(Outcome::Failed(format!("could not reach the Dify app '{}': {e}", backend.app_name)))
-        }
         Err(SendError::TimedOut) => {
             return Err(Outcome::Failed(format!("the Dify app '{}' did not answer in time", backend.app_name)))
         }
+        Err(e) => return Err(send_failed(&plan, backend, e)),
     };
     let status = resp.status_code();
     if !(200..300).contains(&status) {
         let retry_after = resp.headers().get("retry-after").ok().flatten();
-        let text = outbound::text(&mut resp, backend.idle).await.unwrap_or_default();
+        let text = outbound::text(&mut resp, backend.idle, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
         return Err(dify_call::read_blocking(Mode::Workflow, status, retry_after.as_deref(), &text));
     }
     let mut stream = resp.stream().map_err(|e| Outcome::Failed(e.to_string()))?;
@@ -606,10 +604,19 @@ async fn call_json(
         Ok(r) => r,
         Err(SendError::Unreachable(e)) => return Err(CallError::Other(format!("unreachable: {e}"))),
         Err(SendError::TimedOut) => return Err(CallError::Other("timed out".into())),
+        Err(SendError::TooLarge(_)) => return Err(CallError::Other("the answer is too large".into())),
     };
     let status = resp.status_code();
-    let text =
-        outbound::text(&mut resp, backend.idle).await.map_err(|_| CallError::Other("the answer broke off".into()))?;
+    let text = outbound::text(&mut resp, backend.idle, outbound::one_piece_cap(backend.max_result_bytes))
+        .await
+        .map_err(|e| match e {
+            SendError::TooLarge(cap) => CallError::Other(format!(
+                "the answer is larger than {} KiB (the app's max_result_bytes bounds it)",
+                cap / 1024
+            )),
+            SendError::TimedOut => CallError::Other("the answer did not arrive in time".into()),
+            SendError::Unreachable(_) => CallError::Other("the answer broke off".into()),
+        })?;
     if !(200..300).contains(&status) {
         return Err(CallError::Http(status, text));
     }

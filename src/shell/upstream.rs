@@ -41,6 +41,12 @@ pub struct Upstream {
     pub call_timeout: Duration,
     /// Static, OAuth and forwarded headers, merged in that order of precedence.
     pub headers: Vec<(String, String)>,
+    /// Which cached session this request may use: one per forwarded credential (hashed), so
+    /// end users whose own credentials are forwarded never share an upstream session; empty
+    /// when nothing is forwarded.
+    pub session_scope: String,
+    /// The app's `max_result_bytes`: bounds how much of one answer is read.
+    pub max_result_bytes: usize,
 }
 
 /// Resolves an app's upstream settings; `Err` says what is wrong in words a person can act on.
@@ -72,6 +78,12 @@ pub async fn upstream_of(
         Some(incoming) => up::forwarded_headers(b, incoming)?,
         None => Vec::new(),
     };
+    let session_scope = if forwarded.is_empty() {
+        String::new()
+    } else {
+        let joined: String = forwarded.iter().map(|(k, v)| format!("{}\n{v}\n", k.to_ascii_lowercase())).collect();
+        crate::core::ids::sha256_hex(&joined)[..32].to_string()
+    };
     Ok(Upstream {
         app_name: app.name.clone(),
         app_id: app.id.clone(),
@@ -80,6 +92,10 @@ pub async fn upstream_of(
         init_timeout: secs("session_init_timeout", DEFAULT_INIT_TIMEOUT_S),
         call_timeout: secs("tool_call_timeout", DEFAULT_CALL_TIMEOUT_S),
         headers: up::merge_headers(&[&statics, &oauth, &forwarded]),
+        session_scope,
+        max_result_bytes: b["max_result_bytes"]
+            .as_u64()
+            .map_or(crate::core::dify_stream::DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
     })
 }
 
@@ -100,8 +116,12 @@ pub struct Client<'a> {
     cached: bool,
 }
 
-fn session_key(app_id: &str) -> String {
-    format!("upstream-session:{app_id}")
+fn session_key(app_id: &str, scope: &str) -> String {
+    if scope.is_empty() {
+        format!("upstream-session:{app_id}")
+    } else {
+        format!("upstream-session:{app_id}:{scope}")
+    }
 }
 
 pub fn tools_key(app_id: &str) -> String {
@@ -124,7 +144,9 @@ impl<'a> Client<'a> {
     pub async fn connect(&mut self, use_cache: bool) -> Result<(), String> {
         if use_cache {
             if let Ok(kv) = self.env.kv(super::cache::BINDING) {
-                if let Ok(Some(s)) = kv.get(&session_key(&self.up.app_id)).json::<Session>().await {
+                if let Ok(Some(s)) =
+                    kv.get(&session_key(&self.up.app_id, &self.up.session_scope)).json::<Session>().await
+                {
                     if s.transport == Transport::StreamableHttp {
                         self.conn = Some(Conn::Http(s));
                         self.cached = true;
@@ -153,7 +175,7 @@ impl<'a> Client<'a> {
     async fn remember(&self, session: &Session) {
         let Ok(kv) = self.env.kv(super::cache::BINDING) else { return };
         let Ok(text) = serde_json::to_string(session) else { return };
-        if let Ok(put) = kv.put(&session_key(&self.up.app_id), text) {
+        if let Ok(put) = kv.put(&session_key(&self.up.app_id, &self.up.session_scope), text) {
             if let Err(e) = put.expiration_ttl(SESSION_TTL_S).execute().await {
                 super::log::error(&format!("caching an upstream session: {e}"));
             }
@@ -162,7 +184,7 @@ impl<'a> Client<'a> {
 
     async fn forget(&self) {
         if let Ok(kv) = self.env.kv(super::cache::BINDING) {
-            let _ = kv.delete(&session_key(&self.up.app_id)).await;
+            let _ = kv.delete(&session_key(&self.up.app_id, &self.up.session_scope)).await;
         }
     }
 
@@ -197,12 +219,13 @@ impl<'a> Client<'a> {
         {
             Ok(r) => r,
             Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-            Err(SendError::Unreachable(e)) => return Err(InitFailure::Transport(e)),
+            Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
         };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
             let www = resp.headers().get("www-authenticate").ok().flatten();
-            let body = outbound::text(&mut resp, self.up.init_timeout).await.unwrap_or_default();
+            let body =
+                outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             if matches!(status, 400 | 404 | 405) {
                 if let Some(s) = self.discover().await {
                     return Ok(s);
@@ -212,8 +235,9 @@ impl<'a> Client<'a> {
         }
         let session_id = resp.headers().get("mcp-session-id").ok().flatten();
         let mut reader = ReplyReader::new(json!(id));
-        let response =
-            read_reply(resp, &mut reader, self.up.init_timeout, &mut |_| {}).await.map_err(InitFailure::Transport)?;
+        let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {})
+            .await
+            .map_err(InitFailure::Transport)?;
         let result = up::response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
         let session =
             up::parse_initialize(&result, session_id, Transport::StreamableHttp).map_err(InitFailure::Transport)?;
@@ -250,7 +274,8 @@ impl<'a> Client<'a> {
             return None;
         }
         let mut reader = ReplyReader::new(json!(id));
-        let response = read_reply(resp, &mut reader, self.up.init_timeout, &mut |_| {}).await.ok()?;
+        let response =
+            read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}).await.ok()?;
         up::stateless_session(response.get("result")?)
     }
 
@@ -268,12 +293,16 @@ impl<'a> Client<'a> {
                     self.up.init_timeout.as_secs()
                 ))
             }
-            Err(SendError::Unreachable(e)) => return Err(format!("could not reach upstream {app} at {sse_url}: {e}")),
+            Err(e) => {
+                let host = crate::core::url::host_for_display(sse_url);
+                return Err(format!("could not reach upstream {app} at {host}: {}", send_error_text(e)));
+            }
         };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
             let www = resp.headers().get("www-authenticate").ok().flatten();
-            let body = outbound::text(&mut resp, self.up.init_timeout).await.unwrap_or_default();
+            let body =
+                outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             return Err(up::init_failure_message(&app, &InitFailure::Http { status, www_authenticate: www, body }));
         }
         let mut stream = resp.stream().map_err(|e| format!("upstream {app}: {e}"))?;
@@ -338,7 +367,12 @@ impl<'a> Client<'a> {
             Ok(r) => {
                 return Err(format!("upstream {app} refused a message on its SSE endpoint (HTTP {})", r.status_code()))
             }
-            Err(_) => return Err(format!("upstream {app} did not accept a message on its SSE endpoint")),
+            Err(e) => {
+                return Err(format!(
+                    "upstream {app} did not accept a message on its SSE endpoint: {}",
+                    send_error_text(e)
+                ))
+            }
         }
         reader.expect(json!(id));
         let deadline = Date::now() + timeout.as_millis() as u64;
@@ -413,7 +447,7 @@ impl<'a> Client<'a> {
             Err(SendError::TimedOut) => {
                 return Err(Some(format!("upstream {app} did not answer within {} s", timeout.as_secs())))
             }
-            Err(SendError::Unreachable(e)) => return Err(Some(format!("could not reach upstream {app}: {e}"))),
+            Err(e) => return Err(Some(format!("could not reach upstream {app}: {}", send_error_text(e)))),
         };
         let status = resp.status_code();
         if status == 404 && session.session_id.is_some() {
@@ -421,7 +455,7 @@ impl<'a> Client<'a> {
         }
         if !(200..300).contains(&status) {
             let www = resp.headers().get("www-authenticate").ok().flatten();
-            let text = outbound::text(&mut resp, timeout).await.unwrap_or_default();
+            let text = outbound::text(&mut resp, timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             if matches!(status, 401 | 403) {
                 return Err(Some(up::init_failure_message(
                     app,
@@ -438,7 +472,7 @@ impl<'a> Client<'a> {
             return Err(Some(format!("upstream {app} answered HTTP {status}: {snippet}")));
         }
         let mut reader = ReplyReader::new(json!(id));
-        read_reply(resp, &mut reader, timeout, on_note).await.map_err(Some)
+        read_reply(resp, &mut reader, timeout, self.up.max_result_bytes, on_note).await.map_err(Some)
     }
 
     /// All of the upstream's tools, following `nextCursor`.
@@ -498,6 +532,7 @@ async fn read_reply(
     mut resp: Response,
     reader: &mut ReplyReader,
     timeout: Duration,
+    max_result_bytes: usize,
     on_note: &mut dyn FnMut(Value),
 ) -> Result<Value, String> {
     let ct = resp.headers().get("content-type").ok().flatten().unwrap_or_default().to_ascii_lowercase();
@@ -523,7 +558,15 @@ async fn read_reply(
             }
         }
     }
-    let text = outbound::text(&mut resp, timeout).await.map_err(|_| "the upstream's answer broke off".to_string())?;
+    let text =
+        outbound::text(&mut resp, timeout, outbound::one_piece_cap(max_result_bytes)).await.map_err(|e| match e {
+            SendError::TooLarge(_) => format!(
+                "the upstream's answer is larger than its app's max_result_bytes ({max_result_bytes} bytes) allows; \
+             raise max_result_bytes or ask for less"
+            ),
+            SendError::TimedOut => "the upstream's answer did not arrive in time".to_string(),
+            SendError::Unreachable(e) => format!("the upstream's answer broke off: {e}"),
+        })?;
     let mut response = None;
     for item in reader.json_body(&text)? {
         match item {
@@ -533,6 +576,15 @@ async fn read_reply(
         }
     }
     response.ok_or_else(|| "the upstream's answer holds no response".into())
+}
+
+/// A failed send, in words (the guard's and redirect refusals are already whole sentences).
+fn send_error_text(e: SendError) -> String {
+    match e {
+        SendError::Unreachable(e) => e,
+        SendError::TimedOut => "no answer in time".into(),
+        SendError::TooLarge(cap) => format!("the answer is larger than {} KiB", cap / 1024),
+    }
 }
 
 #[derive(Debug)]
@@ -590,7 +642,7 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
     let mut client = Client::new(&upstream, env);
     if refresh {
         // A refresh starts from a new session; a cached old one is ended first.
-        if let Ok(Some(old)) = kv.get(&session_key(&app.id)).json::<Session>().await {
+        if let Ok(Some(old)) = kv.get(&session_key(&app.id, "")).json::<Session>().await {
             client.conn = Some(Conn::Http(old));
             client.close().await;
         }

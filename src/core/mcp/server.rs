@@ -29,6 +29,10 @@ pub struct RequestHeaders<'a> {
     pub mcp_method: Option<&'a str>,
     pub mcp_name: Option<&'a str>,
     pub user_agent: Option<&'a str>,
+    /// Who is connecting, as far as the transport can tell without per-client auth: the
+    /// client's address (`CF-Connecting-IP`, set by Cloudflare and not forgeable by clients).
+    /// Binds cancellation to the connection that made the call.
+    pub caller: Option<&'a str>,
 }
 
 /// What to do with one message.
@@ -112,7 +116,7 @@ pub fn handle_with(
         Ok(Message::Notification { method: "notifications/cancelled", params: Some(p) }) => {
             return match p.get("requestId").filter(|r| r.is_string() || r.is_number()) {
                 Some(request_id) => {
-                    Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h)), request_id) }
+                    Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h)), h.caller, request_id) }
                 }
                 None => Step::Reply { status: 202, body: None },
             };
@@ -151,12 +155,15 @@ pub fn handle_with(
     }
 }
 
-/// Whether a JSON-RPC batch may be sent by a client speaking the header's revision.
-pub fn batch_allowed(h: &RequestHeaders<'_>) -> Result<(), RpcError> {
+/// Most messages one JSON-RPC batch may carry: each item is counted by the rate limit, and a
+/// batch of thousands would otherwise be one request's worth of work many times over.
+pub const MAX_BATCH_ITEMS: usize = 32;
+
+/// Whether a JSON-RPC batch of `len` messages may be sent by a client speaking the header's
+/// revision.
+pub fn batch_allowed(h: &RequestHeaders<'_>, len: usize) -> Result<(), RpcError> {
     let v = h.protocol_version.and_then(Version::parse).unwrap_or(Version::DEFAULT);
-    if v.allows_batches() {
-        Ok(())
-    } else {
+    if !v.allows_batches() {
         Err(RpcError::new(
             400,
             jsonrpc::INVALID_REQUEST,
@@ -165,6 +172,19 @@ pub fn batch_allowed(h: &RequestHeaders<'_>) -> Result<(), RpcError> {
                 v.as_str()
             ),
         ))
+    } else if len == 0 {
+        Err(RpcError::new(400, jsonrpc::INVALID_REQUEST, "Invalid request: an empty JSON-RPC batch"))
+    } else if len > MAX_BATCH_ITEMS {
+        Err(RpcError::new(
+            400,
+            jsonrpc::INVALID_REQUEST,
+            format!(
+                "Invalid request: a JSON-RPC batch may carry at most {MAX_BATCH_ITEMS} messages (this one has {len}); \
+                 split it into several requests"
+            ),
+        ))
+    } else {
+        Ok(())
     }
 }
 
@@ -428,7 +448,7 @@ fn call_tool(
     let asked_level = meta.and_then(|m| m.get(META_LOG_LEVEL)).and_then(Value::as_str);
     let log_level =
         asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
-    let cancel_key = cancel_key(def, &user, id);
+    let cancel_key = cancel_key(def, &user, h.caller, id);
     let decision = tasks::decide(version, tool.task_support(), &tool.name, params);
     let plan = Box::new(CallPlan {
         id: id.clone(),
@@ -462,9 +482,12 @@ fn end_user(def: &ServerDefinition, client_name: &str) -> String {
 }
 
 /// Where a running call is recorded so that `notifications/cancelled` (a separate request, on
-/// any isolate) can find and stop it: per server, client and request id.
-pub fn cancel_key(def: &ServerDefinition, user: &str, request_id: &Value) -> String {
-    format!("cancel:{}", sha256_hex(&format!("{}\n{user}\n{request_id}", def.server_id)))
+/// any isolate) can find and stop it: per server, client, connecting address and request id.
+/// The user comes from what the client says about itself, which another client holding the
+/// same code can copy; the address it cannot, so one client cannot cancel another's run.
+pub fn cancel_key(def: &ServerDefinition, user: &str, caller: Option<&str>, request_id: &Value) -> String {
+    let caller = caller.unwrap_or("");
+    format!("cancel:{}", sha256_hex(&format!("{}\n{user}\n{caller}\n{request_id}", def.server_id)))
 }
 
 /// How the client names itself: clientInfo in `_meta` (2026-07-28), else its User-Agent.

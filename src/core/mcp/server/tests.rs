@@ -41,7 +41,12 @@ fn headers(v: Option<&'static str>) -> RequestHeaders<'static> {
 }
 
 fn stateless_headers(method: &'static str, name: Option<&'static str>) -> RequestHeaders<'static> {
-    RequestHeaders { protocol_version: Some("2026-07-28"), mcp_method: Some(method), mcp_name: name, user_agent: None }
+    RequestHeaders {
+        protocol_version: Some("2026-07-28"),
+        mcp_method: Some(method),
+        mcp_name: name,
+        ..Default::default()
+    }
 }
 
 fn body(step: Step) -> (u16, Value) {
@@ -237,11 +242,43 @@ fn bad_calls() {
 
 #[test]
 fn batches_only_for_old_revisions() {
-    assert!(batch_allowed(&headers(None)).is_ok());
-    assert!(batch_allowed(&headers(Some("2024-11-05"))).is_ok());
-    let e = batch_allowed(&headers(Some("2025-06-18"))).unwrap_err();
+    assert!(batch_allowed(&headers(None), 1).is_ok());
+    assert!(batch_allowed(&headers(Some("2024-11-05")), MAX_BATCH_ITEMS).is_ok());
+    let e = batch_allowed(&headers(Some("2025-06-18")), 2).unwrap_err();
     assert_eq!((e.status, e.code), (400, -32600));
     assert!(e.message.contains("2025-06-18"));
+}
+
+#[test]
+fn batches_are_bounded() {
+    let e = batch_allowed(&headers(None), MAX_BATCH_ITEMS + 1).unwrap_err();
+    assert_eq!((e.status, e.code), (400, -32600));
+    assert!(e.message.contains("at most 32 messages (this one has 33)"), "{}", e.message);
+    let e = batch_allowed(&headers(None), 0).unwrap_err();
+    assert!(e.message.contains("empty"), "{}", e.message);
+}
+
+#[test]
+fn cancellation_is_bound_to_the_caller() {
+    // Two clients that share a User-Agent and a request id, from different addresses, get
+    // different cancel keys; the same client gets the key its call was recorded under.
+    let d = def();
+    let msg = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    let key_of = |caller: Option<&'static str>| {
+        let h = RequestHeaders { user_agent: Some("same-agent/1.0"), caller, ..Default::default() };
+        match handle(&d, &msg, &h, "v") {
+            Step::Cancel { key } => key,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_ne!(key_of(Some("203.0.113.1")), key_of(Some("203.0.113.2")));
+    assert_eq!(key_of(Some("203.0.113.1")), key_of(Some("203.0.113.1")));
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "Summariser", "arguments": {"text": "x"}}});
+    let h = RequestHeaders { user_agent: Some("same-agent/1.0"), caller: Some("203.0.113.1"), ..Default::default() };
+    match handle(&d, &call, &h, "v") {
+        Step::Call(plan) => assert_eq!(plan.cancel_key, key_of(Some("203.0.113.1"))),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]
