@@ -298,6 +298,10 @@ describe('cancellation is bound to the caller', () => {
     const cancel = { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 5, reason: 'not yours' } };
     const other = await rpc(url, cancel, { ...V, ...ua, 'cf-connecting-ip': '198.51.100.2' });
     assert.equal(other.status, 202);
+    // A cancel that matched would stop the run within milliseconds (a KV read and the stop
+    // call); two seconds without a stop is a wide margin on a loaded machine.
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(dify.stops.filter((s) => s.apiKey === apiKey).length, 0, 'the other client stopped the run');
     const mine = await rpc(url, cancel, { ...V, ...owner });
     assert.equal(mine.status, 202);
     const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
