@@ -113,8 +113,8 @@ pub fn jsonrpc_envelope(data: &[u8]) {
     for msg in messages {
         check_classify(msg);
         for h in header_variants(msg, leading) {
-            if value.is_array() {
-                let _ = batch_allowed(&h);
+            if let Value::Array(batch) = &value {
+                let _ = batch_allowed(&h, batch.len());
             }
             check_step(msg, &handle(&def, msg, &h, SERVER_VERSION));
             check_step(msg, &handle_with(&up_def, &upstreams, msg, &h, SERVER_VERSION));
@@ -152,6 +152,7 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
         mcp_method,
         mcp_name,
         user_agent: Some("fuzz/1.0"),
+        caller: Some("203.0.113.9"),
     };
     let version = |v| RequestHeaders { protocol_version: Some(v), ..Default::default() };
     let extra = match leading % 8 {
@@ -166,6 +167,7 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
             mcp_method: method,
             mcp_name: name,
             user_agent: None,
+            caller: None,
         },
         _ => RequestHeaders { user_agent: Some(""), ..Default::default() },
     };
@@ -366,6 +368,7 @@ pub fn arguments(data: &[u8]) {
             mcp_method: Some("tools/call"),
             mcp_name: Some(name),
             user_agent: None,
+            caller: None,
         };
         check_step(&stateless, &handle_with(&up_def, &upstreams, &stateless, &h, SERVER_VERSION));
     }
