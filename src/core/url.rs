@@ -88,6 +88,8 @@ fn domain_reason(d: &str) -> Option<&'static str> {
     let name = d.trim_end_matches('.');
     let last = name.rsplit('.').next().unwrap_or(name);
     match last {
+        // Only dots (`..`): nothing a DNS lookup could reach.
+        "" => Some("is missing"),
         "localhost" => Some("is a loopback name"),
         // Covers metadata.google.internal and the other clouds' internal zones.
         "internal" => Some("is an internal or cloud-metadata name"),
@@ -517,6 +519,7 @@ mod tests {
         ("http://METADATA.GOOGLE.INTERNAL/", Some("metadata.google.internal"), "is an internal or cloud-metadata name"),
         // A zone id is not URL syntax: the standard refuses the URL.
         ("http://[fe80::1%25eth0]/", None, "is not a valid URL"),
+        ("http://../", Some(".."), "is missing"),
         ("http://127.0.0.1%09/", None, "is not a valid URL"),
         // The other non-public IPv4 ranges.
         ("http://10.0.0.1/", Some("10.0.0.1"), "is a private address"),
