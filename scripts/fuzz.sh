@@ -5,8 +5,8 @@
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET...]      e.g. scripts/fuzz.sh 60 sse_parser
 #
-# Targets: jsonrpc_envelope, sse_parser, arguments, form_schema (see fuzz/src/lib.rs for what
-# each checks). To run one target by hand, from the repository root:
+# Targets: jsonrpc_envelope, sse_parser, arguments, form_schema, url_guard (see fuzz/src/lib.rs
+# for what each checks). To run one target by hand, from the repository root:
 #
 #   mkdir -p fuzz/generated/sse_parser
 #   RUSTC_BOOTSTRAP=1 cargo fuzz run sse_parser fuzz/generated/sse_parser fuzz/corpus/sse_parser \
@@ -35,7 +35,7 @@ case "$SECONDS_EACH" in
     '' | *[!0-9]*) echo "usage: scripts/fuzz.sh [SECONDS] [TARGET...]" >&2; exit 2 ;;
 esac
 JOBS="${FUZZ_JOBS:-2}"
-ALL_TARGETS=(jsonrpc_envelope sse_parser arguments form_schema)
+ALL_TARGETS=(jsonrpc_envelope sse_parser arguments form_schema url_guard)
 if [ "$#" -gt 0 ]; then TARGETS=("$@"); else TARGETS=("${ALL_TARGETS[@]}"); fi
 for t in "${TARGETS[@]}"; do
     [ -f "fuzz/fuzz_targets/$t.rs" ] || { echo "no fuzz target '$t' (have: ${ALL_TARGETS[*]})" >&2; exit 2; }

@@ -11,11 +11,12 @@ mod fuzz_targets;
 /// A fuzz target's name (its corpus directory) and what it does with one input.
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 4] = [
+const TARGETS: [Target; 5] = [
     ("jsonrpc_envelope", fuzz_targets::jsonrpc_envelope),
     ("sse_parser", fuzz_targets::sse_parser),
     ("arguments", fuzz_targets::arguments),
     ("form_schema", fuzz_targets::form_schema),
+    ("url_guard", fuzz_targets::url_guard),
 ];
 
 fn corpus_files(target: &str) -> Vec<PathBuf> {
@@ -58,6 +59,11 @@ fn arguments_corpus() {
 #[test]
 fn form_schema_corpus() {
     replay(TARGETS[3].0, TARGETS[3].1);
+}
+
+#[test]
+fn url_guard_corpus() {
+    replay(TARGETS[4].0, TARGETS[4].1);
 }
 
 /// Every target directory is replayed, and nothing else sits in fuzz/corpus unreplayed.

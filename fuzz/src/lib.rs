@@ -6,6 +6,7 @@
 //! of one of the invariants checked here) is a bug in Flowgate's core.
 
 use std::collections::HashMap;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde_json::{json, Map, Value};
 
@@ -24,6 +25,11 @@ use flowgate::core::mcp::tasks::{TaskOutcome, TaskView, MAX_TTL_MS, MIN_TTL_MS};
 use flowgate::core::mcp::tools::{tools, tools_with, Upstreams};
 use flowgate::core::mcp::version::Version;
 use flowgate::core::sse::{SseError, SseEvent, SseParser};
+use flowgate::core::url::{
+    check_backend_url, follow_redirect, host_for_display, parse_outbound, private_host_reason, scrub_urls,
+    PrivateAllow, Redirect,
+};
+use url::{Host, Url};
 
 /// The version string the dispatcher reports as Flowgate's.
 const SERVER_VERSION: &str = "0.0.0";
@@ -434,4 +440,164 @@ fn check_schema(schema: &Value, unique: bool) {
             assert!(!required[..i].iter().any(|x| x == r), "'{r}' required twice");
         }
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. url_guard
+
+/// The input as a URL, as the host of an http URL, as a redirect `Location`, and inside an
+/// error text: the guard judges the host `url::Url` parses, refuses exactly the non-public
+/// hosts (by this file's own table of ranges), fetches what it judged, and never shows a
+/// URL's userinfo or query.
+pub fn url_guard(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else { return };
+    check_guard(s);
+    check_guard(&format!("http://{s}/"));
+    check_redirect(s);
+    check_scrub(s);
+    check_scrub(&format!("fetch failed: {s} (retry)"));
+}
+
+/// Non-public IPv4 networks as (network, prefix length), written from the IANA registry.
+const V4_NON_PUBLIC: [(u32, u32); 14] = [
+    (0x0000_0000, 8),  // this network
+    (0x0a00_0000, 8),  // private
+    (0x6440_0000, 10), // shared (CGNAT)
+    (0x7f00_0000, 8),  // loopback
+    (0xa9fe_0000, 16), // link-local, cloud metadata
+    (0xac10_0000, 12), // private
+    (0xc000_0000, 24), // IETF protocol assignments
+    (0xc000_0200, 24), // TEST-NET-1
+    (0xc0a8_0000, 16), // private
+    (0xc612_0000, 15), // benchmarking
+    (0xc633_6400, 24), // TEST-NET-2
+    (0xcb00_7100, 24), // TEST-NET-3
+    (0xe000_0000, 4),  // multicast
+    (0xf000_0000, 4),  // reserved, broadcast
+];
+
+/// Non-public IPv6 networks that carry no IPv4 address.
+const V6_NON_PUBLIC: [(u128, u32); 7] = [
+    (0xfc00 << 112, 7),           // unique local
+    (0xfe80 << 112, 10),          // link-local
+    (0xfec0 << 112, 10),          // site-local
+    (0xff00 << 112, 8),           // multicast
+    (0x2001_0db8 << 96, 32),      // documentation
+    (0x0100 << 112, 64),          // discard-only
+    (0x0064_ff9b_0001 << 80, 48), // local-use NAT64
+];
+
+fn v4_non_public(a: Ipv4Addr) -> bool {
+    let a = u32::from(a);
+    V4_NON_PUBLIC.iter().any(|&(net, len)| a >> (32 - len) == net >> (32 - len))
+}
+
+fn v6_non_public(a: Ipv6Addr) -> bool {
+    let bits = u128::from(a);
+    let low = Ipv4Addr::from(bits as u32);
+    // ::/96 (compatible, also :: and ::1), ::ffff:0:0/96 (mapped), ::ffff:0:0:0/96
+    // (translated), 64:ff9b::/96 (NAT64): the last 32 bits are the IPv4 host reached.
+    if matches!(bits >> 32, 0 | 0xffff | 0xffff_0000) || bits >> 32 == 0x0064_ff9b << 64 {
+        return v4_non_public(low);
+    }
+    if bits >> 112 == 0x2002 {
+        return v4_non_public(Ipv4Addr::from((bits >> 80) as u32));
+    }
+    V6_NON_PUBLIC.iter().any(|&(net, len)| bits >> (128 - len) == net >> (128 - len))
+}
+
+fn non_public(u: &Url) -> bool {
+    match u.host() {
+        None => true,
+        Some(Host::Domain(d)) => {
+            let name = d.trim_end_matches('.');
+            name.is_empty() || name.rsplit('.').next().is_some_and(|last| last == "localhost" || last == "internal")
+        }
+        Some(Host::Ipv4(a)) => v4_non_public(a),
+        Some(Host::Ipv6(a)) => v6_non_public(a),
+    }
+}
+
+fn fetchable(u: &Url) -> bool {
+    matches!(u.scheme(), "http" | "https") && u.username().is_empty() && u.password().is_none()
+}
+
+fn check_guard(s: &str) {
+    let reason = private_host_reason(s);
+    let shown = host_for_display(s);
+    assert!(!shown.contains(['@', '?', '/', '#']), "{s:?} shown as {shown:?}");
+    let Ok(u) = Url::parse(s) else {
+        assert_eq!(reason, Some("is not a valid URL"), "{s:?}");
+        assert_eq!(shown, "an invalid URL");
+        assert!(parse_outbound(s, &PrivateAllow::Everything).is_err(), "{s:?}");
+        assert!(check_backend_url(s).is_err(), "{s:?}");
+        return;
+    };
+    let private = non_public(&u);
+    assert_eq!(reason.is_some(), private, "{s:?} parsed as {:?}: {reason:?}", u.host());
+    if let Some(h) = u.host_str().filter(|h| !h.is_empty()) {
+        let expect = u.port().map_or_else(|| h.to_string(), |p| format!("{h}:{p}"));
+        assert_eq!(shown, expect, "{s:?}");
+    }
+    let own_host = PrivateAllow::Hosts(u.host_str().into_iter().map(String::from).collect());
+    for (allow, refuses_private) in
+        [(PrivateAllow::Nothing, true), (PrivateAllow::Everything, false), (own_host, false)]
+    {
+        match parse_outbound(s, &allow) {
+            Ok(out) => {
+                // What is fetched is what was judged.
+                assert_eq!(out, u, "{s:?}");
+                assert!(fetchable(&u), "{s:?} fetched despite scheme or credentials");
+                assert!(!(refuses_private && private), "{s:?} fetched a non-public host under {allow:?}");
+            }
+            Err(e) => {
+                assert!(!fetchable(&u) || (refuses_private && private), "{s:?} refused under {allow:?}: {e}");
+            }
+        }
+    }
+    if check_backend_url(s).is_ok() {
+        assert!(fetchable(&u) && u.fragment().is_none() && u.host_str().is_some_and(|h| !h.is_empty()), "{s:?}");
+        assert!(!s.chars().any(|c| c.is_whitespace() || c.is_control()), "{s:?}");
+    }
+}
+
+fn check_redirect(location: &str) {
+    let from = Url::parse("https://api.example.com/v1/run?key=k").expect("a valid base");
+    let joined = from.join(location).ok();
+    for status in [302, 307] {
+        match follow_redirect(&from, status, true, Some(location), 0, &PrivateAllow::Nothing) {
+            Redirect::Follow { url, method_becomes_get, same_origin } => {
+                assert_eq!(Some(&url), joined.as_ref(), "{location:?}");
+                assert!(fetchable(&url) && !non_public(&url), "{location:?} followed to {url}");
+                assert_eq!(method_becomes_get, status == 302);
+                assert_eq!(same_origin, url.origin() == from.origin());
+            }
+            Redirect::Refuse(why) => {
+                assert!(!why.contains(['@', '?']), "{location:?} refused as {why:?}");
+                let fine = joined.as_ref().is_some_and(|j| fetchable(j) && !non_public(j));
+                assert!(!fine || location.trim().is_empty(), "{location:?} refused: {why}");
+            }
+        }
+    }
+}
+
+/// After scrubbing, whatever follows `http://` or `https://` up to whitespace holds no `@`
+/// and no `?`; a text without such a URL is unchanged.
+fn check_scrub(text: &str) {
+    let out = scrub_urls(text);
+    let lower = out.to_ascii_lowercase();
+    let mut found = false;
+    for (at, _) in lower.match_indices("http") {
+        let tail = &out[at..];
+        let rest = ["http://", "https://"].iter().find_map(|p| lower[at..].strip_prefix(p).map(|_| &tail[p.len()..]));
+        let Some(rest) = rest else { continue };
+        found = true;
+        let run = rest.split(|c: char| c.is_whitespace() || c.is_control()).next().unwrap_or("");
+        assert!(!run.contains(['@', '?']), "{text:?} scrubbed to {out:?}");
+    }
+    let had = text.to_ascii_lowercase().contains("http://") || text.to_ascii_lowercase().contains("https://");
+    if !had {
+        assert_eq!(out, text);
+    }
+    assert_eq!(found, had, "{text:?} scrubbed to {out:?}");
 }

@@ -15,12 +15,24 @@ pub fn origin_allowed(origin: &str, host: Option<&str>, allowed: &str) -> bool {
     origin_host.is_some_and(|oh| oh.eq_ignore_ascii_case(host)) && is_loopback(host)
 }
 
+/// The `Host` header names a loopback host: an IPv4 address in 127.0.0.0/8, `::1`, or exactly
+/// `localhost` (any case; `localhost.` with its trailing dot is refused). Read by the URL
+/// standard's host parser, so `127.attacker.example` is a domain, not loopback, and `127.1`
+/// is 127.0.0.1. A value that is more than `host[:port]` is refused.
 fn is_loopback(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost") || name == "::1" || name.starts_with("127.")
+    let Ok(url) = url::Url::parse(&format!("http://{host}/")) else { return false };
+    let only_host = url.username().is_empty()
+        && url.password().is_none()
+        && url.path() == "/"
+        && url.query().is_none()
+        && url.fragment().is_none();
+    only_host
+        && match url.host() {
+            Some(url::Host::Ipv4(a)) => a.is_loopback(),
+            Some(url::Host::Ipv6(a)) => a.is_loopback(),
+            Some(url::Host::Domain(d)) => d == "localhost",
+            None => false,
+        }
 }
 
 #[cfg(test)]
@@ -43,5 +55,39 @@ mod tests {
         // DNS rebinding: the forged Host matches the attacker's origin, and is refused.
         assert!(!origin_allowed("http://evil.example.com", Some("evil.example.com"), ""));
         assert!(!origin_allowed("http://localhost:9999", Some("localhost:8787"), ""));
+        assert!(origin_allowed("http://LOCALHOST:8787", Some("localhost:8787"), ""));
+        assert!(origin_allowed("http://127.8.9.10", Some("127.8.9.10"), ""));
+    }
+
+    #[test]
+    fn loopback_means_the_parsed_host() {
+        for host in ["127.0.0.1", "127.0.0.1:8787", "127.255.0.9", "127.1", "localhost", "LocalHost:80", "[::1]:8787"] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in [
+            "127.attacker.example",
+            "127.0.0.1.nip.io",
+            "127.0.0.1.nip.io:8787",
+            "localhost.evil.com",
+            "localhost.",
+            "evil.localhost.com",
+            "128.0.0.1",
+            "[::2]",
+            "[::ffff:127.0.0.1]",
+            "evil.com@127.0.0.1",
+            "127.0.0.1@evil.com",
+            "127.0.0.1/x",
+            "127.0.0.1\\evil.com",
+            "127.0.0.1?x",
+            "127.0.0.1#x",
+            "127.0.0.1:99999",
+            "",
+        ] {
+            assert!(!is_loopback(host), "{host}");
+        }
+        // A forged Host naming a look-alike name gets no same-origin pass.
+        for host in ["127.attacker.example", "127.0.0.1.nip.io", "localhost.evil.com"] {
+            assert!(!origin_allowed(&format!("http://{host}"), Some(host), ""), "{host}");
+        }
     }
 }
