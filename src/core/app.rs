@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use super::error::{ApiError, Errors};
 use super::form::{self, FormField};
 use super::http_tool;
+use super::quote::{field_name, quote_input};
 use super::url::check_backend_url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,7 +117,7 @@ pub fn validate_app(body: &Value, stored_backend: Option<&Value>) -> Result<AppS
     let mode = match obj.get("mode").and_then(Value::as_str) {
         Some(m) => Mode::parse(m).or_else(|| {
             let known: Vec<&str> = MODES.iter().map(|(n, _)| *n).collect();
-            errs.add("mode", format!("unknown mode '{m}'; expected one of {}", known.join(", ")));
+            errs.add("mode", format!("unknown mode {}; expected one of {}", quote_input(m), known.join(", ")));
             None
         }),
         None => {
@@ -349,7 +350,7 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     if !allowed.is_empty() {
         for k in obj.keys().filter(|k| !allowed.contains(&k.as_str())) {
             errs.add(
-                format!("backend.{k}"),
+                format!("backend.{}", field_name(k)),
                 format!("is not a setting of {} apps (known: {})", mode.as_str(), allowed.join(", ")),
             );
         }
@@ -430,16 +431,16 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
         Some(Value::Object(h)) => {
             for (name, v) in h {
                 if !crate::core::upstream::is_header_name(name) {
-                    errs.add(format!("backend.headers.{name}"), "is not a valid header name");
+                    errs.add(format!("backend.headers.{}", field_name(name)), "is not a valid header name");
                 }
                 match v.as_str() {
                     Some(s) if is_secret_ref(s) || s == MASK => {}
                     Some(s) => {
                         if let Some(why) = crate::core::upstream::header_value_problem(s) {
-                            errs.add(format!("backend.headers.{name}"), why);
+                            errs.add(format!("backend.headers.{}", field_name(name)), why);
                         }
                     }
-                    None => errs.add(format!("backend.headers.{name}"), "must be a string"),
+                    None => errs.add(format!("backend.headers.{}", field_name(name)), "must be a string"),
                 }
             }
         }
@@ -489,8 +490,10 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
                 }
                 for role in ["submit_tool", "status_tool", "cancel_tool"] {
                     match set[role].as_str() {
-                        Some(t) if seen.contains(&t) => errs
-                            .add(format!("{at}.{role}"), format!("'{t}' is already bound to another role or toolset")),
+                        Some(t) if seen.contains(&t) => errs.add(
+                            format!("{at}.{role}"),
+                            format!("{} is already bound to another role or toolset", quote_input(t)),
+                        ),
                         Some(t) if !t.is_empty() => seen.push(t),
                         _ => errs.add(format!("{at}.{role}"), "is required: the upstream tool's name"),
                     }
@@ -725,6 +728,20 @@ mod tests {
         let mut body = workflow();
         body["backend"]["api_key"] = json!("$bad-name");
         assert_eq!(fields(validate_app(&body, None).unwrap_err()), ["backend.api_key"]);
+    }
+
+    #[test]
+    fn echoed_input_is_bounded() {
+        let mut body = workflow();
+        body["mode"] = json!("m".repeat(10_000));
+        let err = validate_app(&body, None).unwrap_err();
+        assert!(err.message.len() < 300, "{} bytes", err.message.len());
+        assert!(err.message.contains("…\" (10000 characters)"), "{}", err.message);
+        let mut body = workflow();
+        body["backend"][&"k".repeat(5_000)] = json!(1);
+        let err = validate_app(&body, None).unwrap_err();
+        assert!(err.message.len() < 600, "{} bytes", err.message.len());
+        assert!(err.errors[0].field.ends_with("…\" (5000 characters)"), "{}", err.errors[0].field);
     }
 
     #[test]

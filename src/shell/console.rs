@@ -7,6 +7,7 @@ use crate::core::app::{self, AppSpec};
 use crate::core::dify_import;
 use crate::core::error::ApiError;
 use crate::core::ids;
+use crate::core::quote::quote_input;
 use crate::core::server::{validate_server, ServerBody, ServerFields, Status};
 
 use super::cache;
@@ -142,7 +143,9 @@ impl Console<'_> {
     }
 
     async fn app_row(&self, id: &str) -> Result<AppRow> {
-        store::get_app(self.db, id).await?.ok_or_else(|| ApiError::not_found(format!("no app with id '{id}'")))
+        store::get_app(self.db, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no app with id {}", quote_input(id))))
     }
 
     /// Backends inside private networks are refused unless `ALLOW_PRIVATE_BACKENDS` is set.
@@ -347,9 +350,9 @@ impl Console<'_> {
     async fn rotate_app_server(&self, id: &str) -> Result<Value> {
         let row = match store::get_server(self.db, id).await? {
             Some(row) => row,
-            None => store::get_server_of_app(self.db, id)
-                .await?
-                .ok_or_else(|| ApiError::not_found(format!("no MCP server (or app with a server) with id '{id}'")))?,
+            None => store::get_server_of_app(self.db, id).await?.ok_or_else(|| {
+                ApiError::not_found(format!("no MCP server (or app with a server) with id {}", quote_input(id)))
+            })?,
         };
         self.rotate(row).await
     }
@@ -359,7 +362,7 @@ impl Console<'_> {
     async fn server_row(&self, id: &str) -> Result<ServerRow> {
         store::get_server(self.db, id)
             .await?
-            .ok_or_else(|| ApiError::not_found(format!("no MCP server with id '{id}'")))
+            .ok_or_else(|| ApiError::not_found(format!("no MCP server with id {}", quote_input(id))))
     }
 
     async fn list_servers(&self) -> Result<Value> {
@@ -393,7 +396,7 @@ impl Console<'_> {
             field: "app_ids".into(),
             message: format!(
                 "no app with id {}",
-                missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", ")
+                missing.iter().map(|m| quote_input(m)).collect::<Vec<_>>().join(", ")
             ),
         }]))
     }
@@ -505,7 +508,7 @@ impl Console<'_> {
         self.server_row(server_id).await?;
         store::get_task(self.db, server_id, task_id)
             .await?
-            .ok_or_else(|| ApiError::not_found(format!("server '{server_id}' has no task '{task_id}'")))
+            .ok_or_else(|| ApiError::not_found(format!("server '{server_id}' has no task {}", quote_input(task_id))))
     }
 
     async fn cancel_task(&self, server_id: &str, task_id: &str) -> Result<Value> {
