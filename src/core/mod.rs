@@ -11,6 +11,7 @@ pub mod http_tool;
 pub mod ids;
 pub mod mcp;
 pub mod origin;
+pub mod path;
 pub mod quote;
 pub mod sealed;
 pub mod server;

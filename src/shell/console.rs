@@ -20,11 +20,11 @@ type Result<T> = std::result::Result<T, ApiError>;
 pub const D1_BINDING: &str = "DB";
 
 /// Routes `/console/api/<rest>` after the admin token was checked; every write (and code
-/// rotation) is recorded in the audit log.
-pub async fn handle(req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
+/// rotation) is recorded in the audit log. `shown_path` is the path as messages may quote it.
+pub async fn handle(req: Request, env: &Env, rest: &[&str], shown_path: &str) -> Result<Response> {
     let method = req.method();
     let writes = !matches!(method, Method::Get | Method::Head | Method::Options) || rest.last() == Some(&"refresh");
-    let result = route(req, env, rest).await;
+    let result = route(req, env, rest, shown_path).await;
     if writes {
         let status = match &result {
             Ok(r) => r.status_code(),
@@ -53,11 +53,11 @@ fn now_ms() -> i64 {
     Date::now().as_millis() as i64
 }
 
-async fn route(mut req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
+async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> Result<Response> {
     let db = env.d1(D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
-    let path = req.path();
+    let path = quote_input(shown_path);
     let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
     let c = Console { env, db: &db, origin: &origin };
     let (status, body) = match (rest, &method) {

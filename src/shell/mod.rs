@@ -20,6 +20,8 @@ use worker::{event, Context, Env, Request, Response};
 
 use crate::core::error::ApiError;
 use crate::core::ids::constant_time_eq;
+use crate::core::path;
+use crate::core::quote::quote_input;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -33,8 +35,13 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let request_id = log::begin();
     outbound::guard_from_env(&env);
     let started = worker::Date::now().as_millis();
-    let (method, path) = (req.method(), req.path());
-    let mut resp = route(req, &env, &ctx).await?;
+    let method = req.method();
+    // One canonical form of the path, computed once: the router matches its segments and the
+    // log line (and any message quoting the path) shows the same segments, codes masked.
+    let raw_path = req.path();
+    let segments = path::segments(&raw_path);
+    let shown_path = path::loggable(&segments);
+    let mut resp = route(req, &env, &ctx, &segments, &shown_path).await?;
     resp.headers_mut().set("x-request-id", &request_id)?;
     // Refused and failed requests are always logged; every request with LOG_REQUESTS=all (the
     // platform's own invocation logs already record each request, and a log line per request
@@ -45,7 +52,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
             "request",
             json!({
                 "method": method.as_ref(),
-                "path": log::loggable_path(&path),
+                "path": shown_path,
                 "status": resp.status_code(),
                 "ms": worker::Date::now().as_millis().saturating_sub(started),
             }),
@@ -54,19 +61,23 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     Ok(resp)
 }
 
-async fn route(req: Request, env: &Env, ctx: &Context) -> worker::Result<Response> {
-    let path = req.path();
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let result = match segments.as_slice() {
+async fn route(
+    req: Request,
+    env: &Env,
+    ctx: &Context,
+    segments: &[&str],
+    shown_path: &str,
+) -> worker::Result<Response> {
+    let result = match segments {
         ["healthz"] => {
             http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e))
         }
         ["mcp", "server", code, "mcp"] => return mcp::handle(req, env, ctx, code).await,
         ["console", "api", rest @ ..] => match check_admin(&req, env) {
-            Ok(()) => console::handle(req, env, rest).await,
+            Ok(()) => console::handle(req, env, rest, shown_path).await,
             Err(e) => Err(e),
         },
-        _ => Err(ApiError::not_found(format!("no route {} {path}", req.method().as_ref()))),
+        _ => Err(ApiError::not_found(format!("no route {} {}", req.method().as_ref(), quote_input(shown_path)))),
     };
     match result {
         Ok(resp) => Ok(resp),

@@ -72,7 +72,7 @@ describe('health and auth', () => {
   });
 
   test('unknown routes and methods get JSON 404 and 405 with Allow', async () => {
-    assertJsonError(await fg.fetchJson('/nope'), 404, 'not_found', /no route GET \/nope/);
+    assertJsonError(await fg.fetchJson('/nope'), 404, 'not_found', /^no route GET "\/nope"$/);
     assertJsonError(await fg.console('/widgets'), 404, 'not_found', /widgets/);
     const r = await fg.console('/apps', { method: 'PATCH', body: {} });
     assertJsonError(r, 405, 'method_not_allowed', /PATCH/);
