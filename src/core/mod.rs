@@ -1,5 +1,6 @@
 //! The pure core: everything that can be decided without IO.
 
+pub mod admin;
 pub mod app;
 pub mod definition;
 pub mod dify_call;

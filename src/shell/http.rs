@@ -21,6 +21,9 @@ pub fn error(err: &ApiError) -> worker::Result<Response> {
     if let Some(allow) = err.allow {
         resp.headers().set("allow", allow)?;
     }
+    for (name, value) in &err.headers {
+        resp.headers().set(name, value)?;
+    }
     Ok(resp)
 }
 

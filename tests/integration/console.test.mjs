@@ -65,7 +65,7 @@ describe('health and auth', () => {
   test('the console needs the admin token', async () => {
     assertJsonError(await fg.console('/apps', { token: null }), 401, 'unauthorized', /Authorization: Bearer/);
     assertJsonError(await fg.console('/apps', { token: 'wrong-token' }), 401, 'unauthorized', /not valid/);
-    assertJsonError(await fg.console('/apps', { token: 'test-admin-token-and-more' }), 401, 'unauthorized');
+    assertJsonError(await fg.console('/apps', { token: `${fg.adminToken}-and-more` }), 401, 'unauthorized');
     const ok = await fg.console('/apps');
     assert.equal(ok.status, 200);
     assert.ok(Array.isArray(ok.json.data));
