@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod app;
+pub mod config;
 pub mod definition;
 pub mod dify_call;
 pub mod dify_import;

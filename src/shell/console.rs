@@ -4,6 +4,7 @@ use serde_json::{json, Map, Value};
 use worker::{D1Database, Date, Env, Method, Request, Response};
 
 use crate::core::app::{self, AppSpec};
+use crate::core::config;
 use crate::core::dify_import;
 use crate::core::error::ApiError;
 use crate::core::ids;
@@ -59,7 +60,8 @@ async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> 
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
     let path = quote_input(shown_path);
     let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
-    let c = Console { env, db: &db, origin: &origin };
+    let ref_prefix = env.var(config::SECRET_REF_PREFIX).ok().map(|v| v.to_string());
+    let c = Console { env, db: &db, origin: &origin, ref_prefix: ref_prefix.as_deref() };
     let (status, body) = match (rest, &method) {
         (["apps"], Method::Get) => (200, c.list_apps().await?),
         (["apps"], Method::Post) => (201, c.create_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
@@ -132,6 +134,8 @@ struct Console<'a> {
     env: &'a Env,
     db: &'a D1Database,
     origin: &'a str,
+    /// `SECRET_REF_PREFIX`: `$NAME` references must start with it.
+    ref_prefix: Option<&'a str>,
 }
 
 impl Console<'_> {
@@ -176,7 +180,7 @@ impl Console<'_> {
     }
 
     async fn create_app(&self, body: &Value) -> Result<Value> {
-        let mut spec = app::validate_app(body, None)?;
+        let mut spec = app::validate_app_in(body, None, self.ref_prefix)?;
         self.check_private(&spec.backend)?;
         self.seal(&mut spec)?;
         let id = new_id()?;
@@ -216,7 +220,7 @@ impl Console<'_> {
         let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key)
             .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;
         // Dify's form may hold what Flowgate refuses; say so as an import problem.
-        let mut spec = app::validate_app(&app_body, None).map_err(|e| {
+        let mut spec = app::validate_app_in(&app_body, None, self.ref_prefix).map_err(|e| {
             ApiError::new(
                 422,
                 "unsupported_dify_app",
@@ -248,7 +252,7 @@ impl Console<'_> {
 
     async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {
         let row = self.app_row(id).await?;
-        let mut spec = app::validate_app(body, Some(&row.backend()))?;
+        let mut spec = app::validate_app_in(body, Some(&row.backend()), self.ref_prefix)?;
         self.check_private(&spec.backend)?;
         self.seal(&mut spec)?;
         store::update_app(self.db, id, &spec, now()).await?;
