@@ -19,6 +19,9 @@ pub const OWN_SECRETS_AND_VARS: [&str; 9] = [
 /// Bindings of wrangler.toml (D1, KV, Durable Objects, rate limiters).
 pub const OWN_BINDINGS: [&str; 6] = ["DB", "CACHE", "TASKS", "OAUTH", "MCP_RATE_LIMIT", "ADMIN_AUTH_LIMIT"];
 
+/// Optional variable: the address MCP clients reach Flowgate at (for `mcp_url`).
+pub const PUBLIC_URL: &str = "PUBLIC_URL";
+
 /// Optional variable: when set, `$NAME` references must start with it (e.g. `BACKEND_`).
 pub const SECRET_REF_PREFIX: &str = "SECRET_REF_PREFIX";
 
@@ -46,9 +49,54 @@ pub fn reference_problem(name: &str, prefix: Option<&str>) -> Option<String> {
     }
 }
 
+/// The base of the MCP URLs the console shows: the `PUBLIC_URL` variable when it is set (its
+/// trailing slashes dropped), else the origin the console request came to. `Err` says what is
+/// wrong with a `PUBLIC_URL` that is set but unusable.
+pub fn public_base(public_url: Option<&str>, request_origin: &str) -> Result<String, String> {
+    let Some(raw) = public_url.map(str::trim).filter(|u| !u.is_empty()) else {
+        return Ok(request_origin.trim_end_matches('/').to_string());
+    };
+    let fix = "set it to the address MCP clients reach this Worker at, e.g. https://flowgate.example.com";
+    let url = ::url::Url::parse(raw).map_err(|e| format!("the PUBLIC_URL variable is not a URL ({e}); {fix}"))?;
+    if !matches!(url.scheme(), "https" | "http") || url.host_str().is_none() {
+        return Err(format!("the PUBLIC_URL variable must be an http or https URL; {fix}"));
+    }
+    if !url.username().is_empty() || url.password().is_some() || url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("the PUBLIC_URL variable must not carry credentials, a query or a fragment; {fix}"));
+    }
+    Ok(raw.trim_end_matches('/').to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_public_url() {
+        let here = "http://127.0.0.1:8787";
+        assert_eq!(public_base(None, here).unwrap(), here);
+        assert_eq!(public_base(Some(""), here).unwrap(), here);
+        assert_eq!(public_base(Some("https://flowgate.example.com"), here).unwrap(), "https://flowgate.example.com");
+        assert_eq!(public_base(Some("https://flowgate.example.com/"), here).unwrap(), "https://flowgate.example.com");
+        // Behind a proxy that mounts Flowgate under a path.
+        assert_eq!(
+            public_base(Some("https://gw.example.com/flowgate/"), here).unwrap(),
+            "https://gw.example.com/flowgate"
+        );
+        for bad in [
+            "flowgate.example.com",
+            "ftp://x.example",
+            "https://u:p@x.example",
+            "https://x.example/?a=1",
+            "https://x.example/#f",
+        ] {
+            let e = public_base(Some(bad), here).unwrap_err();
+            assert!(
+                e.starts_with("the PUBLIC_URL variable") && e.contains("https://flowgate.example.com"),
+                "{bad}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn own_names_are_refused_in_any_case() {

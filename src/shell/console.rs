@@ -58,10 +58,16 @@ async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> 
     let db = env.d1(D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+    let public_url = env.var(config::PUBLIC_URL).ok().map(|v| v.to_string());
     let path = quote_input(shown_path);
     let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
     let ref_prefix = env.var(config::SECRET_REF_PREFIX).ok().map(|v| v.to_string());
-    let c = Console { env, db: &db, origin: &origin, ref_prefix: ref_prefix.as_deref() };
+    let c = Console {
+        env,
+        db: &db,
+        public_base: config::public_base(public_url.as_deref(), &origin),
+        ref_prefix: ref_prefix.as_deref(),
+    };
     let (status, body) = match (rest, &method) {
         (["apps"], Method::Get) => (200, c.list_apps().await?),
         (["apps"], Method::Post) => (201, c.create_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
@@ -133,7 +139,8 @@ fn new_id() -> Result<String> {
 struct Console<'a> {
     env: &'a Env,
     db: &'a D1Database,
-    origin: &'a str,
+    /// Where MCP URLs point: `PUBLIC_URL`, or the request's origin (`Err`: PUBLIC_URL is unusable).
+    public_base: std::result::Result<String, String>,
     /// `SECRET_REF_PREFIX`: `$NAME` references must start with it.
     ref_prefix: Option<&'a str>,
 }
@@ -177,6 +184,11 @@ impl Console<'_> {
             Some((field, message)) if field.starts_with("backend.") => field_error(field, message),
             _ => field_error("backend", &e),
         })
+    }
+
+    /// The base of MCP URLs, checked before a code is drawn (a code is shown only once).
+    fn public_base(&self) -> Result<&str> {
+        self.public_base.as_deref().map_err(|e| ApiError::new(503, "misconfigured", e.clone()))
     }
 
     async fn create_app(&self, body: &Value) -> Result<Value> {
@@ -540,6 +552,7 @@ impl Console<'_> {
         parameters: &Map<String, Value>,
         app_ids: &[String],
     ) -> Result<Value> {
+        self.public_base()?;
         let id = new_id()?;
         // A collision of two random 95-bit codes is not expected; retry a few times anyway.
         for _ in 0..3 {
@@ -585,6 +598,7 @@ impl Console<'_> {
     }
 
     async fn rotate(&self, row: ServerRow) -> Result<Value> {
+        self.public_base()?;
         for _ in 0..3 {
             let code = ids::new_server_code().map_err(|e| internal("drawing a server code", e))?;
             let hash = ids::sha256_hex(&code);
@@ -623,7 +637,7 @@ impl Console<'_> {
         }
         if let Some(code) = code {
             out["server_code"] = json!(code);
-            out["mcp_url"] = json!(format!("{}/mcp/server/{code}/mcp", self.origin));
+            out["mcp_url"] = json!(format!("{}/mcp/server/{code}/mcp", self.public_base()?));
         }
         Ok(out)
     }
