@@ -42,7 +42,7 @@ const PROGRESS_EVENTS = 100;
 const CHUNK_BYTES = 1024;
 const PROTOCOL = '2025-06-18';
 const TOOL = 'Bench_Flow';
-const ADMIN_TOKEN = 'bench-admin-token';
+const ADMIN_TOKEN = 'bench-admin-token-for-local-runs-only';
 // Flowgate stores literal backend keys sealed under SECRETS_KEY (64 hex characters); a bench-only value.
 const SECRETS_KEY = 'be'.repeat(32);
 const INPUT_TEXT = 'The quick brown fox jumps over the lazy dog, and then it writes a short benchmark report about it.';

@@ -3,9 +3,11 @@
 
 use serde_json::{Map, Value};
 
+use super::config;
 use super::error::{ApiError, Errors};
 use super::form::{self, FormField};
 use super::http_tool;
+use super::quote::{field_name, quote_input};
 use super::url::check_backend_url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,8 +107,18 @@ pub fn outputs_to_json(outputs: &[OutputVar]) -> Value {
 }
 
 /// Validates a create (`stored_backend = None`) or replace body. On replace, a credential sent
-/// back as `"***"` keeps the stored value.
+/// back as `"***"` keeps the stored value (while the backend's origin stays the same).
 pub fn validate_app(body: &Value, stored_backend: Option<&Value>) -> Result<AppSpec, ApiError> {
+    validate_app_in(body, stored_backend, None)
+}
+
+/// [`validate_app`] on a Worker whose `SECRET_REF_PREFIX` is `ref_prefix`: `$NAME` references
+/// must start with it.
+pub fn validate_app_in(
+    body: &Value,
+    stored_backend: Option<&Value>,
+    ref_prefix: Option<&str>,
+) -> Result<AppSpec, ApiError> {
     let Some(obj) = body.as_object() else {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     };
@@ -116,7 +128,7 @@ pub fn validate_app(body: &Value, stored_backend: Option<&Value>) -> Result<AppS
     let mode = match obj.get("mode").and_then(Value::as_str) {
         Some(m) => Mode::parse(m).or_else(|| {
             let known: Vec<&str> = MODES.iter().map(|(n, _)| *n).collect();
-            errs.add("mode", format!("unknown mode '{m}'; expected one of {}", known.join(", ")));
+            errs.add("mode", format!("unknown mode {}; expected one of {}", quote_input(m), known.join(", ")));
             None
         }),
         None => {
@@ -151,7 +163,7 @@ pub fn validate_app(body: &Value, stored_backend: Option<&Value>) -> Result<AppS
         }
         (Some(mode), Some(b)) => {
             let mut b = b.clone();
-            validate_backend(mode, &mut b, stored_backend, &mut errs);
+            validate_backend(mode, &mut b, stored_backend, ref_prefix, &mut errs);
             b
         }
         (None, Some(b)) => b.clone(),
@@ -276,8 +288,8 @@ fn parse_outputs(v: &Value, errs: &mut Errors) -> Vec<OutputVar> {
 }
 
 /// Checks a backend object for `mode` in place: URLs, timeouts, credentials (`"***"` resolved
-/// against the stored backend).
-fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mut Errors) {
+/// against the stored backend, `$NAME` references against Flowgate's own names and the prefix).
+fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, ref_prefix: Option<&str>, errs: &mut Errors) {
     let (url_key, allowed): (&str, &[&str]) = match mode {
         m if m.is_dify() => (
             "base_url",
@@ -349,7 +361,7 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     if !allowed.is_empty() {
         for k in obj.keys().filter(|k| !allowed.contains(&k.as_str())) {
             errs.add(
-                format!("backend.{k}"),
+                format!("backend.{}", field_name(k)),
                 format!("is not a setting of {} apps (known: {})", mode.as_str(), allowed.join(", ")),
             );
         }
@@ -402,20 +414,127 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, errs: &mu
     if mode.is_dify() && !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
         errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
     }
+    // Where the credentials would be sent, for the origin check of "***".
+    let new_urls = url_view(obj);
     for_each_credential(obj, "backend", &mut |path, slot| {
         let Value::String(s) = slot else {
-            errs.add(path, "must be a string");
+            errs.add(shown_path(path), "must be a string");
             return;
         };
         if s == MASK {
-            match stored.and_then(|st| credential_at(st, path)) {
-                Some(old) => *slot = old.clone(),
-                None => errs.add(path, "is \"***\" but there is no stored value to keep; send the credential"),
+            let kept = stored.and_then(|st| credential_at(st, path).map(|old| (st, old)));
+            match kept {
+                Some((st, old)) => match origin_change(st, &new_urls, path) {
+                    Some(why) => errs.add(shown_path(path), why),
+                    None => *slot = old.clone(),
+                },
+                None => {
+                    errs.add(shown_path(path), "is \"***\" but there is no stored value to keep; send the credential")
+                }
             }
-        } else if s.starts_with('$') && !is_secret_ref(s) {
-            errs.add(path, "looks like a secret reference but is not `$NAME` (letters, digits, _)");
+        }
+        let Some(s) = slot.as_str() else { return };
+        if is_secret_ref(s) {
+            if let Some(why) = config::reference_problem(&s[1..], ref_prefix) {
+                errs.add(shown_path(path), format!("refers to {s}, {why}"));
+            }
+        } else if s.starts_with('$') {
+            errs.add(shown_path(path), "looks like a secret reference but is not `$NAME` (letters, digits, _)");
         }
     });
+}
+
+/// The settings that say where each kind of credential is sent: `api_key` goes to a Dify app's
+/// `base_url`, or to an HTTP tool's `api_endpoint` and its async status and cancel endpoints;
+/// an MCP app's `headers` go to its `url`; the OAuth secrets go to `oauth.token_url`.
+fn credential_url_keys(path: &str) -> &'static [&'static str] {
+    if path == "backend.api_key" {
+        &["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint"]
+    } else if path.starts_with("backend.headers.") {
+        &["url"]
+    } else if path.starts_with("backend.oauth.") {
+        &["oauth.token_url"]
+    } else {
+        &[]
+    }
+}
+
+const URL_KEYS: [&str; 6] =
+    ["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint", "url", "oauth.token_url"];
+
+fn url_at<'a>(backend: &'a Value, key: &str) -> Option<&'a str> {
+    key.split('.').try_fold(backend, |v, part| v.get(part))?.as_str()
+}
+
+/// Just the URL settings of a backend object (what [`origin_change`] reads).
+fn url_view(obj: &Map<String, Value>) -> Value {
+    let mut out = Value::Object(Map::new());
+    for key in URL_KEYS {
+        let (head, tail) = key.split_once('.').map_or((key, None), |(h, t)| (h, Some(t)));
+        let value = obj.get(head).and_then(|v| match tail {
+            Some(t) => v.get(t),
+            None => Some(v),
+        });
+        if let Some(Value::String(u)) = value {
+            match tail {
+                Some(t) => out[head][t] = Value::String(u.clone()),
+                None => out[head] = Value::String(u.clone()),
+            }
+        }
+    }
+    out
+}
+
+/// Why a credential sent back as `"***"` (at `path`, e.g. `backend.api_key`) may not keep its
+/// stored value under the `new` backend settings: it would be sent to an origin (scheme, host
+/// and port) the `stored` settings never sent it to. A path change on the same origin is fine.
+/// `None` when the stored value may be kept.
+pub fn origin_change(stored: &Value, new: &Value, path: &str) -> Option<String> {
+    let keys = credential_url_keys(path);
+    let parse = |b: &Value, k: &str| url_at(b, k).and_then(|u| ::url::Url::parse(u).ok());
+    let before: Vec<(&str, ::url::Url)> = keys.iter().filter_map(|k| parse(stored, k).map(|u| (*k, u))).collect();
+    for key in keys {
+        // A new URL that does not parse is reported by the URL check itself.
+        let Some(after) = parse(new, key) else { continue };
+        if before.iter().any(|(_, u)| u.origin() == after.origin()) {
+            continue;
+        }
+        let old = before.iter().find(|(k, _)| k == key).or(before.first());
+        return Some(match old {
+            Some((_, old)) => {
+                let (a, b) = shown_origins(old, &after);
+                format!("the backend's origin changed ({a} → {b}); send the credential again")
+            }
+            None => "the stored settings give no origin to compare with; send the credential again".to_string(),
+        });
+    }
+    None
+}
+
+/// Two origins as a person reads them: hosts (with a port when one is given), or the full
+/// origins when the schemes differ.
+fn shown_origins(a: &::url::Url, b: &::url::Url) -> (String, String) {
+    let host = |u: &::url::Url| {
+        let h = u.host_str().unwrap_or("");
+        match u.port() {
+            Some(p) => format!("{h}:{p}"),
+            None => h.to_string(),
+        }
+    };
+    if a.scheme() == b.scheme() {
+        (host(a), host(b))
+    } else {
+        (a.origin().ascii_serialization(), b.origin().ascii_serialization())
+    }
+}
+
+/// A credential's path as shown in an error: a header name from the client is quoted when it
+/// is long or odd.
+fn shown_path(path: &str) -> String {
+    match path.strip_prefix("backend.headers.") {
+        Some(name) => format!("backend.headers.{}", field_name(name)),
+        None => path.to_string(),
+    }
 }
 
 /// Settings of an upstream MCP server app.
@@ -430,16 +549,16 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
         Some(Value::Object(h)) => {
             for (name, v) in h {
                 if !crate::core::upstream::is_header_name(name) {
-                    errs.add(format!("backend.headers.{name}"), "is not a valid header name");
+                    errs.add(format!("backend.headers.{}", field_name(name)), "is not a valid header name");
                 }
                 match v.as_str() {
                     Some(s) if is_secret_ref(s) || s == MASK => {}
                     Some(s) => {
                         if let Some(why) = crate::core::upstream::header_value_problem(s) {
-                            errs.add(format!("backend.headers.{name}"), why);
+                            errs.add(format!("backend.headers.{}", field_name(name)), why);
                         }
                     }
-                    None => errs.add(format!("backend.headers.{name}"), "must be a string"),
+                    None => errs.add(format!("backend.headers.{}", field_name(name)), "must be a string"),
                 }
             }
         }
@@ -489,8 +608,10 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
                 }
                 for role in ["submit_tool", "status_tool", "cancel_tool"] {
                     match set[role].as_str() {
-                        Some(t) if seen.contains(&t) => errs
-                            .add(format!("{at}.{role}"), format!("'{t}' is already bound to another role or toolset")),
+                        Some(t) if seen.contains(&t) => errs.add(
+                            format!("{at}.{role}"),
+                            format!("{} is already bound to another role or toolset", quote_input(t)),
+                        ),
                         Some(t) if !t.is_empty() => seen.push(t),
                         _ => errs.add(format!("{at}.{role}"), "is required: the upstream tool's name"),
                     }
@@ -533,6 +654,10 @@ fn for_each_credential(obj: &mut Map<String, Value>, base: &str, f: &mut dyn FnM
 }
 
 fn credential_at<'a>(stored: &'a Value, path: &str) -> Option<&'a Value> {
+    // A header name may hold dots.
+    if let Some(name) = path.strip_prefix("backend.headers.") {
+        return stored.get("headers")?.get(name);
+    }
     let mut cur = stored;
     for part in path.strip_prefix("backend.")?.split('.') {
         cur = cur.get(part)?;
@@ -725,6 +850,148 @@ mod tests {
         let mut body = workflow();
         body["backend"]["api_key"] = json!("$bad-name");
         assert_eq!(fields(validate_app(&body, None).unwrap_err()), ["backend.api_key"]);
+    }
+
+    fn replace(body: &Value, stored: &Value) -> Result<AppSpec, ApiError> {
+        validate_app(body, Some(stored))
+    }
+
+    fn field_messages(err: ApiError) -> Vec<(String, String)> {
+        err.errors.into_iter().map(|e| (e.field, e.message)).collect()
+    }
+
+    #[test]
+    fn mask_is_refused_when_the_dify_origin_changes() {
+        let stored = json!({"base_url": "https://api.old.example/v1", "api_key": "enc:v1:sealed"});
+        let put = |base_url: &str, key: &str| json!({"name": "a", "mode": "workflow", "backend": {"base_url": base_url, "api_key": key}});
+        let err = replace(&put("https://api.new.example/v1", "***"), &stored).unwrap_err();
+        assert_eq!(
+            field_messages(err),
+            [(
+                "backend.api_key".to_string(),
+                "the backend's origin changed (api.old.example → api.new.example); send the credential again"
+                    .to_string()
+            )]
+        );
+        // The same PUT with the credential sent again is fine.
+        assert_eq!(
+            replace(&put("https://api.new.example/v1", "app-new"), &stored).unwrap().backend["api_key"],
+            "app-new"
+        );
+        // Same origin, other path (and a default port written out): the stored value is kept.
+        for same in ["https://api.old.example/v2/", "https://API.old.example:443/x", "https://api.old.example"] {
+            assert_eq!(replace(&put(same, "***"), &stored).unwrap().backend["api_key"], "enc:v1:sealed", "{same}");
+        }
+        // Scheme and port are part of the origin.
+        let err = replace(&put("http://api.old.example/v1", "***"), &stored).unwrap_err();
+        assert!(err.message.contains("(https://api.old.example → http://api.old.example)"), "{}", err.message);
+        let err = replace(&put("https://api.old.example:8443/v1", "***"), &stored).unwrap_err();
+        assert!(err.message.contains("(api.old.example → api.old.example:8443)"), "{}", err.message);
+        // A $NAME reference kept by "***" follows the same rule.
+        let stored_ref = json!({"base_url": "https://api.old.example/v1", "api_key": "$DIFY_KEY"});
+        assert!(replace(&put("https://evil.example/v1", "***"), &stored_ref).is_err());
+    }
+
+    #[test]
+    fn mask_is_refused_when_an_http_tool_endpoint_moves() {
+        let stored = json!({"api_endpoint": "https://tools.example/run", "api_key": "enc:v1:k",
+                            "async": {"status_endpoint": "https://tools.example/status", "cancel_endpoint": "https://tools.example/cancel"}});
+        let put = |endpoint: &str, status: &str| {
+            json!({"name": "t", "mode": "http-tool", "backend": {"api_endpoint": endpoint, "api_key": "***",
+                   "async": {"status_endpoint": status, "cancel_endpoint": "https://tools.example/cancel"}}})
+        };
+        assert!(replace(&put("https://tools.example/run2", "https://tools.example/s2"), &stored).is_ok());
+        let err = replace(&put("https://tools.example/run", "https://collector.example/status"), &stored).unwrap_err();
+        assert_eq!(
+            field_messages(err),
+            [(
+                "backend.api_key".to_string(),
+                "the backend's origin changed (tools.example → collector.example); send the credential again"
+                    .to_string()
+            )]
+        );
+        // Adding an async endpoint elsewhere is a new destination for the key.
+        let stored_sync = json!({"api_endpoint": "https://tools.example/run", "api_key": "enc:v1:k"});
+        assert!(replace(&put("https://tools.example/run", "https://collector.example/status"), &stored_sync).is_err());
+        assert!(replace(&put("https://tools.example/run", "https://tools.example/status"), &stored_sync).is_ok());
+    }
+
+    #[test]
+    fn mask_is_refused_when_an_mcp_url_or_token_url_moves() {
+        let stored = json!({"url": "https://mcp.example/mcp", "headers": {"X-Key": "enc:v1:h", "X.Dotted": "enc:v1:d"},
+                            "oauth": {"token_url": "https://auth.example/token", "client_id": "c", "client_secret": "enc:v1:s"}});
+        let put = |url: &str, token_url: &str| {
+            json!({"name": "m", "mode": "mcp", "backend": {"url": url, "headers": {"X-Key": "***", "X.Dotted": "***"},
+                   "oauth": {"token_url": token_url, "client_id": "c", "client_secret": "***"}}})
+        };
+        let kept = replace(&put("https://mcp.example/v2/mcp", "https://auth.example/oauth/token"), &stored).unwrap();
+        assert_eq!(kept.backend["headers"]["X.Dotted"], "enc:v1:d");
+        assert_eq!(kept.backend["oauth"]["client_secret"], "enc:v1:s");
+        let err = replace(&put("https://other.example/mcp", "https://auth.example/token"), &stored).unwrap_err();
+        assert_eq!(fields(err), ["backend.headers.X-Key", "backend.headers.X.Dotted"]);
+        let err = replace(&put("https://mcp.example/mcp", "https://steal.example/token"), &stored).unwrap_err();
+        assert_eq!(fields(err), ["backend.oauth.client_secret"]);
+    }
+
+    #[test]
+    fn origin_change_is_pure() {
+        let stored = json!({"base_url": "https://a.example/v1"});
+        assert_eq!(origin_change(&stored, &json!({"base_url": "https://a.example/v9"}), "backend.api_key"), None);
+        assert!(origin_change(&stored, &json!({"base_url": "https://b.example/v1"}), "backend.api_key").is_some());
+        // Nothing stored to compare with: refused.
+        assert!(origin_change(&json!({}), &json!({"base_url": "https://b.example"}), "backend.api_key").is_some());
+        // A new URL that does not parse is left to the URL check.
+        assert_eq!(origin_change(&stored, &json!({"base_url": "not a url"}), "backend.api_key"), None);
+    }
+
+    #[test]
+    fn references_to_flowgates_own_configuration_are_refused() {
+        for name in ["ADMIN_TOKEN", "SECRETS_KEY", "SECRETS_KEY_PREVIOUS", "DB", "ADMIN_AUTH_LIMIT"] {
+            let mut body = workflow();
+            body["backend"]["api_key"] = json!(format!("${name}"));
+            let err = validate_app(&body, None).unwrap_err();
+            assert_eq!(fields(err.clone()), ["backend.api_key"]);
+            assert!(
+                err.message.contains(&format!("refers to ${name}, which is Flowgate's own configuration")),
+                "{}",
+                err.message
+            );
+        }
+        let mcp = json!({"name": "m", "mode": "mcp", "backend": {"url": "https://m.example/mcp",
+                         "headers": {"Authorization": "$ADMIN_TOKEN"}, "oauth": {"token_url": "https://a.example/t", "client_id": "c", "client_secret": "$SECRETS_KEY"}}});
+        assert_eq!(
+            fields(validate_app(&mcp, None).unwrap_err()),
+            ["backend.headers.Authorization", "backend.oauth.client_secret"]
+        );
+    }
+
+    #[test]
+    fn the_secret_ref_prefix_rule() {
+        let mut body = workflow();
+        body["backend"]["api_key"] = json!("$DIFY_KEY");
+        assert!(validate_app_in(&body, None, None).is_ok());
+        let err = validate_app_in(&body, None, Some("BACKEND_")).unwrap_err();
+        assert_eq!(fields(err.clone()), ["backend.api_key"]);
+        assert!(err.message.contains("start with BACKEND_"), "{}", err.message);
+        body["backend"]["api_key"] = json!("$BACKEND_DIFY_KEY");
+        assert!(validate_app_in(&body, None, Some("BACKEND_")).is_ok());
+        // Literals are not references: the rule does not touch them.
+        body["backend"]["api_key"] = json!("app-literal");
+        assert!(validate_app_in(&body, None, Some("BACKEND_")).is_ok());
+    }
+
+    #[test]
+    fn echoed_input_is_bounded() {
+        let mut body = workflow();
+        body["mode"] = json!("m".repeat(10_000));
+        let err = validate_app(&body, None).unwrap_err();
+        assert!(err.message.len() < 300, "{} bytes", err.message.len());
+        assert!(err.message.contains("…\" (10000 characters)"), "{}", err.message);
+        let mut body = workflow();
+        body["backend"][&"k".repeat(5_000)] = json!(1);
+        let err = validate_app(&body, None).unwrap_err();
+        assert!(err.message.len() < 600, "{} bytes", err.message.len());
+        assert!(err.errors[0].field.ends_with("…\" (5000 characters)"), "{}", err.errors[0].field);
     }
 
     #[test]

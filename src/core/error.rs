@@ -17,11 +17,13 @@ pub struct ApiError {
     pub errors: Vec<FieldError>,
     /// For 405: the methods the route takes (sent as `Allow`).
     pub allow: Option<&'static str>,
+    /// Other response headers the answer needs (`WWW-Authenticate`, `Retry-After`).
+    pub headers: Vec<(&'static str, String)>,
 }
 
 impl ApiError {
     pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError { status, code, message: message.into(), errors: Vec::new(), allow: None }
+        ApiError { status, code, message: message.into(), errors: Vec::new(), allow: None, headers: Vec::new() }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -40,7 +42,13 @@ impl ApiError {
     /// `message` still tells the user everything.
     pub fn validation(errors: Vec<FieldError>) -> Self {
         let message = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>().join("; ");
-        ApiError { status: 400, code: "validation_failed", message, errors, allow: None }
+        ApiError { status: 400, code: "validation_failed", message, errors, allow: None, headers: Vec::new() }
+    }
+
+    /// Adds a response header to the answer.
+    pub fn with_header(mut self, name: &'static str, value: impl Into<String>) -> Self {
+        self.headers.push((name, value.into()));
+        self
     }
 
     pub fn method_not_allowed(method: &str, path: &str, allow: &'static str) -> Self {

@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use super::error::Errors;
+use super::quote::quote_input;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldType {
@@ -136,7 +137,7 @@ fn parse_item(item: &Value, at: &str, errs: &mut Errors) -> Option<FormField> {
     };
     let Some(ty) = FieldType::from_dify(type_name) else {
         let known: Vec<&str> = TYPES.iter().map(|(n, _)| *n).collect();
-        errs.add(at, format!("unknown form type '{type_name}'; expected one of {}", known.join(", ")));
+        errs.add(at, format!("unknown form type {}; expected one of {}", quote_input(type_name), known.join(", ")));
         return None;
     };
     let before = errs.0.len();
@@ -146,7 +147,8 @@ fn parse_item(item: &Value, at: &str, errs: &mut Errors) -> Option<FormField> {
             errs.add(
                 format!("{body_path}.variable"),
                 format!(
-                    "'{v}' is not a valid variable name (letters, digits and _, not starting with a digit, at most 64)"
+                    "{} is not a valid variable name (letters, digits and _, not starting with a digit, at most 64)",
+                    quote_input(v)
                 ),
             );
             String::new()
@@ -238,7 +240,7 @@ fn parse_options(v: Option<&Value>, at: &str, errs: &mut Errors) -> Vec<String> 
         match o.as_str() {
             Some("") | None => errs.add(format!("{at}[{i}]"), "must be a non-empty string"),
             Some(s) if options.iter().any(|x| x == s) => {
-                errs.add(format!("{at}[{i}]"), format!("'{s}' is listed twice"))
+                errs.add(format!("{at}[{i}]"), format!("{} is listed twice", quote_input(s)))
             }
             Some(s) => options.push(s.to_string()),
         }
@@ -360,12 +362,12 @@ mod tests {
         ]));
         let expect = [
             "user_input_form[0].text-input.variable: is required",
-            "user_input_form[1]: unknown form type 'colour-picker'",
+            "user_input_form[1]: unknown form type \"colour-picker\"",
             "user_input_form[2].select.options: a select needs",
-            "user_input_form[3].select.options[1]: 'a' is listed twice",
+            "user_input_form[3].select.options[1]: \"a\" is listed twice",
             "user_input_form[3].select.options[2]: must be a non-empty string",
             "user_input_form[4].select.default: must be one of the options",
-            "user_input_form[5].text-input.variable: '1bad' is not a valid variable name",
+            "user_input_form[5].text-input.variable: \"1bad\" is not a valid variable name",
             "user_input_form[6].text-input.required: must be true or false",
             "user_input_form[6].text-input.max_length: must be a positive integer",
             "user_input_form[8].variable: 'dup' is used twice",

@@ -7,6 +7,7 @@ use crate::core::dify_call::{http_failure, Outcome};
 use crate::core::dify_stream::{truncate, Signal};
 use crate::core::error::Errors;
 use crate::core::form;
+use crate::core::quote::quote_input;
 
 const PARAM_TYPES: [&str; 5] = ["string", "number", "integer", "boolean", "object"];
 const MAX_LOG_TEXT: usize = 2000;
@@ -45,7 +46,10 @@ pub fn derive_from_manifest(backend: &Map<String, Value>, errs: &mut Errors) -> 
             "object" => Some("json_object"),
             _ => None,
         }) else {
-            errs.add(format!("{at}.type"), format!("'{ty}' is not supported; use one of {}", PARAM_TYPES.join(", ")));
+            errs.add(
+                format!("{at}.type"),
+                format!("{} is not supported; use one of {}", quote_input(ty), PARAM_TYPES.join(", ")),
+            );
             continue;
         };
         let required = p.get("required").and_then(Value::as_bool).unwrap_or(false);
@@ -61,10 +65,16 @@ pub fn derive_from_manifest(backend: &Map<String, Value>, errs: &mut Errors) -> 
                 let has_value =
                     form_values.is_some_and(|f| f.contains_key(name)) || p.get("default").is_some_and(|d| !d.is_null());
                 if required && !has_value {
-                    errs.add(at.clone(), format!("'{name}' is a required form parameter: give it a value in backend.form_values or a default"));
+                    errs.add(
+                        at.clone(),
+                        format!(
+                            "{} is a required form parameter: give it a value in backend.form_values or a default",
+                            quote_input(name)
+                        ),
+                    );
                 }
             }
-            other => errs.add(format!("{at}.form"), format!("'{other}' is not llm or form")),
+            other => errs.add(format!("{at}.form"), format!("{} is not llm or form", quote_input(other))),
         }
     }
     if manifest.get("parameters").is_some_and(|p| !p.is_array()) {

@@ -1,6 +1,8 @@
 //! The pure core: everything that can be decided without IO.
 
+pub mod admin;
 pub mod app;
+pub mod config;
 pub mod definition;
 pub mod dify_call;
 pub mod dify_import;
@@ -11,6 +13,8 @@ pub mod http_tool;
 pub mod ids;
 pub mod mcp;
 pub mod origin;
+pub mod path;
+pub mod quote;
 pub mod sealed;
 pub mod server;
 pub mod sse;

@@ -3,6 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::error::{ApiError, Errors};
+use super::quote::{field_name, quote_input};
 
 pub const MAX_APPS_PER_SERVER: usize = 50;
 const MAX_DESCRIPTION: usize = 4096;
@@ -68,7 +69,7 @@ pub fn validate_server(body: &Value, kind: ServerBody) -> Result<ServerFields, A
     };
     let mut errs = Errors::default();
     for k in obj.keys().filter(|k| !allowed.contains(&k.as_str())) {
-        errs.add(k.as_str(), format!("is not a server field here (known: {})", allowed.join(", ")));
+        errs.add(field_name(k), format!("is not a server field here (known: {})", allowed.join(", ")));
     }
     // Keys this body does not take were reported above; read only the others.
     let get = |k: &str| if allowed.contains(&k) { obj.get(k) } else { None };
@@ -99,10 +100,14 @@ pub fn validate_server(body: &Value, kind: ServerBody) -> Result<ServerFields, A
             for (k, v) in p {
                 match v.as_str() {
                     Some(s) if s.chars().count() <= MAX_PARAMETER_TEXT => {}
-                    Some(_) => {
-                        errs.add(format!("parameters.{k}"), format!("must be at most {MAX_PARAMETER_TEXT} characters"))
-                    }
-                    None => errs.add(format!("parameters.{k}"), "must be a string: the description of the variable"),
+                    Some(_) => errs.add(
+                        format!("parameters.{}", field_name(k)),
+                        format!("must be at most {MAX_PARAMETER_TEXT} characters"),
+                    ),
+                    None => errs.add(
+                        format!("parameters.{}", field_name(k)),
+                        "must be a string: the description of the variable",
+                    ),
                 }
             }
             f.parameters = Some(p.clone());
@@ -113,7 +118,7 @@ pub fn validate_server(body: &Value, kind: ServerBody) -> Result<ServerFields, A
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => match Status::parse(s) {
             Some(st) => f.status = Some(st),
-            None => errs.add("status", format!("'{s}' is not a status; expected active or inactive")),
+            None => errs.add("status", format!("{} is not a status; expected active or inactive", quote_input(s))),
         },
         Some(_) => errs.add("status", "must be \"active\" or \"inactive\""),
     }
@@ -136,7 +141,7 @@ fn parse_app_ids(ids: &[Value]) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::with_capacity(ids.len());
     for id in ids {
         match id.as_str() {
-            Some(s) if out.iter().any(|x| x == s) => return Err(format!("lists '{s}' twice")),
+            Some(s) if out.iter().any(|x| x == s) => return Err(format!("lists {} twice", quote_input(s))),
             Some(s) if !s.is_empty() => out.push(s.to_string()),
             _ => return Err("must hold only non-empty strings".into()),
         }

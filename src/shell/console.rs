@@ -4,9 +4,11 @@ use serde_json::{json, Map, Value};
 use worker::{D1Database, Date, Env, Method, Request, Response};
 
 use crate::core::app::{self, AppSpec};
+use crate::core::config;
 use crate::core::dify_import;
 use crate::core::error::ApiError;
 use crate::core::ids;
+use crate::core::quote::quote_input;
 use crate::core::server::{validate_server, ServerBody, ServerFields, Status};
 
 use super::cache;
@@ -19,11 +21,11 @@ type Result<T> = std::result::Result<T, ApiError>;
 pub const D1_BINDING: &str = "DB";
 
 /// Routes `/console/api/<rest>` after the admin token was checked; every write (and code
-/// rotation) is recorded in the audit log.
-pub async fn handle(req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
+/// rotation) is recorded in the audit log. `shown_path` is the path as messages may quote it.
+pub async fn handle(req: Request, env: &Env, rest: &[&str], shown_path: &str) -> Result<Response> {
     let method = req.method();
     let writes = !matches!(method, Method::Get | Method::Head | Method::Options) || rest.last() == Some(&"refresh");
-    let result = route(req, env, rest).await;
+    let result = route(req, env, rest, shown_path).await;
     if writes {
         let status = match &result {
             Ok(r) => r.status_code(),
@@ -52,13 +54,20 @@ fn now_ms() -> i64 {
     Date::now().as_millis() as i64
 }
 
-async fn route(mut req: Request, env: &Env, rest: &[&str]) -> Result<Response> {
+async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> Result<Response> {
     let db = env.d1(D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
-    let path = req.path();
+    let public_url = env.var(config::PUBLIC_URL).ok().map(|v| v.to_string());
+    let path = quote_input(shown_path);
     let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
-    let c = Console { env, db: &db, origin: &origin };
+    let ref_prefix = env.var(config::SECRET_REF_PREFIX).ok().map(|v| v.to_string());
+    let c = Console {
+        env,
+        db: &db,
+        public_base: config::public_base(public_url.as_deref(), &origin),
+        ref_prefix: ref_prefix.as_deref(),
+    };
     let (status, body) = match (rest, &method) {
         (["apps"], Method::Get) => (200, c.list_apps().await?),
         (["apps"], Method::Post) => (201, c.create_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
@@ -130,7 +139,10 @@ fn new_id() -> Result<String> {
 struct Console<'a> {
     env: &'a Env,
     db: &'a D1Database,
-    origin: &'a str,
+    /// Where MCP URLs point: `PUBLIC_URL`, or the request's origin (`Err`: PUBLIC_URL is unusable).
+    public_base: std::result::Result<String, String>,
+    /// `SECRET_REF_PREFIX`: `$NAME` references must start with it.
+    ref_prefix: Option<&'a str>,
 }
 
 impl Console<'_> {
@@ -142,7 +154,9 @@ impl Console<'_> {
     }
 
     async fn app_row(&self, id: &str) -> Result<AppRow> {
-        store::get_app(self.db, id).await?.ok_or_else(|| ApiError::not_found(format!("no app with id '{id}'")))
+        store::get_app(self.db, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no app with id {}", quote_input(id))))
     }
 
     /// Backends inside private networks are refused unless `ALLOW_PRIVATE_BACKENDS` is set.
@@ -179,8 +193,13 @@ impl Console<'_> {
         })
     }
 
+    /// The base of MCP URLs, checked before a code is drawn (a code is shown only once).
+    fn public_base(&self) -> Result<&str> {
+        self.public_base.as_deref().map_err(|e| ApiError::new(503, "misconfigured", e.clone()))
+    }
+
     async fn create_app(&self, body: &Value) -> Result<Value> {
-        let mut spec = app::validate_app(body, None)?;
+        let mut spec = app::validate_app_in(body, None, self.ref_prefix)?;
         self.check_private(&spec.backend)?;
         self.seal(&mut spec)?;
         let id = new_id()?;
@@ -220,7 +239,7 @@ impl Console<'_> {
         let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key)
             .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;
         // Dify's form may hold what Flowgate refuses; say so as an import problem.
-        let mut spec = app::validate_app(&app_body, None).map_err(|e| {
+        let mut spec = app::validate_app_in(&app_body, None, self.ref_prefix).map_err(|e| {
             ApiError::new(
                 422,
                 "unsupported_dify_app",
@@ -252,7 +271,7 @@ impl Console<'_> {
 
     async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {
         let row = self.app_row(id).await?;
-        let mut spec = app::validate_app(body, Some(&row.backend()))?;
+        let mut spec = app::validate_app_in(body, Some(&row.backend()), self.ref_prefix)?;
         self.check_private(&spec.backend)?;
         self.seal(&mut spec)?;
         store::update_app(self.db, id, &spec, now()).await?;
@@ -354,9 +373,9 @@ impl Console<'_> {
     async fn rotate_app_server(&self, id: &str) -> Result<Value> {
         let row = match store::get_server(self.db, id).await? {
             Some(row) => row,
-            None => store::get_server_of_app(self.db, id)
-                .await?
-                .ok_or_else(|| ApiError::not_found(format!("no MCP server (or app with a server) with id '{id}'")))?,
+            None => store::get_server_of_app(self.db, id).await?.ok_or_else(|| {
+                ApiError::not_found(format!("no MCP server (or app with a server) with id {}", quote_input(id)))
+            })?,
         };
         self.rotate(row).await
     }
@@ -366,7 +385,7 @@ impl Console<'_> {
     async fn server_row(&self, id: &str) -> Result<ServerRow> {
         store::get_server(self.db, id)
             .await?
-            .ok_or_else(|| ApiError::not_found(format!("no MCP server with id '{id}'")))
+            .ok_or_else(|| ApiError::not_found(format!("no MCP server with id {}", quote_input(id))))
     }
 
     async fn list_servers(&self) -> Result<Value> {
@@ -400,7 +419,7 @@ impl Console<'_> {
             field: "app_ids".into(),
             message: format!(
                 "no app with id {}",
-                missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(", ")
+                missing.iter().map(|m| quote_input(m)).collect::<Vec<_>>().join(", ")
             ),
         }]))
     }
@@ -512,7 +531,7 @@ impl Console<'_> {
         self.server_row(server_id).await?;
         store::get_task(self.db, server_id, task_id)
             .await?
-            .ok_or_else(|| ApiError::not_found(format!("server '{server_id}' has no task '{task_id}'")))
+            .ok_or_else(|| ApiError::not_found(format!("server '{server_id}' has no task {}", quote_input(task_id))))
     }
 
     async fn cancel_task(&self, server_id: &str, task_id: &str) -> Result<Value> {
@@ -540,6 +559,7 @@ impl Console<'_> {
         parameters: &Map<String, Value>,
         app_ids: &[String],
     ) -> Result<Value> {
+        self.public_base()?;
         let id = new_id()?;
         // A collision of two random 95-bit codes is not expected; retry a few times anyway.
         for _ in 0..3 {
@@ -585,6 +605,7 @@ impl Console<'_> {
     }
 
     async fn rotate(&self, row: ServerRow) -> Result<Value> {
+        self.public_base()?;
         for _ in 0..3 {
             let code = ids::new_server_code().map_err(|e| internal("drawing a server code", e))?;
             let hash = ids::sha256_hex(&code);
@@ -623,7 +644,7 @@ impl Console<'_> {
         }
         if let Some(code) = code {
             out["server_code"] = json!(code);
-            out["mcp_url"] = json!(format!("{}/mcp/server/{code}/mcp", self.origin));
+            out["mcp_url"] = json!(format!("{}/mcp/server/{code}/mcp", self.public_base()?));
         }
         Ok(out)
     }

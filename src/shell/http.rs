@@ -4,6 +4,7 @@ use serde_json::Value;
 use worker::{Headers, Request, Response};
 
 use crate::core::error::ApiError;
+use crate::core::quote::quote_input;
 
 /// Largest console request body accepted.
 pub const MAX_CONSOLE_BODY: usize = 1 << 20;
@@ -19,6 +20,9 @@ pub fn error(err: &ApiError) -> worker::Result<Response> {
     let resp = json(err.status, &err.to_json())?;
     if let Some(allow) = err.allow {
         resp.headers().set("allow", allow)?;
+    }
+    for (name, value) in &err.headers {
+        resp.headers().set(name, value)?;
     }
     Ok(resp)
 }
@@ -58,12 +62,15 @@ pub async fn read_json(req: &mut Request, limit: usize, empty_ok: bool) -> Resul
             "unsupported_media_type",
             format!(
                 "send the body as JSON with `Content-Type: application/json` (got {})",
-                if content_type.is_empty() { "no Content-Type" } else { content_type.as_str() }
+                if content_type.is_empty() { "no Content-Type".to_string() } else { quote_input(&content_type) }
             ),
         ));
     }
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::new(400, "invalid_json", format!("the body is not valid JSON: {e}")))
+    // serde_json's message gives a position, never the input; bounded anyway.
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let why: String = e.to_string().chars().take(200).collect();
+        ApiError::new(400, "invalid_json", format!("the body is not valid JSON: {why}"))
+    })
 }
 
 pub fn is_json_content_type(ct: &str) -> bool {

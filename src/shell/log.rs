@@ -1,6 +1,7 @@
 //! Structured JSON logs: one object per line, each with the request id that the response also
 //! carries (`x-request-id`), so a person can find the lines of one request. Nothing secret is
-//! ever logged: no server codes (paths are logged with `<code>`), no credentials, no bodies.
+//! ever logged: no server codes (paths are logged with `<code>`, see `core::path::loggable`), no
+//! credentials, no bodies.
 
 use std::cell::RefCell;
 
@@ -40,13 +41,4 @@ pub fn info(msg: &str, fields: Value) {
 
 pub fn error(msg: &str) {
     line("error", msg, Value::Null);
-}
-
-/// A path as logged: the server code of an MCP URL replaced by `<code>`.
-pub fn loggable_path(path: &str) -> String {
-    let parts: Vec<&str> = path.split('/').collect();
-    match parts.as_slice() {
-        ["", "mcp", "server", _, rest @ ..] => format!("/mcp/server/<code>/{}", rest.join("/")),
-        _ => path.to_string(),
-    }
 }

@@ -18,8 +18,10 @@ mod upstream;
 use serde_json::json;
 use worker::{event, Context, Env, Request, Response};
 
+use crate::core::admin;
 use crate::core::error::ApiError;
-use crate::core::ids::constant_time_eq;
+use crate::core::path;
+use crate::core::quote::quote_input;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -33,8 +35,13 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     let request_id = log::begin();
     outbound::guard_from_env(&env);
     let started = worker::Date::now().as_millis();
-    let (method, path) = (req.method(), req.path());
-    let mut resp = route(req, &env, &ctx).await?;
+    let method = req.method();
+    // One canonical form of the path, computed once: the router matches its segments and the
+    // log line (and any message quoting the path) shows the same segments, codes masked.
+    let raw_path = req.path();
+    let segments = path::segments(&raw_path);
+    let shown_path = path::loggable(&segments);
+    let mut resp = route(req, &env, &ctx, &segments, &shown_path).await?;
     resp.headers_mut().set("x-request-id", &request_id)?;
     // Refused and failed requests are always logged; every request with LOG_REQUESTS=all (the
     // platform's own invocation logs already record each request, and a log line per request
@@ -45,7 +52,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
             "request",
             json!({
                 "method": method.as_ref(),
-                "path": log::loggable_path(&path),
+                "path": shown_path,
                 "status": resp.status_code(),
                 "ms": worker::Date::now().as_millis().saturating_sub(started),
             }),
@@ -54,19 +61,23 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     Ok(resp)
 }
 
-async fn route(req: Request, env: &Env, ctx: &Context) -> worker::Result<Response> {
-    let path = req.path();
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let result = match segments.as_slice() {
+async fn route(
+    req: Request,
+    env: &Env,
+    ctx: &Context,
+    segments: &[&str],
+    shown_path: &str,
+) -> worker::Result<Response> {
+    let result = match segments {
         ["healthz"] => {
             http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e))
         }
         ["mcp", "server", code, "mcp"] => return mcp::handle(req, env, ctx, code).await,
-        ["console", "api", rest @ ..] => match check_admin(&req, env) {
-            Ok(()) => console::handle(req, env, rest).await,
+        ["console", "api", rest @ ..] => match check_admin(&req, env).await {
+            Ok(()) => console::handle(req, env, rest, shown_path).await,
             Err(e) => Err(e),
         },
-        _ => Err(ApiError::not_found(format!("no route {} {path}", req.method().as_ref()))),
+        _ => Err(ApiError::not_found(format!("no route {} {}", req.method().as_ref(), quote_input(shown_path)))),
     };
     match result {
         Ok(resp) => Ok(resp),
@@ -74,27 +85,25 @@ async fn route(req: Request, env: &Env, ctx: &Context) -> worker::Result<Respons
     }
 }
 
-/// `Authorization: Bearer <ADMIN_TOKEN>`, compared in constant time.
-fn check_admin(req: &Request, env: &Env) -> Result<(), ApiError> {
-    let Ok(expected) = env.secret("ADMIN_TOKEN").map(|s| s.to_string()) else {
-        return Err(ApiError::new(
-            503,
-            "console_disabled",
-            "the console is disabled: set the ADMIN_TOKEN secret (wrangler secret put ADMIN_TOKEN)",
-        ));
+/// `Authorization: Bearer <ADMIN_TOKEN>` (decided by `core::admin`). A wrong token counts
+/// against the client's address in the `ADMIN_AUTH_LIMIT` rate limiter; over the limit the
+/// answer is 429 instead of 401.
+async fn check_admin(req: &Request, env: &Env) -> Result<(), ApiError> {
+    let expected = env.secret("ADMIN_TOKEN").map(|s| s.to_string()).ok();
+    let header = req.headers().get("authorization").ok().flatten();
+    let failure = match admin::check(expected.as_deref(), header.as_deref()) {
+        Ok(()) => return Ok(()),
+        Err(f) => f,
     };
-    let header = req.headers().get("authorization").ok().flatten().unwrap_or_default();
-    let token = header.strip_prefix("Bearer ").or_else(|| header.strip_prefix("bearer ")).map(str::trim).unwrap_or("");
-    if expected.is_empty() || token.is_empty() || !constant_time_eq(token.as_bytes(), expected.as_bytes()) {
-        return Err(ApiError::new(
-            401,
-            "unauthorized",
-            if header.is_empty() {
-                "send the admin token as `Authorization: Bearer <ADMIN_TOKEN>`"
-            } else {
-                "the admin token is not valid"
-            },
-        ));
+    if failure.counts_as_attempt() {
+        let ip = req.headers().get("cf-connecting-ip").ok().flatten();
+        let key = admin::throttle_key(ip.as_deref());
+        match ratelimit::allow_in(env, ratelimit::ADMIN_AUTH_BINDING, &key).await {
+            Ok(true) => {}
+            Ok(false) => return Err(admin::throttled()),
+            // The limiter failing must not open the door: the attempt still fails with 401.
+            Err(e) => log::error(&format!("the admin authentication limiter failed: {e}")),
+        }
     }
-    Ok(())
+    Err(failure.error())
 }

@@ -2,7 +2,8 @@
 //! requests per minute set in wrangler.toml). Chosen over a Durable Object because its counters
 //! live in each location's memory: no storage round trip and no trip to a far-away object on the
 //! hot path. Counts are per location, which is what abuse protection needs; an exact global count
-//! would cost every request a call to one place.
+//! would cost every request a call to one place. The same mechanism throttles failed console
+//! authentications per client address (`ADMIN_AUTH_LIMIT`).
 
 use wasm_bindgen::{JsCast, JsValue};
 use worker::js_sys::{Function, Object, Promise, Reflect};
@@ -10,10 +11,19 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
 pub const BINDING: &str = "MCP_RATE_LIMIT";
+/// Failed console authentications per client address (see `core::admin`).
+pub const ADMIN_AUTH_BINDING: &str = "ADMIN_AUTH_LIMIT";
 
-/// `Ok(true)` when the request may go on. A deployment without the binding is not limited.
+/// `Ok(true)` when the request may go on (the `MCP_RATE_LIMIT` binding). A deployment without
+/// the binding is not limited.
 pub async fn allow(env: &Env, key: &str) -> Result<bool, String> {
-    let binding = match Reflect::get(env, &JsValue::from_str(BINDING)) {
+    allow_in(env, BINDING, key).await
+}
+
+/// `Ok(true)` when one more event for `key` is within the limit of the rate-limiting binding
+/// named `binding` (each call counts one). A deployment without the binding is not limited.
+pub async fn allow_in(env: &Env, binding: &str, key: &str) -> Result<bool, String> {
+    let binding = match Reflect::get(env, &JsValue::from_str(binding)) {
         Ok(b) if !b.is_undefined() && !b.is_null() => b,
         _ => return Ok(true),
     };

@@ -5,6 +5,7 @@ use serde_json::Value;
 use worker::Env;
 
 use crate::core::app::{is_secret_ref, seal_literals};
+use crate::core::config;
 use crate::core::sealed;
 
 fn secret_or_var(env: &Env, name: &str) -> Option<String> {
@@ -22,8 +23,9 @@ fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
     Ok(keys)
 }
 
-/// The credential's value. `Err` completes "the credential …": it names a missing `$NAME` or a
-/// sealing problem, never a value.
+/// The credential's value. `Err` completes "the credential …": it names a missing `$NAME`, a
+/// reference that is not allowed (Flowgate's own configuration, or outside `SECRET_REF_PREFIX`)
+/// or a sealing problem, never a value.
 pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
     if sealed::is_sealed(value) {
         return sealed::open(&keys(env)?, value);
@@ -32,6 +34,12 @@ pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
         return Ok(value.to_string());
     }
     let name = &value[1..];
+    // Checked again at call time: an app stored before a rule existed (or written to D1 by
+    // other means) must not reach Flowgate's own secrets either.
+    let prefix = env.var(config::SECRET_REF_PREFIX).ok().map(|v| v.to_string());
+    if let Some(why) = config::reference_problem(name, prefix.as_deref()) {
+        return Err(format!("refers to ${name}, {why}"));
+    }
     secret_or_var(env, name)
         .ok_or_else(|| format!("refers to ${name}, which is not set on this Worker (wrangler secret put {name})"))
 }

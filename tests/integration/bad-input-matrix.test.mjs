@@ -79,6 +79,21 @@ function consoleCases() {
   cases.push(['task list bad limit', () => fg.console(`/servers/${s()}/tasks?limit=1000`)]);
   cases.push(['app with a header-injection name', () => fg.console('/apps', { method: 'POST', body: { name: 'x', mode: 'mcp', backend: { url: 'https://m.example/mcp', headers: { 'X-A': 'a\r\nInjected: 1' } } } })]);
   cases.push(['app with a bad secret ref', () => fg.console('/apps', { method: 'POST', body: { name: 'x', mode: 'workflow', backend: { base_url: 'https://d.example/v1', api_key: '$1bad' } } })]);
+  // Hardening round 2: authentication, credentials that must not move, own configuration.
+  const other = { 'cf-connecting-ip': '192.0.2.99' };
+  cases.push(['lower-case scheme, wrong token', () => fg.console('/apps', { token: null, headers: { ...other, authorization: 'bearer nope' } })]);
+  cases.push(['Basic scheme', () => fg.console('/apps', { token: null, headers: { ...other, authorization: 'Basic YTpi' } })]);
+  cases.push(['app naming $ADMIN_TOKEN', () => fg.console('/apps', { method: 'POST', body: { name: 'x', mode: 'workflow', backend: { base_url: 'https://d.example/v1', api_key: '$ADMIN_TOKEN' } } })]);
+  cases.push(['app naming $SECRETS_KEY in a header', () => fg.console('/apps', { method: 'POST', body: { name: 'x', mode: 'mcp', backend: { url: 'https://m.example/mcp', headers: { 'X-K': '$SECRETS_KEY' } } } })]);
+  cases.push(['import naming $ADMIN_TOKEN', () => fg.console('/apps/import', { method: 'POST', body: { base_url: dify.baseUrl, api_key: '$ADMIN_TOKEN' } })]);
+  cases.push(['"***" following the backend to another origin', () => fg.console(`/apps/${a()}`, { method: 'PUT', body: { name: 'Matrix', mode: 'workflow', backend: { base_url: dify.baseUrl.replace('127.0.0.1', 'localhost'), api_key: '***' } } })]);
+  // Client input is quoted, not echoed: these answers stay short however long the input.
+  cases.push(['a 6000-character path', () => fg.fetchJson(`/${'p'.repeat(6000)}`), 400]);
+  cases.push(['a 6000-character console path', () => fg.console(`/${'p'.repeat(6000)}`), 400]);
+  cases.push(['a 4000-character Content-Type', () => fg.console('/apps', { method: 'POST', body: 'x', headers: { 'content-type': `text/plain; p=${'q'.repeat(4000)}` } }), 400]);
+  cases.push(['a 10000-character mode', () => fg.console('/apps', { method: 'POST', body: { name: 'x', mode: 'm'.repeat(10_000), backend: {} } }), 1000]);
+  cases.push(['a 5000-character app id', () => fg.console(`/apps/${'i'.repeat(5000)}`), 400]);
+  cases.push(['a 5000-character server status', () => fg.console(`/apps/${a()}/server`, { method: 'PUT', body: { id: 'x', status: 's'.repeat(5000) } }), 1000]);
   return cases;
 }
 
@@ -117,6 +132,11 @@ function mcpCases() {
   cases.push(['MCP tasks/get no id', () => rpc(turl(), req('tasks/get', {}), H('2025-11-25'))]);
   cases.push(['MCP tasks/list', () => rpc(turl(), req('tasks/list', {}), H('2025-11-25'))]);
   cases.push(['MCP task on a forbidden tool', () => rpc(url(), req('tools/call', { name: 'Matrix', arguments: { text: 'x' }, task: {} }), H('2025-11-25'))]);
+  // Other spellings of a server's path: the code is never echoed back.
+  cases.push(['MCP path in other case', () => rpc(url().replace('/mcp/server/', '/MCP/Server/'), req('ping'))]);
+  cases.push(['MCP path with an extra segment', () => rpc(`${url()}/extra`, req('ping'))]);
+  cases.push(['MCP path without its tail', () => rpc(url().replace(/\/mcp$/, ''), req('ping'))]);
+  cases.push(['MCP path with double slashes, bad JSON', () => rpc(url().replace('/mcp/server/', '//mcp//server/'), '{"jsonrpc":')]);
   return cases;
 }
 
@@ -125,7 +145,11 @@ test('the matrix covers more than 100 cases', () => {
 });
 
 test('console API: no 5xx, a JSON error, no secret echoed', async () => {
-  for (const [label, send] of consoleCases()) check(label, await send());
+  for (const [label, send, maxBytes] of consoleCases()) {
+    const r = await send();
+    check(label, r);
+    if (maxBytes) assert.ok(r.text.length <= maxBytes, `${label}: ${r.text.length} bytes: ${r.text.slice(0, 300)}`);
+  }
 });
 
 test('MCP endpoint: no 5xx, a JSON error, no secret echoed', async () => {

@@ -42,7 +42,7 @@ test('Flowgate under wrangler dev', async (t) => {
 
     await t.test('instance fields', () => {
       assert.match(fg.url, /^http:\/\/127\.0\.0\.1:\d+$/);
-      assert.equal(fg.adminToken, 'test-admin-token');
+      assert.equal(fg.adminToken, 'test-admin-token-for-local-tests-only');
       assert.ok(fs.statSync(fg.persistDir).isDirectory());
       assert.ok(Number.isInteger(fg.pid));
       assert.equal(typeof fg.log(), 'string');

@@ -330,14 +330,14 @@ function parseJsonOutput(stdout, what) {
  *
  * @param {{ vars?: Record<string,string>, adminToken?: string, healthTimeoutMs?: number }} [options]
  *   vars: extra `--var K:V` (ADMIN_TOKEN=adminToken and ALLOW_PRIVATE_BACKENDS=true are
- *   always passed; vars may override them). adminToken defaults to 'test-admin-token'.
+ *   always passed; vars may override them). adminToken defaults to 'test-admin-token-for-local-tests-only'.
  * @returns instance { url, port, persistDir, adminToken, pid, startupMs, stop(), log(),
  *   fetchJson(path, opts), console(path, opts), d1(sql), kvKeys(), kvGet(key),
  *   stateFilesContaining(needle) }
  */
 export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir, configure } = {}) {
   // vars.ADMIN_TOKEN wins over adminToken, and whichever is used is reported back.
-  adminToken = vars.ADMIN_TOKEN ?? adminToken ?? 'test-admin-token';
+  adminToken = vars.ADMIN_TOKEN ?? adminToken ?? 'test-admin-token-for-local-tests-only';
   const buildEntry = path.join(repoRoot, 'build', 'index.js');
   if (!fs.existsSync(buildEntry)) {
     throw new Error(`${buildEntry} does not exist: run \`make build\` first`);
