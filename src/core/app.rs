@@ -7,7 +7,7 @@ use super::config;
 use super::error::{ApiError, Errors};
 use super::form::{self, FormField};
 use super::http_tool;
-use super::quote::{field_name, quote_input};
+use super::quote::{plain_or_quoted, quote_input};
 use super::url::check_backend_url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -361,7 +361,7 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, ref_prefi
     if !allowed.is_empty() {
         for k in obj.keys().filter(|k| !allowed.contains(&k.as_str())) {
             errs.add(
-                format!("backend.{}", field_name(k)),
+                format!("backend.{}", plain_or_quoted(k)),
                 format!("is not a setting of {} apps (known: {})", mode.as_str(), allowed.join(", ")),
             );
         }
@@ -532,7 +532,7 @@ fn shown_origins(a: &::url::Url, b: &::url::Url) -> (String, String) {
 /// is long or odd.
 fn shown_path(path: &str) -> String {
     match path.strip_prefix("backend.headers.") {
-        Some(name) => format!("backend.headers.{}", field_name(name)),
+        Some(name) => format!("backend.headers.{}", plain_or_quoted(name)),
         None => path.to_string(),
     }
 }
@@ -549,16 +549,16 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
         Some(Value::Object(h)) => {
             for (name, v) in h {
                 if !crate::core::upstream::is_header_name(name) {
-                    errs.add(format!("backend.headers.{}", field_name(name)), "is not a valid header name");
+                    errs.add(format!("backend.headers.{}", plain_or_quoted(name)), "is not a valid header name");
                 }
                 match v.as_str() {
                     Some(s) if is_secret_ref(s) || s == MASK => {}
                     Some(s) => {
                         if let Some(why) = crate::core::upstream::header_value_problem(s) {
-                            errs.add(format!("backend.headers.{}", field_name(name)), why);
+                            errs.add(format!("backend.headers.{}", plain_or_quoted(name)), why);
                         }
                     }
-                    None => errs.add(format!("backend.headers.{}", field_name(name)), "must be a string"),
+                    None => errs.add(format!("backend.headers.{}", plain_or_quoted(name)), "must be a string"),
                 }
             }
         }

@@ -25,9 +25,9 @@ pub fn quote_input(s: &str) -> String {
     out
 }
 
-/// A name taken from client input (an object key) as part of a field path: as it is when it is
+/// A name taken from client input (an object key, a method, a tool name) inside a message: as it is when it is
 /// short and plain, quoted with [`quote_input`] otherwise.
-pub fn field_name(s: &str) -> String {
+pub fn plain_or_quoted(s: &str) -> String {
     if s.chars().count() <= MAX_QUOTED_CHARS && !s.chars().any(needs_escape) {
         s.to_string()
     } else {
@@ -89,8 +89,8 @@ mod tests {
 
     #[test]
     fn field_names_stay_plain_when_they_can() {
-        assert_eq!(field_name("X-Api-Key"), "X-Api-Key");
-        assert_eq!(field_name("bad\nname"), "\"bad\\nname\"");
-        assert_eq!(field_name(&"k".repeat(100)), format!("\"{}…\" (100 characters)", "k".repeat(64)));
+        assert_eq!(plain_or_quoted("X-Api-Key"), "X-Api-Key");
+        assert_eq!(plain_or_quoted("bad\nname"), "\"bad\\nname\"");
+        assert_eq!(plain_or_quoted(&"k".repeat(100)), format!("\"{}…\" (100 characters)", "k".repeat(64)));
     }
 }

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::error::{ApiError, Errors};
-use super::quote::{field_name, quote_input};
+use super::quote::{plain_or_quoted, quote_input};
 
 pub const MAX_APPS_PER_SERVER: usize = 50;
 const MAX_DESCRIPTION: usize = 4096;
@@ -69,7 +69,7 @@ pub fn validate_server(body: &Value, kind: ServerBody) -> Result<ServerFields, A
     };
     let mut errs = Errors::default();
     for k in obj.keys().filter(|k| !allowed.contains(&k.as_str())) {
-        errs.add(field_name(k), format!("is not a server field here (known: {})", allowed.join(", ")));
+        errs.add(plain_or_quoted(k), format!("is not a server field here (known: {})", allowed.join(", ")));
     }
     // Keys this body does not take were reported above; read only the others.
     let get = |k: &str| if allowed.contains(&k) { obj.get(k) } else { None };
@@ -101,11 +101,11 @@ pub fn validate_server(body: &Value, kind: ServerBody) -> Result<ServerFields, A
                 match v.as_str() {
                     Some(s) if s.chars().count() <= MAX_PARAMETER_TEXT => {}
                     Some(_) => errs.add(
-                        format!("parameters.{}", field_name(k)),
+                        format!("parameters.{}", plain_or_quoted(k)),
                         format!("must be at most {MAX_PARAMETER_TEXT} characters"),
                     ),
                     None => errs.add(
-                        format!("parameters.{}", field_name(k)),
+                        format!("parameters.{}", plain_or_quoted(k)),
                         "must be a string: the description of the variable",
                     ),
                 }

@@ -40,6 +40,8 @@ function check(label, r) {
   const message = body.message ?? body.error?.message ?? body.result?.content?.[0]?.text;
   assert.ok(typeof message === 'string' && message.length > 10, `${label}: no message: ${r.text}`);
   for (const s of SECRETS()) assert.ok(!r.text.includes(s), `${label}: echoed a secret or code`);
+  // Client input is quoted at most 64 characters at a time (the long cases send 5000).
+  assert.ok(!r.text.includes('Z'.repeat(65)), `${label}: quoted more than 64 characters of client input`);
 }
 
 const JSON_HDR = { 'content-type': 'application/json' };
@@ -131,6 +133,16 @@ function mcpCases() {
   cases.push(['MCP tasks/get unknown', () => rpc(turl(), req('tasks/get', { taskId: 'f'.repeat(32) }), H('2025-11-25'))]);
   cases.push(['MCP tasks/get no id', () => rpc(turl(), req('tasks/get', {}), H('2025-11-25'))]);
   cases.push(['MCP tasks/list', () => rpc(turl(), req('tasks/list', {}), H('2025-11-25'))]);
+  cases.push(['MCP batch of 33 messages', () => rpc(url(), Array.from({ length: 33 }, (_, i) => req('ping', undefined, i)), H('2025-03-26'))]);
+  cases.push(['MCP empty batch', () => rpc(url(), [], H('2025-03-26'))]);
+  const LONG = 'Z'.repeat(5000);
+  cases.push(['MCP 5000-character method', () => rpc(url(), req(LONG), H('2025-06-18'))]);
+  cases.push(['MCP 5000-character tool name', () => rpc(url(), req('tools/call', { name: LONG }), H('2025-06-18'))]);
+  cases.push(['MCP 5000-character protocol version', () => rpc(url(), req('ping'), H(LONG))]);
+  cases.push(['MCP 5000-character origin', () => rpc(url(), req('ping'), { origin: `https://${LONG}.example` })]);
+  cases.push(['MCP 5000-character Accept', () => rpc(url(), req('ping'), { accept: `image/${LONG}` })]);
+  cases.push(['MCP 5000-character content type', () => rpc(url(), JSON.stringify(req('ping')), { 'content-type': `text/${LONG}` })]);
+  cases.push(['MCP 5000-character task id', () => rpc(turl(), req('tasks/get', { taskId: LONG }), H('2025-11-25'))]);
   cases.push(['MCP task on a forbidden tool', () => rpc(url(), req('tools/call', { name: 'Matrix', arguments: { text: 'x' }, task: {} }), H('2025-11-25'))]);
   // Other spellings of a server's path: the code is never echoed back.
   cases.push(['MCP path in other case', () => rpc(url().replace('/mcp/server/', '/MCP/Server/'), req('ping'))]);

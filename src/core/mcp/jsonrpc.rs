@@ -94,7 +94,10 @@ pub fn classify(v: &Value) -> Result<Message<'_>, (Value, RpcError)> {
                 // Without an id nothing could answer it; say so instead of dropping it.
                 None => Err((
                     Value::Null,
-                    invalid(&format!("`{method}` is a request and needs an `id` (only notifications/* may omit it)")),
+                    invalid(&format!(
+                        "{} is a request and needs an `id` (only notifications/* may omit it)",
+                        crate::core::quote::quote_input(method)
+                    )),
                 )),
             }
         }

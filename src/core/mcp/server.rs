@@ -9,6 +9,7 @@ use crate::core::dify_call::{self, Outcome};
 use crate::core::dify_stream::Signal;
 use crate::core::http_tool;
 use crate::core::ids::sha256_hex;
+use crate::core::quote::plain_or_quoted;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
 use super::tasks::{self, Decision, TaskSupport, TaskView};
@@ -146,7 +147,10 @@ pub fn handle_with(
         _ => Err(RpcError::new(
             version.method_not_found_status(),
             jsonrpc::METHOD_NOT_FOUND,
-            format!("Method not found: {method} (this server offers tools: tools/list and tools/call)"),
+            format!(
+                "Method not found: {} (this server offers tools: tools/list and tools/call)",
+                plain_or_quoted(method)
+            ),
         )),
     };
     match result {
@@ -231,11 +235,18 @@ fn resolve_version(
         ));
     }
     match h.protocol_version {
-        None => return Err(mismatch(format!("the MCP-Protocol-Version header is required and must be {requested}"))),
+        None => {
+            return Err(mismatch(format!(
+                "the MCP-Protocol-Version header is required and must be {}",
+                plain_or_quoted(requested)
+            )))
+        }
         Some(hv) if hv != requested => {
-            let what =
-                format!("the MCP-Protocol-Version header ({hv}) does not match _meta[\"{META_PROTOCOL_VERSION}\"]");
-            return Err(mismatch(format!("{what} ({requested})")));
+            let what = format!(
+                "the MCP-Protocol-Version header ({}) does not match _meta[\"{META_PROTOCOL_VERSION}\"]",
+                plain_or_quoted(hv)
+            );
+            return Err(mismatch(format!("{what} ({})", plain_or_quoted(requested))));
         }
         Some(_) => {}
     }
@@ -246,7 +257,11 @@ fn resolve_version(
     match h.mcp_method {
         None => return Err(mismatch(format!("the Mcp-Method header is required (expected {method})"))),
         Some(m) if m != method => {
-            return Err(mismatch(format!("the Mcp-Method header ({m}) does not match the body's method ({method})")))
+            return Err(mismatch(format!(
+                "the Mcp-Method header ({}) does not match the body's method ({})",
+                plain_or_quoted(m),
+                plain_or_quoted(method)
+            )))
         }
         Some(_) => {}
     }
@@ -254,10 +269,17 @@ fn resolve_version(
         let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
         match (h.mcp_name, name) {
             (Some(hn), Some(n)) if hn != n => {
-                return Err(mismatch(format!("the Mcp-Name header ({hn}) does not match params.name ({n})")))
+                return Err(mismatch(format!(
+                    "the Mcp-Name header ({}) does not match params.name ({})",
+                    plain_or_quoted(hn),
+                    plain_or_quoted(n)
+                )))
             }
             (None, Some(n)) => {
-                return Err(mismatch(format!("the Mcp-Name header is required for tools/call (expected {n})")))
+                return Err(mismatch(format!(
+                    "the Mcp-Name header is required for tools/call (expected {})",
+                    plain_or_quoted(n)
+                )))
             }
             _ => {}
         }
@@ -271,12 +293,18 @@ fn mismatch(message: String) -> RpcError {
 
 fn unsupported(requested: &str, code: i64) -> RpcError {
     let supported: Vec<&str> = Version::all_strs().collect();
+    // The spec's data names what was requested; a bounded slice of it is enough.
+    let shown: String = requested.chars().take(crate::core::quote::MAX_QUOTED_CHARS).collect();
     RpcError::new(
         400,
         code,
-        format!("Unsupported MCP-Protocol-Version: {requested} (supported: {})", supported.join(", ")),
+        format!(
+            "Unsupported MCP-Protocol-Version: {} (supported: {})",
+            plain_or_quoted(requested),
+            supported.join(", ")
+        ),
     )
-    .with_data(json!({"supported": supported, "requested": requested}))
+    .with_data(json!({"supported": supported, "requested": shown}))
 }
 
 fn server_info(server_version: &str, def: &ServerDefinition, version: Version) -> Value {
@@ -411,7 +439,7 @@ fn call_tool(
             RpcError::new(
                 200,
                 jsonrpc::INVALID_PARAMS,
-                format!("Unknown tool: '{name}'. This server has: {}", names.join(", ")),
+                format!("Unknown tool: '{}'. This server has: {}", plain_or_quoted(name), names.join(", ")),
             ),
         );
     };
@@ -515,7 +543,7 @@ fn task_request(
         RpcError::new(
             version.method_not_found_status(),
             jsonrpc::METHOD_NOT_FOUND,
-            format!("Method not found: {method} ({why})"),
+            format!("Method not found: {} ({why})", plain_or_quoted(method)),
         )
     };
     let op = match (method, version.is_stateless()) {

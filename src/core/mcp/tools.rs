@@ -321,7 +321,11 @@ fn check_value(f: &FormField, v: &Value) -> Option<String> {
         },
         FieldType::Select => match v.as_str() {
             Some(s) if f.options.iter().any(|o| o == s) => None,
-            Some(s) => Some(format!("argument '{var}' must be one of {} (got \"{s}\")", quoted(&f.options))),
+            Some(s) => Some(format!(
+                "argument '{var}' must be one of {} (got {})",
+                quoted(&f.options),
+                crate::core::quote::quote_input(s)
+            )),
             None => Some(format!("argument '{var}' must be one of {} (got {})", quoted(&f.options), json_kind(v))),
         },
         FieldType::Number if v.is_number() => None,

@@ -430,3 +430,20 @@ fn task_methods_per_revision() {
         json!({"resultType": "complete", "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "Flowgate", "version": "v"}}})
     );
 }
+
+#[test]
+fn client_input_in_messages_is_bounded() {
+    let long = "m".repeat(5000);
+    for msg in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": long}),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": long}}),
+    ] {
+        let (_, r) = body(handle(&def(), &msg, &headers(Some("2025-06-18")), "v"));
+        let m = r["error"]["message"].as_str().unwrap();
+        assert!(!m.contains(&"m".repeat(65)) && m.contains("(5000 characters)"), "{m}");
+    }
+    let h = RequestHeaders { protocol_version: Some(&long), ..Default::default() };
+    let (_, r) = body(handle(&def(), &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}), &h, "v"));
+    let m = r["error"]["message"].as_str().unwrap();
+    assert!(!m.contains(&"m".repeat(65)) && m.contains("(5000 characters)"), "{m}");
+}
