@@ -17,7 +17,7 @@ use crate::core::mcp::jsonrpc::{self, RpcError};
 use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::core::mcp::tools::{toolset_of, Upstreams};
 use crate::core::origin::origin_allowed;
-use crate::core::quote::quote_input;
+use crate::core::quote::plain_or_quoted;
 use crate::core::sse::write_event;
 use futures::StreamExt;
 
@@ -45,7 +45,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             let e = RpcError::new(
                 403,
                 jsonrpc::INVALID_REQUEST,
-                format!("Forbidden: Origin {} is not allowed; add it to ALLOWED_ORIGINS", quote_input(o)),
+                format!("Forbidden: Origin {} is not allowed; add it to ALLOWED_ORIGINS", plain_or_quoted(o)),
             );
             return rpc(403, &e.to_response(&Value::Null), None);
         }
@@ -75,7 +75,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             jsonrpc::INVALID_REQUEST,
             format!(
                 "Unsupported Media Type: send JSON-RPC as Content-Type: application/json (got {})",
-                if content_type.is_empty() { "none".to_string() } else { quote_input(&content_type) }
+                if content_type.is_empty() { "none".to_string() } else { plain_or_quoted(&content_type) }
             ),
         );
     }
@@ -86,7 +86,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                 jsonrpc::INVALID_REQUEST,
                 format!(
                     "Not Acceptable: this endpoint answers application/json (and text/event-stream); Accept was {}",
-                    quote_input(&accept)
+                    plain_or_quoted(&accept)
                 ),
             );
         }
