@@ -82,17 +82,17 @@ fn every_corpus_directory_has_a_target() {
 fn form_schema_baseline_app_is_valid() {
     let body = serde_json::json!({"name": "x", "mode": "workflow",
                                   "backend": {"base_url": "http://x/v1", "api_key": "k"}, "user_input_form": []});
-    assert!(flowgate::core::app::validate_app(&body, None).is_ok());
+    assert!(flowgate::pure::app::validate_app(&body, None).is_ok());
 }
 
 /// The fixed server's tools are the ones the seeds name.
 #[test]
 fn fixed_servers_have_the_seeded_tools() {
     let def = fuzz_targets::server_definition();
-    let names: Vec<String> = flowgate::core::mcp::tools::tools(&def).iter().map(|t| t.name.clone()).collect();
+    let names: Vec<String> = flowgate::pure::mcp::tools::tools(&def).iter().map(|t| t.name.clone()).collect();
     assert_eq!(names, ["Summariser", "Agent"]);
     let (def, upstreams) = fuzz_targets::server_with_upstream();
     let names: Vec<String> =
-        flowgate::core::mcp::tools::tools_with(&def, &upstreams).iter().map(|t| t.name.clone()).collect();
+        flowgate::pure::mcp::tools::tools_with(&def, &upstreams).iter().map(|t| t.name.clone()).collect();
     assert_eq!(names, ["Summariser", "Agent", "Upstream_search", "Upstream_submit"]);
 }

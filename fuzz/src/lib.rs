@@ -10,22 +10,22 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use serde_json::{json, Map, Value};
 
-use flowgate::core::app::validate_app;
-use flowgate::core::definition::{AppDefinition, ServerDefinition, FORMAT};
-use flowgate::core::dify_call::Outcome;
-use flowgate::core::dify_stream::Signal;
-use flowgate::core::error::Errors;
-use flowgate::core::form::{form_to_dify, parse_form};
-use flowgate::core::mcp::jsonrpc::{classify, Message};
-use flowgate::core::mcp::server::{
+use flowgate::pure::app::validate_app;
+use flowgate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
+use flowgate::pure::dify_call::Outcome;
+use flowgate::pure::dify_stream::Signal;
+use flowgate::pure::error::Errors;
+use flowgate::pure::form::{form_to_dify, parse_form};
+use flowgate::pure::mcp::jsonrpc::{classify, Message};
+use flowgate::pure::mcp::server::{
     batch_allowed, finish_call, handle, handle_with, notification, relays, task_created, task_response,
     upstream_response, CallPlan, Progress, RequestHeaders, Step,
 };
-use flowgate::core::mcp::tasks::{TaskOutcome, TaskView, MAX_TTL_MS, MIN_TTL_MS};
-use flowgate::core::mcp::tools::{tools, tools_with, Upstreams};
-use flowgate::core::mcp::version::Version;
-use flowgate::core::sse::{SseError, SseEvent, SseParser};
-use flowgate::core::url::{
+use flowgate::pure::mcp::tasks::{TaskOutcome, TaskView, MAX_TTL_MS, MIN_TTL_MS};
+use flowgate::pure::mcp::tools::{tools, tools_with, Upstreams};
+use flowgate::pure::mcp::version::Version;
+use flowgate::pure::sse::{SseError, SseEvent, SseParser};
+use flowgate::pure::url::{
     check_backend_url, follow_redirect, host_for_display, parse_outbound, private_host_reason, scrub_urls,
     PrivateAllow, Redirect,
 };
@@ -423,7 +423,7 @@ pub fn form_schema(data: &[u8]) {
         if !value.is_null() {
             assert_eq!(spec.user_input_form, fields);
         }
-        let _ = flowgate::core::app::warnings(&spec);
+        let _ = flowgate::pure::app::warnings(&spec);
     }
 }
 

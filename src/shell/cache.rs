@@ -6,8 +6,8 @@
 
 use worker::{D1Database, Env, KvStore};
 
-use crate::core::definition::{refill_verdict, Refill, ServerDefinition, TTL_SECONDS};
-use crate::core::error::ApiError;
+use crate::pure::definition::{refill_verdict, Refill, ServerDefinition, TTL_SECONDS};
+use crate::pure::error::ApiError;
 
 use super::http::internal;
 use super::store::{self, ServerRow};

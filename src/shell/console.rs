@@ -3,13 +3,13 @@
 use serde_json::{json, Map, Value};
 use worker::{D1Database, Date, Env, Method, Request, Response};
 
-use crate::core::app::{self, AppSpec};
-use crate::core::config;
-use crate::core::dify_import;
-use crate::core::error::ApiError;
-use crate::core::ids;
-use crate::core::quote::quote_input;
-use crate::core::server::{validate_server, ServerBody, ServerFields, Status};
+use crate::pure::app::{self, AppSpec};
+use crate::pure::config;
+use crate::pure::dify_import;
+use crate::pure::error::ApiError;
+use crate::pure::ids;
+use crate::pure::quote::quote_input;
+use crate::pure::server::{validate_server, ServerBody, ServerFields, Status};
 
 use super::cache;
 use super::dify;
@@ -125,7 +125,7 @@ async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> 
 }
 
 fn field_error(field: &str, message: &str) -> ApiError {
-    ApiError::validation(vec![crate::core::error::FieldError { field: field.into(), message: message.into() }])
+    ApiError::validation(vec![crate::pure::error::FieldError { field: field.into(), message: message.into() }])
 }
 
 fn now() -> i64 {
@@ -166,7 +166,7 @@ impl Console<'_> {
         }
         // Hosts listed in ALLOW_PRIVATE_BACKENDS (instead of `true`) are allowed, and only they.
         let allow = super::outbound::private_allow();
-        let mut bad = crate::core::url::private_backend_urls(backend);
+        let mut bad = crate::pure::url::private_backend_urls(backend);
         bad.retain(|(field, _)| {
             let pointer = format!("/{}", field.trim_start_matches("backend.").replace('.', "/"));
             let host = backend.pointer(&pointer).and_then(Value::as_str).and_then(|u| ::url::Url::parse(u).ok());
@@ -177,7 +177,7 @@ impl Console<'_> {
         }
         Err(ApiError::validation(
             bad.into_iter()
-                .map(|(field, why)| crate::core::error::FieldError {
+                .map(|(field, why)| crate::pure::error::FieldError {
                     field,
                     message: format!("{why}; private backends need ALLOW_PRIVATE_BACKENDS=true"),
                 })
@@ -216,7 +216,7 @@ impl Console<'_> {
     async fn import_app(&self, body: &Value) -> Result<Value> {
         let field = |k: &str| body.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
         let (Some(base_url), Some(api_key)) = (field("base_url"), field("api_key")) else {
-            let mut errs = crate::core::error::Errors::default();
+            let mut errs = crate::pure::error::Errors::default();
             if field("base_url").is_none() {
                 errs.add("base_url", "is required: the Dify Service API base URL, e.g. https://api.dify.ai/v1");
             }
@@ -225,8 +225,8 @@ impl Console<'_> {
             }
             return Err(ApiError::validation(errs.0));
         };
-        if let Err(why) = crate::core::url::check_backend_url(base_url) {
-            return Err(ApiError::validation(vec![crate::core::error::FieldError {
+        if let Err(why) = crate::pure::url::check_backend_url(base_url) {
+            return Err(ApiError::validation(vec![crate::pure::error::FieldError {
                 field: "base_url".into(),
                 message: why.into(),
             }]));
@@ -312,7 +312,7 @@ impl Console<'_> {
         let tools = super::upstream::tools_of(&app, self.env, true)
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
-        let exposed = crate::core::upstream::aggregate(&app.name, &app.id, &app.backend, &tools);
+        let exposed = crate::pure::upstream::aggregate(&app.name, &app.id, &app.backend, &tools);
         Ok(json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
             "exposed_tools": exposed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
@@ -356,7 +356,7 @@ impl Console<'_> {
         let fields = validate_server(body, ServerBody::UpdateForApp)?;
         let row = self.app_server_row(app_id).await?;
         if fields.id.as_deref() != Some(row.id.as_str()) {
-            return Err(ApiError::validation(vec![crate::core::error::FieldError {
+            return Err(ApiError::validation(vec![crate::pure::error::FieldError {
                 field: "id".into(),
                 message: format!("is not the id of app '{app_id}''s server ({})", row.id),
             }]));
@@ -415,7 +415,7 @@ impl Console<'_> {
         if missing.is_empty() {
             return self.check_unique_tool_names(app_ids).await;
         }
-        Err(ApiError::validation(vec![crate::core::error::FieldError {
+        Err(ApiError::validation(vec![crate::pure::error::FieldError {
             field: "app_ids".into(),
             message: format!(
                 "no app with id {}",
@@ -434,14 +434,14 @@ impl Console<'_> {
             let app = row.to_definition();
             let names: Vec<String> = if app.mode == "mcp" {
                 match super::upstream::tools_of(&app, self.env, false).await {
-                    Ok(list) => crate::core::upstream::aggregate(&app.name, &app.id, &app.backend, &list)
+                    Ok(list) => crate::pure::upstream::aggregate(&app.name, &app.id, &app.backend, &list)
                         .into_iter()
                         .map(|t| t.name)
                         .collect(),
                     Err(_) => Vec::new(),
                 }
             } else {
-                vec![crate::core::mcp::tools::sanitize_name(&app.name, &app.id)]
+                vec![crate::pure::mcp::tools::sanitize_name(&app.name, &app.id)]
             };
             for name in names {
                 if let Some((_, other)) = owners.iter().find(|(n, _)| *n == name) {
@@ -465,7 +465,7 @@ impl Console<'_> {
         let fields = validate_server(body, ServerBody::UpdateMulti)?;
         let row = self.server_row(id).await?;
         if row.app_id.is_some() && fields.app_ids.is_some() {
-            return Err(ApiError::validation(vec![crate::core::error::FieldError {
+            return Err(ApiError::validation(vec![crate::pure::error::FieldError {
                 field: "app_ids".into(),
                 message: "this server belongs to one app (created under /apps/{id}/server); its apps cannot change"
                     .into(),

@@ -7,7 +7,7 @@ use worker::{Headers, Method};
 
 use super::outbound::{self, SendError};
 
-use crate::core::error::ApiError;
+use crate::pure::error::ApiError;
 
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Dify's /info and /parameters answers are small; nothing larger is read.
@@ -21,7 +21,7 @@ fn import_error(code: &'static str, message: String) -> ApiError {
 pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value, ApiError> {
     let url = format!("{base_url}{path}");
     // Messages name the host and path, never a query string that may carry a key.
-    let shown = format!("{}{path}", crate::core::url::host_for_display(base_url));
+    let shown = format!("{}{path}", crate::pure::url::host_for_display(base_url));
     let headers = Headers::new();
     let auth = format!("Bearer {api_key}");
     headers.set("authorization", &auth).and_then(|_| headers.set("accept", "application/json")).map_err(|_| {

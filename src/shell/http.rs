@@ -3,8 +3,8 @@
 use serde_json::Value;
 use worker::{Headers, Request, Response};
 
-use crate::core::error::ApiError;
-use crate::core::quote::quote_input;
+use crate::pure::error::ApiError;
+use crate::pure::quote::quote_input;
 
 /// Largest console request body accepted.
 pub const MAX_CONSOLE_BODY: usize = 1 << 20;

@@ -1,6 +1,6 @@
 //! Structured JSON logs: one object per line, each with the request id that the response also
 //! carries (`x-request-id`), so a person can find the lines of one request. Nothing secret is
-//! ever logged: no server codes (paths are logged with `<code>`, see `core::path::loggable`), no
+//! ever logged: no server codes (paths are logged with `<code>`, see `pure::path::loggable`), no
 //! credentials, no bodies.
 
 use std::cell::RefCell;
@@ -16,7 +16,7 @@ thread_local! {
 pub fn begin() -> String {
     let mut b = [0u8; 8];
     let id = match getrandom::getrandom(&mut b) {
-        Ok(()) => crate::core::ids::hex(&b),
+        Ok(()) => crate::pure::ids::hex(&b),
         Err(_) => "0000000000000000".into(),
     };
     REQUEST_ID.with(|r| *r.borrow_mut() = id.clone());

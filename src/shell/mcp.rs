@@ -1,24 +1,24 @@
 //! The MCP endpoint `POST /mcp/server/{code}/mcp` (Streamable HTTP, stateless): transport rules
-//! here, protocol in `core::mcp`, backend calls through `outbound`.
+//! here, protocol in `pure::mcp`, backend calls through `outbound`.
 
 use std::time::Duration;
 
 use serde_json::Value;
 use worker::{Context, Date, Env, Headers, Method, Request, Response};
 
-use crate::core::app::Mode;
-use crate::core::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
-use crate::core::definition::ServerDefinition;
-use crate::core::dify_call::{self, Outcome};
-use crate::core::dify_stream::DEFAULT_MAX_RESULT_BYTES;
-use crate::core::http_tool;
-use crate::core::ids::{is_server_code_shape, sha256_hex};
-use crate::core::mcp::jsonrpc::{self, RpcError};
-use crate::core::mcp::server::{self, CallPlan, RequestHeaders, Step, TaskOp, TaskRequest};
-use crate::core::mcp::tools::{toolset_of, Upstreams};
-use crate::core::origin::origin_allowed;
-use crate::core::quote::plain_or_quoted;
-use crate::core::sse::write_event;
+use crate::pure::app::Mode;
+use crate::pure::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
+use crate::pure::definition::ServerDefinition;
+use crate::pure::dify_call::{self, Outcome};
+use crate::pure::dify_stream::DEFAULT_MAX_RESULT_BYTES;
+use crate::pure::http_tool;
+use crate::pure::ids::{is_server_code_shape, sha256_hex};
+use crate::pure::mcp::jsonrpc::{self, RpcError};
+use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step, TaskOp, TaskRequest};
+use crate::pure::mcp::tools::{toolset_of, Upstreams};
+use crate::pure::origin::origin_allowed;
+use crate::pure::quote::plain_or_quoted;
+use crate::pure::sse::write_event;
 use futures::StreamExt;
 
 use super::cache;

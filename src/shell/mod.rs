@@ -18,10 +18,10 @@ mod upstream;
 use serde_json::json;
 use worker::{event, Context, Env, Request, Response};
 
-use crate::core::admin;
-use crate::core::error::ApiError;
-use crate::core::path;
-use crate::core::quote::quote_input;
+use crate::pure::admin;
+use crate::pure::error::ApiError;
+use crate::pure::path;
+use crate::pure::quote::quote_input;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -85,7 +85,7 @@ async fn route(
     }
 }
 
-/// `Authorization: Bearer <ADMIN_TOKEN>` (decided by `core::admin`). A wrong token counts
+/// `Authorization: Bearer <ADMIN_TOKEN>` (decided by `pure::admin`). A wrong token counts
 /// against the client's address in the `ADMIN_AUTH_LIMIT` rate limiter; over the limit the
 /// answer is 429 instead of 401.
 async fn check_admin(req: &Request, env: &Env) -> Result<(), ApiError> {

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response};
 
-use crate::core::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
+use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
 
 thread_local! {
     /// `ALLOW_PRIVATE_BACKENDS` of the current event (request or alarm).
@@ -111,7 +111,7 @@ pub async fn send_text(
                     if cross_origin == CrossOrigin::Refused && body.is_some() {
                         return Err(SendError::Unreachable(format!(
                             "it redirected (HTTP {status}) to another origin ({}), where its credentials may not go",
-                            crate::core::url::host_for_display(url.as_str())
+                            crate::pure::url::host_for_display(url.as_str())
                         )));
                     }
                     headers = cross_origin_headers(&headers, body.is_some());
@@ -166,7 +166,7 @@ async fn fetch_once(
 
 /// A runtime error message as a client may see it: URLs in it reduced to their host.
 fn scrub(message: &str) -> String {
-    crate::core::url::scrub_urls(message)
+    crate::pure::url::scrub_urls(message)
 }
 
 /// Reads a response body as text, at most `cap` bytes, within `timeout`. A body announced or

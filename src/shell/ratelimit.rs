@@ -11,7 +11,7 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
 pub const BINDING: &str = "MCP_RATE_LIMIT";
-/// Failed console authentications per client address (see `core::admin`).
+/// Failed console authentications per client address (see `pure::admin`).
 pub const ADMIN_AUTH_BINDING: &str = "ADMIN_AUTH_LIMIT";
 
 /// `Ok(true)` when the request may go on (the `MCP_RATE_LIMIT` binding). A deployment without

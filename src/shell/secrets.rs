@@ -1,12 +1,12 @@
 //! Backend credentials: a whole-string `$NAME` names a Worker secret or variable; a literal is
-//! stored sealed (AES-256-GCM under `SECRETS_KEY`, see `core::sealed`) and opened at call time.
+//! stored sealed (AES-256-GCM under `SECRETS_KEY`, see `pure::sealed`) and opened at call time.
 
 use serde_json::Value;
 use worker::Env;
 
-use crate::core::app::{is_secret_ref, seal_literals};
-use crate::core::config;
-use crate::core::sealed;
+use crate::pure::app::{is_secret_ref, seal_literals};
+use crate::pure::config;
+use crate::pure::sealed;
 
 fn secret_or_var(env: &Env, name: &str) -> Option<String> {
     env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()
@@ -66,7 +66,7 @@ pub fn reseal_backend(env: &Env, backend: &mut Value) -> Result<bool, String> {
     let keys = keys(env)?;
     let Some(current) = keys.first().copied() else { return Ok(false) };
     let mut changed = false;
-    crate::core::app::map_credentials(backend, &mut |v| {
+    crate::pure::app::map_credentials(backend, &mut |v| {
         if !sealed::is_sealed(v) {
             return Ok(None);
         }

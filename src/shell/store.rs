@@ -5,10 +5,10 @@ use serde_json::{json, Map, Value};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
-use crate::core::app::{self, AppSpec};
-use crate::core::definition::{AppDefinition, ServerDefinition, FORMAT};
-use crate::core::error::ApiError;
-use crate::core::form::form_to_dify;
+use crate::pure::app::{self, AppSpec};
+use crate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
+use crate::pure::error::ApiError;
+use crate::pure::form::form_to_dify;
 
 use super::http::internal;
 

@@ -10,12 +10,12 @@ use futures::StreamExt;
 use serde_json::Value;
 use worker::{ByteStream, Context, Date, Delay, Env, Headers, Method, Response};
 
-use crate::core::app::Mode;
-use crate::core::dify_call::{self, Outcome};
-use crate::core::dify_stream::DifyStream;
-use crate::core::http_tool::{self, HttpToolStream, StreamReader};
-use crate::core::mcp::server::{self, CallPlan, Progress};
-use crate::core::sse::{write_comment, write_event, SseParser};
+use crate::pure::app::Mode;
+use crate::pure::dify_call::{self, Outcome};
+use crate::pure::dify_stream::DifyStream;
+use crate::pure::http_tool::{self, HttpToolStream, StreamReader};
+use crate::pure::mcp::server::{self, CallPlan, Progress};
+use crate::pure::sse::{write_comment, write_event, SseParser};
 
 /// Longest silence toward the client: a comment goes out after it, which keeps intermediaries
 /// from closing the stream and lets the runtime notice a client that went away (a disconnect
@@ -367,7 +367,7 @@ pub fn read_whole(
 /// and the backend's host, never its full URL (which may carry a key in its query).
 pub fn send_failed(plan: &CallPlan, b: &Backend, e: SendError) -> Outcome {
     let kind = if plan.mode == Mode::HttpTool { "tool" } else { "Dify app" };
-    let host = crate::core::url::host_for_display(&b.base_url);
+    let host = crate::pure::url::host_for_display(&b.base_url);
     Outcome::Failed(match e {
         SendError::Unreachable(e) => format!("could not reach the {kind} '{}' at {host}: {e}", b.app_name),
         SendError::TooLarge(cap) => format!(

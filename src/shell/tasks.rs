@@ -13,22 +13,22 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, Date, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
 
-use crate::core::app::Mode;
-use crate::core::definition::{AppDefinition, ServerDefinition};
-use crate::core::dify_call::{self, Outcome};
-use crate::core::ids;
-use crate::core::mcp::server::{self, CallPlan};
-use crate::core::mcp::tasks::{TaskOutcome, TaskView};
-use crate::core::mcp::version::Version;
-use crate::core::sse::SseParser;
-use crate::core::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
+use crate::pure::app::Mode;
+use crate::pure::definition::{AppDefinition, ServerDefinition};
+use crate::pure::dify_call::{self, Outcome};
+use crate::pure::ids;
+use crate::pure::mcp::server::{self, CallPlan};
+use crate::pure::mcp::tasks::{TaskOutcome, TaskView};
+use crate::pure::mcp::version::Version;
+use crate::pure::sse::SseParser;
+use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
 
 use super::mcp::{backend_of, run_to_completion};
 use super::outbound::{self, SendError};
 use super::stream::{request_headers, send_failed, Backend};
 use super::upstream::{upstream_of, Client as UpstreamClient};
 use super::VERSION;
-use crate::core::mcp::tools::toolset_of;
+use crate::pure::mcp::tools::toolset_of;
 
 pub const BINDING: &str = "TASKS";
 const STORAGE_KEY: &str = "task";
@@ -290,7 +290,7 @@ impl TaskRunner {
         }
         let spec: TaskSpec =
             serde_json::from_value(body["spec"].clone()).map_err(|e| worker::Error::RustError(e.to_string()))?;
-        let ttl_ms = body["ttl_ms"].as_u64().unwrap_or(crate::core::mcp::tasks::DEFAULT_TTL_MS);
+        let ttl_ms = body["ttl_ms"].as_u64().unwrap_or(crate::pure::mcp::tasks::DEFAULT_TTL_MS);
         let rec =
             Record { spec, state: TaskState::new(now_ms(), ttl_ms), result: None, error: None, dify_task_id: None };
         // Durable before the client hears of it; the first alarm starts the work.
@@ -339,7 +339,7 @@ impl TaskRunner {
 
     fn backend(&self, rec: &Record) -> Result<Backend, Outcome> {
         let def = ServerDefinition {
-            format: crate::core::definition::FORMAT,
+            format: crate::pure::definition::FORMAT,
             server_id: rec.spec.server_id.clone(),
             name: String::new(),
             description: String::new(),
@@ -432,7 +432,7 @@ impl TaskRunner {
                 match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
                     // A status tool that reports isError is busy, not broken: retry.
                     Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => PollOutcome::Transient(
-                        crate::core::dify_stream::truncate(&first_text(Some(&v)), 500).to_string(),
+                        crate::pure::dify_stream::truncate(&first_text(Some(&v)), 500).to_string(),
                     ),
                     Ok(v) => task::parse_async_status(&v, &remote),
                     Err(e) => PollOutcome::Transient(e.to_string()),
@@ -450,7 +450,7 @@ impl TaskRunner {
         let mut client = UpstreamClient::new(&upstream, &self.env);
         client.connect(true).await?;
         let response = client.call_tool(tool, &arguments, None, &mut |_| {}).await?;
-        crate::core::upstream::response_result(&rec.spec.app.name, &response)
+        crate::pure::upstream::response_result(&rec.spec.app.name, &response)
     }
 
     /// A status or cancel call of a task toolset, read by seed 002's rules: an `isError` result
@@ -462,7 +462,7 @@ impl TaskRunner {
         };
         match self.toolset_call(rec, tool, json!({"task_id": remote})).await {
             Ok(r) if r["isError"] == Value::Bool(true) => {
-                PollOutcome::Transient(crate::core::dify_stream::truncate(&first_text(Some(&r)), 500).to_string())
+                PollOutcome::Transient(crate::pure::dify_stream::truncate(&first_text(Some(&r)), 500).to_string())
             }
             Ok(r) => task::parse_async_status(&r["structuredContent"], remote),
             Err(e) => PollOutcome::Transient(e),
@@ -577,7 +577,7 @@ impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallError::Http(status, body) => {
-                write!(f, "HTTP {status}: {}", crate::core::dify_stream::truncate(body.trim(), 300))
+                write!(f, "HTTP {status}: {}", crate::pure::dify_stream::truncate(body.trim(), 300))
             }
             CallError::Other(m) => f.write_str(m),
         }

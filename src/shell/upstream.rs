@@ -1,5 +1,5 @@
 //! The MCP client for upstream MCP servers (apps of mode `mcp`): transports, sessions, tool
-//! lists and proxied calls. The protocol decisions are in `core::upstream`; this is the IO.
+//! lists and proxied calls. The protocol decisions are in `pure::upstream`; this is the IO.
 //!
 //! Sessions of Streamable HTTP upstreams are kept in KV per app and reused by every isolate
 //! (a 404 means the upstream dropped it: re-initialize once and retry). The legacy HTTP+SSE
@@ -12,8 +12,8 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use worker::{ByteStream, Delay, Env, Headers, Method, Response};
 
-use crate::core::definition::AppDefinition;
-use crate::core::upstream::{
+use crate::pure::definition::AppDefinition;
+use crate::pure::upstream::{
     self as up, Incoming, InitFailure, ReplyReader, Session, Transport, TransportChoice, ACCEPT,
 };
 
@@ -82,7 +82,7 @@ pub async fn upstream_of(
         String::new()
     } else {
         let joined: String = forwarded.iter().map(|(k, v)| format!("{}\n{v}\n", k.to_ascii_lowercase())).collect();
-        crate::core::ids::sha256_hex(&joined)[..32].to_string()
+        crate::pure::ids::sha256_hex(&joined)[..32].to_string()
     };
     Ok(Upstream {
         app_name: app.name.clone(),
@@ -95,7 +95,7 @@ pub async fn upstream_of(
         session_scope,
         max_result_bytes: b["max_result_bytes"]
             .as_u64()
-            .map_or(crate::core::dify_stream::DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
+            .map_or(crate::pure::dify_stream::DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
     })
 }
 
@@ -294,7 +294,7 @@ impl<'a> Client<'a> {
                 ))
             }
             Err(e) => {
-                let host = crate::core::url::host_for_display(sse_url);
+                let host = crate::pure::url::host_for_display(sse_url);
                 return Err(format!("could not reach upstream {app} at {host}: {}", send_error_text(e)));
             }
         };

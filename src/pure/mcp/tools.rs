@@ -1,14 +1,14 @@
 //! Tools: one per app of a server. Names, input schemas from the Dify form, output schemas,
 //! and the validation of call arguments against the same form.
 
-use crate::core::error::json_kind;
+use crate::pure::error::json_kind;
 use serde_json::{json, Map, Value};
 
-use crate::core::app::Mode;
-use crate::core::definition::{AppDefinition, ServerDefinition};
-use crate::core::error::Errors;
-use crate::core::form::{parse_form, FieldType, FormField};
-use crate::core::upstream::{aggregate, tool_for_client, ExposedTool};
+use crate::pure::app::Mode;
+use crate::pure::definition::{AppDefinition, ServerDefinition};
+use crate::pure::error::Errors;
+use crate::pure::form::{parse_form, FieldType, FormField};
+use crate::pure::upstream::{aggregate, tool_for_client, ExposedTool};
 use std::collections::HashMap;
 
 use super::tasks::TaskSupport;
@@ -324,7 +324,7 @@ fn check_value(f: &FormField, v: &Value) -> Option<String> {
             Some(s) => Some(format!(
                 "argument '{var}' must be one of {} (got {})",
                 quoted(&f.options),
-                crate::core::quote::quote_input(s)
+                crate::pure::quote::quote_input(s)
             )),
             None => Some(format!("argument '{var}' must be one of {} (got {})", quoted(&f.options), json_kind(v))),
         },
@@ -345,7 +345,7 @@ fn quoted(options: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::definition::FORMAT;
+    use crate::pure::definition::FORMAT;
 
     fn def(apps: Vec<(&str, &str, Value, Value)>) -> ServerDefinition {
         ServerDefinition {

@@ -3,11 +3,11 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::core::dify_call::{http_failure, Outcome};
-use crate::core::dify_stream::{truncate, Signal};
-use crate::core::error::Errors;
-use crate::core::form;
-use crate::core::quote::quote_input;
+use crate::pure::dify_call::{http_failure, Outcome};
+use crate::pure::dify_stream::{truncate, Signal};
+use crate::pure::error::Errors;
+use crate::pure::form;
+use crate::pure::quote::quote_input;
 
 const PARAM_TYPES: [&str; 5] = ["string", "number", "integer", "boolean", "object"];
 const MAX_LOG_TEXT: usize = 2000;
@@ -365,7 +365,7 @@ mod tests {
 /// The reader of a streamed answer, by backend kind.
 #[derive(Debug)]
 pub enum StreamReader {
-    Dify(crate::core::dify_stream::DifyStream),
+    Dify(crate::pure::dify_stream::DifyStream),
     Tool(HttpToolStream),
 }
 

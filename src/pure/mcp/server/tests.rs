@@ -1,8 +1,8 @@
 use serde_json::json;
 
 use super::*;
-use crate::core::definition::{AppDefinition, FORMAT};
-use crate::core::mcp::tasks::TaskView;
+use crate::pure::definition::{AppDefinition, FORMAT};
+use crate::pure::mcp::tasks::TaskView;
 
 fn def() -> ServerDefinition {
     ServerDefinition {

@@ -3,13 +3,13 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::core::app::Mode;
-use crate::core::definition::ServerDefinition;
-use crate::core::dify_call::{self, Outcome};
-use crate::core::dify_stream::Signal;
-use crate::core::http_tool;
-use crate::core::ids::sha256_hex;
-use crate::core::quote::plain_or_quoted;
+use crate::pure::app::Mode;
+use crate::pure::definition::ServerDefinition;
+use crate::pure::dify_call::{self, Outcome};
+use crate::pure::dify_stream::Signal;
+use crate::pure::http_tool;
+use crate::pure::ids::sha256_hex;
+use crate::pure::quote::plain_or_quoted;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
 use super::tasks::{self, Decision, TaskSupport, TaskView};
@@ -294,7 +294,7 @@ fn mismatch(message: String) -> RpcError {
 fn unsupported(requested: &str, code: i64) -> RpcError {
     let supported: Vec<&str> = Version::all_strs().collect();
     // The spec's data names what was requested; a bounded slice of it is enough.
-    let shown: String = requested.chars().take(crate::core::quote::MAX_QUOTED_CHARS).collect();
+    let shown: String = requested.chars().take(crate::pure::quote::MAX_QUOTED_CHARS).collect();
     RpcError::new(
         400,
         code,
@@ -323,7 +323,7 @@ fn capabilities(def: &ServerDefinition, version: Version) -> Value {
         json!({"tools": {"listChanged": false}})
     };
     // Tasks are advertised only where a tool of this server can run as one.
-    let toolsets = |a: &crate::core::definition::AppDefinition| {
+    let toolsets = |a: &crate::pure::definition::AppDefinition| {
         a.backend["task_toolsets"].as_array().is_some_and(|t| !t.is_empty())
     };
     if def.apps.iter().any(|a| TaskSupport::of_backend(&a.backend) != TaskSupport::Forbidden || toolsets(a)) {
@@ -612,9 +612,9 @@ pub fn task_response(
 pub fn upstream_response(plan: &CallPlan, app: &str, response: &Value, server_version: &str) -> Value {
     if let Some(e) = response.get("error") {
         let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
-        return RpcError::new(200, code, crate::core::upstream::upstream_error_message(app, e)).to_response(&plan.id);
+        return RpcError::new(200, code, crate::pure::upstream::upstream_error_message(app, e)).to_response(&plan.id);
     }
-    let result = crate::core::upstream::result_for_client(&response["result"], plan.version);
+    let result = crate::pure::upstream::result_for_client(&response["result"], plan.version);
     result_response(&plan.id, shape_result(result, "tools/call", plan.version, server_version))
 }
 

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use crate::core::error::json_kind;
+use crate::pure::error::json_kind;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 

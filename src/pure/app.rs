@@ -394,7 +394,7 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, ref_prefi
     }
     match obj.get("task_support") {
         None | Some(Value::Null) => {}
-        Some(Value::String(t)) if crate::core::mcp::tasks::TaskSupport::parse(t).is_some() => {}
+        Some(Value::String(t)) if crate::pure::mcp::tasks::TaskSupport::parse(t).is_some() => {}
         Some(_) => errs.add("backend.task_support", "must be forbidden, optional or required"),
     }
     // Seed 002's async protocol: api_endpoint submits, these two follow and cancel the work.
@@ -539,7 +539,7 @@ fn shown_path(path: &str) -> String {
 
 /// Settings of an upstream MCP server app.
 fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
-    if let Err(e) = crate::core::upstream::TransportChoice::parse(obj.get("transport").and_then(Value::as_str)) {
+    if let Err(e) = crate::pure::upstream::TransportChoice::parse(obj.get("transport").and_then(Value::as_str)) {
         errs.add("backend.transport", e);
     } else if obj.get("transport").is_some_and(|t| !t.is_string()) {
         errs.add("backend.transport", "must be auto, streamable-http or sse");
@@ -548,13 +548,13 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
         None | Some(Value::Null) => {}
         Some(Value::Object(h)) => {
             for (name, v) in h {
-                if !crate::core::upstream::is_header_name(name) {
+                if !crate::pure::upstream::is_header_name(name) {
                     errs.add(format!("backend.headers.{}", plain_or_quoted(name)), "is not a valid header name");
                 }
                 match v.as_str() {
                     Some(s) if is_secret_ref(s) || s == MASK => {}
                     Some(s) => {
-                        if let Some(why) = crate::core::upstream::header_value_problem(s) {
+                        if let Some(why) = crate::pure::upstream::header_value_problem(s) {
                             errs.add(format!("backend.headers.{}", plain_or_quoted(name)), why);
                         }
                     }
@@ -564,13 +564,13 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
         }
         Some(_) => errs.add("backend.headers", "must be an object of header names to values"),
     }
-    if let Err(e) = crate::core::upstream::forwarded_headers(&Value::Object(obj.clone()), &|_| Some("x".into())) {
+    if let Err(e) = crate::pure::upstream::forwarded_headers(&Value::Object(obj.clone()), &|_| Some("x".into())) {
         errs.add("backend.forward_headers", e);
     }
     match obj.get("oauth") {
         None | Some(Value::Null) => {}
         Some(o @ Value::Object(_)) => {
-            if let Err(e) = crate::core::upstream::OAuthConfig::from_value(o, &|_| Ok("set".into())) {
+            if let Err(e) = crate::pure::upstream::OAuthConfig::from_value(o, &|_| Ok("set".into())) {
                 errs.add("backend.oauth", e);
             }
             if let Some(Err(why)) = o.get("token_url").and_then(Value::as_str).map(check_backend_url) {
@@ -691,7 +691,7 @@ pub fn map_credentials(
 /// `seal(literal)`; `Err` names the slot.
 pub fn seal_literals(backend: &mut Value, seal: &mut dyn FnMut(&str) -> Result<String, String>) -> Result<(), String> {
     map_credentials(backend, &mut |v| {
-        if v.is_empty() || is_secret_ref(v) || crate::core::sealed::is_sealed(v) {
+        if v.is_empty() || is_secret_ref(v) || crate::pure::sealed::is_sealed(v) {
             Ok(None)
         } else {
             seal(v).map(Some)

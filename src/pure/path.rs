@@ -42,7 +42,7 @@ fn is_word(seg: &str, word: &str) -> bool {
 /// rounds of percent-decoding (so `%41…` or `%2541…` spellings are caught too).
 fn holds_code_shape(seg: &str) -> bool {
     decodings(seg).iter().any(|d| {
-        d.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| run.len() == crate::core::ids::SERVER_CODE_LEN)
+        d.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| run.len() == crate::pure::ids::SERVER_CODE_LEN)
     })
 }
 

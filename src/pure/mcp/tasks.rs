@@ -218,7 +218,7 @@ pub fn payload_result(view: &TaskView) -> Result<Value, RpcError> {
 }
 
 pub fn unknown_task(task_id: &str) -> RpcError {
-    RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: unknown task {} (tasks are reachable only through the server code that created them, until their ttl)", crate::core::quote::quote_input(task_id)))
+    RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: unknown task {} (tasks are reachable only through the server code that created them, until their ttl)", crate::pure::quote::quote_input(task_id)))
 }
 
 pub fn terminal_cancel(view: &TaskView) -> RpcError {

@@ -4,8 +4,8 @@
 
 use serde_json::{json, Value};
 
-use crate::core::app::Mode;
-use crate::core::dify_call::Outcome;
+use crate::pure::app::Mode;
+use crate::pure::dify_call::Outcome;
 
 /// Default cap on the final text kept from a stream (`max_result_bytes` per app).
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::core::app::Mode;
+use crate::pure::app::Mode;
 
 /// What a tool call produced: text for every client, structured output for newer ones.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,7 +37,7 @@ impl Outcome {
         if text.len() <= max {
             return Outcome::Ok { text, structured };
         }
-        let cut = crate::core::dify_stream::truncate(&text, max).len();
+        let cut = crate::pure::dify_stream::truncate(&text, max).len();
         text.truncate(cut);
         text.push_str(&format!(
             "\n\n[truncated: the answer was longer than {max} bytes, the limit set by the app's max_result_bytes]"

@@ -96,7 +96,7 @@ pub fn classify(v: &Value) -> Result<Message<'_>, (Value, RpcError)> {
                     Value::Null,
                     invalid(&format!(
                         "{} is a request and needs an `id` (only notifications/* may omit it)",
-                        crate::core::quote::quote_input(method)
+                        crate::pure::quote::quote_input(method)
                     )),
                 )),
             }

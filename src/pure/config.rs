@@ -141,7 +141,7 @@ mod tests {
             if name == "flowgate" {
                 continue; // the Worker's own name and its database's name
             }
-            assert!(is_own_name(name), "{name} (wrangler.toml) is missing from core::config");
+            assert!(is_own_name(name), "{name} (wrangler.toml) is missing from pure::config");
         }
     }
 }
