@@ -12,8 +12,6 @@ use serde_json::{json, Map, Value};
 
 use flowgate::pure::app::validate_app;
 use flowgate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
-use flowgate::pure::dify_call::Outcome;
-use flowgate::pure::dify_stream::Signal;
 use flowgate::pure::error::Errors;
 use flowgate::pure::form::{form_to_dify, parse_form};
 use flowgate::pure::mcp::jsonrpc::{classify, Message};
@@ -24,6 +22,8 @@ use flowgate::pure::mcp::server::{
 use flowgate::pure::mcp::tasks::{TaskOutcome, TaskView, MAX_TTL_MS, MIN_TTL_MS};
 use flowgate::pure::mcp::tools::{tools, tools_with, Upstreams};
 use flowgate::pure::mcp::version::Version;
+use flowgate::pure::outcome::Outcome;
+use flowgate::pure::outcome::Signal;
 use flowgate::pure::sse::{SseError, SseEvent, SseParser};
 use flowgate::pure::url::{
     check_backend_url, follow_redirect, host_for_display, parse_outbound, private_host_reason, scrub_urls,

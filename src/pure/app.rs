@@ -4,52 +4,14 @@
 use serde_json::{Map, Value};
 
 use super::config;
+use super::credential::{credential_at, for_each_credential, is_secret_ref, MASK};
 use super::error::{ApiError, Errors};
 use super::form::{self, FormField};
 use super::http_tool;
 use super::quote::{plain_or_quoted, quote_input};
 use super::url::check_backend_url;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    Workflow,
-    Chat,
-    AdvancedChat,
-    AgentChat,
-    Completion,
-    HttpTool,
-    Mcp,
-}
-
-const MODES: [(&str, Mode); 7] = [
-    ("workflow", Mode::Workflow),
-    ("chat", Mode::Chat),
-    ("advanced-chat", Mode::AdvancedChat),
-    ("agent-chat", Mode::AgentChat),
-    ("completion", Mode::Completion),
-    ("http-tool", Mode::HttpTool),
-    ("mcp", Mode::Mcp),
-];
-
-impl Mode {
-    pub fn parse(s: &str) -> Option<Mode> {
-        MODES.iter().find(|(n, _)| *n == s).map(|(_, m)| *m)
-    }
-
-    pub fn as_str(self) -> &'static str {
-        MODES.iter().find(|(_, m)| *m == self).map_or("", |(n, _)| n)
-    }
-
-    /// Modes served by Dify's Service API.
-    pub fn is_dify(self) -> bool {
-        !matches!(self, Mode::HttpTool | Mode::Mcp)
-    }
-
-    /// Chat modes take the user's message as a `query` argument.
-    pub fn takes_query(self) -> bool {
-        matches!(self, Mode::Chat | Mode::AdvancedChat | Mode::AgentChat)
-    }
-}
+pub use super::mode::Mode;
 
 /// Longest app name and description accepted (Dify's own limits are lower).
 pub const MAX_NAME: usize = 255;
@@ -66,7 +28,6 @@ pub const MAX_TIMEOUT_SECONDS: u64 = 3600;
 pub const MAX_RESULT_BYTES_LIMIT: u64 = 16 << 20;
 const TIMEOUT_KEYS: [&str; 3] = ["timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds"];
 /// What the console shows instead of a stored literal credential.
-pub const MASK: &str = "***";
 
 /// A validated app, ready to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -127,7 +88,7 @@ pub fn validate_app_in(
     let description = optional_text(obj, "description", MAX_DESCRIPTION, &mut errs);
     let mode = match obj.get("mode").and_then(Value::as_str) {
         Some(m) => Mode::parse(m).or_else(|| {
-            let known: Vec<&str> = MODES.iter().map(|(n, _)| *n).collect();
+            let known: Vec<&str> = Mode::names().collect();
             errs.add("mode", format!("unknown mode {}; expected one of {}", quote_input(m), known.join(", ")));
             None
         }),
@@ -628,94 +589,10 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
     }
 }
 
-/// A whole-string reference to a Worker secret or variable, e.g. `$DIFY_KEY`.
-pub fn is_secret_ref(s: &str) -> bool {
-    s.strip_prefix('$').is_some_and(form::is_variable_name)
-}
-
-/// The places in a backend object that hold credentials: `api_key`, every `headers` value and
-/// the OAuth client secret and refresh token.
-fn for_each_credential(obj: &mut Map<String, Value>, base: &str, f: &mut dyn FnMut(&str, &mut Value)) {
-    if let Some(v) = obj.get_mut("api_key") {
-        f(&format!("{base}.api_key"), v);
-    }
-    if let Some(Value::Object(h)) = obj.get_mut("headers") {
-        for (name, v) in h.iter_mut() {
-            f(&format!("{base}.headers.{name}"), v);
-        }
-    }
-    if let Some(Value::Object(o)) = obj.get_mut("oauth") {
-        for key in ["client_secret", "refresh_token"] {
-            if let Some(v) = o.get_mut(key) {
-                f(&format!("{base}.oauth.{key}"), v);
-            }
-        }
-    }
-}
-
-fn credential_at<'a>(stored: &'a Value, path: &str) -> Option<&'a Value> {
-    // A header name may hold dots.
-    if let Some(name) = path.strip_prefix("backend.headers.") {
-        return stored.get("headers")?.get(name);
-    }
-    let mut cur = stored;
-    for part in path.strip_prefix("backend.")?.split('.') {
-        cur = cur.get(part)?;
-    }
-    Some(cur)
-}
-
-/// Rewrites credential slots: `f` gets each string value and may return a replacement.
-pub fn map_credentials(
-    backend: &mut Value,
-    f: &mut dyn FnMut(&str) -> Result<Option<String>, String>,
-) -> Result<(), String> {
-    let Some(obj) = backend.as_object_mut() else { return Ok(()) };
-    let mut failure = None;
-    for_each_credential(obj, "backend", &mut |path, slot| {
-        if failure.is_some() {
-            return;
-        }
-        if let Some(v) = slot.as_str() {
-            match f(v) {
-                Ok(Some(new)) => *slot = Value::String(new),
-                Ok(None) => {}
-                Err(e) => failure = Some(format!("{path} {e}")),
-            }
-        }
-    });
-    failure.map_or(Ok(()), Err)
-}
-
-/// Replaces every literal credential (not a `$NAME`, not already sealed, not empty) by
-/// `seal(literal)`; `Err` names the slot.
-pub fn seal_literals(backend: &mut Value, seal: &mut dyn FnMut(&str) -> Result<String, String>) -> Result<(), String> {
-    map_credentials(backend, &mut |v| {
-        if v.is_empty() || is_secret_ref(v) || crate::pure::sealed::is_sealed(v) {
-            Ok(None)
-        } else {
-            seal(v).map(Some)
-        }
-    })
-}
-
-/// The backend as the console shows it: literal credentials replaced by `"***"`, `$NAME`
-/// references shown as they are (they name a secret, they are not one).
-pub fn mask_backend(backend: &Value) -> Value {
-    let mut b = backend.clone();
-    if let Some(obj) = b.as_object_mut() {
-        for_each_credential(obj, "backend", &mut |_, slot| {
-            if !slot.as_str().is_some_and(is_secret_ref) {
-                *slot = Value::String(MASK.into());
-            }
-        });
-    }
-    b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pure::credential::{mask_backend, seal_literals};
     use serde_json::json;
 
     fn workflow() -> Value {

@@ -4,24 +4,13 @@
 
 use serde_json::{json, Value};
 
-use crate::pure::app::Mode;
-use crate::pure::dify_call::Outcome;
+use crate::pure::mode::Mode;
+use crate::pure::outcome::{truncate, Outcome, Signal};
 
 /// Default cap on the final text kept from a stream (`max_result_bytes` per app).
 pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
 /// Longest log message built from one event (thoughts, observations).
 const MAX_LOG_TEXT: usize = 2000;
-
-/// Something to send to the MCP client while the call runs.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Signal {
-    /// One more step done (a node finished, a thought was made); `message` says which.
-    Progress { message: String },
-    /// The backend's own percentage (HTTP tools).
-    Percent { percent: f64, message: String },
-    /// A `notifications/message` at `level`.
-    Log { level: &'static str, data: Value },
-}
 
 #[derive(Debug)]
 pub struct DifyStream {
@@ -193,18 +182,6 @@ fn workflow_outcome(d: &Value) -> Outcome {
 
 fn text(v: &Value) -> String {
     v.as_str().unwrap_or("").to_string()
-}
-
-/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
-pub fn truncate(s: &str, max: usize) -> &str {
-    if s.len() <= max {
-        return s;
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }
 
 #[cfg(test)]

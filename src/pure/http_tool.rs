@@ -3,10 +3,9 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::pure::dify_call::{http_failure, Outcome};
-use crate::pure::dify_stream::{truncate, Signal};
 use crate::pure::error::Errors;
 use crate::pure::form;
+use crate::pure::outcome::{http_failure, truncate, Outcome, Signal};
 use crate::pure::quote::quote_input;
 
 const PARAM_TYPES: [&str; 5] = ["string", "number", "integer", "boolean", "object"];
@@ -359,43 +358,5 @@ mod tests {
         assert_eq!(err, Outcome::Failed("the tool 'w' reported an error: no such city".into()));
         let (_, warn) = run(&["not json", r#"{"type":"result","result":{}}"#]);
         assert!(matches!(&warn[0], Signal::Log { level: "warning", .. }));
-    }
-}
-
-/// The reader of a streamed answer, by backend kind.
-#[derive(Debug)]
-pub enum StreamReader {
-    Dify(crate::pure::dify_stream::DifyStream),
-    Tool(HttpToolStream),
-}
-
-impl StreamReader {
-    pub fn on_event(&mut self, data: &str, out: &mut Vec<Signal>) {
-        match self {
-            StreamReader::Dify(s) => s.on_event(data, out),
-            StreamReader::Tool(s) => s.on_event(data, out),
-        }
-    }
-
-    pub fn is_done(&self) -> bool {
-        match self {
-            StreamReader::Dify(s) => s.is_done(),
-            StreamReader::Tool(s) => s.is_done(),
-        }
-    }
-
-    /// The backend's id for the run, where it has one to stop it by.
-    pub fn task_id(&self) -> Option<&str> {
-        match self {
-            StreamReader::Dify(s) => s.task_id(),
-            StreamReader::Tool(_) => None,
-        }
-    }
-
-    pub fn finish(self) -> Outcome {
-        match self {
-            StreamReader::Dify(s) => s.finish(),
-            StreamReader::Tool(s) => s.finish(),
-        }
     }
 }

@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::app::is_secret_ref;
-use super::mcp::tools::sanitize_name;
+use super::credential::is_secret_ref;
+use super::mcp::names::sanitize_name;
 use super::mcp::version::Version;
 use super::sse::{SseEvent, SseParser};
 use super::url::check_backend_url;
@@ -1135,7 +1135,7 @@ pub struct ExposedTool {
 }
 
 /// The upstream's tools as a Flowgate server exposes them. Names are `<app>_<tool>` by default
-/// (the app part via `tools::sanitize_name`; `tool_name_prefix: false` keeps the upstream name), so tools
+/// (the app part via `names::sanitize_name`; `tool_name_prefix: false` keeps the upstream name), so tools
 /// of several apps cannot clash. `allowed_tools` / `denied_tools` match the UPSTREAM name,
 /// before prefixing (absent: all allowed; `[]`: none allowed; denied wins); a malformed list
 /// exposes nothing rather than too much. Names are made valid per SEP-986

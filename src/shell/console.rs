@@ -441,7 +441,7 @@ impl Console<'_> {
                     Err(_) => Vec::new(),
                 }
             } else {
-                vec![crate::pure::mcp::tools::sanitize_name(&app.name, &app.id)]
+                vec![crate::pure::mcp::names::sanitize_name(&app.name, &app.id)]
             };
             for name in names {
                 if let Some((_, other)) = owners.iter().find(|(n, _)| *n == name) {

@@ -57,7 +57,7 @@ impl AppRow {
             "name": self.name,
             "description": self.description,
             "mode": self.mode,
-            "backend": app::mask_backend(&parse_stored(&self.backend)),
+            "backend": crate::pure::credential::mask_backend(&parse_stored(&self.backend)),
             "user_input_form": parse_stored(&self.user_input_form),
             "outputs": parse_stored(&self.outputs),
             "created_at": self.created_at,

@@ -13,13 +13,14 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, Date, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
 
-use crate::pure::app::Mode;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
-use crate::pure::dify_call::{self, Outcome};
+use crate::pure::dify_call;
 use crate::pure::ids;
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::mcp::tasks::{TaskOutcome, TaskView};
 use crate::pure::mcp::version::Version;
+use crate::pure::mode::Mode;
+use crate::pure::outcome::Outcome;
 use crate::pure::sse::SseParser;
 use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
 
@@ -431,9 +432,9 @@ impl TaskRunner {
                 let url = async_endpoint(&rec.spec.app, "status_endpoint");
                 match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
                     // A status tool that reports isError is busy, not broken: retry.
-                    Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => PollOutcome::Transient(
-                        crate::pure::dify_stream::truncate(&first_text(Some(&v)), 500).to_string(),
-                    ),
+                    Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
+                        PollOutcome::Transient(crate::pure::outcome::truncate(&first_text(Some(&v)), 500).to_string())
+                    }
                     Ok(v) => task::parse_async_status(&v, &remote),
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
@@ -462,7 +463,7 @@ impl TaskRunner {
         };
         match self.toolset_call(rec, tool, json!({"task_id": remote})).await {
             Ok(r) if r["isError"] == Value::Bool(true) => {
-                PollOutcome::Transient(crate::pure::dify_stream::truncate(&first_text(Some(&r)), 500).to_string())
+                PollOutcome::Transient(crate::pure::outcome::truncate(&first_text(Some(&r)), 500).to_string())
             }
             Ok(r) => task::parse_async_status(&r["structuredContent"], remote),
             Err(e) => PollOutcome::Transient(e),
@@ -577,7 +578,7 @@ impl std::fmt::Display for CallError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CallError::Http(status, body) => {
-                write!(f, "HTTP {status}: {}", crate::pure::dify_stream::truncate(body.trim(), 300))
+                write!(f, "HTTP {status}: {}", crate::pure::outcome::truncate(body.trim(), 300))
             }
             CallError::Other(m) => f.write_str(m),
         }

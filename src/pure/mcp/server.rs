@@ -3,12 +3,13 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::pure::app::Mode;
 use crate::pure::definition::ServerDefinition;
-use crate::pure::dify_call::{self, Outcome};
-use crate::pure::dify_stream::Signal;
+use crate::pure::dify_call;
 use crate::pure::http_tool;
 use crate::pure::ids::sha256_hex;
+use crate::pure::mode::Mode;
+use crate::pure::outcome::Outcome;
+use crate::pure::outcome::Signal;
 use crate::pure::quote::plain_or_quoted;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};

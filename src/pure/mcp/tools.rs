@@ -4,18 +4,16 @@
 use crate::pure::error::json_kind;
 use serde_json::{json, Map, Value};
 
-use crate::pure::app::Mode;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::error::Errors;
 use crate::pure::form::{parse_form, FieldType, FormField};
+use crate::pure::mode::Mode;
 use crate::pure::upstream::{aggregate, tool_for_client, ExposedTool};
 use std::collections::HashMap;
 
+use super::names::{sanitize_name, truncate, MAX_TOOL_NAME};
 use super::tasks::TaskSupport;
 use super::version::Version;
-
-/// Longest tool name emitted: SEP-986 allows 128, OpenAI-compatible clients take 64.
-const MAX_TOOL_NAME: usize = 64;
 
 /// A tool of a server: the app behind it and its parsed form, or one tool of an upstream MCP
 /// server the app stands for.
@@ -94,30 +92,6 @@ fn unique(tools: &[Tool<'_>], base: &str) -> String {
         n += 1;
     }
     name
-}
-
-/// `[A-Za-z0-9_.-]{1,64}` from a display name: other characters become `_`, runs collapse.
-/// A name with nothing usable left (e.g. all CJK) becomes `app_<id prefix>`.
-pub fn sanitize_name(display: &str, id: &str) -> String {
-    let mut s = String::with_capacity(display.len());
-    for c in display.trim().chars() {
-        let c = if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' };
-        if !(c == '_' && s.ends_with('_')) {
-            s.push(c);
-        }
-    }
-    let s = s.trim_matches('_');
-    if s.chars().any(|c| c.is_ascii_alphanumeric()) {
-        truncate(s, MAX_TOOL_NAME).to_string()
-    } else {
-        let prefix: String = id.chars().filter(char::is_ascii_alphanumeric).take(8).collect();
-        format!("app_{prefix}")
-    }
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    // Names are ASCII here, so byte and char boundaries agree.
-    &s[..s.len().min(max)]
 }
 
 impl Tool<'_> {
@@ -384,10 +358,6 @@ mod tests {
 
     #[test]
     fn names_are_valid_and_unique() {
-        assert_eq!(sanitize_name("My Workflow!", "x"), "My_Workflow");
-        assert_eq!(sanitize_name("  翻译 助手 ", "ab-12cd34ef99"), "app_ab12cd34");
-        assert_eq!(sanitize_name("report.v2-final", "x"), "report.v2-final");
-        assert_eq!(sanitize_name(&"x".repeat(200), "x").len(), 64);
         let d = def(vec![
             ("Same Name", "workflow", json!([]), json!([])),
             ("Same  Name", "workflow", json!([]), json!([])),

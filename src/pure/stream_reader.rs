@@ -1,0 +1,44 @@
+//! A streamed backend answer, read event by event by the rules of its kind: the one place that
+//! dispatches over the kinds that stream.
+
+use super::dify_stream::DifyStream;
+use super::http_tool::HttpToolStream;
+use super::outcome::{Outcome, Signal};
+
+/// The reader of a streamed answer, by backend kind.
+#[derive(Debug)]
+pub enum StreamReader {
+    Dify(DifyStream),
+    Tool(HttpToolStream),
+}
+
+impl StreamReader {
+    pub fn on_event(&mut self, data: &str, out: &mut Vec<Signal>) {
+        match self {
+            StreamReader::Dify(s) => s.on_event(data, out),
+            StreamReader::Tool(s) => s.on_event(data, out),
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        match self {
+            StreamReader::Dify(s) => s.is_done(),
+            StreamReader::Tool(s) => s.is_done(),
+        }
+    }
+
+    /// The backend's id for the run, where it has one to stop it by.
+    pub fn task_id(&self) -> Option<&str> {
+        match self {
+            StreamReader::Dify(s) => s.task_id(),
+            StreamReader::Tool(_) => None,
+        }
+    }
+
+    pub fn finish(self) -> Outcome {
+        match self {
+            StreamReader::Dify(s) => s.finish(),
+            StreamReader::Tool(s) => s.finish(),
+        }
+    }
+}
