@@ -46,6 +46,7 @@ check-schema:
 
 test-core:
 	cargo fmt --check
+	$(NODE22) scripts/check-cycles.mjs
 	cargo test
 
 test-integration: build

@@ -10,16 +10,15 @@ use crate::pure::definition::{refill_verdict, Refill, ServerDefinition, TTL_SECO
 use crate::pure::error::ApiError;
 
 use super::http::internal;
+use super::platform;
 use super::store::{self, ServerRow};
 
-pub const BINDING: &str = "CACHE";
-
 pub fn key(code_hash: &str) -> String {
-    format!("server:{code_hash}")
+    platform::server_key(code_hash)
 }
 
 fn kv(env: &Env) -> Result<KvStore, ApiError> {
-    env.kv(BINDING).map_err(|e| internal("opening the KV cache", e))
+    env.kv(platform::KV).map_err(|e| internal("opening the KV cache", e))
 }
 
 /// Rewrites the entry of `server` from D1.
@@ -39,7 +38,7 @@ pub async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinit
     if let Some(def) = cached.as_deref().and_then(ServerDefinition::from_cache) {
         return Ok(Some((def, true)));
     }
-    let db = env.d1(super::console::D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
+    let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
     match store::get_server_by_code_hash(&db, code_hash).await? {
         Some(row) => Ok(Some((store::load_definition(&db, &row).await?, false))),
         None => Ok(None),
@@ -50,7 +49,7 @@ pub async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinit
 /// entry back if a console write changed the server meanwhile (see `refill_verdict`).
 pub async fn refill_after_miss(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), ApiError> {
     refill(env, code_hash, def).await?;
-    let db = env.d1(super::console::D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
+    let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
     let now = match store::get_server_by_code_hash(&db, code_hash).await? {
         Some(row) => Some(store::load_definition(&db, &row).await?),
         None => None,

@@ -1,7 +1,7 @@
 //! The console API under `/console/api`: the app registry and Dify-compatible server routes.
 
 use serde_json::{json, Map, Value};
-use worker::{D1Database, Date, Env, Method, Request, Response};
+use worker::{D1Database, Env, Method, Request, Response};
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::config;
@@ -14,11 +14,10 @@ use crate::pure::server::{validate_server, ServerBody, ServerFields, Status};
 use super::cache;
 use super::dify;
 use super::http::{self, internal, read_json, MAX_CONSOLE_BODY};
+use super::platform;
 use super::store::{self, AppRow, NewServer, ServerRow};
 
 type Result<T> = std::result::Result<T, ApiError>;
-
-pub const D1_BINDING: &str = "DB";
 
 /// Routes `/console/api/<rest>` after the admin token was checked; every write (and code
 /// rotation) is recorded in the audit log. `shown_path` is the path as messages may quote it.
@@ -37,25 +36,29 @@ pub async fn handle(req: Request, env: &Env, rest: &[&str], shown_path: &str) ->
 }
 
 async fn audit(env: &Env, method: &str, rest: &[&str], status: u16) {
-    let Ok(db) = env.d1(D1_BINDING) else { return };
+    let Ok(db) = env.d1(platform::D1) else { return };
     // Ids are replaced in the action so that actions group; the first id is the target.
     let is_id = |s: &str| s.len() >= 16 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
     let action =
         format!("{method} /{}", rest.iter().map(|s| if is_id(s) { "{id}" } else { s }).collect::<Vec<_>>().join("/"));
     let target = rest.iter().find(|s| is_id(s)).map(|s| s.to_string());
-    if let Err(e) =
-        store::record_audit(&db, &super::log::request_id(), "admin", &action, target.as_deref(), status, now_ms()).await
+    if let Err(e) = store::record_audit(
+        &db,
+        &super::log::request_id(),
+        "admin",
+        &action,
+        target.as_deref(),
+        status,
+        platform::now_ms() as i64,
+    )
+    .await
     {
         super::log::error(&format!("writing the audit log: {}", e.message));
     }
 }
 
-fn now_ms() -> i64 {
-    Date::now().as_millis() as i64
-}
-
 async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> Result<Response> {
-    let db = env.d1(D1_BINDING).map_err(|e| internal("opening the D1 registry", e))?;
+    let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
     let public_url = env.var(config::PUBLIC_URL).ok().map(|v| v.to_string());
@@ -126,10 +129,6 @@ async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> 
 
 fn field_error(field: &str, message: &str) -> ApiError {
     ApiError::validation(vec![crate::pure::error::FieldError { field: field.into(), message: message.into() }])
-}
-
-fn now() -> i64 {
-    (Date::now().as_millis() / 1000) as i64
 }
 
 fn new_id() -> Result<String> {
@@ -203,7 +202,7 @@ impl Console<'_> {
         self.check_private(&spec.backend)?;
         self.seal(&mut spec)?;
         let id = new_id()?;
-        store::insert_app(self.db, &id, &spec, now()).await?;
+        store::insert_app(self.db, &id, &spec, platform::now_s()).await?;
         self.app_response(&id, &spec).await
     }
 
@@ -248,7 +247,7 @@ impl Console<'_> {
         })?;
         self.seal(&mut spec)?;
         let id = new_id()?;
-        store::insert_app(self.db, &id, &spec, now()).await?;
+        store::insert_app(self.db, &id, &spec, platform::now_s()).await?;
         self.app_response(&id, &spec).await
     }
 
@@ -261,7 +260,7 @@ impl Console<'_> {
             let changed = super::secrets::reseal_backend(self.env, &mut backend)
                 .map_err(|e| ApiError::new(409, "reseal_failed", e))?;
             if changed {
-                store::update_app_backend(self.db, &row.id, &backend, now()).await?;
+                store::update_app_backend(self.db, &row.id, &backend, platform::now_s()).await?;
                 self.rewrite_cache_of_app(&row.id).await?;
                 resealed += 1;
             }
@@ -274,7 +273,7 @@ impl Console<'_> {
         let mut spec = app::validate_app_in(body, Some(&row.backend()), self.ref_prefix)?;
         self.check_private(&spec.backend)?;
         self.seal(&mut spec)?;
-        store::update_app(self.db, id, &spec, now()).await?;
+        store::update_app(self.db, id, &spec, platform::now_s()).await?;
         self.rewrite_cache_of_app(id).await?;
         self.app_response(id, &spec).await
     }
@@ -574,7 +573,7 @@ impl Console<'_> {
                 code_hint: ids::code_hint(&code),
                 parameters,
                 app_ids,
-                now: now(),
+                now: platform::now_s(),
             };
             if store::insert_server(self.db, &new).await? {
                 let row = self.server_row(&id).await?;
@@ -598,7 +597,7 @@ impl Console<'_> {
         if let Some(st) = fields.status {
             row.status = st.as_str().to_string();
         }
-        store::update_server(self.db, &row, fields.app_ids.as_deref(), now()).await?;
+        store::update_server(self.db, &row, fields.app_ids.as_deref(), platform::now_s()).await?;
         let row = self.server_row(&row.id).await?;
         cache::write(self.env, self.db, &row).await?;
         self.server_json(&row, None).await
@@ -609,7 +608,7 @@ impl Console<'_> {
         for _ in 0..3 {
             let code = ids::new_server_code().map_err(|e| internal("drawing a server code", e))?;
             let hash = ids::sha256_hex(&code);
-            if store::rotate_code(self.db, &row.id, &hash, ids::code_hint(&code), now()).await? {
+            if store::rotate_code(self.db, &row.id, &hash, ids::code_hint(&code), platform::now_s()).await? {
                 // The old code must stop working: its entry goes, the new one is written.
                 cache::remove(self.env, &row.code_hash).await?;
                 let fresh = self.server_row(&row.id).await?;

@@ -1,33 +1,25 @@
 //! The MCP endpoint `POST /mcp/server/{code}/mcp` (Streamable HTTP, stateless): transport rules
 //! here, protocol in `pure::mcp`, backend calls through `outbound`.
 
-use std::time::Duration;
-
 use serde_json::Value;
-use worker::{Context, Date, Env, Headers, Method, Request, Response};
+use worker::{Context, Env, Headers, Method, Request, Response};
 
-use crate::pure::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
 use crate::pure::definition::ServerDefinition;
-use crate::pure::dify_call;
-use crate::pure::dify_stream::DEFAULT_MAX_RESULT_BYTES;
-use crate::pure::http_tool;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::{toolset_of, Upstreams};
 use crate::pure::mode::Mode;
 use crate::pure::origin::origin_allowed;
-use crate::pure::outcome::Outcome;
 use crate::pure::quote::plain_or_quoted;
 use crate::pure::sse::write_event;
 use futures::StreamExt;
 
 use super::cache;
+use super::call::{backend_of, call_backend, call_upstream, streams};
 use super::http::is_json_content_type;
-use super::outbound::{self, SendError};
-use super::secrets;
 use super::store;
-use super::stream::{first_byte_timed_out, read_whole, request_headers, send_failed, stop_run, Backend, CallStream};
+use super::stream::{stop_run, CallStream};
 use super::tasks::{self, Kind, TaskSpec};
 use super::upstream;
 use super::VERSION;
@@ -306,33 +298,12 @@ fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &Call
     let (env, server_id, user, name) =
         (env.clone(), def.server_id.clone(), plan.user.clone(), plan.client_name.clone());
     ctx.wait_until(async move {
-        let Ok(db) = env.d1(super::console::D1_BINDING) else { return };
-        let now = (Date::now().as_millis() / 1000) as i64;
+        let Ok(db) = env.d1(super::platform::D1) else { return };
+        let now = super::platform::now_s();
         if let Err(e) = store::touch_end_user(&db, &server_id, &user, &name, now).await {
             super::log::error(&format!("recording an end user: {}", e.message));
         }
     });
-}
-
-/// The app behind a tool, resolved for a call; `Err` is the outcome when it cannot be called.
-pub fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Backend, Outcome> {
-    let Some(app) = def.apps.get(app_index) else {
-        return Err(Outcome::Failed("the app behind this tool was removed; list the tools again".into()));
-    };
-    let b = &app.backend;
-    let endpoint = if app.mode == "http-tool" { "api_endpoint" } else { "base_url" };
-    let api_key = secrets::resolve(env, b["api_key"].as_str().unwrap_or_default())
-        .map_err(|e| Outcome::Failed(format!("the API key of app '{}' {e}", app.name)))?;
-    let secs = |key: &str, default: u64| Duration::from_secs(b[key].as_u64().unwrap_or(default));
-    Ok(Backend {
-        app_name: app.name.clone(),
-        base_url: b[endpoint].as_str().unwrap_or_default().to_string(),
-        api_key,
-        first_byte: secs("first_byte_timeout_seconds", DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS),
-        idle: secs("idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_SECONDS),
-        total: secs("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
-        max_result_bytes: b["max_result_bytes"].as_u64().map_or(DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
-    })
 }
 
 /// Starts a durable task for a call: its Durable Object stores it before this answers.
@@ -385,7 +356,7 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
         TaskOp::Get | TaskOp::Update => tasks::call(env, &req.task_id, "/get", &who).await.map_err(failed)?,
         TaskOp::Cancel => tasks::call(env, &req.task_id, "/cancel", &who).await.map_err(failed)?,
         TaskOp::Result => {
-            let until = Date::now().as_millis() + MAX_RESULT_WAIT_MS;
+            let until = super::platform::now_ms() + MAX_RESULT_WAIT_MS;
             let mut wait = who.clone();
             wait["timeout_ms"] = 20_000.into();
             loop {
@@ -396,7 +367,7 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
                 if done {
                     break a;
                 }
-                if Date::now().as_millis() >= until {
+                if super::platform::now_ms() >= until {
                     return Err(RpcError::new(
                         200,
                         jsonrpc::INTERNAL_ERROR,
@@ -435,39 +406,6 @@ async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     Upstreams(map)
 }
 
-/// Calls an upstream MCP tool; relayed notifications go to `emit` as they arrive. The final
-/// JSON-RPC response for the client.
-async fn call_upstream(
-    plan: &CallPlan,
-    def: &ServerDefinition,
-    env: &Env,
-    incoming: &[(String, String)],
-    emit: &mut dyn FnMut(Value),
-) -> Value {
-    let Some(app) = def.apps.get(plan.app_index) else {
-        return server::finish_call(plan, Outcome::Failed("the app behind this tool was removed".into()), VERSION);
-    };
-    let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
-    let upstream = match upstream::upstream_of(app, env, Some(&lookup)).await {
-        Ok(u) => u,
-        Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
-    };
-    let mut client = upstream::Client::new(&upstream, env);
-    if let Err(e) = client.connect(true).await {
-        return server::finish_call(plan, Outcome::Failed(e), VERSION);
-    }
-    let name = plan.body["name"].as_str().unwrap_or_default();
-    let mut relay = |n: Value| {
-        if server::relays(plan, &n) {
-            emit(n);
-        }
-    };
-    match client.call_tool(name, &plan.body["arguments"], plan.progress_token.as_ref(), &mut relay).await {
-        Ok(response) => server::upstream_response(plan, &app.name, &response, VERSION),
-        Err(e) => server::finish_call(plan, Outcome::Failed(e), VERSION),
-    }
-}
-
 /// An upstream call for a client that takes SSE: notifications as they come, then the response.
 fn relay_upstream(
     plan: CallPlan,
@@ -492,7 +430,7 @@ fn relay_upstream(
 
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).
 async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
-    let Ok(kv) = env.kv(cache::BINDING) else { return };
+    let Ok(kv) = env.kv(super::platform::KV) else { return };
     let Ok(Some(record)) = kv.get(key).json::<Value>().await else { return };
     let (Some(task_id), Some(app_index)) = (record["task_id"].as_str(), record["app_index"].as_u64()) else { return };
     let Some(app) = def.apps.get(app_index as usize) else { return };
@@ -501,75 +439,6 @@ async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     let user = record["user"].as_str().unwrap_or_default();
     stop_run(env, &backend.base_url, &backend.api_key, mode, task_id, user, &backend.app_name).await;
     let _ = kv.delete(key).await;
-}
-
-/// Whether a call is made as a stream: Dify modes for clients that take SSE (so progress can
-/// flow) and agent-chat always (Dify serves it only streaming); HTTP tools when configured so.
-fn streams(plan: &CallPlan, def: &ServerDefinition, accepts_sse: bool) -> bool {
-    match plan.mode {
-        Mode::HttpTool => def.apps.get(plan.app_index).is_some_and(|a| http_tool::streams(&a.backend)),
-        mode => accepts_sse || dify_call::needs_streaming(mode),
-    }
-}
-
-/// A call answered in one JSON response (the client takes only JSON, or the backend does not
-/// stream): a streamed backend answer is read to its end here.
-async fn call_backend(plan: &CallPlan, def: &ServerDefinition, env: &Env, ctx: &Context) -> Value {
-    let backend = match backend_of(def, plan.app_index, env) {
-        Ok(b) => b,
-        Err(outcome) => return server::finish_call(plan, outcome, VERSION),
-    };
-    if streams(plan, def, false) {
-        return CallStream::new(plan.clone(), backend, env, ctx).into_final().await;
-    }
-    server::finish_call(plan, call_blocking(plan, &backend).await, VERSION)
-}
-
-/// A call run to its end outside a client request (inside a task's Durable Object): the final
-/// JSON-RPC response.
-pub async fn run_to_completion(plan: &CallPlan, app_backend: &Value, backend: Backend, env: &Env) -> Value {
-    let streamed = match plan.mode {
-        Mode::HttpTool => http_tool::streams(app_backend),
-        mode => dify_call::needs_streaming(mode),
-    };
-    if streamed {
-        CallStream::detached(plan.clone(), backend, env).into_final().await
-    } else {
-        server::finish_call(plan, call_blocking(plan, &backend).await, VERSION)
-    }
-}
-
-async fn call_blocking(plan: &CallPlan, b: &Backend) -> Outcome {
-    let headers = match request_headers(plan, b) {
-        Ok(h) => h,
-        Err(outcome) => return outcome,
-    };
-    let url = format!("{}{}", b.base_url, plan.path);
-    // The first byte is bounded on its own, as on the streamed path; the total bounds the rest.
-    let started = outbound::now_ms();
-    let first_byte = b.first_byte.min(b.total);
-    let mut resp = match outbound::send(Method::Post, &url, headers, Some(&plan.body), first_byte).await {
-        Ok(r) => r,
-        Err(SendError::TimedOut) => return first_byte_timed_out(&b.app_name, b, first_byte),
-        Err(e) => return send_failed(plan, b, e),
-    };
-    let status = resp.status_code();
-    let retry_after = resp.headers().get("retry-after").ok().flatten();
-    let content_type = resp.headers().get("content-type").ok().flatten().unwrap_or_default();
-    let left = b.total.saturating_sub(Duration::from_millis(outbound::now_ms().saturating_sub(started)));
-    match outbound::text(&mut resp, left, outbound::one_piece_cap(b.max_result_bytes)).await {
-        Ok(text) => read_whole(plan, b, status, &content_type, retry_after.as_deref(), &text)
-            .capped(&b.app_name, b.max_result_bytes),
-        Err(SendError::TimedOut) => timed_out(&b.app_name, b.total),
-        Err(e) => send_failed(plan, b, e),
-    }
-}
-
-fn timed_out(app: &str, timeout: Duration) -> Outcome {
-    Outcome::Failed(format!(
-        "the app '{app}' did not answer within {} s (the app's timeout_seconds); try again or raise the timeout",
-        timeout.as_secs()
-    ))
 }
 
 fn header(req: &Request, name: &str) -> Option<String> {

@@ -1,6 +1,7 @@
 //! The Worker: routing and IO around the pure core.
 
 mod cache;
+mod call;
 mod console;
 mod dify;
 mod http;
@@ -8,6 +9,7 @@ mod log;
 mod mcp;
 mod oauth;
 mod outbound;
+mod platform;
 mod ratelimit;
 mod secrets;
 mod store;
@@ -34,7 +36,7 @@ fn start() {
 async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
     let request_id = log::begin();
     outbound::guard_from_env(&env);
-    let started = worker::Date::now().as_millis();
+    let started = platform::now_ms();
     let method = req.method();
     // One canonical form of the path, computed once: the router matches its segments and the
     // log line (and any message quoting the path) shows the same segments, codes masked.
@@ -54,7 +56,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
                 "method": method.as_ref(),
                 "path": shown_path,
                 "status": resp.status_code(),
-                "ms": worker::Date::now().as_millis().saturating_sub(started),
+                "ms": platform::now_ms().saturating_sub(started),
             }),
         );
     }
@@ -98,7 +100,7 @@ async fn check_admin(req: &Request, env: &Env) -> Result<(), ApiError> {
     if failure.counts_as_attempt() {
         let ip = req.headers().get("cf-connecting-ip").ok().flatten();
         let key = admin::throttle_key(ip.as_deref());
-        match ratelimit::allow_in(env, ratelimit::ADMIN_AUTH_BINDING, &key).await {
+        match ratelimit::allow_in(env, platform::ADMIN_AUTH_LIMIT, &key).await {
             Ok(true) => {}
             Ok(false) => return Err(admin::throttled()),
             // The limiter failing must not open the door: the attempt still fails with 401.

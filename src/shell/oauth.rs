@@ -16,7 +16,6 @@ use crate::pure::upstream::{self as up, OAuthConfig, OAuthToken};
 use super::outbound::{self, CrossOrigin, SendError};
 use super::secrets;
 
-pub const BINDING: &str = "OAUTH";
 const STORAGE_KEY: &str = "token";
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
 /// A token answer is a few hundred bytes; nothing larger is read.
@@ -25,8 +24,13 @@ const TOKEN_BODY_CAP: usize = 64 * 1024;
 /// The `Authorization` header for an app's upstream, from its token broker.
 pub async fn authorization(env: &Env, app: &AppDefinition) -> Result<(String, String), String> {
     let fail = |e: worker::Error| format!("the OAuth token of app '{}' could not be obtained: {e}", app.name);
-    let stub =
-        env.durable_object(BINDING).map_err(fail)?.id_from_name(&app.id).map_err(fail)?.get_stub().map_err(fail)?;
+    let stub = env
+        .durable_object(super::platform::OAUTH)
+        .map_err(fail)?
+        .id_from_name(&app.id)
+        .map_err(fail)?
+        .get_stub()
+        .map_err(fail)?;
     let mut init = RequestInit::new();
     let body = json!({"app_name": app.name, "oauth": app.backend["oauth"]});
     init.with_method(Method::Post).with_body(Some(JsValue::from_str(&body.to_string())));
@@ -87,10 +91,6 @@ impl DurableObject for TokenBroker {
 }
 
 impl TokenBroker {
-    fn now() -> u64 {
-        worker::Date::now().as_millis()
-    }
-
     async fn current(&self) -> worker::Result<Option<OAuthToken>> {
         if let Some(t) = self.token.borrow().clone() {
             return Ok(Some(t));
@@ -101,7 +101,7 @@ impl TokenBroker {
     }
 
     async fn valid(&self, cfg: &OAuthConfig) -> worker::Result<Option<OAuthToken>> {
-        Ok(self.current().await?.filter(|t| !up::needs_refresh(t, Self::now(), cfg.refresh_skew_seconds)))
+        Ok(self.current().await?.filter(|t| !up::needs_refresh(t, super::platform::now_ms(), cfg.refresh_skew_seconds)))
     }
 
     async fn refresh(&self, cfg: &OAuthConfig, app: &str) -> worker::Result<Result<OAuthToken, String>> {
@@ -126,7 +126,8 @@ impl TokenBroker {
                 "the OAuth token endpoint of app '{app}' refused the request (HTTP {status}, {why})"
             )));
         }
-        let token = match parsed.as_ref().map(|v| up::parse_token(v, Self::now(), cfg.default_expires_in)) {
+        let token = match parsed.as_ref().map(|v| up::parse_token(v, super::platform::now_ms(), cfg.default_expires_in))
+        {
             Some(Ok(t)) => t,
             Some(Err(e)) => return Ok(Err(format!("the OAuth token endpoint of app '{app}': {e}"))),
             None => return Ok(Err(format!("the OAuth token endpoint of app '{app}' did not answer JSON"))),

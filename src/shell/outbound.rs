@@ -88,10 +88,10 @@ pub async fn send_text(
 ) -> Result<Response, SendError> {
     let allow = private_allow();
     let mut target = parse_outbound(url, &allow).map_err(SendError::Unreachable)?;
-    let deadline = now_ms() + timeout.as_millis() as u64;
+    let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
     let mut hops = 0u8;
     loop {
-        let left = Duration::from_millis(deadline.saturating_sub(now_ms()));
+        let left = Duration::from_millis(deadline.saturating_sub(super::platform::now_ms()));
         if left.is_zero() {
             return Err(SendError::TimedOut);
         }
@@ -177,10 +177,10 @@ pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<
         return Err(SendError::TooLarge(cap));
     }
     let mut stream = resp.stream().map_err(|e| SendError::Unreachable(scrub(&e.to_string())))?;
-    let deadline = now_ms() + timeout.as_millis() as u64;
+    let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
     let mut bytes = Vec::with_capacity(announced.unwrap_or(0).min(cap));
     loop {
-        let left = deadline.saturating_sub(now_ms());
+        let left = deadline.saturating_sub(super::platform::now_ms());
         if left == 0 {
             return Err(SendError::TimedOut);
         }
@@ -209,8 +209,4 @@ pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<
 /// `max_result_bytes`: JSON escaping can double a text, and the envelope adds a little.
 pub fn one_piece_cap(max_result_bytes: usize) -> usize {
     max_result_bytes.saturating_mul(2).saturating_add(64 * 1024)
-}
-
-pub fn now_ms() -> u64 {
-    worker::Date::now().as_millis()
 }

@@ -10,14 +10,10 @@ use worker::js_sys::{Function, Object, Promise, Reflect};
 use worker::wasm_bindgen_futures::JsFuture;
 use worker::Env;
 
-pub const BINDING: &str = "MCP_RATE_LIMIT";
-/// Failed console authentications per client address (see `pure::admin`).
-pub const ADMIN_AUTH_BINDING: &str = "ADMIN_AUTH_LIMIT";
-
 /// `Ok(true)` when the request may go on (the `MCP_RATE_LIMIT` binding). A deployment without
 /// the binding is not limited.
 pub async fn allow(env: &Env, key: &str) -> Result<bool, String> {
-    allow_in(env, BINDING, key).await
+    allow_in(env, super::platform::MCP_RATE_LIMIT, key).await
 }
 
 /// `Ok(true)` when one more event for `key` is within the limit of the rate-limiting binding

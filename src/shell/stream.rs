@@ -8,7 +8,7 @@ use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
-use worker::{ByteStream, Context, Date, Delay, Env, Headers, Method, Response};
+use worker::{ByteStream, Context, Delay, Env, Headers, Method, Response};
 
 use crate::pure::dify_call;
 use crate::pure::dify_stream::DifyStream;
@@ -84,7 +84,7 @@ impl CallStream {
     /// A call with no client connection to lose (inside a task's Durable Object): nothing
     /// watches for a disconnect.
     pub fn detached(plan: CallPlan, backend: Backend, env: &Env) -> CallStream {
-        let now = Date::now().as_millis();
+        let now = super::platform::now_ms();
         CallStream {
             interp: match plan.mode {
                 Mode::HttpTool => StreamReader::Tool(HttpToolStream::new(&backend.app_name)),
@@ -129,13 +129,13 @@ impl CallStream {
                 Phase::Finished => return None,
                 Phase::Start => match self.connect().await {
                     Ok(body) => {
-                        self.last_chunk_ms = Date::now().as_millis();
+                        self.last_chunk_ms = super::platform::now_ms();
                         self.phase = Phase::Reading(body);
                     }
                     Err(outcome) => return Some(self.finish(outcome, &mut out)),
                 },
                 Phase::Reading(mut body) => {
-                    let now = Date::now().as_millis();
+                    let now = super::platform::now_ms();
                     if now >= self.deadline_ms {
                         return Some(self.abort(self.total_timeout(), &mut out));
                     }
@@ -151,7 +151,7 @@ impl CallStream {
                     futures::pin_mut!(timer);
                     match select(next, timer).await {
                         Either::Left((Some(Ok(chunk)), _)) => {
-                            self.last_chunk_ms = Date::now().as_millis();
+                            self.last_chunk_ms = super::platform::now_ms();
                             if let Err(e) = self.take_chunk(&chunk, &mut out) {
                                 return Some(self.abort(Outcome::Failed(e), &mut out));
                             }
@@ -172,7 +172,7 @@ impl CallStream {
                                 write_comment(&mut out, "keep-alive");
                             }
                             if !out.is_empty() {
-                                self.last_write_ms = Date::now().as_millis();
+                                self.last_write_ms = super::platform::now_ms();
                                 return Some(out);
                             }
                         }
@@ -199,7 +199,7 @@ impl CallStream {
                         // time for a keep-alive.
                         Either::Right(_) => {
                             self.phase = Phase::Reading(body);
-                            let now = Date::now().as_millis();
+                            let now = super::platform::now_ms();
                             if now < self.deadline_ms && now < self.last_chunk_ms + idle_ms {
                                 write_comment(&mut out, "keep-alive");
                                 self.last_write_ms = now;
@@ -218,7 +218,7 @@ impl CallStream {
         let record = serde_json::json!({"task_id": task_id, "app_index": self.plan.app_index, "user": self.plan.user})
             .to_string();
         let ttl = self.backend.total.as_secs().max(60);
-        let put = match self.env.kv(super::cache::BINDING) {
+        let put = match self.env.kv(super::platform::KV) {
             Ok(kv) => match kv.put(&self.plan.cancel_key, record) {
                 Ok(p) => p.expiration_ttl(ttl).execute().await.map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),

@@ -11,7 +11,7 @@ use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
-use worker::{durable_object, Date, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
+use worker::{durable_object, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
 
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::dify_call;
@@ -24,14 +24,13 @@ use crate::pure::outcome::Outcome;
 use crate::pure::sse::SseParser;
 use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
 
-use super::mcp::{backend_of, run_to_completion};
+use super::call::{backend_of, run_to_completion};
 use super::outbound::{self, SendError};
 use super::stream::{request_headers, send_failed, Backend};
 use super::upstream::{upstream_of, Client as UpstreamClient};
 use super::VERSION;
 use crate::pure::mcp::tools::toolset_of;
 
-pub const BINDING: &str = "TASKS";
 const STORAGE_KEY: &str = "task";
 /// Longest single wait of `tasks/result` inside the Durable Object (the Worker repeats it).
 const WAIT_SLICE_MS: u64 = 20_000;
@@ -134,10 +133,6 @@ fn leak_path(path: &str) -> &'static str {
     ["/workflows/run", "/chat-messages", "/completion-messages", ""].into_iter().find(|p| *p == path).unwrap_or("")
 }
 
-fn now_ms() -> u64 {
-    Date::now().as_millis()
-}
-
 #[durable_object]
 pub struct TaskRunner {
     state: State,
@@ -167,9 +162,10 @@ impl DurableObject for TaskRunner {
                         Response::from_json(&json_view(&rec, false))
                     }
                     "/wait" => {
-                        let until = now_ms() + body["timeout_ms"].as_u64().unwrap_or(WAIT_SLICE_MS).min(WAIT_SLICE_MS);
+                        let until = super::platform::now_ms()
+                            + body["timeout_ms"].as_u64().unwrap_or(WAIT_SLICE_MS).min(WAIT_SLICE_MS);
                         self.ensure_alarm(&rec).await?;
-                        while !rec.state.status.is_terminal() && now_ms() < until {
+                        while !rec.state.status.is_terminal() && super::platform::now_ms() < until {
                             Delay::from(Duration::from_millis(250)).await;
                             match self.load().await? {
                                 Some(r) => rec = r,
@@ -180,7 +176,7 @@ impl DurableObject for TaskRunner {
                     }
                     _ => {
                         let was_terminal = rec.state.status.is_terminal();
-                        if !was_terminal && rec.state.request_cancel(now_ms()).is_ok() {
+                        if !was_terminal && rec.state.request_cancel(super::platform::now_ms()).is_ok() {
                             self.save(&rec).await?;
                         }
                         Response::from_json(&json_view(&rec, was_terminal))
@@ -195,7 +191,7 @@ impl DurableObject for TaskRunner {
         super::log::begin();
         super::outbound::guard_from_env(&self.env);
         let Some(rec) = self.load().await? else { return Response::ok("no task") };
-        let now = now_ms();
+        let now = super::platform::now_ms();
         if rec.state.expired(now) {
             self.state.storage().delete_all().await?;
             delete_row(&self.env, &rec.spec.task_id).await;
@@ -231,14 +227,14 @@ fn apply(effect: Effect, rec: &mut Record, cfg: &PollConfig) {
         Effect::CancelAnswered(outcome, at) => rec.state.on_cancel(outcome, cfg, at),
         Effect::Submitted { remote, dify_task_id } => {
             rec.dify_task_id = dify_task_id;
-            if let Err(e) = rec.state.submitted(&remote, cfg, now_ms()) {
+            if let Err(e) = rec.state.submitted(&remote, cfg, super::platform::now_ms()) {
                 super::log::error(&format!("task {}: {e}", rec.spec.task_id));
             }
         }
         Effect::Finished { report, result } => {
             if !rec.state.status.is_terminal() {
                 rec.result = result;
-                rec.state.finished(report, cfg, now_ms());
+                rec.state.finished(report, cfg, super::platform::now_ms());
             }
         }
     }
@@ -272,14 +268,14 @@ impl TaskRunner {
 
     /// Arms the alarm for an absolute time (the runtime takes an offset from now).
     async fn alarm_at(&self, at_ms: u64) -> worker::Result<()> {
-        self.state.storage().set_alarm(at_ms.saturating_sub(now_ms()) as i64).await
+        self.state.storage().set_alarm(at_ms.saturating_sub(super::platform::now_ms()) as i64).await
     }
 
     /// After a restart an alarm may be missing, or long overdue: any request re-arms it.
     async fn ensure_alarm(&self, rec: &Record) -> worker::Result<()> {
         let Some(at) = rec.state.next_wake_ms() else { return Ok(()) };
         let armed = self.state.storage().get_alarm().await?;
-        if armed.is_none_or(|t| (t as u64) + 5000 < now_ms()) {
+        if armed.is_none_or(|t| (t as u64) + 5000 < super::platform::now_ms()) {
             self.alarm_at(at).await?;
         }
         Ok(())
@@ -292,11 +288,16 @@ impl TaskRunner {
         let spec: TaskSpec =
             serde_json::from_value(body["spec"].clone()).map_err(|e| worker::Error::RustError(e.to_string()))?;
         let ttl_ms = body["ttl_ms"].as_u64().unwrap_or(crate::pure::mcp::tasks::DEFAULT_TTL_MS);
-        let rec =
-            Record { spec, state: TaskState::new(now_ms(), ttl_ms), result: None, error: None, dify_task_id: None };
+        let rec = Record {
+            spec,
+            state: TaskState::new(super::platform::now_ms(), ttl_ms),
+            result: None,
+            error: None,
+            dify_task_id: None,
+        };
         // Durable before the client hears of it; the first alarm starts the work.
         self.state.storage().put(STORAGE_KEY, &rec).await?;
-        self.alarm_at(now_ms()).await?;
+        self.alarm_at(super::platform::now_ms()).await?;
         write_row(&self.env, &rec).await;
         Response::from_json(&json_view(&rec, false))
     }
@@ -306,10 +307,10 @@ impl TaskRunner {
         if rec.state.status == Status::Submitted && rec.state.cancel_requested_at_ms.is_none() {
             return self.start(rec).await;
         }
-        match rec.state.due_action(now_ms()) {
+        match rec.state.due_action(super::platform::now_ms()) {
             Action::None => Effect::None,
-            Action::Poll => Effect::Polled(self.poll(rec).await, now_ms()),
-            Action::Cancel => Effect::CancelAnswered(self.cancel(rec).await, now_ms()),
+            Action::Poll => Effect::Polled(self.poll(rec).await, super::platform::now_ms()),
+            Action::Cancel => Effect::CancelAnswered(self.cancel(rec).await, super::platform::now_ms()),
         }
     }
 
@@ -545,10 +546,10 @@ async fn start_dify_run(rec: &Record, backend: &Backend) -> Result<(String, Opti
     let mut stream = resp.stream().map_err(|e| Outcome::Failed(e.to_string()))?;
     let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
     let mut events = Vec::new();
-    let deadline = now_ms() + backend.idle.as_millis() as u64;
-    while now_ms() < deadline {
+    let deadline = super::platform::now_ms() + backend.idle.as_millis() as u64;
+    while super::platform::now_ms() < deadline {
         let next = stream.next();
-        let timer = Delay::from(Duration::from_millis(deadline.saturating_sub(now_ms()).max(1)));
+        let timer = Delay::from(Duration::from_millis(deadline.saturating_sub(super::platform::now_ms()).max(1)));
         futures::pin_mut!(timer);
         match futures::future::select(next, timer).await {
             futures::future::Either::Left((Some(Ok(chunk)), _)) => {
@@ -626,7 +627,7 @@ async fn call_json(
 
 /// Mirrors a task into its D1 row (best effort: the Durable Object's storage is the authority).
 async fn write_row(env: &Env, rec: &Record) {
-    let Ok(db) = env.d1(super::console::D1_BINDING) else { return };
+    let Ok(db) = env.d1(super::platform::D1) else { return };
     let s = &rec.state;
     let cfg = poll_config(&rec.spec.app);
     let sql = "INSERT INTO tasks (id, server_id, app_id, tool, status, status_message, created_at, updated_at, poll_count, consecutive_errors, last_error, next_poll_at, degraded, cancel_requested, completed_at)
@@ -664,7 +665,7 @@ async fn write_row(env: &Env, rec: &Record) {
 }
 
 async fn delete_row(env: &Env, task_id: &str) {
-    if let Ok(db) = env.d1(super::console::D1_BINDING) {
+    if let Ok(db) = env.d1(super::platform::D1) {
         if let Ok(stmt) = db.prepare("DELETE FROM tasks WHERE id = ?1").bind(&[JsValue::from_str(task_id)]) {
             let _ = stmt.run().await;
         }
@@ -683,7 +684,7 @@ pub fn new_task_id() -> Result<String, getrandom::Error> {
 /// Calls one operation of a task's Durable Object; `Ok(None)` when the task does not exist for
 /// this server.
 pub async fn call(env: &Env, task_id: &str, op: &str, body: &Value) -> worker::Result<Option<Value>> {
-    let stub = env.durable_object(BINDING)?.id_from_name(task_id)?.get_stub()?;
+    let stub = env.durable_object(super::platform::TASKS)?.id_from_name(task_id)?.get_stub()?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_body(Some(JsValue::from_str(&body.to_string())));
     let req = Request::new_with_init(&format!("https://task{op}"), &init)?;

@@ -117,15 +117,11 @@ pub struct Client<'a> {
 }
 
 fn session_key(app_id: &str, scope: &str) -> String {
-    if scope.is_empty() {
-        format!("upstream-session:{app_id}")
-    } else {
-        format!("upstream-session:{app_id}:{scope}")
-    }
+    super::platform::upstream_session_key(app_id, scope)
 }
 
 pub fn tools_key(app_id: &str) -> String {
-    format!("upstream-tools:{app_id}")
+    super::platform::upstream_tools_key(app_id)
 }
 
 impl<'a> Client<'a> {
@@ -143,7 +139,7 @@ impl<'a> Client<'a> {
     /// an old server and never on 401/403.
     pub async fn connect(&mut self, use_cache: bool) -> Result<(), String> {
         if use_cache {
-            if let Ok(kv) = self.env.kv(super::cache::BINDING) {
+            if let Ok(kv) = self.env.kv(super::platform::KV) {
                 if let Ok(Some(s)) =
                     kv.get(&session_key(&self.up.app_id, &self.up.session_scope)).json::<Session>().await
                 {
@@ -173,7 +169,7 @@ impl<'a> Client<'a> {
     }
 
     async fn remember(&self, session: &Session) {
-        let Ok(kv) = self.env.kv(super::cache::BINDING) else { return };
+        let Ok(kv) = self.env.kv(super::platform::KV) else { return };
         let Ok(text) = serde_json::to_string(session) else { return };
         if let Ok(put) = kv.put(&session_key(&self.up.app_id, &self.up.session_scope), text) {
             if let Err(e) = put.expiration_ttl(SESSION_TTL_S).execute().await {
@@ -183,7 +179,7 @@ impl<'a> Client<'a> {
     }
 
     async fn forget(&self) {
-        if let Ok(kv) = self.env.kv(super::cache::BINDING) {
+        if let Ok(kv) = self.env.kv(super::platform::KV) {
             let _ = kv.delete(&session_key(&self.up.app_id, &self.up.session_scope)).await;
         }
     }
@@ -308,7 +304,7 @@ impl<'a> Client<'a> {
         let mut stream = resp.stream().map_err(|e| format!("upstream {app}: {e}"))?;
         let id = self.id();
         let mut reader = ReplyReader::new(json!(id));
-        let deadline = Date::now() + self.up.init_timeout.as_millis() as u64;
+        let deadline = super::platform::now_ms() + self.up.init_timeout.as_millis() as u64;
         while reader.endpoint().is_none() {
             let chunk = next_chunk(&mut stream, deadline).await.map_err(|e| {
                 format!(
@@ -375,7 +371,7 @@ impl<'a> Client<'a> {
             }
         }
         reader.expect(json!(id));
-        let deadline = Date::now() + timeout.as_millis() as u64;
+        let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
         loop {
             let chunk = next_chunk(stream, deadline).await.map_err(|e| format!("upstream {app}: {e}"))?;
             let mut items = Vec::new();
@@ -538,7 +534,7 @@ async fn read_reply(
     let ct = resp.headers().get("content-type").ok().flatten().unwrap_or_default().to_ascii_lowercase();
     if ct.contains("text/event-stream") {
         let mut stream = resp.stream().map_err(|e| e.to_string())?;
-        let deadline = Date::now() + timeout.as_millis() as u64;
+        let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
         loop {
             let mut items = Vec::new();
             match next_chunk(&mut stream, deadline).await {
@@ -605,7 +601,7 @@ impl std::fmt::Display for ChunkEnd {
 }
 
 async fn next_chunk(stream: &mut ByteStream, deadline_ms: u64) -> Result<Vec<u8>, ChunkEnd> {
-    let left = deadline_ms.saturating_sub(Date::now());
+    let left = deadline_ms.saturating_sub(super::platform::now_ms());
     if left == 0 {
         return Err(ChunkEnd::TimedOut);
     }
@@ -620,17 +616,9 @@ async fn next_chunk(stream: &mut ByteStream, deadline_ms: u64) -> Result<Vec<u8>
     }
 }
 
-struct Date;
-
-impl Date {
-    fn now() -> u64 {
-        worker::Date::now().as_millis()
-    }
-}
-
 /// An upstream app's tool list: KV first, else fetched (and cached for the app's TTL).
 pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Vec<Value>, String> {
-    let kv = env.kv(super::cache::BINDING).map_err(|e| e.to_string())?;
+    let kv = env.kv(super::platform::KV).map_err(|e| e.to_string())?;
     if !refresh {
         if let Ok(Some(list)) = kv.get(&tools_key(&app.id)).json::<Vec<Value>>().await {
             return Ok(list);
