@@ -40,39 +40,43 @@ pub fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result
         idle: secs("idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_SECONDS),
         total: secs("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
         max_result_bytes: b["max_result_bytes"].as_u64().map_or(DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
+        total_setting: "timeout_seconds",
     })
 }
 
-/// Calls an upstream MCP tool; relayed notifications go to `emit` as they arrive. The final
-/// JSON-RPC response for the client.
-pub async fn call_upstream(
+/// How the relay treats an upstream MCP call: `tool_call_timeout` bounds it (default 300 s),
+/// and it may be silent that long (upstream tools report progress only if they choose to).
+pub fn upstream_backend(def: &ServerDefinition, app_index: usize) -> Result<Backend, Outcome> {
+    let Some(app) = def.apps.get(app_index) else {
+        return Err(Outcome::Failed("the app behind this tool was removed; list the tools again".into()));
+    };
+    let b = &app.backend;
+    let total = Duration::from_secs(b["tool_call_timeout"].as_u64().unwrap_or(upstream::DEFAULT_CALL_TIMEOUT_S));
+    Ok(Backend {
+        app_name: app.name.clone(),
+        base_url: b["url"].as_str().unwrap_or_default().to_string(),
+        api_key: String::new(),
+        first_byte: total,
+        idle: total,
+        total,
+        max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+        total_setting: "tool_call_timeout",
+    })
+}
+
+/// An upstream MCP call answered in one JSON response, through the same relay as a streamed one.
+pub async fn call_upstream_whole(
     plan: &CallPlan,
     def: &ServerDefinition,
     env: &Env,
     incoming: &[(String, String)],
-    emit: &mut dyn FnMut(Value),
+    ctx: &Context,
 ) -> Value {
-    let Some(app) = def.apps.get(plan.app_index) else {
-        return server::finish_call(plan, Outcome::Failed("the app behind this tool was removed".into()), VERSION);
-    };
-    let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
-    let upstream = match upstream::upstream_of(app, env, Some(&lookup)).await {
-        Ok(u) => u,
-        Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
-    };
-    let mut client = upstream::Client::new(&upstream, env);
-    if let Err(e) = client.connect(true).await {
-        return server::finish_call(plan, Outcome::Failed(e), VERSION);
-    }
-    let name = plan.body["name"].as_str().unwrap_or_default();
-    let mut relay = |n: Value| {
-        if server::relays(plan, &n) {
-            emit(n);
+    match upstream_backend(def, plan.app_index) {
+        Ok(b) => {
+            CallStream::upstream(plan.clone(), b, def.clone(), incoming.to_vec(), env, Some(ctx)).into_final().await
         }
-    };
-    match client.call_tool(name, &plan.body["arguments"], plan.progress_token.as_ref(), &mut relay).await {
-        Ok(response) => server::upstream_response(plan, &app.name, &response, VERSION),
-        Err(e) => server::finish_call(plan, Outcome::Failed(e), VERSION),
+        Err(outcome) => server::finish_call(plan, outcome, VERSION),
     }
 }
 

@@ -12,11 +12,9 @@ use crate::pure::mcp::tools::{toolset_of, Upstreams};
 use crate::pure::mode::Mode;
 use crate::pure::origin::origin_allowed;
 use crate::pure::quote::plain_or_quoted;
-use crate::pure::sse::write_event;
-use futures::StreamExt;
 
 use super::cache;
-use super::call::{backend_of, call_backend, call_upstream, streams};
+use super::call::{backend_of, call_backend, call_upstream_whole, streams, upstream_backend};
 use super::http::is_json_content_type;
 use super::store;
 use super::stream::{stop_run, CallStream};
@@ -215,9 +213,12 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                     headers.set("content-type", "text/event-stream")?;
                     headers.set("cache-control", "no-cache")?;
                     with_cors(&headers, cors.as_deref())?;
-                    relay_upstream(*plan, def, env.clone(), incoming, headers)
+                    match upstream_backend(&def, plan.app_index) {
+                        Ok(b) => CallStream::upstream(*plan, b, def, incoming, env, Some(ctx)).into_response(headers),
+                        Err(outcome) => rpc(200, &server::finish_call(&plan, outcome, VERSION), cors.as_deref()),
+                    }
                 } else {
-                    let v = call_upstream(&plan, &def, env, &incoming, &mut |_| {}).await;
+                    let v = call_upstream_whole(&plan, &def, env, &incoming, ctx).await;
                     rpc(200, &v, cors.as_deref())
                 }
             }
@@ -266,7 +267,7 @@ async fn run(
         Step::Reply { status, body } => (status, body),
         Step::Call(plan) if plan.mode == Mode::Mcp => {
             record_end_user(ctx, env, def, &plan);
-            (200, Some(call_upstream(&plan, def, env, incoming, &mut |_| {}).await))
+            (200, Some(call_upstream_whole(&plan, def, env, incoming, ctx).await))
         }
         Step::CreateTask { plan, ttl_ms } => {
             record_end_user(ctx, env, def, &plan);
@@ -406,32 +407,15 @@ async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     Upstreams(map)
 }
 
-/// An upstream call for a client that takes SSE: notifications as they come, then the response.
-fn relay_upstream(
-    plan: CallPlan,
-    def: ServerDefinition,
-    env: Env,
-    incoming: Vec<(String, String)>,
-    headers: Headers,
-) -> worker::Result<Response> {
-    let (tx, rx) = futures::channel::mpsc::unbounded::<Vec<u8>>();
-    worker::wasm_bindgen_futures::spawn_local(async move {
-        let send = |v: &Value| {
-            let mut s = String::new();
-            write_event(&mut s, None, None, &v.to_string());
-            // A client that went away closes the channel; the call still finishes upstream.
-            let _ = tx.unbounded_send(s.into_bytes());
-        };
-        let response = call_upstream(&plan, &def, &env, &incoming, &mut |n| send(&n)).await;
-        send(&response);
-    });
-    Ok(Response::from_stream(rx.map(Ok::<Vec<u8>, worker::Error>))?.with_headers(headers))
-}
-
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).
 async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     let Ok(kv) = env.kv(super::platform::KV) else { return };
     let Ok(Some(record)) = kv.get(key).json::<Value>().await else { return };
+    if record["kind"] == "mcp" {
+        cancel_upstream(env, def, &record).await;
+        let _ = kv.delete(key).await;
+        return;
+    }
     let (Some(task_id), Some(app_index)) = (record["task_id"].as_str(), record["app_index"].as_u64()) else { return };
     let Some(app) = def.apps.get(app_index as usize) else { return };
     let (Ok(backend), Some(mode)) = (backend_of(def, app_index as usize, env), Mode::parse(&app.mode)) else { return };
@@ -439,6 +423,23 @@ async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     let user = record["user"].as_str().unwrap_or_default();
     stop_run(env, &backend.base_url, &backend.api_key, mode, task_id, user, &backend.app_name).await;
     let _ = kv.delete(key).await;
+}
+
+/// Tells an upstream MCP server that a call a client cancelled is cancelled, on the session it
+/// went out on. Only the app's own credentials are at hand here (not the client's forwarded
+/// ones), which a session bound to forwarded credentials may refuse: best effort.
+async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
+    let (Some(app), Some(request_id)) =
+        (record["app_index"].as_u64().and_then(|i| def.apps.get(i as usize)), record["request_id"].as_u64())
+    else {
+        return;
+    };
+    let Ok(session) = serde_json::from_value::<crate::pure::upstream::Session>(record["session"].clone()) else {
+        return;
+    };
+    let Ok(up) = upstream::upstream_of(app, env, None).await else { return };
+    let target = (session, up.url.clone());
+    upstream::Client::new(&up, env).notify_cancelled(&target, request_id, "the client cancelled the call").await;
 }
 
 fn header(req: &Request, name: &str) -> Option<String> {

@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
+use futures::channel::mpsc::{unbounded, UnboundedReceiver};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
 use worker::{ByteStream, Context, Delay, Env, Headers, Method, Response};
 
+use crate::pure::definition::ServerDefinition;
 use crate::pure::dify_call;
 use crate::pure::dify_stream::DifyStream;
 use crate::pure::http_tool::{self, HttpToolStream};
@@ -36,12 +38,33 @@ pub struct Backend {
     pub idle: Duration,
     pub total: Duration,
     pub max_result_bytes: usize,
+    /// The setting behind `total`, named when it runs out.
+    pub total_setting: &'static str,
 }
 
 enum Phase {
     Start,
     Reading(ByteStream),
+    /// An upstream MCP call running beside the relay: its notifications and response arrive here.
+    Relaying(UnboundedReceiver<Relayed>),
     Finished,
+}
+
+/// What an upstream MCP call running beside the relay sends it.
+pub enum Relayed {
+    /// The call went out as request `request_id` on this Streamable HTTP session (for
+    /// `notifications/cancelled` from any isolate).
+    Started { request_id: u64, session: Option<Value> },
+    /// A notification for the client (already filtered by what it asked for).
+    Note(Value),
+    /// The final JSON-RPC response.
+    Done(Value),
+}
+
+/// A wait for the backend's next piece, cut short by the keep-alive tick.
+enum Wait<T> {
+    Item(T),
+    Tick,
 }
 
 /// One streamed call from request to final response.
@@ -99,10 +122,61 @@ impl CallStream {
             parser: SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES),
             progress: Progress::default(),
             final_response: None,
-            cancel: CancelGuard { tx: None, task_id: None },
+            cancel: CancelGuard { tx: None, task_id: None, upstream_abort: None },
             env: env.clone(),
             registered: true,
         }
+    }
+
+    /// An upstream MCP call through the same relay: keep-alives, the timeouts, and
+    /// cancellation (a client that goes away, or a timeout, cancels the upstream request; so
+    /// does a `notifications/cancelled` from the client, through the recorded request). The call
+    /// starts now, kept alive by `ctx` when there is a client connection to lose.
+    pub fn upstream(
+        plan: CallPlan,
+        backend: Backend,
+        def: ServerDefinition,
+        incoming: Vec<(String, String)>,
+        env: &Env,
+        ctx: Option<&Context>,
+    ) -> CallStream {
+        let mut call = CallStream::detached(plan, backend, env);
+        call.registered = false;
+        let (tx, rx) = unbounded::<Relayed>();
+        let (abort_tx, abort_rx) = oneshot::channel::<()>();
+        call.cancel.upstream_abort = Some(abort_tx);
+        call.phase = Phase::Relaying(rx);
+        let (plan, env) = (call.plan.clone(), env.clone());
+        let work = async move {
+            // A dropped sender (the call completed) is not a cancellation.
+            let abort = async move {
+                if abort_rx.await.is_err() {
+                    futures::future::pending::<()>().await;
+                }
+            };
+            let (started, notes) = (tx.clone(), tx.clone());
+            let response = super::upstream::call(
+                &plan,
+                &def,
+                &env,
+                &incoming,
+                &mut |request_id, session| {
+                    let _ = started.unbounded_send(Relayed::Started { request_id, session });
+                },
+                &mut |n| {
+                    let _ = notes.unbounded_send(Relayed::Note(n));
+                },
+                abort,
+            )
+            .await;
+            // A relay that went away closed the channel; the call has ended either way.
+            let _ = tx.unbounded_send(Relayed::Done(response));
+        };
+        match ctx {
+            Some(ctx) => ctx.wait_until(work),
+            None => worker::wasm_bindgen_futures::spawn_local(work),
+        }
+        call
     }
 
     /// The SSE response: notifications as they happen, the final response last.
@@ -134,89 +208,143 @@ impl CallStream {
                     }
                     Err(outcome) => return Some(self.finish(outcome, &mut out)),
                 },
-                Phase::Reading(mut body) => {
-                    let now = super::platform::now_ms();
-                    if now >= self.deadline_ms {
-                        return Some(self.abort(self.total_timeout(), &mut out));
-                    }
-                    let idle_ms = self.backend.idle.as_millis() as u64;
-                    let idle_left = (self.last_chunk_ms + idle_ms).saturating_sub(now);
-                    if idle_left == 0 {
-                        return Some(self.abort(self.idle_timeout(), &mut out));
-                    }
-                    let keepalive_left = (self.last_write_ms + KEEPALIVE_MS).saturating_sub(now).max(1);
-                    let wait = idle_left.min(self.deadline_ms - now).min(keepalive_left);
-                    let next = body.next();
-                    let timer = Delay::from(Duration::from_millis(wait));
-                    futures::pin_mut!(timer);
-                    match select(next, timer).await {
-                        Either::Left((Some(Ok(chunk)), _)) => {
-                            self.last_chunk_ms = super::platform::now_ms();
-                            if let Err(e) = self.take_chunk(&chunk, &mut out) {
-                                return Some(self.abort(Outcome::Failed(e), &mut out));
-                            }
-                            if !self.registered && !self.interp.is_done() {
-                                if let Some(task) = self.cancel.task_id.clone() {
-                                    self.registered = true;
-                                    self.register(&task).await;
-                                }
-                            }
-                            if self.interp.is_done() {
-                                let outcome =
-                                    std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new("")))
-                                        .finish();
-                                return Some(self.finish(outcome, &mut out));
-                            }
-                            self.phase = Phase::Reading(body);
-                            if out.is_empty() && self.last_chunk_ms >= self.last_write_ms + KEEPALIVE_MS {
-                                write_comment(&mut out, "keep-alive");
-                            }
-                            if !out.is_empty() {
-                                self.last_write_ms = super::platform::now_ms();
-                                return Some(out);
+                Phase::Reading(mut body) => match self.wait(body.next()).await {
+                    Err(timeout) => return Some(self.abort(timeout, &mut out)),
+                    Ok(Wait::Item(Some(Ok(chunk)))) => {
+                        self.last_chunk_ms = super::platform::now_ms();
+                        if let Err(e) = self.take_chunk(&chunk, &mut out) {
+                            return Some(self.abort(Outcome::Failed(e), &mut out));
+                        }
+                        if !self.registered && !self.interp.is_done() {
+                            if let Some(task) = self.cancel.task_id.clone() {
+                                self.registered = true;
+                                let record = serde_json::json!({"task_id": task, "app_index": self.plan.app_index, "user": self.plan.user});
+                                self.register(record).await;
                             }
                         }
-                        Either::Left((Some(Err(e)), _)) => {
-                            let outcome = Outcome::Failed(format!(
-                                "the app '{}' broke off its stream: {e}",
-                                self.backend.app_name
-                            ));
-                            return Some(self.abort(outcome, &mut out));
-                        }
-                        Either::Left((None, _)) => {
-                            let mut events = Vec::new();
-                            if self.parser.finish(&mut events).is_ok() {
-                                for ev in events {
-                                    self.take_event(&ev.data, &mut out);
-                                }
-                            }
+                        if self.interp.is_done() {
                             let outcome =
                                 std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new("")))
                                     .finish();
                             return Some(self.finish(outcome, &mut out));
                         }
-                        // The timer: a deadline passed (checked at the top of the loop), or it is
-                        // time for a keep-alive.
-                        Either::Right(_) => {
-                            self.phase = Phase::Reading(body);
-                            let now = super::platform::now_ms();
-                            if now < self.deadline_ms && now < self.last_chunk_ms + idle_ms {
-                                write_comment(&mut out, "keep-alive");
-                                self.last_write_ms = now;
-                                return Some(out);
-                            }
+                        self.phase = Phase::Reading(body);
+                        if let Some(text) = self.flush(&mut out) {
+                            return Some(text);
                         }
                     }
-                }
+                    Ok(Wait::Item(Some(Err(e)))) => {
+                        let outcome =
+                            Outcome::Failed(format!("the app '{}' broke off its stream: {e}", self.backend.app_name));
+                        return Some(self.abort(outcome, &mut out));
+                    }
+                    Ok(Wait::Item(None)) => {
+                        let mut events = Vec::new();
+                        if self.parser.finish(&mut events).is_ok() {
+                            for ev in events {
+                                self.take_event(&ev.data, &mut out);
+                            }
+                        }
+                        let outcome =
+                            std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new(""))).finish();
+                        return Some(self.finish(outcome, &mut out));
+                    }
+                    Ok(Wait::Tick) => {
+                        self.phase = Phase::Reading(body);
+                        if let Some(text) = self.keep_alive(&mut out) {
+                            return Some(text);
+                        }
+                    }
+                },
+                Phase::Relaying(mut rx) => match self.wait(rx.next()).await {
+                    Err(timeout) => return Some(self.abort(timeout, &mut out)),
+                    Ok(Wait::Item(Some(Relayed::Started { request_id, session }))) => {
+                        self.phase = Phase::Relaying(rx);
+                        if !self.registered {
+                            self.registered = true;
+                            let record = serde_json::json!({"kind": "mcp", "app_index": self.plan.app_index, "request_id": request_id, "session": session});
+                            self.register(record).await;
+                        }
+                    }
+                    Ok(Wait::Item(Some(Relayed::Note(n)))) => {
+                        self.last_chunk_ms = super::platform::now_ms();
+                        write_event(&mut out, None, None, &n.to_string());
+                        self.phase = Phase::Relaying(rx);
+                        if let Some(text) = self.flush(&mut out) {
+                            return Some(text);
+                        }
+                    }
+                    Ok(Wait::Item(Some(Relayed::Done(response)))) => {
+                        self.cancel.completed();
+                        self.phase = Phase::Finished;
+                        write_event(&mut out, None, None, &response.to_string());
+                        self.final_response = Some(response);
+                        return Some(std::mem::take(&mut out));
+                    }
+                    Ok(Wait::Item(None)) => {
+                        let outcome = Outcome::Failed("the upstream call ended without an answer".into());
+                        return Some(self.finish(outcome, &mut out));
+                    }
+                    Ok(Wait::Tick) => {
+                        self.phase = Phase::Relaying(rx);
+                        if let Some(text) = self.keep_alive(&mut out) {
+                            return Some(text);
+                        }
+                    }
+                },
             }
         }
     }
 
+    /// Waits for the backend's next piece until the next keep-alive is due; `Err` is the
+    /// outcome when the call's total or idle timeout has run out.
+    async fn wait<T>(&self, next: impl std::future::Future<Output = T>) -> Result<Wait<T>, Outcome> {
+        let now = super::platform::now_ms();
+        if now >= self.deadline_ms {
+            return Err(self.total_timeout());
+        }
+        let idle_left = (self.last_chunk_ms + self.backend.idle.as_millis() as u64).saturating_sub(now);
+        if idle_left == 0 {
+            return Err(self.idle_timeout());
+        }
+        let keepalive_left = (self.last_write_ms + KEEPALIVE_MS).saturating_sub(now).max(1);
+        let timer = Delay::from(Duration::from_millis(idle_left.min(self.deadline_ms - now).min(keepalive_left)));
+        futures::pin_mut!(next, timer);
+        Ok(match select(next, timer).await {
+            Either::Left((item, _)) => Wait::Item(item),
+            Either::Right(_) => Wait::Tick,
+        })
+    }
+
+    /// What went into `out` since the last write, or a keep-alive when the backend's chunk
+    /// brought nothing for the client and the client has heard nothing for a while.
+    fn flush(&mut self, out: &mut String) -> Option<String> {
+        if out.is_empty() && self.last_chunk_ms >= self.last_write_ms + KEEPALIVE_MS {
+            write_comment(out, "keep-alive");
+        }
+        if out.is_empty() {
+            return None;
+        }
+        self.last_write_ms = super::platform::now_ms();
+        Some(std::mem::take(out))
+    }
+
+    /// A keep-alive on the tick, unless a deadline is what woke the wait (the loop then ends
+    /// the call).
+    fn keep_alive(&mut self, out: &mut String) -> Option<String> {
+        let now = super::platform::now_ms();
+        if now < self.deadline_ms && now < self.last_chunk_ms + self.backend.idle.as_millis() as u64 {
+            write_comment(out, "keep-alive");
+            self.last_write_ms = now;
+            return Some(std::mem::take(out));
+        }
+        None
+    }
+
     /// Records the run under the call's cancel key, so that a `notifications/cancelled` for it
     /// can stop it from any isolate. Expires with the call's own deadline.
-    async fn register(&self, task_id: &str) {
-        let record = serde_json::json!({"task_id": task_id, "app_index": self.plan.app_index, "user": self.plan.user})
-            .to_string();
+    async fn register(&self, record: Value) {
+        let record = record.to_string();
         let ttl = self.backend.total.as_secs().max(60);
         let put = match self.env.kv(super::platform::KV) {
             Ok(kv) => match kv.put(&self.plan.cancel_key, record) {
@@ -232,9 +360,10 @@ impl CallStream {
 
     fn total_timeout(&self) -> Outcome {
         Outcome::Failed(format!(
-            "the app '{}' did not finish within {} s (timeout_seconds)",
+            "the app '{}' did not finish within {} s ({})",
             self.backend.app_name,
-            self.backend.total.as_secs()
+            self.backend.total.as_secs(),
+            self.backend.total_setting
         ))
     }
 
@@ -394,14 +523,20 @@ pub fn first_byte_timed_out(app: &str, b: &Backend, waited: Duration) -> Outcome
 struct CancelGuard {
     tx: Option<oneshot::Sender<String>>,
     task_id: Option<String>,
+    /// Cancels an upstream MCP call running beside the relay.
+    upstream_abort: Option<oneshot::Sender<()>>,
 }
 
 impl CancelGuard {
     fn completed(&mut self) {
         self.tx.take();
+        self.upstream_abort.take();
     }
 
     fn abandon(&mut self) {
+        if let Some(abort) = self.upstream_abort.take() {
+            let _ = abort.send(());
+        }
         if let (Some(tx), Some(task)) = (self.tx.take(), self.task_id.take()) {
             let _ = tx.send(task);
         }

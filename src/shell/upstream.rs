@@ -12,16 +12,19 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use worker::{ByteStream, Delay, Env, Headers, Method, Response};
 
-use crate::pure::definition::AppDefinition;
+use crate::pure::definition::{AppDefinition, ServerDefinition};
+use crate::pure::mcp::server::{self, CallPlan};
+use crate::pure::outcome::Outcome;
 use crate::pure::upstream::{
     self as up, Incoming, InitFailure, ReplyReader, Session, Transport, TransportChoice, ACCEPT,
 };
 
 use super::outbound::{self, SendError};
 use super::secrets;
+use super::VERSION;
 
 const DEFAULT_INIT_TIMEOUT_S: u64 = 60;
-const DEFAULT_CALL_TIMEOUT_S: u64 = 300;
+pub const DEFAULT_CALL_TIMEOUT_S: u64 = 300;
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
 const SESSION_TTL_S: u64 = 3600;
 /// KV expiry of an upstream's tool list unless the app sets `tools_cache_ttl_seconds`.
@@ -90,7 +93,9 @@ pub async fn upstream_of(
         url,
         choice,
         init_timeout: secs("session_init_timeout", DEFAULT_INIT_TIMEOUT_S),
-        call_timeout: secs("tool_call_timeout", DEFAULT_CALL_TIMEOUT_S),
+        // The relay's own deadline (tool_call_timeout, see `call::upstream_backend`) is what
+        // ends a call and cancels it upstream; the client's bound is a backstop a little later.
+        call_timeout: secs("tool_call_timeout", DEFAULT_CALL_TIMEOUT_S) + Duration::from_secs(5),
         headers: up::merge_headers(&[&statics, &oauth, &forwarded]),
         session_scope,
         max_result_bytes: b["max_result_bytes"]
@@ -508,6 +513,40 @@ impl<'a> Client<'a> {
         .await
     }
 
+    /// The Streamable HTTP session this client uses, as stored (for a cancel from elsewhere);
+    /// `None` on the legacy SSE transport, whose session lives only as long as its stream.
+    pub fn http_session(&self) -> Option<Value> {
+        match &self.conn {
+            Some(Conn::Http(s)) => serde_json::to_value(s).ok(),
+            _ => None,
+        }
+    }
+
+    /// The id of the latest request sent upstream (what a `notifications/cancelled` names).
+    pub fn last_request_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Where a `notifications/cancelled` for this connection's requests goes: its session and
+    /// the URL messages are posted to. Taken before a call, because a call in flight holds the
+    /// connection and a dropped call does not give it back.
+    pub fn cancel_target(&self) -> Option<(Session, String)> {
+        match &self.conn {
+            Some(Conn::Http(s)) => Some((s.clone(), self.up.url.clone())),
+            Some(Conn::Sse { session, endpoint, .. }) => Some((session.clone(), endpoint.clone())),
+            None => None,
+        }
+    }
+
+    /// Tells the upstream that request `id` is cancelled, on the session it went out on (best
+    /// effort: the upstream may have finished already).
+    pub async fn notify_cancelled(&self, target: &(Session, String), id: u64, reason: &str) {
+        let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": reason}});
+        if let Ok(h) = self.headers(Some(&target.0), "notifications/cancelled", None) {
+            let _ = outbound::send(Method::Post, &target.1, h, Some(&body), Duration::from_secs(10)).await;
+        }
+    }
+
     /// Ends a Streamable HTTP session (DELETE; 405 means the upstream keeps no sessions).
     pub async fn close(&mut self) {
         if let Some(Conn::Http(s)) = &self.conn {
@@ -642,4 +681,63 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
         let _ = put.expiration_ttl(ttl).execute().await;
     }
     Ok(list)
+}
+
+/// Calls an upstream MCP tool; relayed notifications go to `emit` as they arrive. The final
+/// JSON-RPC response for the client. When `abort` fires first (the client went away, or the
+/// relay's timeout ran out) the call is dropped and the upstream told with
+/// `notifications/cancelled`; the response then says so.
+pub async fn call(
+    plan: &CallPlan,
+    def: &ServerDefinition,
+    env: &Env,
+    incoming: &[(String, String)],
+    on_start: &mut dyn FnMut(u64, Option<Value>),
+    emit: &mut dyn FnMut(Value),
+    abort: impl std::future::Future<Output = ()>,
+) -> Value {
+    let Some(app) = def.apps.get(plan.app_index) else {
+        return server::finish_call(plan, Outcome::Failed("the app behind this tool was removed".into()), VERSION);
+    };
+    let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+    let upstream = match upstream_of(app, env, Some(&lookup)).await {
+        Ok(u) => u,
+        Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
+    };
+    let mut client = Client::new(&upstream, env);
+    if let Err(e) = client.connect(true).await {
+        return server::finish_call(plan, Outcome::Failed(e), VERSION);
+    }
+    let name = plan.body["name"].as_str().unwrap_or_default();
+    // The call's request id is the client's next one (a re-initialized session may renumber
+    // it; a cancel then names a request the upstream no longer has, which it ignores).
+    on_start(client.last_request_id() + 1, client.http_session());
+    let target = client.cancel_target();
+    let mut relay = |n: Value| {
+        if server::relays(plan, &n) {
+            emit(n);
+        }
+    };
+    let answer = {
+        let call = client.call_tool(name, &plan.body["arguments"], plan.progress_token.as_ref(), &mut relay);
+        futures::pin_mut!(call, abort);
+        match futures::future::select(call, abort).await {
+            futures::future::Either::Left((answer, _)) => Some(answer),
+            futures::future::Either::Right(_) => None,
+        }
+    };
+    match answer {
+        Some(Ok(response)) => server::upstream_response(plan, &app.name, &response, VERSION),
+        Some(Err(e)) => server::finish_call(plan, Outcome::Failed(e), VERSION),
+        None => {
+            if let Some(target) = &target {
+                client.notify_cancelled(target, client.last_request_id(), "the call was cancelled").await;
+            }
+            server::finish_call(
+                plan,
+                Outcome::Failed(format!("the call to upstream {} was cancelled", app.name)),
+                VERSION,
+            )
+        }
+    }
 }
