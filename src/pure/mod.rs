@@ -23,5 +23,6 @@ pub mod server;
 pub mod sse;
 pub mod stream_reader;
 pub mod task;
+pub mod task_contract;
 pub mod upstream;
 pub mod url;

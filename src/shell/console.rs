@@ -541,7 +541,8 @@ impl Console<'_> {
                 row["status"].as_str().unwrap_or("")
             )));
         }
-        super::tasks::call(self.env, task_id, "/cancel", &json!({"server_id": server_id}))
+        let cancel = crate::pure::task_contract::TaskCall::Cancel { server_id: server_id.to_string() };
+        super::tasks::call(self.env, task_id, &cancel)
             .await
             .map_err(|e| internal("cancelling the task", e))?
             .ok_or_else(|| ApiError::not_found(format!("task '{task_id}' has expired")))?;

@@ -18,9 +18,10 @@ use super::call::{backend_of, call_backend, call_upstream_whole, streams, upstre
 use super::http::is_json_content_type;
 use super::store;
 use super::stream::{stop_run, CallStream};
-use super::tasks::{self, Kind, TaskSpec};
+use super::tasks;
 use super::upstream;
 use super::VERSION;
+use crate::pure::task_contract::{Kind, TaskCall, TaskSpec};
 
 /// Largest MCP request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
@@ -333,9 +334,8 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
         body: plan.body.clone(),
         user: plan.user.clone(),
     };
-    let body = serde_json::json!({"spec": spec, "ttl_ms": ttl_ms});
-    match tasks::call(env, &task_id, "/create", &body).await {
-        Ok(Some(v)) => Ok(server::task_created(plan, &tasks::view_of(&v), VERSION)),
+    match tasks::call(env, &task_id, &TaskCall::Create { spec: Box::new(spec), ttl_ms }).await {
+        Ok(Some(a)) => Ok(server::task_created(plan, &a.view(), VERSION)),
         Ok(None) => Err(unavailable("the task runner refused it".into())),
         Err(e) => {
             super::log::error(&format!("creating task: {e}"));
@@ -352,20 +352,18 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
         super::log::error(&format!("task {}: {e}", req.task_id));
         RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
     };
-    let who = serde_json::json!({"server_id": def.server_id});
+    let server_id = def.server_id.clone();
     let answer = match req.op {
-        TaskOp::Get | TaskOp::Update => tasks::call(env, &req.task_id, "/get", &who).await.map_err(failed)?,
-        TaskOp::Cancel => tasks::call(env, &req.task_id, "/cancel", &who).await.map_err(failed)?,
+        TaskOp::Get | TaskOp::Update => {
+            tasks::call(env, &req.task_id, &TaskCall::Get { server_id }).await.map_err(failed)?
+        }
+        TaskOp::Cancel => tasks::call(env, &req.task_id, &TaskCall::Cancel { server_id }).await.map_err(failed)?,
         TaskOp::Result => {
             let until = super::platform::now_ms() + MAX_RESULT_WAIT_MS;
-            let mut wait = who.clone();
-            wait["timeout_ms"] = 20_000.into();
+            let wait = TaskCall::Wait { server_id, timeout_ms: 20_000 };
             loop {
-                let a = tasks::call(env, &req.task_id, "/wait", &wait).await.map_err(failed)?;
-                let done = a
-                    .as_ref()
-                    .is_none_or(|v| matches!(v["status"].as_str(), Some("completed" | "failed" | "cancelled")));
-                if done {
+                let a = tasks::call(env, &req.task_id, &wait).await.map_err(failed)?;
+                if a.as_ref().is_none_or(|a| a.status.is_terminal()) {
                     break a;
                 }
                 if super::platform::now_ms() >= until {
@@ -378,8 +376,8 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
             }
         }
     };
-    let view = answer.as_ref().map(tasks::view_of);
-    let was_terminal = answer.as_ref().and_then(|v| v["was_terminal"].as_bool()).unwrap_or(false);
+    let view = answer.as_ref().map(|a| a.view());
+    let was_terminal = answer.as_ref().is_some_and(|a| a.was_terminal);
     Ok(server::task_response(req, view.as_ref(), was_terminal, VERSION))
 }
 

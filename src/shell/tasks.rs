@@ -23,6 +23,7 @@ use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;
 use crate::pure::sse::SseParser;
 use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
+use crate::pure::task_contract::{Kind, McpTaskStatus, TaskAnswer, TaskCall, TaskSpec};
 
 use super::call::{backend_of, run_to_completion};
 use super::outbound::{self, SendError};
@@ -34,36 +35,6 @@ use crate::pure::mcp::tools::toolset_of;
 const STORAGE_KEY: &str = "task";
 /// Longest single wait of `tasks/result` inside the Durable Object (the Worker repeats it).
 const WAIT_SLICE_MS: u64 = 20_000;
-
-/// How the task follows its backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    /// Dify workflow: start the run, then poll `GET /workflows/run/{id}`; stop it to cancel.
-    DifyWorkflow,
-    /// Seed 002's async protocol over HTTP: submit, status, cancel.
-    AsyncTool,
-    /// A task toolset of an upstream MCP server (seed 002): its submit tool started the work,
-    /// its status and cancel tools follow and stop it, read through `structuredContent`.
-    McpToolset,
-    /// Anything else runs to completion inside the task.
-    RunToCompletion,
-}
-
-/// What a task runs: a snapshot taken when it was created, so later app edits do not change a
-/// running task.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TaskSpec {
-    pub task_id: String,
-    pub server_id: String,
-    pub tool: String,
-    pub kind: Kind,
-    pub app: AppDefinition,
-    pub version: String,
-    pub path: String,
-    pub body: Value,
-    pub user: String,
-}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
@@ -146,44 +117,42 @@ impl DurableObject for TaskRunner {
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         super::outbound::guard_from_env(&self.env);
-        let body: Value = req.json().await.unwrap_or(Value::Null);
-        let path = req.path();
-        match path.as_str() {
-            "/create" => self.create(body).await,
-            "/get" | "/wait" | "/cancel" => {
-                let Some(mut rec) = self.load().await? else { return Response::error("no such task", 404) };
-                if body["server_id"].as_str() != Some(rec.spec.server_id.as_str()) {
-                    // A task is reachable only through the server that created it.
-                    return Response::error("no such task", 404);
-                }
-                match path.as_str() {
-                    "/get" => {
-                        self.ensure_alarm(&rec).await?;
-                        Response::from_json(&json_view(&rec, false))
-                    }
-                    "/wait" => {
-                        let until = super::platform::now_ms()
-                            + body["timeout_ms"].as_u64().unwrap_or(WAIT_SLICE_MS).min(WAIT_SLICE_MS);
-                        self.ensure_alarm(&rec).await?;
-                        while !rec.state.status.is_terminal() && super::platform::now_ms() < until {
-                            Delay::from(Duration::from_millis(250)).await;
-                            match self.load().await? {
-                                Some(r) => rec = r,
-                                None => return Response::error("no such task", 404),
-                            }
-                        }
-                        Response::from_json(&json_view(&rec, false))
-                    }
-                    _ => {
-                        let was_terminal = rec.state.status.is_terminal();
-                        if !was_terminal && rec.state.request_cancel(super::platform::now_ms()).is_ok() {
-                            self.save(&rec).await?;
-                        }
-                        Response::from_json(&json_view(&rec, was_terminal))
-                    }
-                }
+        let call: TaskCall = match req.json().await {
+            Ok(c) => c,
+            Err(e) => return Response::error(format!("not a task call: {e}"), 400),
+        };
+        if let TaskCall::Create { spec, ttl_ms } = call {
+            return self.create(*spec, ttl_ms).await;
+        }
+        let Some(mut rec) = self.load().await? else { return Response::error("no such task", 404) };
+        if call.server_id() != Some(rec.spec.server_id.as_str()) {
+            // A task is reachable only through the server that created it.
+            return Response::error("no such task", 404);
+        }
+        match call {
+            TaskCall::Create { .. } | TaskCall::Get { .. } => {
+                self.ensure_alarm(&rec).await?;
+                Response::from_json(&answer(&rec, false))
             }
-            _ => Response::error("unknown task operation", 404),
+            TaskCall::Wait { timeout_ms, .. } => {
+                let until = super::platform::now_ms() + timeout_ms.min(WAIT_SLICE_MS);
+                self.ensure_alarm(&rec).await?;
+                while !rec.state.status.is_terminal() && super::platform::now_ms() < until {
+                    Delay::from(Duration::from_millis(250)).await;
+                    match self.load().await? {
+                        Some(r) => rec = r,
+                        None => return Response::error("no such task", 404),
+                    }
+                }
+                Response::from_json(&answer(&rec, false))
+            }
+            TaskCall::Cancel { .. } => {
+                let was_terminal = rec.state.status.is_terminal();
+                if !was_terminal && rec.state.request_cancel(super::platform::now_ms()).is_ok() {
+                    self.save(&rec).await?;
+                }
+                Response::from_json(&answer(&rec, was_terminal))
+            }
         }
     }
 
@@ -240,14 +209,20 @@ fn apply(effect: Effect, rec: &mut Record, cfg: &PollConfig) {
     }
 }
 
-fn json_view(rec: &Record, was_terminal: bool) -> Value {
+fn answer(rec: &Record, was_terminal: bool) -> TaskAnswer {
     let v = rec.view();
-    json!({
-        "task_id": v.task_id, "status": v.status, "status_message": v.status_message,
-        "created_at_ms": v.created_at_ms, "updated_at_ms": v.updated_at_ms, "ttl_ms": v.ttl_ms,
-        "poll_interval_ms": v.poll_interval_ms, "result": rec.result, "error": rec.error,
-        "was_terminal": was_terminal,
-    })
+    TaskAnswer {
+        task_id: v.task_id,
+        status: McpTaskStatus::of(rec.state.status),
+        status_message: v.status_message,
+        created_at_ms: v.created_at_ms,
+        updated_at_ms: v.updated_at_ms,
+        ttl_ms: v.ttl_ms,
+        poll_interval_ms: v.poll_interval_ms,
+        result: rec.result.clone(),
+        error: rec.error.clone(),
+        was_terminal,
+    }
 }
 
 impl TaskRunner {
@@ -281,13 +256,10 @@ impl TaskRunner {
         Ok(())
     }
 
-    async fn create(&self, body: Value) -> worker::Result<Response> {
+    async fn create(&self, spec: TaskSpec, ttl_ms: u64) -> worker::Result<Response> {
         if self.load().await?.is_some() {
             return Response::error("task exists", 409);
         }
-        let spec: TaskSpec =
-            serde_json::from_value(body["spec"].clone()).map_err(|e| worker::Error::RustError(e.to_string()))?;
-        let ttl_ms = body["ttl_ms"].as_u64().unwrap_or(crate::pure::mcp::tasks::DEFAULT_TTL_MS);
         let rec = Record {
             spec,
             state: TaskState::new(super::platform::now_ms(), ttl_ms),
@@ -299,7 +271,7 @@ impl TaskRunner {
         self.state.storage().put(STORAGE_KEY, &rec).await?;
         self.alarm_at(super::platform::now_ms()).await?;
         write_row(&self.env, &rec).await;
-        Response::from_json(&json_view(&rec, false))
+        Response::from_json(&answer(&rec, false))
     }
 
     /// One due step (start, poll or cancel): the backend call, not yet applied.
@@ -681,48 +653,19 @@ pub fn new_task_id() -> Result<String, getrandom::Error> {
     Ok(ids::hex(&b))
 }
 
-/// Calls one operation of a task's Durable Object; `Ok(None)` when the task does not exist for
-/// this server.
-pub async fn call(env: &Env, task_id: &str, op: &str, body: &Value) -> worker::Result<Option<Value>> {
+/// Asks a task's Durable Object; `Ok(None)` when the task does not exist for this server.
+pub async fn call(env: &Env, task_id: &str, call: &TaskCall) -> worker::Result<Option<TaskAnswer>> {
     let stub = env.durable_object(super::platform::TASKS)?.id_from_name(task_id)?.get_stub()?;
     let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(JsValue::from_str(&body.to_string())));
-    let req = Request::new_with_init(&format!("https://task{op}"), &init)?;
+    init.with_method(Method::Post).with_body(Some(JsValue::from_str(&serde_json::to_string(call)?)));
+    let req = Request::new_with_init("https://task/", &init)?;
     let mut resp = stub.fetch_with_request(req).await?;
     match resp.status_code() {
-        200 => Ok(Some(resp.json::<Value>().await?)),
+        200 => Ok(Some(resp.json::<TaskAnswer>().await?)),
         404 => Ok(None),
         s => Err(worker::Error::RustError(format!(
             "the task runner answered HTTP {s}: {}",
             resp.text().await.unwrap_or_default()
         ))),
-    }
-}
-
-/// A task's view from its Durable Object's answer.
-pub fn view_of(v: &Value) -> TaskView {
-    let status = match v["status"].as_str() {
-        Some("input_required") => "input_required",
-        Some("completed") => "completed",
-        Some("failed") => "failed",
-        Some("cancelled") => "cancelled",
-        _ => "working",
-    };
-    TaskView {
-        task_id: v["task_id"].as_str().unwrap_or_default().to_string(),
-        status,
-        status_message: v["status_message"].as_str().map(str::to_string),
-        created_at_ms: v["created_at_ms"].as_u64().unwrap_or(0),
-        updated_at_ms: v["updated_at_ms"].as_u64().unwrap_or(0),
-        ttl_ms: v["ttl_ms"].as_u64().unwrap_or(0),
-        poll_interval_ms: v["poll_interval_ms"].as_u64().unwrap_or(5000),
-        outcome: match (&v["result"], &v["error"]) {
-            (r @ Value::Object(_), _) => Some(TaskOutcome::Result(r.clone())),
-            (_, Value::Array(e)) if e.len() == 2 => Some(TaskOutcome::Error {
-                code: e[0].as_i64().unwrap_or(-32603),
-                message: e[1].as_str().unwrap_or_default().to_string(),
-            }),
-            _ => None,
-        },
     }
 }

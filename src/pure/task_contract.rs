@@ -1,0 +1,190 @@
+//! The contract between the Worker and a task's Durable Object (`TaskRunner`): what the Worker
+//! asks (one request type, tagged by operation) and what the object answers, as serde types on
+//! both sides instead of paths and hand-built JSON.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::definition::AppDefinition;
+use super::mcp::tasks::{TaskOutcome, TaskView};
+
+/// How a task follows its backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Dify workflow: start the run, then poll `GET /workflows/run/{id}`; stop it to cancel.
+    DifyWorkflow,
+    /// The async tool protocol over HTTP (docs/async-tool-protocol.md): submit, status, cancel.
+    AsyncTool,
+    /// A task toolset of an upstream MCP server (docs/async-tool-protocol.md): its submit tool
+    /// started the work, its status and cancel tools follow and stop it.
+    McpToolset,
+    /// Anything else runs to completion inside the task.
+    RunToCompletion,
+}
+
+/// What a task runs: a snapshot taken when it was created, so later app edits do not change a
+/// running task.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub task_id: String,
+    pub server_id: String,
+    pub tool: String,
+    pub kind: Kind,
+    pub app: AppDefinition,
+    pub version: String,
+    pub path: String,
+    pub body: Value,
+    pub user: String,
+}
+
+/// What the Worker asks a task's Durable Object. Every operation but `Create` names the server
+/// asking: a task is reachable only through the server that created it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum TaskCall {
+    Create {
+        spec: Box<TaskSpec>,
+        ttl_ms: u64,
+    },
+    Get {
+        server_id: String,
+    },
+    /// Waits until the task is terminal or `timeout_ms` passed, then answers like `Get`.
+    Wait {
+        server_id: String,
+        timeout_ms: u64,
+    },
+    Cancel {
+        server_id: String,
+    },
+}
+
+impl TaskCall {
+    /// The server a lookup comes from (`None` for `Create`).
+    pub fn server_id(&self) -> Option<&str> {
+        match self {
+            TaskCall::Create { .. } => None,
+            TaskCall::Get { server_id } | TaskCall::Wait { server_id, .. } | TaskCall::Cancel { server_id } => {
+                Some(server_id)
+            }
+        }
+    }
+}
+
+/// A task's status as MCP names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTaskStatus {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl McpTaskStatus {
+    /// MCP has no "submitted": a submitted task reads as working.
+    pub fn of(status: crate::pure::task::Status) -> McpTaskStatus {
+        use crate::pure::task::Status;
+        match status {
+            Status::Submitted | Status::Working => McpTaskStatus::Working,
+            Status::InputRequired => McpTaskStatus::InputRequired,
+            Status::Completed => McpTaskStatus::Completed,
+            Status::Failed => McpTaskStatus::Failed,
+            Status::Cancelled => McpTaskStatus::Cancelled,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpTaskStatus::Working => "working",
+            McpTaskStatus::InputRequired => "input_required",
+            McpTaskStatus::Completed => "completed",
+            McpTaskStatus::Failed => "failed",
+            McpTaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, McpTaskStatus::Completed | McpTaskStatus::Failed | McpTaskStatus::Cancelled)
+    }
+}
+
+/// What the Durable Object answers to every operation: the task as it stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskAnswer {
+    pub task_id: String,
+    pub status: McpTaskStatus,
+    pub status_message: Option<String>,
+    pub created_at_ms: u64,
+    pub updated_at_ms: u64,
+    pub ttl_ms: u64,
+    pub poll_interval_ms: u64,
+    /// The tool's CallToolResult once the task has finished.
+    pub result: Option<Value>,
+    /// A JSON-RPC error (code, message) instead of a result.
+    pub error: Option<(i64, String)>,
+    /// Whether the task was already terminal when a cancel arrived.
+    pub was_terminal: bool,
+}
+
+impl TaskAnswer {
+    pub fn view(&self) -> TaskView {
+        TaskView {
+            task_id: self.task_id.clone(),
+            status: self.status.as_str(),
+            status_message: self.status_message.clone(),
+            created_at_ms: self.created_at_ms,
+            updated_at_ms: self.updated_at_ms,
+            ttl_ms: self.ttl_ms,
+            poll_interval_ms: self.poll_interval_ms,
+            outcome: match (&self.result, &self.error) {
+                (Some(r), _) => Some(TaskOutcome::Result(r.clone())),
+                (None, Some((code, message))) => Some(TaskOutcome::Error { code: *code, message: message.clone() }),
+                _ => None,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn calls_are_tagged_by_operation() {
+        let call = TaskCall::Wait { server_id: "s1".into(), timeout_ms: 20_000 };
+        let v = serde_json::to_value(&call).unwrap();
+        assert_eq!(v, json!({"op": "wait", "server_id": "s1", "timeout_ms": 20000}));
+        assert_eq!(serde_json::from_value::<TaskCall>(v).unwrap(), call);
+        assert_eq!(call.server_id(), Some("s1"));
+        // An unknown operation or a missing server is refused, not guessed.
+        assert!(serde_json::from_value::<TaskCall>(json!({"op": "delete", "server_id": "s"})).is_err());
+        assert!(serde_json::from_value::<TaskCall>(json!({"op": "get"})).is_err());
+    }
+
+    #[test]
+    fn answers_become_views() {
+        let a = TaskAnswer {
+            task_id: "t".into(),
+            status: McpTaskStatus::Failed,
+            status_message: None,
+            created_at_ms: 1,
+            updated_at_ms: 2,
+            ttl_ms: 3,
+            poll_interval_ms: 5000,
+            result: None,
+            error: Some((-32603, "boom".into())),
+            was_terminal: false,
+        };
+        let text = serde_json::to_string(&a).unwrap();
+        assert!(text.contains("\"status\":\"failed\""), "{text}");
+        assert_eq!(serde_json::from_str::<TaskAnswer>(&text).unwrap(), a);
+        let view = a.view();
+        assert_eq!(view.status, "failed");
+        assert_eq!(view.outcome, Some(TaskOutcome::Error { code: -32603, message: "boom".into() }));
+        assert!(a.status.is_terminal() && !McpTaskStatus::InputRequired.is_terminal());
+    }
+}
