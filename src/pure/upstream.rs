@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::credential::is_secret_ref;
+use super::mcp::meta;
+use super::mcp::methods;
 use super::mcp::names::sanitize_name;
 use super::mcp::version::Version;
 use super::sse::{SseEvent, SseParser};
@@ -22,9 +24,6 @@ pub const CLIENT_NAME: &str = "flowgate";
 /// SEP-986's limit for a tool name.
 pub const MAX_EXPOSED_NAME: usize = 128;
 
-const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// Upstream text quoted in an error (a body, a message) is cut here so one answer cannot flood
 /// the error a person or a model reads.
 const MAX_QUOTED: usize = 500;
@@ -273,11 +272,11 @@ fn request(id: u64, method: &str, params: Map<String, Value>) -> Value {
 
 /// The `_meta` entries a 2026-07-28 request carries in place of the handshake.
 fn add_stateless_meta(params: &mut Map<String, Value>, protocol_version: &str) {
-    let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-    if let Some(meta) = meta.as_object_mut() {
-        meta.insert(META_PROTOCOL_VERSION.into(), protocol_version.into());
-        meta.insert(META_CLIENT_CAPABILITIES.into(), json!({}));
-        meta.insert(META_CLIENT_INFO.into(), client_info());
+    let entry = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let Some(keys) = entry.as_object_mut() {
+        keys.insert(meta::PROTOCOL_VERSION.into(), protocol_version.into());
+        keys.insert(meta::CLIENT_CAPABILITIES.into(), json!({}));
+        keys.insert(meta::CLIENT_INFO.into(), client_info());
     }
 }
 
@@ -294,12 +293,12 @@ pub fn initialize_request(id: u64) -> Value {
     p.insert("protocolVersion".into(), OFFERED_VERSION.as_str().into());
     p.insert("capabilities".into(), json!({}));
     p.insert("clientInfo".into(), client_info());
-    request(id, "initialize", p)
+    request(id, methods::INITIALIZE, p)
 }
 
 /// Sent after a successful initialize, before any other request (the spec's handshake order).
 pub fn initialized_notification() -> Value {
-    json!({ "jsonrpc": "2.0", "method": "notifications/initialized" })
+    json!({ "jsonrpc": "2.0", "method": methods::INITIALIZED })
 }
 
 /// `tools/list`, one page; the caller follows `nextCursor`.
@@ -309,7 +308,7 @@ pub fn tools_list_request(id: u64, cursor: Option<&str>, session: &Session) -> V
         p.insert("cursor".into(), c.into());
     }
     add_session_meta(&mut p, session);
-    request(id, "tools/list", p)
+    request(id, methods::TOOLS_LIST, p)
 }
 
 /// `tools/call` with the upstream's own tool name; a progress token is passed on so the
@@ -325,17 +324,17 @@ pub fn tools_call_request(
     p.insert("name".into(), name.into());
     p.insert("arguments".into(), if arguments.is_null() { json!({}) } else { arguments.clone() });
     if let Some(t) = progress_token {
-        p.insert("_meta".into(), json!({ "progressToken": t }));
+        p.insert("_meta".into(), json!({ meta::PROGRESS_TOKEN: t }));
     }
     add_session_meta(&mut p, session);
-    request(id, "tools/call", p)
+    request(id, methods::TOOLS_CALL, p)
 }
 
 /// 2026-07-28's probe: a server that answers it is stateless and needs no initialize.
 pub fn discover_request(id: u64) -> Value {
     let mut p = Map::new();
     add_stateless_meta(&mut p, Version::V2026_07_28.as_str());
-    request(id, "server/discover", p)
+    request(id, methods::DISCOVER, p)
 }
 
 /// Headers for a request after initialization: MCP-Protocol-Version, Mcp-Session-Id when there
@@ -1418,9 +1417,9 @@ mod tests {
         assert_eq!(initialized_notification(), json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         let d = discover_request(2);
         assert_eq!(d["method"], "server/discover");
-        assert_eq!(d["params"]["_meta"][META_PROTOCOL_VERSION], "2026-07-28");
-        assert_eq!(d["params"]["_meta"][META_CLIENT_INFO]["name"], "flowgate");
-        assert_eq!(d["params"]["_meta"][META_CLIENT_CAPABILITIES], json!({}));
+        assert_eq!(d["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(d["params"]["_meta"][meta::CLIENT_INFO]["name"], "flowgate");
+        assert_eq!(d["params"]["_meta"][meta::CLIENT_CAPABILITIES], json!({}));
     }
 
     #[test]
@@ -1438,11 +1437,11 @@ mod tests {
         let new = session("2026-07-28");
         let l = tools_list_request(7, Some("c"), &new);
         assert_eq!(l["params"]["cursor"], "c");
-        assert_eq!(l["params"]["_meta"][META_PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(l["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
         let c = tools_call_request(8, "search", &json!({}), Some(&json!(9)), &new);
         assert_eq!(c["params"]["_meta"]["progressToken"], 9);
-        assert_eq!(c["params"]["_meta"][META_PROTOCOL_VERSION], "2026-07-28");
-        assert_eq!(c["params"]["_meta"][META_CLIENT_INFO]["name"], "flowgate");
+        assert_eq!(c["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(c["params"]["_meta"][meta::CLIENT_INFO]["name"], "flowgate");
     }
 
     #[test]
