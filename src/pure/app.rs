@@ -3,11 +3,11 @@
 
 use serde_json::{Map, Value};
 
+use super::backend::http_tool::manifest::derive_from_manifest;
 use super::config;
 use super::credential::{credential_at, for_each_credential, is_secret_ref, MASK};
 use super::error::{ApiError, Errors};
 use super::form::{self, FormField};
-use super::http_tool;
 use super::quote::{plain_or_quoted, quote_input};
 use super::url::check_backend_url;
 
@@ -136,7 +136,7 @@ pub fn validate_app_in(
             if !form.is_empty() || !outputs.is_empty() {
                 errs.add("user_input_form", "an http-tool app takes its inputs and outputs from backend.manifest; leave user_input_form and outputs out");
             }
-            let (derived_form, derived_outputs) = http_tool::derive_from_manifest(b, &mut errs);
+            let (derived_form, derived_outputs) = derive_from_manifest(b, &mut errs);
             let mut sub = Errors::default();
             let f = form::parse_form(&derived_form, "backend.manifest.parameters", &mut sub);
             let o = parse_outputs(&derived_outputs, &mut sub);

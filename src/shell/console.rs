@@ -4,8 +4,8 @@ use serde_json::{json, Map, Value};
 use worker::{D1Database, Env, Method, Request, Response};
 
 use crate::pure::app::{self, AppSpec};
+use crate::pure::backend::dify::import as dify_import;
 use crate::pure::config;
-use crate::pure::dify_import;
 use crate::pure::error::ApiError;
 use crate::pure::ids;
 use crate::pure::quote::quote_input;

@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
 
+use crate::pure::backend::dify::call as dify_call;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
-use crate::pure::dify_call;
 use crate::pure::ids;
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::mcp::tasks::{TaskOutcome, TaskView};

@@ -95,7 +95,7 @@ pub async fn upstream_of(
         session_scope,
         max_result_bytes: b["max_result_bytes"]
             .as_u64()
-            .map_or(crate::pure::dify_stream::DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
+            .map_or(crate::pure::backend::dify::stream::DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
     })
 }
 

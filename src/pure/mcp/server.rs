@@ -3,9 +3,9 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::http_tool::call::request_body;
 use crate::pure::definition::ServerDefinition;
-use crate::pure::dify_call;
-use crate::pure::http_tool;
 use crate::pure::ids::sha256_hex;
 use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;
@@ -477,7 +477,7 @@ fn call_tool(
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
         (Some(exposed), _) => ("", json!({"name": exposed.upstream_name, "arguments": Value::Object(inputs)})),
         // An HTTP tool is called at its api_endpoint itself.
-        (None, Mode::HttpTool) => ("", http_tool::request_body(&tool.app.backend, inputs)),
+        (None, Mode::HttpTool) => ("", request_body(&tool.app.backend, inputs)),
         (None, mode) => dify_call::request(mode, inputs, query, &user),
     };
     let request_meta = params.get("_meta");
