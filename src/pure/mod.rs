@@ -19,5 +19,4 @@ pub mod sealed;
 pub mod server;
 pub mod sse;
 pub mod task;
-pub mod upstream;
 pub mod url;

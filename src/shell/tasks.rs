@@ -452,7 +452,7 @@ impl TaskRunner {
         let mut client = UpstreamClient::new(&upstream, &self.env);
         client.connect(true).await?;
         let response = client.call_tool(tool, &arguments, None, &mut |_| {}).await?;
-        crate::pure::upstream::response_result(&rec.spec.app.name, &response)
+        crate::pure::backend::mcp::replies::response_result(&rec.spec.app.name, &response)
     }
 
     /// A status or cancel call of a task toolset, read by seed 002's rules: an `isError` result

@@ -10,4 +10,5 @@
 
 pub mod dify;
 pub mod http_tool;
+pub mod mcp;
 pub mod stream_reader;

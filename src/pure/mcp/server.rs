@@ -5,6 +5,8 @@ use serde_json::{json, Map, Value};
 
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::http_tool::call::request_body;
+use crate::pure::backend::mcp::downgrade::result_for_client;
+use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::sha256_hex;
 use crate::pure::mode::Mode;
@@ -622,9 +624,9 @@ pub fn task_response(
 pub fn upstream_response(plan: &CallPlan, app: &str, response: &Value, server_version: &str) -> Value {
     if let Some(e) = response.get("error") {
         let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
-        return RpcError::new(200, code, crate::pure::upstream::upstream_error_message(app, e)).to_response(&plan.id);
+        return RpcError::new(200, code, upstream_error_message(app, e)).to_response(&plan.id);
     }
-    let result = crate::pure::upstream::result_for_client(&response["result"], plan.version);
+    let result = result_for_client(&response["result"], plan.version);
     result_response(&plan.id, shape_result(result, methods::TOOLS_CALL, plan.version, server_version))
 }
 
