@@ -3,11 +3,14 @@
 
 use serde_json::{Map, Value};
 
+use super::backend::http_tool::manifest::derive_from_manifest;
+use super::backend::mcp::headers::{forwarded_headers, header_value_problem, is_header_name};
+use super::backend::mcp::oauth::OAuthConfig;
+use super::backend::mcp::transport::TransportChoice;
 use super::config;
 use super::credential::{credential_at, for_each_credential, is_secret_ref, MASK};
 use super::error::{ApiError, Errors};
 use super::form::{self, FormField};
-use super::http_tool;
 use super::quote::{plain_or_quoted, quote_input};
 use super::url::check_backend_url;
 
@@ -136,7 +139,7 @@ pub fn validate_app_in(
             if !form.is_empty() || !outputs.is_empty() {
                 errs.add("user_input_form", "an http-tool app takes its inputs and outputs from backend.manifest; leave user_input_form and outputs out");
             }
-            let (derived_form, derived_outputs) = http_tool::derive_from_manifest(b, &mut errs);
+            let (derived_form, derived_outputs) = derive_from_manifest(b, &mut errs);
             let mut sub = Errors::default();
             let f = form::parse_form(&derived_form, "backend.manifest.parameters", &mut sub);
             let o = parse_outputs(&derived_outputs, &mut sub);
@@ -500,7 +503,7 @@ fn shown_path(path: &str) -> String {
 
 /// Settings of an upstream MCP server app.
 fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
-    if let Err(e) = crate::pure::upstream::TransportChoice::parse(obj.get("transport").and_then(Value::as_str)) {
+    if let Err(e) = TransportChoice::parse(obj.get("transport").and_then(Value::as_str)) {
         errs.add("backend.transport", e);
     } else if obj.get("transport").is_some_and(|t| !t.is_string()) {
         errs.add("backend.transport", "must be auto, streamable-http or sse");
@@ -509,13 +512,13 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
         None | Some(Value::Null) => {}
         Some(Value::Object(h)) => {
             for (name, v) in h {
-                if !crate::pure::upstream::is_header_name(name) {
+                if !is_header_name(name) {
                     errs.add(format!("backend.headers.{}", plain_or_quoted(name)), "is not a valid header name");
                 }
                 match v.as_str() {
                     Some(s) if is_secret_ref(s) || s == MASK => {}
                     Some(s) => {
-                        if let Some(why) = crate::pure::upstream::header_value_problem(s) {
+                        if let Some(why) = header_value_problem(s) {
                             errs.add(format!("backend.headers.{}", plain_or_quoted(name)), why);
                         }
                     }
@@ -525,13 +528,13 @@ fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
         }
         Some(_) => errs.add("backend.headers", "must be an object of header names to values"),
     }
-    if let Err(e) = crate::pure::upstream::forwarded_headers(&Value::Object(obj.clone()), &|_| Some("x".into())) {
+    if let Err(e) = forwarded_headers(&Value::Object(obj.clone()), &|_| Some("x".into())) {
         errs.add("backend.forward_headers", e);
     }
     match obj.get("oauth") {
         None | Some(Value::Null) => {}
         Some(o @ Value::Object(_)) => {
-            if let Err(e) = crate::pure::upstream::OAuthConfig::from_value(o, &|_| Ok("set".into())) {
+            if let Err(e) = OAuthConfig::from_value(o, &|_| Ok("set".into())) {
                 errs.add("backend.oauth", e);
             }
             if let Some(Err(why)) = o.get("token_url").and_then(Value::as_str).map(check_backend_url) {

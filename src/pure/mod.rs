@@ -2,15 +2,12 @@
 
 pub mod admin;
 pub mod app;
+pub mod backend;
 pub mod config;
 pub mod credential;
 pub mod definition;
-pub mod dify_call;
-pub mod dify_import;
-pub mod dify_stream;
 pub mod error;
 pub mod form;
-pub mod http_tool;
 pub mod ids;
 pub mod mcp;
 pub mod mode;
@@ -21,8 +18,6 @@ pub mod quote;
 pub mod sealed;
 pub mod server;
 pub mod sse;
-pub mod stream_reader;
 pub mod task;
 pub mod task_contract;
-pub mod upstream;
 pub mod url;

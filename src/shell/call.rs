@@ -8,10 +8,10 @@ use serde_json::Value;
 use worker::{Context, Env, Method};
 
 use crate::pure::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
+use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::dify::stream::DEFAULT_MAX_RESULT_BYTES;
+use crate::pure::backend::http_tool::call as http_tool;
 use crate::pure::definition::ServerDefinition;
-use crate::pure::dify_call;
-use crate::pure::dify_stream::DEFAULT_MAX_RESULT_BYTES;
-use crate::pure::http_tool;
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;

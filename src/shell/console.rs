@@ -4,8 +4,9 @@ use serde_json::{json, Map, Value};
 use worker::{D1Database, Env, Method, Request, Response};
 
 use crate::pure::app::{self, AppSpec};
+use crate::pure::backend::dify::import as dify_import;
+use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::config;
-use crate::pure::dify_import;
 use crate::pure::error::ApiError;
 use crate::pure::ids;
 use crate::pure::quote::quote_input;
@@ -311,7 +312,7 @@ impl Console<'_> {
         let tools = super::upstream::tools_of(&app, self.env, true)
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
-        let exposed = crate::pure::upstream::aggregate(&app.name, &app.id, &app.backend, &tools);
+        let exposed = aggregate(&app.name, &app.id, &app.backend, &tools);
         Ok(json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
             "exposed_tools": exposed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
@@ -433,10 +434,9 @@ impl Console<'_> {
             let app = row.to_definition();
             let names: Vec<String> = if app.mode == "mcp" {
                 match super::upstream::tools_of(&app, self.env, false).await {
-                    Ok(list) => crate::pure::upstream::aggregate(&app.name, &app.id, &app.backend, &list)
-                        .into_iter()
-                        .map(|t| t.name)
-                        .collect(),
+                    Ok(list) => {
+                        aggregate(&app.name, &app.id, &app.backend, &list).into_iter().map(|t| t.name).collect()
+                    }
                     Err(_) => Vec::new(),
                 }
             } else {

@@ -432,7 +432,8 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
     else {
         return;
     };
-    let Ok(session) = serde_json::from_value::<crate::pure::upstream::Session>(record["session"].clone()) else {
+    let Ok(session) = serde_json::from_value::<crate::pure::backend::mcp::session::Session>(record["session"].clone())
+    else {
         return;
     };
     let Ok(up) = upstream::upstream_of(app, env, None).await else { return };

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, DurableObject, Env, Headers, Method, Request, RequestInit, Response, State};
 
+use crate::pure::backend::mcp::oauth::{self as up, OAuthConfig, OAuthToken};
 use crate::pure::definition::AppDefinition;
-use crate::pure::upstream::{self as up, OAuthConfig, OAuthToken};
 
 use super::outbound::{self, CrossOrigin, SendError};
 use super::secrets;

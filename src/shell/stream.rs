@@ -11,15 +11,16 @@ use futures::StreamExt;
 use serde_json::Value;
 use worker::{ByteStream, Context, Delay, Env, Headers, Method, Response};
 
+use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::dify::stream::DifyStream;
+use crate::pure::backend::http_tool::call as http_tool;
+use crate::pure::backend::http_tool::stream::HttpToolStream;
+use crate::pure::backend::stream_reader::StreamReader;
 use crate::pure::definition::ServerDefinition;
-use crate::pure::dify_call;
-use crate::pure::dify_stream::DifyStream;
-use crate::pure::http_tool::{self, HttpToolStream};
 use crate::pure::mcp::server::{self, CallPlan, Progress};
 use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;
 use crate::pure::sse::{write_comment, write_event, SseParser};
-use crate::pure::stream_reader::StreamReader;
 
 /// Longest silence toward the client: a comment goes out after it, which keeps intermediaries
 /// from closing the stream and lets the runtime notice a client that went away (a disconnect

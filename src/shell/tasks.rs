@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
 
+use crate::pure::backend::dify::call as dify_call;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
-use crate::pure::dify_call;
 use crate::pure::ids;
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::mcp::tasks::{TaskOutcome, TaskView};
@@ -424,7 +424,7 @@ impl TaskRunner {
         let mut client = UpstreamClient::new(&upstream, &self.env);
         client.connect(true).await?;
         let response = client.call_tool(tool, &arguments, None, &mut |_| {}).await?;
-        crate::pure::upstream::response_result(&rec.spec.app.name, &response)
+        crate::pure::backend::mcp::replies::response_result(&rec.spec.app.name, &response)
     }
 
     /// A status or cancel call of a task toolset, read by seed 002's rules: an `isError` result

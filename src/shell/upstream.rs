@@ -1,5 +1,5 @@
 //! The MCP client for upstream MCP servers (apps of mode `mcp`): transports, sessions, tool
-//! lists and proxied calls. The protocol decisions are in `pure::upstream`; this is the IO.
+//! lists and proxied calls. The protocol decisions are in `pure::backend::mcp`; this is the IO.
 //!
 //! Sessions of Streamable HTTP upstreams are kept in KV per app and reused by every isolate
 //! (a 404 means the upstream dropped it: re-initialize once and retry). The legacy HTTP+SSE
@@ -12,12 +12,19 @@ use futures::StreamExt;
 use serde_json::{json, Value};
 use worker::{ByteStream, Delay, Env, Headers, Method, Response};
 
+use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem, merge_headers};
+use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
+use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
+use crate::pure::backend::mcp::session::{
+    discover_request, initialize_request, initialized_notification, parse_initialize, request_headers,
+    stateless_session, tools_call_request, tools_list_request, Session, OFFERED_VERSION,
+};
+use crate::pure::backend::mcp::transport::{
+    falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
+};
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::outcome::Outcome;
-use crate::pure::upstream::{
-    self as up, Incoming, InitFailure, ReplyReader, Session, Transport, TransportChoice, ACCEPT,
-};
 
 use super::outbound::{self, SendError};
 use super::secrets;
@@ -68,7 +75,7 @@ pub async fn upstream_of(
     for (name, value) in b["headers"].as_object().into_iter().flatten() {
         let raw = value.as_str().unwrap_or_default();
         let v = secrets::resolve(env, raw).map_err(|e| format!("header {name} of app '{}' {e}", app.name))?;
-        if let Some(why) = up::header_value_problem(&v) {
+        if let Some(why) = header_value_problem(&v) {
             return Err(format!("header {name} of app '{}' {why}, so it was not sent", app.name));
         }
         statics.push((name.clone(), v));
@@ -78,7 +85,7 @@ pub async fn upstream_of(
         None => Vec::new(),
     };
     let forwarded = match incoming {
-        Some(incoming) => up::forwarded_headers(b, incoming)?,
+        Some(incoming) => forwarded_headers(b, incoming)?,
         None => Vec::new(),
     };
     let session_scope = if forwarded.is_empty() {
@@ -96,11 +103,11 @@ pub async fn upstream_of(
         // The relay's own deadline (tool_call_timeout, see `call::upstream_backend`) is what
         // ends a call and cancels it upstream; the client's bound is a backstop a little later.
         call_timeout: secs("tool_call_timeout", DEFAULT_CALL_TIMEOUT_S) + Duration::from_secs(5),
-        headers: up::merge_headers(&[&statics, &oauth, &forwarded]),
+        headers: merge_headers(&[&statics, &oauth, &forwarded]),
         session_scope,
         max_result_bytes: b["max_result_bytes"]
             .as_u64()
-            .map_or(crate::pure::dify_stream::DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
+            .map_or(crate::pure::backend::dify::stream::DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
     })
 }
 
@@ -157,7 +164,7 @@ impl<'a> Client<'a> {
             }
         }
         let up = self.up;
-        match up::first_transport(up.choice, &up.url) {
+        match first_transport(up.choice, &up.url) {
             Transport::Sse => self.open_sse(&up.url).await,
             Transport::StreamableHttp => match self.init_http().await {
                 Ok(session) => {
@@ -165,10 +172,8 @@ impl<'a> Client<'a> {
                     self.conn = Some(Conn::Http(session));
                     Ok(())
                 }
-                Err(f) if up::falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) => {
-                    self.open_sse(&up.url).await
-                }
-                Err(f) => Err(up::init_failure_message(&up.app_name, &f)),
+                Err(f) if falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) => self.open_sse(&up.url).await,
+                Err(f) => Err(init_failure_message(&up.app_name, &f)),
             },
         }
     }
@@ -198,7 +203,7 @@ impl<'a> Client<'a> {
             h.set(k, v).map_err(bad)?;
         }
         if let Some(s) = session {
-            for (k, v) in up::request_headers(s, method, name) {
+            for (k, v) in request_headers(s, method, name) {
                 h.set(k, &v).map_err(bad)?;
             }
         }
@@ -213,7 +218,7 @@ impl<'a> Client<'a> {
             Method::Post,
             &self.up.url,
             headers,
-            Some(&up::initialize_request(id)),
+            Some(&initialize_request(id)),
             self.up.init_timeout,
         )
         .await
@@ -239,9 +244,9 @@ impl<'a> Client<'a> {
         let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {})
             .await
             .map_err(InitFailure::Transport)?;
-        let result = up::response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
+        let result = response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
         let session =
-            up::parse_initialize(&result, session_id, Transport::StreamableHttp).map_err(InitFailure::Transport)?;
+            parse_initialize(&result, session_id, Transport::StreamableHttp).map_err(InitFailure::Transport)?;
         if !session.stateless {
             let headers =
                 self.headers(Some(&session), "notifications/initialized", None).map_err(InitFailure::Transport)?;
@@ -249,7 +254,7 @@ impl<'a> Client<'a> {
                 Method::Post,
                 &self.up.url,
                 headers,
-                Some(&up::initialized_notification()),
+                Some(&initialized_notification()),
                 self.up.init_timeout,
             )
             .await;
@@ -268,7 +273,7 @@ impl<'a> Client<'a> {
         };
         let headers = self.headers(Some(&probe), "server/discover", None).ok()?;
         let resp =
-            outbound::send(Method::Post, &self.up.url, headers, Some(&up::discover_request(id)), self.up.init_timeout)
+            outbound::send(Method::Post, &self.up.url, headers, Some(&discover_request(id)), self.up.init_timeout)
                 .await
                 .ok()?;
         if !(200..300).contains(&resp.status_code()) {
@@ -277,7 +282,7 @@ impl<'a> Client<'a> {
         let mut reader = ReplyReader::new(json!(id));
         let response =
             read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}).await.ok()?;
-        up::stateless_session(response.get("result")?)
+        stateless_session(response.get("result")?)
     }
 
     /// The legacy transport: GET the event stream, wait for its `endpoint` event (same origin
@@ -304,7 +309,7 @@ impl<'a> Client<'a> {
             let www = resp.headers().get("www-authenticate").ok().flatten();
             let body =
                 outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
-            return Err(up::init_failure_message(&app, &InitFailure::Http { status, www_authenticate: www, body }));
+            return Err(init_failure_message(&app, &InitFailure::Http { status, www_authenticate: www, body }));
         }
         let mut stream = resp.stream().map_err(|e| format!("upstream {app}: {e}"))?;
         let id = self.id();
@@ -319,11 +324,11 @@ impl<'a> Client<'a> {
             })?;
             reader.feed_sse(&chunk, &mut Vec::new())?;
         }
-        let endpoint = up::resolve_endpoint(sse_url, reader.endpoint().unwrap_or_default())?;
+        let endpoint = resolve_endpoint(sse_url, reader.endpoint().unwrap_or_default())?;
         let mut conn = Conn::Sse {
             session: Session {
                 transport: Transport::Sse,
-                protocol_version: up::OFFERED_VERSION.as_str().into(),
+                protocol_version: OFFERED_VERSION.as_str().into(),
                 session_id: None,
                 stateless: false,
             },
@@ -332,9 +337,9 @@ impl<'a> Client<'a> {
             reader,
         };
         let response =
-            self.sse_request(&mut conn, up::initialize_request(id), id, self.up.init_timeout, &mut |_| {}).await?;
-        let result = up::response_result(&app, &response)?;
-        let session = up::parse_initialize(&result, None, Transport::Sse)?;
+            self.sse_request(&mut conn, initialize_request(id), id, self.up.init_timeout, &mut |_| {}).await?;
+        let result = response_result(&app, &response)?;
+        let session = parse_initialize(&result, None, Transport::Sse)?;
         if let Conn::Sse { session: s, endpoint, .. } = &mut conn {
             *s = session.clone();
             let headers = self.headers(Some(&session), "notifications/initialized", None)?;
@@ -342,7 +347,7 @@ impl<'a> Client<'a> {
                 Method::Post,
                 endpoint,
                 headers,
-                Some(&up::initialized_notification()),
+                Some(&initialized_notification()),
                 self.up.init_timeout,
             )
             .await;
@@ -458,7 +463,7 @@ impl<'a> Client<'a> {
             let www = resp.headers().get("www-authenticate").ok().flatten();
             let text = outbound::text(&mut resp, timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             if matches!(status, 401 | 403) {
-                return Err(Some(up::init_failure_message(
+                return Err(Some(init_failure_message(
                     app,
                     &InitFailure::Http { status, www_authenticate: www, body: text },
                 )));
@@ -483,9 +488,9 @@ impl<'a> Client<'a> {
         for _ in 0..MAX_TOOL_PAGES {
             let c = cursor.clone();
             let response = self
-                .request(&|id, s| up::tools_list_request(id, c.as_deref(), s), None, self.up.init_timeout, &mut |_| {})
+                .request(&|id, s| tools_list_request(id, c.as_deref(), s), None, self.up.init_timeout, &mut |_| {})
                 .await?;
-            let result = up::response_result(&self.up.app_name, &response)?;
+            let result = response_result(&self.up.app_name, &response)?;
             tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
             match result["nextCursor"].as_str() {
                 Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
@@ -504,13 +509,8 @@ impl<'a> Client<'a> {
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, String> {
         let timeout = self.up.call_timeout;
-        self.request(
-            &|id, s| up::tools_call_request(id, name, arguments, progress_token, s),
-            Some(name),
-            timeout,
-            on_note,
-        )
-        .await
+        self.request(&|id, s| tools_call_request(id, name, arguments, progress_token, s), Some(name), timeout, on_note)
+            .await
     }
 
     /// The Streamable HTTP session this client uses, as stored (for a cancel from elsewhere);

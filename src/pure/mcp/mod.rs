@@ -1,6 +1,9 @@
-//! The Model Context Protocol, server side: versions, the JSON-RPC envelope, tools, dispatch.
+//! The Model Context Protocol, server side: versions, the JSON-RPC envelope, tools, dispatch;
+//! and the names both sides use (`meta`, `methods`, `names`).
 
 pub mod jsonrpc;
+pub mod meta;
+pub mod methods;
 pub mod names;
 pub mod server;
 pub mod tasks;

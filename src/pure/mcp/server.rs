@@ -3,9 +3,11 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::http_tool::call::request_body;
+use crate::pure::backend::mcp::downgrade::result_for_client;
+use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::definition::ServerDefinition;
-use crate::pure::dify_call;
-use crate::pure::http_tool;
 use crate::pure::ids::sha256_hex;
 use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;
@@ -13,15 +15,12 @@ use crate::pure::outcome::Signal;
 use crate::pure::quote::plain_or_quoted;
 
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
+use super::meta;
+use super::methods;
 use super::tasks::{self, Decision, TaskSupport, TaskView};
 use super::tools::{tools_with, Tool, Upstreams};
 use super::version::Version;
 
-const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
-const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
-const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 /// The transport facts the protocol needs from the HTTP request.
@@ -115,7 +114,7 @@ pub fn handle_with(
 ) -> Step {
     let (id, method, params) = match classify(msg) {
         Err((id, e)) => return error_step(&id, e),
-        Ok(Message::Notification { method: "notifications/cancelled", params: Some(p) }) => {
+        Ok(Message::Notification { method: methods::CANCELLED, params: Some(p) }) => {
             return match p.get("requestId").filter(|r| r.is_string() || r.is_number()) {
                 Some(request_id) => {
                     Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h)), h.caller, request_id) }
@@ -133,12 +132,12 @@ pub fn handle_with(
     let empty = Map::new();
     let params = params.unwrap_or(&empty);
     let result = match method {
-        "initialize" if version.has_initialize() => Ok(initialize(def, params, version, server_version)),
+        methods::INITIALIZE if version.has_initialize() => Ok(initialize(def, params, version, server_version)),
         "ping" if version.has_ping_and_logging() => Ok(json!({})),
         "logging/setLevel" if version.has_ping_and_logging() => set_level(params),
-        "server/discover" if version.is_stateless() => Ok(discover(def, server_version)),
-        "tools/list" => list_tools(def, upstreams, params, version),
-        "tools/call" => return call_tool(def, upstreams, id, params, version, h, server_version),
+        methods::DISCOVER if version.is_stateless() => Ok(discover(def, server_version)),
+        methods::TOOLS_LIST => list_tools(def, upstreams, params, version),
+        methods::TOOLS_CALL => return call_tool(def, upstreams, id, params, version, h, server_version),
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" | "tasks/list" => {
             return match task_request(id, method, params, version) {
                 Ok(req) => Step::Task(req),
@@ -201,9 +200,9 @@ fn resolve_version(
     params: Option<&Map<String, Value>>,
     h: &RequestHeaders<'_>,
 ) -> Result<Version, RpcError> {
-    let meta_version = params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_PROTOCOL_VERSION));
+    let meta_version = params.and_then(|p| p.get("_meta")).and_then(|m| m.get(meta::PROTOCOL_VERSION));
     let Some(meta_version) = meta_version else {
-        if method == "initialize" {
+        if method == methods::INITIALIZE {
             return Ok(Version::negotiate(params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str)));
         }
         return match h.protocol_version.map(|s| (s, Version::parse(s))) {
@@ -212,8 +211,9 @@ fn resolve_version(
                 400,
                 jsonrpc::INVALID_PARAMS,
                 format!(
-                    "Invalid params: protocol {} requests must carry params._meta[\"{META_PROTOCOL_VERSION}\"]",
-                    v.as_str()
+                    "Invalid params: protocol {} requests must carry params._meta[\"{}\"]",
+                    v.as_str(),
+                    meta::PROTOCOL_VERSION
                 ),
             )),
             Some((_, Some(v))) => Ok(v),
@@ -224,15 +224,18 @@ fn resolve_version(
         return Err(RpcError::new(
             400,
             jsonrpc::INVALID_PARAMS,
-            format!("Invalid params: _meta[\"{META_PROTOCOL_VERSION}\"] must be a string"),
+            format!("Invalid params: _meta[\"{}\"] must be a string", meta::PROTOCOL_VERSION),
         ));
     };
-    if params.and_then(|p| p.get("_meta")).and_then(|m| m.get(META_CLIENT_CAPABILITIES)).is_none_or(|c| !c.is_object())
+    if params.and_then(|p| p.get("_meta")).and_then(|m| m.get(meta::CLIENT_CAPABILITIES)).is_none_or(|c| !c.is_object())
     {
         return Err(RpcError::new(
             400,
             jsonrpc::INVALID_PARAMS,
-            format!("Invalid params: stateless requests must carry _meta[\"{META_CLIENT_CAPABILITIES}\"] (an object, {{}} for none)"),
+            format!(
+                "Invalid params: stateless requests must carry _meta[\"{}\"] (an object, {{}} for none)",
+                meta::CLIENT_CAPABILITIES
+            ),
         ));
     }
     match h.protocol_version {
@@ -244,8 +247,9 @@ fn resolve_version(
         }
         Some(hv) if hv != requested => {
             let what = format!(
-                "the MCP-Protocol-Version header ({}) does not match _meta[\"{META_PROTOCOL_VERSION}\"]",
-                plain_or_quoted(hv)
+                "the MCP-Protocol-Version header ({}) does not match _meta[\"{}\"]",
+                plain_or_quoted(hv),
+                meta::PROTOCOL_VERSION
             );
             return Err(mismatch(format!("{what} ({})", plain_or_quoted(requested))));
         }
@@ -266,7 +270,7 @@ fn resolve_version(
         }
         Some(_) => {}
     }
-    if method == "tools/call" {
+    if method == methods::TOOLS_CALL {
         let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
         match (h.mcp_name, name) {
             (Some(hn), Some(n)) if hn != n => {
@@ -396,8 +400,8 @@ fn shape_result(mut r: Value, method: &str, version: Version, server_version: &s
         if r.get("resultType").is_none() {
             r["resultType"] = "complete".into();
         }
-        r["_meta"] = json!({ META_SERVER_INFO: {"name": "Flowgate", "version": server_version} });
-        if matches!(method, "tools/list" | "server/discover") {
+        r["_meta"] = json!({ meta::SERVER_INFO: {"name": "Flowgate", "version": server_version} });
+        if matches!(method, methods::TOOLS_LIST | methods::DISCOVER) {
             // The list is per server code, which is a secret: private, and not cached so that
             // console edits show at once.
             r["ttlMs"] = 0.into();
@@ -453,7 +457,10 @@ fn call_tool(
             return if version.argument_errors_as_tool_results() {
                 reply(
                     200,
-                    result_response(id, shape_result(tool_error(&message), "tools/call", version, server_version)),
+                    result_response(
+                        id,
+                        shape_result(tool_error(&message), methods::TOOLS_CALL, version, server_version),
+                    ),
                 )
             } else {
                 error_step(id, RpcError::new(200, jsonrpc::INVALID_PARAMS, message))
@@ -461,7 +468,10 @@ fn call_tool(
         }
     };
     if let Some(why) = not_callable(tool) {
-        return reply(200, result_response(id, shape_result(tool_error(&why), "tools/call", version, server_version)));
+        return reply(
+            200,
+            result_response(id, shape_result(tool_error(&why), methods::TOOLS_CALL, version, server_version)),
+        );
     }
     let client_name = client_name(params, h);
     let user = end_user(def, &client_name);
@@ -469,12 +479,13 @@ fn call_tool(
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
         (Some(exposed), _) => ("", json!({"name": exposed.upstream_name, "arguments": Value::Object(inputs)})),
         // An HTTP tool is called at its api_endpoint itself.
-        (None, Mode::HttpTool) => ("", http_tool::request_body(&tool.app.backend, inputs)),
+        (None, Mode::HttpTool) => ("", request_body(&tool.app.backend, inputs)),
         (None, mode) => dify_call::request(mode, inputs, query, &user),
     };
-    let meta = params.get("_meta");
-    let progress_token = meta.and_then(|m| m.get("progressToken")).filter(|t| t.is_string() || t.is_number()).cloned();
-    let asked_level = meta.and_then(|m| m.get(META_LOG_LEVEL)).and_then(Value::as_str);
+    let request_meta = params.get("_meta");
+    let progress_token =
+        request_meta.and_then(|m| m.get(meta::PROGRESS_TOKEN)).filter(|t| t.is_string() || t.is_number()).cloned();
+    let asked_level = request_meta.and_then(|m| m.get(meta::LOG_LEVEL)).and_then(Value::as_str);
     let log_level =
         asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
     let cancel_key = cancel_key(def, &user, h.caller, id);
@@ -521,7 +532,7 @@ pub fn cancel_key(def: &ServerDefinition, user: &str, caller: Option<&str>, requ
 
 /// How the client names itself: clientInfo in `_meta` (2026-07-28), else its User-Agent.
 fn client_name(params: &Map<String, Value>, h: &RequestHeaders<'_>) -> String {
-    let info = params.get("_meta").and_then(|m| m.get(META_CLIENT_INFO));
+    let info = params.get("_meta").and_then(|m| m.get(meta::CLIENT_INFO));
     if let Some(name) = info.and_then(|i| i.get("name")).and_then(Value::as_str) {
         let version = info.and_then(|i| i.get("version")).and_then(Value::as_str).unwrap_or("");
         return format!("{name}@{version}").chars().take(200).collect();
@@ -580,7 +591,7 @@ fn task_request(
 pub fn task_created(plan: &CallPlan, view: &TaskView, server_version: &str) -> Value {
     result_response(
         &plan.id,
-        shape_result(tasks::create_result(view, plan.version), "tools/call", plan.version, server_version),
+        shape_result(tasks::create_result(view, plan.version), methods::TOOLS_CALL, plan.version, server_version),
     )
 }
 
@@ -613,10 +624,10 @@ pub fn task_response(
 pub fn upstream_response(plan: &CallPlan, app: &str, response: &Value, server_version: &str) -> Value {
     if let Some(e) = response.get("error") {
         let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
-        return RpcError::new(200, code, crate::pure::upstream::upstream_error_message(app, e)).to_response(&plan.id);
+        return RpcError::new(200, code, upstream_error_message(app, e)).to_response(&plan.id);
     }
-    let result = crate::pure::upstream::result_for_client(&response["result"], plan.version);
-    result_response(&plan.id, shape_result(result, "tools/call", plan.version, server_version))
+    let result = result_for_client(&response["result"], plan.version);
+    result_response(&plan.id, shape_result(result, methods::TOOLS_CALL, plan.version, server_version))
 }
 
 /// Whether an upstream notification goes on to the client: progress only for a request that
@@ -624,8 +635,8 @@ pub fn upstream_response(plan: &CallPlan, app: &str, response: &Value, server_ve
 /// client's level.
 pub fn relays(plan: &CallPlan, notification: &Value) -> bool {
     match notification["method"].as_str() {
-        Some("notifications/progress") => plan.progress_token.is_some(),
-        Some("notifications/message") => {
+        Some(methods::PROGRESS) => plan.progress_token.is_some(),
+        Some(methods::MESSAGE) => {
             let Some(threshold) = plan.log_level else { return false };
             let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l).unwrap_or(0);
             rank(notification["params"]["level"].as_str().unwrap_or("info")) >= rank(threshold)
@@ -658,21 +669,21 @@ pub fn notification(plan: &CallPlan, signal: Signal, progress: &mut Progress) ->
             let threshold = plan.log_level?;
             let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l).unwrap_or(0);
             (rank(level) >= rank(threshold)).then(|| {
-                json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "logger": "flowgate", "data": data}})
+                json!({"jsonrpc": "2.0", "method": methods::MESSAGE, "params": {"level": level, "logger": "flowgate", "data": data}})
             })
         }
     }
 }
 
 fn progress_notification(plan: &CallPlan, token: &Value, progress: f64, total: Option<f64>, message: String) -> Value {
-    let mut params = json!({"progressToken": token, "progress": number(progress)});
+    let mut params = json!({meta::PROGRESS_TOKEN: token, "progress": number(progress)});
     if let Some(t) = total {
         params["total"] = number(t);
     }
     if plan.version.progress_message() && !message.is_empty() {
         params["message"] = message.into();
     }
-    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+    json!({"jsonrpc": "2.0", "method": methods::PROGRESS, "params": params})
 }
 
 /// Whole numbers as integers on the wire (`3`, not `3.0`).
@@ -696,7 +707,7 @@ pub fn finish_call(plan: &CallPlan, outcome: Outcome, server_version: &str) -> V
         }
         Outcome::Failed(message) => tool_error(&message),
     };
-    result_response(&plan.id, shape_result(result, "tools/call", plan.version, server_version))
+    result_response(&plan.id, shape_result(result, methods::TOOLS_CALL, plan.version, server_version))
 }
 
 #[cfg(test)]

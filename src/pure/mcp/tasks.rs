@@ -7,6 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use super::jsonrpc::{self, RpcError};
+use super::meta;
 use super::version::Version;
 
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -65,7 +66,7 @@ pub enum Decision {
 pub fn client_has_extension(params: &Map<String, Value>) -> bool {
     params
         .get("_meta")
-        .and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities"))
+        .and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
         .and_then(|c| c.get("extensions"))
         .and_then(|e| e.get(EXTENSION))
         .is_some()

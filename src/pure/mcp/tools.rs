@@ -4,11 +4,12 @@
 use crate::pure::error::json_kind;
 use serde_json::{json, Map, Value};
 
+use crate::pure::backend::mcp::aggregate::{aggregate, ExposedTool};
+use crate::pure::backend::mcp::downgrade::tool_for_client;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::error::Errors;
 use crate::pure::form::{parse_form, FieldType, FormField};
 use crate::pure::mode::Mode;
-use crate::pure::upstream::{aggregate, tool_for_client, ExposedTool};
 use std::collections::HashMap;
 
 use super::names::{sanitize_name, truncate, MAX_TOOL_NAME};

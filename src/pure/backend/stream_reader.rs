@@ -1,9 +1,10 @@
 //! A streamed backend answer, read event by event by the rules of its kind: the one place that
 //! dispatches over the kinds that stream.
 
-use super::dify_stream::DifyStream;
-use super::http_tool::HttpToolStream;
-use super::outcome::{Outcome, Signal};
+use crate::pure::outcome::{Outcome, Signal};
+
+use super::dify::stream::DifyStream;
+use super::http_tool::stream::HttpToolStream;
 
 /// The reader of a streamed answer, by backend kind.
 #[derive(Debug)]

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::mode::Mode;
+use crate::pure::mode::Mode;
 
 /// Why the responses are not those of a Dify app (a message for the person importing).
 pub fn app_body_from_dify(info: &Value, parameters: &Value, base_url: &str, api_key: &str) -> Result<Value, String> {

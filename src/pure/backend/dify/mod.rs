@@ -1,0 +1,7 @@
+//! Dify apps (modes workflow, completion, chat, advanced-chat and agent-chat), called through
+//! their Service API: a call and its blocking answer (`call`), a streamed answer (`stream`), and
+//! an app made from a running Dify app (`import`).
+
+pub mod call;
+pub mod import;
+pub mod stream;

@@ -1,0 +1,146 @@
+//! An upstream MCP server's tools as a Flowgate server exposes them: named per app (prefixed,
+//! valid, unique), filtered by `allowed_tools` / `denied_tools`.
+
+use serde_json::Value;
+
+use crate::pure::mcp::names::sanitize_name;
+
+/// SEP-986's limit for a tool name.
+pub const MAX_EXPOSED_NAME: usize = 128;
+
+/// One upstream tool as a Flowgate server exposes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExposedTool {
+    /// The name Flowgate's clients see and call.
+    pub name: String,
+    /// The name to call upstream.
+    pub upstream_name: String,
+    /// The upstream's tool definition, untouched.
+    pub tool: Value,
+}
+
+/// The upstream's tools as a Flowgate server exposes them. Names are `<app>_<tool>` by default
+/// (the app part via `names::sanitize_name`; `tool_name_prefix: false` keeps the upstream name), so tools
+/// of several apps cannot clash. `allowed_tools` / `denied_tools` match the UPSTREAM name,
+/// before prefixing (absent: all allowed; `[]`: none allowed; denied wins); a malformed list
+/// exposes nothing rather than too much. Names are made valid per SEP-986
+/// (`[A-Za-z0-9_.-]{1,128}`) and unique (`_2`, `_3`, … on a clash).
+pub fn aggregate(app_name: &str, app_id: &str, config: &Value, upstream_tools: &[Value]) -> Vec<ExposedTool> {
+    let list = |key: &str| -> Result<Option<Vec<&str>>, ()> {
+        match config.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(a)) => a.iter().map(|v| v.as_str().ok_or(())).collect::<Result<Vec<_>, _>>().map(Some),
+            Some(_) => Err(()),
+        }
+    };
+    let (Ok(allowed), Ok(denied)) = (list("allowed_tools"), list("denied_tools")) else {
+        return Vec::new();
+    };
+    let prefix = match config.get("tool_name_prefix") {
+        None | Some(Value::Null) => Some(sanitize_name(app_name, app_id)),
+        Some(Value::Bool(true)) => Some(sanitize_name(app_name, app_id)),
+        Some(_) => None,
+    };
+    let mut out: Vec<ExposedTool> = Vec::new();
+    for tool in upstream_tools {
+        let Some(upstream) = tool.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
+            continue;
+        };
+        if allowed.as_ref().is_some_and(|a| !a.contains(&upstream))
+            || denied.as_ref().is_some_and(|d| d.contains(&upstream))
+        {
+            continue;
+        }
+        let wanted = match &prefix {
+            Some(p) => format!("{p}_{upstream}"),
+            None => upstream.to_string(),
+        };
+        let base = valid_tool_name(&wanted);
+        let mut name = base.clone();
+        let mut n = 2;
+        while out.iter().any(|t| t.name == name) {
+            let suffix = format!("_{n}");
+            name = format!("{}{suffix}", &base[..base.len().min(MAX_EXPOSED_NAME - suffix.len())]);
+            n += 1;
+        }
+        out.push(ExposedTool { name, upstream_name: upstream.to_string(), tool: tool.clone() });
+    }
+    out
+}
+
+/// `[A-Za-z0-9_.-]{1,128}`: other characters become `_`; ASCII, so byte truncation is safe.
+fn valid_tool_name(s: &str) -> String {
+    let mut name: String =
+        s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' }).collect();
+    name.truncate(MAX_EXPOSED_NAME);
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn upstream_tools() -> Vec<Value> {
+        vec![
+            json!({"name": "search", "description": "Search", "inputSchema": {"type": "object"}}),
+            json!({"name": "create issue", "inputSchema": {"type": "object"}}),
+            json!({"name": "create_issue", "inputSchema": {"type": "object"}}),
+            json!({"name": "delete", "inputSchema": {"type": "object"}}),
+            json!({"description": "no name"}),
+            json!({"name": ""}),
+        ]
+    }
+
+    fn names(tools: &[ExposedTool]) -> Vec<(&str, &str)> {
+        tools.iter().map(|t| (t.name.as_str(), t.upstream_name.as_str())).collect()
+    }
+
+    #[test]
+    fn aggregation_names_and_uniqueness() {
+        let all = aggregate("My GitHub", "0123abcd", &json!({}), &upstream_tools());
+        assert_eq!(
+            names(&all),
+            [
+                ("My_GitHub_search", "search"),
+                ("My_GitHub_create_issue", "create issue"),
+                ("My_GitHub_create_issue_2", "create_issue"),
+                ("My_GitHub_delete", "delete")
+            ]
+        );
+        assert_eq!(all[0].tool, upstream_tools()[0], "the upstream definition is kept as it came");
+        let cjk = aggregate("工具", "0123abcd-ef", &json!({"tool_name_prefix": true}), &upstream_tools()[..1]);
+        assert_eq!(cjk[0].name, "app_0123abcd_search");
+        let bare = aggregate("gh", "id", &json!({"tool_name_prefix": false}), &upstream_tools());
+        assert_eq!(bare[0].name, "search");
+        assert_eq!(bare[1].name, "create_issue");
+        assert_eq!(bare[2].name, "create_issue_2");
+
+        let long = "x".repeat(200);
+        let tools = vec![json!({"name": long}), json!({"name": format!("{long}y")})];
+        let got = aggregate("gh", "id", &json!({}), &tools);
+        assert_eq!(got[0].name.len(), MAX_EXPOSED_NAME);
+        assert_eq!(got[1].name.len(), MAX_EXPOSED_NAME);
+        assert!(got[1].name.ends_with("_2"));
+        for t in &got {
+            assert!(t.name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)));
+        }
+    }
+
+    #[test]
+    fn aggregation_filters_match_upstream_names() {
+        let t = upstream_tools();
+        let got = aggregate("gh", "id", &json!({"allowed_tools": ["search", "delete", "gh_search"]}), &t);
+        assert_eq!(names(&got), [("gh_search", "search"), ("gh_delete", "delete")]);
+        let got = aggregate("gh", "id", &json!({"denied_tools": ["delete", "gh_search"]}), &t);
+        assert_eq!(names(&got).len(), 3);
+        assert!(got.iter().all(|x| x.upstream_name != "delete"));
+        let got =
+            aggregate("gh", "id", &json!({"allowed_tools": ["search", "delete"], "denied_tools": ["delete"]}), &t);
+        assert_eq!(names(&got), [("gh_search", "search")]);
+        assert!(aggregate("gh", "id", &json!({"allowed_tools": []}), &t).is_empty());
+        assert!(aggregate("gh", "id", &json!({"allowed_tools": "search"}), &t).is_empty(), "malformed: nothing");
+        assert!(aggregate("gh", "id", &json!({"denied_tools": [1]}), &t).is_empty(), "malformed: nothing");
+    }
+}

@@ -1,0 +1,30 @@
+//! Upstream MCP servers (mode `mcp`): Flowgate as an MCP *client*, the protocol logic only; the
+//! shell does the HTTP (`shell::upstream`, `shell::oauth`), nothing here does IO.
+//!
+//! - `transport`: which transport to try first, when to fall back, failures in words;
+//! - `session`: the handshake or discovery, the requests sent in a session and their headers;
+//! - `replies`: reading an answer whatever its form (JSON or SSE), responses and server requests;
+//! - `legacy_sse`: the legacy transport's `endpoint` event, held to the same origin;
+//! - `headers`: header safety, static and forwarded headers, precedence;
+//! - `oauth`: the token request, the token answer, when to refresh;
+//! - `aggregate`: the upstream's tools as Flowgate exposes them (names, allowed and denied);
+//! - `downgrade`: tools and results as a client of an older revision may see them;
+//! - `error`: upstream text in Flowgate's errors.
+
+pub mod aggregate;
+pub mod downgrade;
+pub mod error;
+pub mod headers;
+pub mod legacy_sse;
+pub mod oauth;
+pub mod replies;
+pub mod session;
+pub mod transport;
+
+/// Header and form pairs as the tests of this kind write them.
+#[cfg(test)]
+mod fixtures {
+    pub fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    }
+}

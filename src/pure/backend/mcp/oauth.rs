@@ -1,0 +1,418 @@
+//! OAuth for upstream MCP servers (`backend.oauth`): the configuration, the token request's form
+//! (client_credentials or refresh_token grant), reading the token answer, and when to refresh.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::pure::credential::is_secret_ref;
+use crate::pure::url::check_backend_url;
+
+use super::error::quote;
+use super::headers::{header_value_problem, is_header_name};
+
+/// An access token as Flowgate keeps it (in memory or storage) between calls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OAuthToken {
+    pub access_token: String,
+    pub token_type: String,
+    pub expires_at_ms: u64,
+    /// A rotated refresh token, kept so the next refresh uses it.
+    pub refresh_token: Option<String>,
+}
+
+/// `backend.oauth`: the client_credentials and refresh_token grants, with secrets resolved.
+#[derive(Clone, PartialEq)]
+pub struct OAuthConfig {
+    pub token_url: String,
+    pub grant_type: String,
+    pub client_id: String,
+    pub client_secret: Option<String>,
+    pub refresh_token: Option<String>,
+    pub scope: Option<String>,
+    pub audience: Option<String>,
+    /// Refresh this long before expiry, so a token does not expire in flight.
+    pub refresh_skew_seconds: u64,
+    /// Lifetime assumed when the token response has no `expires_in`.
+    pub default_expires_in: u64,
+}
+
+/// Secrets stay out of debug output and logs.
+impl std::fmt::Debug for OAuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mask = |s: &Option<String>| s.as_ref().map(|_| "***");
+        f.debug_struct("OAuthConfig")
+            .field("token_url", &self.token_url)
+            .field("grant_type", &self.grant_type)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &mask(&self.client_secret))
+            .field("refresh_token", &mask(&self.refresh_token))
+            .field("scope", &self.scope)
+            .field("audience", &self.audience)
+            .field("refresh_skew_seconds", &self.refresh_skew_seconds)
+            .field("default_expires_in", &self.default_expires_in)
+            .finish()
+    }
+}
+
+/// Refresh a minute early: enough for a call to start before its token expires.
+pub const DEFAULT_REFRESH_SKEW_SECONDS: u64 = 60;
+/// An hour, the common lifetime, for token endpoints that do not say.
+pub const DEFAULT_EXPIRES_IN_SECONDS: u64 = 3600;
+
+impl OAuthConfig {
+    /// Reads `backend.oauth`. `$NAME` in client_secret / refresh_token is passed to `resolve`
+    /// (which answers the value, or Err with what could not be found).
+    pub fn from_value(v: &Value, resolve: &dyn Fn(&str) -> Result<String, String>) -> Result<Self, String> {
+        let obj = v.as_object().ok_or("backend.oauth must be an object")?;
+        let text = |key: &str| -> Result<Option<String>, String> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(format!("backend.oauth.{key} must be a string")),
+            }
+        };
+        // Every credential goes through `resolve`: a `$NAME` reference, a sealed literal, or
+        // a plain one (which resolve hands back as it is).
+        let secret = |key: &str| -> Result<Option<String>, String> {
+            match text(key)? {
+                Some(s) => resolve(&s).map(Some).map_err(|e| {
+                    if is_secret_ref(&s) {
+                        format!("backend.oauth.{key} refers to {s}, which could not be resolved ({e})")
+                    } else {
+                        format!("backend.oauth.{key} {e}")
+                    }
+                }),
+                None => Ok(None),
+            }
+        };
+        let number = |key: &str, default: u64| -> Result<u64, String> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(default),
+                Some(n) => n.as_u64().ok_or_else(|| format!("backend.oauth.{key} must be a whole number of seconds")),
+            }
+        };
+        let token_url = text("token_url")?.ok_or("backend.oauth.token_url is required")?;
+        check_backend_url(&token_url).map_err(|why| format!("backend.oauth.token_url {why}"))?;
+        let grant_type = text("grant_type")?.unwrap_or_else(|| "client_credentials".into());
+        if grant_type != "client_credentials" && grant_type != "refresh_token" {
+            return Err("backend.oauth.grant_type must be client_credentials or refresh_token".into());
+        }
+        let client_id = text("client_id")?.ok_or("backend.oauth.client_id is required")?;
+        let client_secret = secret("client_secret")?;
+        let refresh_token = secret("refresh_token")?;
+        if grant_type == "client_credentials" && client_secret.is_none() {
+            return Err("backend.oauth.client_secret is required for the client_credentials grant".into());
+        }
+        if grant_type == "refresh_token" && refresh_token.is_none() {
+            return Err("backend.oauth.refresh_token is required for the refresh_token grant".into());
+        }
+        let default_expires_in = number("default_expires_in", DEFAULT_EXPIRES_IN_SECONDS)?;
+        if default_expires_in == 0 {
+            return Err("backend.oauth.default_expires_in must be at least 1".into());
+        }
+        Ok(OAuthConfig {
+            token_url,
+            grant_type,
+            client_id,
+            client_secret,
+            refresh_token,
+            scope: text("scope")?,
+            audience: text("audience")?,
+            refresh_skew_seconds: number("refresh_skew_seconds", DEFAULT_REFRESH_SKEW_SECONDS)?,
+            default_expires_in,
+        })
+    }
+}
+
+/// The form fields of the token request: the refresh_token grant when a refresh token is known
+/// (a rotated one from `current` first, else the configured one), else client_credentials.
+/// After a failed refresh under client_credentials, call again with `current: None`.
+pub fn token_form(cfg: &OAuthConfig, current: Option<&OAuthToken>) -> Vec<(String, String)> {
+    let mut f: Vec<(String, String)> = Vec::new();
+    let mut push = |k: &str, v: &str| f.push((k.to_string(), v.to_string()));
+    let refresh = current.and_then(|t| t.refresh_token.as_deref()).or(cfg.refresh_token.as_deref());
+    match refresh {
+        Some(rt) => {
+            push("grant_type", "refresh_token");
+            push("refresh_token", rt);
+        }
+        None => push("grant_type", "client_credentials"),
+    }
+    push("client_id", &cfg.client_id);
+    if let Some(s) = &cfg.client_secret {
+        push("client_secret", s);
+    }
+    if let Some(s) = &cfg.scope {
+        push("scope", s);
+    }
+    if refresh.is_none() {
+        if let Some(a) = &cfg.audience {
+            push("audience", a);
+        }
+    }
+    f
+}
+
+/// Reads a token response. `expires_in` may be missing (then `default_expires_in`), a number or
+/// a numeric string. A response without `refresh_token` leaves it `None`: the caller keeps the
+/// one it had. Token values that could not travel in a header are refused, unquoted.
+pub fn parse_token(v: &Value, now_ms: u64, default_expires_in: u64) -> Result<OAuthToken, String> {
+    if let Some(e) = v.get("error").and_then(Value::as_str) {
+        let desc = v.get("error_description").and_then(Value::as_str).map(|d| format!(": {}", quote(d)));
+        return Err(format!("the token endpoint refused: {}{}", quote(e), desc.unwrap_or_default()));
+    }
+    let access_token = match v.get("access_token").and_then(Value::as_str) {
+        Some(t) if !t.is_empty() => t.to_string(),
+        _ => return Err("the token endpoint's answer has no access_token".into()),
+    };
+    if let Some(why) = header_value_problem(&access_token) {
+        return Err(format!("the access token from the token endpoint {why}, so it cannot be sent"));
+    }
+    let token_type = match v.get("token_type").and_then(Value::as_str) {
+        None | Some("") => "Bearer".to_string(),
+        Some(t) if t.eq_ignore_ascii_case("bearer") => "Bearer".to_string(),
+        Some(t) if is_header_name(t) => t.to_string(),
+        Some(_) => return Err("the token endpoint's token_type is not a valid auth scheme".into()),
+    };
+    let expires_in = match v.get("expires_in") {
+        None | Some(Value::Null) => default_expires_in,
+        Some(Value::Number(n)) => n.as_u64().or_else(|| n.as_f64().map(|f| f.max(0.0) as u64)).unwrap_or(0),
+        Some(Value::String(s)) => {
+            s.trim().parse::<u64>().map_err(|_| "the token endpoint's expires_in is not a number")?
+        }
+        Some(_) => return Err("the token endpoint's expires_in is not a number".into()),
+    };
+    let refresh_token = v.get("refresh_token").and_then(Value::as_str).filter(|r| !r.is_empty()).map(String::from);
+    Ok(OAuthToken {
+        access_token,
+        token_type,
+        expires_at_ms: now_ms.saturating_add(expires_in.saturating_mul(1000)),
+        refresh_token,
+    })
+}
+
+/// Refresh when `expires_at <= now + skew`, so no request leaves with a token about to expire.
+pub fn needs_refresh(token: &OAuthToken, now_ms: u64, skew_s: u64) -> bool {
+    token.expires_at_ms <= now_ms.saturating_add(skew_s.saturating_mul(1000))
+}
+
+/// The `Authorization` header the token gives (the oauth layer of [`merge_headers`](super::headers::merge_headers)).
+pub fn authorization_header(token: &OAuthToken) -> (String, String) {
+    ("Authorization".to_string(), format!("{} {}", token.token_type, token.access_token))
+}
+
+/// `application/x-www-form-urlencoded`, as the token endpoint expects (WHATWG serializer).
+pub fn form_urlencode(fields: &[(String, String)]) -> String {
+    fn encode(out: &mut String, s: &str) {
+        for b in s.bytes() {
+            match b {
+                b'*' | b'-' | b'.' | b'_' | b'0'..=b'9' | b'A'..=b'Z' | b'a'..=b'z' => out.push(b as char),
+                b' ' => out.push('+'),
+                _ => out.push_str(&format!("%{b:02X}")),
+            }
+        }
+    }
+    let mut out = String::new();
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        encode(&mut out, k);
+        out.push('=');
+        encode(&mut out, v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::fixtures::pairs;
+    use super::*;
+
+    fn resolve(s: &str) -> Result<String, String> {
+        match s {
+            "$CLIENT_SECRET" => Ok("s3cret".into()),
+            "$RT" => Ok("rt-from-env".into()),
+            // Like the shell's resolver: a plain literal comes back as it is.
+            other if !other.starts_with('$') => Ok(other.to_string()),
+            other => Err(other[1..].to_string()),
+        }
+    }
+
+    #[test]
+    fn oauth_config_reads_and_resolves() {
+        let cfg = OAuthConfig::from_value(
+            &json!({"token_url": "https://auth.example/token", "client_id": "cid", "client_secret": "$CLIENT_SECRET",
+                    "scope": "read write", "audience": "https://api.example"}),
+            &resolve,
+        )
+        .unwrap();
+        assert_eq!(cfg.grant_type, "client_credentials");
+        assert_eq!(cfg.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!((cfg.refresh_skew_seconds, cfg.default_expires_in), (60, 3600));
+        let dbg = format!("{cfg:?}");
+        assert!(!dbg.contains("s3cret") && dbg.contains("***"), "{dbg}");
+
+        let cfg = OAuthConfig::from_value(
+            &json!({"token_url": "https://auth.example/token", "grant_type": "refresh_token", "client_id": "cid",
+                    "refresh_token": "$RT", "refresh_skew_seconds": 30, "default_expires_in": 600}),
+            &resolve,
+        )
+        .unwrap();
+        assert_eq!(cfg.refresh_token.as_deref(), Some("rt-from-env"));
+        assert_eq!(cfg.client_secret, None);
+        assert_eq!((cfg.refresh_skew_seconds, cfg.default_expires_in), (30, 600));
+
+        let literal = OAuthConfig::from_value(
+            &json!({"token_url": "https://a/t", "client_id": "c", "client_secret": "sealed:literal"}),
+            &|s: &str| -> Result<String, String> { Ok(s.replace("sealed:", "")) },
+        )
+        .unwrap();
+        assert_eq!(literal.client_secret.as_deref(), Some("literal"));
+
+        for (v, needle) in [
+            (json!("x"), "must be an object"),
+            (json!({"client_id": "c", "client_secret": "s"}), "token_url is required"),
+            (json!({"token_url": "ftp://x", "client_id": "c", "client_secret": "s"}), "token_url"),
+            (json!({"token_url": "https://a/t", "client_secret": "s"}), "client_id is required"),
+            (json!({"token_url": "https://a/t", "client_id": "c"}), "client_secret is required"),
+            (
+                json!({"token_url": "https://a/t", "client_id": "c", "grant_type": "refresh_token"}),
+                "refresh_token is required",
+            ),
+            (json!({"token_url": "https://a/t", "client_id": "c", "grant_type": "password"}), "grant_type"),
+            (json!({"token_url": "https://a/t", "client_id": "c", "client_secret": "$MISSING"}), "$MISSING"),
+            (json!({"token_url": "https://a/t", "client_id": "c", "client_secret": 5}), "must be a string"),
+            (
+                json!({"token_url": "https://a/t", "client_id": "c", "client_secret": "s", "refresh_skew_seconds": -1}),
+                "whole number",
+            ),
+            (
+                json!({"token_url": "https://a/t", "client_id": "c", "client_secret": "s", "default_expires_in": 0}),
+                "at least 1",
+            ),
+        ] {
+            let err = OAuthConfig::from_value(&v, &resolve).unwrap_err();
+            assert!(err.contains(needle), "{v}: {err}");
+        }
+    }
+
+    #[test]
+    fn token_forms() {
+        let cfg = OAuthConfig::from_value(
+            &json!({"token_url": "https://a/t", "client_id": "cid", "client_secret": "sec", "scope": "a b", "audience": "aud"}),
+            &resolve,
+        )
+        .unwrap();
+        assert_eq!(
+            token_form(&cfg, None),
+            pairs(&[
+                ("grant_type", "client_credentials"),
+                ("client_id", "cid"),
+                ("client_secret", "sec"),
+                ("scope", "a b"),
+                ("audience", "aud")
+            ])
+        );
+        // A refresh token handed out with the last token is used next.
+        let current = OAuthToken {
+            access_token: "at".into(),
+            token_type: "Bearer".into(),
+            expires_at_ms: 0,
+            refresh_token: Some("rotated".into()),
+        };
+        assert_eq!(
+            token_form(&cfg, Some(&current)),
+            pairs(&[
+                ("grant_type", "refresh_token"),
+                ("refresh_token", "rotated"),
+                ("client_id", "cid"),
+                ("client_secret", "sec"),
+                ("scope", "a b")
+            ])
+        );
+        let cfg = OAuthConfig::from_value(
+            &json!({"token_url": "https://a/t", "client_id": "cid", "grant_type": "refresh_token", "refresh_token": "r0"}),
+            &resolve,
+        )
+        .unwrap();
+        assert_eq!(
+            token_form(&cfg, None),
+            pairs(&[("grant_type", "refresh_token"), ("refresh_token", "r0"), ("client_id", "cid")])
+        );
+        let no_rotation = OAuthToken { refresh_token: None, ..current };
+        assert_eq!(token_form(&cfg, Some(&no_rotation))[1].1, "r0");
+    }
+
+    #[test]
+    fn token_responses() {
+        let now = 1_000_000;
+        let t = parse_token(
+            &json!({"access_token": "at", "token_type": "bearer", "expires_in": 120, "refresh_token": "rt"}),
+            now,
+            3600,
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            OAuthToken {
+                access_token: "at".into(),
+                token_type: "Bearer".into(),
+                expires_at_ms: now + 120_000,
+                refresh_token: Some("rt".into())
+            }
+        );
+        assert_eq!(authorization_header(&t), ("Authorization".to_string(), "Bearer at".to_string()));
+        let t = parse_token(&json!({"access_token": "at"}), now, 3600).unwrap();
+        assert_eq!((t.token_type.as_str(), t.expires_at_ms, t.refresh_token), ("Bearer", now + 3_600_000, None));
+        assert_eq!(
+            parse_token(&json!({"access_token": "at", "expires_in": "60"}), now, 3600).unwrap().expires_at_ms,
+            now + 60_000
+        );
+        assert_eq!(
+            parse_token(&json!({"access_token": "at", "expires_in": 59.9}), now, 3600).unwrap().expires_at_ms,
+            now + 59_000
+        );
+        assert_eq!(
+            parse_token(&json!({"access_token": "at", "token_type": "DPoP"}), now, 1).unwrap().token_type,
+            "DPoP"
+        );
+
+        let err =
+            parse_token(&json!({"error": "invalid_client", "error_description": "bad secret"}), now, 3600).unwrap_err();
+        assert!(err.contains("invalid_client: bad secret"), "{err}");
+        assert!(parse_token(&json!({}), now, 3600).unwrap_err().contains("no access_token"));
+        let err = parse_token(&json!({"access_token": "SECRETVALUE\r\nX: y"}), now, 3600).unwrap_err();
+        assert!(err.contains("line break") && !err.contains("SECRETVALUE"), "{err}");
+        assert!(parse_token(&json!({"access_token": "at", "expires_in": "soon"}), now, 3600).is_err());
+        assert!(parse_token(&json!({"access_token": "at", "token_type": "a b"}), now, 3600).is_err());
+    }
+
+    #[test]
+    fn refresh_timing() {
+        let t = OAuthToken {
+            access_token: "a".into(),
+            token_type: "Bearer".into(),
+            expires_at_ms: 100_000,
+            refresh_token: None,
+        };
+        assert!(!needs_refresh(&t, 39_999, 60));
+        assert!(needs_refresh(&t, 40_000, 60), "expires_at == now + skew refreshes");
+        assert!(needs_refresh(&t, 100_000, 0));
+        assert!(!needs_refresh(&t, 99_999, 0));
+        assert!(needs_refresh(&t, 200_000, 60));
+        // Huge values saturate instead of overflowing.
+        assert!(needs_refresh(&OAuthToken { expires_at_ms: u64::MAX, ..t.clone() }, u64::MAX - 1, u64::MAX));
+        assert!(!needs_refresh(&OAuthToken { expires_at_ms: u64::MAX, ..t }, u64::MAX - 100_000, 60));
+    }
+
+    #[test]
+    fn form_encoding() {
+        let f = pairs(&[("grant_type", "client_credentials"), ("scope", "a b"), ("secret", "p&s=1+2/é~*")]);
+        assert_eq!(form_urlencode(&f), "grant_type=client_credentials&scope=a+b&secret=p%26s%3D1%2B2%2F%C3%A9%7E*");
+        assert_eq!(form_urlencode(&[]), "");
+    }
+}

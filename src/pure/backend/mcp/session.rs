@@ -1,0 +1,341 @@
+//! The session with an upstream MCP server and the messages sent in it: the `initialize` handshake
+//! (or, for a stateless 2026-07-28 server, `server/discover`), the requests that follow, and the
+//! headers each request carries for its session.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::pure::mcp::meta;
+use crate::pure::mcp::methods;
+use crate::pure::mcp::version::Version;
+
+use super::error::quote;
+use super::transport::Transport;
+
+/// The revision offered in `initialize`: the newest one that still has the handshake.
+pub const OFFERED_VERSION: Version = Version::LATEST_WITH_INITIALIZE;
+/// How Flowgate names itself to upstream servers.
+pub const CLIENT_NAME: &str = "flowgate";
+
+/// What Flowgate keeps between requests to one upstream; stored by the shell, so serializable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    pub transport: Transport,
+    /// The negotiated revision, sent as `MCP-Protocol-Version` on every later request.
+    pub protocol_version: String,
+    /// `Mcp-Session-Id` from the initialize answer, echoed on every later request.
+    pub session_id: Option<String>,
+    /// 2026-07-28: no handshake, no session id; every request carries `_meta`.
+    pub stateless: bool,
+}
+
+impl Session {
+    /// The negotiated revision (always one Flowgate speaks, once parsed).
+    pub fn version(&self) -> Option<Version> {
+        Version::parse(&self.protocol_version)
+    }
+}
+
+fn client_info() -> Value {
+    json!({ "name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION") })
+}
+
+fn request(id: u64, method: &str, params: Map<String, Value>) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params })
+}
+
+/// The `_meta` entries a 2026-07-28 request carries in place of the handshake.
+fn add_stateless_meta(params: &mut Map<String, Value>, protocol_version: &str) {
+    let entry = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let Some(keys) = entry.as_object_mut() {
+        keys.insert(meta::PROTOCOL_VERSION.into(), protocol_version.into());
+        keys.insert(meta::CLIENT_CAPABILITIES.into(), json!({}));
+        keys.insert(meta::CLIENT_INFO.into(), client_info());
+    }
+}
+
+fn add_session_meta(params: &mut Map<String, Value>, session: &Session) {
+    if session.stateless {
+        add_stateless_meta(params, &session.protocol_version);
+    }
+}
+
+/// The handshake request. Flowgate offers 2025-11-25 and declares no client capabilities: it
+/// answers sampling, elicitation and roots requests with errors.
+pub fn initialize_request(id: u64) -> Value {
+    let mut p = Map::new();
+    p.insert("protocolVersion".into(), OFFERED_VERSION.as_str().into());
+    p.insert("capabilities".into(), json!({}));
+    p.insert("clientInfo".into(), client_info());
+    request(id, methods::INITIALIZE, p)
+}
+
+/// Sent after a successful initialize, before any other request (the spec's handshake order).
+pub fn initialized_notification() -> Value {
+    json!({ "jsonrpc": "2.0", "method": methods::INITIALIZED })
+}
+
+/// `tools/list`, one page; the caller follows `nextCursor`.
+pub fn tools_list_request(id: u64, cursor: Option<&str>, session: &Session) -> Value {
+    let mut p = Map::new();
+    if let Some(c) = cursor {
+        p.insert("cursor".into(), c.into());
+    }
+    add_session_meta(&mut p, session);
+    request(id, methods::TOOLS_LIST, p)
+}
+
+/// `tools/call` with the upstream's own tool name; a progress token is passed on so the
+/// upstream's progress can be relayed to Flowgate's client.
+pub fn tools_call_request(
+    id: u64,
+    name: &str,
+    arguments: &Value,
+    progress_token: Option<&Value>,
+    session: &Session,
+) -> Value {
+    let mut p = Map::new();
+    p.insert("name".into(), name.into());
+    p.insert("arguments".into(), if arguments.is_null() { json!({}) } else { arguments.clone() });
+    if let Some(t) = progress_token {
+        p.insert("_meta".into(), json!({ meta::PROGRESS_TOKEN: t }));
+    }
+    add_session_meta(&mut p, session);
+    request(id, methods::TOOLS_CALL, p)
+}
+
+/// 2026-07-28's probe: a server that answers it is stateless and needs no initialize.
+pub fn discover_request(id: u64) -> Value {
+    let mut p = Map::new();
+    add_stateless_meta(&mut p, Version::V2026_07_28.as_str());
+    request(id, methods::DISCOVER, p)
+}
+
+/// Headers for a request after initialization: MCP-Protocol-Version, Mcp-Session-Id when there
+/// is one, and for 2026-07-28 Mcp-Method / Mcp-Name (which the server checks against the body).
+/// A name that is not plain visible ASCII is sent `=?base64?…?=`-encoded, as the spec asks.
+pub fn request_headers(session: &Session, method: &str, name: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut h = vec![("MCP-Protocol-Version", session.protocol_version.clone())];
+    if let Some(id) = &session.session_id {
+        h.push(("Mcp-Session-Id", id.clone()));
+    }
+    if session.stateless {
+        h.push(("Mcp-Method", method.to_string()));
+        if let Some(n) = name {
+            h.push(("Mcp-Name", encode_header_value(n)));
+        }
+    }
+    h
+}
+
+/// A value as an MCP header carries it: as is when safe, else `=?base64?<standard base64>?=`.
+pub fn encode_header_value(s: &str) -> String {
+    let plain = s.bytes().all(|b| (0x20..0x7F).contains(&b)) && !s.starts_with(' ') && !s.ends_with(' ');
+    if plain {
+        s.to_string()
+    } else {
+        format!("=?base64?{}?=", base64(s.as_bytes()))
+    }
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> shift) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Reads an initialize result: the negotiated version must be one Flowgate speaks (else an
+/// error naming it), and a session id must be echoable in a header.
+pub fn parse_initialize(result: &Value, session_id: Option<String>, transport: Transport) -> Result<Session, String> {
+    let Some(v) = result.get("protocolVersion").and_then(Value::as_str) else {
+        return Err("the upstream's initialize result has no protocolVersion, so it is not an MCP server".into());
+    };
+    let Some(version) = Version::parse(v) else {
+        return Err(format!(
+            "the upstream chose MCP revision {:?}, which Flowgate does not speak (it speaks {})",
+            quote(v),
+            Version::all_strs().collect::<Vec<_>>().join(", ")
+        ));
+    };
+    let session_id = if version.is_stateless() { None } else { session_id };
+    if let Some(id) = &session_id {
+        if id.is_empty() || !id.bytes().all(|b| (0x21..=0x7E).contains(&b)) {
+            return Err("the upstream's Mcp-Session-Id is not visible ASCII, so it cannot be sent back".into());
+        }
+    }
+    Ok(Session { transport, protocol_version: v.to_string(), session_id, stateless: version.is_stateless() })
+}
+
+/// A stateless upstream (2026-07-28 `server/discover` answered with a stateless revision among
+/// `supportedVersions`) needs no initialize: this is its session.
+pub fn stateless_session(discover_result: &Value) -> Option<Session> {
+    let version = discover_result
+        .get("supportedVersions")?
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .filter_map(Version::parse)
+        .filter(|v| v.is_stateless())
+        .max()?;
+    Some(Session {
+        transport: Transport::StreamableHttp,
+        protocol_version: version.as_str().to_string(),
+        session_id: None,
+        stateless: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Version::*;
+
+    fn session(version: &str) -> Session {
+        let v = Version::parse(version).unwrap();
+        Session {
+            transport: Transport::StreamableHttp,
+            protocol_version: version.into(),
+            session_id: if v.is_stateless() { None } else { Some("sess-1".into()) },
+            stateless: v.is_stateless(),
+        }
+    }
+
+    #[test]
+    fn handshake_messages() {
+        let r = initialize_request(1);
+        assert_eq!(r["jsonrpc"], "2.0");
+        assert_eq!(r["id"], 1);
+        assert_eq!(r["method"], "initialize");
+        assert_eq!(r["params"]["protocolVersion"], "2025-11-25");
+        assert_eq!(r["params"]["capabilities"], json!({}));
+        assert_eq!(r["params"]["clientInfo"]["name"], "flowgate");
+        assert_eq!(r["params"]["clientInfo"]["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(initialized_notification(), json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        let d = discover_request(2);
+        assert_eq!(d["method"], "server/discover");
+        assert_eq!(d["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(d["params"]["_meta"][meta::CLIENT_INFO]["name"], "flowgate");
+        assert_eq!(d["params"]["_meta"][meta::CLIENT_CAPABILITIES], json!({}));
+    }
+
+    #[test]
+    fn list_and_call_requests_per_session() {
+        let old = session("2025-06-18");
+        let l = tools_list_request(3, None, &old);
+        assert_eq!(l, json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}));
+        let l = tools_list_request(4, Some("page2"), &old);
+        assert_eq!(l["params"], json!({"cursor": "page2"}));
+        let c = tools_call_request(5, "search", &json!({"q": "x"}), Some(&json!("tok")), &old);
+        assert_eq!(c["params"], json!({"name": "search", "arguments": {"q": "x"}, "_meta": {"progressToken": "tok"}}));
+        let c = tools_call_request(6, "search", &Value::Null, None, &old);
+        assert_eq!(c["params"], json!({"name": "search", "arguments": {}}));
+
+        let new = session("2026-07-28");
+        let l = tools_list_request(7, Some("c"), &new);
+        assert_eq!(l["params"]["cursor"], "c");
+        assert_eq!(l["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
+        let c = tools_call_request(8, "search", &json!({}), Some(&json!(9)), &new);
+        assert_eq!(c["params"]["_meta"]["progressToken"], 9);
+        assert_eq!(c["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(c["params"]["_meta"][meta::CLIENT_INFO]["name"], "flowgate");
+    }
+
+    #[test]
+    fn headers_per_session() {
+        let old = session("2025-11-25");
+        assert_eq!(
+            request_headers(&old, "tools/call", Some("search")),
+            vec![("MCP-Protocol-Version", "2025-11-25".to_string()), ("Mcp-Session-Id", "sess-1".to_string())]
+        );
+        let none = Session { session_id: None, ..old };
+        assert_eq!(request_headers(&none, "tools/list", None), vec![("MCP-Protocol-Version", "2025-11-25".into())]);
+        let new = session("2026-07-28");
+        assert_eq!(
+            request_headers(&new, "tools/call", Some("search")),
+            vec![
+                ("MCP-Protocol-Version", "2026-07-28".to_string()),
+                ("Mcp-Method", "tools/call".to_string()),
+                ("Mcp-Name", "search".to_string())
+            ]
+        );
+        assert_eq!(request_headers(&new, "tools/list", None).len(), 2);
+        let h = request_headers(&new, "tools/call", Some("Hello, 世界"));
+        assert_eq!(h[2].1, "=?base64?SGVsbG8sIOS4lueVjA==?=");
+    }
+
+    #[test]
+    fn header_value_encoding() {
+        assert_eq!(encode_header_value("us-west1"), "us-west1");
+        assert_eq!(encode_header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
+        assert_eq!(encode_header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+
+    #[test]
+    fn initialize_results() {
+        let s = parse_initialize(
+            &json!({"protocolVersion": "2025-06-18", "capabilities": {}}),
+            Some("abc".into()),
+            Transport::StreamableHttp,
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            Session {
+                transport: Transport::StreamableHttp,
+                protocol_version: "2025-06-18".into(),
+                session_id: Some("abc".into()),
+                stateless: false
+            }
+        );
+        assert_eq!(s.version(), Some(V2025_06_18));
+        let s = parse_initialize(&json!({"protocolVersion": "2024-11-05"}), None, Transport::Sse).unwrap();
+        assert_eq!((s.transport, s.session_id), (Transport::Sse, None));
+        let err = parse_initialize(&json!({"protocolVersion": "2030-01-01"}), None, Transport::Sse).unwrap_err();
+        assert!(err.contains("2030-01-01") && err.contains("2025-11-25"), "{err}");
+        assert!(parse_initialize(&json!({}), None, Transport::Sse).unwrap_err().contains("protocolVersion"));
+        let err = parse_initialize(&json!({"protocolVersion": "2025-06-18"}), Some("a b".into()), Transport::Sse);
+        assert!(err.unwrap_err().contains("Mcp-Session-Id"));
+        // A server that picks the stateless revision gets no session id echoed.
+        let s =
+            parse_initialize(&json!({"protocolVersion": "2026-07-28"}), Some("x".into()), Transport::StreamableHttp)
+                .unwrap();
+        assert!(s.stateless && s.session_id.is_none());
+    }
+
+    #[test]
+    fn session_serializes_transport_by_name() {
+        let s = session("2025-11-25");
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["transport"], "streamable-http");
+        assert_eq!(serde_json::from_value::<Session>(v).unwrap(), s);
+        let sse = Session { transport: Transport::Sse, ..s };
+        assert_eq!(serde_json::to_value(&sse).unwrap()["transport"], "sse");
+        assert_eq!(Transport::Sse.as_str(), "sse");
+        assert_eq!(Transport::StreamableHttp.as_str(), "streamable-http");
+    }
+
+    #[test]
+    fn discover_gives_a_stateless_session() {
+        let s =
+            stateless_session(&json!({"supportedVersions": ["2025-11-25", "2026-07-28"], "capabilities": {}})).unwrap();
+        assert_eq!(s, session("2026-07-28"));
+        assert!(stateless_session(&json!({"supportedVersions": ["2025-11-25"]})).is_none());
+        assert!(stateless_session(&json!({})).is_none());
+    }
+}
