@@ -44,14 +44,14 @@ pub fn server_definition() -> ServerDefinition {
         server_id: "srv-fuzz".into(),
         name: "Fuzz Server".into(),
         description: "Summarises and chats".into(),
-        status: "active".into(),
+        status: flowgate::pure::server::Status::Active,
         parameters: Map::new(),
         apps: vec![
             AppDefinition {
                 id: "a1".into(),
                 name: "Summariser".into(),
                 description: "Summarises text".into(),
-                mode: "workflow".into(),
+                mode: flowgate::pure::mode::Mode::Workflow,
                 backend: json!({"base_url": "http://x/v1", "api_key": "k", "task_support": "optional"}),
                 user_input_form: json!([
                     {"text-input": {"variable": "text", "label": "Text", "required": true, "max_length": 200}},
@@ -63,7 +63,7 @@ pub fn server_definition() -> ServerDefinition {
                 id: "a2".into(),
                 name: "Agent".into(),
                 description: "".into(),
-                mode: "chat".into(),
+                mode: flowgate::pure::mode::Mode::Chat,
                 backend: json!({"base_url": "http://x/v1", "api_key": "k"}),
                 user_input_form: json!([]),
                 outputs: json!([]),
@@ -80,7 +80,7 @@ pub fn server_with_upstream() -> (ServerDefinition, Upstreams) {
         id: "a3".into(),
         name: "Upstream".into(),
         description: "".into(),
-        mode: "mcp".into(),
+        mode: flowgate::pure::mode::Mode::Mcp,
         backend: json!({"url": "http://up/mcp",
                         "task_toolsets": [{"submit_tool": "submit", "status_tool": "status", "cancel_tool": "cancel"}]}),
         user_input_form: json!([]),
@@ -400,7 +400,7 @@ pub fn form_schema(data: &[u8]) {
         for mode in ["workflow", "chat"] {
             let mut def = server_definition();
             def.apps.truncate(1);
-            def.apps[0].mode = mode.into();
+            def.apps[0].mode = flowgate::pure::mode::Mode::parse(mode).unwrap_or(flowgate::pure::mode::Mode::Workflow);
             def.apps[0].user_input_form = value.clone();
             let all = tools(&def);
             let tool = &all[0];

@@ -4,8 +4,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::mode::Mode;
+use super::server::Status;
+
 /// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 /// KV expiry of a definition. Console writes rewrite or delete entries at once; the TTL only
 /// bounds how long an unused entry lingers.
 pub const TTL_SECONDS: u64 = 3600;
@@ -16,7 +19,7 @@ pub struct ServerDefinition {
     pub server_id: String,
     pub name: String,
     pub description: String,
-    pub status: String,
+    pub status: Status,
     pub parameters: Map<String, Value>,
     pub apps: Vec<AppDefinition>,
 }
@@ -26,7 +29,7 @@ pub struct AppDefinition {
     pub id: String,
     pub name: String,
     pub description: String,
-    pub mode: String,
+    pub mode: Mode,
     pub backend: Value,
     pub user_input_form: Value,
     pub outputs: Value,
@@ -68,7 +71,7 @@ mod tests {
         // Rotated or deleted: the code hash no longer finds a server.
         assert_eq!(refill_verdict(&written, None), Refill::Remove);
         // Deactivated.
-        let inactive = ServerDefinition { status: "inactive".into(), ..written.clone() };
+        let inactive = ServerDefinition { status: Status::Inactive, ..written.clone() };
         assert_eq!(refill_verdict(&written, Some(&inactive)), Refill::Remove);
         // An app of the server changed (a new backend URL, say).
         let mut moved = written.clone();
@@ -82,13 +85,13 @@ mod tests {
             server_id: "s".into(),
             name: "n".into(),
             description: "".into(),
-            status: "active".into(),
+            status: Status::Active,
             parameters: Map::new(),
             apps: vec![AppDefinition {
                 id: "a".into(),
                 name: "A".into(),
                 description: "".into(),
-                mode: "workflow".into(),
+                mode: Mode::Workflow,
                 backend: json!({"base_url": "http://x"}),
                 user_input_form: json!([]),
                 outputs: json!([]),
@@ -106,13 +109,13 @@ mod tests {
             server_id: "s".into(),
             name: "n".into(),
             description: "".into(),
-            status: "active".into(),
+            status: Status::Active,
             parameters: Map::new(),
             apps: vec![AppDefinition {
                 id: "a".into(),
                 name: "A".into(),
                 description: "".into(),
-                mode: "workflow".into(),
+                mode: Mode::Workflow,
                 backend: json!({"base_url": "http://x"}),
                 user_input_form: json!([]),
                 outputs: json!([]),
@@ -120,7 +123,7 @@ mod tests {
         };
         let text = serde_json::to_string(&d).unwrap();
         assert_eq!(ServerDefinition::from_cache(&text), Some(d));
-        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":1", "\"format\":0")), None);
+        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":2", "\"format\":1")), None);
         assert_eq!(ServerDefinition::from_cache("not json"), None);
     }
 }

@@ -1,7 +1,8 @@
 //! The kind of an app (its `mode`): which Dify Service API mode, an HTTP tool, or another MCP
 //! server. One place, so that every module can name a kind without depending on app validation.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Mode {
     Workflow,
     Chat,

@@ -9,7 +9,8 @@ pub const MAX_APPS_PER_SERVER: usize = 50;
 const MAX_DESCRIPTION: usize = 4096;
 const MAX_PARAMETER_TEXT: usize = 2048;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Status {
     Active,
     Inactive,

@@ -28,7 +28,7 @@ pub fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result
         return Err(Outcome::Failed("the app behind this tool was removed; list the tools again".into()));
     };
     let b = &app.backend;
-    let endpoint = if app.mode == "http-tool" { "api_endpoint" } else { "base_url" };
+    let endpoint = if app.mode == Mode::HttpTool { "api_endpoint" } else { "base_url" };
     let api_key = secrets::resolve(env, b["api_key"].as_str().unwrap_or_default())
         .map_err(|e| Outcome::Failed(format!("the API key of app '{}' {e}", app.name)))?;
     let secs = |key: &str, default: u64| Duration::from_secs(b[key].as_u64().unwrap_or(default));

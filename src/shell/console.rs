@@ -308,7 +308,8 @@ impl Console<'_> {
                 row.mode
             )));
         }
-        let app = row.to_definition();
+        let app =
+            row.to_definition().ok_or_else(|| ApiError::bad_request(format!("app '{id}' has an unknown mode")))?;
         let tools = super::upstream::tools_of(&app, self.env, true)
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
@@ -430,9 +431,8 @@ impl Console<'_> {
     async fn check_unique_tool_names(&self, app_ids: &[String]) -> Result<()> {
         let mut owners: Vec<(String, String)> = Vec::new();
         for id in app_ids {
-            let Some(row) = store::get_app(self.db, id).await? else { continue };
-            let app = row.to_definition();
-            let names: Vec<String> = if app.mode == "mcp" {
+            let Some(app) = store::get_app(self.db, id).await?.and_then(|row| row.to_definition()) else { continue };
+            let names: Vec<String> = if app.mode == crate::pure::mode::Mode::Mcp {
                 match super::upstream::tools_of(&app, self.env, false).await {
                     Ok(list) => {
                         aggregate(&app.name, &app.id, &app.backend, &list).into_iter().map(|t| t.name).collect()

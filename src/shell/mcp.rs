@@ -177,7 +177,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             return rpc(503, &err.to_response(&echo_id), cors.as_deref());
         }
     };
-    if def.status != "active" {
+    if def.status != crate::pure::server::Status::Active {
         let e = RpcError::new(
             403,
             jsonrpc::INVALID_REQUEST,
@@ -187,7 +187,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     }
     let accepts_sse = header(&req, "accept").is_some_and(|a| a.to_ascii_lowercase().contains("text/event-stream"));
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
-    let has_upstreams = def.apps.iter().any(|a| a.mode == "mcp");
+    let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
     let upstreams =
         if has_upstreams && mentions_tools(&body) { load_upstreams(&def, env).await } else { Upstreams::default() };
     let incoming: Vec<(String, String)> = if has_upstreams { req.headers().entries().collect() } else { Vec::new() };
@@ -394,7 +394,7 @@ fn mentions_tools(body: &Value) -> bool {
 /// be reached contributes no tools, and the reason is logged.
 async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     let mut map = std::collections::HashMap::new();
-    for app in def.apps.iter().filter(|a| a.mode == "mcp") {
+    for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
         match upstream::tools_of(app, env, false).await {
             Ok(list) => {
                 map.insert(app.id.clone(), list);
@@ -416,7 +416,7 @@ async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     }
     let (Some(task_id), Some(app_index)) = (record["task_id"].as_str(), record["app_index"].as_u64()) else { return };
     let Some(app) = def.apps.get(app_index as usize) else { return };
-    let (Ok(backend), Some(mode)) = (backend_of(def, app_index as usize, env), Mode::parse(&app.mode)) else { return };
+    let (Ok(backend), mode) = (backend_of(def, app_index as usize, env), app.mode) else { return };
     // The stop endpoint wants the same `user` that started the run; it is part of the key.
     let user = record["user"].as_str().unwrap_or_default();
     stop_run(env, &backend.base_url, &backend.api_key, mode, task_id, user, &backend.app_name).await;

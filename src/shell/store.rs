@@ -69,16 +69,18 @@ impl AppRow {
         parse_stored(&self.backend)
     }
 
-    pub fn to_definition(&self) -> AppDefinition {
-        AppDefinition {
+    /// The app as the MCP endpoint uses it; `None` for a mode this deploy does not know (a row
+    /// written by a newer one), which is left out rather than called as something else.
+    pub fn to_definition(&self) -> Option<AppDefinition> {
+        Some(AppDefinition {
             id: self.id.clone(),
             name: self.name.clone(),
             description: self.description.clone(),
-            mode: self.mode.clone(),
+            mode: crate::pure::mode::Mode::parse(&self.mode)?,
             backend: parse_stored(&self.backend),
             user_input_form: parse_stored(&self.user_input_form),
             outputs: parse_stored(&self.outputs),
-        }
+        })
     }
 }
 
@@ -335,9 +337,19 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
         server_id: server.id.clone(),
         name: server.name.clone(),
         description: server.description.clone(),
-        status: server.status.clone(),
+        // Stored values were validated; an unreadable one reads as inactive (fail closed).
+        status: crate::pure::server::Status::parse(&server.status).unwrap_or(crate::pure::server::Status::Inactive),
         parameters: server.parameters(),
-        apps: apps.iter().map(AppRow::to_definition).collect(),
+        apps: apps
+            .iter()
+            .filter_map(|a| {
+                let def = a.to_definition();
+                if def.is_none() {
+                    super::log::error(&format!("app {} has an unknown mode and is left out", a.id));
+                }
+                def
+            })
+            .collect(),
     })
 }
 

@@ -86,7 +86,7 @@ impl Record {
             id: Value::Null,
             version: Version::parse(&spec.version).unwrap_or(Version::V2025_11_25),
             app_index: 0,
-            mode: Mode::parse(&spec.app.mode).unwrap_or(Mode::Workflow),
+            mode: spec.app.mode,
             path: leak_path(&spec.path),
             body: spec.body.clone(),
             user: spec.user.clone(),
@@ -317,7 +317,7 @@ impl TaskRunner {
             server_id: rec.spec.server_id.clone(),
             name: String::new(),
             description: String::new(),
-            status: "active".into(),
+            status: crate::pure::server::Status::Active,
             parameters: Default::default(),
             apps: vec![rec.spec.app.clone()],
         };

@@ -40,7 +40,7 @@ pub fn tools(def: &ServerDefinition) -> Vec<Tool<'_>> {
 pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<Tool<'a>> {
     let mut out: Vec<Tool<'a>> = Vec::with_capacity(def.apps.len());
     for app in &def.apps {
-        let Some(mode) = Mode::parse(&app.mode) else { continue };
+        let mode = app.mode;
         if mode == Mode::Mcp {
             let listed = upstreams.0.get(&app.id).map(Vec::as_slice).unwrap_or(&[]);
             // A task toolset's status and cancel tools are the task runner's, not the client's.
@@ -328,7 +328,7 @@ mod tests {
             server_id: "s".into(),
             name: "srv".into(),
             description: "Server description".into(),
-            status: "active".into(),
+            status: crate::pure::server::Status::Active,
             parameters: json!({"text": "The text to summarise"}).as_object().unwrap().clone(),
             apps: apps
                 .into_iter()
@@ -337,7 +337,7 @@ mod tests {
                     id: format!("{i}abcdef0-1234"),
                     name: name.into(),
                     description: format!("{name} app"),
-                    mode: mode.into(),
+                    mode: Mode::parse(mode).unwrap(),
                     backend: json!({}),
                     user_input_form: form,
                     outputs,
