@@ -222,7 +222,9 @@ async function readFrames(res, t0) {
 }
 
 test('streaming: eventDelayMs spaces the events', async () => {
-  const path = tools.addTool({ apiKey: KEY, eventDelayMs: 120, progress: [30, 60] });
+  // Gaps are lower bounds (load only makes them longer); the first event must come well
+  // before one delay has passed, which a first event delayed like the others would not.
+  const path = tools.addTool({ apiKey: KEY, eventDelayMs: 1000, progress: [30, 60] });
   const t0 = Date.now();
   const res = await fetch(tools.url + path, {
     method: 'POST',
@@ -233,9 +235,9 @@ test('streaming: eventDelayMs spaces the events', async () => {
   assert.deepEqual(frames.map((f) => JSON.parse(f.frame.slice(6)).type), ['thought', 'progress', 'progress', 'result']);
   for (let i = 1; i < frames.length; i++) {
     const gap = frames[i].at - frames[i - 1].at;
-    assert.ok(gap >= 100, `gap ${i} was ${gap} ms`);
+    assert.ok(gap >= 980, `gap ${i} was ${gap} ms`);
   }
-  assert.ok(frames[0].at < 500);
+  assert.ok(frames[0].at < 500, `first event after ${frames[0].at} ms`);
 });
 
 test('streaming: end_early closes without the result event', async () => {
@@ -287,7 +289,7 @@ test('delayMs delays the answer; stop() ends pending requests promptly and is id
   await Promise.all([own.stop(), own.stop()]);
   assert.equal(await pendingSlow, 'aborted');
   assert.ok(['ended', 'aborted'].includes(await pendingStream));
-  assert.ok(Date.now() - t1 < 2000);
+  assert.ok(Date.now() - t1 < 10_000); // generous: both would wait 30 s
   await assert.rejects(fetch(own.url + slow, { method: 'POST' }));
 });
 
@@ -520,7 +522,8 @@ test('async calls: every call recorded with kind, arrival time, body, task and a
   assert.deepEqual(t.calls[3].response, { task_id: id, status: 'completed', result: { ok: 1 } });
   for (let i = 2; i <= 3; i++) {
     const gap = t.calls[i].at - t.calls[i - 1].at;
-    assert.ok(gap >= 110 && gap < 1000, `gap ${gap}`);
+    // `at` is the arrival time: at least the 120 ms the test waited between calls.
+    assert.ok(gap >= 110, `gap ${gap}`);
   }
   // The usual request records exist too.
   assert.equal(tools.requestsFor(t.statusPath).length, 3);
