@@ -32,7 +32,7 @@ async function invoke(path, { body = {}, key = KEY, method = 'POST', headers = {
 
 const sse = (...events) => events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join('');
 
-async function waitFor(pred, what, ms = 2000) {
+async function waitFor(pred, what, ms = 20_000) {
   const deadline = Date.now() + ms;
   while (!pred()) {
     if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
@@ -238,6 +238,25 @@ test('streaming: eventDelayMs spaces the events', async () => {
     assert.ok(gap >= 980, `gap ${i} was ${gap} ms`);
   }
   assert.ok(frames[0].at < 500, `first event after ${frames[0].at} ms`);
+});
+
+test('streaming: holdResult waits before the result until release(path)', async () => {
+  const path = tools.addTool({ apiKey: KEY, holdResult: true, progress: [10] });
+  const res = await fetch(tools.url + path, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ stream: true }),
+  });
+  const body = res.text();
+  await waitFor(() => tools.requestsFor(path)[0].held === true, 'the hold');
+  let ended = false;
+  body.then(() => (ended = true));
+  await sleep(100);
+  assert.equal(ended, false);
+  tools.release(path);
+  assert.equal(await body, sse({ type: 'thought', message: 'Working on it...' }, { type: 'progress', percent: 10 }, { type: 'result', result: { echo: { stream: true } } }));
+  assert.equal(tools.requestsFor(path)[0].held, false);
+  assert.throws(() => tools.release('/tools/nope'), /no tool/);
 });
 
 test('streaming: end_early closes without the result event', async () => {
