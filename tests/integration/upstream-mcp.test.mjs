@@ -193,7 +193,7 @@ describe('transports', () => {
       const r = await call(url, 'Patient_slow_progress', { steps: 0, delayMs: 0, gate });
       assert.equal(r.json.error, undefined, r.text);
       assert.equal(r.json.result.isError, true, r.text);
-      assert.match(r.json.result.content[0].text, /in time|within 2 s/);
+      assert.match(r.json.result.content[0].text, /^upstream Patient: .*(in time|within 2 s)/);
       assert.equal(ups.gateWaiting(gate), true, 'the upstream was still working');
     } finally {
       ups.releaseGate(gate);
