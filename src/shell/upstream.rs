@@ -478,7 +478,11 @@ impl<'a> Client<'a> {
             return Err(Some(format!("upstream {app} answered HTTP {status}: {snippet}")));
         }
         let mut reader = ReplyReader::new(json!(id));
-        read_reply(resp, &mut reader, timeout, self.up.max_result_bytes, on_note).await.map_err(Some)
+        // Named like every other upstream failure: on a multi-app server the text alone must say
+        // which upstream broke off or timed out.
+        read_reply(resp, &mut reader, timeout, self.up.max_result_bytes, on_note)
+            .await
+            .map_err(|e| Some(format!("upstream {app}: {e}")))
     }
 
     /// All of the upstream's tools, following `nextCursor`.

@@ -11,7 +11,21 @@ const FORM = [
   { select: { label: 'Unit', variable: 'unit', required: false, options: ['C', 'F'], default: 'C' } },
 ];
 
+// The fixture checks a run's inputs against the app's form: the apps of these tests declare
+// every variable they are sent (addApp below), unless a test gives its own form.
+const ANY_FORM = [
+  { 'text-input': { variable: 'a', label: 'A' } },
+  { 'text-input': { variable: 'city', label: 'City' } },
+  { 'text-input': { variable: 'topic', label: 'Topic' } },
+  { 'text-input': { variable: 'q', label: 'Q' } },
+  { select: { variable: 'unit', label: 'Unit', options: ['C', 'F'] } },
+  { number: { variable: 'n', label: 'N' } },
+  { number: { variable: 's', label: 'S' } },
+  { number: { variable: 'x', label: 'X' } },
+];
+
 let dify;
+const addApp = (spec = {}) => dify.addApp({ user_input_form: ANY_FORM, ...spec });
 test.before(async () => {
   dify = await startDifyFixture();
 });
@@ -39,15 +53,15 @@ test('baseUrl is a loopback /v1 URL', () => {
 });
 
 test('api keys look like Dify app keys and are unique', () => {
-  const a = dify.addApp({ mode: 'workflow', name: 'k1' });
-  const b = dify.addApp({ mode: 'workflow', name: 'k2' });
+  const a = addApp({ mode: 'workflow', name: 'k1' });
+  const b = addApp({ mode: 'workflow', name: 'k2' });
   assert.match(a, /^app-[A-Za-z0-9]{24}$/);
   assert.notEqual(a, b);
   assert.match(randomApiKey(), /^app-[A-Za-z0-9]{24}$/);
-  assert.equal(dify.addApp({ mode: 'chat', apiKey: 'app-explicitkey' }), 'app-explicitkey');
-  assert.throws(() => dify.addApp({ mode: 'chat', apiKey: 'app-explicitkey' }), /already registered/);
-  assert.throws(() => dify.addApp({ mode: 'nope' }), /mode must be one of/);
-  assert.throws(() => dify.addApp({ mode: 'chat', behaviour: 'weird' }), /unknown behaviour/);
+  assert.equal(addApp({ mode: 'chat', apiKey: 'app-explicitkey' }), 'app-explicitkey');
+  assert.throws(() => addApp({ mode: 'chat', apiKey: 'app-explicitkey' }), /already registered/);
+  assert.throws(() => addApp({ mode: 'nope' }), /mode must be one of/);
+  assert.throws(() => addApp({ mode: 'chat', behaviour: 'weird' }), /unknown behaviour/);
 });
 
 test('auth: missing, malformed or unknown key is 401 unauthorized', async () => {
@@ -73,14 +87,14 @@ test('auth: missing, malformed or unknown key is 401 unauthorized', async () => 
 });
 
 test('removeApp revokes the key', async () => {
-  const key = dify.addApp({ mode: 'workflow' });
+  const key = addApp({ mode: 'workflow' });
   assert.equal((await call('/v1/info', { key })).status, 200);
   assert.equal(dify.removeApp(key), true);
   assert.equal((await call('/v1/info', { key })).status, 401);
 });
 
 test('unknown path is 404, wrong method is 405', async () => {
-  const key = dify.addApp({ mode: 'workflow' });
+  const key = addApp({ mode: 'workflow' });
   const r404 = await call('/v1/nope', { key });
   assert.equal(r404.status, 404);
   assert.equal(r404.json.code, 'not_found');
@@ -91,7 +105,7 @@ test('unknown path is 404, wrong method is 405', async () => {
 });
 
 test('GET /v1/info', async () => {
-  const key = dify.addApp({ mode: 'advanced-chat', name: 'Weather 天气', description: 'Tells weather', tags: ['a', 'b'] });
+  const key = addApp({ mode: 'advanced-chat', name: 'Weather 天气', description: 'Tells weather', tags: ['a', 'b'] });
   const r = await call('/v1/info', { key });
   assert.equal(r.status, 200);
   assert.match(r.headers.get('content-type'), /^application\/json/);
@@ -102,14 +116,14 @@ test('GET /v1/info', async () => {
     mode: 'advanced-chat',
     author_name: 'fixture',
   });
-  const d = await call('/v1/info', { key: dify.addApp({ mode: 'workflow' }) });
+  const d = await call('/v1/info', { key: addApp({ mode: 'workflow' }) });
   assert.equal(d.json.description, '');
   assert.deepEqual(d.json.tags, []);
   assert.equal(typeof d.json.name, 'string');
 });
 
 test('GET /v1/parameters', async () => {
-  const key = dify.addApp({ mode: 'workflow', user_input_form: FORM });
+  const key = addApp({ mode: 'workflow', user_input_form: FORM });
   const r = await call('/v1/parameters', { key });
   assert.equal(r.status, 200);
   assert.equal(r.json.opening_statement, '');
@@ -127,18 +141,23 @@ test('GET /v1/parameters', async () => {
 });
 
 test('updateApp changes the form and behaviour in place', async () => {
-  const key = dify.addApp({ mode: 'workflow', user_input_form: [] });
+  const key = addApp({ mode: 'workflow', user_input_form: [] });
   dify.updateApp(key, { user_input_form: FORM, behaviour: 'dify_error' });
   assert.deepEqual((await call('/v1/parameters', { key })).json.user_input_form, FORM);
-  const r = await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {}, user: 'u' } });
+  const body = { inputs: { city: 'Oslo' }, response_mode: 'blocking', user: 'u' };
+  const r = await call('/v1/workflows/run', { method: 'POST', key, body });
   assert.equal(r.status, 400);
+  assert.equal(r.json.code, 'provider_quota_exceeded');
+  // The new form is the one inputs are checked against.
+  const noCity = await call('/v1/workflows/run', { method: 'POST', key, body: { ...body, inputs: {} } });
+  assert.equal(noCity.json.message, 'city is required in input form');
   dify.updateApp(key, { behaviour: 'ok' });
-  assert.equal((await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {}, user: 'u' } })).status, 200);
+  assert.equal((await call('/v1/workflows/run', { method: 'POST', key, body })).status, 200);
   assert.throws(() => dify.updateApp('app-unknown', {}), /unknown api key/);
 });
 
 test('POST /v1/workflows/run blocking: default echo outputs', async () => {
-  const key = dify.addApp({ mode: 'workflow', user_input_form: FORM });
+  const key = addApp({ mode: 'workflow', user_input_form: FORM });
   const inputs = { city: 'Oslo', unit: 'C' };
   const r = await call('/v1/workflows/run', {
     method: 'POST',
@@ -165,25 +184,26 @@ test('POST /v1/workflows/run blocking: default echo outputs', async () => {
   assert.ok(Number.isInteger(j.data.created_at) && Number.isInteger(j.data.finished_at));
 
   // The same app keeps the same workflow_id; run ids are fresh.
-  const r2 = await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {}, user: 'u' } });
+  const again = { inputs: { city: 'Bergen' }, response_mode: 'blocking', user: 'u' };
+  const r2 = await call('/v1/workflows/run', { method: 'POST', key, body: again });
   assert.equal(r2.json.data.workflow_id, j.data.workflow_id);
   assert.notEqual(r2.json.workflow_run_id, j.workflow_run_id);
   // /workflows/{id}/run is accepted too.
-  const r3 = await call(`/v1/workflows/${j.data.workflow_id}/run`, { method: 'POST', key, body: { inputs: {}, user: 'u' } });
+  const r3 = await call(`/v1/workflows/${j.data.workflow_id}/run`, { method: 'POST', key, body: again });
   assert.equal(r3.status, 200);
 });
 
 test('POST /v1/workflows/run: outputs object or function', async () => {
-  const k1 = dify.addApp({ mode: 'workflow', outputs: { text: 'fixed' } });
-  const r1 = await call('/v1/workflows/run', { method: 'POST', key: k1, body: { inputs: { a: 1 }, response_mode: 'blocking', user: 'u' } });
+  const k1 = addApp({ mode: 'workflow', outputs: { text: 'fixed' } });
+  const r1 = await call('/v1/workflows/run', { method: 'POST', key: k1, body: { inputs: { a: 'one' }, response_mode: 'blocking', user: 'u' } });
   assert.deepEqual(r1.json.data.outputs, { text: 'fixed' });
-  const k2 = dify.addApp({ mode: 'workflow', outputs: (inputs) => ({ doubled: inputs.n * 2, 文字: 'ü' }) });
+  const k2 = addApp({ mode: 'workflow', outputs: (inputs) => ({ doubled: inputs.n * 2, 文字: 'ü' }) });
   const r2 = await call('/v1/workflows/run', { method: 'POST', key: k2, body: { inputs: { n: 21 }, response_mode: 'blocking', user: 'u' } });
   assert.deepEqual(r2.json.data.outputs, { doubled: 42, 文字: 'ü' });
 });
 
 test('POST /v1/workflows/run validation', async () => {
-  const key = dify.addApp({ mode: 'workflow' });
+  const key = addApp({ mode: 'workflow' });
   const post = (body) => call('/v1/workflows/run', { method: 'POST', key, body });
   for (const body of [
     { inputs: {}, response_mode: 'blocking' }, // no user
@@ -207,16 +227,61 @@ test('POST /v1/workflows/run validation', async () => {
     assert.equal(r.status, 400, raw);
     assert.equal(r.json.code, 'bad_request');
   }
-  // response_mode absent means blocking.
-  const ok = await post({ inputs: {}, user: 'u' });
+  // response_mode is required (Dify would take its absence as blocking; a request without it is
+  // a Flowgate bug the fixture must catch).
+  const missing = await post({ inputs: {}, user: 'u' });
+  assert.equal(missing.status, 400);
+  assert.deepEqual(missing.json, { code: 'invalid_param', message: "response_mode is required: 'blocking' or 'streaming'", status: 400 });
+  const ok = await post({ inputs: {}, response_mode: 'blocking', user: 'u' });
   assert.equal(ok.status, 200);
   assert.equal(ok.json.data.status, 'succeeded');
 });
 
+test('inputs are checked against the app\'s form: unknown variables, required, types, options, max_length', async () => {
+  const form = [
+    { 'text-input': { variable: 'name', label: 'Name', required: true, max_length: 5 } },
+    { paragraph: { variable: 'bio', label: 'Bio' } },
+    { select: { variable: 'size', label: 'Size', options: ['S', 'M'] } },
+    { number: { variable: 'count', label: 'Count' } },
+    { checkbox: { variable: 'loud', label: 'Loud' } },
+    { json_object: { variable: 'extra', label: 'Extra' } },
+    { type: 'text-input', variable: 'nick', label: 'Nick', required: true }, // the flat shape
+    { file: { variable: 'doc', label: 'Doc' } },
+  ];
+  const ok = { name: 'Ada', nick: 'a' };
+  for (const mode of ['workflow', 'chat', 'completion']) {
+    const key = dify.addApp({ mode, user_input_form: form });
+    const [path, base] = RUNS[mode];
+    const post = (inputs) => call(path, { method: 'POST', key, body: { ...base, inputs } });
+    for (const [inputs, message] of [
+      [{}, 'name is required in input form'],
+      [{ name: '', nick: 'a' }, 'name is required in input form'],
+      [{ name: null, nick: 'a' }, 'name is required in input form'],
+      [{ name: 'Ada' }, 'nick is required in input form'],
+      [{ ...ok, query: 'q' }, "query is not a variable of this app's input form"],
+      [{ ...ok, name: 7 }, 'name in input form must be a string'],
+      [{ ...ok, name: 'Adalovelace' }, 'name in input form must be less than 5 characters'],
+      [{ ...ok, bio: ['x'] }, 'bio in input form must be a string'],
+      [{ ...ok, size: 'XL' }, 'size in input form must be one of the following: ["S","M"]'],
+      [{ ...ok, count: '3' }, 'count in input form must be a valid number'],
+      [{ ...ok, loud: 'yes' }, 'loud in input form must be a boolean'],
+      [{ ...ok, extra: 'x' }, 'extra in input form must be a JSON object'],
+    ]) {
+      const r = await post(inputs);
+      assert.equal(r.status, 400, `${mode} ${JSON.stringify(inputs)}`);
+      assert.deepEqual(r.json, { code: 'invalid_param', message, status: 400 }, `${mode} ${JSON.stringify(inputs)}`);
+    }
+    const full = { name: 'Ada', nick: 'a', bio: 'b', size: 'M', count: 2.5, loud: false, extra: { k: 1 }, doc: { any: 'thing' } };
+    for (const inputs of [ok, full, { ...ok, bio: null, size: '' }]) assert.equal((await post(inputs)).status, 200, `${mode} ${JSON.stringify(inputs)}`);
+    // Refused requests are still recorded, with their bodies.
+    assert.equal(dify.requestsFor(key).length, 15);
+  }
+});
+
 test('wrong mode for an endpoint is 400 app_unavailable', async () => {
-  const wf = dify.addApp({ mode: 'workflow' });
-  const chat = dify.addApp({ mode: 'chat' });
-  const comp = dify.addApp({ mode: 'completion' });
+  const wf = addApp({ mode: 'workflow' });
+  const chat = addApp({ mode: 'chat' });
+  const comp = addApp({ mode: 'completion' });
   for (const [key, path, body] of [
     [chat, '/v1/workflows/run', { inputs: {}, user: 'u', response_mode: 'blocking' }],
     [comp, '/v1/workflows/run', { inputs: {}, user: 'u', response_mode: 'blocking' }],
@@ -252,7 +317,7 @@ function assertMessageShape(j, mode) {
 
 for (const mode of ['chat', 'advanced-chat']) {
   test(`POST /v1/chat-messages blocking (${mode})`, async () => {
-    const key = dify.addApp({ mode });
+    const key = addApp({ mode });
     const r = await call('/v1/chat-messages', {
       method: 'POST',
       key,
@@ -291,14 +356,14 @@ for (const mode of ['chat', 'advanced-chat']) {
 }
 
 test('POST /v1/chat-messages: answer function and validation', async () => {
-  const key = dify.addApp({ mode: 'chat', answer: (q, inputs) => `${q.toUpperCase()} in ${inputs.city}` });
+  const key = addApp({ mode: 'chat', answer: (q, inputs) => `${q.toUpperCase()} in ${inputs.city}` });
   const r = await call('/v1/chat-messages', {
     method: 'POST',
     key,
     body: { query: 'weather', inputs: { city: 'Oslo' }, response_mode: 'blocking', user: 'u' },
   });
   assert.equal(r.json.answer, 'WEATHER in Oslo');
-  const fixed = dify.addApp({ mode: 'chat', answer: 'always this' });
+  const fixed = addApp({ mode: 'chat', answer: 'always this' });
   const rf = await call('/v1/chat-messages', {
     method: 'POST',
     key: fixed,
@@ -318,7 +383,7 @@ test('POST /v1/chat-messages: answer function and validation', async () => {
 });
 
 test('agent-chat refuses blocking mode', async () => {
-  const key = dify.addApp({ mode: 'agent-chat' });
+  const key = addApp({ mode: 'agent-chat' });
   const r = await call('/v1/chat-messages', {
     method: 'POST',
     key,
@@ -330,10 +395,10 @@ test('agent-chat refuses blocking mode', async () => {
     message: 'Agent Chat App does not support blocking mode',
     status: 400,
   });
-  // Absent response_mode is blocking too.
+  // Absent response_mode is refused before that.
   const r2 = await call('/v1/chat-messages', { method: 'POST', key, body: { query: 'hi', inputs: {}, user: 'u' } });
   assert.equal(r2.status, 400);
-  assert.equal(r2.json.message, 'Agent Chat App does not support blocking mode');
+  assert.equal(r2.json.message, "response_mode is required: 'blocking' or 'streaming'");
 });
 
 // The JSON events of an SSE body; keep-alive frames (exactly `event: ping\n\n`) are skipped.
@@ -349,7 +414,7 @@ function parseSse(text) {
 }
 
 test('streaming: agent-chat emits agent_thought / agent_message / message_end', async () => {
-  const key = dify.addApp({ mode: 'agent-chat', answer: 'The answer is 42.' });
+  const key = addApp({ mode: 'agent-chat', answer: 'The answer is 42.' });
   const r = await call('/v1/chat-messages', {
     method: 'POST',
     key,
@@ -372,7 +437,7 @@ test('streaming: agent-chat emits agent_thought / agent_message / message_end', 
 });
 
 test('streaming: chat emits message chunks then message_end', async () => {
-  const key = dify.addApp({ mode: 'chat' });
+  const key = addApp({ mode: 'chat' });
   const r = await call('/v1/chat-messages', {
     method: 'POST',
     key,
@@ -386,7 +451,7 @@ test('streaming: chat emits message chunks then message_end', async () => {
 });
 
 test('streaming: workflow emits workflow_started and workflow_finished', async () => {
-  const key = dify.addApp({ mode: 'workflow' });
+  const key = addApp({ mode: 'workflow' });
   const r = await call('/v1/workflows/run', {
     method: 'POST',
     key,
@@ -405,7 +470,7 @@ test('streaming: workflow emits workflow_started and workflow_finished', async (
 });
 
 test('POST /v1/completion-messages blocking', async () => {
-  const key = dify.addApp({ mode: 'completion' });
+  const key = addApp({ mode: 'completion' });
   const inputs = { topic: 'cats', n: 3 };
   const r = await call('/v1/completion-messages', {
     method: 'POST',
@@ -420,8 +485,8 @@ test('POST /v1/completion-messages blocking', async () => {
   assert.equal(r2.status, 200);
   assert.equal(r2.json.answer, 'completion: {}');
   // answer function gets (query, inputs)
-  const k2 = dify.addApp({ mode: 'completion', answer: (q, i) => `${q}|${i.topic}` });
-  const r3 = await call('/v1/completion-messages', { method: 'POST', key: k2, body: { inputs: { topic: 't' }, user: 'u' } });
+  const k2 = addApp({ mode: 'completion', answer: (q, i) => `${q}|${i.topic}` });
+  const r3 = await call('/v1/completion-messages', { method: 'POST', key: k2, body: { inputs: { topic: 't' }, response_mode: 'blocking', user: 'u' } });
   assert.equal(r3.json.answer, '|t');
   // validation
   for (const body of [{ inputs: {} }, { user: 'u' }, { inputs: [], user: 'u' }]) {
@@ -440,7 +505,7 @@ const RUNS = {
 
 for (const [mode, [path, body]] of Object.entries(RUNS)) {
   test(`behaviour http500 (${mode})`, async () => {
-    const key = dify.addApp({ mode, behaviour: 'http500' });
+    const key = addApp({ mode, behaviour: 'http500' });
     const r = await call(path, { method: 'POST', key, body });
     assert.equal(r.status, 500);
     assert.match(r.headers.get('content-type'), /^text\/plain/);
@@ -451,7 +516,7 @@ for (const [mode, [path, body]] of Object.entries(RUNS)) {
   });
 
   test(`behaviour dify_error (${mode})`, async () => {
-    const key = dify.addApp({ mode, behaviour: 'dify_error' });
+    const key = addApp({ mode, behaviour: 'dify_error' });
     const r = await call(path, { method: 'POST', key, body });
     assert.equal(r.status, 400);
     assert.match(r.headers.get('content-type'), /^application\/json/);
@@ -464,18 +529,18 @@ for (const [mode, [path, body]] of Object.entries(RUNS)) {
 }
 
 test('behaviours still validate the request first', async () => {
-  const key = dify.addApp({ mode: 'workflow', behaviour: 'http500' });
+  const key = addApp({ mode: 'workflow', behaviour: 'http500' });
   const r = await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {} } });
   assert.equal(r.status, 400);
   assert.equal(r.json.code, 'invalid_param');
 });
 
 test('behaviour workflow_failed', async () => {
-  const key = dify.addApp({ mode: 'workflow', behaviour: 'workflow_failed', outputs: { ignored: true } });
+  const key = addApp({ mode: 'workflow', behaviour: 'workflow_failed', outputs: { ignored: true } });
   const r = await call('/v1/workflows/run', {
     method: 'POST',
     key,
-    body: { inputs: { a: 1 }, response_mode: 'blocking', user: 'u' },
+    body: { inputs: { a: 'one' }, response_mode: 'blocking', user: 'u' },
   });
   assert.equal(r.status, 200);
   assert.equal(r.json.data.status, 'failed');
@@ -485,14 +550,19 @@ test('behaviour workflow_failed', async () => {
 });
 
 test('behaviour slow: delays the answer without blocking other requests', async () => {
-  const slowKey = dify.addApp({ mode: 'workflow', behaviour: 'slow', delayMs: 600 });
-  const fastKey = dify.addApp({ mode: 'workflow' });
+  const slowKey = addApp({ mode: 'workflow', behaviour: 'slow', delayMs: 600 });
+  const fastKey = addApp({ mode: 'workflow' });
   const t0 = Date.now();
-  const slow = call('/v1/workflows/run', { method: 'POST', key: slowKey, body: { inputs: { s: 1 }, user: 'u' } });
-  const fast = await call('/v1/workflows/run', { method: 'POST', key: fastKey, body: { inputs: {}, user: 'u' } });
-  const fastMs = Date.now() - t0;
+  let slowDone = false;
+  const slow = call('/v1/workflows/run', { method: 'POST', key: slowKey, body: { inputs: { s: 1 }, response_mode: 'blocking', user: 'u' } }).finally(() => {
+    slowDone = true;
+  });
+  await waitFor(() => dify.requestsFor(slowKey).length === 1, 'the slow request');
+  const fast = await call('/v1/workflows/run', { method: 'POST', key: fastKey, body: { inputs: {}, response_mode: 'blocking', user: 'u' } });
   assert.equal(fast.status, 200);
-  assert.ok(fastMs < 400, `fast request took ${fastMs} ms while a slow one was pending`);
+  // Not blocked: the fast answer came while the slow one was still waiting (an event, not a
+  // duration, so a loaded machine cannot make this fail).
+  assert.equal(slowDone, false, 'the fast request waited for the slow one');
   const s = await slow;
   const slowMs = Date.now() - t0;
   assert.equal(s.status, 200);
@@ -501,7 +571,7 @@ test('behaviour slow: delays the answer without blocking other requests', async 
 });
 
 test('explicit delayMs delays any behaviour', async () => {
-  const key = dify.addApp({ mode: 'chat', behaviour: 'dify_error', delayMs: 300 });
+  const key = addApp({ mode: 'chat', behaviour: 'dify_error', delayMs: 300 });
   const t0 = Date.now();
   const r = await call('/v1/chat-messages', { method: 'POST', key, body: RUNS.chat[1] });
   assert.ok(Date.now() - t0 >= 250);
@@ -509,7 +579,7 @@ test('explicit delayMs delays any behaviour', async () => {
 });
 
 test('requests are recorded with method, path, headers and parsed body', async () => {
-  const key = dify.addApp({ mode: 'workflow' });
+  const key = addApp({ mode: 'workflow' });
   await call('/v1/parameters?x=1', { key });
   await call('/v1/workflows/run', {
     method: 'POST',
@@ -539,8 +609,8 @@ test('requests are recorded with method, path, headers and parsed body', async (
 test('concurrent apps do not interfere', async () => {
   const keys = await Promise.all(
     Array.from({ length: 20 }, async (_, i) => {
-      const key = dify.addApp({ mode: 'workflow', outputs: () => ({ i }) });
-      const r = await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {}, user: `u${i}` } });
+      const key = addApp({ mode: 'workflow', outputs: () => ({ i }) });
+      const r = await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {}, response_mode: 'blocking', user: `u${i}` } });
       assert.deepEqual(r.json.data.outputs, { i });
       return key;
     }),
@@ -569,7 +639,8 @@ test('stop() ends pending slow requests promptly and is idempotent', async () =>
   const t0 = Date.now();
   await Promise.all([own.stop(), own.stop()]);
   assert.equal(await pending, 'aborted');
-  assert.ok(Date.now() - t0 < 2000, `stop took ${Date.now() - t0} ms`);
+  // Generous: the request would otherwise wait 30 s.
+  assert.ok(Date.now() - t0 < 15_000, `stop took ${Date.now() - t0} ms`);
   await own.stop();
   await assert.rejects(fetch(`${own.baseUrl}/info`));
 });
@@ -611,7 +682,7 @@ function framesOf(text) {
 const label = (e) => (e.event === 'node_started' || e.event === 'node_finished' ? `${e.event}:${e.data.title}` : e.event);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function waitFor(pred, what, ms = 2000) {
+async function waitFor(pred, what, ms = 20_000) {
   const deadline = Date.now() + ms;
   while (!pred()) {
     if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
@@ -677,7 +748,7 @@ function silentFor(p, ms) {
 
 test('streaming workflow: default Start/LLM/End graph, exact order and shapes', async () => {
   const outputs = { text: 'Sunny and warm today', temp: 21 };
-  const key = dify.addApp({ mode: 'workflow', outputs });
+  const key = addApp({ mode: 'workflow', outputs });
   const r = await call('/v1/workflows/run', {
     method: 'POST',
     key,
@@ -779,7 +850,7 @@ test('streaming workflow: custom nodes, text option, chunks inside the last LLM 
     { title: 'Format', type: 'code', outputs: { formatted: true } },
     { title: 'Done', type: 'end' },
   ];
-  const key = dify.addApp({ mode: 'workflow', nodes, text: 'custom streamed text', outputs: { x: 1 } });
+  const key = addApp({ mode: 'workflow', nodes, text: 'custom streamed text', outputs: { x: 1 } });
   const events = parseSse((await streamCall('workflow', key)).text);
   const labels = events.map(label);
   assert.deepEqual(labels.filter((l) => l.startsWith('node_started')), nodes.map((n) => `node_started:${n.title}`));
@@ -800,20 +871,20 @@ test('streaming workflow: custom nodes, text option, chunks inside the last LLM 
   assert.ok(!JSON.stringify(events[0]).includes('total'));
 
   // Without `text`, the chunks carry the outputs as JSON (or outputs.text when it is a string).
-  const k2 = dify.addApp({ mode: 'workflow', outputs: { x: 1 } });
+  const k2 = addApp({ mode: 'workflow', outputs: { x: 1 } });
   const e2 = parseSse((await streamCall('workflow', k2)).text);
   assert.equal(e2.filter((e) => e.event === 'text_chunk').map((e) => e.data.text).join(''), '{"x":1}');
   // Blocking total_steps follows the graph too.
-  const k3 = dify.addApp({ mode: 'workflow', nodes });
-  const b = await call('/v1/workflows/run', { method: 'POST', key: k3, body: { inputs: {}, user: 'u' } });
+  const k3 = addApp({ mode: 'workflow', nodes });
+  const b = await call('/v1/workflows/run', { method: 'POST', key: k3, body: { inputs: {}, response_mode: 'blocking', user: 'u' } });
   assert.equal(b.json.data.total_steps, nodes.length);
 
-  assert.throws(() => dify.addApp({ mode: 'workflow', nodes: [] }), /nodes must be/);
-  assert.throws(() => dify.addApp({ mode: 'workflow', nodes: ['x'] }), /nodes must be/);
+  assert.throws(() => addApp({ mode: 'workflow', nodes: [] }), /nodes must be/);
+  assert.throws(() => addApp({ mode: 'workflow', nodes: ['x'] }), /nodes must be/);
 });
 
 test('streaming workflow_failed: the LLM node fails, workflow_finished failed, no text', async () => {
-  const key = dify.addApp({ mode: 'workflow', behaviour: 'workflow_failed' });
+  const key = addApp({ mode: 'workflow', behaviour: 'workflow_failed' });
   const events = parseSse((await streamCall('workflow', key)).text);
   assert.deepEqual(events.map(label), [
     'workflow_started',
@@ -834,7 +905,7 @@ test('streaming workflow_failed: the LLM node fails, workflow_finished failed, n
 
 test('streaming advanced-chat: workflow events around the message chunks, message_end last', async () => {
   const answer = 'Paris is the capital of France.';
-  const key = dify.addApp({ mode: 'advanced-chat', answer });
+  const key = addApp({ mode: 'advanced-chat', answer });
   const r = await streamCall('advanced-chat', key);
   assert.match(r.headers.get('content-type'), /^text\/event-stream/);
   const events = parseSse(r.text);
@@ -876,7 +947,7 @@ test('streaming chat and completion: exactly three message chunks then message_e
     ['chat', 'echo: hello world'],
     ['completion', `completion: ${JSON.stringify({ a: 'b' })}`],
   ]) {
-    const key = dify.addApp({ mode });
+    const key = addApp({ mode });
     const r = await streamCall(mode, key);
     const frames = framesOf(r.text);
     const events = parseSse(r.text);
@@ -895,7 +966,7 @@ test('streaming chat and completion: exactly three message chunks then message_e
 });
 
 test('streaming agent-chat: tool thought, empty thought, agent_message chunks, final thought, message_end', async () => {
-  const key = dify.addApp({ mode: 'agent-chat', answer: 'It is 12:00.' });
+  const key = addApp({ mode: 'agent-chat', answer: 'It is 12:00.' });
   const events = parseSse((await streamCall('agent-chat', key, { query: 'what time is it' })).text);
   assert.deepEqual(events.map((e) => e.event), [
     'agent_thought', 'agent_thought', 'agent_message', 'agent_message', 'agent_message', 'agent_thought', 'message_end',
@@ -919,7 +990,7 @@ test('streaming agent-chat: tool thought, empty thought, agent_message chunks, f
   assert.equal(events.filter((e) => e.event === 'agent_message').map((e) => e.answer).join(''), 'It is 12:00.');
 
   // Custom thoughts; agentAnswer: false → only thoughts, the last one carries the answer.
-  const k2 = dify.addApp({
+  const k2 = addApp({
     mode: 'agent-chat',
     answer: 'Final.',
     agentAnswer: false,
@@ -939,7 +1010,10 @@ test('streaming agent-chat: tool thought, empty thought, agent_message chunks, f
 });
 
 test('eventDelayMs spaces the events; pings travel with the event they precede', async () => {
-  const key = dify.addApp({ mode: 'chat', answer: 'one two three', eventDelayMs: 120 });
+  // Gaps are lower bounds (a loaded machine only makes them longer); the upper bounds are half
+  // the delay, which a first event delayed like the others, or a ping sent on its own, exceeds.
+  const DELAY = 1000;
+  const key = addApp({ mode: 'chat', answer: 'one two three', eventDelayMs: DELAY });
   const s = await openStream('chat', key);
   const frames = [];
   for (let f; (f = await s.next()); ) frames.push(f);
@@ -949,16 +1023,16 @@ test('eventDelayMs spaces the events; pings travel with the event they precede',
   const data = frames.filter((f) => f.frame !== PING_FRAME);
   for (let i = 1; i < data.length; i++) {
     const gap = data[i].at - data[i - 1].at;
-    assert.ok(gap >= 100, `gap ${i} was ${gap} ms`);
+    assert.ok(gap >= DELAY - 20, `gap ${i} was ${gap} ms`);
   }
-  assert.ok(data[0].at < 500, `first event after ${data[0].at} ms`);
-  assert.ok(frames[4].at - frames[3].at < 60, 'the ping comes with the event after it');
+  assert.ok(data[0].at < DELAY / 2, `first event after ${data[0].at} ms`);
+  assert.ok(frames[4].at - frames[3].at < DELAY / 2, 'the ping comes with the event after it');
 
-  // Default: no delay.
-  const k2 = dify.addApp({ mode: 'chat', answer: 'one two three' });
+  // Default: no delay (three gaps of even 500 ms would take 1.5 s).
+  const k2 = addApp({ mode: 'chat', answer: 'one two three' });
   const t0 = Date.now();
   await streamCall('chat', k2);
-  assert.ok(Date.now() - t0 < 300);
+  assert.ok(Date.now() - t0 < 1500);
 });
 
 test('events override: objects as data frames, strings verbatim, no pings', async () => {
@@ -972,25 +1046,25 @@ test('events override: objects as data frames, strings verbatim, no pings', asyn
     { event: 'workflow_finished', task_id: 't1', workflow_run_id: 'r1', data: { status: 'succeeded', outputs: {} } },
   ];
   const wire = events.map((e) => (typeof e === 'string' ? e : `data: ${JSON.stringify(e)}\n\n`));
-  const key = dify.addApp({ mode: 'workflow', events });
+  const key = addApp({ mode: 'workflow', events });
   const r = await streamCall('workflow', key);
   assert.equal(r.status, 200);
   assert.match(r.headers.get('content-type'), /^text\/event-stream/);
   assert.equal(r.text, wire.join(''));
   // Blocking calls are unaffected.
-  const b = await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {}, user: 'u' } });
+  const b = await call('/v1/workflows/run', { method: 'POST', key, body: { inputs: {}, response_mode: 'blocking', user: 'u' } });
   assert.equal(b.json.data.status, 'succeeded');
   // streamBehaviour applies on top: end_early drops the last entry.
-  const k2 = dify.addApp({ mode: 'chat', events, streamBehaviour: 'end_early' });
+  const k2 = addApp({ mode: 'chat', events, streamBehaviour: 'end_early' });
   assert.equal((await streamCall('chat', k2)).text, wire.slice(0, -1).join(''));
-  assert.throws(() => dify.addApp({ mode: 'chat', events: 'data: x\n\n' }), /events must be/);
-  assert.throws(() => dify.addApp({ mode: 'chat', events: [1] }), /events must be/);
+  assert.throws(() => addApp({ mode: 'chat', events: 'data: x\n\n' }), /events must be/);
+  assert.throws(() => addApp({ mode: 'chat', events: [1] }), /events must be/);
 });
 
 test('repeat: a long stream (tens of MB, thousands of events) arrives complete and quickly', async () => {
   const repeat = 20000;
   const chunkBytes = 1024;
-  const key = dify.addApp({ mode: 'chat', answer: 'short answer here', repeat, chunkBytes });
+  const key = addApp({ mode: 'chat', answer: 'short answer here', repeat, chunkBytes });
   const t0 = Date.now();
   const res = await fetch(dify.origin + STREAM_PATHS.chat, {
     method: 'POST',
@@ -1045,12 +1119,13 @@ test('repeat: a long stream (tens of MB, thousands of events) arrives complete a
   const tailText = tail.toString('utf8');
   const lastFrame = tailText.slice(tailText.lastIndexOf('\n\ndata: ') + 2);
   assert.equal(JSON.parse(lastFrame.slice(6)).event, 'message_end');
-  assert.ok(ms < 5000, `long stream took ${ms} ms`);
+  // Not throttled: generous for a loaded machine (it takes about a second on an idle one).
+  assert.ok(ms < 30_000, `long stream took ${ms} ms`);
 });
 
 test('repeat respects backpressure: a client that stops reading stops the writer', async () => {
   const repeat = 40000; // ~48 MB if it were all written
-  const key = dify.addApp({ mode: 'workflow', repeat, chunkBytes: 1024 });
+  const key = addApp({ mode: 'workflow', repeat, chunkBytes: 1024 });
   const s = await openStream('workflow', key);
   assert.equal((await s.nextEvent()).event.event, 'workflow_started');
   const rec = dify.requestsFor(key)[0];
@@ -1071,7 +1146,7 @@ const LAST_CHUNK = { workflow: 'text_chunk', chat: 'message', 'advanced-chat': '
 
 for (const mode of MODE_LIST) {
   test(`streamBehaviour end_early (${mode}): closes after the last chunk, no final event`, async () => {
-    const key = dify.addApp({ mode, streamBehaviour: 'end_early', repeat: 2, chunkBytes: 10 });
+    const key = addApp({ mode, streamBehaviour: 'end_early', repeat: 2, chunkBytes: 10 });
     const r = await streamCall(mode, key);
     assert.equal(r.status, 200);
     const events = parseSse(r.text);
@@ -1082,7 +1157,7 @@ for (const mode of MODE_LIST) {
   });
 
   test(`streamBehaviour error_event (${mode}): error event, then close`, async () => {
-    const key = dify.addApp({ mode, streamBehaviour: 'error_event' });
+    const key = addApp({ mode, streamBehaviour: 'error_event' });
     const r = await streamCall(mode, key);
     assert.equal(r.status, 200);
     const events = parseSse(r.text);
@@ -1105,7 +1180,7 @@ for (const mode of MODE_LIST) {
   });
 
   test(`streamBehaviour malformed (${mode}): one broken frame after the first, then normal`, async () => {
-    const key = dify.addApp({ mode, answer: 'a b c', streamBehaviour: 'malformed' });
+    const key = addApp({ mode, answer: 'a b c', streamBehaviour: 'malformed' });
     const r = await streamCall(mode, key);
     const frames = framesOf(r.text);
     assert.equal(frames.filter((f) => f === MALFORMED_FRAME).length, 1);
@@ -1115,7 +1190,7 @@ for (const mode of MODE_LIST) {
   });
 
   test(`streamBehaviour hang_after_first (${mode}): first event, then silence until the client leaves`, async () => {
-    const key = dify.addApp({ mode, streamBehaviour: 'hang_after_first' });
+    const key = addApp({ mode, streamBehaviour: 'hang_after_first' });
     const s = await openStream(mode, key);
     const first = await s.nextEvent();
     assert.ok(first.event.task_id);
@@ -1127,7 +1202,7 @@ for (const mode of MODE_LIST) {
   });
 
   test(`behaviour rate_limited (${mode}): 429 with Retry-After, blocking and streaming`, async () => {
-    const key = dify.addApp({ mode, behaviour: 'rate_limited' });
+    const key = addApp({ mode, behaviour: 'rate_limited' });
     const bodies = mode === 'agent-chat' ? [streamBody(mode)] : [streamBody(mode), streamBody(mode, { response_mode: 'blocking' })];
     for (const body of bodies) {
       const r = await call(STREAM_PATHS[mode], { method: 'POST', key, body });
@@ -1140,7 +1215,7 @@ for (const mode of MODE_LIST) {
   });
 
   test(`stop endpoint ends a running ${mode} stream`, async () => {
-    const key = dify.addApp({ mode, streamBehaviour: 'hang_after_first' });
+    const key = addApp({ mode, streamBehaviour: 'hang_after_first' });
     const s = await openStream(mode, key, { user: 'stopper' });
     const first = (await s.nextEvent()).event;
     const taskId = first.task_id;
@@ -1150,7 +1225,8 @@ for (const mode of MODE_LIST) {
     assert.equal(r.status, 200);
     assert.deepEqual(r.json, { result: 'success' });
     const rest = await s.restEvents();
-    assert.ok(Date.now() - t0 < 1000);
+    // hang_after_first never ends on its own: ending at all is the stop's doing.
+    assert.ok(Date.now() - t0 < 10_000);
     const expected = mode === 'workflow' ? ['workflow_finished'] : mode === 'advanced-chat' ? ['workflow_finished', 'message_end'] : ['message_end'];
     assert.deepEqual(rest.map((e) => e.event), expected);
     if (mode === 'workflow' || mode === 'advanced-chat') {
@@ -1169,30 +1245,42 @@ for (const mode of MODE_LIST) {
 }
 
 test('stop during eventDelayMs ends the stream at once', async () => {
-  const key = dify.addApp({ mode: 'chat', answer: 'a b c', eventDelayMs: 2000 });
+  const key = addApp({ mode: 'chat', answer: 'a b c', eventDelayMs: 20_000 });
   const s = await openStream('chat', key);
   const first = (await s.nextEvent()).event;
   const t0 = Date.now();
   await call(STOP_PATHS.chat(first.task_id), { method: 'POST', key, body: { user: 'u' } });
   const rest = await s.restEvents();
-  assert.ok(Date.now() - t0 < 1000, `took ${Date.now() - t0} ms`);
+  // The next event was 20 s away: ending well before that is the stop's doing.
+  assert.ok(Date.now() - t0 < 10_000, `took ${Date.now() - t0} ms`);
   assert.deepEqual(rest.map((e) => e.event), ['message_end']);
 });
 
 test('stop endpoint: checks, and stops only the caller\'s own running task', async () => {
-  const key = dify.addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first' });
+  const key = addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first' });
   const s = await openStream('workflow', key, { user: 'owner' });
   const taskId = (await s.nextEvent()).event.task_id;
-  const other = dify.addApp({ mode: 'workflow' });
-  const chatKey = dify.addApp({ mode: 'chat' });
+  const other = addApp({ mode: 'workflow' });
+  const chatKey = addApp({ mode: 'chat' });
   const before = dify.stops.length;
-  // Another user, another app, or an unknown task: success, but the stream keeps hanging.
-  for (const [k, user, t] of [[key, 'intruder', taskId], [other, 'owner', taskId], [key, 'owner', 'no-such-task']]) {
+  const refusedBefore = dify.stopRefusals.length;
+  // Another user, another app, or an unknown task: refused (stricter than Dify, so that a
+  // wrong stop call fails a test), and the stream keeps hanging.
+  for (const [k, user, t, status, code] of [
+    [key, 'intruder', taskId, 403, 'forbidden'],
+    [other, 'owner', taskId, 404, 'not_found'],
+    [key, 'owner', 'no-such-task', 404, 'not_found'],
+  ]) {
     const r = await call(`/v1/workflows/tasks/${t}/stop`, { method: 'POST', key: k, body: { user } });
-    assert.equal(r.status, 200);
-    assert.deepEqual(r.json, { result: 'success' });
+    assert.equal(r.status, status, `${user} ${t}`);
+    assert.equal(r.json.code, code);
   }
-  assert.equal(dify.stops.length, before + 3);
+  assert.equal(dify.stops.length, before);
+  assert.deepEqual(dify.stopRefusals.slice(refusedBefore).map((x) => [x.user, x.task_id, x.status, x.code]), [
+    ['intruder', taskId, 403, 'forbidden'],
+    ['owner', taskId, 404, 'not_found'],
+    ['owner', 'no-such-task', 404, 'not_found'],
+  ]);
   // Wrong family for the app, missing user, bad JSON, no auth, wrong method.
   let r = await call(`/v1/chat-messages/${taskId}/stop`, { method: 'POST', key, body: { user: 'owner' } });
   assert.equal(r.status, 400);
@@ -1208,7 +1296,7 @@ test('stop endpoint: checks, and stops only the caller\'s own running task', asy
   assert.equal(r.status, 401);
   r = await call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'GET', key });
   assert.equal(r.status, 405);
-  assert.equal(dify.stops.length, before + 3);
+  assert.equal(dify.stops.length, before);
   const pending = s.nextEvent();
   assert.equal(await silentFor(pending, 200), 'silent');
   // The owner's stop works.
@@ -1219,8 +1307,54 @@ test('stop endpoint: checks, and stops only the caller\'s own running task', asy
   assert.deepEqual(await s.restEvents(), []);
 });
 
+test('a stop for a finished run (blocking or streamed) is accepted, by its own user only', async () => {
+  for (const mode of ['workflow', 'chat', 'completion']) {
+    const key = addApp({ mode });
+    const [path, body] = RUNS[mode];
+    const blocking = await call(path, { method: 'POST', key, body });
+    const streamed = parseSse((await streamCall(mode, key)).text)[0].task_id;
+    for (const taskId of [blocking.json.task_id, streamed]) {
+      assert.deepEqual((await call(STOP_PATHS[mode](taskId), { method: 'POST', key, body: { user: 'u' } })).json, { result: 'success' });
+      assert.equal((await call(STOP_PATHS[mode](taskId), { method: 'POST', key, body: { user: 'someone-else' } })).status, 403);
+    }
+  }
+});
+
+test('holdBefore: the stream waits before that event until release(), then goes on', async () => {
+  const key = addApp({ mode: 'workflow', holdBefore: 'workflow_finished', outputs: { text: 'done' } });
+  const s = await openStream('workflow', key);
+  // Every event up to the last node_finished comes, then nothing until the release.
+  let e;
+  while ((e = await s.nextEvent()) && label(e.event) !== 'node_finished:End');
+  assert.ok(e, 'the stream ended before the last node finished');
+  await waitFor(() => dify.requestsFor(key)[0].held === true, 'the hold');
+  const pending = s.nextEvent();
+  assert.equal(await silentFor(pending, 200), 'silent');
+  dify.release(key);
+  assert.equal((await pending).event.event, 'workflow_finished');
+  assert.equal(await s.nextEvent(), null);
+  assert.equal(dify.requestsFor(key)[0].held, false);
+  // Released apps do not hold again; a stop call ends a held stream too.
+  assert.equal(parseSse((await streamCall('workflow', key)).text).at(-1).event, 'workflow_finished');
+  const k2 = addApp({ mode: 'chat', holdBefore: 'message_end' });
+  const s2 = await openStream('chat', k2);
+  const first = (await s2.nextEvent()).event;
+  await waitFor(() => dify.requestsFor(k2)[0].held === true, 'the hold');
+  await call(STOP_PATHS.chat(first.task_id), { method: 'POST', key: k2, body: { user: 'u' } });
+  const rest = await s2.restEvents();
+  assert.deepEqual(rest.map((x) => x.event), ['message', 'message', 'message_end']);
+  assert.throws(() => dify.release('app-unknown'), /unknown api key/);
+});
+
+test('finalThought: the last agent_thought may differ from the answer', async () => {
+  const key = addApp({ mode: 'agent-chat', answer: 'The answer.', finalThought: 'Summing up.' });
+  const events = parseSse((await streamCall('agent-chat', key)).text);
+  assert.equal(events.filter((x) => x.event === 'agent_message').map((x) => x.answer).join(''), 'The answer.');
+  assert.equal(events.filter((x) => x.event === 'agent_thought').at(-1).thought, 'Summing up.');
+});
+
 test('streamBehaviour no_first_byte: no status line until the client gives up', async () => {
-  const key = dify.addApp({ mode: 'chat', streamBehaviour: 'no_first_byte' });
+  const key = addApp({ mode: 'chat', streamBehaviour: 'no_first_byte' });
   const t0 = Date.now();
   await assert.rejects(
     fetch(dify.origin + STREAM_PATHS.chat, {
@@ -1239,7 +1373,7 @@ test('streamBehaviour no_first_byte: no status line until the client gives up', 
 });
 
 test('clientAborted: false for complete streams, true when the client leaves mid-stream', async () => {
-  const key = dify.addApp({ mode: 'completion', eventDelayMs: 200 });
+  const key = addApp({ mode: 'completion', eventDelayMs: 200 });
   const s = await openStream('completion', key);
   await s.nextEvent();
   const rec = dify.requestsFor(key)[0];
@@ -1248,16 +1382,16 @@ test('clientAborted: false for complete streams, true when the client leaves mid
   await waitFor(() => rec.clientAborted === true, 'clientAborted');
   assert.equal(rec.stopped, undefined);
   // Blocking requests carry no stream fields.
-  const k2 = dify.addApp({ mode: 'completion' });
-  await call('/v1/completion-messages', { method: 'POST', key: k2, body: { inputs: {}, user: 'u' } });
+  const k2 = addApp({ mode: 'completion' });
+  await call('/v1/completion-messages', { method: 'POST', key: k2, body: { inputs: {}, response_mode: 'blocking', user: 'u' } });
   assert.equal(dify.requestsFor(k2)[0].clientAborted, undefined);
   assert.equal(dify.requestsFor(k2)[0].streaming, undefined);
 });
 
 test('fixture stop() ends hanging and header-less streams promptly', async () => {
   const own = await startDifyFixture();
-  const hang = own.addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first' });
-  const mute = own.addApp({ mode: 'workflow', streamBehaviour: 'no_first_byte' });
+  const hang = own.addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first', user_input_form: ANY_FORM });
+  const mute = own.addApp({ mode: 'workflow', streamBehaviour: 'no_first_byte', user_input_form: ANY_FORM });
   const post = (key) =>
     fetch(`${own.baseUrl}/workflows/run`, {
       method: 'POST',
@@ -1271,17 +1405,18 @@ test('fixture stop() ends hanging and header-less streams promptly', async () =>
   await own.stop();
   assert.equal(await muted, 'aborted');
   assert.ok(['ended', 'aborted'].includes(await hanging));
-  assert.ok(Date.now() - t0 < 2000);
+  assert.ok(Date.now() - t0 < 10_000);
   for (const r of own.requests) assert.equal(r.clientAborted, false);
+  // (Generous: without stop() both would hang forever.)
 });
 
 test('addApp validates the stream options', () => {
-  assert.throws(() => dify.addApp({ mode: 'chat', streamBehaviour: 'weird' }), /unknown streamBehaviour/);
-  assert.throws(() => dify.addApp({ mode: 'chat', repeat: -1 }), /repeat/);
-  assert.throws(() => dify.addApp({ mode: 'chat', eventDelayMs: 'x' }), /eventDelayMs/);
-  assert.throws(() => dify.addApp({ mode: 'chat', chunkBytes: 0 }), /chunkBytes/);
-  assert.throws(() => dify.addApp({ mode: 'chat', behaviour: 'rate_limitted' }), /unknown behaviour/);
-  const key = dify.addApp({ mode: 'chat' });
+  assert.throws(() => addApp({ mode: 'chat', streamBehaviour: 'weird' }), /unknown streamBehaviour/);
+  assert.throws(() => addApp({ mode: 'chat', repeat: -1 }), /repeat/);
+  assert.throws(() => addApp({ mode: 'chat', eventDelayMs: 'x' }), /eventDelayMs/);
+  assert.throws(() => addApp({ mode: 'chat', chunkBytes: 0 }), /chunkBytes/);
+  assert.throws(() => addApp({ mode: 'chat', behaviour: 'rate_limitted' }), /unknown behaviour/);
+  const key = addApp({ mode: 'chat' });
   assert.throws(() => dify.updateApp(key, { streamBehaviour: 'nope' }), /unknown streamBehaviour/);
   dify.updateApp(key, { streamBehaviour: 'end_early', repeat: 3 });
 });
@@ -1299,7 +1434,7 @@ function runBlocking(key, inputs = { city: 'Oslo' }, user = 'u') {
 }
 
 test('GET /v1/workflows/run/:id: a finished blocking run, exact shape', async () => {
-  const key = dify.addApp({ mode: 'workflow', outputs: { text: 'hi', n: 1 } });
+  const key = addApp({ mode: 'workflow', outputs: { text: 'hi', n: 1 } });
   const t0 = Math.floor(Date.now() / 1000);
   const post = await runBlocking(key, { city: 'Oslo', n: 2 });
   const runId = post.json.workflow_run_id;
@@ -1337,8 +1472,8 @@ test('GET /v1/workflows/run/:id: a finished blocking run, exact shape', async ()
 });
 
 test('GET run: unknown id or another app\'s run is 404; auth, method and mode checks', async () => {
-  const key = dify.addApp({ mode: 'workflow' });
-  const other = dify.addApp({ mode: 'workflow' });
+  const key = addApp({ mode: 'workflow' });
+  const other = addApp({ mode: 'workflow' });
   const runId = (await runBlocking(key)).json.workflow_run_id;
   const NOT_FOUND = { code: 'not_found', message: 'Workflow run not found', status: 404 };
   for (const [k, id] of [[key, 'no-such-run'], [key, '3c90c3cc-0d44-4b50-8888-8dd25736052a'], [other, runId]]) {
@@ -1353,11 +1488,11 @@ test('GET run: unknown id or another app\'s run is 404; auth, method and mode ch
   r = await call(`/v1/workflows/run/${runId}`, { method: 'POST', key, body: {} });
   assert.equal(r.status, 405);
   assert.match(r.headers.get('allow'), /GET/);
-  r = await getRun(dify.addApp({ mode: 'chat' }), runId);
+  r = await getRun(addApp({ mode: 'chat' }), runId);
   assert.equal(r.status, 400);
   assert.equal(r.json.code, 'app_unavailable');
   // The other endpoints are untouched: /v1/workflows/:workflow_id/run is still a POST run.
-  r = await call('/v1/workflows/some-id/run', { method: 'POST', key, body: { inputs: {}, user: 'u' } });
+  r = await call('/v1/workflows/some-id/run', { method: 'POST', key, body: { inputs: {}, response_mode: 'blocking', user: 'u' } });
   assert.equal(r.status, 200);
   // Behaviours do not apply to GET.
   dify.updateApp(key, { behaviour: 'http500' });
@@ -1365,7 +1500,7 @@ test('GET run: unknown id or another app\'s run is 404; auth, method and mode ch
 });
 
 test('runDurationMs, blocking: the answer waits; GET says running (outputs null) until then', async () => {
-  const key = dify.addApp({ mode: 'workflow', runDurationMs: 400, outputs: { text: 'done' } });
+  const key = addApp({ mode: 'workflow', runDurationMs: 400, outputs: { text: 'done' } });
   const t0 = Date.now();
   const pending = runBlocking(key);
   await waitFor(() => dify.requestsFor(key)[0]?.runId, 'the run to start');
@@ -1393,10 +1528,13 @@ test('runDurationMs, blocking: the answer waits; GET says running (outputs null)
 
 test('runDurationMs, streaming: workflow_started at once, pings every 500 ms, then the rest', async () => {
   assert.equal(RUN_PING_INTERVAL_MS, 500);
-  const key = dify.addApp({ mode: 'workflow', runDurationMs: 1100, outputs: { text: 'abc' } });
+  // Timings are lower bounds (a loaded machine only makes them later), except that
+  // workflow_started must come well before the run's duration is over.
+  const DURATION = 3000;
+  const key = addApp({ mode: 'workflow', runDurationMs: DURATION, outputs: { text: 'abc' } });
   const s = await openStream('workflow', key);
   const first = await s.next();
-  assert.ok(first.at < 300, `workflow_started after ${first.at} ms`);
+  assert.ok(first.at < DURATION / 2, `workflow_started after ${first.at} ms`);
   const started = JSON.parse(first.frame.slice(6, -2));
   assert.equal(started.event, 'workflow_started');
   assert.match(started.workflow_run_id, UUID);
@@ -1406,13 +1544,15 @@ test('runDurationMs, streaming: workflow_started at once, pings every 500 ms, th
   assert.equal(during.json.status, 'running');
   assert.equal(during.json.outputs, null);
   assert.equal(during.json.total_steps, 0);
-  const p1 = await s.next();
-  const p2 = await s.next();
-  assert.deepEqual([p1.frame, p2.frame], [PING_FRAME, PING_FRAME]);
-  assert.ok(p1.at >= 450 && p1.at < 800, `ping 1 at ${p1.at}`);
-  assert.ok(p2.at >= 950 && p2.at < 1100 + 200, `ping 2 at ${p2.at}`);
-  const next = await s.nextEvent();
-  assert.ok(next.at >= 1080, `node_started at ${next.at}`);
+  const pings = [];
+  let f;
+  while ((f = await s.next()).frame === PING_FRAME) pings.push(f.at);
+  assert.ok(pings.length >= 1, 'no ping while the run was running');
+  assert.ok(pings[0] >= RUN_PING_INTERVAL_MS - 50, `ping 1 at ${pings[0]}`);
+  for (let i = 1; i < pings.length; i++) assert.ok(pings[i] - pings[i - 1] >= RUN_PING_INTERVAL_MS - 50, `pings at ${pings}`);
+  assert.ok(pings.at(-1) < DURATION, `a ping after the run's duration: ${pings}`);
+  const next = { at: f.at, event: JSON.parse(f.frame.slice(6, -2)) };
+  assert.ok(next.at >= DURATION - 20, `node_started at ${next.at}`);
   assert.equal(label(next.event), 'node_started:Start');
   const rest = await s.restEvents();
   assert.equal(rest.at(-1).event, 'workflow_finished');
@@ -1425,14 +1565,15 @@ test('runDurationMs, streaming: workflow_started at once, pings every 500 ms, th
 });
 
 test('runDurationMs, streaming: a client leaving after workflow_started does not stop the run', async () => {
-  const key = dify.addApp({ mode: 'workflow', runDurationMs: 400, outputs: { x: 1 } });
+  // 3 s: long enough for the checks below to see it running on a loaded machine.
+  const key = addApp({ mode: 'workflow', runDurationMs: 3000, outputs: { x: 1 } });
   const s = await openStream('workflow', key);
   const started = (await s.nextEvent()).event;
   s.abort();
   const rec = dify.requestsFor(key)[0];
   await waitFor(() => rec.clientAborted === true, 'clientAborted');
   assert.equal((await getRun(key, started.workflow_run_id)).json.status, 'running');
-  await sleep(450);
+  await waitFor(() => dify.runState(started.workflow_run_id).status !== 'running', 'the end of the run');
   const after = await getRun(key, started.workflow_run_id);
   assert.equal(after.json.status, 'succeeded');
   assert.deepEqual(after.json.outputs, { x: 1 });
@@ -1442,7 +1583,7 @@ test('runDurationMs, streaming: a client leaving after workflow_started does not
 });
 
 test('runDurationMs + workflow_failed: running, then failed with an error', async () => {
-  const key = dify.addApp({ mode: 'workflow', behaviour: 'workflow_failed', runDurationMs: 300 });
+  const key = addApp({ mode: 'workflow', behaviour: 'workflow_failed', runDurationMs: 300 });
   const s = await openStream('workflow', key);
   const runId = (await s.nextEvent()).event.workflow_run_id;
   assert.equal((await getRun(key, runId)).json.status, 'running');
@@ -1461,19 +1602,20 @@ test('runDurationMs + workflow_failed: running, then failed with an error', asyn
 });
 
 test('stop endpoint makes a running run stopped: streaming, after a disconnect, blocking', async () => {
-  const key = dify.addApp({ mode: 'workflow', runDurationMs: 5000 });
+  // Runs of 30 s, so that "ended at once" (below 10 s) cannot be their natural end.
+  const key = addApp({ mode: 'workflow', runDurationMs: 30_000 });
   const stop = (taskId, user = 'u') => call(`/v1/workflows/tasks/${taskId}/stop`, { method: 'POST', key, body: { user } });
 
   // Streaming: the stop ends the ping wait at once with workflow_finished stopped.
   const s = await openStream('workflow', key);
   const started = (await s.nextEvent()).event;
   // Another user's stop changes nothing.
-  await stop(started.task_id, 'intruder');
+  assert.equal((await stop(started.task_id, 'intruder')).status, 403);
   assert.equal((await getRun(key, started.workflow_run_id)).json.status, 'running');
   const t0 = Date.now();
   assert.deepEqual((await stop(started.task_id)).json, { result: 'success' });
   const rest = await s.restEvents();
-  assert.ok(Date.now() - t0 < 1000);
+  assert.ok(Date.now() - t0 < 10_000);
   assert.deepEqual(rest.map((e) => [e.event, e.data.status, e.data.total_steps]), [['workflow_finished', 'stopped', 0]]);
   const r = await getRun(key, started.workflow_run_id);
   assert.deepEqual(
@@ -1481,7 +1623,7 @@ test('stop endpoint makes a running run stopped: streaming, after a disconnect, 
     ['stopped', {}, null, 0],
   );
   assert.ok(Number.isInteger(r.json.finished_at));
-  assert.ok(r.json.elapsed_time < 1);
+  assert.ok(r.json.elapsed_time < 10);
 
   // After the client went away: only the stop call stops it.
   const s2 = await openStream('workflow', key);
@@ -1500,13 +1642,13 @@ test('stop endpoint makes a running run stopped: streaming, after a disconnect, 
   const rec = runPosts()[2];
   await stop(rec.taskId);
   const b = await pending;
-  assert.ok(Date.now() - t1 < 1500);
+  assert.ok(Date.now() - t1 < 10_000);
   assert.deepEqual([b.json.data.status, b.json.data.outputs], ['stopped', {}]);
   assert.equal((await getRun(key, rec.runId)).json.status, 'stopped');
 });
 
 test('stop after the run finished leaves it finished', async () => {
-  const key = dify.addApp({ mode: 'workflow', runDurationMs: 200 });
+  const key = addApp({ mode: 'workflow', runDurationMs: 200 });
   const s = await openStream('workflow', key);
   const started = (await s.nextEvent()).event;
   await s.restEvents();
@@ -1515,7 +1657,7 @@ test('stop after the run finished leaves it finished', async () => {
 });
 
 test('runDurationMs 0: a stream is running until it ends; a stop during it makes it stopped', async () => {
-  const key = dify.addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first' });
+  const key = addApp({ mode: 'workflow', streamBehaviour: 'hang_after_first' });
   const s = await openStream('workflow', key);
   const started = (await s.nextEvent()).event;
   assert.equal((await getRun(key, started.workflow_run_id)).json.status, 'running');
@@ -1525,7 +1667,7 @@ test('runDurationMs 0: a stream is running until it ends; a stop during it makes
 });
 
 test('runPollFailures: the first N GETs of every run answer a plain-text 500', async () => {
-  const key = dify.addApp({ mode: 'workflow', runPollFailures: 2 });
+  const key = addApp({ mode: 'workflow', runPollFailures: 2 });
   for (let i = 0; i < 2; i++) {
     const runId = (await runBlocking(key)).json.workflow_run_id;
     for (let j = 0; j < 2; j++) {
@@ -1543,9 +1685,9 @@ test('runPollFailures: the first N GETs of every run answer a plain-text 500', a
 });
 
 test('addApp validates runDurationMs and runPollFailures', () => {
-  assert.throws(() => dify.addApp({ mode: 'workflow', runDurationMs: -1 }), /runDurationMs/);
-  assert.throws(() => dify.addApp({ mode: 'workflow', runDurationMs: 1.5 }), /runDurationMs/);
-  assert.throws(() => dify.addApp({ mode: 'workflow', runPollFailures: 'x' }), /runPollFailures/);
+  assert.throws(() => addApp({ mode: 'workflow', runDurationMs: -1 }), /runDurationMs/);
+  assert.throws(() => addApp({ mode: 'workflow', runDurationMs: 1.5 }), /runDurationMs/);
+  assert.throws(() => addApp({ mode: 'workflow', runPollFailures: 'x' }), /runPollFailures/);
 });
 
 test('fixture stop() ends a blocking run that is waiting for runDurationMs', async () => {
@@ -1561,5 +1703,5 @@ test('fixture stop() ends a blocking run that is waiting for runDurationMs', asy
   const t0 = Date.now();
   await own.stop();
   assert.equal(await pending, 'aborted');
-  assert.ok(Date.now() - t0 < 2000);
+  assert.ok(Date.now() - t0 < 10_000); // generous: the run would wait 30 s
 });

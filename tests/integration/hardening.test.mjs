@@ -5,25 +5,31 @@ import assert from 'node:assert/strict';
 
 import { startFlowgate } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
+import { startHttpTool } from '../support/http-tool-fixture.mjs';
+import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
 
-let fg; // a deployment without ALLOW_PRIVATE_BACKENDS, and a small rate limit
-let open; // the usual test deployment (private backends allowed)
+let fg; // a deployment without ALLOW_PRIVATE_BACKENDS, without LOG_REQUESTS, and a small rate limit
+let open; // the usual test deployment (private backends allowed), LOG_REQUESTS=all
 let dify;
+let tools;
+let ups;
 
 before(async () => {
-  [fg, open, dify] = await Promise.all([
+  [fg, open, dify, tools, ups] = await Promise.all([
     startFlowgate({
       vars: { ALLOW_PRIVATE_BACKENDS: 'false', RATE_LIMIT_PERIOD_SECONDS: '60' },
       configure: (toml) => toml.replace('simple = { limit = 600, period = 60 }', 'simple = { limit = 5, period = 60 }'),
     }),
     startFlowgate({ vars: { LOG_REQUESTS: 'all' } }),
     startDifyFixture(),
+    startHttpTool(),
+    startUpstreams(),
   ]);
 });
 
 after(async () => {
-  await Promise.allSettled([fg?.stop(), open?.stop(), dify?.stop()]);
+  await Promise.allSettled([fg?.stop(), open?.stop(), dify?.stop(), tools?.stop(), ups?.stop()]);
 });
 
 const app = (backend, mode = 'workflow') => ({ name: 'Guarded', mode, backend });
@@ -58,6 +64,75 @@ describe('private backends', () => {
     assert.equal(r.json.result.isError, true, r.text);
     assert.match(r.json.result.content[0].text, /blocked: the backend host is a loopback address; private backends need ALLOW_PRIVATE_BACKENDS=true/);
   });
+
+  // The same at call time for every other kind of outbound call: an app stored with a public
+  // host whose stored backend now names a loopback one (as if edited behind the console's back)
+  // is refused before anything is sent there.
+  const BLOCKED = /blocked: the backend host is a loopback address; private backends need ALLOW_PRIVATE_BACKENDS=true/;
+  const callTool = (url, name) => rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: {} } }, { 'mcp-protocol-version': '2025-06-18' });
+  /** Creates an app on public hosts, then points `field` (a JSON path) of its stored backend at `target`. */
+  async function movedApp(body, field, target) {
+    const created = await fg.console('/apps', { method: 'POST', body });
+    assert.equal(created.status, 201, created.text);
+    await fg.d1(`UPDATE apps SET backend = json_set(backend, '${field}', '${target}') WHERE id = '${created.json.id}'`);
+    return { app: created.json, ...(await publish(fg, created.json.id)) };
+  }
+  /** An upstream app's tool list as Flowgate would have cached it while its host was public. */
+  const seedTools = (appId) => fg.kvPut(`upstream-tools:${appId}`, JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }]));
+
+  test('an HTTP tool that became private is not called', async () => {
+    const path = tools.addTool({ apiKey: 'tool-key' });
+    const { url } = await movedApp(
+      { name: 'MovedTool', mode: 'http-tool', backend: { api_endpoint: 'https://tools.example.com/x', api_key: 'tool-key', manifest: { name: 'moved', description: 'd', parameters: [] } } },
+      '$.api_endpoint',
+      tools.url + path,
+    );
+    const r = await callTool(url, 'MovedTool');
+    assert.equal(r.json.result.isError, true, r.text);
+    assert.match(r.json.result.content[0].text, BLOCKED);
+    assert.equal(tools.requestsFor(path).length, 0);
+  });
+
+  for (const [label, transport, target] of [
+    ['an upstream MCP server (Streamable HTTP)', 'streamable-http', () => ups.stateless],
+    ['an upstream SSE endpoint', 'sse', () => ups.legacySse],
+  ]) {
+    test(`${label} that became private is not called: tools refresh and tools/call`, async () => {
+      const up = target();
+      const name = transport === 'sse' ? 'MovedSse' : 'MovedMcp';
+      const { app, url } = await movedApp({ name, mode: 'mcp', backend: { url: 'https://mcp.example.com/mcp', transport } }, '$.url', up.url);
+      const n = up.requests.length;
+      const refresh = await fg.console(`/apps/${app.id}/tools/refresh`, { method: 'POST' });
+      assert.equal(refresh.status, 422, refresh.text);
+      assert.match(refresh.json.message, BLOCKED);
+      await seedTools(app.id);
+      const r = await callTool(url, `${name}_echo`);
+      assert.equal(r.json.result?.isError, true, r.text);
+      assert.match(r.json.result.content[0].text, BLOCKED);
+      assert.equal(up.requests.length, n, 'the upstream was called');
+    });
+  }
+
+  test('an OAuth token endpoint that became private is not called', async () => {
+    const { app, url } = await movedApp(
+      {
+        name: 'MovedAuth',
+        mode: 'mcp',
+        backend: { url: 'https://mcp.example.com/mcp', oauth: { token_url: 'https://auth.example.com/token', client_id: ups.oauth.clientId, client_secret: ups.oauth.clientSecret } },
+      },
+      '$.oauth.token_url',
+      ups.oauth.tokenUrl,
+    );
+    const n = ups.oauth.requests.length;
+    const refresh = await fg.console(`/apps/${app.id}/tools/refresh`, { method: 'POST' });
+    assert.equal(refresh.status, 422, refresh.text);
+    assert.match(refresh.json.message, BLOCKED);
+    await seedTools(app.id);
+    const r = await callTool(url, 'MovedAuth_echo');
+    assert.equal(r.json.result?.isError, true, r.text);
+    assert.match(r.json.result.content[0].text, BLOCKED);
+    assert.equal(ups.oauth.requests.length, n, 'the token endpoint was called');
+  });
 });
 
 describe('request ids and logs', () => {
@@ -75,20 +150,57 @@ describe('request ids and logs', () => {
     const { url, code } = await publish(open, a.id);
     const r = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
     const rid = r.headers.get('x-request-id');
-    await new Promise((res) => setTimeout(res, 300));
-    // The Worker's own lines (wrangler's access log lines are not ours: they show the URL).
-    const lines = open.log().split('\n').filter((l) => l.trim().startsWith('{"level"'));
-    const mine = lines.map((l) => JSON.parse(l.trim())).filter((l) => l.request_id === rid);
-    assert.ok(mine.length >= 1, `no log line with request id ${rid}`);
+    const mine = await waitFor(() => {
+      const found = ownLines(open).filter((l) => l.request_id === rid);
+      return found.length ? found : null;
+    }, `a log line with request id ${rid}`);
     assert.equal(mine[0].path, '/mcp/server/<code>/mcp');
     assert.equal(mine[0].status, 200);
-    const ours = lines.join('\n');
+    const ours = ownLines(open).map((l) => JSON.stringify(l)).join('\n');
     assert.ok(!ours.includes(code), 'the server code is never logged');
     assert.ok(!ours.includes(apiKey), 'no API key in the logs');
+  });
+
+  test('without LOG_REQUESTS=all only refused and failed requests are logged', async () => {
+    const quiet = [await fg.fetchJson('/healthz'), await fg.console('/apps')];
+    const loud = [await fg.fetchJson('/nope'), await fg.console('/apps', { token: 'not-the-token' })];
+    assert.deepEqual(quiet.map((r) => r.status), [200, 200]);
+    assert.deepEqual(loud.map((r) => r.status), [404, 401]);
+    const id = (r) => r.headers.get('x-request-id');
+    // Wait for the last refused request's line: lines come out in order, so a line for any of the
+    // earlier requests would be there by then (no fixed sleep).
+    await waitFor(() => ownLines(fg).some((l) => l.request_id === id(loud[1])), 'the 401 line');
+    const lines = ownLines(fg);
+    for (const r of loud) {
+      const line = lines.find((l) => l.request_id === id(r));
+      assert.ok(line, `no line for the ${r.status}`);
+      assert.equal(line.status, r.status);
+    }
+    for (const r of quiet) assert.equal(lines.filter((l) => l.request_id === id(r)).length, 0, 'a 200 was logged');
   });
 });
 
 describe('audit log', () => {
+  test('newest first', async () => {
+    const ids = [];
+    const write = async (path, opts) => {
+      const r = await fg.console(path, opts);
+      assert.ok(r.status < 300, r.text);
+      ids.push(r.headers.get('x-request-id'));
+      return r;
+    };
+    const a = await write('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: '$K' }) });
+    await write(`/apps/${a.json.id}`, { method: 'PUT', body: { ...app({ base_url: 'https://api.dify.ai/v1', api_key: '$K' }), name: 'Renamed' } });
+    await write(`/apps/${a.json.id}/server`, { method: 'POST', body: {} });
+    await write(`/apps/${a.json.id}`, { method: 'DELETE' });
+    const log = await fg.console('/audit?limit=500');
+    assert.equal(log.status, 200, log.text);
+    const mine = log.json.data.filter((e) => ids.includes(e.request_id));
+    assert.deepEqual(mine.map((e) => e.request_id), [...ids].reverse());
+    assert.deepEqual(mine.map((e) => e.action), ['DELETE /apps/{id}', 'POST /apps/{id}/server', 'PUT /apps/{id}', 'POST /apps']);
+    for (let i = 1; i < log.json.data.length; i++) assert.ok(log.json.data[i - 1].at >= log.json.data[i].at, 'not newest first');
+  });
+
   test('console writes are recorded: who, what, when, never a secret', async () => {
     const created = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'app-very-secret-key' }) });
     const server = await fg.console(`/apps/${created.json.id}/server`, { method: 'POST', body: {} });
@@ -178,3 +290,23 @@ test('without SECRETS_KEY a literal credential is refused, a $NAME reference is 
     await inst.stop();
   }
 });
+
+/** The Worker's own JSON log lines (wrangler's access log lines are not ours: they show the URL). */
+function ownLines(instance) {
+  return instance
+    .log()
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith('{"level"'))
+    .map((l) => JSON.parse(l));
+}
+
+async function waitFor(fn, what, ms = 20_000) {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

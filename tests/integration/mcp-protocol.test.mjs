@@ -196,45 +196,60 @@ describe('transport', () => {
 });
 
 describe('backend failures are tool errors with the backend message', () => {
+  // Every failure on both of Flowgate's paths to Dify: streaming (the client takes SSE) and
+  // blocking (the client takes only JSON), each checked to be the path it claims.
+  const PATHS = [
+    ['streaming', V('2025-06-18')],
+    ['blocking', { ...V('2025-06-18'), accept: 'application/json' }],
+  ];
+  let serial = 0;
   async function failingServer(opts) {
-    const { app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Flaky', ...opts });
-    return (await publish(fg, app.id)).url;
+    const { app, apiKey } = await registerApp(fg, dify, { mode: 'workflow', name: 'Flaky', ...opts });
+    return { url: (await publish(fg, app.id)).url, apiKey };
   }
-  async function callFlaky(u) {
-    const r = await rpc(u, call('Flaky', { text: 'x' }, 1), V('2025-06-18'));
+  async function callFlaky(u, headers) {
+    const r = await rpc(u, call('Flaky', { text: 'x' }, 1), headers);
     assert.equal(r.status, 200, r.text);
     assert.equal(r.json.error, undefined, r.text);
     assert.equal(r.json.result.isError, true, r.text);
+    assert.deepEqual(r.json.result.structuredContent, undefined, r.text);
     return r.json.result.content[0].text;
   }
 
-  test('HTTP 500', async () => {
-    assert.match(await callFlaky(await failingServer({ behaviour: 'http500' })), /answered HTTP 500: Internal Server Error/);
-  });
-  test('HTTP 401 (wrong key)', async () => {
-    const u = await failingServer({ backend: { api_key: 'app-wrong-key' } });
-    assert.match(await callFlaky(u), /HTTP 401, unauthorized\): Access token is invalid/);
-  });
-  test('Dify error body', async () => {
-    assert.match(await callFlaky(await failingServer({ behaviour: 'dify_error' })), /provider_quota_exceeded\): Your quota/);
-  });
-  test('failed workflow', async () => {
-    assert.match(await callFlaky(await failingServer({ behaviour: 'workflow_failed' })), /workflow ended failed: Node LLM failed: model timeout/);
-  });
-  test('connection refused', async () => {
-    const s = http.createServer();
-    await new Promise((r) => s.listen(0, '127.0.0.1', r));
-    const port = s.address().port;
-    await new Promise((r) => s.close(r));
-    const u = await failingServer({ backend: { base_url: `http://127.0.0.1:${port}/v1` } });
-    assert.match(await callFlaky(u), new RegExp(`could not reach the Dify app 'Flaky' at 127\\.0\\.0\\.1:${port}: `));
-  });
-  test('timeout', async () => {
-    const u = await failingServer({ behaviour: 'slow', delayMs: 10_000, backend: { timeout_seconds: 1 } });
-    assert.match(await callFlaky(u), /did not answer within 1 s/);
-  });
-  test('a $SECRET that is not set', async () => {
-    const u = await failingServer({ backend: { api_key: '$NOT_SET_ANYWHERE' } });
-    assert.match(await callFlaky(u), /\$NOT_SET_ANYWHERE, which is not set/);
-  });
+  const cases = [
+    ['HTTP 500', () => ({ behaviour: 'http500' }), /answered HTTP 500: Internal Server Error/],
+    ['HTTP 401 (wrong key)', () => ({ backend: { api_key: `app-wrong-key-${++serial}` } }), /HTTP 401, unauthorized\): Access token is invalid/],
+    ['HTTP 429', () => ({ behaviour: 'rate_limited' }), /HTTP 429, too_many_requests\): Too many requests, please retry later; retry after 7 s/],
+    ['Dify error body', () => ({ behaviour: 'dify_error' }), /HTTP 400, provider_quota_exceeded\): Your quota for Dify Hosted Model Provider has been exhausted\./],
+    ['failed workflow', () => ({ behaviour: 'workflow_failed' }), /workflow ended failed: Node LLM failed: model timeout/],
+    ['timeout', () => ({ behaviour: 'slow', delayMs: 10_000, backend: { timeout_seconds: 1 } }), /did not answer within 1 s/],
+  ];
+  for (const [label, opts, message] of cases) {
+    for (const [path, headers] of PATHS) {
+      test(`${label} (${path})`, async () => {
+        const o = opts();
+        const { url: u, apiKey } = await failingServer(o);
+        const text = await callFlaky(u, headers);
+        assert.match(text, message);
+        const runs = dify.requestsFor(o.backend?.api_key ?? apiKey).filter((q) => q.path === '/v1/workflows/run');
+        assert.equal(runs.length, 1, 'one request to Dify');
+        assert.equal(runs[0].body.response_mode, path);
+      });
+    }
+  }
+
+  for (const [path, headers] of PATHS) {
+    test(`connection refused (${path})`, async () => {
+      const s = http.createServer();
+      await new Promise((r) => s.listen(0, '127.0.0.1', r));
+      const port = s.address().port;
+      await new Promise((r) => s.close(r));
+      const { url: u } = await failingServer({ backend: { base_url: `http://127.0.0.1:${port}/v1` } });
+      assert.match(await callFlaky(u, headers), new RegExp(`could not reach the Dify app 'Flaky' at 127\\.0\\.0\\.1:${port}: `));
+    });
+    test(`a $SECRET that is not set (${path})`, async () => {
+      const { url: u } = await failingServer({ backend: { api_key: '$NOT_SET_ANYWHERE' } });
+      assert.match(await callFlaky(u, headers), /\$NOT_SET_ANYWHERE, which is not set/);
+    });
+  }
 });

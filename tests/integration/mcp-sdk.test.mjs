@@ -30,7 +30,7 @@ after(async () => {
 });
 
 /** An SDK client that offers `revision` in initialize (the SDK itself always offers its latest). */
-async function connect(url, revision) {
+async function connect(url, revision, userAgent) {
   const offer = (u, init) => {
     if (init?.body && typeof init.body === 'string') {
       const msg = JSON.parse(init.body);
@@ -41,7 +41,8 @@ async function connect(url, revision) {
     }
     return fetch(u, init);
   };
-  const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: offer });
+  const requestInit = userAgent ? { headers: { 'user-agent': userAgent } } : undefined;
+  const transport = new StreamableHTTPClientTransport(new URL(url), { fetch: offer, requestInit });
   const client = new Client({ name: 'flowgate-sdk-test', version: '1.0.0' });
   await client.connect(transport);
   return { client, transport };
@@ -99,21 +100,33 @@ for (const revision of REVISIONS) {
   });
 }
 
-test('SDK calls stream from Dify with a stable per-client user', async () => {
+test('SDK calls stream from Dify with a user that is stable per client and server, and differs between them', async () => {
   const { app, apiKey } = await registerApp(fg, dify, { mode: 'chat', name: 'Stable user' });
   const { url } = await publish(fg, app.id);
-  for (let i = 0; i < 2; i++) {
-    const { client } = await connect(url, '2025-06-18');
+  // A second server (a workspace server) in front of the same app.
+  const ws = await fg.console('/servers', { method: 'POST', body: { name: 'Workspace', app_ids: [app.id] } });
+  assert.equal(ws.status, 201, ws.text);
+  const calls = [
+    [url, undefined], // the SDK's own User-Agent ...
+    [url, undefined], // ... again, on a new connection: the same client
+    [url, 'another-client/2.0'], // another client of the same server
+    [ws.json.mcp_url, undefined], // the first client, on another server
+  ];
+  for (const [i, [u, userAgent]] of calls.entries()) {
+    const { client } = await connect(u, '2025-06-18', userAgent);
     await client.callTool({ name: 'Stable_user', arguments: { query: `q${i}`, text: 't' } });
     await client.close();
   }
   const runs = dify.requestsFor(apiKey).filter((r) => r.path === '/v1/chat-messages');
-  assert.equal(runs.length, 2);
+  assert.deepEqual(runs.map((r) => r.body.query), ['q0', 'q1', 'q2', 'q3']);
   for (const r of runs) {
     assert.equal(r.body.response_mode, 'streaming');
     assert.deepEqual(r.body.inputs, { text: 't' });
     assert.match(r.body.user, /^mcp-[0-9a-f]{24}$/);
   }
-  assert.equal(runs[0].body.user, runs[1].body.user);
-  assert.deepEqual(runs.map((r) => r.body.query), ['q0', 'q1']);
+  const [first, again, otherClient, otherServer] = runs.map((r) => r.body.user);
+  assert.equal(again, first, 'the same client on the same server keeps its user');
+  assert.notEqual(otherClient, first, 'another client gets another user');
+  assert.notEqual(otherServer, first, 'another server gets another user');
+  assert.notEqual(otherServer, otherClient);
 });

@@ -43,28 +43,33 @@ const callBody = (name, args = {}, id = 1, meta) => ({ jsonrpc: '2.0', id, metho
 
 describe('through the official SDK client', () => {
   test('progress and log notifications arrive while the backend works, before the result', async () => {
+    // The fake Dify holds its final event (workflow_finished) until the test releases it, so
+    // "while the backend works" is an event, not a duration: every notification must reach the
+    // client while the run is still going, or the test fails (no timing to go wrong under load).
     const nodes = ['Start', 'Search', 'Summarise', 'Review', 'End'].map((title) => ({ title, type: 'llm' }));
-    const { url, tool } = await server({ mode: 'workflow', name: 'Slow Flow', nodes, eventDelayMs: 150, outputs: [{ variable: 'echo', type: 'object' }] });
+    const { url, tool, apiKey } = await server({ mode: 'workflow', name: 'Slow Flow', nodes, holdBefore: 'workflow_finished', outputs: [{ variable: 'echo', type: 'object' }] });
     const { client, logs } = await sdk(url);
     try {
       const progress = [];
-      const started = Date.now();
-      const result = await client.callTool({ name: tool, arguments: { text: 'go' } }, CallToolResultSchema, {
-        onprogress: (p) => progress.push({ at: Date.now(), ...p }),
-      });
-      const done = Date.now();
+      let done = false;
+      const call = client
+        .callTool({ name: tool, arguments: { text: 'go' } }, CallToolResultSchema, { onprogress: (p) => progress.push(p) })
+        .finally(() => (done = true));
+      const run = await waitFor(() => dify.requestsFor(apiKey).find((q) => q.held));
+      const nodeLogs = () => logs.filter((l) => l.data?.event === 'node_started');
+      await waitFor(() => progress.length === nodes.length && nodeLogs().length === nodes.length, 20_000, 'the notifications of a run that has not ended');
+      assert.equal(run.held, true, 'the run is still going');
+      assert.equal(done, false, 'the result came before the run ended');
+      dify.release(apiKey);
+      const result = await call;
       assert.equal(result.isError, false, JSON.stringify(result));
       assert.deepEqual(result.structuredContent, { echo: { text: 'go' } });
       assert.equal(progress.length, nodes.length, JSON.stringify(progress));
       assert.deepEqual(progress.map((p) => p.progress), [1, 2, 3, 4, 5]);
       assert.deepEqual(progress.map((p) => p.message), nodes.map((n) => `${n.title} succeeded`));
-      // Spread over the run, not delivered in one burst at the end.
-      assert.ok(done - progress[0].at >= 600, `first progress ${progress[0].at - started} ms after the start, result after ${done - started} ms`);
-      assert.ok(progress.at(-1).at - progress[0].at >= 450, 'progress arrived all at once');
-      const nodeLogs = logs.filter((l) => l.data?.event === 'node_started');
-      assert.deepEqual(nodeLogs.map((l) => l.data.node), nodes.map((n) => n.title));
-      assert.ok(nodeLogs.every((l) => l.level === 'info' && l.logger === 'flowgate'));
-      assert.ok(nodeLogs[0].at < done - 400, 'logs arrived before the result');
+      assert.deepEqual(nodeLogs().map((l) => l.data.node), nodes.map((n) => n.title));
+      assert.ok(nodeLogs().every((l) => l.level === 'info' && l.logger === 'flowgate'));
+      assert.equal(run.body.response_mode, 'streaming');
     } finally {
       await client.close();
     }
@@ -77,35 +82,60 @@ describe('through the official SDK client', () => {
     'agent-chat': (r) => assert.equal(r.content[0].text, 'echo: Hi there'),
     completion: (r) => assert.match(r.content[0].text, /^completion: \{"text":"hello"\}$/),
   };
+  const RUN_PATHS = { workflow: '/v1/workflows/run', completion: '/v1/completion-messages' };
+  /** The run requests Flowgate sent for an app (its stop calls and the like left out). */
+  const runsOf = (apiKey, mode) => dify.requestsFor(apiKey).filter((q) => q.path === (RUN_PATHS[mode] ?? '/v1/chat-messages'));
   for (const [mode, check] of Object.entries(expectations)) {
     test(`final result of a streamed ${mode} call`, async () => {
-      const { url, tool } = await server({ mode, name: `Streamed ${mode}` });
+      const { url, tool, apiKey } = await server({ mode, name: `Streamed ${mode}` });
       const { client } = await sdk(url);
+      const args = { text: 'hello', ...(mode.includes('chat') ? { query: 'Hi there' } : {}) };
+      let r;
       try {
-        const args = { text: 'hello', ...(mode.includes('chat') ? { query: 'Hi there' } : {}) };
-        const r = await client.callTool({ name: tool, arguments: args });
+        r = await client.callTool({ name: tool, arguments: args });
         assert.equal(r.isError, false, JSON.stringify(r));
         check(r);
       } finally {
         await client.close();
       }
-      const runs = dify.requests.filter((q) => q.streaming);
-      assert.ok(runs.length > 0);
+      // This call, not some earlier one, streamed from Dify.
+      const [run, ...more] = runsOf(apiKey, mode);
+      assert.equal(more.length, 0, 'one run per call');
+      assert.equal(run.body.response_mode, 'streaming');
+      assert.equal(run.streaming, true);
+      assert.deepEqual(run.body.inputs, { text: 'hello' });
+
+      // A client that takes only JSON: Dify is called blocking (agent-chat only streams), and the
+      // result is the same.
+      const json = await rpc(url, callBody(tool, args), { ...V, accept: 'application/json' });
+      assert.match(json.headers.get('content-type'), /application\/json/);
+      const { structuredContent, content, isError } = json.json.result;
+      assert.deepEqual({ structuredContent, content, isError }, { structuredContent: r.structuredContent, content: r.content, isError: r.isError });
+      const blocking = runsOf(apiKey, mode)[1];
+      assert.equal(blocking.body.response_mode, mode === 'agent-chat' ? 'streaming' : 'blocking');
+      assert.equal(blocking.streaming, mode === 'agent-chat' ? true : undefined);
     });
   }
 
   test('agent-chat: thoughts are progress, and the last thought stands in only without an answer', async () => {
-    const { url, tool } = await server({ mode: 'agent-chat', name: 'Thinker', agentAnswer: false });
-    const { client, logs } = await sdk(url);
-    try {
-      const progress = [];
-      const r = await client.callTool({ name: tool, arguments: { query: 'Why?' } }, CallToolResultSchema, { onprogress: (p) => progress.push(p) });
-      assert.equal(r.isError, false);
-      assert.ok(r.content[0].text.length > 0);
-      assert.ok(progress.length >= 1);
-      assert.ok(logs.some((l) => l.data?.event === 'agent_thought'));
-    } finally {
-      await client.close();
+    // Without agent_message events the last thought is the answer ...
+    const thinker = await server({ mode: 'agent-chat', name: 'Thinker', agentAnswer: false, answer: 'Because it is.' });
+    // ... with them, the answer wins over a last thought that says something else.
+    const talker = await server({ mode: 'agent-chat', name: 'Talker', answer: 'Because it is.', finalThought: 'I should answer briefly.' });
+    for (const [{ url, tool }, text] of [[thinker, 'Because it is.'], [talker, 'Because it is.']]) {
+      const { client, logs } = await sdk(url);
+      try {
+        const progress = [];
+        const r = await client.callTool({ name: tool, arguments: { query: 'Why?' } }, CallToolResultSchema, { onprogress: (p) => progress.push(p) });
+        assert.equal(r.isError, false);
+        assert.deepEqual(r.content, [{ type: 'text', text }]);
+        assert.deepEqual(r.structuredContent, { answer: text });
+        // One progress step per thought: the tool call, the empty thought, the final thought.
+        assert.deepEqual(progress.map((p) => [p.progress, p.message]), [[1, 'using web_search'], [2, 'thinking'], [3, 'thinking']]);
+        assert.deepEqual(logs.filter((l) => l.data?.event === 'agent_thought').map((l) => l.data.thought).at(-1), tool === 'Talker' ? 'I should answer briefly.' : text);
+      } finally {
+        await client.close();
+      }
     }
   });
 });
@@ -180,7 +210,7 @@ describe('robustness', () => {
     const r = await rpc(url, callBody(tool, { text: 'x' }), V);
     assert.equal(r.json.result.isError, true);
     assert.match(r.json.result.content[0].text, /did not finish within 2 s \(timeout_seconds\)/);
-    await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
+    await assertStopped(apiKey, 'workflows/tasks');
   });
 
   test('a malformed event is skipped with a warning; the result is unaffected', async () => {
@@ -194,9 +224,33 @@ describe('robustness', () => {
   test('an idle timeout stops the run at the backend', async () => {
     const { url, tool, apiKey } = await server({ mode: 'workflow', name: 'Hanger', streamBehaviour: 'hang_after_first', backend: { idle_timeout_seconds: 1 } });
     await rpc(url, callBody(tool, { text: 'x' }), V);
-    const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
-    assert.match(stop.path, /^\/v1\/workflows\/tasks\/.+\/stop$/);
-    assert.match(stop.user, /^mcp-/);
+    await assertStopped(apiKey, 'workflows/tasks');
+  });
+
+  test('a `: keep-alive` comment goes out after each second without output, and tells a client that left', async () => {
+    // Only workflow_started, then silence: Flowgate has nothing to say but keep-alives until
+    // idle_timeout_seconds (30 s here, well beyond this test).
+    const { url, tool, apiKey } = await server({ mode: 'workflow', name: 'Quiet', streamBehaviour: 'hang_after_first', backend: { idle_timeout_seconds: 30 } });
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...V }, body: JSON.stringify(callBody(tool, { text: 'x' })) });
+    const started = Date.now(); // the response starts at once, before the backend has said anything
+    assert.equal(res.status, 200);
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    const chunks = [];
+    const read = async () => {
+      const { value, done } = await reader.read();
+      assert.equal(done, false, 'the stream ended');
+      chunks.push({ text: dec.decode(value, { stream: true }), at: Date.now() });
+    };
+    // Waits on the comments themselves; the timings are lower bounds, which load cannot break
+    // (a missing keep-alive fails the test through its timeout: the call would sit silent for 30 s).
+    while (chunks.filter((c) => c.text.includes(': keep-alive')).length < 2) await withTimeout(read(), 15_000, 'a keep-alive');
+    assert.deepEqual(chunks.map((c) => c.text), [': keep-alive\n\n', ': keep-alive\n\n'], 'nothing but the comments was written');
+    assert.ok(chunks[0].at - started >= 900, `first keep-alive ${chunks[0].at - started} ms after the response started`);
+    assert.ok(chunks[1].at - chunks[0].at >= 900, `keep-alives ${chunks[1].at - chunks[0].at} ms apart`);
+    // The client goes away: the next keep-alive cannot be written, and the run is stopped.
+    await reader.cancel();
+    await assertStopped(apiKey, 'workflows/tasks');
   });
 });
 
@@ -214,27 +268,29 @@ describe('cancellation', () => {
     const reader = res.body.getReader();
     await reader.read(); // the first notification: the run is going
     ctl.abort();
-    const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
-    const run = dify.requestsFor(apiKey).find((q) => q.streaming);
-    assert.equal(stop.task_id, run.taskId);
-    assert.match(stop.path, new RegExp(`/v1/workflows/tasks/${run.taskId}/stop`));
+    await assertStopped(apiKey, 'workflows/tasks');
   });
 
-  test('a chat run is stopped through the chat-messages stop endpoint', async () => {
-    const { url, tool, apiKey } = await server({ mode: 'chat', name: 'Cancel Chat', repeat: 200, eventDelayMs: 50 });
-    const ctl = new AbortController();
-    const res = await fetch(url, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...V },
-      body: JSON.stringify(callBody(tool, { query: 'x' })),
-      signal: ctl.signal,
+  for (const [mode, family] of [['chat', 'chat-messages'], ['completion', 'completion-messages']]) {
+    test(`a ${mode} run is stopped through the ${family} stop endpoint`, async () => {
+      // 200 chunks 50 ms apart: the run lasts 10 s unless it is stopped.
+      const { url, tool, apiKey } = await server({ mode, name: `Cancel ${mode}`, repeat: 200, eventDelayMs: 50 });
+      const before = await cancelRecords();
+      const ctl = new AbortController();
+      const res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...V },
+        body: JSON.stringify(callBody(tool, mode === 'chat' ? { query: 'x' } : { text: 'x' })),
+        signal: ctl.signal,
+      });
+      assert.equal(res.status, 200);
+      // These modes send no notifications: wait until Flowgate has read the run's first event
+      // (it then records the run for notifications/cancelled), not for some time.
+      await waitFor(async () => (await cancelRecords()).some((k) => !before.includes(k)), 20_000, 'the run to be recorded');
+      ctl.abort();
+      await assertStopped(apiKey, family);
     });
-    await new Promise((r) => setTimeout(r, 400));
-    ctl.abort();
-    void res;
-    const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
-    assert.match(stop.path, /^\/v1\/chat-messages\/.+\/stop$/);
-  });
+  }
 });
 
 test('notifications/cancelled from the SDK client stops the backend run', async () => {
@@ -248,10 +304,7 @@ test('notifications/cancelled from the SDK client stops the backend run', async 
       onprogress: () => ctl.abort('changed my mind'),
     });
     await assert.rejects(pending);
-    const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
-    const run = dify.requestsFor(apiKey).find((q) => q.streaming);
-    assert.equal(stop.task_id, run.taskId);
-    assert.equal(stop.user, run.body.user);
+    await assertStopped(apiKey, 'workflows/tasks');
   } finally {
     await client.close();
   }
@@ -263,12 +316,12 @@ test('notifications/cancelled alone (the stream stays open) stops the run, and t
   const headers = { 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'cancel-test/1', ...V };
   const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(callBody(tool, { text: 'x' }, 77, { progressToken: 1 })) });
   const reader = res.body.getReader();
-  await reader.read(); // the run is going and recorded
-  await new Promise((r) => setTimeout(r, 300));
+  // The first notification: Flowgate records the run for notifications/cancelled before it
+  // writes anything after the backend's first event (which names the run).
+  await reader.read();
   const note = await rpc(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 77, reason: 'test' } }, { 'user-agent': 'cancel-test/1', ...V });
   assert.equal(note.status, 202);
-  const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey));
-  assert.equal(stop.task_id, dify.requestsFor(apiKey).find((q) => q.streaming).taskId);
+  await assertStopped(apiKey, 'workflows/tasks');
   let rest = '';
   for (;;) {
     const { value, done } = await reader.read();
@@ -278,12 +331,40 @@ test('notifications/cancelled alone (the stream stays open) stops the run, and t
   assert.match(rest, /the workflow ended stopped/);
 });
 
-async function waitFor(fn, ms = 10_000) {
+async function waitFor(fn, ms = 20_000, what = 'a condition') {
   const until = Date.now() + ms;
   for (;;) {
-    const v = fn();
+    const v = await fn();
     if (v) return v;
-    if (Date.now() > until) throw new Error('timed out waiting');
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([promise, new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
+}
+
+/** The KV keys under which Flowgate records running calls for notifications/cancelled. */
+async function cancelRecords() {
+  return (await fg.kvKeys()).map((k) => k.name).filter((n) => n.startsWith('cancel:'));
+}
+
+/**
+ * Waits for the one stop call of the app's one run and checks that it names that run's task
+ * and user on the stop endpoint of its family (the fake Dify refuses any other, see stopRefusals).
+ */
+async function assertStopped(apiKey, family) {
+  const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey), 20_000, 'the stop call');
+  const runs = dify.requestsFor(apiKey).filter((q) => q.taskId);
+  assert.equal(runs.length, 1, 'one run');
+  assert.equal(stop.task_id, runs[0].taskId);
+  assert.equal(stop.user, runs[0].body.user);
+  assert.match(stop.user, /^mcp-[0-9a-f]{24}$/);
+  assert.equal(stop.path, `/v1/${family}/${runs[0].taskId}/stop`);
+  assert.deepEqual(dify.stopRefusals.filter((s) => s.apiKey === apiKey), []);
+  return stop;
 }

@@ -96,6 +96,24 @@ async function follow(url, taskId, done, ms = 30_000) {
   }
 }
 
+// A finished task's storage is deleted after its TTL. The shortest TTL is the 1-minute floor
+// (a client's ttl of 1 s is clamped to it): the first test of this file finishes such a task,
+// the last one waits for it to disappear, so the minute passes while the tests in between run.
+const shortLived = {};
+
+test('ttl is clamped to 1 minute … 7 days (default 1 day); a finished task stays readable within it', async () => {
+  const { url, server } = await workflowServer('Ttl Clamp');
+  const ttlOf = async (task) => (await rpc(url, call('Ttl_Clamp', { text: 'x' }, task), V)).json.result.task;
+  assert.equal((await ttlOf({ ttl: 30 * 24 * 3600 * 1000 })).ttl, 7 * 24 * 3600 * 1000, '30 days are capped at 7');
+  assert.equal((await ttlOf({})).ttl, 24 * 3600 * 1000, 'the default is a day');
+  const short = await ttlOf({ ttl: 1000 });
+  assert.equal(short.ttl, 60_000, '1 s is raised to the 1-minute floor');
+  const { task } = await follow(url, short.taskId, (t) => t.status === 'completed');
+  assert.equal(task.ttl, 60_000);
+  assert.equal((await fg.console(`/servers/${server.id}/tasks/${short.taskId}`)).status, 200);
+  Object.assign(shortLived, { url, server, taskId: short.taskId, expiresAt: Date.parse(task.lastUpdatedAt) + task.ttl });
+});
+
 describe('2025-11-25 through the official SDK client', () => {
   test('a task that completes; tasks/result equals a direct tools/call', async () => {
     const { url } = await workflowServer('Slow Report', { runDurationMs: 1500 });
@@ -209,9 +227,13 @@ describe('seed-002 async tools', () => {
     const statusCalls = tools.callsFor(submitPath).filter((c) => c.kind === 'status');
     const gaps = statusCalls.slice(1).map((c, i) => (c.at - statusCalls[i].at) / 1000);
     assert.equal(gaps.length, 3);
+    // The durations are the behaviour: a gap can only come late (alarms and calls take time on
+    // a loaded machine), so the lower bound is tight and the upper one generous, yet still
+    // below what a wrong rule would give (no backoff: 1, 1, 1; an off-by-one: 2, 4, 8).
     for (const [gap, want] of gaps.map((g, i) => [g, [1, 2, 4][i]])) {
-      assert.ok(gap >= want - 0.05 && gap < want + 1.5, `gaps ${gaps.join(', ')} s`);
+      assert.ok(gap >= want - 0.05 && gap < want + 3, `gaps ${gaps.join(', ')} s`);
     }
+    assert.ok(gaps[1] >= gaps[0] + 0.5 && gaps[2] >= gaps[1] + 1, `gaps ${gaps.join(', ')} s do not grow`);
   });
 
   test('a remote id over 255 characters fails the task and cancels the work it started', async () => {
@@ -248,6 +270,26 @@ describe('2026-07-28 tasks extension', () => {
   const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { extensions: { 'io.modelcontextprotocol/tasks': {} } } };
   const send = (url, method, params, name) =>
     rpc(url, { jsonrpc: '2.0', id: 7, method, params: { ...params, _meta: meta } }, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) });
+
+  test('tasks/update is acknowledged with the extension, refused without it and on 2025-11-25', async () => {
+    const { url } = await workflowServer('Updated Flow', { runDurationMs: 60_000 });
+    const created = (await send(url, 'tools/call', { name: 'Updated_Flow', arguments: { text: 'u' } }, 'Updated_Flow')).json.result;
+    assert.equal(created.resultType, 'task');
+    const ack = await send(url, 'tasks/update', { taskId: created.taskId }, created.taskId);
+    assert.equal(ack.status, 200, ack.text);
+    assert.equal(ack.json.result.resultType, 'complete');
+    assert.deepEqual(Object.keys(ack.json.result).filter((k) => k !== '_meta'), ['resultType'], 'an empty ack');
+    assert.equal((await send(url, 'tasks/get', { taskId: created.taskId }, created.taskId)).json.result.status, 'working', 'the task goes on');
+    const unknown = await send(url, 'tasks/update', { taskId: 'f'.repeat(32) }, 'f'.repeat(32));
+    assert.equal(unknown.json.error.code, -32602);
+    const plainMeta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const without = await rpc(url, { jsonrpc: '2.0', id: 8, method: 'tasks/update', params: { taskId: created.taskId, _meta: plainMeta } }, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tasks/update', 'mcp-name': created.taskId });
+    assert.equal(without.status, 400);
+    assert.equal(without.json.error.code, -32021);
+    const old = await rpc(url, taskReq('tasks/update', created.taskId), V);
+    assert.equal(old.json.error.code, -32601);
+    await send(url, 'tasks/cancel', { taskId: created.taskId }, created.taskId);
+  });
 
   test('server-directed creation, result inlined in tasks/get, cancel acknowledged', async () => {
     const { url } = await workflowServer('Modern Flow', { runDurationMs: 800 });
@@ -305,4 +347,22 @@ describe('isolation and the console', () => {
     assert.equal(shown.json.status, 'cancelled');
     assert.equal((await fg.console(`/servers/${server.id}/tasks/${t1.taskId}/cancel`, { method: 'POST' })).status, 409);
   });
+});
+
+test('a finished task is deleted after its TTL: storage, D1 row and console entry', { timeout: 240_000 }, async () => {
+  const { url, server, taskId, expiresAt } = shortLived;
+  assert.ok(taskId, 'the first test of this file did not run');
+  assert.equal((await rpc(url, taskReq('tasks/get', taskId), V)).json.result.status, 'completed', 'gone before its TTL ran out');
+  // Wait for the deletion itself (the alarm set for the expiry), with a generous deadline.
+  const left = expiresAt - Date.now();
+  if (left > 0) await new Promise((r) => setTimeout(r, left));
+  let r;
+  for (const until = Date.now() + 120_000; Date.now() < until; await new Promise((res) => setTimeout(res, 1000))) {
+    r = await rpc(url, taskReq('tasks/get', taskId), V);
+    if (r.json.error) break;
+  }
+  assert.equal(r.json.error?.code, -32602, r.text);
+  assert.match(r.json.error.message, /unknown task/);
+  assert.equal((await fg.console(`/servers/${server.id}/tasks/${taskId}`)).status, 404);
+  assert.deepEqual(await fg.d1(`SELECT id FROM tasks WHERE id = '${taskId}'`), []);
 });

@@ -8,7 +8,8 @@
 //   const key = dify.addApp({ mode: 'workflow', name: 'Echo', user_input_form: [...] });
 //   ... point Flowgate at dify.baseUrl with key ...
 //   dify.requestsFor(key)   // what Flowgate sent for this app
-//   dify.stops              // stop calls received: [{ path, task_id, user, apiKey }]
+//   dify.stops              // stop calls accepted: [{ path, task_id, user, apiKey }]
+//   dify.stopRefusals       // stop calls refused (unknown task, another user): see below
 //   await dify.stop();
 //
 // Behaviours (addApp({ behaviour })) apply to the run endpoints only
@@ -62,6 +63,12 @@
 //   thoughts       agent-chat: [{thought, tool, tool_input, observation}] before the answer
 //                  (tool_input/observation objects are JSON-encoded, as Dify sends strings).
 //   agentAnswer    agent-chat: false → no agent_message events (default true).
+//   finalThought   agent-chat with agentAnswer: the thought of the final agent_thought
+//                  (default: the answer), to tell the answer from a thought that differs.
+//   holdBefore     an event name (e.g. 'workflow_finished', 'message_end'): the stream waits
+//                  before the first event of that name until release(apiKey) (or a stop call,
+//                  the client leaving, the fixture stopping); the request record has
+//                  held: true while it waits. Lets a test see what arrives before the run ends.
 //   eventDelayMs   wait this long before every event after the first (default 0); pings
 //                  are written together with the event they precede.
 //   pingEvery      a ping frame before every pingEvery-th event (default 3, 0 = none);
@@ -91,15 +98,34 @@
 //                        until the client goes away, a stop call arrives or the fixture stops.
 //     'no_first_byte'    no status line at all, until the client goes away / fixture stops.
 //
-// Stop endpoints (POST, body {user}, answer {"result":"success"} whether or not the task
-// is running, like Dify): /v1/workflows/tasks/:task_id/stop (workflow apps),
+// Stop endpoints (POST, body {user}): /v1/workflows/tasks/:task_id/stop (workflow apps),
 // /v1/chat-messages/:task_id/stop (chat modes), /v1/completion-messages/:task_id/stop.
-// Each accepted call is appended to `stops`. If it names a running stream of the same app,
-// the same user and the matching endpoint family, that stream ends at once: workflow →
-// workflow_finished {status:"stopped", outputs:{}, error:null, total_steps: nodes started so
-// far}; advanced-chat → that plus message_end; other chat modes / completion → message_end;
-// then the stream closes. A stop without a user is 400 invalid_param, one on the wrong
-// family for the app's mode 400 app_unavailable (neither is added to `stops`).
+// Stricter than Dify (which answers success to anything), so that a wrong stop call fails a
+// test: the task id must be one this fixture issued to a run of the same app (blocking or
+// streaming, running or finished) on the endpoint family of that run, else 404
+// {"code":"not_found","message":"Task not found"}; the user must be the one that started the
+// run, else 403 {"code":"forbidden","message":"The task belongs to another user"}. An accepted
+// call answers {"result":"success"} (also when the run has already finished, like Dify) and is
+// appended to `stops`; a refused one is appended to `stopRefusals` ({path, task_id, user,
+// apiKey, status, code}). If an accepted call names a running stream, that stream ends at once:
+// workflow → workflow_finished {status:"stopped", outputs:{}, error:null, total_steps: nodes
+// started so far}; advanced-chat → that plus message_end; other chat modes / completion →
+// message_end; then the stream closes. A stop without a user is 400 invalid_param, one on the
+// wrong family for the app's mode 400 app_unavailable (neither is added to either list).
+//
+// ---- Request checks (run endpoints) ------------------------------------------------------
+// Stricter than Dify where Dify would silently accept a wrong request:
+//   response_mode  required: 'blocking' or 'streaming' (400 invalid_param otherwise).
+//   user           a non-empty string; inputs an object.
+//   inputs         checked against the app's user_input_form (both the {"text-input": {...}}
+//                  and the {"type": ..., ...} shapes): every key must be a variable of the form;
+//                  a required variable must be present and not empty/null; text-input and
+//                  paragraph take a string of at most max_length characters, select one of its
+//                  options, number a finite number, checkbox a boolean, json_object an object;
+//                  file, file-list and external_data_tool values are not checked. A violation is
+//                  400 invalid_param naming the variable.
+//   query          chat modes: a string.
+// Every request refused by these checks is still recorded in `requests`.
 //
 // ---- Workflow runs and GET /v1/workflows/run/:workflow_run_id ----------------------
 // Every run POST /v1/workflows/run starts (blocking or streaming, once validation and the
@@ -244,6 +270,65 @@ export function filler(bytes) {
   return base.repeat(Math.ceil(bytes / base.length)).slice(0, bytes);
 }
 
+/** The variables of a Dify user_input_form, either shape: [{type, variable, label, required, ...}]. */
+function formVariables(form) {
+  const out = [];
+  for (const item of Array.isArray(form) ? form : []) {
+    if (!isPlainObject(item)) continue;
+    if (typeof item.type === 'string' && typeof item.variable === 'string') {
+      out.push(item);
+      continue;
+    }
+    const [type] = Object.keys(item);
+    if (type && isPlainObject(item[type])) out.push({ type, ...item[type] });
+  }
+  return out;
+}
+
+/** Why `inputs` does not fit the form (as Dify's invalid_param message), or null. */
+function formProblem(form, inputs) {
+  const vars = formVariables(form);
+  const byName = new Map(vars.map((v) => [v.variable, v]));
+  for (const key of Object.keys(inputs)) {
+    if (!byName.has(key)) return `${key} is not a variable of this app's input form`;
+  }
+  for (const v of vars) {
+    const value = inputs[v.variable];
+    const absent = value === undefined || value === null || value === '';
+    if (absent) {
+      if (v.required) return `${v.variable} is required in input form`;
+      continue;
+    }
+    switch (v.type) {
+      case 'text-input':
+      case 'paragraph':
+        if (typeof value !== 'string') return `${v.variable} in input form must be a string`;
+        if (Number.isInteger(v.max_length) && v.max_length > 0 && Array.from(value).length > v.max_length) {
+          return `${v.variable} in input form must be less than ${v.max_length} characters`;
+        }
+        break;
+      case 'select':
+        if (typeof value !== 'string') return `${v.variable} in input form must be a string`;
+        if (Array.isArray(v.options) && !v.options.includes(value)) {
+          return `${v.variable} in input form must be one of the following: ${JSON.stringify(v.options)}`;
+        }
+        break;
+      case 'number':
+        if (typeof value !== 'number' || !Number.isFinite(value)) return `${v.variable} in input form must be a valid number`;
+        break;
+      case 'checkbox':
+        if (typeof value !== 'boolean') return `${v.variable} in input form must be a boolean`;
+        break;
+      case 'json_object':
+        if (!isPlainObject(value)) return `${v.variable} in input form must be a JSON object`;
+        break;
+      default: // file, file-list, external_data_tool: not checked
+        break;
+    }
+  }
+  return null;
+}
+
 const jsonString = (v) => (typeof v === 'string' ? v : JSON.stringify(v ?? ''));
 
 function nonNegInt(v, name, dflt) {
@@ -267,9 +352,12 @@ export async function startDifyFixture() {
   const apps = new Map(); // apiKey -> app spec (mutable)
   const requests = [];
   const stops = [];
+  const stopRefusals = [];
+  const issuedTasks = new Map(); // task_id -> { apiKey, user, kind } for every run answered
   const pendingWaits = new Set(); // { resolve(why) }
   const streams = new Set();
   const running = new Map(); // task_id -> stream ctx
+  const holding = new Set(); // stream ctxs waiting at their app's holdBefore event
   const runs = new Map(); // workflow_run_id -> run record
   const runsByTask = new Map(); // task_id -> run record
   let stopped = false;
@@ -410,6 +498,19 @@ export async function startDifyFixture() {
           } else {
             await nextTick();
           }
+        }
+        if (app.holdBefore !== undefined && frame.obj?.event === app.holdBefore && !app.released && !ctx.stopRequested) {
+          record.held = true;
+          holding.add(ctx);
+          let why;
+          try {
+            do why = await pause(res, ctx);
+            while (why === 'released' && !app.released);
+          } finally {
+            holding.delete(ctx);
+            record.held = false;
+          }
+          if (why === 'closed' || why === 'fixture') return;
         }
         if (ctx.stopRequested) {
           errored = false;
@@ -560,20 +661,22 @@ export async function startDifyFixture() {
 
   function validateResponseMode(body) {
     const rm = body.response_mode;
-    if (rm === undefined || rm === null) return { mode: 'blocking' };
+    if (rm === undefined || rm === null) {
+      return { error: ERR_INVALID_PARAM(`response_mode is required: 'blocking' or 'streaming'`) };
+    }
     if (rm !== 'blocking' && rm !== 'streaming') {
       return { error: ERR_INVALID_PARAM(`response_mode must be one of 'blocking', 'streaming'`) };
     }
     return { mode: rm };
   }
 
-  function validateUserAndInputs(body, { inputsRequired = true } = {}) {
+  function validateUserAndInputs(app, body) {
     if (typeof body.user !== 'string' || body.user.length === 0) {
       return ERR_INVALID_PARAM('user is required and must be a non-empty string');
     }
-    if (body.inputs === undefined && !inputsRequired) return null;
     if (!isPlainObject(body.inputs)) return ERR_INVALID_PARAM('inputs is required and must be an object');
-    return null;
+    const problem = formProblem(app.user_input_form, body.inputs);
+    return problem ? ERR_INVALID_PARAM(problem) : null;
   }
 
   async function preRun(app, res) {
@@ -611,7 +714,7 @@ export async function startDifyFixture() {
     }
     const rm = validateResponseMode(body);
     if (rm.error) return send(res, rm.error.status, rm.error.body);
-    const err = validateUserAndInputs(body);
+    const err = validateUserAndInputs(app, body);
     if (err) return send(res, err.status, err.body);
     if (!(await preRun(app, res))) return;
 
@@ -627,6 +730,7 @@ export async function startDifyFixture() {
     const taskId = randomUUID();
     res.fixtureRecord.taskId = taskId;
     res.fixtureRecord.runId = runId;
+    issuedTasks.set(taskId, { apiKey: app.apiKey, user: body.user, kind: 'workflow' });
     const workflowId = app.workflowId;
     const createdAt = nowSec();
     const nodeCount = app.nodes.length;
@@ -812,7 +916,7 @@ export async function startDifyFixture() {
       const e = ERR_INVALID_PARAM('query is required and must be a string');
       return send(res, e.status, e.body);
     }
-    const err = validateUserAndInputs(body);
+    const err = validateUserAndInputs(app, body);
     if (err) return send(res, err.status, err.body);
     if (app.mode === 'agent-chat' && rm.mode === 'blocking') {
       const e = ERR_INVALID_PARAM('Agent Chat App does not support blocking mode');
@@ -837,7 +941,7 @@ export async function startDifyFixture() {
     }
     const rm = validateResponseMode(body);
     if (rm.error) return send(res, rm.error.status, rm.error.body);
-    const err = validateUserAndInputs(body);
+    const err = validateUserAndInputs(app, body);
     if (err) return send(res, err.status, err.body);
     if (body.query !== undefined && typeof body.query !== 'string') {
       const e = ERR_INVALID_PARAM('query must be a string');
@@ -857,6 +961,7 @@ export async function startDifyFixture() {
   function messageAnswer(app, body, responseMode, conversationId, answer, res) {
     const taskId = randomUUID();
     res.fixtureRecord.taskId = taskId;
+    issuedTasks.set(taskId, { apiKey: app.apiKey, user: body.user, kind: app.mode === 'completion' ? 'completion' : 'chat' });
     const messageId = randomUUID();
     const createdAt = nowSec();
     const started = Date.now();
@@ -982,7 +1087,7 @@ export async function startDifyFixture() {
     yield { phase: 'pre', obj: thought(finalId, pos, {}) };
     if (app.agentAnswer) {
       yield* answerChunks(app, answer, (t) => ({ event: 'agent_message', ...base, answer: t }));
-      yield { phase: 'post', obj: thought(finalId, pos, { thought: answer }) };
+      yield { phase: 'post', obj: thought(finalId, pos, { thought: app.finalThought ?? answer }) };
     } else {
       if (app.repeat > 0) {
         const f = filler(app.chunkBytes);
@@ -1019,6 +1124,13 @@ export async function startDifyFixture() {
       const e = ERR_INVALID_PARAM('user is required and must be a non-empty string');
       return send(res, e.status, e.body);
     }
+    const issued = issuedTasks.get(taskId);
+    const refuse = (e) => {
+      stopRefusals.push({ path, task_id: taskId, user: body.user, apiKey: app.apiKey, status: e.status, code: e.body.code });
+      return send(res, e.status, e.body);
+    };
+    if (!issued || issued.apiKey !== app.apiKey || issued.kind !== fam.kind) return refuse(difyError(404, 'not_found', 'Task not found'));
+    if (issued.user !== body.user) return refuse(difyError(403, 'forbidden', 'The task belongs to another user'));
     stops.push({ path, task_id: taskId, user: body.user, apiKey: app.apiKey });
     const run = fam.kind === 'workflow' ? runsByTask.get(taskId) : undefined;
     if (run && run.apiKey === app.apiKey && run.user === body.user && runStatus(run) === 'running') {
@@ -1181,6 +1293,8 @@ export async function startDifyFixture() {
       text: spec.text,
       thoughts: spec.thoughts ?? undefined,
       agentAnswer: spec.agentAnswer !== false,
+      finalThought: spec.finalThought === undefined || spec.finalThought === null ? undefined : String(spec.finalThought),
+      holdBefore: spec.holdBefore ?? undefined,
       eventDelayMs: nonNegInt(spec.eventDelayMs, 'eventDelayMs', 0),
       pingEvery: nonNegInt(spec.pingEvery, 'pingEvery', 3),
       events: spec.events ?? undefined,
@@ -1200,6 +1314,16 @@ export async function startDifyFixture() {
     requests,
     /** Accepted stop calls, in arrival order: { path, task_id, user, apiKey }. */
     stops,
+    /** Refused stop calls (unknown task, another app or family, another user): { path, task_id, user, apiKey, status, code }. */
+    stopRefusals,
+
+    /** Lets the streams of an app that wait at `holdBefore` go on (and later ones pass at once). */
+    release(apiKey) {
+      const app = apps.get(apiKey);
+      if (!app) throw new Error(`release: unknown api key ${apiKey}`);
+      app.released = true;
+      for (const ctx of [...holding]) if (ctx.app === app) ctx.wake?.('released');
+    },
     /** Workflow runs started so far: workflow_run_id → run record (see the header). */
     runs,
 

@@ -332,7 +332,7 @@ function parseJsonOutput(stdout, what) {
  *   vars: extra `--var K:V` (ADMIN_TOKEN=adminToken and ALLOW_PRIVATE_BACKENDS=true are
  *   always passed; vars may override them). adminToken defaults to 'test-admin-token-for-local-tests-only'.
  * @returns instance { url, port, persistDir, adminToken, pid, startupMs, stop(), log(),
- *   fetchJson(path, opts), console(path, opts), d1(sql), kvKeys(), kvGet(key),
+ *   fetchJson(path, opts), console(path, opts), d1(sql), kvKeys(), kvGet(key), kvPut(key, value),
  *   stateFilesContaining(needle) }
  */
 export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir, configure } = {}) {
@@ -479,6 +479,11 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
       async kvKeys() {
         const { stdout } = await runWrangler(['kv', 'key', 'list', '--binding', 'CACHE', '--local', '--persist-to', persistDir]);
         return parseJsonOutput(stdout, 'kv key list');
+      },
+
+      /** Writes a KV key (binding CACHE) as text, e.g. to seed what Flowgate would have cached. */
+      async kvPut(key, value) {
+        await runWrangler(['kv', 'key', 'put', key, String(value), '--binding', 'CACHE', '--local', '--persist-to', persistDir]);
       },
 
       /** Value of a KV key as text, or null when absent. */

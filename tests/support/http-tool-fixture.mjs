@@ -44,6 +44,9 @@
 //   example spreads the output next to "type" ('flat'); both are available.
 //   spec.eventDelayMs: wait before every event after the first (default 0).
 //   spec.streamBehaviour: 'ok' (default) | 'end_early' (close without the result event).
+//   spec.holdResult: true → the stream waits before the result event until release(path) (or
+//   the client leaving, the fixture stopping); the request record has held: true meanwhile.
+//   Lets a test see what arrives while the tool is still working.
 //
 // ---- Async tools (the submit/status/cancel protocol of seed 002, "ordinary" task tools) --
 //   const t = tools.addAsyncTool({ apiKey: KEY, script: [{status:'running'}, {status:'completed', result:{...}}] });
@@ -156,6 +159,28 @@ export async function startHttpTool() {
     });
   }
 
+  /** Resolves 'released' on release(path), or 'closed' / 'fixture' if the client or the fixture goes first. */
+  function hold(res, tool) {
+    if (stopped) return Promise.resolve('fixture');
+    if (res.fixtureClosed || res.destroyed) return Promise.resolve('closed');
+    return new Promise((resolve) => {
+      let settled = false;
+      const entry = { resolve: (why) => done(why) };
+      const onClose = () => done('closed');
+      function done(why) {
+        if (settled) return;
+        settled = true;
+        res.off('close', onClose);
+        pending.delete(entry);
+        tool.waiters.delete(entry.resolve);
+        resolve(stopped ? 'fixture' : why);
+      }
+      res.on('close', onClose);
+      pending.add(entry);
+      tool.waiters.add(entry.resolve);
+    });
+  }
+
   async function stream(res, tool, result) {
     const record = res.fixtureRecord;
     record.clientAborted = false;
@@ -180,6 +205,12 @@ export async function startHttpTool() {
         if (i > 0 && tool.eventDelayMs > 0) {
           const why = await sleep(tool.eventDelayMs, res);
           if (why !== 'time') return;
+        }
+        if (ev.type === 'result' && tool.holdResult && !tool.released) {
+          record.held = true;
+          const why = await hold(res, tool);
+          record.held = false;
+          if (why !== 'released') return;
         }
         if (stopped || res.destroyed || res.fixtureClosed) return;
         res.write(`data: ${JSON.stringify(ev)}\n\n`);
@@ -377,9 +408,20 @@ export async function startHttpTool() {
         resultShape,
         eventDelayMs: spec.eventDelayMs ?? 0,
         streamBehaviour,
+        holdResult: Boolean(spec.holdResult),
+        released: false,
+        waiters: new Set(),
         calls: 0,
       });
       return path;
+    },
+
+    /** Lets the held streams of the tool at `path` send their result (and later ones at once). */
+    release(path) {
+      const tool = tools.get(path);
+      if (!tool) throw new Error(`release: no tool at ${path}`);
+      tool.released = true;
+      for (const w of [...tool.waiters]) w('released');
     },
 
     /**

@@ -31,12 +31,15 @@
 //                                {type:object, properties:{text:{type:string}}, required:[text]}
 //   headers {}                   structuredContent {headers: <this call's HTTP request headers,
 //                                lower-cased>} and the same object as JSON text
-//   slow_progress {steps, delayMs}  per step: wait delayMs, notifications/progress
+//   slow_progress {steps, delayMs, gate?}  per step: wait delayMs, notifications/progress
 //                                {progressToken, progress: i, total: steps, message "step i/steps"}
 //                                (only with a progressToken) and notifications/message
 //                                {level: info, logger: slow_progress, data: "step i/steps"};
-//                                then text "done <steps>". Stops early when the request is
-//                                cancelled (notifications/cancelled).
+//                                with `gate`, then waits until releaseGate(gate) (or the request
+//                                is cancelled, or stop()); then text "done <steps>". Stops early
+//                                when the request is cancelled (notifications/cancelled).
+//                                gateWaiting(name) says whether a call is waiting at that gate,
+//                                so a test can tell "still running" from "answered" by events.
 //   link {}                      text + resource_link {uri: test://linked-resource, ...}
 //   fail_protocol {}             a JSON-RPC error {code: -32602, message: "bad thing"} (not a
 //                                tool result). McpServer turns every error thrown by a tool into
@@ -58,7 +61,9 @@
 //            a bad cursor → JSON-RPC error -32602.
 //            Extras: sessions() → live session ids; expireSessions() → drops (closes) them all,
 //            returns their ids; closedSessions → ids ended by DELETE; notifyToolListChanged()
-//            → notifications/tools/list_changed on every live session (standalone GET stream).
+//            → notifications/tools/list_changed on every live session (standalone GET stream);
+//            refuseDelete(true) → DELETE answers 405 (Allow: GET, POST) and the session lives on,
+//            as for a server that does not let clients end sessions (the spec allows it).
 // stateless  url http://127.0.0.1:P/mcp. sessionIdGenerator undefined, a new McpServer +
 //            transport per POST, enableJsonResponse (application/json answers, no session id).
 //            GET and DELETE → 405 (Allow: POST). Same tools, not paginated.
@@ -150,6 +155,25 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// Gates of slow_progress: name -> { waiting (calls waiting now), release() }.
+const gates = new Map();
+function gateOf(name) {
+  if (!gates.has(name)) {
+    let release;
+    const opened = new Promise((resolve) => (release = resolve));
+    gates.set(name, { waiting: 0, opened, release });
+  }
+  return gates.get(name);
+}
+/** Lets every slow_progress call waiting at `name` (and later ones) finish. */
+export function releaseGate(name) {
+  gateOf(name).release();
+}
+/** Whether a slow_progress call is waiting at `name` now. */
+export function gateWaiting(name) {
+  return (gates.get(name)?.waiting ?? 0) > 0;
+}
 
 // ---------------------------------------------------------------------------
 // Media for the content-type tools
@@ -313,9 +337,9 @@ function registerEverythingTools(mcp) {
     'slow_progress',
     {
       description: 'Sends a progress notification and a log message per step, then "done <steps>"',
-      inputSchema: { steps: z.number().int().min(0), delayMs: z.number().min(0) },
+      inputSchema: { steps: z.number().int().min(0), delayMs: z.number().min(0), gate: z.string().optional() },
     },
-    async ({ steps, delayMs }, extra) => {
+    async ({ steps, delayMs, gate }, extra) => {
       const token = progressToken(extra);
       for (let i = 1; i <= steps; i++) {
         await sleep(delayMs);
@@ -323,6 +347,16 @@ function registerEverythingTools(mcp) {
         const message = `step ${i}/${steps}`;
         if (token !== undefined) await notify(extra, 'notifications/progress', { progressToken: token, progress: i, total: steps, message });
         await notify(extra, 'notifications/message', { level: 'info', logger: 'slow_progress', data: message });
+      }
+      if (gate !== undefined) {
+        const g = gateOf(gate);
+        g.waiting += 1;
+        try {
+          await Promise.race([g.opened, new Promise((resolve) => extra.signal.addEventListener('abort', resolve, { once: true }))]);
+        } finally {
+          g.waiting -= 1;
+        }
+        if (extra.signal.aborted) throw new Error('cancelled');
       }
       return { content: [{ type: 'text', text: `done ${steps}` }] };
     },
@@ -486,6 +520,7 @@ const pathOf = (req) => new URL(req.url, 'http://x').pathname;
 async function startStateful(register, { pageSize } = {}) {
   const sessions = new Map(); // session id -> { transport, mcp }
   const closedSessions = [];
+  let deleteRefused = false;
 
   const srv = await startRecordingServer(async (req, res, entry) => {
     if (pathOf(req) !== '/mcp') return sendJson(res, 404, { error: 'not found' });
@@ -493,6 +528,7 @@ async function startStateful(register, { pageSize } = {}) {
     if (sid !== undefined) {
       const session = sessions.get(sid);
       if (!session) return sendJson(res, 404, jsonRpcError(-32001, 'Session not found'));
+      if (req.method === 'DELETE' && deleteRefused) return sendJson(res, 405, jsonRpcError(-32000, 'Method not allowed.'), { Allow: 'GET, POST' });
       return session.transport.handleRequest(req, res, entry.body);
     }
     if (req.method !== 'POST') return sendJson(res, 400, jsonRpcError(-32000, 'Bad Request: Mcp-Session-Id header is required'));
@@ -525,6 +561,9 @@ async function startStateful(register, { pageSize } = {}) {
       requests: srv.requests,
       closedSessions,
       sessions: () => [...sessions.keys()],
+      refuseDelete(on) {
+        deleteRefused = Boolean(on);
+      },
       async expireSessions() {
         const ids = [...sessions.keys()];
         const all = [...sessions.values()];
@@ -954,7 +993,10 @@ export async function startUpstreams() {
       unauthorized,
       oauth,
       toolsets,
+      releaseGate,
+      gateWaiting,
       async stop() {
+        for (const g of gates.values()) g.release();
         await Promise.allSettled(started.map((u) => u.close()));
       },
     };
