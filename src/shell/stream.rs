@@ -360,12 +360,13 @@ impl CallStream {
     }
 
     fn total_timeout(&self) -> Outcome {
-        Outcome::Failed(format!(
-            "the app '{}' did not finish within {} s ({})",
-            self.backend.app_name,
-            self.backend.total.as_secs(),
-            self.backend.total_setting
-        ))
+        let (b, secs) = (&self.backend, self.backend.total.as_secs());
+        Outcome::Failed(if self.plan.mode == Mode::Mcp {
+            // Worded like every other upstream failure: "upstream <app>: …".
+            format!("upstream {}: no answer within {secs} s ({})", b.app_name, b.total_setting)
+        } else {
+            format!("the app '{}' did not finish within {secs} s ({})", b.app_name, b.total_setting)
+        })
     }
 
     fn idle_timeout(&self) -> Outcome {
