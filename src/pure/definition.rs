@@ -104,23 +104,7 @@ mod tests {
 
     #[test]
     fn round_trips_and_rejects_other_formats() {
-        let d = ServerDefinition {
-            format: FORMAT,
-            server_id: "s".into(),
-            name: "n".into(),
-            description: "".into(),
-            status: Status::Active,
-            parameters: Map::new(),
-            apps: vec![AppDefinition {
-                id: "a".into(),
-                name: "A".into(),
-                description: "".into(),
-                mode: Mode::Workflow,
-                backend: json!({"base_url": "http://x"}),
-                user_input_form: json!([]),
-                outputs: json!([]),
-            }],
-        };
+        let d = def();
         let text = serde_json::to_string(&d).unwrap();
         assert_eq!(ServerDefinition::from_cache(&text), Some(d));
         assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":2", "\"format\":1")), None);

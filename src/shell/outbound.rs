@@ -9,7 +9,9 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response};
+use worker::{
+    AbortController, ByteStream, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
+};
 
 use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
 
@@ -180,29 +182,59 @@ pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<
     let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
     let mut bytes = Vec::with_capacity(announced.unwrap_or(0).min(cap));
     loop {
-        let left = deadline.saturating_sub(super::platform::now_ms());
-        if left == 0 {
-            return Err(SendError::TimedOut);
-        }
-        let next = stream.next();
-        let timer = Delay::from(Duration::from_millis(left));
-        futures::pin_mut!(timer);
-        match select(next, timer).await {
-            Either::Left((Some(Ok(chunk)), _)) => {
+        match next_chunk(&mut stream, deadline).await {
+            Ok(chunk) => {
                 if bytes.len() + chunk.len() > cap {
                     return Err(SendError::TooLarge(cap));
                 }
                 bytes.extend_from_slice(&chunk);
             }
-            Either::Left((Some(Err(e)), _)) => return Err(SendError::Unreachable(scrub(&e.to_string()))),
-            Either::Left((None, _)) => break,
-            Either::Right(_) => return Err(SendError::TimedOut),
+            Err(ChunkEnd::Closed) => break,
+            Err(ChunkEnd::TimedOut) => return Err(SendError::TimedOut),
+            Err(ChunkEnd::Broken(e)) => return Err(SendError::Unreachable(scrub(&e))),
         }
     }
     Ok(match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
+}
+
+/// Why a body stream gave no next chunk.
+#[derive(Debug)]
+pub enum ChunkEnd {
+    Closed,
+    TimedOut,
+    Broken(String),
+}
+
+impl std::fmt::Display for ChunkEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChunkEnd::Closed => f.write_str("the stream closed"),
+            ChunkEnd::TimedOut => f.write_str("no answer in time"),
+            ChunkEnd::Broken(e) => write!(f, "the stream broke: {e}"),
+        }
+    }
+}
+
+/// The next chunk of a body, unless `deadline_ms` comes first: the one "next chunk or
+/// deadline" wait of every reader that has a single deadline (the SSE relay also has idle and
+/// keep-alive times, see `stream.rs`).
+pub async fn next_chunk(stream: &mut ByteStream, deadline_ms: u64) -> Result<Vec<u8>, ChunkEnd> {
+    let left = deadline_ms.saturating_sub(super::platform::now_ms());
+    if left == 0 {
+        return Err(ChunkEnd::TimedOut);
+    }
+    let next = stream.next();
+    let timer = Delay::from(Duration::from_millis(left));
+    futures::pin_mut!(timer);
+    match select(next, timer).await {
+        Either::Left((Some(Ok(c)), _)) => Ok(c),
+        Either::Left((Some(Err(e)), _)) => Err(ChunkEnd::Broken(e.to_string())),
+        Either::Left((None, _)) => Err(ChunkEnd::Closed),
+        Either::Right(_) => Err(ChunkEnd::TimedOut),
+    }
 }
 
 /// How many bytes of a one-piece answer are read for an app whose results are capped at

@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
@@ -519,23 +518,15 @@ async fn start_dify_run(rec: &Record, backend: &Backend) -> Result<(String, Opti
     let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
     let mut events = Vec::new();
     let deadline = super::platform::now_ms() + backend.idle.as_millis() as u64;
-    while super::platform::now_ms() < deadline {
-        let next = stream.next();
-        let timer = Delay::from(Duration::from_millis(deadline.saturating_sub(super::platform::now_ms()).max(1)));
-        futures::pin_mut!(timer);
-        match futures::future::select(next, timer).await {
-            futures::future::Either::Left((Some(Ok(chunk)), _)) => {
-                if parser.feed(&chunk, &mut events).is_err() {
-                    break;
-                }
-                for ev in events.drain(..) {
-                    let Ok(v) = serde_json::from_str::<Value>(&ev.data) else { continue };
-                    if let Some(run) = v["workflow_run_id"].as_str() {
-                        return Ok((run.to_string(), v["task_id"].as_str().map(str::to_string)));
-                    }
-                }
+    while let Ok(chunk) = outbound::next_chunk(&mut stream, deadline).await {
+        if parser.feed(&chunk, &mut events).is_err() {
+            break;
+        }
+        for ev in events.drain(..) {
+            let Ok(v) = serde_json::from_str::<Value>(&ev.data) else { continue };
+            if let Some(run) = v["workflow_run_id"].as_str() {
+                return Ok((run.to_string(), v["task_id"].as_str().map(str::to_string)));
             }
-            _ => break,
         }
     }
     Err(Outcome::Failed(format!("the Dify app '{}' did not name its workflow run", backend.app_name)))

@@ -7,10 +7,8 @@
 
 use std::time::Duration;
 
-use futures::future::{select, Either};
-use futures::StreamExt;
 use serde_json::{json, Value};
-use worker::{ByteStream, Delay, Env, Headers, Method, Response};
+use worker::{ByteStream, Env, Headers, Method, Response};
 
 use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem, merge_headers};
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
@@ -26,7 +24,7 @@ use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::outcome::Outcome;
 
-use super::outbound::{self, SendError};
+use super::outbound::{self, next_chunk, ChunkEnd, SendError};
 use super::secrets;
 use super::VERSION;
 
@@ -623,39 +621,6 @@ fn send_error_text(e: SendError) -> String {
         SendError::Unreachable(e) => e,
         SendError::TimedOut => "no answer in time".into(),
         SendError::TooLarge(cap) => format!("the answer is larger than {} KiB", cap / 1024),
-    }
-}
-
-#[derive(Debug)]
-enum ChunkEnd {
-    Closed,
-    TimedOut,
-    Broken(String),
-}
-
-impl std::fmt::Display for ChunkEnd {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ChunkEnd::Closed => f.write_str("the stream closed"),
-            ChunkEnd::TimedOut => f.write_str("no answer in time"),
-            ChunkEnd::Broken(e) => write!(f, "the stream broke: {e}"),
-        }
-    }
-}
-
-async fn next_chunk(stream: &mut ByteStream, deadline_ms: u64) -> Result<Vec<u8>, ChunkEnd> {
-    let left = deadline_ms.saturating_sub(super::platform::now_ms());
-    if left == 0 {
-        return Err(ChunkEnd::TimedOut);
-    }
-    let next = stream.next();
-    let timer = Delay::from(Duration::from_millis(left));
-    futures::pin_mut!(timer);
-    match select(next, timer).await {
-        Either::Left((Some(Ok(c)), _)) => Ok(c),
-        Either::Left((Some(Err(e)), _)) => Err(ChunkEnd::Broken(e.to_string())),
-        Either::Left((None, _)) => Err(ChunkEnd::Closed),
-        Either::Right(_) => Err(ChunkEnd::TimedOut),
     }
 }
 
