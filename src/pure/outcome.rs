@@ -143,4 +143,37 @@ mod tests {
         assert_eq!(Outcome::Failed("x".into()).capped("A", 0), Outcome::Failed("x".into()));
         assert_eq!(json_len(&json!({"a": [1, "é"]})), json!({"a": [1, "é"]}).to_string().len());
     }
+
+    #[test]
+    fn the_cap_is_inclusive_and_keeps_small_structured_output() {
+        // Structured output of exactly the cap is kept.
+        let s = json!({"k": "v"});
+        let n = s.to_string().len();
+        let Outcome::Ok { structured, .. } =
+            Outcome::Ok { text: "t".into(), structured: Some(s.clone()) }.capped("A", n)
+        else {
+            panic!()
+        };
+        assert_eq!(structured, Some(s));
+        // A long text beside small, non-chat structured output: the text is cut, the structured
+        // output stays as it was.
+        let small = json!({"count": 3});
+        let Outcome::Ok { text, structured } =
+            Outcome::Ok { text: "x".repeat(100), structured: Some(small.clone()) }.capped("A", 50)
+        else {
+            panic!()
+        };
+        assert!(text.starts_with(&"x".repeat(50)) && text.contains("[truncated"));
+        assert_eq!(structured, Some(small));
+    }
+
+    #[test]
+    fn rate_limits_carry_their_hint() {
+        let f = |retry: Option<&str>| http_failure("the app", 429, retry, None, "");
+        assert!(f(Some("7")).ends_with("; retry after 7 s"), "{}", f(Some("7")));
+        let date = "Wed, 21 Oct 2026 07:28:00 GMT";
+        assert!(f(Some(date)).ends_with(&format!("; retry after {date}")), "{}", f(Some(date)));
+        assert!(f(None).ends_with("; retry later"));
+        assert!(!http_failure("the app", 500, Some("7"), None, "").contains("retry"));
+    }
 }

@@ -93,4 +93,12 @@ mod tests {
         assert_eq!(plain_or_quoted("bad\nname"), "\"bad\\nname\"");
         assert_eq!(plain_or_quoted(&"k".repeat(100)), format!("\"{}…\" (100 characters)", "k".repeat(64)));
     }
+
+    #[test]
+    fn each_unusual_character_alone_makes_a_name_quoted() {
+        for s in ["a\"b", "a\\b", "a\nb", "a\u{202E}b", "a\u{FEFF}b"] {
+            assert!(plain_or_quoted(s).starts_with('"'), "{s:?}");
+        }
+        assert_eq!(plain_or_quoted("plain-name_1.0"), "plain-name_1.0");
+    }
 }

@@ -1136,4 +1136,10 @@ mod tests {
         // The generator reaches all three outcomes often, not by accident.
         assert!(private > 4_000 && public > 4_000 && invalid > 1_000, "{private} {public} {invalid}");
     }
+
+    #[test]
+    fn an_empty_host_after_the_scheme_is_named() {
+        assert_eq!(check_backend_url("http://:80/"), Err("has no host"));
+        assert_eq!(check_backend_url("https://:443/x"), Err("has no host"));
+    }
 }
