@@ -121,11 +121,12 @@ async fn call_blocking(plan: &CallPlan, b: &Backend) -> Outcome {
         Ok(h) => h,
         Err(outcome) => return outcome,
     };
-    let url = format!("{}{}", b.base_url, plan.path);
+    let url = format!("{}{}", b.base_url, plan.request.path());
+    let body = plan.request.http_body();
     // The first byte is bounded on its own, as on the streamed path; the total bounds the rest.
     let started = super::platform::now_ms();
     let first_byte = b.first_byte.min(b.total);
-    let mut resp = match outbound::send(Method::Post, &url, headers, Some(&plan.body), first_byte).await {
+    let mut resp = match outbound::send(Method::Post, &url, headers, body, first_byte).await {
         Ok(r) => r,
         Err(SendError::TimedOut) => return first_byte_timed_out(&b.app_name, b, first_byte),
         Err(e) => return send_failed(plan, b, e),

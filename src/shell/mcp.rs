@@ -7,7 +7,7 @@ use worker::{Context, Env, Headers, Method, Request, Response};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
-use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step, TaskOp, TaskRequest};
+use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::{toolset_of, Upstreams};
 use crate::pure::mode::Mode;
 use crate::pure::origin::origin_allowed;
@@ -315,7 +315,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
     };
     let app = def.apps.get(plan.app_index).ok_or_else(|| unavailable("the app is gone".into()))?;
     let kind = match plan.mode {
-        Mode::Mcp if plan.body["name"].as_str().is_some_and(|n| toolset_of(&app.backend, n).is_some()) => {
+        Mode::Mcp if matches!(&plan.request, CallRequest::Mcp { tool, .. } if toolset_of(&app.backend, tool).is_some()) => {
             Kind::McpToolset
         }
         Mode::Workflow => Kind::DifyWorkflow,
@@ -323,6 +323,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
         _ => Kind::RunToCompletion,
     };
     let task_id = tasks::new_task_id().map_err(|e| unavailable(e.to_string()))?;
+    let (path, body) = plan.request.to_stored();
     let spec = TaskSpec {
         task_id: task_id.clone(),
         server_id: def.server_id.clone(),
@@ -330,8 +331,8 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
         kind,
         app: app.clone(),
         version: plan.version.as_str().into(),
-        path: plan.path.into(),
-        body: plan.body.clone(),
+        path,
+        body,
         user: plan.user.clone(),
     };
     match tasks::call(env, &task_id, &TaskCall::Create { spec: Box::new(spec), ttl_ms }).await {

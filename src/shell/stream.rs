@@ -382,11 +382,11 @@ impl CallStream {
         let b = &self.backend;
         let headers = request_headers(&self.plan, b)?;
         headers.set("accept", "text/event-stream").map_err(|e| Outcome::Failed(e.to_string()))?;
-        let mut body = self.plan.body.clone();
+        let mut body = self.plan.request.http_body().cloned().unwrap_or(Value::Null);
         if self.plan.mode.is_dify() {
             body["response_mode"] = "streaming".into();
         }
-        let url = format!("{}{}", b.base_url, self.plan.path);
+        let url = format!("{}{}", b.base_url, self.plan.request.path());
         let first_byte = b.first_byte.min(b.total);
         let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), first_byte).await {
             Ok(r) => r,

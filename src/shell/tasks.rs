@@ -15,7 +15,7 @@ use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Request
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::ids;
-use crate::pure::mcp::server::{self, CallPlan};
+use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::mcp::tasks::{TaskOutcome, TaskView};
 use crate::pure::mcp::version::Version;
 use crate::pure::mode::Mode;
@@ -86,8 +86,10 @@ impl Record {
             version: Version::parse(&spec.version).unwrap_or(Version::V2025_11_25),
             app_index: 0,
             mode: spec.app.mode,
-            path: leak_path(&spec.path),
-            body: spec.body.clone(),
+            // Stored by `to_stored` when the task was created; a record this deploy cannot
+            // read back calls nothing (an empty HTTP-tool body fails at the backend, visibly).
+            request: CallRequest::from_stored(spec.app.mode, &spec.path, &spec.body)
+                .unwrap_or(CallRequest::HttpTool { body: Value::Null }),
             user: spec.user.clone(),
             client_name: String::new(),
             progress_token: None,
@@ -95,12 +97,6 @@ impl Record {
             cancel_key: String::new(),
         }
     }
-}
-
-/// Plans carry `&'static str` paths (they are constants in the request path); a stored task
-/// has one of those same constants.
-fn leak_path(path: &str) -> &'static str {
-    ["/workflows/run", "/chat-messages", "/completion-messages", ""].into_iter().find(|p| *p == path).unwrap_or("")
 }
 
 #[durable_object]
@@ -498,9 +494,9 @@ fn async_endpoint(app: &AppDefinition, key: &str) -> String {
 async fn start_dify_run(rec: &Record, backend: &Backend) -> Result<(String, Option<String>), Outcome> {
     let plan = rec.plan();
     let headers = request_headers(&plan, backend)?;
-    let mut body = plan.body.clone();
+    let mut body = plan.request.http_body().cloned().unwrap_or(Value::Null);
     body["response_mode"] = "streaming".into();
-    let url = format!("{}{}", backend.base_url, plan.path);
+    let url = format!("{}{}", backend.base_url, plan.request.path());
     let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), backend.first_byte).await {
         Ok(r) => r,
         Err(SendError::TimedOut) => {

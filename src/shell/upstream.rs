@@ -21,7 +21,7 @@ use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
 };
 use crate::pure::definition::{AppDefinition, ServerDefinition};
-use crate::pure::mcp::server::{self, CallPlan};
+use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::outcome::Outcome;
 
 use super::outbound::{self, next_chunk, ChunkEnd, SendError};
@@ -677,7 +677,10 @@ pub async fn call(
     if let Err(e) = client.connect(true).await {
         return server::finish_call(plan, Outcome::Failed(e), VERSION);
     }
-    let name = plan.body["name"].as_str().unwrap_or_default();
+    let (name, arguments) = match &plan.request {
+        CallRequest::Mcp { tool, arguments } => (tool.as_str(), arguments),
+        _ => return server::finish_call(plan, Outcome::Failed("not an upstream MCP call".into()), VERSION),
+    };
     // The call's request id is the client's next one (a re-initialized session may renumber
     // it; a cancel then names a request the upstream no longer has, which it ignores).
     on_start(client.last_request_id() + 1, client.http_session());
@@ -688,7 +691,7 @@ pub async fn call(
         }
     };
     let answer = {
-        let call = client.call_tool(name, &plan.body["arguments"], plan.progress_token.as_ref(), &mut relay);
+        let call = client.call_tool(name, arguments, plan.progress_token.as_ref(), &mut relay);
         futures::pin_mut!(call, abort);
         match futures::future::select(call, abort).await {
             futures::future::Either::Left((answer, _)) => Some(answer),

@@ -76,9 +76,8 @@ pub struct CallPlan {
     pub version: Version,
     pub app_index: usize,
     pub mode: Mode,
-    /// Service API path and JSON body (Dify modes).
-    pub path: &'static str,
-    pub body: Value,
+    /// What to send to the backend, typed by its kind.
+    pub request: CallRequest,
     /// The backend `user`: stable per server and client.
     pub user: String,
     /// How the client named itself, for the end-user record.
@@ -89,6 +88,59 @@ pub struct CallPlan {
     pub log_level: Option<&'static str>,
     /// See [`cancel_key`].
     pub cancel_key: String,
+}
+
+/// What a call sends to its backend, by backend kind.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallRequest {
+    /// A Dify Service API call: POST `{base_url}{path}` with `body`.
+    Dify { path: &'static str, body: Value },
+    /// An HTTP tool: POST `body` to its endpoint (docs/http-tool-protocol.md).
+    HttpTool { body: Value },
+    /// An upstream MCP tool, called by its upstream name with the client's arguments.
+    Mcp { tool: String, arguments: Value },
+}
+
+/// The Service API paths a Dify request may have (a stored task names one of them).
+const DIFY_PATHS: [&str; 3] = ["/workflows/run", "/chat-messages", "/completion-messages"];
+
+impl CallRequest {
+    /// The path after the backend's base URL (empty: the endpoint itself).
+    pub fn path(&self) -> &'static str {
+        match self {
+            CallRequest::Dify { path, .. } => path,
+            _ => "",
+        }
+    }
+
+    /// The JSON body of an HTTP request to the backend (not for MCP, which speaks JSON-RPC).
+    pub fn http_body(&self) -> Option<&Value> {
+        match self {
+            CallRequest::Dify { body, .. } | CallRequest::HttpTool { body } => Some(body),
+            CallRequest::Mcp { .. } => None,
+        }
+    }
+
+    /// The (path, body) a durable task stores, read back by [`CallRequest::from_stored`].
+    pub fn to_stored(&self) -> (String, Value) {
+        match self {
+            CallRequest::Dify { path, body } => ((*path).to_string(), body.clone()),
+            CallRequest::HttpTool { body } => (String::new(), body.clone()),
+            CallRequest::Mcp { tool, arguments } => (String::new(), json!({"name": tool, "arguments": arguments})),
+        }
+    }
+
+    /// A stored task's request; `None` when what is stored does not fit the mode.
+    pub fn from_stored(mode: Mode, path: &str, body: &Value) -> Option<CallRequest> {
+        match mode {
+            Mode::Mcp => Some(CallRequest::Mcp {
+                tool: body.get("name")?.as_str()?.to_string(),
+                arguments: body.get("arguments").cloned().unwrap_or(Value::Object(Map::new())),
+            }),
+            Mode::HttpTool => Some(CallRequest::HttpTool { body: body.clone() }),
+            _ => Some(CallRequest::Dify { path: DIFY_PATHS.into_iter().find(|p| *p == path)?, body: body.clone() }),
+        }
+    }
 }
 
 fn reply(status: u16, body: Value) -> Step {
@@ -475,12 +527,17 @@ fn call_tool(
     }
     let client_name = client_name(params, h);
     let user = end_user(def, &client_name);
-    let (path, body) = match (&tool.upstream, tool.mode) {
+    let request = match (&tool.upstream, tool.mode) {
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
-        (Some(exposed), _) => ("", json!({"name": exposed.upstream_name, "arguments": Value::Object(inputs)})),
+        (Some(exposed), _) => {
+            CallRequest::Mcp { tool: exposed.upstream_name.to_string(), arguments: Value::Object(inputs) }
+        }
         // An HTTP tool is called at its api_endpoint itself.
-        (None, Mode::HttpTool) => ("", request_body(&tool.app.backend, inputs)),
-        (None, mode) => dify_call::request(mode, inputs, query, &user),
+        (None, Mode::HttpTool) => CallRequest::HttpTool { body: request_body(&tool.app.backend, inputs) },
+        (None, mode) => {
+            let (path, body) = dify_call::request(mode, inputs, query, &user);
+            CallRequest::Dify { path, body }
+        }
     };
     let request_meta = params.get("_meta");
     let progress_token =
@@ -495,8 +552,7 @@ fn call_tool(
         version,
         app_index,
         mode: tool.mode,
-        path,
-        body,
+        request,
         user,
         client_name,
         progress_token,

@@ -196,8 +196,8 @@ fn tools_call_plans_a_dify_call() {
         ..Default::default()
     };
     let Step::Call(plan) = handle(&def(), &call, &h, "v") else { panic!() };
-    assert_eq!(plan.path, "/workflows/run");
-    assert_eq!(plan.body["inputs"], json!({"text": "hello"}));
+    assert_eq!(plan.request.path(), "/workflows/run");
+    assert_eq!(plan.request.http_body().unwrap()["inputs"], json!({"text": "hello"}));
     assert_eq!(plan.client_name, "claude-desktop/1.0");
     assert!(plan.user.starts_with("mcp-") && plan.user.len() == 28);
     // Same server and client → same user.
@@ -354,7 +354,7 @@ fn tools_become_tasks_per_revision() {
                       "params": {"name": "Summariser", "arguments": {"text": "x"}, "task": {"ttl": 120000}}});
     let Step::CreateTask { plan, ttl_ms } = handle(&task_def("optional"), &call, &h, "v") else { panic!() };
     assert_eq!(ttl_ms, 120_000);
-    assert_eq!(plan.path, "/workflows/run");
+    assert_eq!(plan.request.path(), "/workflows/run");
     // Forbidden tools refuse params.task; required tools refuse plain calls.
     let (_, r) = body(handle(&task_def("forbidden"), &call, &h, "v"));
     assert_eq!(r["error"]["code"], -32601);
@@ -446,4 +446,18 @@ fn client_input_in_messages_is_bounded() {
     let (_, r) = body(handle(&def(), &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}), &h, "v"));
     let m = r["error"]["message"].as_str().unwrap();
     assert!(!m.contains(&"m".repeat(65)) && m.contains("(5000 characters)"), "{m}");
+}
+
+#[test]
+fn call_requests_round_trip_through_a_stored_task() {
+    let dify = CallRequest::Dify { path: "/chat-messages", body: json!({"query": "q"}) };
+    let tool = CallRequest::HttpTool { body: json!({"a": 1}) };
+    let mcp = CallRequest::Mcp { tool: "search".into(), arguments: json!({"q": "x"}) };
+    for (mode, req) in [(Mode::Chat, dify), (Mode::HttpTool, tool), (Mode::Mcp, mcp)] {
+        let (path, body) = req.to_stored();
+        assert_eq!(CallRequest::from_stored(mode, &path, &body), Some(req));
+    }
+    // A path that is not one of Dify's, or an MCP body without a tool name, is not guessed.
+    assert_eq!(CallRequest::from_stored(Mode::Workflow, "/elsewhere", &json!({})), None);
+    assert_eq!(CallRequest::from_stored(Mode::Mcp, "", &json!({"arguments": {}})), None);
 }
