@@ -158,4 +158,24 @@ mod tests {
         assert_eq!(r["error"]["code"], -32022);
         assert_eq!(r["error"]["data"]["supported"], json!([]));
     }
+
+    #[test]
+    fn error_codes_are_the_specs() {
+        // JSON-RPC 2.0's reserved codes and MCP's 2026-07-28 ones, as clients match them.
+        assert_eq!(
+            [PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR],
+            [-32700, -32600, -32601, -32602, -32603]
+        );
+        assert_eq!(HEADER_MISMATCH, -32020);
+    }
+
+    #[test]
+    fn ids_are_strings_or_integers_of_either_sign() {
+        for id in [json!("a"), json!(-1), json!(u64::MAX), json!(0)] {
+            assert!(is_valid_id(&id), "{id}");
+        }
+        for id in [json!(null), json!(1.5), json!({}), json!([1]), json!(true)] {
+            assert!(!is_valid_id(&id), "{id}");
+        }
+    }
 }
