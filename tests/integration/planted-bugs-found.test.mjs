@@ -6,22 +6,29 @@
 // workflow) make Flowgate write anyway, so a relay that never sent `: keep-alive` while a Dify
 // app or HTTP tool is fully silent went unnoticed. Without them a client that went away is not
 // seen (a disconnect shows only on a write) and the run goes on until idle_timeout_seconds.
+//
+// timeout_seconds on the blocking path after the headers: only a backend that never sends its
+// headers was tested (first_byte_timeout_seconds, or the 'slow' Dify behaviour), so reading
+// the body of a one-piece answer with no deadline went unnoticed: a backend that sends its
+// headers and then stalls held the client for as long as the connection lasted.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { startFlowgate } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
+import { startHostileBackend } from '../support/hostile-backend.mjs';
 import { publish, registerApp } from '../support/flowgate-setup.mjs';
 
 let fg;
 let dify;
+let hostile;
 
 before(async () => {
-  [fg, dify] = await Promise.all([startFlowgate(), startDifyFixture()]);
+  [fg, dify, hostile] = await Promise.all([startFlowgate(), startDifyFixture(), startHostileBackend()]);
 });
 
 after(async () => {
-  await Promise.allSettled([fg?.stop(), dify?.stop()]);
+  await Promise.allSettled([fg?.stop(), dify?.stop(), hostile?.stop()]);
 });
 
 const V = { 'mcp-protocol-version': '2025-06-18' };
@@ -64,6 +71,41 @@ describe('a silent Dify stream', () => {
     // below the 60 s idle timeout that would otherwise be the first thing to stop the run.
     const stop = await waitFor(() => dify.stops.find((s) => s.apiKey === apiKey), 8_000);
     assert.match(stop.path, /^\/v1\/workflows\/tasks\/.+\/stop$/);
+  });
+});
+
+describe('a blocking call whose answer stalls after its headers', () => {
+  test('ends at timeout_seconds with isError naming the setting', async () => {
+    const path = `/stalls-after-headers-${++serial}`;
+    const endpoint = hostile.route(path, async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"answer": "half'); // and nothing more, until the test ends
+      await new Promise((r) => res.once('close', r));
+    });
+    const manifest = { name: 'staller', description: 'Stalls', parameters: [{ name: 'q', type: 'string', required: false, form: 'llm' }] };
+    const created = await fg.console('/apps', {
+      method: 'POST',
+      body: { name: `Staller${serial}`, description: 'd', mode: 'http-tool', backend: { api_endpoint: endpoint, manifest, timeout_seconds: 2, first_byte_timeout_seconds: 1 } },
+    });
+    assert.equal(created.status, 201, created.text);
+    const { url } = await publish(fg, created.json.id, { description: 'd' });
+    const started = Date.now();
+    let res;
+    try {
+      res = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json', ...V },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: `Staller${serial}`, arguments: { q: 'x' } } }),
+        signal: AbortSignal.timeout(20_000),
+      });
+    } catch (e) {
+      assert.fail(`no answer ${Date.now() - started} ms after a call with timeout_seconds: 2 (${e.name})`);
+    }
+    const body = await res.json();
+    assert.equal(hostile.requestsTo(path).length, 1);
+    assert.equal(body.result.isError, true, JSON.stringify(body));
+    assert.match(body.result.content[0].text, /did not answer within 2 s \(the app's timeout_seconds\)/);
+    assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
   });
 });
 
