@@ -56,6 +56,17 @@ describe('private backends', () => {
     const ok = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'k' }) });
     assert.equal(ok.status, 201, ok.text);
   });
+  test('replacing an app (PUT) is guarded like creating one: a move to a private host is refused', async () => {
+    // Found by planting a bug: PUT /apps/{id} without the check went unnoticed (only POST was tested).
+    const created = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'k' }) });
+    assert.equal(created.status, 201, created.text);
+    const moved = await fg.console(`/apps/${created.json.id}`, { method: 'PUT', body: app({ base_url: 'http://10.0.0.7/v1', api_key: 'k' }) });
+    assert.equal(moved.status, 400, moved.text);
+    assert.equal(moved.json.errors[0].field, 'backend.base_url');
+    assert.match(moved.json.errors[0].message, /ALLOW_PRIVATE_BACKENDS/);
+    const kept = await fg.console(`/apps/${created.json.id}`);
+    assert.equal(kept.json.backend.base_url, 'https://api.dify.ai/v1');
+  });
   test('a backend that became private is not called: the guard also holds at call time', async () => {
     const created = await fg.console('/apps', { method: 'POST', body: { name: 'Moved', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: 'k' } } });
     await fg.d1(`UPDATE apps SET backend = '{"base_url":"${dify.baseUrl}","api_key":"k"}' WHERE id = '${created.json.id}'`);
