@@ -1,5 +1,6 @@
-// Gaps found by planting bugs in the Worker by hand: each test here failed with its bug planted
-// and passes without it.
+// Backends that go silent or stall: keep-alives while a Dify app says nothing, and the total
+// timeout while a one-piece answer stalls after its headers. Found by planting bugs in the
+// Worker by hand: each test here failed with its bug planted and passes without it.
 //
 // Keep-alives on a silent Dify stream: only the upstream MCP relay's keep-alives were tested
 // (upstream-relay.test.mjs), and the fixture Dify's own pings (every 500 ms of a running
