@@ -137,49 +137,36 @@ export async function startHttpTool() {
     }
   }
 
-  /** Resolves 'time' after ms, or 'closed' / 'fixture' if the client or the fixture goes first. */
-  function sleep(ms, res) {
+  /**
+   * Resolves with why the wait ended: 'time' after `ms` (when given), 'released' when the tool's
+   * release(path) is called (when `tool` is given), or 'closed' / 'fixture' if the client or the
+   * fixture goes first.
+   */
+  function waitFor(res, { ms, tool }) {
     if (stopped) return Promise.resolve('fixture');
     if (res.fixtureClosed || res.destroyed) return Promise.resolve('closed');
     return new Promise((resolve) => {
       let settled = false;
       const entry = { resolve: (why) => done(why) };
       const onClose = () => done('closed');
-      const timer = setTimeout(() => done('time'), ms);
+      const timer = ms === undefined ? undefined : setTimeout(() => done('time'), ms);
       function done(why) {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         res.off('close', onClose);
         pending.delete(entry);
+        tool?.waiters.delete(entry.resolve);
         resolve(stopped ? 'fixture' : why);
       }
       res.on('close', onClose);
       pending.add(entry);
+      tool?.waiters.add(entry.resolve);
     });
   }
 
-  /** Resolves 'released' on release(path), or 'closed' / 'fixture' if the client or the fixture goes first. */
-  function hold(res, tool) {
-    if (stopped) return Promise.resolve('fixture');
-    if (res.fixtureClosed || res.destroyed) return Promise.resolve('closed');
-    return new Promise((resolve) => {
-      let settled = false;
-      const entry = { resolve: (why) => done(why) };
-      const onClose = () => done('closed');
-      function done(why) {
-        if (settled) return;
-        settled = true;
-        res.off('close', onClose);
-        pending.delete(entry);
-        tool.waiters.delete(entry.resolve);
-        resolve(stopped ? 'fixture' : why);
-      }
-      res.on('close', onClose);
-      pending.add(entry);
-      tool.waiters.add(entry.resolve);
-    });
-  }
+  const sleep = (ms, res) => waitFor(res, { ms });
+  const hold = (res, tool) => waitFor(res, { tool });
 
   async function stream(res, tool, result) {
     const record = res.fixtureRecord;
