@@ -11,6 +11,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use serde_json::{json, Map, Value};
 
 use flowgate::pure::app::validate_app;
+use flowgate::pure::backend::config::Backend;
 use flowgate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
 use flowgate::pure::error::Errors;
 use flowgate::pure::form::{form_to_dify, parse_form};
@@ -22,6 +23,7 @@ use flowgate::pure::mcp::server::{
 use flowgate::pure::mcp::tasks::{TaskOutcome, TaskView, MAX_TTL_MS, MIN_TTL_MS};
 use flowgate::pure::mcp::tools::{tools, tools_with, Upstreams};
 use flowgate::pure::mcp::version::Version;
+use flowgate::pure::mode::Mode;
 use flowgate::pure::outcome::Outcome;
 use flowgate::pure::outcome::Signal;
 use flowgate::pure::sse::{SseError, SseEvent, SseParser};
@@ -51,8 +53,11 @@ pub fn server_definition() -> ServerDefinition {
                 id: "a1".into(),
                 name: "Summariser".into(),
                 description: "Summarises text".into(),
-                mode: flowgate::pure::mode::Mode::Workflow,
-                backend: json!({"base_url": "http://x/v1", "api_key": "k", "task_support": "optional"}),
+                mode: Mode::Workflow,
+                backend: backend(
+                    Mode::Workflow,
+                    json!({"base_url": "http://x/v1", "api_key": "k", "task_support": "optional"}),
+                ),
                 user_input_form: json!([
                     {"text-input": {"variable": "text", "label": "Text", "required": true, "max_length": 200}},
                     {"select": {"variable": "lang", "options": ["en", "fr"], "default": "en"}}
@@ -63,13 +68,17 @@ pub fn server_definition() -> ServerDefinition {
                 id: "a2".into(),
                 name: "Agent".into(),
                 description: "".into(),
-                mode: flowgate::pure::mode::Mode::Chat,
-                backend: json!({"base_url": "http://x/v1", "api_key": "k"}),
+                mode: Mode::Chat,
+                backend: backend(Mode::Chat, json!({"base_url": "http://x/v1", "api_key": "k"})),
                 user_input_form: json!([]),
                 outputs: json!([]),
             },
         ],
     }
+}
+
+fn backend(mode: Mode, settings: serde_json::Value) -> Backend {
+    Backend::from_settings(mode, &settings).expect("fixture settings read")
 }
 
 /// [`server_definition`] plus an upstream MCP app with a task toolset, and the tool list its
@@ -80,9 +89,12 @@ pub fn server_with_upstream() -> (ServerDefinition, Upstreams) {
         id: "a3".into(),
         name: "Upstream".into(),
         description: "".into(),
-        mode: flowgate::pure::mode::Mode::Mcp,
-        backend: json!({"url": "http://up/mcp",
-                        "task_toolsets": [{"submit_tool": "submit", "status_tool": "status", "cancel_tool": "cancel"}]}),
+        mode: Mode::Mcp,
+        backend: backend(
+            Mode::Mcp,
+            json!({"url": "http://up/mcp",
+                   "task_toolsets": [{"name": "job", "submit_tool": "submit", "status_tool": "status", "cancel_tool": "cancel"}]}),
+        ),
         user_input_form: json!([]),
         outputs: json!([]),
     });
@@ -400,7 +412,7 @@ pub fn form_schema(data: &[u8]) {
         for mode in ["workflow", "chat"] {
             let mut def = server_definition();
             def.apps.truncate(1);
-            def.apps[0].mode = flowgate::pure::mode::Mode::parse(mode).unwrap_or(flowgate::pure::mode::Mode::Workflow);
+            def.apps[0].mode = flowgate::pure::mode::Mode::parse(mode).unwrap_or(Mode::Workflow);
             def.apps[0].user_input_form = value.clone();
             let all = tools(&def);
             let tool = &all[0];

@@ -3,34 +3,22 @@
 
 use serde_json::{Map, Value};
 
+use super::backend::config::Backend;
+use super::backend::credentials::{credential_at, for_each_credential, is_secret_ref, origin_change, url_view, MASK};
+use super::backend::dify::config as dify_config;
+use super::backend::http_tool::config as http_tool_config;
 use super::backend::http_tool::manifest::derive_from_manifest;
-use super::backend::mcp::headers::{forwarded_headers, header_value_problem, is_header_name};
-use super::backend::mcp::oauth::OAuthConfig;
-use super::backend::mcp::transport::TransportChoice;
+use super::backend::mcp::config as mcp_config;
 use super::config;
-use super::credential::{credential_at, for_each_credential, is_secret_ref, MASK};
 use super::error::{ApiError, Errors};
 use super::form::{self, FormField};
 use super::quote::{plain_or_quoted, quote_input};
-use super::url::check_backend_url;
 
 pub use super::mode::Mode;
 
 /// Longest app name and description accepted (Dify's own limits are lower).
 pub const MAX_NAME: usize = 255;
 pub const MAX_DESCRIPTION: usize = 4096;
-/// Whole call, start to final result.
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
-/// Until the backend's response headers arrive (Workers' fetch does not expose the connect
-/// step separately, so this bounds connect and first byte together).
-pub const DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS: u64 = 30;
-/// Between two chunks of a streamed answer (Dify pings every 10 s).
-pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u64 = 60;
-pub const MAX_TIMEOUT_SECONDS: u64 = 3600;
-/// Largest `max_result_bytes` an app may set.
-pub const MAX_RESULT_BYTES_LIMIT: u64 = 16 << 20;
-const TIMEOUT_KEYS: [&str; 3] = ["timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds"];
-/// What the console shows instead of a stored literal credential.
 
 /// A validated app, ready to store.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +28,8 @@ pub struct AppSpec {
     pub mode: Mode,
     /// Backend settings as stored: credentials are `$NAME` references or literals.
     pub backend: Value,
+    /// The same settings, typed.
+    pub config: Backend,
     pub user_input_form: Vec<FormField>,
     pub outputs: Vec<OutputVar>,
 }
@@ -148,7 +138,13 @@ pub fn validate_app_in(
         }
         _ => (form, outputs),
     };
-    errs.into_result(AppSpec { name, description, mode, backend, user_input_form: form, outputs })
+    if !errs.0.is_empty() {
+        return Err(ApiError::validation(errs.0));
+    }
+    // Checked field by field above, so this reads; a failure is a gap between the checks and
+    // the config struct, reported rather than stored.
+    let config = Backend::from_settings(mode, &backend).map_err(ApiError::bad_request)?;
+    Ok(AppSpec { name, description, mode, backend, config, user_input_form: form, outputs })
 }
 
 /// Non-fatal notes on an app a person should see (returned as `warnings`).
@@ -251,132 +247,15 @@ fn parse_outputs(v: &Value, errs: &mut Errors) -> Vec<OutputVar> {
     out
 }
 
-/// Checks a backend object for `mode` in place: URLs, timeouts, credentials (`"***"` resolved
-/// against the stored backend, `$NAME` references against Flowgate's own names and the prefix).
+/// Checks a backend object for `mode` in place: each kind's own settings (`backend::*::config`),
+/// then the credentials (`"***"` resolved against the stored backend, `$NAME` references
+/// against Flowgate's own names and the prefix).
 fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, ref_prefix: Option<&str>, errs: &mut Errors) {
-    let (url_key, allowed): (&str, &[&str]) = match mode {
-        m if m.is_dify() => (
-            "base_url",
-            &[
-                "base_url",
-                "api_key",
-                "timeout_seconds",
-                "first_byte_timeout_seconds",
-                "idle_timeout_seconds",
-                "max_result_bytes",
-                "task_support",
-                "poll_interval_seconds",
-                "input_required_poll_seconds",
-            ],
-        ),
-        Mode::HttpTool => (
-            "api_endpoint",
-            &[
-                "api_endpoint",
-                "api_key",
-                "stream",
-                "manifest",
-                "form_values",
-                "timeout_seconds",
-                "first_byte_timeout_seconds",
-                "idle_timeout_seconds",
-                "max_result_bytes",
-                "task_support",
-                "async",
-                "poll_interval_seconds",
-                "input_required_poll_seconds",
-            ],
-        ),
-        _ => (
-            "url",
-            &[
-                "url",
-                "transport",
-                "headers",
-                "oauth",
-                "forward_headers",
-                "on_missing",
-                "tool_name_prefix",
-                "allowed_tools",
-                "denied_tools",
-                "session_init_timeout",
-                "tool_call_timeout",
-                "tools_cache_ttl_seconds",
-                "task_support",
-                "task_toolsets",
-                "poll_interval_seconds",
-                "input_required_poll_seconds",
-            ],
-        ),
-    };
     let Some(obj) = b.as_object_mut() else { return };
-    match obj.get(url_key) {
-        Some(Value::String(u)) => {
-            if let Err(why) = check_backend_url(u) {
-                errs.add(format!("backend.{url_key}"), why);
-            } else if mode.is_dify() {
-                // Stored without a trailing slash so paths join cleanly.
-                let trimmed = u.trim_end_matches('/').to_string();
-                obj.insert(url_key.into(), trimmed.into());
-            }
-        }
-        _ => errs.add(format!("backend.{url_key}"), "is required and must be an http or https URL"),
-    }
-    if !allowed.is_empty() {
-        for k in obj.keys().filter(|k| !allowed.contains(&k.as_str())) {
-            errs.add(
-                format!("backend.{}", plain_or_quoted(k)),
-                format!("is not a setting of {} apps (known: {})", mode.as_str(), allowed.join(", ")),
-            );
-        }
-    }
-    for key in TIMEOUT_KEYS {
-        match obj.get(key).map(Value::as_u64) {
-            None | Some(Some(1..=MAX_TIMEOUT_SECONDS)) => {}
-            Some(_) => {
-                errs.add(format!("backend.{key}"), format!("must be an integer from 1 to {MAX_TIMEOUT_SECONDS}"))
-            }
-        }
-    }
-    for key in ["poll_interval_seconds", "input_required_poll_seconds"] {
-        match obj.get(key).map(Value::as_u64) {
-            None | Some(Some(1..=300)) => {}
-            Some(_) => errs.add(format!("backend.{key}"), "must be an integer from 1 to 300"),
-        }
-    }
-    match obj.get("max_result_bytes").map(Value::as_u64) {
-        None | Some(Some(1024..=MAX_RESULT_BYTES_LIMIT)) => {}
-        Some(_) => {
-            errs.add("backend.max_result_bytes", format!("must be an integer from 1024 to {MAX_RESULT_BYTES_LIMIT}"))
-        }
-    }
-    if obj.get("stream").is_some_and(|v| !v.is_boolean()) {
-        errs.add("backend.stream", "must be true or false");
-    }
-    if mode == Mode::Mcp {
-        validate_mcp_backend(obj, errs);
-    }
-    match obj.get("task_support") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(t)) if crate::pure::mcp::tasks::TaskSupport::parse(t).is_some() => {}
-        Some(_) => errs.add("backend.task_support", "must be forbidden, optional or required"),
-    }
-    // Seed 002's async protocol: api_endpoint submits, these two follow and cancel the work.
-    match obj.get("async") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(a)) => {
-            for key in ["status_endpoint", "cancel_endpoint"] {
-                match a.get(key).and_then(Value::as_str).map(check_backend_url) {
-                    Some(Ok(())) => {}
-                    Some(Err(why)) => errs.add(format!("backend.async.{key}"), why),
-                    None => errs.add(format!("backend.async.{key}"), "is required: an http or https URL"),
-                }
-            }
-        }
-        Some(_) => errs.add("backend.async", "must be an object {status_endpoint, cancel_endpoint}"),
-    }
-    if mode.is_dify() && !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
-        errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
+    match mode {
+        Mode::HttpTool => http_tool_config::validate(obj, errs),
+        Mode::Mcp => mcp_config::validate(obj, errs),
+        dify => dify_config::validate(dify, obj, errs),
     }
     // Where the credentials would be sent, for the origin check of "***".
     let new_urls = url_view(obj);
@@ -408,90 +287,6 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, ref_prefi
     });
 }
 
-/// The settings that say where each kind of credential is sent: `api_key` goes to a Dify app's
-/// `base_url`, or to an HTTP tool's `api_endpoint` and its async status and cancel endpoints;
-/// an MCP app's `headers` go to its `url`; the OAuth secrets go to `oauth.token_url`.
-fn credential_url_keys(path: &str) -> &'static [&'static str] {
-    if path == "backend.api_key" {
-        &["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint"]
-    } else if path.starts_with("backend.headers.") {
-        &["url"]
-    } else if path.starts_with("backend.oauth.") {
-        &["oauth.token_url"]
-    } else {
-        &[]
-    }
-}
-
-const URL_KEYS: [&str; 6] =
-    ["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint", "url", "oauth.token_url"];
-
-fn url_at<'a>(backend: &'a Value, key: &str) -> Option<&'a str> {
-    key.split('.').try_fold(backend, |v, part| v.get(part))?.as_str()
-}
-
-/// Just the URL settings of a backend object (what [`origin_change`] reads).
-fn url_view(obj: &Map<String, Value>) -> Value {
-    let mut out = Value::Object(Map::new());
-    for key in URL_KEYS {
-        let (head, tail) = key.split_once('.').map_or((key, None), |(h, t)| (h, Some(t)));
-        let value = obj.get(head).and_then(|v| match tail {
-            Some(t) => v.get(t),
-            None => Some(v),
-        });
-        if let Some(Value::String(u)) = value {
-            match tail {
-                Some(t) => out[head][t] = Value::String(u.clone()),
-                None => out[head] = Value::String(u.clone()),
-            }
-        }
-    }
-    out
-}
-
-/// Why a credential sent back as `"***"` (at `path`, e.g. `backend.api_key`) may not keep its
-/// stored value under the `new` backend settings: it would be sent to an origin (scheme, host
-/// and port) the `stored` settings never sent it to. A path change on the same origin is fine.
-/// `None` when the stored value may be kept.
-pub fn origin_change(stored: &Value, new: &Value, path: &str) -> Option<String> {
-    let keys = credential_url_keys(path);
-    let parse = |b: &Value, k: &str| url_at(b, k).and_then(|u| ::url::Url::parse(u).ok());
-    let before: Vec<(&str, ::url::Url)> = keys.iter().filter_map(|k| parse(stored, k).map(|u| (*k, u))).collect();
-    for key in keys {
-        // A new URL that does not parse is reported by the URL check itself.
-        let Some(after) = parse(new, key) else { continue };
-        if before.iter().any(|(_, u)| u.origin() == after.origin()) {
-            continue;
-        }
-        let old = before.iter().find(|(k, _)| k == key).or(before.first());
-        return Some(match old {
-            Some((_, old)) => {
-                let (a, b) = shown_origins(old, &after);
-                format!("the backend's origin changed ({a} → {b}); send the credential again")
-            }
-            None => "the stored settings give no origin to compare with; send the credential again".to_string(),
-        });
-    }
-    None
-}
-
-/// Two origins as a person reads them: hosts (with a port when one is given), or the full
-/// origins when the schemes differ.
-fn shown_origins(a: &::url::Url, b: &::url::Url) -> (String, String) {
-    let host = |u: &::url::Url| {
-        let h = u.host_str().unwrap_or("");
-        match u.port() {
-            Some(p) => format!("{h}:{p}"),
-            None => h.to_string(),
-        }
-    };
-    if a.scheme() == b.scheme() {
-        (host(a), host(b))
-    } else {
-        (a.origin().ascii_serialization(), b.origin().ascii_serialization())
-    }
-}
-
 /// A credential's path as shown in an error: a header name from the client is quoted when it
 /// is long or odd.
 fn shown_path(path: &str) -> String {
@@ -501,101 +296,10 @@ fn shown_path(path: &str) -> String {
     }
 }
 
-/// Settings of an upstream MCP server app.
-fn validate_mcp_backend(obj: &Map<String, Value>, errs: &mut Errors) {
-    if let Err(e) = TransportChoice::parse(obj.get("transport").and_then(Value::as_str)) {
-        errs.add("backend.transport", e);
-    } else if obj.get("transport").is_some_and(|t| !t.is_string()) {
-        errs.add("backend.transport", "must be auto, streamable-http or sse");
-    }
-    match obj.get("headers") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(h)) => {
-            for (name, v) in h {
-                if !is_header_name(name) {
-                    errs.add(format!("backend.headers.{}", plain_or_quoted(name)), "is not a valid header name");
-                }
-                match v.as_str() {
-                    Some(s) if is_secret_ref(s) || s == MASK => {}
-                    Some(s) => {
-                        if let Some(why) = header_value_problem(s) {
-                            errs.add(format!("backend.headers.{}", plain_or_quoted(name)), why);
-                        }
-                    }
-                    None => errs.add(format!("backend.headers.{}", plain_or_quoted(name)), "must be a string"),
-                }
-            }
-        }
-        Some(_) => errs.add("backend.headers", "must be an object of header names to values"),
-    }
-    if let Err(e) = forwarded_headers(&Value::Object(obj.clone()), &|_| Some("x".into())) {
-        errs.add("backend.forward_headers", e);
-    }
-    match obj.get("oauth") {
-        None | Some(Value::Null) => {}
-        Some(o @ Value::Object(_)) => {
-            if let Err(e) = OAuthConfig::from_value(o, &|_| Ok("set".into())) {
-                errs.add("backend.oauth", e);
-            }
-            if let Some(Err(why)) = o.get("token_url").and_then(Value::as_str).map(check_backend_url) {
-                errs.add("backend.oauth.token_url", why);
-            }
-        }
-        Some(_) => errs.add("backend.oauth", "must be an object {token_url, client_id, client_secret, ...}"),
-    }
-    for key in ["allowed_tools", "denied_tools"] {
-        if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
-            if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
-                errs.add(format!("backend.{key}"), "must be an array of upstream tool names");
-            }
-        }
-    }
-    if obj.get("tool_name_prefix").is_some_and(|v| !v.is_boolean()) {
-        errs.add("backend.tool_name_prefix", "must be true or false");
-    }
-    for key in ["session_init_timeout", "tool_call_timeout"] {
-        match obj.get(key).map(Value::as_u64) {
-            None | Some(Some(1..=MAX_TIMEOUT_SECONDS)) => {}
-            Some(_) => errs
-                .add(format!("backend.{key}"), format!("must be a number of seconds from 1 to {MAX_TIMEOUT_SECONDS}")),
-        }
-    }
-    match obj.get("task_toolsets") {
-        None | Some(Value::Null) => {}
-        Some(Value::Array(sets)) => {
-            let mut seen: Vec<&str> = Vec::new();
-            for (i, set) in sets.iter().enumerate() {
-                let at = format!("backend.task_toolsets[{i}]");
-                match set["name"].as_str() {
-                    Some(n) if !n.is_empty() && n.chars().count() <= 255 => {}
-                    _ => errs.add(format!("{at}.name"), "is required: 1 to 255 characters"),
-                }
-                for role in ["submit_tool", "status_tool", "cancel_tool"] {
-                    match set[role].as_str() {
-                        Some(t) if seen.contains(&t) => errs.add(
-                            format!("{at}.{role}"),
-                            format!("{} is already bound to another role or toolset", quote_input(t)),
-                        ),
-                        Some(t) if !t.is_empty() => seen.push(t),
-                        _ => errs.add(format!("{at}.{role}"), "is required: the upstream tool's name"),
-                    }
-                }
-            }
-        }
-        Some(_) => {
-            errs.add("backend.task_toolsets", "must be an array of {name, submit_tool, status_tool, cancel_tool}")
-        }
-    }
-    match obj.get("tools_cache_ttl_seconds").map(Value::as_u64) {
-        None | Some(Some(60..=86_400)) => {}
-        Some(_) => errs.add("backend.tools_cache_ttl_seconds", "must be from 60 (KV's minimum) to 86400"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pure::credential::{mask_backend, seal_literals};
+    use crate::pure::backend::credentials::{mask_backend, seal_literals};
     use serde_json::json;
 
     fn workflow() -> Value {

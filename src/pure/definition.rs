@@ -4,11 +4,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::backend::config::Backend;
 use super::mode::Mode;
 use super::server::Status;
 
 /// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 /// KV expiry of a definition. Console writes rewrite or delete entries at once; the TTL only
 /// bounds how long an unused entry lingers.
 pub const TTL_SECONDS: u64 = 3600;
@@ -25,14 +26,38 @@ pub struct ServerDefinition {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "StoredApp")]
 pub struct AppDefinition {
     pub id: String,
     pub name: String,
     pub description: String,
     pub mode: Mode,
-    pub backend: Value,
+    /// Serialized in the console's flat shape; read back by `mode`.
+    pub backend: Backend,
     pub user_input_form: Value,
     pub outputs: Value,
+}
+
+/// An app definition as written, before its backend settings are read by mode.
+#[derive(Deserialize)]
+struct StoredApp {
+    id: String,
+    name: String,
+    description: String,
+    mode: Mode,
+    backend: Value,
+    user_input_form: Value,
+    outputs: Value,
+}
+
+impl TryFrom<StoredApp> for AppDefinition {
+    type Error = String;
+
+    fn try_from(a: StoredApp) -> Result<Self, String> {
+        let backend = Backend::from_settings(a.mode, &a.backend)?;
+        let StoredApp { id, name, description, mode, user_input_form, outputs, .. } = a;
+        Ok(AppDefinition { id, name, description, mode, backend, user_input_form, outputs })
+    }
 }
 
 impl ServerDefinition {
@@ -75,7 +100,7 @@ mod tests {
         assert_eq!(refill_verdict(&written, Some(&inactive)), Refill::Remove);
         // An app of the server changed (a new backend URL, say).
         let mut moved = written.clone();
-        moved.apps[0].backend = json!({"base_url": "http://elsewhere"});
+        moved.apps[0].backend = dify(json!({"base_url": "http://elsewhere", "api_key": "k"}));
         assert_eq!(refill_verdict(&written, Some(&moved)), Refill::Remove);
     }
 
@@ -92,7 +117,7 @@ mod tests {
                 name: "A".into(),
                 description: "".into(),
                 mode: Mode::Workflow,
-                backend: json!({"base_url": "http://x"}),
+                backend: dify(json!({"base_url": "http://x", "api_key": "k"})),
                 user_input_form: json!([]),
                 outputs: json!([]),
             }],
@@ -102,12 +127,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn dify(settings: Value) -> Backend {
+        Backend::from_settings(Mode::Workflow, &settings).unwrap()
+    }
+
     #[test]
     fn round_trips_and_rejects_other_formats() {
         let d = def();
         let text = serde_json::to_string(&d).unwrap();
         assert_eq!(ServerDefinition::from_cache(&text), Some(d));
-        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":2", "\"format\":1")), None);
+        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":3", "\"format\":2")), None);
         assert_eq!(ServerDefinition::from_cache("not json"), None);
     }
 }

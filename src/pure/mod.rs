@@ -4,7 +4,6 @@ pub mod admin;
 pub mod app;
 pub mod backend;
 pub mod config;
-pub mod credential;
 pub mod definition;
 pub mod error;
 pub mod form;

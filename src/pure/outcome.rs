@@ -22,7 +22,7 @@ impl Outcome {
     /// cap fails with a message saying how to fix it.
     pub fn capped(self, app: &str, max: usize) -> Outcome {
         let Outcome::Ok { mut text, structured } = self else { return self };
-        let structured_len = structured.as_ref().map_or(0, |s| json_len(s));
+        let structured_len = structured.as_ref().map_or(0, json_len);
         let is_answer = structured.as_ref().is_some_and(|s| {
             s.as_object().is_some_and(|o| o.len() == 1 && o.get("answer").is_some_and(Value::is_string))
         });

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::definition::AppDefinition;
 use super::mcp::tasks::{TaskOutcome, TaskView};
+use super::mcp::version::Version;
 
 /// How a task follows its backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,7 +33,8 @@ pub struct TaskSpec {
     pub tool: String,
     pub kind: Kind,
     pub app: AppDefinition,
-    pub version: String,
+    /// The protocol revision the task was created under (its result is shaped for it).
+    pub version: Version,
     pub path: String,
     pub body: Value,
     pub user: String,

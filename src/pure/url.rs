@@ -337,23 +337,10 @@ pub fn follow_redirect(
     }
 }
 
-/// The URLs of a backend object, by field path, that point inside a private network.
-pub fn private_backend_urls(backend: &serde_json::Value) -> Vec<(String, &'static str)> {
-    let mut out = Vec::new();
-    let candidates = [
-        ("backend.base_url", &backend["base_url"]),
-        ("backend.api_endpoint", &backend["api_endpoint"]),
-        ("backend.url", &backend["url"]),
-        ("backend.async.status_endpoint", &backend["async"]["status_endpoint"]),
-        ("backend.async.cancel_endpoint", &backend["async"]["cancel_endpoint"]),
-        ("backend.oauth.token_url", &backend["oauth"]["token_url"]),
-    ];
-    for (field, v) in candidates {
-        if let Some(why) = v.as_str().and_then(private_host_reason) {
-            out.push((field.to_string(), why));
-        }
-    }
-    out
+/// The URLs of a backend (`Backend::urls`: field path and URL) that point inside a private
+/// network, with the reason.
+pub fn private_backend_urls(urls: &[(&'static str, &str)]) -> Vec<(&'static str, &'static str)> {
+    urls.iter().filter_map(|(field, u)| private_host_reason(u).map(|why| (*field, why))).collect()
 }
 
 #[cfg(test)]
@@ -435,14 +422,18 @@ mod tests {
         for u in ["https://api.dify.ai/v1", "http://8.8.8.8", "http://172.32.0.1", "http://mcp.example.com"] {
             assert_eq!(private_host_reason(u), None, "{u}");
         }
-        let b = serde_json::json!({"url": "http://10.0.0.1/mcp", "oauth": {"token_url": "https://auth.example.com/t"}});
-        assert_eq!(private_backend_urls(&b), vec![("backend.url".to_string(), "is a private address")]);
-        let b = serde_json::json!({"base_url": "http://0x7f.1/v1", "async": {"status_endpoint": "http://[::ffff:a9fe:a9fe]/s"}});
+        let b = [("backend.url", "http://10.0.0.1/mcp"), ("backend.oauth.token_url", "https://auth.example.com/t")];
+        assert_eq!(private_backend_urls(&b), vec![("backend.url", "is a private address")]);
+        let b = [
+            ("backend.base_url", "http://0x7f.1/v1"),
+            ("backend.async.status_endpoint", "http://[::ffff:a9fe:a9fe]/s"),
+            ("backend.async.cancel_endpoint", "https://api.dify.ai/c"),
+        ];
         assert_eq!(
             private_backend_urls(&b),
             vec![
-                ("backend.base_url".to_string(), "is a loopback address"),
-                ("backend.async.status_endpoint".to_string(), "is a link-local or cloud-metadata address"),
+                ("backend.base_url", "is a loopback address"),
+                ("backend.async.status_endpoint", "is a link-local or cloud-metadata address"),
             ]
         );
     }

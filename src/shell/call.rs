@@ -7,116 +7,130 @@ use std::time::Duration;
 use serde_json::Value;
 use worker::{Context, Env, Method};
 
-use crate::pure::app::{DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS, DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_TIMEOUT_SECONDS};
+use crate::pure::backend::config::Backend;
 use crate::pure::backend::dify::call as dify_call;
-use crate::pure::backend::dify::stream::DEFAULT_MAX_RESULT_BYTES;
-use crate::pure::backend::http_tool::call as http_tool;
-use crate::pure::definition::ServerDefinition;
+use crate::pure::backend::settings::{Limits, DEFAULT_MAX_RESULT_BYTES};
+use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::server::{self, CallPlan};
-use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;
 
 use super::outbound::{self, SendError};
 use super::secrets;
-use super::stream::{first_byte_timed_out, read_whole, request_headers, send_failed, Backend, CallStream};
-use super::upstream;
+use super::stream::{first_byte_timed_out, read_whole, request_headers, send_failed, CallStream, Target};
 use super::VERSION;
 
-/// The app behind a tool, resolved for a call; `Err` is the outcome when it cannot be called.
-pub fn backend_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Backend, Outcome> {
-    let Some(app) = def.apps.get(app_index) else {
-        return Err(Outcome::Failed("the app behind this tool was removed; list the tools again".into()));
-    };
-    let b = &app.backend;
-    let endpoint = if app.mode == Mode::HttpTool { "api_endpoint" } else { "base_url" };
-    let api_key = secrets::resolve(env, b["api_key"].as_str().unwrap_or_default())
-        .map_err(|e| Outcome::Failed(format!("the API key of app '{}' {e}", app.name)))?;
-    let secs = |key: &str, default: u64| Duration::from_secs(b[key].as_u64().unwrap_or(default));
-    Ok(Backend {
-        app_name: app.name.clone(),
-        base_url: b[endpoint].as_str().unwrap_or_default().to_string(),
-        api_key,
-        first_byte: secs("first_byte_timeout_seconds", DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS),
-        idle: secs("idle_timeout_seconds", DEFAULT_IDLE_TIMEOUT_SECONDS),
-        total: secs("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
-        max_result_bytes: b["max_result_bytes"].as_u64().map_or(DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
-        total_setting: "timeout_seconds",
-    })
+fn app_of(def: &ServerDefinition, app_index: usize) -> Result<&AppDefinition, Outcome> {
+    def.apps
+        .get(app_index)
+        .ok_or_else(|| Outcome::Failed("the app behind this tool was removed; list the tools again".into()))
 }
 
-/// How the relay treats an upstream MCP call: `tool_call_timeout` bounds it (default 300 s),
-/// and it may be silent that long (upstream tools report progress only if they choose to).
-pub fn upstream_backend(def: &ServerDefinition, app_index: usize) -> Result<Backend, Outcome> {
-    let Some(app) = def.apps.get(app_index) else {
-        return Err(Outcome::Failed("the app behind this tool was removed; list the tools again".into()));
+/// Where a call of the app behind a tool goes and how long it may take: the one place that
+/// reads each kind's settings for a call. `Err` is the outcome when it cannot be called.
+pub fn target_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Target, Outcome> {
+    let app = app_of(def, app_index)?;
+    let http = |url: &str, key: Option<&str>, limits: &Limits| -> Result<Target, Outcome> {
+        let api_key = secrets::resolve(env, key.unwrap_or_default())
+            .map_err(|e| Outcome::Failed(format!("the API key of app '{}' {e}", app.name)))?;
+        Ok(Target {
+            app_name: app.name.clone(),
+            base_url: url.to_string(),
+            api_key,
+            first_byte: limits.first_byte(),
+            idle: limits.idle(),
+            total: limits.total(),
+            max_result_bytes: limits.max_result_bytes(),
+            total_setting: Limits::TOTAL_SETTING,
+        })
     };
-    let b = &app.backend;
-    let total = Duration::from_secs(b["tool_call_timeout"].as_u64().unwrap_or(upstream::DEFAULT_CALL_TIMEOUT_S));
-    Ok(Backend {
-        app_name: app.name.clone(),
-        base_url: b["url"].as_str().unwrap_or_default().to_string(),
-        api_key: String::new(),
-        first_byte: total,
-        idle: total,
-        total,
-        max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
-        total_setting: "tool_call_timeout",
-    })
-}
-
-/// An upstream MCP call answered in one JSON response, through the same relay as a streamed one.
-pub async fn call_upstream_whole(
-    plan: &CallPlan,
-    def: &ServerDefinition,
-    env: &Env,
-    incoming: &[(String, String)],
-    ctx: &Context,
-) -> Value {
-    match upstream_backend(def, plan.app_index) {
-        Ok(b) => {
-            CallStream::upstream(plan.clone(), b, def.clone(), incoming.to_vec(), env, Some(ctx)).into_final().await
-        }
-        Err(outcome) => server::finish_call(plan, outcome, VERSION),
+    match &app.backend {
+        Backend::Dify(c) => http(&c.base_url, Some(&c.api_key), &c.limits),
+        Backend::HttpTool(c) => http(&c.api_endpoint, c.api_key.as_deref(), &c.limits),
+        // `tool_call_timeout` bounds an upstream call (default 300 s), and it may be silent that
+        // long (upstream tools report progress only if they choose to).
+        Backend::Mcp(c) => Ok(Target {
+            app_name: app.name.clone(),
+            base_url: c.url.clone(),
+            api_key: String::new(),
+            first_byte: c.call_timeout(),
+            idle: c.call_timeout(),
+            total: c.call_timeout(),
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            total_setting: "tool_call_timeout",
+        }),
     }
 }
 
 /// Whether a call is made as a stream: Dify modes for clients that take SSE (so progress can
 /// flow) and agent-chat always (Dify serves it only streaming); HTTP tools when configured so.
-pub fn streams(plan: &CallPlan, def: &ServerDefinition, accepts_sse: bool) -> bool {
-    match plan.mode {
-        Mode::HttpTool => def.apps.get(plan.app_index).is_some_and(|a| http_tool::streams(&a.backend)),
-        mode => accepts_sse || dify_call::needs_streaming(mode),
+pub fn streams(app: &AppDefinition, accepts_sse: bool) -> bool {
+    match &app.backend {
+        Backend::HttpTool(c) => c.stream,
+        Backend::Mcp(_) => accepts_sse,
+        Backend::Dify(_) => accepts_sse || dify_call::needs_streaming(app.mode),
     }
 }
 
 /// A call answered in one JSON response (the client takes only JSON, or the backend does not
-/// stream): a streamed backend answer is read to its end here.
-pub async fn call_backend(plan: &CallPlan, def: &ServerDefinition, env: &Env, ctx: &Context) -> Value {
-    let backend = match backend_of(def, plan.app_index, env) {
-        Ok(b) => b,
+/// stream): a streamed backend answer is read to its end here, through the same relay.
+pub async fn call_backend(
+    plan: &CallPlan,
+    def: &ServerDefinition,
+    env: &Env,
+    ctx: &Context,
+    incoming: &[(String, String)],
+) -> Value {
+    let (app, target) = match resolve(def, plan.app_index, env) {
+        Ok(found) => found,
         Err(outcome) => return server::finish_call(plan, outcome, VERSION),
     };
-    if streams(plan, def, false) {
-        return CallStream::new(plan.clone(), backend, env, ctx).into_final().await;
+    match &app.backend {
+        Backend::Mcp(_) => {
+            CallStream::upstream(plan.clone(), target, def.clone(), incoming.to_vec(), env, Some(ctx))
+                .into_final()
+                .await
+        }
+        _ if streams(app, false) => CallStream::new(plan.clone(), target, env, ctx).into_final().await,
+        _ => server::finish_call(plan, call_blocking(plan, &target).await, VERSION),
     }
-    server::finish_call(plan, call_blocking(plan, &backend).await, VERSION)
+}
+
+/// A call whose progress goes to the client as SSE while it runs (`streams(app, true)`).
+pub fn call_streamed(
+    plan: CallPlan,
+    def: &ServerDefinition,
+    env: &Env,
+    ctx: &Context,
+    incoming: Vec<(String, String)>,
+) -> Result<CallStream, Value> {
+    let (app, target) = resolve(def, plan.app_index, env).map_err(|o| server::finish_call(&plan, o, VERSION))?;
+    Ok(match &app.backend {
+        Backend::Mcp(_) => CallStream::upstream(plan, target, def.clone(), incoming, env, Some(ctx)),
+        _ => CallStream::new(plan, target, env, ctx),
+    })
+}
+
+fn resolve<'d>(def: &'d ServerDefinition, app_index: usize, env: &Env) -> Result<(&'d AppDefinition, Target), Outcome> {
+    Ok((app_of(def, app_index)?, target_of(def, app_index, env)?))
 }
 
 /// A call run to its end outside a client request (inside a task's Durable Object): the final
 /// JSON-RPC response.
-pub async fn run_to_completion(plan: &CallPlan, app_backend: &Value, backend: Backend, env: &Env) -> Value {
-    let streamed = match plan.mode {
-        Mode::HttpTool => http_tool::streams(app_backend),
-        mode => dify_call::needs_streaming(mode),
+pub async fn run_to_completion(plan: &CallPlan, def: &ServerDefinition, env: &Env) -> Value {
+    let (app, target) = match resolve(def, plan.app_index, env) {
+        Ok(found) => found,
+        Err(outcome) => return server::finish_call(plan, outcome, VERSION),
     };
-    if streamed {
-        CallStream::detached(plan.clone(), backend, env).into_final().await
-    } else {
-        server::finish_call(plan, call_blocking(plan, &backend).await, VERSION)
+    match &app.backend {
+        Backend::Mcp(_) => {
+            CallStream::upstream(plan.clone(), target, def.clone(), Vec::new(), env, None).into_final().await
+        }
+        _ if streams(app, false) => CallStream::detached(plan.clone(), target, env).into_final().await,
+        _ => server::finish_call(plan, call_blocking(plan, &target).await, VERSION),
     }
 }
 
-async fn call_blocking(plan: &CallPlan, b: &Backend) -> Outcome {
+async fn call_blocking(plan: &CallPlan, b: &Target) -> Outcome {
     let headers = match request_headers(plan, b) {
         Ok(h) => h,
         Err(outcome) => return outcome,

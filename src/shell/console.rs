@@ -6,7 +6,9 @@ use worker::{D1Database, Env, Method, Request, Response};
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::dify::import as dify_import;
 use crate::pure::backend::mcp::aggregate::aggregate;
+use crate::pure::backend::mcp::config::McpConfig;
 use crate::pure::config;
+use crate::pure::definition::AppDefinition;
 use crate::pure::error::ApiError;
 use crate::pure::ids;
 use crate::pure::quote::quote_input;
@@ -160,25 +162,25 @@ impl Console<'_> {
     }
 
     /// Backends inside private networks are refused unless `ALLOW_PRIVATE_BACKENDS` is set.
-    fn check_private(&self, backend: &Value) -> Result<()> {
+    fn check_private(&self, urls: &[(&'static str, &str)]) -> Result<()> {
         if super::outbound::guard_from_env(self.env) {
             return Ok(());
         }
         // Hosts listed in ALLOW_PRIVATE_BACKENDS (instead of `true`) are allowed, and only they.
         let allow = super::outbound::private_allow();
-        let mut bad = crate::pure::url::private_backend_urls(backend);
-        bad.retain(|(field, _)| {
-            let pointer = format!("/{}", field.trim_start_matches("backend.").replace('.', "/"));
-            let host = backend.pointer(&pointer).and_then(Value::as_str).and_then(|u| ::url::Url::parse(u).ok());
+        let mut urls = urls.to_vec();
+        urls.retain(|(_, u)| {
+            let host = ::url::Url::parse(u).ok();
             !host.as_ref().and_then(|u| u.host_str()).is_some_and(|h| allow.allows(h))
         });
+        let bad = crate::pure::url::private_backend_urls(&urls);
         if bad.is_empty() {
             return Ok(());
         }
         Err(ApiError::validation(
             bad.into_iter()
                 .map(|(field, why)| crate::pure::error::FieldError {
-                    field,
+                    field: field.to_string(),
                     message: format!("{why}; private backends need ALLOW_PRIVATE_BACKENDS=true"),
                 })
                 .collect(),
@@ -200,7 +202,7 @@ impl Console<'_> {
 
     async fn create_app(&self, body: &Value) -> Result<Value> {
         let mut spec = app::validate_app_in(body, None, self.ref_prefix)?;
-        self.check_private(&spec.backend)?;
+        self.check_private(&spec.config.urls())?;
         self.seal(&mut spec)?;
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, platform::now_s()).await?;
@@ -232,7 +234,7 @@ impl Console<'_> {
             }]));
         }
         let base = base_url.trim_end_matches('/');
-        self.check_private(&json!({ "base_url": base }))?;
+        self.check_private(&[("backend.base_url", base)])?;
         let key = super::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e))?;
         let info = dify::get_json(base, &key, "/info").await?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;
@@ -272,7 +274,7 @@ impl Console<'_> {
     async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {
         let row = self.app_row(id).await?;
         let mut spec = app::validate_app_in(body, Some(&row.backend()), self.ref_prefix)?;
-        self.check_private(&spec.backend)?;
+        self.check_private(&spec.config.urls())?;
         self.seal(&mut spec)?;
         store::update_app(self.db, id, &spec, platform::now_s()).await?;
         self.rewrite_cache_of_app(id).await?;
@@ -309,11 +311,11 @@ impl Console<'_> {
             )));
         }
         let app =
-            row.to_definition().ok_or_else(|| ApiError::bad_request(format!("app '{id}' has an unknown mode")))?;
+            row.to_definition().map_err(|why| ApiError::bad_request(format!("app '{id}' cannot be used: {why}")))?;
         let tools = super::upstream::tools_of(&app, self.env, true)
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
-        let exposed = aggregate(&app.name, &app.id, &app.backend, &tools);
+        let exposed = aggregate(&app.name, &app.id, mcp_config(&app)?, &tools);
         Ok(json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
             "exposed_tools": exposed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
@@ -431,12 +433,15 @@ impl Console<'_> {
     async fn check_unique_tool_names(&self, app_ids: &[String]) -> Result<()> {
         let mut owners: Vec<(String, String)> = Vec::new();
         for id in app_ids {
-            let Some(app) = store::get_app(self.db, id).await?.and_then(|row| row.to_definition()) else { continue };
+            let Some(app) = store::get_app(self.db, id).await?.and_then(|row| row.to_definition().ok()) else {
+                continue;
+            };
             let names: Vec<String> = if app.mode == crate::pure::mode::Mode::Mcp {
                 match super::upstream::tools_of(&app, self.env, false).await {
-                    Ok(list) => {
-                        aggregate(&app.name, &app.id, &app.backend, &list).into_iter().map(|t| t.name).collect()
-                    }
+                    Ok(list) => match app.backend.as_mcp() {
+                        Some(c) => aggregate(&app.name, &app.id, c, &list).into_iter().map(|t| t.name).collect(),
+                        None => Vec::new(),
+                    },
                     Err(_) => Vec::new(),
                 }
             } else {
@@ -648,4 +653,9 @@ impl Console<'_> {
         }
         Ok(out)
     }
+}
+
+/// The upstream settings of an app the caller knows is an `mcp` app.
+fn mcp_config(app: &AppDefinition) -> Result<&McpConfig> {
+    app.backend.as_mcp().ok_or_else(|| ApiError::bad_request(format!("app '{}' is not an mcp app", app.id)))
 }

@@ -4,20 +4,21 @@
 use serde_json::Value;
 use worker::{Context, Env, Headers, Method, Request, Response};
 
+use crate::pure::backend::config::Backend;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
-use crate::pure::mcp::tools::{toolset_of, Upstreams};
+use crate::pure::mcp::tools::Upstreams;
 use crate::pure::mode::Mode;
 use crate::pure::origin::origin_allowed;
 use crate::pure::quote::plain_or_quoted;
 
 use super::cache;
-use super::call::{backend_of, call_backend, call_upstream_whole, streams, upstream_backend};
+use super::call::{call_backend, call_streamed, streams, target_of};
 use super::http::is_json_content_type;
 use super::store;
-use super::stream::{stop_run, CallStream};
+use super::stream::stop_run;
 use super::tasks;
 use super::upstream;
 use super::VERSION;
@@ -207,34 +208,18 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             rpc(200, &Value::Array(out), cors.as_deref())
         }
         single => match server::handle_with(&def, &upstreams, single, &h, VERSION) {
-            Step::Call(plan) if plan.mode == Mode::Mcp => {
-                record_end_user(ctx, env, &def, &plan);
-                if accepts_sse {
-                    let headers = Headers::new();
-                    headers.set("content-type", "text/event-stream")?;
-                    headers.set("cache-control", "no-cache")?;
-                    with_cors(&headers, cors.as_deref())?;
-                    match upstream_backend(&def, plan.app_index) {
-                        Ok(b) => CallStream::upstream(*plan, b, def, incoming, env, Some(ctx)).into_response(headers),
-                        Err(outcome) => rpc(200, &server::finish_call(&plan, outcome, VERSION), cors.as_deref()),
-                    }
-                } else {
-                    let v = call_upstream_whole(&plan, &def, env, &incoming, ctx).await;
-                    rpc(200, &v, cors.as_deref())
-                }
-            }
             // A client that takes SSE gets the backend's progress as it happens.
-            Step::Call(plan) if accepts_sse && streams(&plan, &def, true) => {
+            Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| streams(a, true)) => {
                 record_end_user(ctx, env, &def, &plan);
-                match backend_of(&def, plan.app_index, env) {
-                    Ok(backend) => {
+                match call_streamed(*plan, &def, env, ctx, incoming) {
+                    Ok(call) => {
                         let headers = Headers::new();
                         headers.set("content-type", "text/event-stream")?;
                         headers.set("cache-control", "no-cache")?;
                         with_cors(&headers, cors.as_deref())?;
-                        CallStream::new(*plan, backend, env, ctx).into_response(headers)
+                        call.into_response(headers)
                     }
-                    Err(outcome) => rpc(200, &server::finish_call(&plan, outcome, VERSION), cors.as_deref()),
+                    Err(response) => rpc(200, &response, cors.as_deref()),
                 }
             }
             step => match run(step, &def, env, ctx, &incoming).await {
@@ -266,10 +251,6 @@ async fn run(
 ) -> (u16, Option<Value>) {
     match step {
         Step::Reply { status, body } => (status, body),
-        Step::Call(plan) if plan.mode == Mode::Mcp => {
-            record_end_user(ctx, env, def, &plan);
-            (200, Some(call_upstream_whole(&plan, def, env, incoming, ctx).await))
-        }
         Step::CreateTask { plan, ttl_ms } => {
             record_end_user(ctx, env, def, &plan);
             match create_task(&plan, ttl_ms, def, env).await {
@@ -291,7 +272,7 @@ async fn run(
         }
         Step::Call(plan) => {
             record_end_user(ctx, env, def, &plan);
-            (200, Some(call_backend(&plan, def, env, ctx).await))
+            (200, Some(call_backend(&plan, def, env, ctx, incoming).await))
         }
     }
 }
@@ -314,12 +295,10 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
         RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: the task could not be created ({e})"))
     };
     let app = def.apps.get(plan.app_index).ok_or_else(|| unavailable("the app is gone".into()))?;
-    let kind = match plan.mode {
-        Mode::Mcp if matches!(&plan.request, CallRequest::Mcp { tool, .. } if toolset_of(&app.backend, tool).is_some()) => {
-            Kind::McpToolset
-        }
-        Mode::Workflow => Kind::DifyWorkflow,
-        Mode::HttpTool if app.backend.get("async").is_some() => Kind::AsyncTool,
+    let kind = match (&app.backend, &plan.request) {
+        (Backend::Mcp(c), CallRequest::Mcp { tool, .. }) if c.toolset_of(tool).is_some() => Kind::McpToolset,
+        (Backend::Dify(_), _) if plan.mode == Mode::Workflow => Kind::DifyWorkflow,
+        (Backend::HttpTool(c), _) if c.async_endpoints.is_some() => Kind::AsyncTool,
         _ => Kind::RunToCompletion,
     };
     let task_id = tasks::new_task_id().map_err(|e| unavailable(e.to_string()))?;
@@ -330,7 +309,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
         tool: app.name.clone(),
         kind,
         app: app.clone(),
-        version: plan.version.as_str().into(),
+        version: plan.version,
         path,
         body,
         user: plan.user.clone(),
@@ -417,7 +396,7 @@ async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     }
     let (Some(task_id), Some(app_index)) = (record["task_id"].as_str(), record["app_index"].as_u64()) else { return };
     let Some(app) = def.apps.get(app_index as usize) else { return };
-    let (Ok(backend), mode) = (backend_of(def, app_index as usize, env), app.mode) else { return };
+    let (Ok(backend), mode) = (target_of(def, app_index as usize, env), app.mode) else { return };
     // The stop endpoint wants the same `user` that started the run; it is part of the key.
     let user = record["user"].as_str().unwrap_or_default();
     stop_run(env, &backend.base_url, &backend.api_key, mode, task_id, user, &backend.app_name).await;

@@ -32,7 +32,8 @@ pub async fn authorization(env: &Env, app: &AppDefinition) -> Result<(String, St
         .get_stub()
         .map_err(fail)?;
     let mut init = RequestInit::new();
-    let body = json!({"app_name": app.name, "oauth": app.backend["oauth"]});
+    let oauth = app.backend.as_mcp().and_then(|c| c.oauth.as_ref());
+    let body = json!({"app_name": app.name, "oauth": oauth});
     init.with_method(Method::Post).with_body(Some(JsValue::from_str(&body.to_string())));
     let req = Request::new_with_init("https://oauth/token", &init).map_err(fail)?;
     let mut resp = stub.fetch_with_request(req).await.map_err(fail)?;

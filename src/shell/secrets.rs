@@ -4,8 +4,8 @@
 use serde_json::Value;
 use worker::Env;
 
+use crate::pure::backend::credentials::{is_secret_ref, seal_literals};
 use crate::pure::config;
-use crate::pure::credential::{is_secret_ref, seal_literals};
 use crate::pure::sealed;
 
 fn secret_or_var(env: &Env, name: &str) -> Option<String> {
@@ -66,7 +66,7 @@ pub fn reseal_backend(env: &Env, backend: &mut Value) -> Result<bool, String> {
     let keys = keys(env)?;
     let Some(current) = keys.first().copied() else { return Ok(false) };
     let mut changed = false;
-    crate::pure::credential::map_credentials(backend, &mut |v| {
+    crate::pure::backend::credentials::map_credentials(backend, &mut |v| {
         if !sealed::is_sealed(v) {
             return Ok(None);
         }

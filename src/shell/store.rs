@@ -6,6 +6,7 @@ use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
 
 use crate::pure::app::{self, AppSpec};
+use crate::pure::backend::config::Backend;
 use crate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
 use crate::pure::error::ApiError;
 use crate::pure::form::form_to_dify;
@@ -57,7 +58,7 @@ impl AppRow {
             "name": self.name,
             "description": self.description,
             "mode": self.mode,
-            "backend": crate::pure::credential::mask_backend(&parse_stored(&self.backend)),
+            "backend": crate::pure::backend::credentials::mask_backend(&parse_stored(&self.backend)),
             "user_input_form": parse_stored(&self.user_input_form),
             "outputs": parse_stored(&self.outputs),
             "created_at": self.created_at,
@@ -69,15 +70,17 @@ impl AppRow {
         parse_stored(&self.backend)
     }
 
-    /// The app as the MCP endpoint uses it; `None` for a mode this deploy does not know (a row
-    /// written by a newer one), which is left out rather than called as something else.
-    pub fn to_definition(&self) -> Option<AppDefinition> {
-        Some(AppDefinition {
+    /// The app as the MCP endpoint uses it; `Err` for a mode this deploy does not know (a row
+    /// written by a newer one) or settings that do not read, which is left out rather than
+    /// called as something else.
+    pub fn to_definition(&self) -> std::result::Result<AppDefinition, String> {
+        let mode = crate::pure::mode::Mode::parse(&self.mode).ok_or("its mode is unknown to this deploy")?;
+        Ok(AppDefinition {
             id: self.id.clone(),
             name: self.name.clone(),
             description: self.description.clone(),
-            mode: crate::pure::mode::Mode::parse(&self.mode)?,
-            backend: parse_stored(&self.backend),
+            mode,
+            backend: Backend::from_settings(mode, &parse_stored(&self.backend))?,
             user_input_form: parse_stored(&self.user_input_form),
             outputs: parse_stored(&self.outputs),
         })
@@ -343,11 +346,7 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
         apps: apps
             .iter()
             .filter_map(|a| {
-                let def = a.to_definition();
-                if def.is_none() {
-                    super::log::error(&format!("app {} has an unknown mode and is left out", a.id));
-                }
-                def
+                a.to_definition().map_err(|why| super::log::error(&format!("app {} is left out: {why}", a.id))).ok()
             })
             .collect(),
     })

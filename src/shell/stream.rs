@@ -30,8 +30,8 @@ const KEEPALIVE_MS: u64 = 1000;
 use super::outbound::{self, SendError};
 use super::VERSION;
 
-/// Where and how to call the backend, resolved from the app's settings.
-pub struct Backend {
+/// Where and how to call an app's backend, resolved from its settings for one call.
+pub struct Target {
     pub app_name: String,
     pub base_url: String,
     pub api_key: String,
@@ -71,7 +71,7 @@ enum Wait<T> {
 /// One streamed call from request to final response.
 pub struct CallStream {
     plan: CallPlan,
-    backend: Backend,
+    target: Target,
     phase: Phase,
     parser: SseParser,
     interp: StreamReader,
@@ -90,16 +90,16 @@ pub struct CallStream {
 impl CallStream {
     /// Prepares the call; `ctx` keeps a watcher alive that stops the backend run if the client
     /// goes away before the end (best effort, off the response path).
-    pub fn new(plan: CallPlan, backend: Backend, env: &Env, ctx: &Context) -> CallStream {
+    pub fn new(plan: CallPlan, target: Target, env: &Env, ctx: &Context) -> CallStream {
         let (tx, rx) = oneshot::channel::<String>();
         let (watch_env, mode, user) = (env.clone(), plan.mode, plan.user.clone());
-        let (base, key, name) = (backend.base_url.clone(), backend.api_key.clone(), backend.app_name.clone());
+        let (base, key, name) = (target.base_url.clone(), target.api_key.clone(), target.app_name.clone());
         ctx.wait_until(async move {
             if let Ok(task_id) = rx.await {
                 stop_run(&watch_env, &base, &key, mode, &task_id, &user, &name).await;
             }
         });
-        let mut call = CallStream::detached(plan, backend, env);
+        let mut call = CallStream::detached(plan, target, env);
         call.cancel.tx = Some(tx);
         call.registered = false;
         call
@@ -107,18 +107,18 @@ impl CallStream {
 
     /// A call with no client connection to lose (inside a task's Durable Object): nothing
     /// watches for a disconnect.
-    pub fn detached(plan: CallPlan, backend: Backend, env: &Env) -> CallStream {
+    pub fn detached(plan: CallPlan, target: Target, env: &Env) -> CallStream {
         let now = super::platform::now_ms();
         CallStream {
             interp: match plan.mode {
-                Mode::HttpTool => StreamReader::Tool(HttpToolStream::new(&backend.app_name)),
-                mode => StreamReader::Dify(DifyStream::new(mode, backend.max_result_bytes)),
+                Mode::HttpTool => StreamReader::Tool(HttpToolStream::new(&target.app_name)),
+                mode => StreamReader::Dify(DifyStream::new(mode, target.max_result_bytes)),
             },
-            deadline_ms: now + backend.total.as_millis() as u64,
+            deadline_ms: now + target.total.as_millis() as u64,
             last_chunk_ms: now,
             last_write_ms: now,
             plan,
-            backend,
+            target,
             phase: Phase::Start,
             parser: SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES),
             progress: Progress::default(),
@@ -135,13 +135,13 @@ impl CallStream {
     /// starts now, kept alive by `ctx` when there is a client connection to lose.
     pub fn upstream(
         plan: CallPlan,
-        backend: Backend,
+        target: Target,
         def: ServerDefinition,
         incoming: Vec<(String, String)>,
         env: &Env,
         ctx: Option<&Context>,
     ) -> CallStream {
-        let mut call = CallStream::detached(plan, backend, env);
+        let mut call = CallStream::detached(plan, target, env);
         call.registered = false;
         let (tx, rx) = unbounded::<Relayed>();
         let (abort_tx, abort_rx) = oneshot::channel::<()>();
@@ -236,7 +236,7 @@ impl CallStream {
                     }
                     Ok(Wait::Item(Some(Err(e)))) => {
                         let outcome =
-                            Outcome::Failed(format!("the app '{}' broke off its stream: {e}", self.backend.app_name));
+                            Outcome::Failed(format!("the app '{}' broke off its stream: {e}", self.target.app_name));
                         return Some(self.abort(outcome, &mut out));
                     }
                     Ok(Wait::Item(None)) => {
@@ -304,7 +304,7 @@ impl CallStream {
         if now >= self.deadline_ms {
             return Err(self.total_timeout());
         }
-        let idle_left = (self.last_chunk_ms + self.backend.idle.as_millis() as u64).saturating_sub(now);
+        let idle_left = (self.last_chunk_ms + self.target.idle.as_millis() as u64).saturating_sub(now);
         if idle_left == 0 {
             return Err(self.idle_timeout());
         }
@@ -334,7 +334,7 @@ impl CallStream {
     /// the call).
     fn keep_alive(&mut self, out: &mut String) -> Option<String> {
         let now = super::platform::now_ms();
-        if now < self.deadline_ms && now < self.last_chunk_ms + self.backend.idle.as_millis() as u64 {
+        if now < self.deadline_ms && now < self.last_chunk_ms + self.target.idle.as_millis() as u64 {
             write_comment(out, "keep-alive");
             self.last_write_ms = now;
             return Some(std::mem::take(out));
@@ -346,7 +346,7 @@ impl CallStream {
     /// can stop it from any isolate. Expires with the call's own deadline.
     async fn register(&self, record: Value) {
         let record = record.to_string();
-        let ttl = self.backend.total.as_secs().max(60);
+        let ttl = self.target.total.as_secs().max(60);
         let put = match self.env.kv(super::platform::KV) {
             Ok(kv) => match kv.put(&self.plan.cancel_key, record) {
                 Ok(p) => p.expiration_ttl(ttl).execute().await.map_err(|e| e.to_string()),
@@ -360,7 +360,7 @@ impl CallStream {
     }
 
     fn total_timeout(&self) -> Outcome {
-        let (b, secs) = (&self.backend, self.backend.total.as_secs());
+        let (b, secs) = (&self.target, self.target.total.as_secs());
         Outcome::Failed(if self.plan.mode == Mode::Mcp {
             // Worded like every other upstream failure: "upstream <app>: …".
             format!("upstream {}: no answer within {secs} s ({})", b.app_name, b.total_setting)
@@ -372,14 +372,14 @@ impl CallStream {
     fn idle_timeout(&self) -> Outcome {
         Outcome::Failed(format!(
             "the app '{}' sent nothing for {} s (idle_timeout_seconds)",
-            self.backend.app_name,
-            self.backend.idle.as_secs()
+            self.target.app_name,
+            self.target.idle.as_secs()
         ))
     }
 
     /// Starts the backend run; `Err` is the outcome when it cannot start streaming.
     async fn connect(&mut self) -> Result<ByteStream, Outcome> {
-        let b = &self.backend;
+        let b = &self.target;
         let headers = request_headers(&self.plan, b)?;
         headers.set("accept", "text/event-stream").map_err(|e| Outcome::Failed(e.to_string()))?;
         let mut body = self.plan.request.http_body().cloned().unwrap_or(Value::Null);
@@ -414,7 +414,7 @@ impl CallStream {
         let mut events = Vec::new();
         self.parser
             .feed(chunk, &mut events)
-            .map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.backend.app_name))?;
+            .map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.target.app_name))?;
         for ev in events {
             self.take_event(&ev.data, out);
             if self.interp.is_done() {
@@ -451,7 +451,7 @@ impl CallStream {
 
     fn final_event(&mut self, outcome: Outcome, out: &mut String) -> String {
         self.phase = Phase::Finished;
-        let outcome = outcome.capped(&self.backend.app_name, self.backend.max_result_bytes);
+        let outcome = outcome.capped(&self.target.app_name, self.target.max_result_bytes);
         let response = server::finish_call(&self.plan, outcome, VERSION);
         write_event(out, None, None, &response.to_string());
         self.final_response = Some(response);
@@ -461,7 +461,7 @@ impl CallStream {
 
 /// The headers of a backend call: the key (when there is one), and for HTTP tools the
 /// conversation and user ids of seed 003.
-pub fn request_headers(plan: &CallPlan, b: &Backend) -> Result<Headers, Outcome> {
+pub fn request_headers(plan: &CallPlan, b: &Target) -> Result<Headers, Outcome> {
     let headers = Headers::new();
     let bad = |_| {
         Outcome::Failed(format!(
@@ -484,7 +484,7 @@ pub fn request_headers(plan: &CallPlan, b: &Backend) -> Result<Headers, Outcome>
 /// A one-piece answer read by the rules of the backend's kind.
 pub fn read_whole(
     plan: &CallPlan,
-    b: &Backend,
+    b: &Target,
     status: u16,
     content_type: &str,
     retry_after: Option<&str>,
@@ -498,7 +498,7 @@ pub fn read_whole(
 
 /// A call that failed on the way out or while its answer was read. The message names the app
 /// and the backend's host, never its full URL (which may carry a key in its query).
-pub fn send_failed(plan: &CallPlan, b: &Backend, e: SendError) -> Outcome {
+pub fn send_failed(plan: &CallPlan, b: &Target, e: SendError) -> Outcome {
     let kind = if plan.mode == Mode::HttpTool { "tool" } else { "Dify app" };
     let host = crate::pure::url::host_for_display(&b.base_url);
     Outcome::Failed(match e {
@@ -515,7 +515,7 @@ pub fn send_failed(plan: &CallPlan, b: &Backend, e: SendError) -> Outcome {
 }
 
 /// No response headers within the first-byte timeout (or the total one, when it is shorter).
-pub fn first_byte_timed_out(app: &str, b: &Backend, waited: Duration) -> Outcome {
+pub fn first_byte_timed_out(app: &str, b: &Target, waited: Duration) -> Outcome {
     let setting = if waited < b.first_byte { "timeout_seconds" } else { "first_byte_timeout_seconds" };
     Outcome::Failed(format!("the app '{app}' did not answer within {} s ({setting})", waited.as_secs()))
 }

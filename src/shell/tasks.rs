@@ -17,19 +17,18 @@ use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::ids;
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::mcp::tasks::{TaskOutcome, TaskView};
-use crate::pure::mcp::version::Version;
 use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;
 use crate::pure::sse::SseParser;
 use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
 use crate::pure::task_contract::{Kind, McpTaskStatus, TaskAnswer, TaskCall, TaskSpec};
 
-use super::call::{backend_of, run_to_completion};
+use super::call::{run_to_completion, target_of};
 use super::outbound::{self, SendError};
-use super::stream::{request_headers, send_failed, Backend};
+use super::stream::{request_headers, send_failed, Target};
 use super::upstream::{upstream_of, Client as UpstreamClient};
 use super::VERSION;
-use crate::pure::mcp::tools::toolset_of;
+use crate::pure::backend::mcp::config::ToolsetRole;
 
 const STORAGE_KEY: &str = "task";
 /// Longest single wait of `tasks/result` inside the Durable Object (the Worker repeats it).
@@ -50,10 +49,11 @@ struct Record {
 /// `input_required_poll_seconds` when it sets them.
 pub fn poll_config(app: &AppDefinition) -> PollConfig {
     let mut cfg = PollConfig::default();
-    if let Some(s) = app.backend["poll_interval_seconds"].as_u64() {
+    let tasks = app.backend.tasks();
+    if let Some(s) = tasks.poll_interval_seconds {
         cfg.interval_s = s;
     }
-    if let Some(s) = app.backend["input_required_poll_seconds"].as_u64() {
+    if let Some(s) = tasks.input_required_poll_seconds {
         cfg.input_required_min_s = s;
     }
     cfg
@@ -83,7 +83,7 @@ impl Record {
         let spec = &self.spec;
         CallPlan {
             id: Value::Null,
-            version: Version::parse(&spec.version).unwrap_or(Version::V2025_11_25),
+            version: spec.version,
             app_index: 0,
             mode: spec.app.mode,
             // Stored by `to_stored` when the task was created; a record this deploy cannot
@@ -306,8 +306,9 @@ impl TaskRunner {
         rec.result = tool_result(&server::finish_call(&rec.plan(), outcome, VERSION));
     }
 
-    fn backend(&self, rec: &Record) -> Result<Backend, Outcome> {
-        let def = ServerDefinition {
+    /// The task's app as a server of one app (what the call path takes).
+    fn definition(rec: &Record) -> ServerDefinition {
+        ServerDefinition {
             format: crate::pure::definition::FORMAT,
             server_id: rec.spec.server_id.clone(),
             name: String::new(),
@@ -315,8 +316,11 @@ impl TaskRunner {
             status: crate::pure::server::Status::Active,
             parameters: Default::default(),
             apps: vec![rec.spec.app.clone()],
-        };
-        backend_of(&def, 0, &self.env)
+        }
+    }
+
+    fn backend(&self, rec: &Record) -> Result<Target, Outcome> {
+        target_of(&Self::definition(rec), 0, &self.env)
     }
 
     async fn start(&self, rec: &Record) -> Effect {
@@ -335,7 +339,7 @@ impl TaskRunner {
         };
         match rec.spec.kind {
             Kind::RunToCompletion => {
-                let response = run_to_completion(&rec.plan(), &rec.spec.app.backend, backend, &self.env).await;
+                let response = run_to_completion(&rec.plan(), &Self::definition(rec), &self.env).await;
                 let result = tool_result(&response);
                 let is_error = result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool).unwrap_or(true);
                 let report = if is_error {
@@ -371,7 +375,7 @@ impl TaskRunner {
                         // A submit answer that breaks the contract (e.g. a remote id over 255
                         // characters) may still have started work: undo it when it named a task.
                         if let Some(remote) = answer.ok().and_then(|v| v["task_id"].as_str().map(str::to_string)) {
-                            let cancel = async_endpoint(&rec.spec.app, "cancel_endpoint");
+                            let cancel = async_endpoint(&rec.spec.app, ToolsetRole::Cancel);
                             let _ = post_json(&backend, &rec.plan(), &cancel, &json!({"task_id": remote})).await;
                         }
                         failed(Outcome::Failed(format!("the tool did not accept the task: {e}")))
@@ -397,7 +401,7 @@ impl TaskRunner {
                 }
             }
             Kind::AsyncTool => {
-                let url = async_endpoint(&rec.spec.app, "status_endpoint");
+                let url = async_endpoint(&rec.spec.app, ToolsetRole::Status);
                 match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
                     // A status tool that reports isError is busy, not broken: retry.
                     Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
@@ -407,7 +411,7 @@ impl TaskRunner {
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
             }
-            Kind::McpToolset => self.toolset_status(rec, "status_tool", &remote).await,
+            Kind::McpToolset => self.toolset_status(rec, ToolsetRole::Status, &remote).await,
             Kind::RunToCompletion => PollOutcome::Transient("nothing to poll".into()),
         }
     }
@@ -424,10 +428,11 @@ impl TaskRunner {
 
     /// A status or cancel call of a task toolset, read by seed 002's rules: an `isError` result
     /// is retried, the structured content is the answer.
-    async fn toolset_status(&self, rec: &Record, role: &str, remote: &str) -> PollOutcome {
+    async fn toolset_status(&self, rec: &Record, role: ToolsetRole, remote: &str) -> PollOutcome {
         let submit = rec.spec.body["name"].as_str().unwrap_or_default();
-        let Some(tool) = toolset_of(&rec.spec.app.backend, submit).and_then(|t| t[role].as_str()) else {
-            return PollOutcome::Permanent(format!("the app has no {role} for {submit}"));
+        let toolset = rec.spec.app.backend.as_mcp().and_then(|c| c.toolset_of(submit));
+        let Some(tool) = toolset.map(|t| t.tool(role)) else {
+            return PollOutcome::Permanent(format!("the app has no {} for {submit}", role.key()));
         };
         match self.toolset_call(rec, tool, json!({"task_id": remote})).await {
             Ok(r) if r["isError"] == Value::Bool(true) => {
@@ -454,13 +459,13 @@ impl TaskRunner {
                 }
             }
             Kind::AsyncTool => {
-                let url = async_endpoint(&rec.spec.app, "cancel_endpoint");
+                let url = async_endpoint(&rec.spec.app, ToolsetRole::Cancel);
                 match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
                     Ok(v) => task::parse_async_status(&v, &remote),
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
             }
-            Kind::McpToolset => self.toolset_status(rec, "cancel_tool", &remote).await,
+            Kind::McpToolset => self.toolset_status(rec, ToolsetRole::Cancel, &remote).await,
             // Work that runs inside the task finishes in its first step; nothing is left to stop.
             Kind::RunToCompletion => PollOutcome::Report(Report::Cancelled),
         }
@@ -485,13 +490,18 @@ fn first_text(result: Option<&Value>) -> String {
         .to_string()
 }
 
-fn async_endpoint(app: &AppDefinition, key: &str) -> String {
-    app.backend["async"][key].as_str().unwrap_or_default().to_string()
+/// The status or cancel endpoint of seed 002's async protocol (the task kind says there is one).
+fn async_endpoint(app: &AppDefinition, role: ToolsetRole) -> String {
+    let endpoints = app.backend.as_http_tool().and_then(|c| c.async_endpoints.as_ref());
+    endpoints.map_or_else(String::new, |a| match role {
+        ToolsetRole::Status => a.status_endpoint.clone(),
+        ToolsetRole::Cancel => a.cancel_endpoint.clone(),
+    })
 }
 
 /// Starts a Dify workflow run in streaming mode and reads only up to `workflow_started`, which
 /// names the run; the run goes on at Dify after we hang up.
-async fn start_dify_run(rec: &Record, backend: &Backend) -> Result<(String, Option<String>), Outcome> {
+async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Option<String>), Outcome> {
     let plan = rec.plan();
     let headers = request_headers(&plan, backend)?;
     let mut body = plan.request.http_body().cloned().unwrap_or(Value::Null);
@@ -545,16 +555,16 @@ impl std::fmt::Display for CallError {
     }
 }
 
-async fn get_json(backend: &Backend, plan: &CallPlan, url: &str) -> Result<Value, CallError> {
+async fn get_json(backend: &Target, plan: &CallPlan, url: &str) -> Result<Value, CallError> {
     call_json(backend, plan, Method::Get, url, None).await
 }
 
-async fn post_json(backend: &Backend, plan: &CallPlan, url: &str, body: &Value) -> Result<Value, CallError> {
+async fn post_json(backend: &Target, plan: &CallPlan, url: &str, body: &Value) -> Result<Value, CallError> {
     call_json(backend, plan, Method::Post, url, Some(body)).await
 }
 
 async fn call_json(
-    backend: &Backend,
+    backend: &Target,
     plan: &CallPlan,
     method: Method,
     url: &str,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use worker::{ByteStream, Env, Headers, Method, Response};
 
+use crate::pure::backend::mcp::config::{McpConfig, DEFAULT_TOOLS_TTL_S};
 use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem, merge_headers};
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
@@ -20,6 +21,7 @@ use crate::pure::backend::mcp::session::{
 use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
 };
+use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::outcome::Outcome;
@@ -28,12 +30,8 @@ use super::outbound::{self, next_chunk, ChunkEnd, SendError};
 use super::secrets;
 use super::VERSION;
 
-const DEFAULT_INIT_TIMEOUT_S: u64 = 60;
-pub const DEFAULT_CALL_TIMEOUT_S: u64 = 300;
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
 const SESSION_TTL_S: u64 = 3600;
-/// KV expiry of an upstream's tool list unless the app sets `tools_cache_ttl_seconds`.
-pub const DEFAULT_TOOLS_TTL_S: u64 = 300;
 const MAX_TOOL_PAGES: usize = 50;
 
 /// Reads one header of the client's request, by name.
@@ -65,25 +63,23 @@ pub async fn upstream_of(
     env: &Env,
     incoming: Option<HeaderLookup<'_>>,
 ) -> Result<Upstream, String> {
-    let b = &app.backend;
-    let url = b["url"].as_str().unwrap_or_default().to_string();
-    let choice = TransportChoice::parse(b["transport"].as_str())?;
-    let secs = |key: &str, default: u64| Duration::from_secs(b[key].as_u64().unwrap_or(default));
+    let Some(b) = app.backend.as_mcp() else {
+        return Err(format!("the app '{}' is not an MCP server app", app.name));
+    };
     let mut statics = Vec::new();
-    for (name, value) in b["headers"].as_object().into_iter().flatten() {
-        let raw = value.as_str().unwrap_or_default();
+    for (name, raw) in &b.headers {
         let v = secrets::resolve(env, raw).map_err(|e| format!("header {name} of app '{}' {e}", app.name))?;
         if let Some(why) = header_value_problem(&v) {
             return Err(format!("header {name} of app '{}' {why}, so it was not sent", app.name));
         }
         statics.push((name.clone(), v));
     }
-    let oauth = match b.get("oauth").filter(|o| o.is_object()) {
+    let oauth = match b.oauth.as_ref().filter(|o| o.is_object()) {
         Some(_) => vec![super::oauth::authorization(env, app).await?],
         None => Vec::new(),
     };
     let forwarded = match incoming {
-        Some(incoming) => forwarded_headers(b, incoming)?,
+        Some(incoming) => forwarded_headers(&b.forward_headers, b.on_missing, incoming)?,
         None => Vec::new(),
     };
     let session_scope = if forwarded.is_empty() {
@@ -95,17 +91,15 @@ pub async fn upstream_of(
     Ok(Upstream {
         app_name: app.name.clone(),
         app_id: app.id.clone(),
-        url,
-        choice,
-        init_timeout: secs("session_init_timeout", DEFAULT_INIT_TIMEOUT_S),
+        url: b.url.clone(),
+        choice: b.transport,
+        init_timeout: b.init_timeout(),
         // The relay's own deadline (tool_call_timeout, see `call::upstream_backend`) is what
         // ends a call and cancels it upstream; the client's bound is a backstop a little later.
-        call_timeout: secs("tool_call_timeout", DEFAULT_CALL_TIMEOUT_S) + Duration::from_secs(5),
+        call_timeout: b.call_timeout() + Duration::from_secs(5),
         headers: merge_headers(&[&statics, &oauth, &forwarded]),
         session_scope,
-        max_result_bytes: b["max_result_bytes"]
-            .as_u64()
-            .map_or(crate::pure::backend::dify::stream::DEFAULT_MAX_RESULT_BYTES, |n| n as usize),
+        max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
     })
 }
 
@@ -645,7 +639,7 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
     }
     client.connect(!refresh).await?;
     let list = client.list_tools().await?;
-    let ttl = app.backend["tools_cache_ttl_seconds"].as_u64().unwrap_or(DEFAULT_TOOLS_TTL_S).max(60);
+    let ttl = app.backend.as_mcp().map_or(DEFAULT_TOOLS_TTL_S, McpConfig::tools_ttl_seconds);
     if let Ok(put) = kv.put(&tools_key(&app.id), serde_json::to_string(&list).map_err(|e| e.to_string())?) {
         let _ = put.expiration_ttl(ttl).execute().await;
     }

@@ -8,7 +8,10 @@
 //!
 //! `stream_reader` reads a streamed answer by the rules of its kind.
 
+pub mod config;
+pub mod credentials;
 pub mod dify;
 pub mod http_tool;
 pub mod mcp;
+pub mod settings;
 pub mod stream_reader;

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::pure::backend::config::Backend;
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::http_tool::call::request_body;
 use crate::pure::backend::mcp::downgrade::result_for_client;
@@ -380,10 +381,9 @@ fn capabilities(def: &ServerDefinition, version: Version) -> Value {
         json!({"tools": {"listChanged": false}})
     };
     // Tasks are advertised only where a tool of this server can run as one.
-    let toolsets = |a: &crate::pure::definition::AppDefinition| {
-        a.backend["task_toolsets"].as_array().is_some_and(|t| !t.is_empty())
-    };
-    if def.apps.iter().any(|a| TaskSupport::of_backend(&a.backend) != TaskSupport::Forbidden || toolsets(a)) {
+    let toolsets =
+        |a: &crate::pure::definition::AppDefinition| a.backend.as_mcp().is_some_and(|m| !m.task_toolsets.is_empty());
+    if def.apps.iter().any(|a| a.backend.task_support() != TaskSupport::Forbidden || toolsets(a)) {
         if version.is_stateless() {
             c["extensions"] = json!({ tasks::EXTENSION: {} });
         } else if version.has_tasks() {
@@ -527,15 +527,15 @@ fn call_tool(
     }
     let client_name = client_name(params, h);
     let user = end_user(def, &client_name);
-    let request = match (&tool.upstream, tool.mode) {
+    let request = match (&tool.upstream, &tool.app.backend) {
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
         (Some(exposed), _) => {
             CallRequest::Mcp { tool: exposed.upstream_name.to_string(), arguments: Value::Object(inputs) }
         }
         // An HTTP tool is called at its api_endpoint itself.
-        (None, Mode::HttpTool) => CallRequest::HttpTool { body: request_body(&tool.app.backend, inputs) },
-        (None, mode) => {
-            let (path, body) = dify_call::request(mode, inputs, query, &user);
+        (None, Backend::HttpTool(config)) => CallRequest::HttpTool { body: request_body(config, inputs) },
+        (None, _) => {
+            let (path, body) = dify_call::request(tool.mode, inputs, query, &user);
             CallRequest::Dify { path, body }
         }
     };

@@ -19,7 +19,8 @@ pub const DEFAULT_TTL_MS: u64 = 24 * 3600 * 1000;
 pub const MIN_TTL_MS: u64 = 60 * 1000;
 pub const MAX_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum TaskSupport {
     Forbidden,
     Optional,
@@ -42,15 +43,6 @@ impl TaskSupport {
             TaskSupport::Optional => "optional",
             TaskSupport::Required => "required",
         }
-    }
-
-    /// From an app's `backend.task_support` (default: forbidden, as in the spec).
-    pub fn of_backend(backend: &Value) -> TaskSupport {
-        backend
-            .get("task_support")
-            .and_then(Value::as_str)
-            .and_then(TaskSupport::parse)
-            .unwrap_or(TaskSupport::Forbidden)
     }
 }
 

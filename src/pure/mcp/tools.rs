@@ -44,9 +44,9 @@ pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<T
         if mode == Mode::Mcp {
             let listed = upstreams.0.get(&app.id).map(Vec::as_slice).unwrap_or(&[]);
             // A task toolset's status and cancel tools are the task runner's, not the client's.
-            let hidden = toolset_roles(&app.backend, &["status_tool", "cancel_tool"]);
-            for mut exposed in aggregate(&app.name, &app.id, &app.backend, listed) {
-                if hidden.contains(&exposed.upstream_name) {
+            let Some(config) = app.backend.as_mcp() else { continue };
+            for mut exposed in aggregate(&app.name, &app.id, config, listed) {
+                if config.is_toolset_helper(&exposed.upstream_name) {
                     continue;
                 }
                 exposed.name = unique(&out, &exposed.name);
@@ -69,21 +69,6 @@ pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<T
     out
 }
 
-/// The upstream tool names that play `roles` in the app's `task_toolsets`.
-fn toolset_roles(backend: &Value, roles: &[&str]) -> Vec<String> {
-    backend["task_toolsets"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|t| roles.iter().filter_map(move |r| t[*r].as_str().map(str::to_string)))
-        .collect()
-}
-
-/// The task toolset whose submit tool is `upstream_name` (seed 002: submit, status, cancel).
-pub fn toolset_of<'v>(backend: &'v Value, upstream_name: &str) -> Option<&'v Value> {
-    backend["task_toolsets"].as_array()?.iter().find(|t| t["submit_tool"].as_str() == Some(upstream_name))
-}
-
 /// `base`, or `base_2`, `base_3`… when a tool of the server already has the name.
 fn unique(tools: &[Tool<'_>], base: &str) -> String {
     let mut name = base.to_string();
@@ -96,17 +81,19 @@ fn unique(tools: &[Tool<'_>], base: &str) -> String {
 }
 
 impl Tool<'_> {
-    /// The tool as `tools/list` shows it to a client speaking `version`.
     /// Whether the tool runs as a durable task: the app's `task_support`, and for an upstream
     /// MCP app the submit tools of its task toolsets (which only make sense as tasks).
     pub fn task_support(&self) -> TaskSupport {
         match &self.upstream {
-            Some(e) if toolset_of(&self.app.backend, &e.upstream_name).is_some() => TaskSupport::Required,
+            Some(e) if self.app.backend.as_mcp().is_some_and(|m| m.toolset_of(&e.upstream_name).is_some()) => {
+                TaskSupport::Required
+            }
             Some(_) => TaskSupport::Forbidden,
-            None => TaskSupport::of_backend(&self.app.backend),
+            None => self.app.backend.task_support(),
         }
     }
 
+    /// The tool as `tools/list` shows it to a client speaking `version`.
     pub fn to_json(&self, def: &ServerDefinition, version: Version) -> Value {
         if let Some(exposed) = &self.upstream {
             // The upstream's own definition, as far as this client's revision can carry it.
@@ -338,7 +325,7 @@ mod tests {
                     name: name.into(),
                     description: format!("{name} app"),
                     mode: Mode::parse(mode).unwrap(),
-                    backend: json!({}),
+                    backend: crate::pure::backend::config::Backend::example(Mode::parse(mode).unwrap()),
                     user_input_form: form,
                     outputs,
                 })

@@ -1,12 +1,17 @@
 //! Protocol revisions and every behaviour that differs between them. Nothing else in the
 //! crate compares version strings: it asks a `Version` what it supports.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum Version {
+    #[serde(rename = "2024-11-05")]
     V2024_11_05,
+    #[serde(rename = "2025-03-26")]
     V2025_03_26,
+    #[serde(rename = "2025-06-18")]
     V2025_06_18,
+    #[serde(rename = "2025-11-25")]
     V2025_11_25,
+    #[serde(rename = "2026-07-28")]
     V2026_07_28,
 }
 

@@ -3,5 +3,6 @@
 //! an app made from a running Dify app (`import`).
 
 pub mod call;
+pub mod config;
 pub mod import;
 pub mod stream;

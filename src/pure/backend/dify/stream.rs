@@ -7,8 +7,6 @@ use serde_json::{json, Value};
 use crate::pure::mode::Mode;
 use crate::pure::outcome::{truncate, Outcome, Signal};
 
-/// Default cap on the final text kept from a stream (`max_result_bytes` per app).
-pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
 /// Longest log message built from one event (thoughts, observations).
 const MAX_LOG_TEXT: usize = 2000;
 

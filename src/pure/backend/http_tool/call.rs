@@ -3,14 +3,16 @@
 
 use serde_json::{Map, Value};
 
+use super::config::HttpToolConfig;
 use crate::pure::outcome::{http_failure, Outcome};
 
 /// The JSON body of a call: the client's arguments, the configured `form` parameters, and
 /// `"stream": true` when the app streams.
-pub fn request_body(backend: &Value, inputs: Map<String, Value>) -> Value {
+pub fn request_body(config: &HttpToolConfig, inputs: Map<String, Value>) -> Value {
     let mut body = inputs;
-    let form_values = backend.get("form_values").and_then(Value::as_object);
-    for p in backend["manifest"]["parameters"].as_array().into_iter().flatten() {
+    let form_values = config.form_values.as_ref();
+    let parameters = config.manifest.as_ref().and_then(|m| m.get("parameters")).and_then(Value::as_array);
+    for p in parameters.into_iter().flatten() {
         if p.get("form").and_then(Value::as_str) != Some("form") {
             continue;
         }
@@ -19,14 +21,10 @@ pub fn request_body(backend: &Value, inputs: Map<String, Value>) -> Value {
             body.insert(name.to_string(), v.clone());
         }
     }
-    if streams(backend) {
+    if config.stream {
         body.insert("stream".into(), Value::Bool(true));
     }
     Value::Object(body)
-}
-
-pub fn streams(backend: &Value) -> bool {
-    backend.get("stream").and_then(Value::as_bool).unwrap_or(false)
 }
 
 /// Reads a one-piece answer. Seed 003's anti-patterns each get a message that names them.
@@ -75,11 +73,12 @@ mod tests {
     #[test]
     fn body_has_form_values_defaults_and_stream() {
         let inputs = json!({"location": "Paris"}).as_object().unwrap().clone();
-        let body = request_body(&manifest(), inputs.clone());
+        let config = |v| serde_json::from_value::<HttpToolConfig>(v).unwrap();
+        let body = request_body(&config(manifest()), inputs.clone());
         assert_eq!(body, json!({"location": "Paris", "unit": "fahrenheit", "verbose": false}));
         let mut streaming = manifest();
         streaming["stream"] = json!(true);
-        assert_eq!(request_body(&streaming, inputs)["stream"], true);
+        assert_eq!(request_body(&config(streaming), inputs)["stream"], true);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! manifest (`manifest`), a call and its one-piece answer (`call`), a streamed answer (`stream`).
 
 pub mod call;
+pub mod config;
 pub mod manifest;
 pub mod stream;
 

@@ -3,6 +3,8 @@
 
 use serde_json::Value;
 
+use super::config::McpConfig;
+
 use crate::pure::mcp::names::sanitize_name;
 
 /// SEP-986's limit for a tool name.
@@ -22,33 +24,17 @@ pub struct ExposedTool {
 /// The upstream's tools as a Flowgate server exposes them. Names are `<app>_<tool>` by default
 /// (the app part via `names::sanitize_name`; `tool_name_prefix: false` keeps the upstream name), so tools
 /// of several apps cannot clash. `allowed_tools` / `denied_tools` match the UPSTREAM name,
-/// before prefixing (absent: all allowed; `[]`: none allowed; denied wins); a malformed list
-/// exposes nothing rather than too much. Names are made valid per SEP-986
+/// before prefixing (absent: all allowed; `[]`: none allowed; denied wins); Names are made valid per SEP-986
 /// (`[A-Za-z0-9_.-]{1,128}`) and unique (`_2`, `_3`, … on a clash).
-pub fn aggregate(app_name: &str, app_id: &str, config: &Value, upstream_tools: &[Value]) -> Vec<ExposedTool> {
-    let list = |key: &str| -> Result<Option<Vec<&str>>, ()> {
-        match config.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Array(a)) => a.iter().map(|v| v.as_str().ok_or(())).collect::<Result<Vec<_>, _>>().map(Some),
-            Some(_) => Err(()),
-        }
-    };
-    let (Ok(allowed), Ok(denied)) = (list("allowed_tools"), list("denied_tools")) else {
-        return Vec::new();
-    };
-    let prefix = match config.get("tool_name_prefix") {
-        None | Some(Value::Null) => Some(sanitize_name(app_name, app_id)),
-        Some(Value::Bool(true)) => Some(sanitize_name(app_name, app_id)),
-        Some(_) => None,
-    };
+pub fn aggregate(app_name: &str, app_id: &str, config: &McpConfig, upstream_tools: &[Value]) -> Vec<ExposedTool> {
+    let (allowed, denied) = (config.allowed_tools.as_ref(), &config.denied_tools);
+    let prefix = config.tool_name_prefix.unwrap_or(true).then(|| sanitize_name(app_name, app_id));
     let mut out: Vec<ExposedTool> = Vec::new();
     for tool in upstream_tools {
         let Some(upstream) = tool.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
             continue;
         };
-        if allowed.as_ref().is_some_and(|a| !a.contains(&upstream))
-            || denied.as_ref().is_some_and(|d| d.contains(&upstream))
-        {
+        if allowed.is_some_and(|a| !a.iter().any(|n| n == upstream)) || denied.iter().any(|n| n == upstream) {
             continue;
         }
         let wanted = match &prefix {
@@ -78,6 +64,11 @@ fn valid_tool_name(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    fn cfg(mut v: Value) -> McpConfig {
+        v["url"] = "https://mcp.example/mcp".into();
+        serde_json::from_value(v).unwrap()
+    }
+
     use serde_json::json;
 
     use super::*;
@@ -99,7 +90,7 @@ mod tests {
 
     #[test]
     fn aggregation_names_and_uniqueness() {
-        let all = aggregate("My GitHub", "0123abcd", &json!({}), &upstream_tools());
+        let all = aggregate("My GitHub", "0123abcd", &cfg(json!({})), &upstream_tools());
         assert_eq!(
             names(&all),
             [
@@ -110,16 +101,16 @@ mod tests {
             ]
         );
         assert_eq!(all[0].tool, upstream_tools()[0], "the upstream definition is kept as it came");
-        let cjk = aggregate("工具", "0123abcd-ef", &json!({"tool_name_prefix": true}), &upstream_tools()[..1]);
+        let cjk = aggregate("工具", "0123abcd-ef", &cfg(json!({"tool_name_prefix": true})), &upstream_tools()[..1]);
         assert_eq!(cjk[0].name, "app_0123abcd_search");
-        let bare = aggregate("gh", "id", &json!({"tool_name_prefix": false}), &upstream_tools());
+        let bare = aggregate("gh", "id", &cfg(json!({"tool_name_prefix": false})), &upstream_tools());
         assert_eq!(bare[0].name, "search");
         assert_eq!(bare[1].name, "create_issue");
         assert_eq!(bare[2].name, "create_issue_2");
 
         let long = "x".repeat(200);
         let tools = vec![json!({"name": long}), json!({"name": format!("{long}y")})];
-        let got = aggregate("gh", "id", &json!({}), &tools);
+        let got = aggregate("gh", "id", &cfg(json!({})), &tools);
         assert_eq!(got[0].name.len(), MAX_EXPOSED_NAME);
         assert_eq!(got[1].name.len(), MAX_EXPOSED_NAME);
         assert!(got[1].name.ends_with("_2"));
@@ -131,16 +122,14 @@ mod tests {
     #[test]
     fn aggregation_filters_match_upstream_names() {
         let t = upstream_tools();
-        let got = aggregate("gh", "id", &json!({"allowed_tools": ["search", "delete", "gh_search"]}), &t);
+        let got = aggregate("gh", "id", &cfg(json!({"allowed_tools": ["search", "delete", "gh_search"]})), &t);
         assert_eq!(names(&got), [("gh_search", "search"), ("gh_delete", "delete")]);
-        let got = aggregate("gh", "id", &json!({"denied_tools": ["delete", "gh_search"]}), &t);
+        let got = aggregate("gh", "id", &cfg(json!({"denied_tools": ["delete", "gh_search"]})), &t);
         assert_eq!(names(&got).len(), 3);
         assert!(got.iter().all(|x| x.upstream_name != "delete"));
         let got =
-            aggregate("gh", "id", &json!({"allowed_tools": ["search", "delete"], "denied_tools": ["delete"]}), &t);
+            aggregate("gh", "id", &cfg(json!({"allowed_tools": ["search", "delete"], "denied_tools": ["delete"]})), &t);
         assert_eq!(names(&got), [("gh_search", "search")]);
-        assert!(aggregate("gh", "id", &json!({"allowed_tools": []}), &t).is_empty());
-        assert!(aggregate("gh", "id", &json!({"allowed_tools": "search"}), &t).is_empty(), "malformed: nothing");
-        assert!(aggregate("gh", "id", &json!({"denied_tools": [1]}), &t).is_empty(), "malformed: nothing");
+        assert!(aggregate("gh", "id", &cfg(json!({"allowed_tools": []})), &t).is_empty());
     }
 }

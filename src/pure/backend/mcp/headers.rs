@@ -2,7 +2,10 @@
 //! may be sent at all, static and forwarded headers (`backend.headers`, `backend.forward_headers`),
 //! and their order of precedence.
 
-use serde_json::Value;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 /// Headers Flowgate sets itself on upstream requests; forwarding them would break the protocol.
 const RESERVED_HEADERS: [&str; 11] = [
@@ -56,16 +59,22 @@ pub fn merge_headers(layers: &[&[(String, String)]]) -> Vec<(String, String)> {
     out
 }
 
-/// `backend.forward_headers: {"<upstream header>": "<incoming header>"}` with
-/// `backend.on_missing: deny|passthrough` (default deny): the headers to forward from the
-/// incoming request. Errors name the missing incoming header or the unsafe header, by name
-/// only; an unsafe value is refused whatever `on_missing` says.
-pub fn forwarded_headers(
-    config: &Value,
-    incoming: &dyn Fn(&str) -> Option<String>,
-) -> Result<Vec<(String, String)>, String> {
+/// What a call does when a header it forwards is missing from the client's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnMissing {
+    /// Refuse the call, naming the header.
+    #[default]
+    Deny,
+    /// Call without it.
+    Passthrough,
+}
+
+/// Checks `backend.forward_headers: {"<upstream header>": "<incoming header>"}` and
+/// `backend.on_missing: deny|passthrough` as stored: names valid, none Flowgate sets itself.
+pub fn check_forward_headers(config: &Map<String, Value>) -> Result<(), String> {
     let map = match config.get("forward_headers") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
+        None | Some(Value::Null) => return Ok(()),
         Some(Value::Object(m)) => m,
         Some(_) => {
             return Err(
@@ -73,13 +82,11 @@ pub fn forwarded_headers(
             )
         }
     };
-    let deny = match config.get("on_missing") {
-        None | Some(Value::Null) => true,
-        Some(v) if v == "deny" => true,
-        Some(v) if v == "passthrough" => false,
+    match config.get("on_missing") {
+        None | Some(Value::Null) => {}
+        Some(v) if v == "deny" || v == "passthrough" => {}
         Some(_) => return Err("backend.on_missing must be \"deny\" or \"passthrough\"".into()),
-    };
-    let mut out = Vec::with_capacity(map.len());
+    }
     for (upstream, from) in map {
         if !is_header_name(upstream) {
             return Err(format!("backend.forward_headers: {upstream:?} is not a valid header name"));
@@ -87,9 +94,23 @@ pub fn forwarded_headers(
         if RESERVED_HEADERS.contains(&upstream.to_ascii_lowercase().as_str()) {
             return Err(format!("backend.forward_headers.{upstream}: Flowgate sets this header itself"));
         }
-        let Some(from) = from.as_str().filter(|f| is_header_name(f)) else {
+        if !from.as_str().is_some_and(is_header_name) {
             return Err(format!("backend.forward_headers.{upstream} must name an incoming header"));
-        };
+        }
+    }
+    Ok(())
+}
+
+/// The headers to forward from the incoming request (`forward`: upstream name → incoming name,
+/// checked when stored). Errors name the missing incoming header or the unsafe header, by name
+/// only; an unsafe value is refused whatever `on_missing` says.
+pub fn forwarded_headers(
+    forward: &BTreeMap<String, String>,
+    on_missing: OnMissing,
+    incoming: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::with_capacity(forward.len());
+    for (upstream, from) in forward {
         match incoming(from) {
             Some(v) if !v.is_empty() => {
                 if let Some(why) = header_value_problem(&v) {
@@ -99,7 +120,7 @@ pub fn forwarded_headers(
                 }
                 out.push((upstream.clone(), v));
             }
-            _ if deny => {
+            _ if on_missing == OnMissing::Deny => {
                 return Err(format!(
                     "the request has no {from} header, which this app forwards to its MCP server as {upstream} \
                      (backend.on_missing is deny)"
@@ -159,37 +180,47 @@ mod tests {
             "x-evil" => Some("secret\r\nX-Injected: 1".to_string()),
             _ => None,
         };
-        let cfg = json!({"forward_headers": {"Authorization": "X-User-Token"}});
-        assert_eq!(forwarded_headers(&cfg, &incoming), Ok(pairs(&[("Authorization", "tok-123")])));
-        assert_eq!(forwarded_headers(&json!({}), &incoming), Ok(Vec::new()));
+        let fwd =
+            |p: &[(&str, &str)]| p.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<BTreeMap<_, _>>();
+        let deny = OnMissing::Deny;
+        let got = forwarded_headers(&fwd(&[("Authorization", "X-User-Token")]), deny, &incoming);
+        assert_eq!(got, Ok(pairs(&[("Authorization", "tok-123")])));
+        assert_eq!(forwarded_headers(&BTreeMap::new(), deny, &incoming), Ok(Vec::new()));
 
         // deny (the default): a missing or empty header stops the call, named.
         for from in ["X-Missing", "X-Empty"] {
-            let cfg = json!({"forward_headers": {"X-Up": from}});
-            let err = forwarded_headers(&cfg, &incoming).unwrap_err();
+            let err = forwarded_headers(&fwd(&[("X-Up", from)]), deny, &incoming).unwrap_err();
             assert!(err.contains(from) && err.contains("X-Up"), "{err}");
         }
         // passthrough: the call goes on without it.
-        let cfg =
-            json!({"forward_headers": {"X-Up": "X-Missing", "X-Tok": "x-user-token"}, "on_missing": "passthrough"});
-        assert_eq!(forwarded_headers(&cfg, &incoming), Ok(pairs(&[("X-Tok", "tok-123")])));
+        let got = forwarded_headers(
+            &fwd(&[("X-Up", "X-Missing"), ("X-Tok", "x-user-token")]),
+            OnMissing::Passthrough,
+            &incoming,
+        );
+        assert_eq!(got, Ok(pairs(&[("X-Tok", "tok-123")])));
 
         // Unsafe values are refused whatever on_missing says, and never echoed.
-        for on_missing in ["deny", "passthrough"] {
-            let cfg = json!({"forward_headers": {"X-Up": "X-Evil"}, "on_missing": on_missing});
-            let err = forwarded_headers(&cfg, &incoming).unwrap_err();
+        for on_missing in [OnMissing::Deny, OnMissing::Passthrough] {
+            let err = forwarded_headers(&fwd(&[("X-Up", "X-Evil")]), on_missing, &incoming).unwrap_err();
             assert!(err.contains("X-Evil") && err.contains("line break"), "{err}");
             assert!(!err.contains("secret") && !err.contains("Injected"), "{err}");
         }
+    }
 
+    #[test]
+    fn checking_stored_forward_headers() {
+        let ok = json!({"forward_headers": {"Authorization": "X-User-Token"}, "on_missing": "passthrough"});
+        assert_eq!(check_forward_headers(ok.as_object().unwrap()), Ok(()));
         for (cfg, needle) in [
             (json!({"forward_headers": ["x"]}), "must be an object"),
             (json!({"forward_headers": {"X-Up": "X-User-Token"}, "on_missing": "ignore"}), "on_missing"),
             (json!({"forward_headers": {"Bad Name": "X-User-Token"}}), "not a valid header name"),
             (json!({"forward_headers": {"X-Up": 3}}), "must name an incoming header"),
+            (json!({"forward_headers": {"X-Up": "Bad Name"}}), "must name an incoming header"),
             (json!({"forward_headers": {"mcp-session-id": "X-User-Token"}}), "sets this header itself"),
         ] {
-            let err = forwarded_headers(&cfg, &incoming).unwrap_err();
+            let err = check_forward_headers(cfg.as_object().unwrap()).unwrap_err();
             assert!(err.contains(needle), "{cfg}: {err}");
         }
     }

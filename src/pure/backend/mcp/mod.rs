@@ -1,6 +1,7 @@
 //! Upstream MCP servers (mode `mcp`): Flowgate as an MCP *client*, the protocol logic only; the
 //! shell does the HTTP (`shell::upstream`, `shell::oauth`), nothing here does IO.
 //!
+//! - `config`: the app's settings, typed, and their checks;
 //! - `transport`: which transport to try first, when to fall back, failures in words;
 //! - `session`: the handshake or discovery, the requests sent in a session and their headers;
 //! - `replies`: reading an answer whatever its form (JSON or SSE), responses and server requests;
@@ -12,6 +13,7 @@
 //! - `error`: upstream text in Flowgate's errors.
 
 pub mod aggregate;
+pub mod config;
 pub mod downgrade;
 pub mod error;
 pub mod headers;

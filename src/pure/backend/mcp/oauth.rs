@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::pure::credential::is_secret_ref;
+use crate::pure::backend::credentials::is_secret_ref;
 use crate::pure::url::check_backend_url;
 
 use super::error::quote;

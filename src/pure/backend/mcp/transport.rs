@@ -31,8 +31,10 @@ impl Transport {
 }
 
 /// `backend.transport`: a person may pin the transport when auto-detection guesses wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum TransportChoice {
+    #[default]
     Auto,
     StreamableHttp,
     Sse,

@@ -3,6 +3,7 @@ use serde_json::json;
 use super::*;
 use crate::pure::definition::{AppDefinition, FORMAT};
 use crate::pure::mcp::tasks::TaskView;
+use crate::pure::mode::Mode;
 
 fn def() -> ServerDefinition {
     ServerDefinition {
@@ -18,7 +19,8 @@ fn def() -> ServerDefinition {
                 name: "Summariser".into(),
                 description: "".into(),
                 mode: crate::pure::mode::Mode::Workflow,
-                backend: json!({"base_url": "http://x/v1", "api_key": "k"}),
+                backend: Backend::from_settings(Mode::Workflow, &json!({"base_url": "http://x/v1", "api_key": "k"}))
+                    .unwrap(),
                 user_input_form: json!([{"text-input": {"variable": "text", "required": true}},
                                          {"select": {"variable": "lang", "options": ["en", "fr"]}}]),
                 outputs: json!([]),
@@ -28,7 +30,7 @@ fn def() -> ServerDefinition {
                 name: "Agent".into(),
                 description: "".into(),
                 mode: crate::pure::mode::Mode::AgentChat,
-                backend: json!({}),
+                backend: Backend::example(Mode::AgentChat),
                 user_input_form: json!([]),
                 outputs: json!([]),
             },
@@ -343,7 +345,8 @@ fn cancellation_finds_the_call() {
 
 fn task_def(support: &str) -> ServerDefinition {
     let mut d = def();
-    d.apps[0].backend["task_support"] = json!(support);
+    let settings = json!({"base_url": "http://x/v1", "api_key": "k", "task_support": support});
+    d.apps[0].backend = Backend::from_settings(Mode::Workflow, &settings).unwrap();
     d
 }
 

@@ -1,0 +1,155 @@
+//! An app's backend settings, typed: one config struct per kind (in that kind's folder, built
+//! from the shared `settings`), and the [`Backend`] enum that holds one.
+//!
+//! Settings arrive as the console's JSON object; `app::validate_app` checks that object field by
+//! field (each kind's `config::validate` owns its keys and their messages) and only then reads
+//! it into a [`Backend`], so reading a validated object cannot fail. Stored rows and cached
+//! definitions keep the console's flat JSON shape; [`Backend::from_settings`] reads it by mode.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::dify::config::DifyConfig;
+use super::http_tool::config::HttpToolConfig;
+use super::mcp::config::McpConfig;
+use super::settings::{Limits, TaskSettings};
+use crate::pure::mcp::tasks::TaskSupport;
+use crate::pure::mode::Mode;
+
+/// One app's backend, by kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Backend {
+    Dify(DifyConfig),
+    HttpTool(HttpToolConfig),
+    Mcp(McpConfig),
+}
+
+impl Backend {
+    /// Reads the settings of an app of `mode` (validated when stored).
+    pub fn from_settings(mode: Mode, settings: &Value) -> Result<Backend, String> {
+        let read = |e: serde_json::Error| format!("the stored {} settings do not read: {e}", mode.as_str());
+        Ok(match mode {
+            Mode::HttpTool => Backend::HttpTool(HttpToolConfig::deserialize(settings).map_err(read)?),
+            Mode::Mcp => Backend::Mcp(McpConfig::deserialize(settings).map_err(read)?),
+            _ => Backend::Dify(DifyConfig::deserialize(settings).map_err(read)?),
+        })
+    }
+
+    /// The limits of a call; an upstream MCP server has its own timeouts (`McpConfig`) and the
+    /// default size limit.
+    pub fn limits(&self) -> &Limits {
+        const DEFAULT: Limits = Limits {
+            timeout_seconds: None,
+            first_byte_timeout_seconds: None,
+            idle_timeout_seconds: None,
+            max_result_bytes: None,
+        };
+        match self {
+            Backend::Dify(c) => &c.limits,
+            Backend::HttpTool(c) => &c.limits,
+            Backend::Mcp(_) => &DEFAULT,
+        }
+    }
+
+    pub fn tasks(&self) -> &TaskSettings {
+        match self {
+            Backend::Dify(c) => &c.tasks,
+            Backend::HttpTool(c) => &c.tasks,
+            Backend::Mcp(c) => &c.tasks,
+        }
+    }
+
+    /// Whether the app's tools run as durable tasks (default: forbidden, as in the spec).
+    pub fn task_support(&self) -> TaskSupport {
+        self.tasks().task_support.unwrap_or(TaskSupport::Forbidden)
+    }
+
+    /// Every URL a call of this app may reach, by field path, for the private-network check.
+    pub fn urls(&self) -> Vec<(&'static str, &str)> {
+        match self {
+            Backend::Dify(c) => vec![("backend.base_url", c.base_url.as_str())],
+            Backend::HttpTool(c) => c.urls(),
+            Backend::Mcp(c) => c.urls(),
+        }
+    }
+
+    /// A valid backend of `mode` with made-up URLs, for tests.
+    #[cfg(test)]
+    pub fn example(mode: Mode) -> Backend {
+        let settings = match mode {
+            Mode::HttpTool => serde_json::json!({"api_endpoint": "https://tool.example/run"}),
+            Mode::Mcp => serde_json::json!({"url": "https://mcp.example/mcp"}),
+            _ => serde_json::json!({"base_url": "https://dify.example/v1", "api_key": "app-k"}),
+        };
+        Backend::from_settings(mode, &settings).expect("example settings read")
+    }
+
+    pub fn as_mcp(&self) -> Option<&McpConfig> {
+        match self {
+            Backend::Mcp(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn as_http_tool(&self) -> Option<&HttpToolConfig> {
+        match self {
+            Backend::HttpTool(c) => Some(c),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pure::backend::settings::{DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_RESULT_BYTES};
+    use serde_json::json;
+    use std::time::Duration;
+
+    #[test]
+    fn reads_each_kind_and_keeps_the_flat_shape() {
+        let dify = json!({"base_url": "https://d.example/v1", "api_key": "$K", "timeout_seconds": 10, "task_support": "optional"});
+        let b = Backend::from_settings(Mode::Workflow, &dify).unwrap();
+        assert_eq!(b.limits().total(), Duration::from_secs(10));
+        assert_eq!(b.limits().idle(), Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECONDS));
+        assert_eq!(b.task_support(), TaskSupport::Optional);
+        assert_eq!(serde_json::to_value(&b).unwrap(), dify);
+
+        let tool = json!({"api_endpoint": "https://t.example/x", "stream": true, "max_result_bytes": 2048});
+        let b = Backend::from_settings(Mode::HttpTool, &tool).unwrap();
+        assert_eq!(b.limits().max_result_bytes(), 2048);
+        assert!(b.as_http_tool().is_some_and(|c| c.stream));
+        assert_eq!(serde_json::to_value(&b).unwrap(), tool);
+
+        let mcp = json!({"url": "https://m.example/mcp", "tool_call_timeout": 20, "task_toolsets": [{"name": "n", "submit_tool": "a", "status_tool": "b", "cancel_tool": "c"}]});
+        let b = Backend::from_settings(Mode::Mcp, &mcp).unwrap();
+        assert_eq!(b.limits().max_result_bytes(), DEFAULT_MAX_RESULT_BYTES);
+        assert_eq!(b.task_support(), TaskSupport::Forbidden);
+        assert_eq!(serde_json::to_value(&b).unwrap(), mcp);
+    }
+
+    #[test]
+    fn settings_of_the_wrong_shape_do_not_read() {
+        let e = Backend::from_settings(Mode::Workflow, &json!({"base_url": 5})).unwrap_err();
+        assert!(e.starts_with("the stored workflow settings do not read"), "{e}");
+        assert!(Backend::from_settings(Mode::Mcp, &json!({"url": "https://x", "task_support": "sometimes"})).is_err());
+    }
+
+    #[test]
+    fn urls_name_their_fields() {
+        let b = Backend::from_settings(
+            Mode::HttpTool,
+            &json!({"api_endpoint": "https://t/x", "async": {"status_endpoint": "https://t/s", "cancel_endpoint": "https://t/c"}}),
+        )
+        .unwrap();
+        assert_eq!(
+            b.urls(),
+            vec![
+                ("backend.api_endpoint", "https://t/x"),
+                ("backend.async.status_endpoint", "https://t/s"),
+                ("backend.async.cancel_endpoint", "https://t/c")
+            ]
+        );
+    }
+}

@@ -1,0 +1,45 @@
+//! A Dify app's settings: the Service API's base URL, the app's API key, limits and tasks.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::pure::backend::settings::{unknown_keys, Limits, TaskSettings};
+use crate::pure::error::Errors;
+use crate::pure::mode::Mode;
+use crate::pure::url::check_backend_url;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DifyConfig {
+    /// The Service API root (`…/v1`), stored without a trailing slash so paths join cleanly.
+    pub base_url: String,
+    /// The app's key: a sealed literal or a `$NAME` reference.
+    pub api_key: String,
+    #[serde(flatten)]
+    pub limits: Limits,
+    #[serde(flatten)]
+    pub tasks: TaskSettings,
+}
+
+pub const URL_KEY: &str = "base_url";
+const KEYS: [&str; 2] = [URL_KEY, "api_key"];
+
+/// Checks a Dify app's settings in place (the base URL loses its trailing slash).
+pub fn validate(mode: Mode, obj: &mut Map<String, Value>, errs: &mut Errors) {
+    let known: Vec<&str> = KEYS.iter().chain(&Limits::KEYS).chain(&TaskSettings::KEYS).copied().collect();
+    match obj.get(URL_KEY) {
+        Some(Value::String(u)) => match check_backend_url(u) {
+            Err(why) => errs.add("backend.base_url", why),
+            Ok(()) => {
+                let trimmed = u.trim_end_matches('/').to_string();
+                obj.insert(URL_KEY.into(), trimmed.into());
+            }
+        },
+        _ => errs.add("backend.base_url", "is required and must be an http or https URL"),
+    }
+    unknown_keys(obj, mode, &known, errs);
+    Limits::validate(obj, errs);
+    TaskSettings::validate(obj, errs);
+    if !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
+        errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
+    }
+}

@@ -1,0 +1,84 @@
+//! An HTTP tool's settings (seed 003): its endpoint and key, the manifest it was made from and
+//! the values of its `form` parameters, whether it streams, and the endpoints of seed 002's
+//! async protocol (docs/async-tool-protocol.md).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::pure::backend::settings::{unknown_keys, Limits, TaskSettings};
+use crate::pure::error::Errors;
+use crate::pure::mode::Mode;
+use crate::pure::url::check_backend_url;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HttpToolConfig {
+    pub api_endpoint: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    /// Ask for (and read) an SSE answer.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stream: bool,
+    /// The seed 003 manifest, checked when stored (`manifest::derive_from_manifest`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub form_values: Option<Map<String, Value>>,
+    #[serde(default, rename = "async", skip_serializing_if = "Option::is_none")]
+    pub async_endpoints: Option<AsyncEndpoints>,
+    #[serde(flatten)]
+    pub limits: Limits,
+    #[serde(flatten)]
+    pub tasks: TaskSettings,
+}
+
+/// Seed 002: `api_endpoint` submits the work, these follow and cancel it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AsyncEndpoints {
+    pub status_endpoint: String,
+    pub cancel_endpoint: String,
+}
+
+impl HttpToolConfig {
+    pub fn urls(&self) -> Vec<(&'static str, &str)> {
+        let mut out = vec![("backend.api_endpoint", self.api_endpoint.as_str())];
+        if let Some(a) = &self.async_endpoints {
+            out.push(("backend.async.status_endpoint", a.status_endpoint.as_str()));
+            out.push(("backend.async.cancel_endpoint", a.cancel_endpoint.as_str()));
+        }
+        out
+    }
+}
+
+const KEYS: [&str; 6] = ["api_endpoint", "api_key", "stream", "manifest", "form_values", "async"];
+
+/// Checks an HTTP tool's settings (the manifest is checked where the form is derived from it).
+pub fn validate(obj: &mut Map<String, Value>, errs: &mut Errors) {
+    let known: Vec<&str> = KEYS.iter().chain(&Limits::KEYS).chain(&TaskSettings::KEYS).copied().collect();
+    match obj.get("api_endpoint") {
+        Some(Value::String(u)) => {
+            if let Err(why) = check_backend_url(u) {
+                errs.add("backend.api_endpoint", why);
+            }
+        }
+        _ => errs.add("backend.api_endpoint", "is required and must be an http or https URL"),
+    }
+    unknown_keys(obj, Mode::HttpTool, &known, errs);
+    Limits::validate(obj, errs);
+    if obj.get("stream").is_some_and(|v| !v.is_boolean()) {
+        errs.add("backend.stream", "must be true or false");
+    }
+    TaskSettings::validate(obj, errs);
+    match obj.get("async") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(a)) => {
+            for key in ["status_endpoint", "cancel_endpoint"] {
+                match a.get(key).and_then(Value::as_str).map(check_backend_url) {
+                    Some(Ok(())) => {}
+                    Some(Err(why)) => errs.add(format!("backend.async.{key}"), why),
+                    None => errs.add(format!("backend.async.{key}"), "is required: an http or https URL"),
+                }
+            }
+        }
+        Some(_) => errs.add("backend.async", "must be an object {status_endpoint, cancel_endpoint}"),
+    }
+}

@@ -1,0 +1,258 @@
+//! An upstream MCP server's settings: where it is and how to reach it (transport, static,
+//! forwarded and OAuth headers), which of its tools to expose and how, its timeouts, and the
+//! task toolsets that run as durable tasks (seed 002).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::headers::{check_forward_headers, header_value_problem, is_header_name, OnMissing};
+use super::oauth::OAuthConfig;
+use super::transport::TransportChoice;
+use crate::pure::backend::credentials::{is_secret_ref, MASK};
+use crate::pure::backend::settings::{unknown_keys, TaskSettings, MAX_TIMEOUT_SECONDS};
+use crate::pure::error::Errors;
+use crate::pure::mode::Mode;
+use crate::pure::quote::{plain_or_quoted, quote_input};
+use crate::pure::url::check_backend_url;
+
+/// Until an upstream session is set up (initialize, or discovery when stateless).
+pub const DEFAULT_INIT_TIMEOUT_S: u64 = 60;
+/// One proxied call, when the app does not say.
+pub const DEFAULT_CALL_TIMEOUT_S: u64 = 300;
+/// How long an upstream's tool list is reused.
+pub const DEFAULT_TOOLS_TTL_S: u64 = 300;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpConfig {
+    pub url: String,
+    #[serde(default, skip_serializing_if = "is_auto")]
+    pub transport: TransportChoice,
+    /// Static headers; values are sealed literals or `$NAME` references.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// `backend.oauth`, read by `oauth::OAuthConfig::from_value` (which resolves its secrets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<Value>,
+    /// Upstream header name → the incoming header it is taken from.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub forward_headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "is_deny")]
+    pub on_missing: OnMissing,
+    /// Tool names get the app's name as a prefix (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name_prefix: Option<bool>,
+    /// Upstream names; absent: all allowed, `[]`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_tools: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_init_timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_timeout: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_cache_ttl_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_toolsets: Vec<TaskToolset>,
+    #[serde(flatten)]
+    pub tasks: TaskSettings,
+}
+
+fn is_auto(t: &TransportChoice) -> bool {
+    *t == TransportChoice::Auto
+}
+
+fn is_deny(o: &OnMissing) -> bool {
+    *o == OnMissing::Deny
+}
+
+/// Seed 002 over MCP: three upstream tools that submit, follow and cancel one piece of work.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskToolset {
+    pub name: String,
+    pub submit_tool: String,
+    pub status_tool: String,
+    pub cancel_tool: String,
+}
+
+/// A follow-up role in seed 002's protocol: a toolset's status and cancel tools, or an async
+/// HTTP tool's status and cancel endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolsetRole {
+    Status,
+    Cancel,
+}
+
+impl ToolsetRole {
+    /// The role's setting in a toolset.
+    pub fn key(self) -> &'static str {
+        match self {
+            ToolsetRole::Status => "status_tool",
+            ToolsetRole::Cancel => "cancel_tool",
+        }
+    }
+}
+
+impl TaskToolset {
+    pub fn tool(&self, role: ToolsetRole) -> &str {
+        match role {
+            ToolsetRole::Status => &self.status_tool,
+            ToolsetRole::Cancel => &self.cancel_tool,
+        }
+    }
+}
+
+impl McpConfig {
+    pub fn urls(&self) -> Vec<(&'static str, &str)> {
+        let mut out = vec![("backend.url", self.url.as_str())];
+        if let Some(t) = self.oauth.as_ref().and_then(|o| o.get("token_url")).and_then(Value::as_str) {
+            out.push(("backend.oauth.token_url", t));
+        }
+        out
+    }
+
+    /// The task toolset whose submit tool is `upstream_name`.
+    pub fn toolset_of(&self, upstream_name: &str) -> Option<&TaskToolset> {
+        self.task_toolsets.iter().find(|t| t.submit_tool == upstream_name)
+    }
+
+    /// The status and cancel tools of every toolset: not exposed as tools of their own.
+    pub fn is_toolset_helper(&self, upstream_name: &str) -> bool {
+        self.task_toolsets.iter().any(|t| t.status_tool == upstream_name || t.cancel_tool == upstream_name)
+    }
+
+    pub fn init_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.session_init_timeout.unwrap_or(DEFAULT_INIT_TIMEOUT_S))
+    }
+
+    pub fn call_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.tool_call_timeout.unwrap_or(DEFAULT_CALL_TIMEOUT_S))
+    }
+
+    /// At least KV's minimum expiry.
+    pub fn tools_ttl_seconds(&self) -> u64 {
+        self.tools_cache_ttl_seconds.unwrap_or(DEFAULT_TOOLS_TTL_S).max(60)
+    }
+}
+
+const KEYS: [&str; 16] = [
+    "url",
+    "transport",
+    "headers",
+    "oauth",
+    "forward_headers",
+    "on_missing",
+    "tool_name_prefix",
+    "allowed_tools",
+    "denied_tools",
+    "session_init_timeout",
+    "tool_call_timeout",
+    "tools_cache_ttl_seconds",
+    "task_support",
+    "task_toolsets",
+    "poll_interval_seconds",
+    "input_required_poll_seconds",
+];
+
+/// Checks an upstream MCP server's settings.
+pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
+    match obj.get("url") {
+        Some(Value::String(u)) => {
+            if let Err(why) = check_backend_url(u) {
+                errs.add("backend.url", why);
+            }
+        }
+        _ => errs.add("backend.url", "is required and must be an http or https URL"),
+    }
+    unknown_keys(obj, Mode::Mcp, &KEYS, errs);
+    TaskSettings::validate(obj, errs);
+    if let Err(e) = TransportChoice::parse(obj.get("transport").and_then(Value::as_str)) {
+        errs.add("backend.transport", e);
+    } else if obj.get("transport").is_some_and(|t| !t.is_string()) {
+        errs.add("backend.transport", "must be auto, streamable-http or sse");
+    }
+    match obj.get("headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(h)) => {
+            for (name, v) in h {
+                if !is_header_name(name) {
+                    errs.add(format!("backend.headers.{}", plain_or_quoted(name)), "is not a valid header name");
+                }
+                match v.as_str() {
+                    Some(s) if is_secret_ref(s) || s == MASK => {}
+                    Some(s) => {
+                        if let Some(why) = header_value_problem(s) {
+                            errs.add(format!("backend.headers.{}", plain_or_quoted(name)), why);
+                        }
+                    }
+                    None => errs.add(format!("backend.headers.{}", plain_or_quoted(name)), "must be a string"),
+                }
+            }
+        }
+        Some(_) => errs.add("backend.headers", "must be an object of header names to values"),
+    }
+    if let Err(e) = check_forward_headers(obj) {
+        errs.add("backend.forward_headers", e);
+    }
+    match obj.get("oauth") {
+        None | Some(Value::Null) => {}
+        Some(o @ Value::Object(_)) => {
+            if let Err(e) = OAuthConfig::from_value(o, &|_| Ok("set".into())) {
+                errs.add("backend.oauth", e);
+            }
+            if let Some(Err(why)) = o.get("token_url").and_then(Value::as_str).map(check_backend_url) {
+                errs.add("backend.oauth.token_url", why);
+            }
+        }
+        Some(_) => errs.add("backend.oauth", "must be an object {token_url, client_id, client_secret, ...}"),
+    }
+    for key in ["allowed_tools", "denied_tools"] {
+        if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
+            if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
+                errs.add(format!("backend.{key}"), "must be an array of upstream tool names");
+            }
+        }
+    }
+    if obj.get("tool_name_prefix").is_some_and(|v| !v.is_boolean()) {
+        errs.add("backend.tool_name_prefix", "must be true or false");
+    }
+    for key in ["session_init_timeout", "tool_call_timeout"] {
+        match obj.get(key).map(Value::as_u64) {
+            None | Some(Some(1..=MAX_TIMEOUT_SECONDS)) => {}
+            Some(_) => errs
+                .add(format!("backend.{key}"), format!("must be a number of seconds from 1 to {MAX_TIMEOUT_SECONDS}")),
+        }
+    }
+    match obj.get("task_toolsets") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(sets)) => {
+            let mut seen: Vec<&str> = Vec::new();
+            for (i, set) in sets.iter().enumerate() {
+                let at = format!("backend.task_toolsets[{i}]");
+                match set["name"].as_str() {
+                    Some(n) if !n.is_empty() && n.chars().count() <= 255 => {}
+                    _ => errs.add(format!("{at}.name"), "is required: 1 to 255 characters"),
+                }
+                for role in ["submit_tool", "status_tool", "cancel_tool"] {
+                    match set[role].as_str() {
+                        Some(t) if seen.contains(&t) => errs.add(
+                            format!("{at}.{role}"),
+                            format!("{} is already bound to another role or toolset", quote_input(t)),
+                        ),
+                        Some(t) if !t.is_empty() => seen.push(t),
+                        _ => errs.add(format!("{at}.{role}"), "is required: the upstream tool's name"),
+                    }
+                }
+            }
+        }
+        Some(_) => {
+            errs.add("backend.task_toolsets", "must be an array of {name, submit_tool, status_tool, cancel_tool}")
+        }
+    }
+    match obj.get("tools_cache_ttl_seconds").map(Value::as_u64) {
+        None | Some(Some(60..=86_400)) => {}
+        Some(_) => errs.add("backend.tools_cache_ttl_seconds", "must be from 60 (KV's minimum) to 86400"),
+    }
+}

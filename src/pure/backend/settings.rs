@@ -1,0 +1,121 @@
+//! Settings every backend kind shares: how long a call may take and how much it may answer
+//! (`Limits`), whether its tools run as durable tasks and how they are polled (`TaskSettings`),
+//! and the check for settings a kind does not have.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::pure::error::Errors;
+use crate::pure::mcp::tasks::TaskSupport;
+use crate::pure::mode::Mode;
+
+/// Whole call, start to final result.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;
+/// Until the backend's response headers arrive (Workers' fetch does not expose the connect
+/// step separately, so this bounds connect and first byte together).
+pub const DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS: u64 = 30;
+/// Between two chunks of a streamed answer (Dify pings every 10 s).
+pub const DEFAULT_IDLE_TIMEOUT_SECONDS: u64 = 60;
+pub const MAX_TIMEOUT_SECONDS: u64 = 3600;
+/// What one answer may carry when the app does not say.
+pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
+/// Largest `max_result_bytes` an app may set.
+pub const MAX_RESULT_BYTES_LIMIT: u64 = 16 << 20;
+/// Bounds of the task polling settings, in seconds.
+const POLL_SECONDS: std::ops::RangeInclusive<u64> = 1..=300;
+
+/// How long a call may take and how much it may answer (Dify apps and HTTP tools).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Limits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_timeout_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_result_bytes: Option<u64>,
+}
+
+impl Limits {
+    pub const KEYS: [&'static str; 4] =
+        ["timeout_seconds", "first_byte_timeout_seconds", "idle_timeout_seconds", "max_result_bytes"];
+    /// The name of the setting that bounds a whole call, for messages.
+    pub const TOTAL_SETTING: &'static str = "timeout_seconds";
+
+    pub fn total(&self) -> Duration {
+        Duration::from_secs(self.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS))
+    }
+
+    pub fn first_byte(&self) -> Duration {
+        Duration::from_secs(self.first_byte_timeout_seconds.unwrap_or(DEFAULT_FIRST_BYTE_TIMEOUT_SECONDS))
+    }
+
+    pub fn idle(&self) -> Duration {
+        Duration::from_secs(self.idle_timeout_seconds.unwrap_or(DEFAULT_IDLE_TIMEOUT_SECONDS))
+    }
+
+    pub fn max_result_bytes(&self) -> usize {
+        self.max_result_bytes.map_or(DEFAULT_MAX_RESULT_BYTES, |n| n as usize)
+    }
+
+    /// Checks the limit settings present in `obj`.
+    pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
+        for key in &Limits::KEYS[..3] {
+            match obj.get(*key).map(Value::as_u64) {
+                None | Some(Some(1..=MAX_TIMEOUT_SECONDS)) => {}
+                Some(_) => {
+                    errs.add(format!("backend.{key}"), format!("must be an integer from 1 to {MAX_TIMEOUT_SECONDS}"))
+                }
+            }
+        }
+        match obj.get("max_result_bytes").map(Value::as_u64) {
+            None | Some(Some(1024..=MAX_RESULT_BYTES_LIMIT)) => {}
+            Some(_) => errs
+                .add("backend.max_result_bytes", format!("must be an integer from 1024 to {MAX_RESULT_BYTES_LIMIT}")),
+        }
+    }
+}
+
+/// Whether an app's tools run as durable tasks, and how their task runner polls.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct TaskSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_support: Option<TaskSupport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_required_poll_seconds: Option<u64>,
+}
+
+impl TaskSettings {
+    pub const KEYS: [&'static str; 3] = ["task_support", "poll_interval_seconds", "input_required_poll_seconds"];
+
+    /// Checks the task settings present in `obj`.
+    pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
+        for key in &TaskSettings::KEYS[1..] {
+            match obj.get(*key).map(Value::as_u64) {
+                None => {}
+                Some(Some(n)) if POLL_SECONDS.contains(&n) => {}
+                Some(_) => errs.add(format!("backend.{key}"), "must be an integer from 1 to 300"),
+            }
+        }
+        match obj.get("task_support") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(t)) if TaskSupport::parse(t).is_some() => {}
+            Some(_) => errs.add("backend.task_support", "must be forbidden, optional or required"),
+        }
+    }
+}
+
+/// Reports every key of `obj` that is not in `known` (a kind's settings).
+pub fn unknown_keys(obj: &Map<String, Value>, mode: Mode, known: &[&str], errs: &mut Errors) {
+    for k in obj.keys().filter(|k| !known.contains(&k.as_str())) {
+        errs.add(
+            format!("backend.{}", crate::pure::quote::plain_or_quoted(k)),
+            format!("is not a setting of {} apps (known: {})", mode.as_str(), known.join(", ")),
+        );
+    }
+}
