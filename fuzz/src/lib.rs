@@ -49,30 +49,27 @@ pub fn server_definition() -> ServerDefinition {
         status: flowgate::pure::server::Status::Active,
         parameters: Map::new(),
         apps: vec![
-            AppDefinition {
-                id: "a1".into(),
-                name: "Summariser".into(),
-                description: "Summarises text".into(),
-                mode: Mode::Workflow,
-                backend: backend(
-                    Mode::Workflow,
-                    json!({"base_url": "http://x/v1", "api_key": "k", "task_support": "optional"}),
-                ),
-                user_input_form: json!([
+            AppDefinition::new(
+                "a1".into(),
+                "Summariser".into(),
+                "Summarises text".into(),
+                Mode::Workflow,
+                backend(Mode::Workflow, json!({"base_url": "http://x/v1", "api_key": "k", "task_support": "optional"})),
+                json!([
                     {"text-input": {"variable": "text", "label": "Text", "required": true, "max_length": 200}},
                     {"select": {"variable": "lang", "options": ["en", "fr"], "default": "en"}}
                 ]),
-                outputs: json!([{"variable": "summary", "type": "string"}]),
-            },
-            AppDefinition {
-                id: "a2".into(),
-                name: "Agent".into(),
-                description: "".into(),
-                mode: Mode::Chat,
-                backend: backend(Mode::Chat, json!({"base_url": "http://x/v1", "api_key": "k"})),
-                user_input_form: json!([]),
-                outputs: json!([]),
-            },
+                json!([{"variable": "summary", "type": "string"}]),
+            ),
+            AppDefinition::new(
+                "a2".into(),
+                "Agent".into(),
+                "".into(),
+                Mode::Chat,
+                backend(Mode::Chat, json!({"base_url": "http://x/v1", "api_key": "k"})),
+                json!([]),
+                json!([]),
+            ),
         ],
     }
 }
@@ -85,19 +82,19 @@ fn backend(mode: Mode, settings: serde_json::Value) -> Backend {
 /// upstream reported, for the `handle_with` path.
 pub fn server_with_upstream() -> (ServerDefinition, Upstreams) {
     let mut def = server_definition();
-    def.apps.push(AppDefinition {
-        id: "a3".into(),
-        name: "Upstream".into(),
-        description: "".into(),
-        mode: Mode::Mcp,
-        backend: backend(
+    def.apps.push(AppDefinition::new(
+"a3".into(),
+"Upstream".into(),
+"".into(),
+Mode::Mcp,
+backend(
             Mode::Mcp,
             json!({"url": "http://up/mcp",
                    "task_toolsets": [{"name": "job", "submit_tool": "submit", "status_tool": "status", "cancel_tool": "cancel"}]}),
         ),
-        user_input_form: json!([]),
-        outputs: json!([]),
-    });
+json!([]),
+json!([]),
+));
     let listed = vec![
         json!({"name": "search", "title": "Search", "description": "Searches",
                "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
@@ -229,6 +226,7 @@ fn check_step(msg: &Value, step: &Step) {
             }
         }
         Step::Cancel { key } => assert!(key.starts_with("cancel:"), "{key}"),
+        Step::ToolsList { id, .. } => assert_eq!(Some(id), msg.get("id")),
     }
 }
 

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::backend::config::Backend;
+use super::error::Errors;
+use super::form::{parse_form, FormField};
 use super::mode::Mode;
 use super::server::Status;
 
@@ -36,6 +38,27 @@ pub struct AppDefinition {
     pub backend: Backend,
     pub user_input_form: Value,
     pub outputs: Value,
+    /// `user_input_form` parsed once, when the definition is read: what tool schemas and
+    /// argument checks are made from on every request.
+    #[serde(skip)]
+    pub form: Vec<FormField>,
+}
+
+impl AppDefinition {
+    /// A definition whose parsed form is made from `user_input_form` (validated when stored: a
+    /// form that no longer parses yields no inputs).
+    pub fn new(
+        id: String,
+        name: String,
+        description: String,
+        mode: Mode,
+        backend: Backend,
+        user_input_form: Value,
+        outputs: Value,
+    ) -> AppDefinition {
+        let form = parse_form(&user_input_form, "user_input_form", &mut Errors::default());
+        AppDefinition { id, name, description, mode, backend, user_input_form, outputs, form }
+    }
 }
 
 /// An app definition as written, before its backend settings are read by mode.
@@ -56,7 +79,7 @@ impl TryFrom<StoredApp> for AppDefinition {
     fn try_from(a: StoredApp) -> Result<Self, String> {
         let backend = Backend::from_settings(a.mode, &a.backend)?;
         let StoredApp { id, name, description, mode, user_input_form, outputs, .. } = a;
-        Ok(AppDefinition { id, name, description, mode, backend, user_input_form, outputs })
+        Ok(AppDefinition::new(id, name, description, mode, backend, user_input_form, outputs))
     }
 }
 
@@ -112,15 +135,15 @@ mod tests {
             description: "".into(),
             status: Status::Active,
             parameters: Map::new(),
-            apps: vec![AppDefinition {
-                id: "a".into(),
-                name: "A".into(),
-                description: "".into(),
-                mode: Mode::Workflow,
-                backend: dify(json!({"base_url": "http://x", "api_key": "k"})),
-                user_input_form: json!([]),
-                outputs: json!([]),
-            }],
+            apps: vec![AppDefinition::new(
+                "a".into(),
+                "A".into(),
+                "".into(),
+                Mode::Workflow,
+                dify(json!({"base_url": "http://x", "api_key": "k"})),
+                json!([]),
+                json!([]),
+            )],
         }
     }
 

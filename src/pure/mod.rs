@@ -9,6 +9,7 @@ pub mod error;
 pub mod form;
 pub mod ids;
 pub mod mcp;
+pub mod memo;
 pub mod mode;
 pub mod origin;
 pub mod outcome;

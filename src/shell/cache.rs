@@ -1,10 +1,18 @@
-//! The KV cache of server definitions, keyed by the SHA-256 of the server code.
+//! Server definitions by the SHA-256 of the server code: the isolate's memo (`memo`) in front
+//! of the KV cache in front of D1.
 //!
-//! Console writes rewrite or delete entries before they answer, so on the location that made
-//! the change a rotated or deactivated code stops working at once. Other locations see the
-//! change when KV propagates it (up to ~60 s); the D1 row stays the authority.
+//! Console writes rewrite or delete the KV entry and the isolate's memo before they answer, so
+//! on the isolate that made the change a rotated or deactivated code stops working at once.
+//! Other isolates of that location see it within the memo's window (`DEFINITION_MEMO_SECONDS`,
+//! 5 s by default, at most twice that); other locations when KV propagates it (up to ~60 s)
+//! plus that window. The D1 row stays the authority.
 
-use worker::{D1Database, Env, KvStore};
+use std::rc::Rc;
+
+use worker::{Context, D1Database, Env, KvStore};
+
+use crate::pure::mcp::prepared::Prepared;
+use crate::pure::memo::Lookup;
 
 use crate::pure::definition::{refill_verdict, Refill, ServerDefinition, TTL_SECONDS};
 use crate::pure::error::ApiError;
@@ -21,14 +29,77 @@ fn kv(env: &Env) -> Result<KvStore, ApiError> {
     env.kv(platform::KV).map_err(|e| internal("opening the KV cache", e))
 }
 
-/// Rewrites the entry of `server` from D1.
+/// Rewrites the entry of `server` from D1 (and this isolate's memo).
 pub async fn write(env: &Env, db: &D1Database, server: &ServerRow) -> Result<(), ApiError> {
     let def = store::load_definition(db, server).await?;
-    refill(env, &server.code_hash, &def).await
+    refill(env, &server.code_hash, &def).await?;
+    super::memo::remember(&server.code_hash, def, platform::now_ms());
+    Ok(())
 }
 
 pub async fn remove(env: &Env, code_hash: &str) -> Result<(), ApiError> {
+    super::memo::forget(code_hash);
     kv(env)?.delete(&key(code_hash)).await.map_err(|e| internal("deleting from the KV cache", e))
+}
+
+/// The prepared definition behind a code hash: from the isolate's memo while it is fresh (a
+/// stale one is used once more while `ctx` refreshes it), else through [`resolve`]. `None`
+/// when no server has this code.
+pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<Rc<Prepared>>, ApiError> {
+    let fresh_ms = super::memo::fresh_ms(env);
+    match super::memo::definition(code_hash, platform::now_ms(), fresh_ms) {
+        Lookup::Fresh(p) => return Ok(Some(p)),
+        Lookup::Refresh(p) => {
+            let (env, hash) = (env.clone(), code_hash.to_string());
+            ctx.wait_until(async move {
+                match resolve_and_refill(&env, &hash, fresh_ms).await {
+                    Ok(_) => {}
+                    Err(e) => {
+                        super::memo::refresh_failed(&hash);
+                        super::log::error(&format!("refreshing a definition: {}", e.message));
+                    }
+                }
+            });
+            return Ok(Some(p));
+        }
+        Lookup::Missing => {}
+    }
+    let (def, from_cache) = match resolve(env, code_hash).await? {
+        Some(found) => found,
+        None => return Ok(None),
+    };
+    let prepared = remember(code_hash, def.clone(), fresh_ms);
+    if !from_cache {
+        let (env, hash) = (env.clone(), code_hash.to_string());
+        ctx.wait_until(async move {
+            if let Err(e) = refill_after_miss(&env, &hash, &def).await {
+                super::log::error(&format!("refilling the cache: {}", e.message));
+            }
+        });
+    }
+    Ok(Some(prepared))
+}
+
+fn remember(code_hash: &str, def: crate::pure::definition::ServerDefinition, fresh_ms: u64) -> Rc<Prepared> {
+    if fresh_ms == 0 {
+        return Rc::new(Prepared::new(def));
+    }
+    super::memo::remember(code_hash, def, platform::now_ms())
+}
+
+/// A refresh off the response path: the definition again (KV, then D1), into the memo.
+async fn resolve_and_refill(env: &Env, code_hash: &str, fresh_ms: u64) -> Result<(), ApiError> {
+    match resolve(env, code_hash).await? {
+        Some((def, true)) => {
+            remember(code_hash, def, fresh_ms);
+        }
+        Some((def, false)) => {
+            remember(code_hash, def.clone(), fresh_ms);
+            refill_after_miss(env, code_hash, &def).await?;
+        }
+        None => super::memo::forget(code_hash),
+    }
+    Ok(())
 }
 
 /// The definition behind a code hash: KV first, then D1 (refilling KV off the response path

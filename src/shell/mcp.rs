@@ -8,6 +8,7 @@ use crate::pure::backend::config::Backend;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
+use crate::pure::mcp::prepared::response_text;
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::Upstreams;
 use crate::pure::mode::Mode;
@@ -72,14 +73,15 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             ),
         );
     }
-    if let Some(accept) = header(&req, "accept") {
-        if !accepts_json(&accept) {
+    let accept = header(&req, "accept");
+    if let Some(accept) = &accept {
+        if !accepts_json(accept) {
             return fail(
                 406,
                 jsonrpc::INVALID_REQUEST,
                 format!(
                     "Not Acceptable: this endpoint answers application/json (and text/event-stream); Accept was {}",
-                    plain_or_quoted(&accept)
+                    plain_or_quoted(accept)
                 ),
             );
         }
@@ -144,8 +146,11 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
         _ => 1,
     };
-    // Limited per server code (its hash: the code itself is never a key anywhere).
-    match rate_limited(env, &code_hash, messages).await {
+    // Limited per server code (its hash: the code itself is never a key anywhere). The check
+    // runs beside the definition lookup (from the isolate's memo when hot), not before it.
+    let (limited, served) =
+        futures::future::join(rate_limited(env, &code_hash, messages), cache::served(env, ctx, &code_hash)).await;
+    match limited {
         Ok(true) => {}
         Ok(false) => {
             let after = super::ratelimit::period_seconds(env);
@@ -160,24 +165,15 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
         Err(e) => super::log::error(&format!("rate limiter: {e}")),
     }
-    let def = match cache::resolve(env, &code_hash).await {
-        Ok(Some((def, from_cache))) => {
-            if !from_cache {
-                let (env2, hash, d) = (env.clone(), code_hash.clone(), def.clone());
-                ctx.wait_until(async move {
-                    if let Err(e) = cache::refill_after_miss(&env2, &hash, &d).await {
-                        super::log::error(&format!("refilling the cache: {}", e.message));
-                    }
-                });
-            }
-            def
-        }
+    let prepared = match served {
+        Ok(Some(p)) => p,
         Ok(None) => return not_found(),
         Err(e) => {
             let err = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {}", e.message));
             return rpc(503, &err.to_response(&echo_id), cors.as_deref());
         }
     };
+    let def = &prepared.def;
     if def.status != crate::pure::server::Status::Active {
         let e = RpcError::new(
             403,
@@ -186,18 +182,18 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         );
         return rpc(403, &e.to_response(&echo_id), cors.as_deref());
     }
-    let accepts_sse = header(&req, "accept").is_some_and(|a| a.to_ascii_lowercase().contains("text/event-stream"));
+    let accepts_sse = accept.is_some_and(|a| a.to_ascii_lowercase().contains("text/event-stream"));
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
     let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
     let upstreams =
-        if has_upstreams && mentions_tools(&body) { load_upstreams(&def, env).await } else { Upstreams::default() };
+        if has_upstreams && mentions_tools(&body) { load_upstreams(def, env).await } else { Upstreams::default() };
     let incoming: Vec<(String, String)> = if has_upstreams { req.headers().entries().collect() } else { Vec::new() };
     match &body {
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
                 if let Some(v) =
-                    run(server::handle_with(&def, &upstreams, item, &h, VERSION), &def, env, ctx, &incoming).await.1
+                    run(server::handle_with(def, &upstreams, item, &h, VERSION), def, env, ctx, &incoming).await.1
                 {
                     out.push(v);
                 }
@@ -207,11 +203,16 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             }
             rpc(200, &Value::Array(out), cors.as_deref())
         }
-        single => match server::handle_with(&def, &upstreams, single, &h, VERSION) {
+        single => match server::handle_with(def, &upstreams, single, &h, VERSION) {
+            // A lookup and a copy: the list was serialized once for this definition.
+            Step::ToolsList { id, version } => {
+                let text = response_text(&id, &prepared.tools_list(version, VERSION));
+                rpc_text(200, text, cors.as_deref())
+            }
             // A client that takes SSE gets the backend's progress as it happens.
             Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| streams(a, true)) => {
-                record_end_user(ctx, env, &def, &plan);
-                match call_streamed(*plan, &def, env, ctx, incoming) {
+                record_end_user(ctx, env, def, &plan);
+                match call_streamed(*plan, def, env, ctx, incoming) {
                     Ok(call) => {
                         let headers = Headers::new();
                         headers.set("content-type", "text/event-stream")?;
@@ -222,7 +223,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                     Err(response) => rpc(200, &response, cors.as_deref()),
                 }
             }
-            step => match run(step, &def, env, ctx, &incoming).await {
+            step => match run(step, def, env, ctx, &incoming).await {
                 (_, None) => accepted(cors.as_deref()),
                 (status, Some(v)) => rpc(status, &v, cors.as_deref()),
             },
@@ -251,6 +252,13 @@ async fn run(
 ) -> (u16, Option<Value>) {
     match step {
         Step::Reply { status, body } => (status, body),
+        Step::ToolsList { id, version } => (
+            200,
+            Some(jsonrpc::result_response(
+                &id,
+                server::tools_list_result(def, &Upstreams::default(), version, VERSION),
+            )),
+        ),
         Step::CreateTask { plan, ttl_ms } => {
             record_end_user(ctx, env, def, &plan);
             match create_task(&plan, ttl_ms, def, env).await {
@@ -277,7 +285,12 @@ async fn run(
     }
 }
 
+/// Records who called, at most once per server, user and hour per isolate (`memo`): the row's
+/// `last_seen_at` is accurate to the hour, and a call costs no D1 write when the isolate is warm.
 fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &CallPlan) {
+    if !super::memo::first_sight_of_end_user(&def.server_id, &plan.user, super::platform::now_ms()) {
+        return;
+    }
     let (env, server_id, user, name) =
         (env.clone(), def.server_id.clone(), plan.user.clone(), plan.client_name.clone());
     ctx.wait_until(async move {
@@ -456,11 +469,19 @@ fn preflight(origin: Option<&str>) -> worker::Result<Response> {
 }
 
 fn rpc(status: u16, body: &Value, origin: Option<&str>) -> worker::Result<Response> {
+    rpc_bytes(status, serde_json::to_vec(body)?, origin)
+}
+
+fn rpc_text(status: u16, body: String, origin: Option<&str>) -> worker::Result<Response> {
+    rpc_bytes(status, body.into_bytes(), origin)
+}
+
+fn rpc_bytes(status: u16, body: Vec<u8>, origin: Option<&str>) -> worker::Result<Response> {
     let headers = Headers::new();
     headers.set("content-type", "application/json")?;
     headers.set("cache-control", "no-store")?;
     with_cors(&headers, origin)?;
-    Ok(Response::from_bytes(serde_json::to_vec(body)?)?.with_status(status).with_headers(headers))
+    Ok(Response::from_bytes(body)?.with_status(status).with_headers(headers))
 }
 
 fn accepted(origin: Option<&str>) -> worker::Result<Response> {

@@ -7,6 +7,7 @@ mod dify;
 mod http;
 mod log;
 mod mcp;
+mod memo;
 mod oauth;
 mod outbound;
 mod platform;

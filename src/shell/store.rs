@@ -75,15 +75,15 @@ impl AppRow {
     /// called as something else.
     pub fn to_definition(&self) -> std::result::Result<AppDefinition, String> {
         let mode = crate::pure::mode::Mode::parse(&self.mode).ok_or("its mode is unknown to this deploy")?;
-        Ok(AppDefinition {
-            id: self.id.clone(),
-            name: self.name.clone(),
-            description: self.description.clone(),
+        Ok(AppDefinition::new(
+            self.id.clone(),
+            self.name.clone(),
+            self.description.clone(),
             mode,
-            backend: Backend::from_settings(mode, &parse_stored(&self.backend))?,
-            user_input_form: parse_stored(&self.user_input_form),
-            outputs: parse_stored(&self.outputs),
-        })
+            Backend::from_settings(mode, &parse_stored(&self.backend))?,
+            parse_stored(&self.user_input_form),
+            parse_stored(&self.outputs),
+        ))
     }
 }
 

@@ -5,6 +5,7 @@ pub mod jsonrpc;
 pub mod meta;
 pub mod methods;
 pub mod names;
+pub mod prepared;
 pub mod server;
 pub mod tasks;
 pub mod tools;

@@ -51,6 +51,10 @@ pub enum Step {
     CreateTask { plan: Box<CallPlan>, ttl_ms: u64 },
     /// A `tasks/*` request: look the task up (for this server only), then [`task_response`].
     Task(TaskRequest),
+    /// A valid `tools/list` of a server without upstream MCP apps: the answer depends only on
+    /// the definition and the revision, so the shell answers it from a list it made once
+    /// ([`tools_list_result`]) and keeps with the definition.
+    ToolsList { id: Value, version: Version },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,7 +158,23 @@ fn error_step(id: &Value, e: RpcError) -> Step {
 
 /// Handles one JSON-RPC message (a batch is split by the caller, see [`batch_allowed`]).
 pub fn handle(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>, server_version: &str) -> Step {
-    handle_with(def, &Upstreams::default(), msg, h, server_version)
+    match handle_with(def, &Upstreams::default(), msg, h, server_version) {
+        Step::ToolsList { id, version } => {
+            reply(200, result_response(&id, tools_list_result(def, &Upstreams::default(), version, server_version)))
+        }
+        step => step,
+    }
+}
+
+/// The `result` of a `tools/list` as a client of `version` gets it.
+pub fn tools_list_result(
+    def: &ServerDefinition,
+    upstreams: &Upstreams,
+    version: Version,
+    server_version: &str,
+) -> Value {
+    let list: Vec<Value> = tools_with(def, upstreams).iter().map(|t| t.to_json(def, version)).collect();
+    shape_result(json!({ "tools": list }), methods::TOOLS_LIST, version, server_version)
 }
 
 /// [`handle`] for a server whose upstream MCP apps' tool lists are known.
@@ -189,7 +209,14 @@ pub fn handle_with(
         "ping" if version.has_ping_and_logging() => Ok(json!({})),
         "logging/setLevel" if version.has_ping_and_logging() => set_level(params),
         methods::DISCOVER if version.is_stateless() => Ok(discover(def, server_version)),
-        methods::TOOLS_LIST => list_tools(def, upstreams, params, version),
+        methods::TOOLS_LIST => match check_list_cursor(params) {
+            Err(e) => Err(e),
+            Ok(()) if def.apps.iter().any(|a| a.mode == Mode::Mcp) => {
+                let list: Vec<Value> = tools_with(def, upstreams).iter().map(|t| t.to_json(def, version)).collect();
+                Ok(json!({ "tools": list }))
+            }
+            Ok(()) => return Step::ToolsList { id: id.clone(), version },
+        },
         methods::TOOLS_CALL => return call_tool(def, upstreams, id, params, version, h, server_version),
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" | "tasks/list" => {
             return match task_request(id, method, params, version) {
@@ -427,22 +454,16 @@ fn set_level(params: &Map<String, Value>) -> Result<Value, RpcError> {
     }
 }
 
-fn list_tools(
-    def: &ServerDefinition,
-    upstreams: &Upstreams,
-    params: &Map<String, Value>,
-    version: Version,
-) -> Result<Value, RpcError> {
+/// Every tool fits on the first page, so no cursor was ever handed out.
+fn check_list_cursor(params: &Map<String, Value>) -> Result<(), RpcError> {
     if params.get("cursor").is_some_and(|c| !c.is_null()) {
-        // Every tool fits on the first page, so no cursor was ever handed out.
         return Err(RpcError::new(
             200,
             jsonrpc::INVALID_PARAMS,
             "Invalid params: unknown cursor (the tool list has one page)",
         ));
     }
-    let list: Vec<Value> = tools_with(def, upstreams).iter().map(|t| t.to_json(def, version)).collect();
-    Ok(json!({ "tools": list }))
+    Ok(())
 }
 
 /// Adds what a revision requires on every result: 2026-07-28 wants `resultType`, serverInfo

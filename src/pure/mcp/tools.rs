@@ -7,8 +7,7 @@ use serde_json::{json, Map, Value};
 use crate::pure::backend::mcp::aggregate::{aggregate, ExposedTool};
 use crate::pure::backend::mcp::downgrade::tool_for_client;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
-use crate::pure::error::Errors;
-use crate::pure::form::{parse_form, FieldType, FormField};
+use crate::pure::form::{FieldType, FormField};
 use crate::pure::mode::Mode;
 use std::collections::HashMap;
 
@@ -22,7 +21,7 @@ pub struct Tool<'a> {
     pub name: String,
     pub app: &'a AppDefinition,
     pub mode: Mode,
-    pub form: Vec<FormField>,
+    pub form: &'a [FormField],
     pub upstream: Option<ExposedTool>,
 }
 
@@ -50,7 +49,7 @@ pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<T
                     continue;
                 }
                 exposed.name = unique(&out, &exposed.name);
-                out.push(Tool { name: exposed.name.clone(), app, mode, form: Vec::new(), upstream: Some(exposed) });
+                out.push(Tool { name: exposed.name.clone(), app, mode, form: &[], upstream: Some(exposed) });
             }
             continue;
         }
@@ -62,9 +61,7 @@ pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<T
             name = format!("{}{suffix}", truncate(&base, MAX_TOOL_NAME - suffix.len()));
             n += 1;
         }
-        // The form was validated when stored; a form that no longer parses yields no inputs.
-        let form = parse_form(&app.user_input_form, "user_input_form", &mut Errors::default());
-        out.push(Tool { name, app, mode, form, upstream: None });
+        out.push(Tool { name, app, mode, form: &app.form, upstream: None });
     }
     out
 }
@@ -320,14 +317,18 @@ mod tests {
             apps: apps
                 .into_iter()
                 .enumerate()
-                .map(|(i, (name, mode, form, outputs))| AppDefinition {
-                    id: format!("{i}abcdef0-1234"),
-                    name: name.into(),
-                    description: format!("{name} app"),
-                    mode: Mode::parse(mode).unwrap(),
-                    backend: crate::pure::backend::config::Backend::example(Mode::parse(mode).unwrap()),
-                    user_input_form: form,
-                    outputs,
+                .map(|(i, (name, mode, form, outputs))| {
+                    let mode = Mode::parse(mode).unwrap();
+                    let backend = crate::pure::backend::config::Backend::example(mode);
+                    AppDefinition::new(
+                        format!("{i}abcdef0-1234"),
+                        name.into(),
+                        format!("{name} app"),
+                        mode,
+                        backend,
+                        form,
+                        outputs,
+                    )
                 })
                 .collect(),
         }

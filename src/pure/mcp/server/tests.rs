@@ -14,26 +14,25 @@ fn def() -> ServerDefinition {
         status: crate::pure::server::Status::Active,
         parameters: Map::new(),
         apps: vec![
-            AppDefinition {
-                id: "a1".into(),
-                name: "Summariser".into(),
-                description: "".into(),
-                mode: crate::pure::mode::Mode::Workflow,
-                backend: Backend::from_settings(Mode::Workflow, &json!({"base_url": "http://x/v1", "api_key": "k"}))
-                    .unwrap(),
-                user_input_form: json!([{"text-input": {"variable": "text", "required": true}},
+            AppDefinition::new(
+                "a1".into(),
+                "Summariser".into(),
+                "".into(),
+                crate::pure::mode::Mode::Workflow,
+                Backend::from_settings(Mode::Workflow, &json!({"base_url": "http://x/v1", "api_key": "k"})).unwrap(),
+                json!([{"text-input": {"variable": "text", "required": true}},
                                          {"select": {"variable": "lang", "options": ["en", "fr"]}}]),
-                outputs: json!([]),
-            },
-            AppDefinition {
-                id: "a2".into(),
-                name: "Agent".into(),
-                description: "".into(),
-                mode: crate::pure::mode::Mode::AgentChat,
-                backend: Backend::example(Mode::AgentChat),
-                user_input_form: json!([]),
-                outputs: json!([]),
-            },
+                json!([]),
+            ),
+            AppDefinition::new(
+                "a2".into(),
+                "Agent".into(),
+                "".into(),
+                crate::pure::mode::Mode::AgentChat,
+                Backend::example(Mode::AgentChat),
+                json!([]),
+                json!([]),
+            ),
         ],
     }
 }

@@ -1,0 +1,63 @@
+//! What an isolate keeps between requests (policy in `pure::memo`): resolved server definitions,
+//! prepared (`pure::mcp::prepared`), so a hot server costs no storage round trip; and the end
+//! users already recorded, so a call writes to D1 at most once per server, user and hour.
+//!
+//! Revocation: a console write updates the memo of the isolate that made it at once; every
+//! other isolate serves its copy for at most `DEFINITION_MEMO_SECONDS` (default 5), then once
+//! more while it refreshes from KV, and drops it after twice that. KV itself takes up to ~60 s
+//! to carry a change to other locations (see `cache`).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use worker::Env;
+
+use crate::pure::definition::ServerDefinition;
+use crate::pure::mcp::prepared::Prepared;
+use crate::pure::memo::{Lookup, Memo};
+
+/// Server codes one isolate keeps; more evicts the oldest.
+const DEFINITIONS_CAPACITY: usize = 512;
+/// (server, end user) pairs one isolate remembers having recorded.
+const END_USERS_CAPACITY: usize = 8192;
+const END_USER_WINDOW_MS: u64 = 3_600_000;
+const DEFAULT_MEMO_SECONDS: u64 = 5;
+/// Longest staleness an operator may choose.
+const MAX_MEMO_SECONDS: u64 = 300;
+
+thread_local! {
+    static DEFINITIONS: RefCell<Memo<Rc<Prepared>>> = RefCell::new(Memo::new(DEFINITIONS_CAPACITY));
+    static END_USERS: RefCell<Memo<()>> = RefCell::new(Memo::new(END_USERS_CAPACITY));
+}
+
+/// How long a memoized definition is served without looking again (`DEFINITION_MEMO_SECONDS`,
+/// 0 turns the memo off).
+pub fn fresh_ms(env: &Env) -> u64 {
+    let secs = env.var("DEFINITION_MEMO_SECONDS").ok().and_then(|v| v.to_string().trim().parse::<u64>().ok());
+    secs.unwrap_or(DEFAULT_MEMO_SECONDS).min(MAX_MEMO_SECONDS) * 1000
+}
+
+pub fn definition(code_hash: &str, now_ms: u64, fresh_ms: u64) -> Lookup<Rc<Prepared>> {
+    DEFINITIONS.with(|m| m.borrow_mut().get(code_hash, now_ms, fresh_ms))
+}
+
+/// Keeps `def` for `code_hash` (after a lookup, a refresh, or a console write of this isolate).
+pub fn remember(code_hash: &str, def: ServerDefinition, now_ms: u64) -> Rc<Prepared> {
+    let prepared = Rc::new(Prepared::new(def));
+    DEFINITIONS.with(|m| m.borrow_mut().put(code_hash, Rc::clone(&prepared), now_ms));
+    prepared
+}
+
+pub fn forget(code_hash: &str) {
+    DEFINITIONS.with(|m| m.borrow_mut().remove(code_hash));
+}
+
+pub fn refresh_failed(code_hash: &str) {
+    DEFINITIONS.with(|m| m.borrow_mut().refresh_failed(code_hash));
+}
+
+/// Whether this isolate has not recorded `user` of `server_id` within the hour (and now has).
+pub fn first_sight_of_end_user(server_id: &str, user: &str, now_ms: u64) -> bool {
+    let key = format!("{server_id}\n{user}");
+    END_USERS.with(|m| m.borrow_mut().first_in(&key, now_ms, END_USER_WINDOW_MS))
+}
