@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::backend::config::Backend;
+use super::backend::dify::call::needs_streaming;
 use super::error::Errors;
 use super::form::{parse_form, FormField};
 use super::mode::Mode;
@@ -58,6 +59,17 @@ impl AppDefinition {
     ) -> AppDefinition {
         let form = parse_form(&user_input_form, "user_input_form", &mut Errors::default());
         AppDefinition { id, name, description, mode, backend, user_input_form, outputs, form }
+    }
+
+    /// Whether a call is made as a stream: Dify modes for clients that take SSE (so progress
+    /// can flow) and agent-chat always (Dify serves it only streaming); HTTP tools when
+    /// configured so; upstream MCP calls whenever the client takes SSE.
+    pub fn streams(&self, accepts_sse: bool) -> bool {
+        match &self.backend {
+            Backend::HttpTool(c) => c.stream,
+            Backend::Mcp(_) => accepts_sse,
+            Backend::Dify(_) => accepts_sse || needs_streaming(self.mode),
+        }
     }
 }
 
@@ -152,6 +164,25 @@ mod tests {
 
     fn dify(settings: Value) -> Backend {
         Backend::from_settings(Mode::Workflow, &settings).unwrap()
+    }
+
+    #[test]
+    fn which_calls_stream() {
+        let app = |mode: Mode, settings: Value| {
+            let backend = Backend::from_settings(mode, &settings).unwrap();
+            AppDefinition::new("a".into(), "A".into(), "".into(), mode, backend, json!([]), json!([]))
+        };
+        let dify = json!({"base_url": "http://x", "api_key": "k"});
+        let workflow = app(Mode::Workflow, dify.clone());
+        assert!(workflow.streams(true) && !workflow.streams(false));
+        let agent = app(Mode::AgentChat, dify);
+        assert!(agent.streams(true) && agent.streams(false), "Dify serves agent-chat only streaming");
+        let tool = app(Mode::HttpTool, json!({"api_endpoint": "http://t"}));
+        assert!(!tool.streams(true) && !tool.streams(false), "an HTTP tool streams only when set to");
+        let streaming_tool = app(Mode::HttpTool, json!({"api_endpoint": "http://t", "stream": true}));
+        assert!(streaming_tool.streams(true) && streaming_tool.streams(false));
+        let upstream = app(Mode::Mcp, json!({"url": "http://m"}));
+        assert!(upstream.streams(true) && !upstream.streams(false));
     }
 
     #[test]

@@ -8,7 +8,6 @@ use serde_json::Value;
 use worker::{Context, Env, Method};
 
 use crate::pure::backend::config::Backend;
-use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::settings::{Limits, DEFAULT_MAX_RESULT_BYTES};
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::server::{self, CallPlan};
@@ -61,16 +60,6 @@ pub fn target_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<
     }
 }
 
-/// Whether a call is made as a stream: Dify modes for clients that take SSE (so progress can
-/// flow) and agent-chat always (Dify serves it only streaming); HTTP tools when configured so.
-pub fn streams(app: &AppDefinition, accepts_sse: bool) -> bool {
-    match &app.backend {
-        Backend::HttpTool(c) => c.stream,
-        Backend::Mcp(_) => accepts_sse,
-        Backend::Dify(_) => accepts_sse || dify_call::needs_streaming(app.mode),
-    }
-}
-
 /// A call answered in one JSON response (the client takes only JSON, or the backend does not
 /// stream): a streamed backend answer is read to its end here, through the same relay.
 pub async fn call_backend(
@@ -90,12 +79,12 @@ pub async fn call_backend(
                 .into_final()
                 .await
         }
-        _ if streams(app, false) => CallStream::new(plan.clone(), target, env, ctx).into_final().await,
+        _ if app.streams(false) => CallStream::new(plan.clone(), target, env, ctx).into_final().await,
         _ => server::finish_call(plan, call_blocking(plan, &target).await, VERSION),
     }
 }
 
-/// A call whose progress goes to the client as SSE while it runs (`streams(app, true)`).
+/// A call whose progress goes to the client as SSE while it runs (`AppDefinition::streams(true)`).
 pub fn call_streamed(
     plan: CallPlan,
     def: &ServerDefinition,
@@ -125,7 +114,7 @@ pub async fn run_to_completion(plan: &CallPlan, def: &ServerDefinition, env: &En
         Backend::Mcp(_) => {
             CallStream::upstream(plan.clone(), target, def.clone(), Vec::new(), env, None).into_final().await
         }
-        _ if streams(app, false) => CallStream::detached(plan.clone(), target, env).into_final().await,
+        _ if app.streams(false) => CallStream::detached(plan.clone(), target, env).into_final().await,
         _ => server::finish_call(plan, call_blocking(plan, &target).await, VERSION),
     }
 }

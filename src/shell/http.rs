@@ -4,6 +4,7 @@ use serde_json::Value;
 use worker::{Headers, Request, Response};
 
 use crate::pure::error::ApiError;
+use crate::pure::mcp::http_rules::is_json_content_type;
 use crate::pure::quote::quote_input;
 
 /// Largest console request body accepted.
@@ -71,10 +72,6 @@ pub async fn read_json(req: &mut Request, limit: usize, empty_ok: bool) -> Resul
         let why: String = e.to_string().chars().take(200).collect();
         ApiError::new(400, "invalid_json", format!("the body is not valid JSON: {why}"))
     })
-}
-
-pub fn is_json_content_type(ct: &str) -> bool {
-    ct.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
 }
 
 fn too_large(limit: usize) -> ApiError {

@@ -7,6 +7,7 @@ use worker::{Context, Env, Headers, Method, Request, Response};
 use crate::pure::backend::config::Backend;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
+use crate::pure::mcp::http_rules::{accepts_json, accepts_sse, is_json_content_type, mentions_tools};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::prepared::response_text;
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
@@ -16,8 +17,7 @@ use crate::pure::origin::origin_allowed;
 use crate::pure::quote::plain_or_quoted;
 
 use super::cache;
-use super::call::{call_backend, call_streamed, streams, target_of};
-use super::http::is_json_content_type;
+use super::call::{call_backend, call_streamed, target_of};
 use super::store;
 use super::stream::stop_run;
 use super::tasks;
@@ -182,7 +182,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         );
         return rpc(403, &e.to_response(&echo_id), cors.as_deref());
     }
-    let accepts_sse = accept.is_some_and(|a| a.to_ascii_lowercase().contains("text/event-stream"));
+    let accepts_sse = accepts_sse(accept.as_deref());
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
     let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
     let upstreams =
@@ -210,7 +210,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                 rpc_text(200, text, cors.as_deref())
             }
             // A client that takes SSE gets the backend's progress as it happens.
-            Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| streams(a, true)) => {
+            Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
                 record_end_user(ctx, env, def, &plan);
                 match call_streamed(*plan, def, env, ctx, incoming) {
                     Ok(call) => {
@@ -374,15 +374,6 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
     Ok(server::task_response(req, view.as_ref(), was_terminal, VERSION))
 }
 
-/// Whether a message (or batch) lists or calls tools, which needs the upstream tool lists.
-fn mentions_tools(body: &Value) -> bool {
-    let is = |m: &Value| matches!(m["method"].as_str(), Some("tools/list" | "tools/call"));
-    match body {
-        Value::Array(items) => items.iter().any(is),
-        m => is(m),
-    }
-}
-
 /// The tool lists of a server's upstream MCP apps (KV, else fetched); an upstream that cannot
 /// be reached contributes no tools, and the reason is logged.
 async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
@@ -436,13 +427,6 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
 
 fn header(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()
-}
-
-fn accepts_json(accept: &str) -> bool {
-    accept.split(',').any(|part| {
-        let t = part.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
-        matches!(t.as_str(), "application/json" | "text/event-stream" | "*/*" | "application/*" | "")
-    })
 }
 
 fn allowed_origins(env: &Env) -> String {

@@ -1,0 +1,80 @@
+//! The Streamable HTTP transport's header rules as the MCP endpoint applies them (the shell
+//! reads the headers; these decide): which content types and Accept values pass, whether the
+//! client takes SSE, and whether a body needs the upstream MCP apps' tool lists.
+
+use serde_json::Value;
+
+use super::methods;
+
+/// `Content-Type: application/json`, any case, parameters allowed.
+pub fn is_json_content_type(ct: &str) -> bool {
+    ct.split(';').next().is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// Whether an `Accept` header admits a JSON or SSE answer.
+pub fn accepts_json(accept: &str) -> bool {
+    accept.split(',').any(|part| {
+        let t = part.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        matches!(t.as_str(), "application/json" | "text/event-stream" | "*/*" | "application/*" | "")
+    })
+}
+
+/// Whether the client takes an SSE answer (progress can then flow while a call runs).
+pub fn accepts_sse(accept: Option<&str>) -> bool {
+    accept.is_some_and(|a| a.to_ascii_lowercase().contains("text/event-stream"))
+}
+
+/// Whether a message (or batch) lists or calls tools, which needs the upstream tool lists.
+pub fn mentions_tools(body: &Value) -> bool {
+    let is = |m: &Value| matches!(m["method"].as_str(), Some(methods::TOOLS_LIST | methods::TOOLS_CALL));
+    match body {
+        Value::Array(items) => items.iter().any(is),
+        m => is(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn content_types() {
+        for ok in ["application/json", "Application/JSON; charset=utf-8", " application/json ;x=y"] {
+            assert!(is_json_content_type(ok), "{ok}");
+        }
+        for bad in ["", "text/plain", "application/json-seq", "application/jsonx; charset=utf-8", "multipart/form-data"]
+        {
+            assert!(!is_json_content_type(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn accept_values() {
+        for ok in [
+            "application/json",
+            "text/event-stream",
+            "application/json, text/event-stream",
+            "*/*",
+            "application/*;q=0.5",
+            "text/html, */*",
+        ] {
+            assert!(accepts_json(ok), "{ok}");
+        }
+        for bad in ["text/html", "image/png, text/plain", "application/xml"] {
+            assert!(!accepts_json(bad), "{bad}");
+        }
+        assert!(accepts_sse(Some("application/json, Text/Event-Stream")));
+        assert!(!accepts_sse(Some("application/json")));
+        assert!(!accepts_sse(None));
+    }
+
+    #[test]
+    fn which_bodies_need_tool_lists() {
+        assert!(mentions_tools(&json!({"method": "tools/list"})));
+        assert!(mentions_tools(&json!([{"method": "ping"}, {"method": "tools/call"}])));
+        assert!(!mentions_tools(&json!({"method": "initialize"})));
+        assert!(!mentions_tools(&json!([{"method": "ping"}])));
+        assert!(!mentions_tools(&json!("tools/list")));
+    }
+}
