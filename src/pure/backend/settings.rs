@@ -119,3 +119,21 @@ pub fn unknown_keys(obj: &Map<String, Value>, mode: Mode, known: &[&str], errs: 
         );
     }
 }
+
+/// Checks the URL setting `key` every kind has one of (required, http or https, the guard's
+/// rules); the URL when it passes.
+pub fn required_url<'a>(obj: &'a Map<String, Value>, key: &str, errs: &mut Errors) -> Option<&'a str> {
+    match obj.get(key) {
+        Some(Value::String(u)) => match crate::pure::url::check_backend_url(u) {
+            Ok(()) => Some(u),
+            Err(why) => {
+                errs.add(format!("backend.{key}"), why);
+                None
+            }
+        },
+        _ => {
+            errs.add(format!("backend.{key}"), "is required and must be an http or https URL");
+            None
+        }
+    }
+}

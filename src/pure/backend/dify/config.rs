@@ -3,10 +3,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::pure::backend::settings::{unknown_keys, Limits, TaskSettings};
+use crate::pure::backend::settings::{required_url, unknown_keys, Limits, TaskSettings};
 use crate::pure::error::Errors;
 use crate::pure::mode::Mode;
-use crate::pure::url::check_backend_url;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DifyConfig {
@@ -26,15 +25,8 @@ const KEYS: [&str; 2] = [URL_KEY, "api_key"];
 /// Checks a Dify app's settings in place (the base URL loses its trailing slash).
 pub fn validate(mode: Mode, obj: &mut Map<String, Value>, errs: &mut Errors) {
     let known: Vec<&str> = KEYS.iter().chain(&Limits::KEYS).chain(&TaskSettings::KEYS).copied().collect();
-    match obj.get(URL_KEY) {
-        Some(Value::String(u)) => match check_backend_url(u) {
-            Err(why) => errs.add("backend.base_url", why),
-            Ok(()) => {
-                let trimmed = u.trim_end_matches('/').to_string();
-                obj.insert(URL_KEY.into(), trimmed.into());
-            }
-        },
-        _ => errs.add("backend.base_url", "is required and must be an http or https URL"),
+    if let Some(trimmed) = required_url(obj, URL_KEY, errs).map(|u| u.trim_end_matches('/').to_string()) {
+        obj.insert(URL_KEY.into(), trimmed.into());
     }
     unknown_keys(obj, mode, &known, errs);
     Limits::validate(obj, errs);

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::pure::backend::settings::{unknown_keys, Limits, TaskSettings};
+use crate::pure::backend::settings::{required_url, unknown_keys, Limits, TaskSettings};
 use crate::pure::error::Errors;
 use crate::pure::mode::Mode;
 use crate::pure::url::check_backend_url;
@@ -54,14 +54,7 @@ const KEYS: [&str; 6] = ["api_endpoint", "api_key", "stream", "manifest", "form_
 /// Checks an HTTP tool's settings (the manifest is checked where the form is derived from it).
 pub fn validate(obj: &mut Map<String, Value>, errs: &mut Errors) {
     let known: Vec<&str> = KEYS.iter().chain(&Limits::KEYS).chain(&TaskSettings::KEYS).copied().collect();
-    match obj.get("api_endpoint") {
-        Some(Value::String(u)) => {
-            if let Err(why) = check_backend_url(u) {
-                errs.add("backend.api_endpoint", why);
-            }
-        }
-        _ => errs.add("backend.api_endpoint", "is required and must be an http or https URL"),
-    }
+    required_url(obj, "api_endpoint", errs);
     unknown_keys(obj, Mode::HttpTool, &known, errs);
     Limits::validate(obj, errs);
     if obj.get("stream").is_some_and(|v| !v.is_boolean()) {

@@ -11,7 +11,7 @@ use super::headers::{check_forward_headers, header_value_problem, is_header_name
 use super::oauth::OAuthConfig;
 use super::transport::TransportChoice;
 use crate::pure::backend::credentials::{is_secret_ref, MASK};
-use crate::pure::backend::settings::{unknown_keys, TaskSettings, MAX_TIMEOUT_SECONDS};
+use crate::pure::backend::settings::{required_url, unknown_keys, TaskSettings, MAX_TIMEOUT_SECONDS};
 use crate::pure::error::Errors;
 use crate::pure::mode::Mode;
 use crate::pure::quote::{plain_or_quoted, quote_input};
@@ -158,14 +158,7 @@ const KEYS: [&str; 16] = [
 
 /// Checks an upstream MCP server's settings.
 pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
-    match obj.get("url") {
-        Some(Value::String(u)) => {
-            if let Err(why) = check_backend_url(u) {
-                errs.add("backend.url", why);
-            }
-        }
-        _ => errs.add("backend.url", "is required and must be an http or https URL"),
-    }
+    required_url(obj, "url", errs);
     unknown_keys(obj, Mode::Mcp, &KEYS, errs);
     TaskSettings::validate(obj, errs);
     if let Err(e) = TransportChoice::parse(obj.get("transport").and_then(Value::as_str)) {
