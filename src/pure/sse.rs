@@ -92,7 +92,7 @@ impl SseParser {
                 chunk = &chunk[1..];
             }
         }
-        while let Some(end) = chunk.iter().position(|&b| b == b'\n' || b == b'\r') {
+        while let Some(end) = memchr::memchr2(b'\n', b'\r', chunk) {
             self.check(self.line.len() + end)?;
             if self.line.is_empty() {
                 // The whole line is in this chunk: parse it in place, without copying.
@@ -197,7 +197,7 @@ impl EventBuf {
         if line[0] == b':' {
             return Ok(());
         }
-        let (name, value) = match line.iter().position(|&b| b == b':') {
+        let (name, value) = match memchr::memchr(b':', line) {
             Some(colon) => {
                 let value = &line[colon + 1..];
                 (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
@@ -241,9 +241,10 @@ impl EventBuf {
         if !self.data.is_empty() {
             self.data.pop(); // the '\n' the last data line appended
             out.push(SseEvent {
-                // Copies, so our buffers keep their capacity for the next event.
+                // The data moves out (no copy; the next event's data is as likely to be as
+                // long); the type is short or empty, and copying keeps its buffer.
                 event: self.event_type.clone(),
-                data: self.data.clone(),
+                data: std::mem::take(&mut self.data),
                 id: self.has_id.then(|| self.id.clone()),
                 retry: self.retry,
             });

@@ -19,8 +19,8 @@ use crate::pure::backend::stream_reader::StreamReader;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::server::{self, CallPlan, Progress};
 use crate::pure::mode::Mode;
-use crate::pure::outcome::Outcome;
-use crate::pure::sse::{write_comment, write_event, SseParser};
+use crate::pure::outcome::{Outcome, Signal};
+use crate::pure::sse::{write_comment, write_event, SseEvent, SseParser};
 
 /// Longest silence toward the client: a comment goes out after it, which keeps intermediaries
 /// from closing the stream and lets the runtime notice a client that went away (a disconnect
@@ -74,6 +74,8 @@ pub struct CallStream {
     target: Target,
     phase: Phase,
     parser: SseParser,
+    events: Vec<SseEvent>,
+    signals: Vec<Signal>,
     interp: StreamReader,
     progress: Progress,
     deadline_ms: u64,
@@ -121,6 +123,8 @@ impl CallStream {
             target,
             phase: Phase::Start,
             parser: SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES),
+            events: Vec::new(),
+            signals: Vec::new(),
             progress: Progress::default(),
             final_response: None,
             cancel: CancelGuard { tx: None, task_id: None, upstream_abort: None },
@@ -411,30 +415,35 @@ impl CallStream {
     }
 
     fn take_chunk(&mut self, chunk: &[u8], out: &mut String) -> Result<(), String> {
-        let mut events = Vec::new();
-        self.parser
-            .feed(chunk, &mut events)
-            .map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.target.app_name))?;
-        for ev in events {
+        // Reused across chunks: a long stream allocates its event and signal lists once.
+        let mut events = std::mem::take(&mut self.events);
+        let fed = self.parser.feed(chunk, &mut events);
+        if let Err(e) = fed {
+            return Err(format!("the app '{}' sent a bad stream: {e}", self.target.app_name));
+        }
+        for ev in events.drain(..) {
             self.take_event(&ev.data, out);
             if self.interp.is_done() {
                 break;
             }
         }
+        events.clear();
+        self.events = events;
         Ok(())
     }
 
     fn take_event(&mut self, data: &str, out: &mut String) {
-        let mut signals = Vec::new();
+        let mut signals = std::mem::take(&mut self.signals);
         self.interp.on_event(data, &mut signals);
         if self.cancel.task_id.is_none() {
             self.cancel.task_id = self.interp.task_id().map(str::to_string);
         }
-        for s in signals {
+        for s in signals.drain(..) {
             if let Some(n) = server::notification(&self.plan, s, &mut self.progress) {
                 write_event(out, None, None, &n.to_string());
             }
         }
+        self.signals = signals;
     }
 
     /// Ends the call normally: the backend finished, so there is nothing to stop.
