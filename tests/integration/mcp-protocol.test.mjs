@@ -193,6 +193,30 @@ describe('transport', () => {
     }
     assert.equal(rows.length, 1);
   });
+
+  test('an end user is written once per server, user and hour, not on every call', async () => {
+    const as = (ua, id) => rpc(chatUrl, call('Chatty', { query: 'hi', text: 't' }, id), { ...V('2025-06-18'), 'user-agent': ua });
+    const rowsOf = (ua) => fg.d1(`SELECT last_seen_at FROM end_users WHERE name = '${ua}'`);
+    const waitForRow = async (ua) => {
+      for (let i = 0; i < 40; i++) {
+        const rows = await rowsOf(ua);
+        if (rows.length === 1) return rows;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      throw new Error(`no end_users row for ${ua}`);
+    };
+    await as('once-an-hour/1.0', 1);
+    await waitForRow('once-an-hour/1.0');
+    // Mark the row, then call again: a write on this call would overwrite the mark.
+    await fg.d1("UPDATE end_users SET last_seen_at = 7 WHERE name = 'once-an-hour/1.0'");
+    const again = await as('once-an-hour/1.0', 2);
+    assert.equal(again.status, 200, again.text);
+    // A new user's row is written off the response path of a later call: once it is there,
+    // a write from the earlier call would have landed too.
+    await as('once-an-hour-control/1.0', 3);
+    await waitForRow('once-an-hour-control/1.0');
+    assert.deepEqual(await rowsOf('once-an-hour/1.0'), [{ last_seen_at: 7 }]);
+  });
 });
 
 describe('backend failures are tool errors with the backend message', () => {
