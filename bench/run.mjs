@@ -7,9 +7,16 @@
 // Reports, never asserts: a missed target is a "no" in the table, not a failure. It exits
 // non-zero only when something could not be measured at all.
 //
+// Also measured: the CPU time the Worker's workerd process spends per request (a fixed number of
+// requests, CPU from /proc/<pid>/stat), and the pure core on the host (`cargo bench --bench
+// core`, benches/core.rs), whose table is appended to the same results file.
+//
 // Knobs (environment): BENCH_DURATION (s per wrk run, 10), BENCH_WARMUP (s, 2),
 // BENCH_CONCURRENCY (16), BENCH_COLD_RUNS (3), BENCH_STREAM_MB (50), BENCH_NO_RATELIMIT (1: drop
-// Flowgate's rate-limit binding instead of raising its limit).
+// Flowgate's rate-limit binding instead of raising its limit), BENCH_CPU_REQUESTS (requests per
+// Worker CPU measurement, 2000; more rounds of it until the process took ≥ 200 ticks),
+// BENCH_CPU_CONCURRENCY (BENCH_CONCURRENCY), BENCH_CPU_WARMUP (requests, 200), BENCH_CORE (0: skip
+// the host benchmark of the pure core), BENCH_CORE_SECONDS (s per core measurement, 0.5).
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -20,6 +27,7 @@ import { repoRoot, runWrangler } from '../tests/support/harness.mjs';
 import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
 import { parseSse, publish, registerApp } from '../tests/support/flowgate-setup.mjs';
 import { cpuMeter } from './lib/cpu.mjs';
+import { workerCpu } from './lib/workercpu.mjs';
 import { applyMigrations, getOk, initializeOk, peerConfig, rssBytes, snapshotFlowgate, startWorker } from './lib/workers.mjs';
 
 const num = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
@@ -28,6 +36,14 @@ const WARMUP_S = num('BENCH_WARMUP', 2);
 const CONCURRENCY = num('BENCH_CONCURRENCY', 16);
 const COLD_RUNS = num('BENCH_COLD_RUNS', 3);
 const STREAM_MB = num('BENCH_STREAM_MB', 50);
+const CPU_REQUESTS = num('BENCH_CPU_REQUESTS', 2000);
+const CPU_CONCURRENCY = num('BENCH_CPU_CONCURRENCY', CONCURRENCY);
+const CPU_WARMUP = num('BENCH_CPU_WARMUP', 200);
+// CLK_TCK is 100: a measurement needs a few hundred ticks for a ±1 % reading. Rounds of
+// CPU_REQUESTS go on until the measured process took CPU_MIN_TICKS, at most CPU_MAX_ROUNDS.
+const CPU_MIN_TICKS = 200;
+const CPU_MAX_ROUNDS = 5;
+const CORE = process.env.BENCH_CORE !== '0';
 const MEMORY_WARMUP_STREAMS = 3; // long streams per target before the baseline (V8's heap settles after a few)
 const MEMORY_STREAMS = 3; // measured long streams per target
 // A measurement during which other processes took more than this share of the CPU is retried
@@ -206,6 +222,40 @@ async function post(url, body, headers) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// the pure core on the host (benches/core.rs)
+
+const cargoBin = () => {
+  if (process.env.CARGO) return process.env.CARGO;
+  const home = path.join(os.homedir(), '.cargo', 'bin', 'cargo');
+  return fs.existsSync(home) ? home : 'cargo';
+};
+
+/** `cargo bench --bench core` with `args`; returns its stdout, or throws with its stderr's tail. */
+function cargoBench(args) {
+  try {
+    return execFileSync(cargoBin(), ['bench', '--bench', 'core', ...args], { cwd: repoRoot, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 64 << 20 });
+  } catch (e) {
+    throw new Error(`cargo bench --bench core ${args.join(' ')} failed: ${String(e.stderr ?? e.message).trim().split('\n').slice(-15).join('\n')}`);
+  }
+}
+
+/** Runs the core benchmark (built beforehand): {table: [lines], notes: [lines], raw} or {error}. */
+function runCore() {
+  try {
+    const out = cargoBench([]);
+    const lines = out.split('\n');
+    const json = lines.find((l) => l.startsWith('BENCH_JSON '));
+    return {
+      table: lines.filter((l) => l.startsWith('|')),
+      notes: lines.filter((l) => l.trim() && !l.startsWith('|') && !l.startsWith('BENCH_JSON ')),
+      raw: json ? JSON.parse(json.slice('BENCH_JSON '.length)) : null,
+    };
+  } catch (e) {
+    return { error: e.message };
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // the requests
 
 const ACCEPT_BOTH = 'application/json, text/event-stream';
@@ -367,6 +417,19 @@ async function main() {
   const results = { machine: mach, git, settings: { DURATION_S, WARMUP_S, CONCURRENCY, WRK_THREADS, COLD_RUNS, STREAM_MB, PROGRESS_EVENTS, NO_RATELIMIT, wrk: wrkVersion() } };
   let dify;
   const running = [];
+  // 0. The host benchmark of the pure core is built now (compiling would disturb the Worker
+  // measurements) and run at the end, when no Worker runs.
+  let coreBuilt = null;
+  if (CORE) {
+    log('building the pure-core benchmark (cargo bench --bench core --no-run)');
+    try {
+      cargoBench(['--no-run']);
+      coreBuilt = true;
+    } catch (e) {
+      coreBuilt = e.message;
+      log(e.message);
+    }
+  }
   try {
     // 1. Bundles.
     log('bundle sizes (wrangler deploy --dry-run)');
@@ -462,12 +525,39 @@ async function main() {
       load['direct c1'] = await run('direct POST /v1/workflows/run (c=1)', directUrl, direct, 1);
       for (const name of ['flowgate', 'peer']) {
         load[`${name} healthz c1`] = await run(`${name} GET /healthz (c=1)`, `${targets[name].url}/healthz`, health, 1);
+        load[`${name} tools/list c1`] = await run(`${name} tools/list (c=1)`, targets[name].mcpUrl, mcpRequests(name)['tools/list'], 1);
         load[`${name} tools/call c1`] = await run(`${name} tools/call (c=1)`, targets[name].mcpUrl, mcpRequests(name)['tools/call'], 1);
       }
     } finally {
       clearInterval(trim);
     }
     results.load = load;
+
+    // 5b. Worker CPU per request: a fixed number of requests per kind, Flowgate and the peer
+    // alternating; CPU of the workerd process that runs each Worker.
+    const trimCpu = setInterval(() => {
+      dify.requests.length = 0;
+      dify.runs.clear();
+    }, 1000);
+    results.workerCpu = { flowgate: {}, peer: {} };
+    try {
+      const kinds = { healthz: null, 'tools/list': 'tools/list', 'tools/call': 'tools/call' };
+      for (const [kind, method] of Object.entries(kinds)) {
+        for (const name of ['flowgate', 'peer']) {
+          const t = targets[name];
+          const [url, req] = method ? [t.mcpUrl, mcpRequests(name)[method]] : [`${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }];
+          const c = await workerCpu(t, url, req, { requests: CPU_REQUESTS, connections: CPU_CONCURRENCY, warmup: CPU_WARMUP, minTicks: CPU_MIN_TICKS, maxRounds: CPU_MAX_ROUNDS, groups, beforeMeasuring: () => waitQuiet(groups) });
+          results.workerCpu[name][kind] = c;
+          log(
+            `${`${name} Worker CPU ${kind} (c=${c.connections})`.padEnd(44)} ${c.us.measured.toFixed(0).padStart(6)} µs/request over ${c.requests} requests (${c.ticks.measured} ticks, ` +
+              `${c.identified ? `the Worker's workerd; proxy ${c.us.proxy.toFixed(0)} µs` : 'all workerd processes summed'})` +
+              `${c.bad ? `  BAD ${c.bad} ${c.firstBad}` : ''}`,
+          );
+        }
+      }
+    } finally {
+      clearInterval(trimCpu);
+    }
 
     // 6. Cold starts: spawn wrangler dev → first successful MCP initialize, alternating.
     for (const t of running.splice(0)) await t.stop();
@@ -491,6 +581,16 @@ async function main() {
     snap.remove();
     fs.rmSync(persistDir, { recursive: true, force: true });
     fs.rmSync(specDir, { recursive: true, force: true });
+  }
+
+  if (CORE) {
+    if (coreBuilt === true) {
+      log('running the pure-core benchmark (cargo bench --bench core)');
+      results.core = runCore();
+    } else {
+      results.core = { error: coreBuilt };
+    }
+    if (results.core.error) log(results.core.error);
   }
 
   const md = report(results);
@@ -535,6 +635,7 @@ function report(r) {
   const L = r.load;
   const x = (v) => `${v.toFixed(2)}×`;
   const ms = (v) => `${v.toFixed(2)} ms`;
+  const signed = (v) => (v < 0 ? `−${ms(-v)}` : `+${ms(v)}`);
   const rps = (v) => `${v.toFixed(0)} req/s`;
   const flag = (ok) => (ok ? 'yes' : '**no**');
   const bad = (w) => (w.bad || w.errors_total ? ` ⚠ ${w.bad + w.errors_total} bad/errors` : '');
@@ -546,16 +647,31 @@ function report(r) {
     const f = L[`flowgate ${m} c${C}`];
     const p = L[`peer ${m} c${C}`];
     const ratio = f.rps / p.rps;
-    const targeted = m === 'tools/list' || m === 'tools/call';
-    row(`${label}: throughput (c=${C})`, x(ratio), rps(f.rps) + bad(f), rps(p.rps) + bad(p), targeted ? '≥ 2×' : '', targeted ? flag(ratio >= 2) : '');
+    const targeted = m === 'tools/list' || m === 'tools/call' || m === 'tools/call streaming';
+    row(`${label}: throughput (c=${C})`, x(ratio), rps(f.rps) + bad(f), rps(p.rps) + bad(p), targeted ? '≥ 1.0×' : '', targeted ? flag(ratio >= 1) : '');
     if (m === 'healthz') continue;
     row(`${label}: p50 latency (c=${C})`, x(f.p50_ms / p.p50_ms), ms(f.p50_ms), ms(p.p50_ms));
     row(`${label}: p99 latency (c=${C})`, x(f.p99_ms / p.p99_ms), ms(f.p99_ms), ms(p.p99_ms));
+  }
+  // Each Worker against its own floor: the same runtime path with no MCP work.
+  for (const m of ['tools/list', 'tools/call']) {
+    const name = m === 'tools/call' ? 'tools/call (blocking, JSON)' : m;
+    const frac = (t) => L[`${t} ${m} c${C}`].rps / L[`${t} healthz c${C}`].rps;
+    const [ff, fp] = [frac('flowgate'), frac('peer')];
+    const cell = (t, v) => `${x(v)} (${L[`${t} ${m} c${C}`].rps.toFixed(0)} / ${rps(L[`${t} healthz c${C}`].rps)})`;
+    row(`${name}: throughput as a fraction of the same Worker's GET /healthz (c=${C})`, x(ff / fp), cell('flowgate', ff), cell('peer', fp), '≥ 0.9× of its /healthz', flag(ff >= 0.9));
   }
   {
     const f = L['flowgate healthz c1'];
     const p = L['peer healthz c1'];
     row('GET /healthz: p50 latency (c=1; the local runtime\'s floor per request)', x(f.p50_ms / p.p50_ms), ms(f.p50_ms), ms(p.p50_ms));
+  }
+  for (const m of ['tools/list', 'tools/call']) {
+    const name = m === 'tools/call' ? 'tools/call (blocking, JSON)' : m;
+    const added = (t) => L[`${t} ${m} c1`].p50_ms - L[`${t} healthz c1`].p50_ms;
+    const [af, ap] = [added('flowgate'), added('peer')];
+    const c1 = (t) => `${signed(added(t))} (${ms(L[`${t} ${m} c1`].p50_ms)})${bad(L[`${t} ${m} c1`])}`;
+    row(`${name}: p50 added over the same Worker's GET /healthz (c=1)`, ap > 0 ? x(af / ap) : 'n/a', c1('flowgate'), c1('peer'), '≤ 1.0×', flag(af <= ap));
   }
   for (const c of [1, C]) {
     const d = L[`direct c${c}`];
@@ -568,13 +684,32 @@ function report(r) {
       x(addF / addP),
       `+${ms(addF)}`,
       `+${ms(addP)}`,
-      '≤ 1 ms',
-      flag(addF <= 1),
+      c === 1 ? '≤ 1.0×' : '≤ 1 ms',
+      c === 1 ? flag(addF <= addP) : flag(addF <= 1),
     );
+  }
+  const WC = r.workerCpu;
+  if (WC) {
+    const us = (v) => `${v.toFixed(0)} µs`;
+    const cpuBad = (w) => (w.bad ? ` ⚠ ${w.bad} bad` : '');
+    const cell = (w) => `${us(w.us.measured)} (${w.requests} req, ${w.ticks.measured} ticks)${cpuBad(w)}`;
+    const kinds = { healthz: 'GET /healthz', 'tools/list': 'tools/list', 'tools/call': 'tools/call (blocking, JSON)' };
+    const cc = WC.flowgate.healthz.connections;
+    for (const [k, label] of Object.entries(kinds)) {
+      const [f, p] = [WC.flowgate[k], WC.peer[k]];
+      const ratio = f.us.measured / p.us.measured;
+      const targeted = k !== 'healthz';
+      row(`Worker CPU per request: ${label} (c=${cc})`, x(ratio), cell(f), cell(p), targeted ? '≤ 0.5×' : '', targeted ? flag(ratio <= 0.5) : '');
+    }
+    for (const k of ['tools/list', 'tools/call']) {
+      const work = (t) => WC[t][k].us.measured - WC[t].healthz.us.measured;
+      const [wf, wp] = [work('flowgate'), work('peer')];
+      row(`MCP work per request: Worker CPU per ${kinds[k]} minus per GET /healthz`, wf > 0 && wp > 0 ? x(wf / wp) : 'n/a', us(wf), us(wp));
+    }
   }
   const b = r.bundle;
   row('bundle: total upload (wrangler deploy --dry-run)', x(b.flowgate.totalKiB / b.peer.totalKiB), `${b.flowgate.totalKiB.toFixed(1)} KiB`, `${b.peer.totalKiB.toFixed(1)} KiB`);
-  row('bundle: gzip', x(b.flowgate.gzipKiB / b.peer.gzipKiB), `${b.flowgate.gzipKiB.toFixed(1)} KiB`, `${b.peer.gzipKiB.toFixed(1)} KiB`, '≤ 500 KiB', flag(b.flowgate.gzipKiB <= 500));
+  row('bundle: gzip', x(b.flowgate.gzipKiB / b.peer.gzipKiB), `${b.flowgate.gzipKiB.toFixed(1)} KiB`, `${b.peer.gzipKiB.toFixed(1)} KiB`, '≤ 400 KiB', flag(b.flowgate.gzipKiB <= 400));
   const cf = median(r.cold.flowgate);
   const cp = median(r.cold.peer);
   row(`cold start: wrangler dev spawn → first MCP initialize 200 (median of ${r.cold.flowgate.length})`, x(cf / cp), `${cf.toFixed(0)} ms`, `${cp.toFixed(0)} ms`);
@@ -599,12 +734,34 @@ function report(r) {
     'Ratios are Flowgate / peer: above 1× is better for throughput, below 1× is better for latency, size, start-up and memory.',
     `Streamed calls: the backend's workflow has ${r.settings.PROGRESS_EVENTS} nodes; each answer carries ${r.equivalence.flowgate['tools/call streaming'].progress} progress and ${r.equivalence.flowgate['tools/call streaming'].logs} log notifications (peer: ${r.equivalence.peer['tools/call streaming'].progress} and ${r.equivalence.peer['tools/call streaming'].logs}), read to the end. Memory: the backend streams ${(mf.backendBytes / 2 ** 20).toFixed(0)} MiB of text_chunk events per call (fixture \`repeat\`/\`chunkBytes\`), which neither Worker forwards: the client read ${(mf.clientBytes / 1024).toFixed(0)} KiB per call from Flowgate (${mf.seconds.toFixed(1)} s) and ${(mp.clientBytes / 1024).toFixed(0)} KiB from the peer (${mp.seconds.toFixed(1)} s); RSS is the sum of VmRSS of the workerd processes of that \`wrangler dev\` (the proxy and the Worker's), sampled every 20 ms; baseline is the idle median after ${MEMORY_WARMUP_STREAMS} warm-up streams, which took Flowgate from ${mib(mf.fresh)} MiB (idle, before any stream) to ${mib(mf.baseline)} and the peer from ${mib(mp.fresh)} to ${mib(mp.baseline)}.`,
     cpuNote(L),
+    ...(WC ? [workerCpuNote(WC)] : []),
     r.settings.NO_RATELIMIT
       ? "Flowgate ran without its rate-limit binding (BENCH_NO_RATELIMIT=1)."
       : "Flowgate ran with wrangler.toml's rate-limit binding (miniflare's local simulation), its limit raised so that it never refuses: every MCP request still pays for the check.",
     `Cold starts (ms): Flowgate ${r.cold.flowgate.map((v) => v.toFixed(0)).join(', ')}; peer ${r.cold.peer.map((v) => v.toFixed(0)).join(', ')}.`,
   ];
-  return [...lines, ...notes].join('\n');
+  const core = [];
+  if (r.core?.table?.length) core.push('', ...r.core.table, '', ...r.core.notes);
+  else if (r.core?.error) core.push('', `Pure core on the host (cargo bench --bench core): not measured: ${r.core.error.split('\n')[0]}`);
+  return [...lines, ...notes, ...core].join('\n');
+}
+
+/** How the Worker CPU rows were measured, and what the proxy took. */
+function workerCpuNote(WC) {
+  const all = ['flowgate', 'peer'].flatMap((t) => Object.values(WC[t]));
+  const identified = all.every((w) => w.identified);
+  const w = WC.flowgate.healthz;
+  const proxy = (t) => ['healthz', 'tools/list', 'tools/call'].map((k) => WC[t][k].us.proxy.toFixed(0)).join(' / ');
+  const foreign = Math.max(...all.map((c) => c.foreign));
+  return (
+    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests (rounds of ${CPU_REQUESTS} until ≥ ${CPU_MIN_TICKS} ticks) at ${w.connections} concurrent, after ${w.warmup} warm-up requests, sent from Node's fetch with every answer checked; ` +
+    (identified
+      ? "of the workerd process that runs the Worker (told from wrangler's proxy by its command line: the proxy is the one listening on the dev port). "
+      : 'the sum of all workerd processes of each `wrangler dev` (the Worker\'s and wrangler\'s proxy could not be told apart). ') +
+    "That process also runs miniflare's local simulators of KV, D1 and the rate limiter, so Flowgate's binding calls (a KV read and a rate-limit check per MCP request, a D1 write per tools/call) are counted in its numbers; the peer uses no bindings. " +
+    (identified ? `Wrangler's proxy (not counted) took ${proxy('flowgate')} µs per request (/healthz / tools/list / tools/call) in front of Flowgate and ${proxy('peer')} µs in front of the peer. ` : '') +
+    `Other processes took at most ${(foreign * 100).toFixed(0)}% of the machine's CPU during these runs.`
+  );
 }
 
 main().catch((err) => {

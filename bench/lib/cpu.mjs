@@ -8,9 +8,12 @@
 // `busy` is from /proc/stat (every process, short-lived ones too); `ours` is this process and
 // its reaped children (wrk) plus every process in the given groups (wrangler, workerd);
 // `foreign` = busy − ours.
+//
+//   cpuTicks(pids) → total CPU time (utime + stime, all threads) of those processes so far, in
+//   ticks of 1 / TICKS_PER_S s; processes that vanished count 0.
 import fs from 'node:fs';
 
-const TICKS_PER_S = 100; // USER_HZ on Linux
+export const TICKS_PER_S = 100; // USER_HZ (CLK_TCK) on Linux
 
 function machineTicks() {
   const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
@@ -29,6 +32,12 @@ function procTicks(pid, withChildren = false) {
   } catch {
     return null;
   }
+}
+
+export function cpuTicks(pids) {
+  let total = 0;
+  for (const pid of pids) total += procTicks(pid)?.t ?? 0;
+  return total;
 }
 
 function groupTicks(pgids) {

@@ -68,6 +68,30 @@ export function workerdPids(pgid) {
   return pids;
 }
 
+/**
+ * The workerd processes of one `wrangler dev` by role. wrangler dev runs two: its proxy, which
+ * listens on the dev port (miniflare entry socket `127.0.0.1:<port>`) and forwards every request,
+ * and the one that runs the Worker itself (entry socket on a random port, with the inspector;
+ * miniflare's local KV, D1, rate-limit and Durable Object simulators run in it too). `unknown`:
+ * workerd processes that neither rule places (a wrangler whose command lines differ).
+ */
+export function workerdRoles(pgid, port) {
+  const roles = { worker: [], proxy: [], unknown: [] };
+  const proxyAddr = new RegExp(`--socket-addr=entry=127\\.0\\.0\\.1:${port}(\\s|$)`);
+  for (const pid of workerdPids(pgid)) {
+    let cmd;
+    try {
+      cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
+    } catch {
+      continue; // gone
+    }
+    if (proxyAddr.test(cmd)) roles.proxy.push(pid);
+    else if (/--inspector-addr=/.test(cmd)) roles.worker.push(pid);
+    else roles.unknown.push(pid);
+  }
+  return roles;
+}
+
 /** Sum of VmRSS (bytes) over pids; processes that vanished count 0. */
 export function rssBytes(pids) {
   let total = 0;
@@ -141,6 +165,7 @@ async function startWorkerOnce({ config, persistDir, vars = {}, probe, pollMs = 
     log: () => proc.log(),
     stop: () => proc.stop(),
     workerdPids: () => workerdPids(proc.pid),
+    workerdRoles: () => workerdRoles(proc.pid, port),
     async fetchJson(p, { method, body, token, headers = {} } = {}) {
       const h = new Headers(headers);
       if (token) h.set('Authorization', `Bearer ${token}`);

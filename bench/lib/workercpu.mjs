@@ -1,0 +1,86 @@
+// Worker CPU per request: the CPU time (utime + stime, /proc/<pid>/stat) that the workerd process
+// running a Worker spends on a fixed number of requests.
+//
+//   const c = await workerCpu(target, url, req, { requests: 2000, connections: 16, ... });
+//   c.us.measured → CPU µs per request of the Worker's workerd (or of all of them, !c.identified)
+//
+// `target` is what startWorker (workers.mjs) returns; `req` is {method, headers, body, expect}
+// as for the wrk spec files of run.mjs.
+import { cpuMeter, cpuTicks, TICKS_PER_S } from './cpu.mjs';
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Sends `count` copies of a request from `connections` concurrent loops (Node's fetch,
+ * keep-alive) and checks every answer as bench/wrk/request.lua does (status 200, every expected
+ * text in the body): {requests, bad, firstBad}.
+ */
+export async function sendFixed(url, req, count, connections) {
+  const method = req.method ?? 'POST';
+  const body = method === 'GET' ? undefined : typeof req.body === 'string' ? req.body : JSON.stringify(req.body);
+  const expect = req.expect ?? [];
+  let sent = 0;
+  let bad = 0;
+  let firstBad = '';
+  const loop = async () => {
+    while (sent < count) {
+      sent += 1;
+      try {
+        const res = await fetch(url, { method, headers: req.headers, body, signal: AbortSignal.timeout(60_000) });
+        const text = await res.text();
+        if (res.status !== 200 || !expect.every((e) => text.includes(e))) {
+          bad += 1;
+          firstBad ||= `${res.status} ${text.slice(0, 300)}`;
+        }
+      } catch (e) {
+        bad += 1;
+        firstBad ||= String(e?.message ?? e);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(connections, count)) }, loop));
+  return { requests: count, bad, firstBad };
+}
+
+/**
+ * The CPU a target's workerd processes spend per request. The process that runs the Worker is
+ * measured on its own when its command line tells it from wrangler's proxy (workerdRoles);
+ * otherwise every workerd of that `wrangler dev` is summed (`identified: false`). After `warmup`
+ * requests and `beforeMeasuring()` (e.g. waiting for a quiet machine), rounds of `requests` at
+ * `connections` concurrent go on until the measured processes took `minTicks` ticks (at most
+ * `maxRounds` rounds). `groups()` names the bench's own process groups, for the share of the
+ * machine other processes took meanwhile (`foreign`).
+ *
+ * Returns {requests, connections, warmup, bad, firstBad, seconds, identified, roles,
+ * ticks: {worker, proxy, all, measured}, us: {same, per request}, foreign}.
+ */
+export async function workerCpu(target, url, req, opts) {
+  const { requests: round = 2000, connections = 16, warmup = 200, minTicks = 200, maxRounds = 5, groups = () => [], beforeMeasuring = async () => {} } = opts;
+  const roles = target.workerdRoles();
+  const all = [...roles.worker, ...roles.proxy, ...roles.unknown];
+  if (!all.length) throw new Error(`${target.name ?? target.url}: no workerd process found in its process group`);
+  const identified = roles.worker.length === 1 && roles.proxy.length === 1 && roles.unknown.length === 0;
+  const measured = identified ? roles.worker : all;
+  if (warmup > 0) await sendFixed(url, req, warmup, connections);
+  await beforeMeasuring();
+  const sets = { worker: roles.worker, proxy: roles.proxy, all, measured };
+  const before = Object.fromEntries(Object.entries(sets).map(([k, pids]) => [k, cpuTicks(pids)]));
+  const meter = cpuMeter(groups);
+  const started = performance.now();
+  let requests = 0;
+  let bad = 0;
+  let firstBad = '';
+  do {
+    const r = await sendFixed(url, req, round, connections);
+    requests += r.requests;
+    bad += r.bad;
+    firstBad ||= r.firstBad;
+    // Work a Worker does after answering (waitUntil) belongs to the request too.
+    await sleep(300);
+  } while (cpuTicks(measured) - before.measured < minTicks && requests < round * maxRounds);
+  const seconds = (performance.now() - started) / 1000;
+  const { foreign } = meter.stop();
+  const ticks = Object.fromEntries(Object.entries(sets).map(([k, pids]) => [k, cpuTicks(pids) - before[k]]));
+  const us = Object.fromEntries(Object.entries(ticks).map(([k, t]) => [k, (t * 1e6) / TICKS_PER_S / requests]));
+  return { requests, connections, warmup, bad, firstBad, seconds, identified, roles, ticks, us, foreign };
+}
