@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use flowgate::pure::definition::{ServerDefinition, FORMAT};
-use flowgate::pure::mcp::server::{handle, RequestHeaders, Step};
-use flowgate::pure::mcp::tools::tools;
+use flowgate::pure::mcp::prepared::{response_text, Prepared};
+use flowgate::pure::mcp::server::{handle, handle_with, RequestHeaders, Step};
+use flowgate::pure::mcp::tools::{tools, Upstreams};
 use flowgate::pure::sse::{SseEvent, SseParser};
 
 // ---------------------------------------------------------------------------------------------
@@ -303,8 +304,27 @@ fn main() {
         assert_eq!(answer["result"]["tools"].as_array().map(Vec::len), Some(n), "tools/list lists every app");
         let answer_bytes = serde_json::to_vec(&answer).unwrap().len();
         let ns = ns_per_op(budget, || handle(black_box(&def), black_box(&list), &h, "0.1.0"));
-        row(&mut rows, format!("tools/list, {n} app(s): handle() ({answer_bytes} B answer)"), ns);
+        row(&mut rows, format!("tools/list, {n} app(s), built: handle() ({answer_bytes} B answer)"), ns);
         raw.insert(format!("tools_list_{n}_ns"), ns.into());
+    }
+    // The hot path as the Worker takes it: handle_with() says `ToolsList`, and the answer is
+    // the list the prepared definition serialized once, copied around the id.
+    for n in [1usize, 10, 50] {
+        let prepared = Prepared::new(server_with(n));
+        let body = serde_json::to_vec(&list).unwrap();
+        let ns = ns_per_op(budget, || {
+            let msg: Value = serde_json::from_slice(black_box(&body)).unwrap();
+            match handle_with(&prepared.def, &Upstreams::default(), &msg, &h, "0.1.0") {
+                Step::ToolsList { id, version } => response_text(&id, &prepared.tools_list(version, "0.1.0")),
+                other => panic!("a hot tools/list is a ToolsList step: {other:?}"),
+            }
+        });
+        row(
+            &mut rows,
+            format!("tools/list, {n} app(s), prepared: body bytes → answer bytes (the Worker's hot path)"),
+            ns,
+        );
+        raw.insert(format!("tools_list_prepared_{n}_ns"), ns.into());
     }
     // The same, as the Worker does it around handle(): body bytes in, answer bytes out.
     {
