@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::backend::config::Backend;
-use super::backend::dify::call::needs_streaming;
 use super::error::Errors;
 use super::form::{parse_form, FormField};
 use super::mode::Mode;
@@ -65,11 +64,7 @@ impl AppDefinition {
     /// can flow) and agent-chat always (Dify serves it only streaming); HTTP tools when
     /// configured so; upstream MCP calls whenever the client takes SSE.
     pub fn streams(&self, accepts_sse: bool) -> bool {
-        match &self.backend {
-            Backend::HttpTool(c) => c.stream,
-            Backend::Mcp(_) => accepts_sse,
-            Backend::Dify(_) => accepts_sse || needs_streaming(self.mode),
-        }
+        self.backend.kind().streams(self.mode, accepts_sse)
     }
 }
 

@@ -8,7 +8,6 @@ use serde_json::Value;
 use worker::{Context, Env, Method};
 
 use crate::pure::backend::config::Backend;
-use crate::pure::backend::settings::{Limits, DEFAULT_MAX_RESULT_BYTES};
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::outcome::Outcome;
@@ -28,36 +27,25 @@ fn app_of(def: &ServerDefinition, app_index: usize) -> Result<&AppDefinition, Ou
 /// reads each kind's settings for a call. `Err` is the outcome when it cannot be called.
 pub fn target_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<Target, Outcome> {
     let app = app_of(def, app_index)?;
-    let http = |url: &str, key: Option<&str>, limits: &Limits| -> Result<Target, Outcome> {
-        let api_key = secrets::resolve(env, key.unwrap_or_default())
-            .map_err(|e| Outcome::Failed(format!("the API key of app '{}' {e}", app.name)))?;
-        Ok(Target {
-            app_name: app.name.clone(),
-            base_url: url.to_string(),
-            api_key,
-            first_byte: limits.first_byte(),
-            idle: limits.idle(),
-            total: limits.total(),
-            max_result_bytes: limits.max_result_bytes(),
-            total_setting: Limits::TOTAL_SETTING,
-        })
+    let kind = app.backend.kind();
+    let (url, key) = kind.endpoint();
+    let api_key = match key {
+        Some(k) => {
+            secrets::resolve(env, k).map_err(|e| Outcome::Failed(format!("the API key of app '{}' {e}", app.name)))?
+        }
+        None => String::new(),
     };
-    match &app.backend {
-        Backend::Dify(c) => http(&c.base_url, Some(&c.api_key), &c.limits),
-        Backend::HttpTool(c) => http(&c.api_endpoint, c.api_key.as_deref(), &c.limits),
-        // `tool_call_timeout` bounds an upstream call (default 300 s), and it may be silent that
-        // long (upstream tools report progress only if they choose to).
-        Backend::Mcp(c) => Ok(Target {
-            app_name: app.name.clone(),
-            base_url: c.url.clone(),
-            api_key: String::new(),
-            first_byte: c.call_timeout(),
-            idle: c.call_timeout(),
-            total: c.call_timeout(),
-            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
-            total_setting: "tool_call_timeout",
-        }),
-    }
+    let limits = kind.limits();
+    Ok(Target {
+        app_name: app.name.clone(),
+        base_url: url.to_string(),
+        api_key,
+        first_byte: limits.first_byte(),
+        idle: limits.idle(),
+        total: limits.total(),
+        max_result_bytes: limits.max_result_bytes(),
+        total_setting: kind.total_setting(),
+    })
 }
 
 /// A call answered in one JSON response (the client takes only JSON, or the backend does not

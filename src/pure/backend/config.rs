@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::dify::config::DifyConfig;
 use super::http_tool::config::HttpToolConfig;
 use super::mcp::config::McpConfig;
+pub use super::settings::Kind;
 use super::settings::{Limits, TaskSettings};
 use crate::pure::mcp::tasks::TaskSupport;
 use crate::pure::mode::Mode;
@@ -36,28 +37,22 @@ impl Backend {
         })
     }
 
-    /// The limits of a call; an upstream MCP server has its own timeouts (`McpConfig`) and the
-    /// default size limit.
-    pub fn limits(&self) -> &Limits {
-        const DEFAULT: Limits = Limits {
-            timeout_seconds: None,
-            first_byte_timeout_seconds: None,
-            idle_timeout_seconds: None,
-            max_result_bytes: None,
-        };
+    /// The kind behind the settings: the one match over the kinds that everything else the
+    /// call path asks of a backend goes through.
+    pub fn kind(&self) -> &dyn Kind {
         match self {
-            Backend::Dify(c) => &c.limits,
-            Backend::HttpTool(c) => &c.limits,
-            Backend::Mcp(_) => &DEFAULT,
+            Backend::Dify(c) => c,
+            Backend::HttpTool(c) => c,
+            Backend::Mcp(c) => c,
         }
     }
 
+    pub fn limits(&self) -> Limits {
+        self.kind().limits()
+    }
+
     pub fn tasks(&self) -> &TaskSettings {
-        match self {
-            Backend::Dify(c) => &c.tasks,
-            Backend::HttpTool(c) => &c.tasks,
-            Backend::Mcp(c) => &c.tasks,
-        }
+        self.kind().tasks()
     }
 
     /// Whether the app's tools run as durable tasks (default: forbidden, as in the spec).
@@ -67,11 +62,7 @@ impl Backend {
 
     /// Every URL a call of this app may reach, by field path, for the private-network check.
     pub fn urls(&self) -> Vec<(&'static str, &str)> {
-        match self {
-            Backend::Dify(c) => vec![("backend.base_url", c.base_url.as_str())],
-            Backend::HttpTool(c) => c.urls(),
-            Backend::Mcp(c) => c.urls(),
-        }
+        self.kind().urls()
     }
 
     /// A valid backend of `mode` with made-up URLs, for tests.

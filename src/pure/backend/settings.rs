@@ -26,6 +26,23 @@ pub const MAX_RESULT_BYTES_LIMIT: u64 = 16 << 20;
 /// Bounds of the task polling settings, in seconds.
 const POLL_SECONDS: std::ops::RangeInclusive<u64> = 1..=300;
 
+/// What the shared call path asks of every backend kind (each kind's config implements it).
+pub trait Kind {
+    /// Where a call goes (the app's URL) and the credential it carries, as stored.
+    fn endpoint(&self) -> (&str, Option<&str>);
+    /// How long a call may take and how much it may answer.
+    fn limits(&self) -> Limits;
+    /// The setting a person raises when a call runs out of time.
+    fn total_setting(&self) -> &'static str {
+        Limits::TOTAL_SETTING
+    }
+    fn tasks(&self) -> &TaskSettings;
+    /// Every URL a call may reach, by field path.
+    fn urls(&self) -> Vec<(&'static str, &str)>;
+    /// Whether a call of an app of `mode` is made as a stream, for a client that takes SSE or not.
+    fn streams(&self, mode: Mode, accepts_sse: bool) -> bool;
+}
+
 /// How long a call may take and how much it may answer (Dify apps and HTTP tools).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Limits {

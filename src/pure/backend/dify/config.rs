@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::pure::backend::settings::{required_url, unknown_keys, Limits, TaskSettings};
+use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings};
 use crate::pure::error::Errors;
 use crate::pure::mode::Mode;
 
@@ -17,6 +17,30 @@ pub struct DifyConfig {
     pub limits: Limits,
     #[serde(flatten)]
     pub tasks: TaskSettings,
+}
+
+impl Kind for DifyConfig {
+    fn endpoint(&self) -> (&str, Option<&str>) {
+        (&self.base_url, Some(&self.api_key))
+    }
+
+    fn limits(&self) -> Limits {
+        self.limits.clone()
+    }
+
+    fn tasks(&self) -> &TaskSettings {
+        &self.tasks
+    }
+
+    fn urls(&self) -> Vec<(&'static str, &str)> {
+        vec![("backend.base_url", &self.base_url)]
+    }
+
+    /// For clients that take SSE (so progress can flow), and agent-chat always (Dify serves it
+    /// only streaming).
+    fn streams(&self, mode: Mode, accepts_sse: bool) -> bool {
+        accepts_sse || super::call::needs_streaming(mode)
+    }
 }
 
 pub const URL_KEY: &str = "base_url";

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::pure::backend::settings::{required_url, unknown_keys, Limits, TaskSettings};
+use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings};
 use crate::pure::error::Errors;
 use crate::pure::mode::Mode;
 use crate::pure::url::check_backend_url;
@@ -38,14 +38,31 @@ pub struct AsyncEndpoints {
     pub cancel_endpoint: String,
 }
 
-impl HttpToolConfig {
-    pub fn urls(&self) -> Vec<(&'static str, &str)> {
+impl Kind for HttpToolConfig {
+    fn endpoint(&self) -> (&str, Option<&str>) {
+        (&self.api_endpoint, self.api_key.as_deref())
+    }
+
+    fn limits(&self) -> Limits {
+        self.limits.clone()
+    }
+
+    fn tasks(&self) -> &TaskSettings {
+        &self.tasks
+    }
+
+    fn urls(&self) -> Vec<(&'static str, &str)> {
         let mut out = vec![("backend.api_endpoint", self.api_endpoint.as_str())];
         if let Some(a) = &self.async_endpoints {
             out.push(("backend.async.status_endpoint", a.status_endpoint.as_str()));
             out.push(("backend.async.cancel_endpoint", a.cancel_endpoint.as_str()));
         }
         out
+    }
+
+    /// When the tool is set to stream, whatever the client takes.
+    fn streams(&self, _mode: Mode, _accepts_sse: bool) -> bool {
+        self.stream
     }
 }
 

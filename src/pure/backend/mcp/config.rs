@@ -11,7 +11,7 @@ use super::headers::{check_forward_headers, header_value_problem, is_header_name
 use super::oauth::OAuthConfig;
 use super::transport::TransportChoice;
 use crate::pure::backend::credentials::{is_secret_ref, MASK};
-use crate::pure::backend::settings::{required_url, unknown_keys, TaskSettings, MAX_TIMEOUT_SECONDS};
+use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings, MAX_TIMEOUT_SECONDS};
 use crate::pure::error::Errors;
 use crate::pure::mode::Mode;
 use crate::pure::quote::{plain_or_quoted, quote_input};
@@ -104,8 +104,33 @@ impl TaskToolset {
     }
 }
 
-impl McpConfig {
-    pub fn urls(&self) -> Vec<(&'static str, &str)> {
+impl Kind for McpConfig {
+    /// Credentials are headers and OAuth here (`shell::upstream`), not one key.
+    fn endpoint(&self) -> (&str, Option<&str>) {
+        (&self.url, None)
+    }
+
+    /// `tool_call_timeout` bounds a call (default 300 s), and it may be silent that long
+    /// (upstream tools report progress only if they choose to); the default size limit.
+    fn limits(&self) -> Limits {
+        let secs = Some(self.call_timeout().as_secs());
+        Limits {
+            timeout_seconds: secs,
+            first_byte_timeout_seconds: secs,
+            idle_timeout_seconds: secs,
+            max_result_bytes: None,
+        }
+    }
+
+    fn total_setting(&self) -> &'static str {
+        "tool_call_timeout"
+    }
+
+    fn tasks(&self) -> &TaskSettings {
+        &self.tasks
+    }
+
+    fn urls(&self) -> Vec<(&'static str, &str)> {
         let mut out = vec![("backend.url", self.url.as_str())];
         if let Some(t) = self.oauth.as_ref().and_then(|o| o.get("token_url")).and_then(Value::as_str) {
             out.push(("backend.oauth.token_url", t));
@@ -113,6 +138,13 @@ impl McpConfig {
         out
     }
 
+    /// Whenever the client takes SSE: notifications relay as they come.
+    fn streams(&self, _mode: Mode, accepts_sse: bool) -> bool {
+        accepts_sse
+    }
+}
+
+impl McpConfig {
     /// The task toolset whose submit tool is `upstream_name`.
     pub fn toolset_of(&self, upstream_name: &str) -> Option<&TaskToolset> {
         self.task_toolsets.iter().find(|t| t.submit_tool == upstream_name)
