@@ -169,20 +169,24 @@ impl SseParser {
 struct EventBuf {
     event_type: String,
     data: String,
+    /// `data` lines so far: they are joined with '\n', and an event with none is dropped.
+    data_lines: usize,
     id: String,
     has_id: bool,
     retry: Option<u64>,
 }
 
 impl EventBuf {
-    /// The bytes this event holds, counted against the cap (`retry` is fixed-size).
+    /// The bytes this event holds, counted against the cap (`retry` is fixed-size; each data
+    /// line counts its line end, as on the wire).
     fn size(&self) -> usize {
-        self.event_type.len() + self.data.len() + if self.has_id { self.id.len() } else { 0 }
+        self.event_type.len() + self.data.len() + self.data_lines + if self.has_id { self.id.len() } else { 0 }
     }
 
     fn clear(&mut self) {
         self.event_type.clear();
         self.data.clear();
+        self.data_lines = 0;
         self.id.clear();
         self.has_id = false;
         self.retry = None;
@@ -213,8 +217,11 @@ impl EventBuf {
                 self.event_type.push_str(&value);
             }
             b"data" => {
+                if self.data_lines > 0 {
+                    self.data.push('\n');
+                }
                 self.data.push_str(&value);
-                self.data.push('\n');
+                self.data_lines += 1;
             }
             b"id" if !value.contains('\0') => {
                 self.id.clear();
@@ -238,8 +245,7 @@ impl EventBuf {
 
     /// A blank line ends the event; one without data is dropped, as `EventSource` does.
     fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
-        if !self.data.is_empty() {
-            self.data.pop(); // the '\n' the last data line appended
+        if self.data_lines > 0 {
             out.push(SseEvent {
                 // The data moves out (no copy; the next event's data is as likely to be as
                 // long); the type is short or empty, and copying keeps its buffer.
