@@ -390,9 +390,17 @@ async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
 }
 
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).
+/// Stops the run a `notifications/cancelled` names: found in this isolate's memory, else in KV.
 async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     let Ok(kv) = env.kv(super::platform::KV) else { return };
-    let Ok(Some(record)) = kv.get(key).json::<Value>().await else { return };
+    let here = super::memo::take_run(key, super::platform::now_ms()).and_then(|r| serde_json::from_str(&r).ok());
+    let record: Value = match here {
+        Some(r) => r,
+        None => match kv.get(key).json::<Value>().await {
+            Ok(Some(r)) => r,
+            _ => return,
+        },
+    };
     if record["kind"] == "mcp" {
         cancel_upstream(env, def, &record).await;
         let _ = kv.delete(key).await;

@@ -1,6 +1,7 @@
 //! What an isolate keeps between requests (policy in `pure::memo`): resolved server definitions,
 //! prepared (`pure::mcp::prepared`), so a hot server costs no storage round trip; and the end
-//! users already recorded, so a call writes to D1 at most once per server, user and hour.
+//! users already recorded, so a call writes to D1 at most once per server, user and hour; and
+//! the streamed calls running here, so a cancel landing on this isolate needs no KV read.
 //!
 //! Revocation: a console write updates the memo of the isolate that made it at once; every
 //! other isolate serves its copy for at most `DEFINITION_MEMO_SECONDS` (default 5), then once
@@ -25,9 +26,15 @@ const DEFAULT_MEMO_SECONDS: u64 = 5;
 /// Longest staleness an operator may choose.
 const MAX_MEMO_SECONDS: u64 = 300;
 
+/// Streamed calls running in this isolate, by cancel key (their record for a cancel).
+const RUNS_CAPACITY: usize = 4096;
+/// A run record outlives any call (calls end within MAX_TIMEOUT_SECONDS).
+const RUN_WINDOW_MS: u64 = 3_600_000;
+
 thread_local! {
     static DEFINITIONS: RefCell<Memo<Rc<Prepared>>> = RefCell::new(Memo::new(DEFINITIONS_CAPACITY));
     static END_USERS: RefCell<Memo<()>> = RefCell::new(Memo::new(END_USERS_CAPACITY));
+    static RUNS: RefCell<Memo<Rc<str>>> = RefCell::new(Memo::new(RUNS_CAPACITY));
 }
 
 /// How long a memoized definition is served without looking again (`DEFINITION_MEMO_SECONDS`,
@@ -60,4 +67,22 @@ pub fn refresh_failed(code_hash: &str) {
 pub fn first_sight_of_end_user(server_id: &str, user: &str, now_ms: u64) -> bool {
     let key = format!("{server_id}\n{user}");
     END_USERS.with(|m| m.borrow_mut().first_in(&key, now_ms, END_USER_WINDOW_MS))
+}
+
+/// Keeps the record of a streamed call for `notifications/cancelled` landing on this isolate.
+pub fn remember_run(cancel_key: &str, record: Rc<str>, now_ms: u64) {
+    RUNS.with(|m| m.borrow_mut().put(cancel_key, record, now_ms));
+}
+
+/// The record of a streamed call of this isolate, taken (a run is cancelled once).
+pub fn take_run(cancel_key: &str, now_ms: u64) -> Option<Rc<str>> {
+    RUNS.with(|m| {
+        let mut m = m.borrow_mut();
+        let found = match m.get(cancel_key, now_ms, RUN_WINDOW_MS) {
+            Lookup::Fresh(r) | Lookup::Refresh(r) => Some(r),
+            Lookup::Missing => None,
+        };
+        m.remove(cancel_key);
+        found
+    })
 }

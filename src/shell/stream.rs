@@ -26,6 +26,10 @@ use crate::pure::sse::{write_comment, write_event, SseEvent, SseParser};
 /// from closing the stream and lets the runtime notice a client that went away (a disconnect
 /// is only seen on a write), so that the backend run is stopped promptly.
 const KEEPALIVE_MS: u64 = 1000;
+/// How long a streamed call runs before its cancel record is also written to KV. A cancel
+/// landing on another isolate sooner is missed (the run still stops when the client closes
+/// its stream); a cancel on this isolate always finds it.
+const SHARE_RUN_AFTER_MS: u64 = 2000;
 
 use super::outbound::{self, SendError};
 use super::VERSION;
@@ -87,6 +91,9 @@ pub struct CallStream {
     env: Env,
     /// Whether the run's task id was recorded for `notifications/cancelled`.
     registered: bool,
+    /// The record, until it is also written to KV (calls that end sooner never write it).
+    unshared: Option<String>,
+    started_ms: u64,
 }
 
 impl CallStream {
@@ -130,6 +137,8 @@ impl CallStream {
             cancel: CancelGuard { tx: None, task_id: None, upstream_abort: None },
             env: env.clone(),
             registered: true,
+            unshared: None,
+            started_ms: now,
         }
     }
 
@@ -234,6 +243,7 @@ impl CallStream {
                             return Some(self.finish(outcome, &mut out));
                         }
                         self.phase = Phase::Reading(body);
+                        self.share_run().await;
                         if let Some(text) = self.flush(&mut out) {
                             return Some(text);
                         }
@@ -256,6 +266,7 @@ impl CallStream {
                     }
                     Ok(Wait::Tick) => {
                         self.phase = Phase::Reading(body);
+                        self.share_run().await;
                         if let Some(text) = self.keep_alive(&mut out) {
                             return Some(text);
                         }
@@ -275,6 +286,7 @@ impl CallStream {
                         self.last_chunk_ms = super::platform::now_ms();
                         write_event(&mut out, None, None, &n.to_string());
                         self.phase = Phase::Relaying(rx);
+                        self.share_run().await;
                         if let Some(text) = self.flush(&mut out) {
                             return Some(text);
                         }
@@ -292,6 +304,7 @@ impl CallStream {
                     }
                     Ok(Wait::Tick) => {
                         self.phase = Phase::Relaying(rx);
+                        self.share_run().await;
                         if let Some(text) = self.keep_alive(&mut out) {
                             return Some(text);
                         }
@@ -346,10 +359,22 @@ impl CallStream {
         None
     }
 
-    /// Records the run under the call's cancel key, so that a `notifications/cancelled` for it
-    /// can stop it from any isolate. Expires with the call's own deadline.
-    async fn register(&self, record: Value) {
+    /// Records the run under the call's cancel key: at once in this isolate's memory, and in
+    /// KV (so that a `notifications/cancelled` can stop it from any isolate) once the call has
+    /// run `SHARE_RUN_AFTER_MS`: most calls end sooner and cost no KV write.
+    async fn register(&mut self, record: Value) {
         let record = record.to_string();
+        super::memo::remember_run(&self.plan.cancel_key, record.as_str().into(), super::platform::now_ms());
+        self.unshared = Some(record);
+        self.share_run().await;
+    }
+
+    /// Writes the run's record to KV once the call is old enough (called as the call goes on).
+    async fn share_run(&mut self) {
+        if self.unshared.is_none() || super::platform::now_ms() < self.started_ms + SHARE_RUN_AFTER_MS {
+            return;
+        }
+        let Some(record) = self.unshared.take() else { return };
         let ttl = self.target.total.as_secs().max(60);
         let put = match self.env.kv(super::platform::KV) {
             Ok(kv) => match kv.put(&self.plan.cancel_key, record) {

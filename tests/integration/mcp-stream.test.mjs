@@ -284,13 +284,39 @@ describe('cancellation', () => {
         signal: ctl.signal,
       });
       assert.equal(res.status, 200);
-      // These modes send no notifications: wait until Flowgate has read the run's first event
-      // (it then records the run for notifications/cancelled), not for some time.
+      // These modes send no notifications: wait until Flowgate has shared the run's record
+      // for notifications/cancelled in KV (after the run's first event, once the call has run
+      // 2 s), not for some time.
       await waitFor(async () => (await cancelRecords()).some((k) => !before.includes(k)), 20_000, 'the run to be recorded');
       ctl.abort();
       await assertStopped(apiKey, family);
     });
   }
+});
+
+test('a streamed call shares its cancel record in KV only once it has run 2 s', async () => {
+  const quick = await server({ mode: 'workflow', name: 'Quick Stream', nodes: [{ title: 'One', type: 'llm' }] });
+  const slow = await server({
+    mode: 'workflow',
+    name: 'Slow Stream',
+    nodes: Array.from({ length: 20 }, (_, i) => ({ title: `Step ${i}`, type: 'llm' })),
+    eventDelayMs: 200,
+  });
+  const run = async ({ url, tool }, id) => {
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'share-test/1', ...V },
+      body: JSON.stringify(callBody(tool, { text: 'x' }, id, { progressToken: id })),
+    });
+    const text = await res.text();
+    assert.match(text, /"isError":false/, text.slice(-300));
+  };
+  const before = await cancelRecords();
+  await run(quick, 501);
+  await run(slow, 502); // about 4 s of events
+  const added = (await cancelRecords()).filter((k) => !before.includes(k));
+  // Only the slow call's record: the quick one ended before it was worth a KV write.
+  assert.equal(added.length, 1, JSON.stringify(added));
 });
 
 test('notifications/cancelled from the SDK client stops the backend run', async () => {
