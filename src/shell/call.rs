@@ -2,6 +2,7 @@
 //! backend resolved for the call, then one blocking or streamed call (Dify apps, HTTP tools) or
 //! a proxied call (upstream MCP servers), all through `outbound`.
 
+use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -9,6 +10,7 @@ use worker::{Context, Env, Method};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
+use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::outcome::Outcome;
 
@@ -52,18 +54,18 @@ pub fn target_of(def: &ServerDefinition, app_index: usize, env: &Env) -> Result<
 /// stream): a streamed backend answer is read to its end here, through the same relay.
 pub async fn call_backend(
     plan: &CallPlan,
-    def: &ServerDefinition,
+    served: &Rc<Prepared>,
     env: &Env,
     ctx: &Context,
     incoming: &[(String, String)],
 ) -> Value {
-    let (app, target) = match resolve(def, plan.app_index, env) {
+    let (app, target) = match resolve(&served.def, plan.app_index, env) {
         Ok(found) => found,
         Err(outcome) => return server::finish_call(plan, outcome, VERSION),
     };
     match &app.backend {
         Backend::Mcp(_) => {
-            CallStream::upstream(plan.clone(), target, def.clone(), incoming.to_vec(), env, Some(ctx))
+            CallStream::upstream(plan.clone(), target, Rc::clone(served), incoming.to_vec(), env, Some(ctx))
                 .into_final()
                 .await
         }
@@ -75,14 +77,15 @@ pub async fn call_backend(
 /// A call whose progress goes to the client as SSE while it runs (`AppDefinition::streams(true)`).
 pub fn call_streamed(
     plan: CallPlan,
-    def: &ServerDefinition,
+    served: &Rc<Prepared>,
     env: &Env,
     ctx: &Context,
     incoming: Vec<(String, String)>,
 ) -> Result<CallStream, Value> {
-    let (app, target) = resolve(def, plan.app_index, env).map_err(|o| server::finish_call(&plan, o, VERSION))?;
+    let (app, target) =
+        resolve(&served.def, plan.app_index, env).map_err(|o| server::finish_call(&plan, o, VERSION))?;
     Ok(match &app.backend {
-        Backend::Mcp(_) => CallStream::upstream(plan, target, def.clone(), incoming, env, Some(ctx)),
+        Backend::Mcp(_) => CallStream::upstream(plan, target, Rc::clone(served), incoming, env, Some(ctx)),
         _ => CallStream::new(plan, target, env, ctx),
     })
 }
@@ -93,14 +96,14 @@ fn resolve<'d>(def: &'d ServerDefinition, app_index: usize, env: &Env) -> Result
 
 /// A call run to its end outside a client request (inside a task's Durable Object): the final
 /// JSON-RPC response.
-pub async fn run_to_completion(plan: &CallPlan, def: &ServerDefinition, env: &Env) -> Value {
-    let (app, target) = match resolve(def, plan.app_index, env) {
+pub async fn run_to_completion(plan: &CallPlan, served: &Rc<Prepared>, env: &Env) -> Value {
+    let (app, target) = match resolve(&served.def, plan.app_index, env) {
         Ok(found) => found,
         Err(outcome) => return server::finish_call(plan, outcome, VERSION),
     };
     match &app.backend {
         Backend::Mcp(_) => {
-            CallStream::upstream(plan.clone(), target, def.clone(), Vec::new(), env, None).into_final().await
+            CallStream::upstream(plan.clone(), target, Rc::clone(served), Vec::new(), env, None).into_final().await
         }
         _ if app.streams(false) => CallStream::detached(plan.clone(), target, env).into_final().await,
         _ => server::finish_call(plan, call_blocking(plan, &target).await, VERSION),

@@ -1,6 +1,8 @@
 //! The MCP endpoint `POST /mcp/server/{code}/mcp` (Streamable HTTP, stateless): transport rules
 //! here, protocol in `pure::mcp`, backend calls through `outbound`.
 
+use std::rc::Rc;
+
 use serde_json::Value;
 use worker::{Context, Env, Headers, Method, Request, Response};
 
@@ -9,7 +11,7 @@ use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::http_rules::{accepts_json, accepts_sse, is_json_content_type, mentions_tools};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
-use crate::pure::mcp::prepared::response_text;
+use crate::pure::mcp::prepared::{response_text, Prepared};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::Upstreams;
 use crate::pure::mode::Mode;
@@ -193,7 +195,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             let mut out = Vec::with_capacity(items.len());
             for item in items {
                 if let Some(v) =
-                    run(server::handle_with(def, &upstreams, item, &h, VERSION), def, env, ctx, &incoming).await.1
+                    run(server::handle_with(def, &upstreams, item, &h, VERSION), &prepared, env, ctx, &incoming).await.1
                 {
                     out.push(v);
                 }
@@ -212,7 +214,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             // A client that takes SSE gets the backend's progress as it happens.
             Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
                 record_end_user(ctx, env, def, &plan);
-                match call_streamed(*plan, def, env, ctx, incoming) {
+                match call_streamed(*plan, &prepared, env, ctx, incoming) {
                     Ok(call) => {
                         let headers = Headers::new();
                         headers.set("content-type", "text/event-stream")?;
@@ -223,7 +225,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                     Err(response) => rpc(200, &response, cors.as_deref()),
                 }
             }
-            step => match run(step, def, env, ctx, &incoming).await {
+            step => match run(step, &prepared, env, ctx, &incoming).await {
                 (_, None) => accepted(cors.as_deref()),
                 (status, Some(v)) => rpc(status, &v, cors.as_deref()),
             },
@@ -245,11 +247,12 @@ async fn rate_limited(env: &Env, code_hash: &str, messages: usize) -> Result<boo
 /// Turns a step into (status, body), making the backend call when there is one.
 async fn run(
     step: Step,
-    def: &ServerDefinition,
+    served: &Rc<Prepared>,
     env: &Env,
     ctx: &Context,
     incoming: &[(String, String)],
 ) -> (u16, Option<Value>) {
+    let def = &served.def;
     match step {
         Step::Reply { status, body } => (status, body),
         Step::ToolsList { id, version } => (
@@ -274,13 +277,13 @@ async fn run(
             (status, Some(body))
         }
         Step::Cancel { key } => {
-            let (env, def) = (env.clone(), def.clone());
-            ctx.wait_until(async move { cancel_run(&env, &def, &key).await });
+            let (env, served) = (env.clone(), Rc::clone(served));
+            ctx.wait_until(async move { cancel_run(&env, &served.def, &key).await });
             (202, None)
         }
         Step::Call(plan) => {
             record_end_user(ctx, env, def, &plan);
-            (200, Some(call_backend(&plan, def, env, ctx, incoming).await))
+            (200, Some(call_backend(&plan, served, env, ctx, incoming).await))
         }
     }
 }

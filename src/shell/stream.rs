@@ -16,7 +16,9 @@ use crate::pure::backend::dify::stream::DifyStream;
 use crate::pure::backend::http_tool::call as http_tool;
 use crate::pure::backend::http_tool::stream::HttpToolStream;
 use crate::pure::backend::stream_reader::StreamReader;
-use crate::pure::definition::ServerDefinition;
+use std::rc::Rc;
+
+use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::server::{self, CallPlan, Progress};
 use crate::pure::mode::Mode;
 use crate::pure::outcome::{Outcome, Signal};
@@ -149,7 +151,7 @@ impl CallStream {
     pub fn upstream(
         plan: CallPlan,
         target: Target,
-        def: ServerDefinition,
+        served: Rc<Prepared>,
         incoming: Vec<(String, String)>,
         env: &Env,
         ctx: Option<&Context>,
@@ -171,7 +173,7 @@ impl CallStream {
             let (started, notes) = (tx.clone(), tx.clone());
             let response = super::upstream::call(
                 &plan,
-                &def,
+                &served.def,
                 &env,
                 &incoming,
                 &mut |request_id, session| {

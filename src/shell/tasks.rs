@@ -339,7 +339,8 @@ impl TaskRunner {
         };
         match rec.spec.kind {
             Kind::RunToCompletion => {
-                let response = run_to_completion(&rec.plan(), &Self::definition(rec), &self.env).await;
+                let served = std::rc::Rc::new(crate::pure::mcp::prepared::Prepared::new(Self::definition(rec)));
+                let response = run_to_completion(&rec.plan(), &served, &self.env).await;
                 let result = tool_result(&response);
                 let is_error = result.as_ref().and_then(|r| r.get("isError")).and_then(Value::as_bool).unwrap_or(true);
                 let report = if is_error {
