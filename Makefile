@@ -13,7 +13,7 @@ export WRANGLER_SEND_METRICS := false
 # wrangler 4 needs Node >= 22.12; setup installs Node 22 from npm.
 NODE22 := node_modules/node/bin/node
 WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
-SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock
+SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs
 
 .PHONY: help setup build dev test test-core test-integration schema check-schema clean
 
@@ -26,8 +26,9 @@ setup:
 
 build: setup build/index.js
 
+# The cdylib is the `wasm` crate (see wasm/Cargo.toml); its output goes to build/ as before.
 build/index.js: $(SOURCES)
-	worker-build --release
+	worker-build --release --out-dir ../build wasm
 
 .dev.vars:
 	cp .dev.vars.example .dev.vars
