@@ -5,6 +5,7 @@ pub mod app;
 pub mod backend;
 pub mod config;
 pub mod credential;
+pub mod decimal;
 pub mod definition;
 pub mod error;
 pub mod form;
