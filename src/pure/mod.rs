@@ -4,6 +4,7 @@ pub mod admin;
 pub mod app;
 pub mod backend;
 pub mod config;
+pub mod decimal;
 pub mod definition;
 pub mod error;
 pub mod form;
