@@ -13,6 +13,7 @@ use wasm_bindgen::JsValue;
 use worker::{durable_object, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
 
 use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::dify::run_status;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::ids;
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
@@ -397,7 +398,7 @@ impl TaskRunner {
             Kind::DifyWorkflow => {
                 let url = format!("{}/workflows/run/{remote}", backend.base_url);
                 match get_json(&backend, &rec.plan(), &url).await {
-                    Ok(v) => task::parse_dify_run(&v),
+                    Ok(v) => run_status::parse_dify_run(&v),
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
             }

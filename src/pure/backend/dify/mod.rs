@@ -5,4 +5,5 @@
 pub mod call;
 pub mod config;
 pub mod import;
+pub mod run_status;
 pub mod stream;
