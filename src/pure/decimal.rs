@@ -442,19 +442,7 @@ mod tests {
         check(&"7".repeat(5000));
     }
 
-    /// xorshift64*: deterministic, no dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::pure::test_rng::Rng;
 
     #[test]
     fn random_texts_read_as_rust_reads_them() {

@@ -21,4 +21,6 @@ pub mod server;
 pub mod sse;
 pub mod task;
 pub mod task_contract;
+#[cfg(test)]
+pub mod test_rng;
 pub mod url;

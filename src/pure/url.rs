@@ -809,26 +809,7 @@ mod tests {
     // Property: the guard's verdict is an independent classification of the host the URL
     // standard yields, over thousands of generated spellings.
 
-    /// xorshift64*: deterministic, so a failure reproduces.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-        fn chance(&mut self, percent: u64) -> bool {
-            self.below(100) < percent
-        }
-        fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-            &xs[self.below(xs.len() as u64) as usize]
-        }
-    }
+    use crate::pure::test_rng::Rng;
 
     /// Non-public IPv4 networks, as (network, prefix length).
     const V4_NON_PUBLIC: &[(u32, u32)] = &[
