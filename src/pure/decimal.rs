@@ -520,7 +520,7 @@ mod tests {
     #[test]
     fn ties_and_their_neighbours() {
         let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-        let mut bits: Vec<u64> = (0..3_000).map(|_| rng.next() & !(1 << 63)).collect();
+        let mut bits: Vec<u64> = (0..3_000).map(|_| rng.next_u64() & !(1 << 63)).collect();
         bits.extend([
             0,
             1,

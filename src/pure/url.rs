@@ -887,7 +887,7 @@ mod tests {
         } else if rng.chance(10) {
             u32::MAX
         } else {
-            rng.next() as u32
+            rng.next_u64() as u32
         }
     }
 
@@ -923,7 +923,7 @@ mod tests {
 
     fn gen_ipv6(rng: &mut Rng) -> u128 {
         let v4 = u128::from(gen_ipv4(rng));
-        let random = u128::from(rng.next()) << 64 | u128::from(rng.next());
+        let random = u128::from(rng.next_u64()) << 64 | u128::from(rng.next_u64());
         match rng.below(14) {
             0 => 1,
             1 => 0,
