@@ -315,6 +315,7 @@ impl TaskRunner {
             description: String::new(),
             status: crate::pure::server::Status::Active,
             parameters: Default::default(),
+            auth: Default::default(),
             apps: vec![rec.spec.app.clone()],
         }
     }

@@ -35,6 +35,9 @@ pub struct RequestHeaders<'a> {
     /// client's address (`CF-Connecting-IP`, set by Cloudflare and not forgeable by clients).
     /// Binds cancellation to the connection that made the call.
     pub caller: Option<&'a str>,
+    /// Who the server authenticated (a client key's name, `pure::client_auth`): then the
+    /// backend `user`, instead of one derived from what the client says about itself.
+    pub identity: Option<&'a str>,
 }
 
 /// What to do with one message.
@@ -190,7 +193,7 @@ pub fn handle_with(
         Ok(Message::Notification { method: methods::CANCELLED, params: Some(p) }) => {
             return match p.get("requestId").filter(|r| r.is_string() || r.is_number()) {
                 Some(request_id) => {
-                    Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h)), h.caller, request_id) }
+                    Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h), h), h.caller, request_id) }
                 }
                 None => Step::Reply { status: 202, body: None },
             };
@@ -547,7 +550,7 @@ fn call_tool(
         );
     }
     let client_name = client_name(params, h);
-    let user = end_user(def, &client_name);
+    let user = end_user(def, &client_name, h);
     let request = match (&tool.upstream, &tool.app.backend) {
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
         (Some(exposed), _) => {
@@ -593,9 +596,13 @@ fn not_callable(tool: &Tool<'_>) -> Option<String> {
         .then(|| format!("Tool '{}' stands for an upstream MCP server whose tools are not known yet", tool.name))
 }
 
-/// The backend `user` of a client: stable per server and client, and not reversible.
-fn end_user(def: &ServerDefinition, client_name: &str) -> String {
-    format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24])
+/// The backend `user` of a client: the identity the server authenticated (a client key's name)
+/// when there is one; else stable per server and client, and not reversible.
+fn end_user(def: &ServerDefinition, client_name: &str, h: &RequestHeaders<'_>) -> String {
+    match h.identity {
+        Some(identity) => identity.to_string(),
+        None => format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24]),
+    }
 }
 
 /// Where a running call is recorded so that `notifications/cancelled` (a separate request, on

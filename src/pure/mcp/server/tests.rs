@@ -13,6 +13,7 @@ fn def() -> ServerDefinition {
         description: "Summarises text".into(),
         status: crate::pure::server::Status::Active,
         parameters: Map::new(),
+        auth: Default::default(),
         apps: vec![
             AppDefinition::new(
                 "a1".into(),
@@ -278,6 +279,37 @@ fn cancellation_is_bound_to_the_caller() {
     let h = RequestHeaders { user_agent: Some("same-agent/1.0"), caller: Some("203.0.113.1"), ..Default::default() };
     match handle(&d, &call, &h, "v") {
         Step::Call(plan) => assert_eq!(plan.cancel_key, key_of(Some("203.0.113.1"))),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_authenticated_identity_is_the_user_and_binds_cancellation() {
+    // A client key's name is the backend user, whatever the client says about itself; the
+    // cancel key follows the identity, so another key holder cannot cancel the run.
+    let d = def();
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "Summariser", "arguments": {"text": "x"}}});
+    let as_key = |identity: Option<&'static str>, ua: &'static str| RequestHeaders {
+        user_agent: Some(ua),
+        caller: Some("203.0.113.1"),
+        identity,
+        ..Default::default()
+    };
+    let plan_of = |h: &RequestHeaders<'_>| match handle(&d, &call, h, "v") {
+        Step::Call(plan) => plan,
+        other => panic!("{other:?}"),
+    };
+    let alice = plan_of(&as_key(Some("alice-laptop"), "agent/1"));
+    assert_eq!(alice.user, "alice-laptop");
+    assert_eq!(alice.request.http_body().unwrap()["user"], "alice-laptop");
+    assert_eq!(alice.client_name, "agent/1", "the end-user record still says how the client named itself");
+    assert_eq!(plan_of(&as_key(Some("alice-laptop"), "agent/2")).user, "alice-laptop");
+    let bob = plan_of(&as_key(Some("bob"), "agent/1"));
+    assert_ne!(bob.cancel_key, alice.cancel_key);
+    assert!(plan_of(&as_key(None, "agent/1")).user.starts_with("mcp-"));
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    match handle(&d, &cancel, &as_key(Some("alice-laptop"), "something else/9"), "v") {
+        Step::Cancel { key } => assert_eq!(key, alice.cancel_key),
         other => panic!("{other:?}"),
     }
 }
