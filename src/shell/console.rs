@@ -661,7 +661,7 @@ impl Console<'_> {
                 row["status"].as_str().unwrap_or("")
             )));
         }
-        let cancel = crate::pure::task_contract::TaskCall::Cancel { server_id: server_id.to_string() };
+        let cancel = crate::pure::task_contract::TaskCall::Cancel { server_id: server_id.to_string(), owner: None };
         super::tasks::call(self.env, task_id, &cancel)
             .await
             .map_err(|e| internal("cancelling the task", e))?

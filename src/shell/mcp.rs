@@ -387,15 +387,17 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
         super::log::error(&format!("task {}: {e}", req.task_id));
         RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
     };
-    let server_id = def.server_id.clone();
+    let (server_id, owner) = (def.server_id.clone(), req.owner.clone());
     let answer = match req.op {
         TaskOp::Get | TaskOp::Update => {
-            tasks::call(env, &req.task_id, &TaskCall::Get { server_id }).await.map_err(failed)?
+            tasks::call(env, &req.task_id, &TaskCall::Get { server_id, owner }).await.map_err(failed)?
         }
-        TaskOp::Cancel => tasks::call(env, &req.task_id, &TaskCall::Cancel { server_id }).await.map_err(failed)?,
+        TaskOp::Cancel => {
+            tasks::call(env, &req.task_id, &TaskCall::Cancel { server_id, owner }).await.map_err(failed)?
+        }
         TaskOp::Result => {
             let until = super::platform::now_ms() + MAX_RESULT_WAIT_MS;
-            let wait = TaskCall::Wait { server_id, timeout_ms: 20_000 };
+            let wait = TaskCall::Wait { server_id, timeout_ms: 20_000, owner };
             loop {
                 let a = tasks::call(env, &req.task_id, &wait).await.map_err(failed)?;
                 if a.as_ref().is_none_or(|a| a.status.is_terminal()) {

@@ -373,6 +373,40 @@ describe('the MCP endpoint', () => {
     assert.match(runs.at(-1).body.user, /^mcp-/, 'in mode none a key is not an identity');
   });
 
+  test('on a key server a durable task is reachable only by the key that created it', async () => {
+    const { app, apiKey } = await registerApp(fg, dify, {
+      mode: 'workflow',
+      name: 'Keyed task',
+      form: [{ 'text-input': { variable: 'text', label: 'Text', required: true } }],
+      backend: { task_support: 'optional', poll_interval_seconds: 1 },
+      runDurationMs: 200,
+    });
+    const { server, url } = await publish(fg, app.id);
+    assert.equal((await setMode(server.id, 'key')).status, 200);
+    const [alice, bob] = [await newKey(server.id, 'alice'), await newKey(server.id, 'bob')];
+    const T = { 'mcp-protocol-version': '2025-11-25' };
+    const created = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Keyed_task', arguments: { text: 'x' }, task: { ttl: 600_000 } } }, { ...T, ...bearer(alice.key) });
+    const taskId = created.json.result?.task?.taskId;
+    assert.ok(taskId, created.text);
+    const get = (key, method = 'tasks/get') => rpc(url, { jsonrpc: '2.0', id: 2, method, params: { taskId } }, { ...T, ...bearer(key) });
+
+    const mine = await get(alice.key);
+    assert.equal(mine.json.result?.taskId, taskId, mine.text);
+    for (const method of ['tasks/get', 'tasks/cancel', 'tasks/result']) {
+      const theirs = await get(bob.key, method);
+      assert.equal(theirs.json.error?.code, -32602, `${method}: ${theirs.text}`);
+      assert.match(theirs.json.error.message, /unknown task/);
+    }
+    assertRefused(await rpc(url, { jsonrpc: '2.0', id: 3, method: 'tasks/get', params: { taskId } }, T), { id: 3, invalidToken: false });
+
+    // The console sees every task of the server; the run went out as alice.
+    assert.equal((await fg.console(`/servers/${server.id}/tasks/${taskId}`)).status, 200);
+    const result = await get(alice.key, 'tasks/result');
+    assert.equal(result.json.result?.isError, false, result.text);
+    const runs = dify.requestsFor(apiKey).filter((r) => r.path === '/v1/workflows/run' && r.method === 'POST');
+    assert.deepEqual(runs.map((r) => r.body.user), ['alice']);
+  });
+
   test('browsers: the preflight allows Authorization, and a 401 exposes its challenge', async () => {
     const s = await keyedServer('Browser keyed', 'browser');
     const pre = await fetch(s.url, {

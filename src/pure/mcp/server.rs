@@ -76,6 +76,8 @@ pub struct TaskRequest {
     pub version: Version,
     pub op: TaskOp,
     pub task_id: String,
+    /// The authenticated caller ([`RequestHeaders::identity`]): the task must be theirs.
+    pub owner: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -222,7 +224,7 @@ pub fn handle_with(
         },
         methods::TOOLS_CALL => return call_tool(def, upstreams, id, params, version, h, server_version),
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" | "tasks/list" => {
-            return match task_request(id, method, params, version) {
+            return match task_request(id, method, params, version, h.identity) {
                 Ok(req) => Step::Task(req),
                 Err(e) => error_step(id, e),
             };
@@ -634,6 +636,7 @@ fn task_request(
     method: &str,
     params: &Map<String, Value>,
     version: Version,
+    identity: Option<&str>,
 ) -> Result<TaskRequest, RpcError> {
     let not_found = |why: &str| {
         RpcError::new(
@@ -665,7 +668,7 @@ fn task_request(
     }
     match params.get("taskId").and_then(Value::as_str) {
         Some(t) if !t.is_empty() && t.len() <= 128 => {
-            Ok(TaskRequest { id: id.clone(), version, op, task_id: t.to_string() })
+            Ok(TaskRequest { id: id.clone(), version, op, task_id: t.to_string(), owner: identity.map(str::to_string) })
         }
         _ => Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: {method} needs `taskId`"))),
     }

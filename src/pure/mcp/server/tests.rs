@@ -419,9 +419,22 @@ fn task_methods_per_revision() {
     };
     assert_eq!(
         get(Some("2025-11-25"), "tasks/get"),
-        Step::Task(TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Get, task_id: "abc".into() })
+        Step::Task(TaskRequest {
+            id: json!(4),
+            version: Version::V2025_11_25,
+            op: TaskOp::Get,
+            task_id: "abc".into(),
+            owner: None
+        })
     );
     assert!(matches!(get(Some("2025-11-25"), "tasks/result"), Step::Task(TaskRequest { op: TaskOp::Result, .. })));
+    // On a server with client keys the task must be the caller's.
+    let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": "abc"}});
+    let h = RequestHeaders { protocol_version: Some("2025-11-25"), identity: Some("alice"), ..Default::default() };
+    match handle(&d, &msg, &h, "v") {
+        Step::Task(req) => assert_eq!(req.owner.as_deref(), Some("alice")),
+        other => panic!("{other:?}"),
+    }
     for (v, m) in
         [(Some("2025-11-25"), "tasks/list"), (Some("2025-06-18"), "tasks/get"), (Some("2025-11-25"), "tasks/update")]
     {
@@ -445,7 +458,13 @@ fn task_methods_per_revision() {
     let (status, r) = body(handle(&d, &with_ext("tasks/result"), &stateless_headers("tasks/result", None), "v"));
     assert_eq!((status, r["error"]["code"].clone()), (404, json!(-32601)));
 
-    let req = TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Cancel, task_id: "abc".into() };
+    let req = TaskRequest {
+        id: json!(4),
+        version: Version::V2025_11_25,
+        op: TaskOp::Cancel,
+        task_id: "abc".into(),
+        owner: None,
+    };
     let view = TaskView {
         task_id: "abc".into(),
         status: "completed",
