@@ -399,7 +399,7 @@ async fn key_hashes(db: &D1Database, server_id: &str) -> Result<Vec<ClientKey>> 
         name: String,
         key_hash: String,
     }
-    let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, id";
+    let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid";
     let res = stmt(db, sql, &[s(server_id)])?.all().await.map_err(|e| internal("reading a server's client keys", e))?;
     let rows: Vec<Row> = res.results().map_err(|e| internal("reading a server's client keys", e))?;
     Ok(rows.into_iter().map(|r| ClientKey { id: r.id, name: r.name, hash: r.key_hash }).collect())
@@ -418,7 +418,7 @@ const KEY_COLUMNS: &str = "id, name, hint, created_at, last_used_at";
 
 /// A server's client keys for the console, oldest first.
 pub async fn list_keys(db: &D1Database, server_id: &str) -> Result<Vec<KeyRow>> {
-    let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 ORDER BY created_at, id");
+    let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid");
     let res = stmt(db, &sql, &[s(server_id)])?.all().await.map_err(|e| internal("listing client keys", e))?;
     res.results().map_err(|e| internal("reading client keys", e))
 }

@@ -12,6 +12,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { startFlowgate } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { startHttpTool } from '../support/http-tool-fixture.mjs';
+import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
 
 const ORIGIN = 'https://console.example';
@@ -21,17 +22,19 @@ const KEY_SHAPE = /^fgk_[A-Za-z0-9]{32}$/;
 let fg;
 let dify;
 let tools;
+let ups;
 
 before(async () => {
-  [fg, dify, tools] = await Promise.all([
+  [fg, dify, tools, ups] = await Promise.all([
     startFlowgate({ vars: { ALLOWED_ORIGINS: ORIGIN } }),
     startDifyFixture(),
     startHttpTool(),
+    startUpstreams(),
   ]);
 });
 
 after(async () => {
-  await Promise.allSettled([fg?.stop(), dify?.stop(), tools?.stop()]);
+  await Promise.allSettled([fg?.stop(), dify?.stop(), tools?.stop(), ups?.stop()]);
 });
 
 const sha256 = (s) => createHash('sha256').update(s).digest('hex');
@@ -46,9 +49,13 @@ async function workflowServer(name) {
 
 const setMode = (serverId, mode) => fg.console(`/servers/${serverId}/auth`, { method: 'PUT', body: { mode } });
 
+/** Every key issued in this file (the last test looks for them in the logs). */
+const issued = [];
+
 async function newKey(serverId, name) {
   const r = await fg.console(`/servers/${serverId}/keys`, { method: 'POST', body: { name } });
   assert.equal(r.status, 201, r.text);
+  issued.push(r.json.key);
   return r.json;
 }
 
@@ -142,7 +149,7 @@ describe('console', () => {
     const serverJson = await fg.console(`/servers/${server.id}`);
     assert.ok(!serverJson.text.includes(created.key));
 
-    const rows = await fg.d1(`SELECT * FROM server_keys WHERE server_id = '${server.id}' ORDER BY created_at, id`);
+    const rows = await fg.d1(`SELECT * FROM server_keys WHERE server_id = '${server.id}' ORDER BY created_at, rowid`);
     assert.equal(rows.length, 2);
     const row = rows.find((r) => r.id === created.id);
     assert.deepEqual(Object.keys(row).sort(), ['created_at', 'hint', 'id', 'key_hash', 'last_used_at', 'name', 'server_id']);
@@ -279,6 +286,28 @@ describe('the MCP endpoint', () => {
     const [sent] = tools.requestsFor(path);
     assert.equal(sent.userId, 'ci-runner');
     assert.equal(sent.conversationId, 'ci-runner');
+  });
+
+  test('a client key is never forwarded to an upstream MCP server, even one that forwards Authorization', async () => {
+    const r = await fg.console('/apps', {
+      method: 'POST',
+      body: { name: 'Fwd', mode: 'mcp', backend: { url: ups.stateless.url, forward_headers: { Authorization: 'Authorization', 'X-Team': 'X-Team' }, on_missing: 'passthrough' } },
+    });
+    assert.equal(r.status, 201, r.text);
+    const { server, url } = await publish(fg, r.json.id);
+    const call = (headers) => rpc(url, { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'Fwd_headers', arguments: {} } }, { ...V, ...headers });
+    // In mode none the client's Authorization is its own credential for the upstream: forwarded.
+    const open = await call({ authorization: 'Bearer upstream-token', 'x-team': 'blue' });
+    assert.equal(open.json.result?.structuredContent?.headers.authorization, 'Bearer upstream-token', open.text);
+    // In mode key it is Flowgate's: kept back; other forwarded headers still go.
+    assert.equal((await setMode(server.id, 'key')).status, 200);
+    const key = await newKey(server.id, 'forwarder');
+    const keyed = await call({ ...bearer(key.key), 'x-team': 'blue' });
+    const seen = keyed.json.result?.structuredContent?.headers;
+    assert.ok(seen, keyed.text);
+    assert.equal(seen.authorization, undefined);
+    assert.equal(seen['x-team'], 'blue');
+    assert.ok(!JSON.stringify(ups.stateless.requests.map((q) => q.headers)).includes(key.key.slice(4)), 'no upstream request carried the key');
   });
 
   test('no key, a wrong key or another scheme: 401 with a challenge, and nothing reaches the backend', async () => {
@@ -424,4 +453,20 @@ describe('the MCP endpoint', () => {
     const ok = await ping(s.url, { origin: ORIGIN, ...bearer(s.key.key) });
     assert.equal(ok.status, 200, ok.text);
   });
+});
+
+test('no client key reaches the Worker\'s logs or its storage', async () => {
+  assert.ok(issued.length > 10, `${issued.length} keys issued`);
+  // A refusal (always logged) of a real key on a server it does not open, seen in the log.
+  const s = await keyedServer('Logged', 'someone');
+  const r = await ping(s.url, bearer(issued[0]), 'logged');
+  assert.equal(r.status, 401);
+  const requestId = r.headers.get('x-request-id');
+  for (let i = 0; i < 100 && !fg.log().includes(requestId); i++) await sleep(100);
+  const log = fg.log();
+  assert.ok(log.includes(requestId), 'the refusal was logged');
+  for (const key of issued) {
+    assert.ok(!log.includes(key.slice(4)), 'a key is never logged');
+    assert.deepEqual(fg.stateFilesContaining(key.slice(4)), [], 'nor stored');
+  }
 });
