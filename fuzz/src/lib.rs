@@ -48,6 +48,7 @@ pub fn server_definition() -> ServerDefinition {
         description: "Summarises and chats".into(),
         status: flowgate::pure::server::Status::Active,
         parameters: Map::new(),
+        auth: Default::default(),
         apps: vec![
             AppDefinition::new(
                 "a1".into(),
@@ -168,6 +169,7 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
         mcp_name,
         user_agent: Some("fuzz/1.0"),
         caller: Some("203.0.113.9"),
+        identity: None,
     };
     let version = |v| RequestHeaders { protocol_version: Some(v), ..Default::default() };
     let extra = match leading % 8 {
@@ -183,6 +185,8 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
             mcp_name: name,
             user_agent: None,
             caller: None,
+            // A caller a client key identified (`pure::client_auth`).
+            identity: Some("alice-laptop"),
         },
         _ => RequestHeaders { user_agent: Some(""), ..Default::default() },
     };
@@ -245,7 +249,8 @@ fn task_view(status: &'static str, outcome: Option<TaskOutcome>) -> TaskView {
 
 fn check_plan(msg: &Value, plan: &CallPlan) {
     assert_eq!(Some(&plan.id), msg.get("id"));
-    assert!(plan.user.starts_with("mcp-"), "{}", plan.user);
+    // Derived from the client, or the identity a client key gave (see `header_variants`).
+    assert!(plan.user.starts_with("mcp-") || plan.user == "alice-laptop", "{}", plan.user);
     assert!(plan.cancel_key.starts_with("cancel:"));
     for outcome in [
         Outcome::Ok { text: "{\"summary\":\"s\"}".into(), structured: Some(json!({"summary": "s"})) },
@@ -385,6 +390,7 @@ pub fn arguments(data: &[u8]) {
             mcp_name: Some(name),
             user_agent: None,
             caller: None,
+            identity: None,
         };
         check_step(&stateless, &handle_with(&up_def, &upstreams, &stateless, &h, SERVER_VERSION));
     }

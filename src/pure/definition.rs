@@ -5,13 +5,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::backend::config::Backend;
+use super::client_auth::ClientAuth;
 use super::error::Errors;
 use super::form::{parse_form, FormField};
 use super::mode::Mode;
 use super::server::Status;
 
 /// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
-pub const FORMAT: u32 = 3;
+pub const FORMAT: u32 = 4;
 /// KV expiry of a definition. Console writes rewrite or delete entries at once; the TTL only
 /// bounds how long an unused entry lingers.
 pub const TTL_SECONDS: u64 = 3600;
@@ -25,6 +26,9 @@ pub struct ServerDefinition {
     pub status: Status,
     pub parameters: Map<String, Value>,
     pub apps: Vec<AppDefinition>,
+    /// How clients authenticate, and the server's client keys (hashes, never keys).
+    #[serde(default)]
+    pub auth: ClientAuth,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -132,6 +136,15 @@ mod tests {
         let mut moved = written.clone();
         moved.apps[0].backend = dify(json!({"base_url": "http://elsewhere", "api_key": "k"}));
         assert_eq!(refill_verdict(&written, Some(&moved)), Refill::Remove);
+        // Client authentication turned on, or a key revoked.
+        let mut keyed = written.clone();
+        keyed.auth.mode = AuthMode::Key;
+        keyed.auth.keys.push(ClientKey { id: "k1".into(), name: "alice".into(), hash: "ab".repeat(32) });
+        assert_eq!(refill_verdict(&written, Some(&keyed)), Refill::Remove);
+        let mut revoked = keyed.clone();
+        revoked.auth.keys.clear();
+        assert_eq!(refill_verdict(&keyed, Some(&revoked)), Refill::Remove);
+        assert_eq!(refill_verdict(&keyed, Some(&keyed.clone())), Refill::Keep);
     }
 
     fn def() -> ServerDefinition {
@@ -142,6 +155,7 @@ mod tests {
             description: "".into(),
             status: Status::Active,
             parameters: Map::new(),
+            auth: Default::default(),
             apps: vec![AppDefinition::new(
                 "a".into(),
                 "A".into(),
@@ -155,6 +169,7 @@ mod tests {
     }
 
     use super::*;
+    use crate::pure::client_auth::{AuthMode, ClientKey};
     use serde_json::json;
 
     fn dify(settings: Value) -> Backend {
@@ -185,7 +200,13 @@ mod tests {
         let d = def();
         let text = serde_json::to_string(&d).unwrap();
         assert_eq!(ServerDefinition::from_cache(&text), Some(d));
-        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":3", "\"format\":2")), None);
+        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":4", "\"format\":3")), None);
         assert_eq!(ServerDefinition::from_cache("not json"), None);
+        let mut keyed = def();
+        keyed.auth.mode = AuthMode::Key;
+        keyed.auth.keys.push(ClientKey { id: "k1".into(), name: "alice".into(), hash: "ab".repeat(32) });
+        let text = serde_json::to_string(&keyed).unwrap();
+        assert!(text.contains(r#""auth":{"mode":"key","keys":[{"id":"k1","name":"alice","hash":"#), "{text}");
+        assert_eq!(ServerDefinition::from_cache(&text), Some(keyed));
     }
 }

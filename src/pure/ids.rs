@@ -13,18 +13,24 @@ pub type FillBytes<'a> = dyn FnMut(&mut [u8]) -> Result<(), getrandom::Error> + 
 
 /// A 16-character `[A-Za-z0-9]` code drawn by rejection sampling from `fill`.
 pub fn server_code_from(fill: &mut FillBytes<'_>) -> Result<String, getrandom::Error> {
-    let mut code = String::with_capacity(SERVER_CODE_LEN);
+    base62_from(fill, SERVER_CODE_LEN)
+}
+
+/// `len` characters of `[A-Za-z0-9]`, each uniform: bytes are drawn from `fill` and those at or
+/// above [`REJECT_FROM`] are rejected, so `byte % 62` has no modulo bias.
+pub fn base62_from(fill: &mut FillBytes<'_>, len: usize) -> Result<String, getrandom::Error> {
+    let mut out = String::with_capacity(len);
     let mut buf = [0u8; 32];
-    while code.len() < SERVER_CODE_LEN {
+    while out.len() < len {
         fill(&mut buf)?;
         for &b in buf.iter().filter(|&&b| b < REJECT_FROM) {
-            if code.len() == SERVER_CODE_LEN {
+            if out.len() == len {
                 break;
             }
-            code.push(ALPHABET[(b % 62) as usize] as char);
+            out.push(ALPHABET[(b % 62) as usize] as char);
         }
     }
-    Ok(code)
+    Ok(out)
 }
 
 /// A fresh server code from the platform CSPRNG.
@@ -71,7 +77,13 @@ pub fn new_id() -> Result<String, getrandom::Error> {
 /// the length of the expected value does not leak either.
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     let (ha, hb) = (Sha256::digest(a), Sha256::digest(b));
-    ha.iter().zip(hb.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    same_length_eq(&ha, &hb)
+}
+
+/// Compares two values whose length is public (two SHA-256 digests, say) in time that depends
+/// only on that length: every byte is looked at. Different lengths are simply unequal.
+pub fn same_length_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b.iter()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -136,5 +148,24 @@ mod tests {
         assert!(!constant_time_eq(b"secret", b"secreT"));
         assert!(!constant_time_eq(b"secret", b"secret-longer"));
         assert!(!constant_time_eq(b"", b"x"));
+        assert!(same_length_eq(b"abcd", b"abcd"));
+        assert!(!same_length_eq(b"abcd", b"abce"));
+        assert!(!same_length_eq(b"abcd", b"abc"));
+        assert!(same_length_eq(b"", b""));
+    }
+
+    #[test]
+    fn base62_of_any_length() {
+        let mut fill = |buf: &mut [u8]| {
+            for (i, x) in buf.iter_mut().enumerate() {
+                *x = i as u8;
+            }
+            Ok(())
+        };
+        // 32 bytes a fill: 0..=31 → "A".."f", then again from "A".
+        let s = base62_from(&mut fill, 40).unwrap();
+        assert_eq!(s.len(), 40);
+        assert!(s.starts_with("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefABCDEFGH"), "{s}");
+        assert_eq!(base62_from(&mut fill, 0).unwrap(), "");
     }
 }

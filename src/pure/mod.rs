@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod app;
 pub mod backend;
+pub mod client_auth;
 pub mod config;
 pub mod decimal;
 pub mod definition;

@@ -41,7 +41,9 @@ pub struct TaskSpec {
 }
 
 /// What the Worker asks a task's Durable Object. Every operation but `Create` names the server
-/// asking: a task is reachable only through the server that created it.
+/// asking: a task is reachable only through the server that created it. On a server that
+/// authenticates its callers (client keys) it also names the caller (`owner`): the task is then
+/// reachable only by the caller that created it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum TaskCall {
@@ -51,14 +53,20 @@ pub enum TaskCall {
     },
     Get {
         server_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
     },
     /// Waits until the task is terminal or `timeout_ms` passed, then answers like `Get`.
     Wait {
         server_id: String,
         timeout_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
     },
     Cancel {
         server_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
     },
 }
 
@@ -67,10 +75,26 @@ impl TaskCall {
     pub fn server_id(&self) -> Option<&str> {
         match self {
             TaskCall::Create { .. } => None,
-            TaskCall::Get { server_id } | TaskCall::Wait { server_id, .. } | TaskCall::Cancel { server_id } => {
+            TaskCall::Get { server_id, .. } | TaskCall::Wait { server_id, .. } | TaskCall::Cancel { server_id, .. } => {
                 Some(server_id)
             }
         }
+    }
+
+    /// The authenticated caller a lookup comes from, if the server authenticates its callers.
+    pub fn owner(&self) -> Option<&str> {
+        match self {
+            TaskCall::Create { .. } => None,
+            TaskCall::Get { owner, .. } | TaskCall::Wait { owner, .. } | TaskCall::Cancel { owner, .. } => {
+                owner.as_deref()
+            }
+        }
+    }
+
+    /// Whether this lookup may reach the task `spec` describes: through the server that created
+    /// it and, when it names an authenticated caller, by the caller that created it (its `user`).
+    pub fn may_reach(&self, spec: &TaskSpec) -> bool {
+        self.server_id() == Some(spec.server_id.as_str()) && self.owner().is_none_or(|o| o == spec.user)
     }
 }
 
@@ -157,7 +181,7 @@ mod tests {
 
     #[test]
     fn calls_are_tagged_by_operation() {
-        let call = TaskCall::Wait { server_id: "s1".into(), timeout_ms: 20_000 };
+        let call = TaskCall::Wait { server_id: "s1".into(), timeout_ms: 20_000, owner: None };
         let v = serde_json::to_value(&call).unwrap();
         assert_eq!(v, json!({"op": "wait", "server_id": "s1", "timeout_ms": 20000}));
         assert_eq!(serde_json::from_value::<TaskCall>(v).unwrap(), call);
@@ -165,6 +189,33 @@ mod tests {
         // An unknown operation or a missing server is refused, not guessed.
         assert!(serde_json::from_value::<TaskCall>(json!({"op": "delete", "server_id": "s"})).is_err());
         assert!(serde_json::from_value::<TaskCall>(json!({"op": "get"})).is_err());
+    }
+
+    #[test]
+    fn a_task_is_reached_through_its_server_and_by_its_caller() {
+        let spec: TaskSpec = serde_json::from_value(json!({
+            "task_id": "t", "server_id": "s1", "tool": "T", "kind": "run_to_completion",
+            "app": {"id": "a", "name": "A", "description": "", "mode": "workflow",
+                    "backend": {"base_url": "http://x", "api_key": "k"}, "user_input_form": [], "outputs": []},
+            "version": "2025-11-25", "path": "/workflows/run", "body": {}, "user": "alice"
+        }))
+        .unwrap();
+        let get = |server: &str, owner: Option<&str>| TaskCall::Get {
+            server_id: server.into(),
+            owner: owner.map(str::to_string),
+        };
+        assert!(get("s1", None).may_reach(&spec), "a server without client keys: the code is enough");
+        assert!(get("s1", Some("alice")).may_reach(&spec));
+        assert!(!get("s1", Some("bob")).may_reach(&spec), "another key of the same server");
+        assert!(!get("s2", None).may_reach(&spec) && !get("s2", Some("alice")).may_reach(&spec));
+        let cancel = TaskCall::Cancel { server_id: "s1".into(), owner: Some("bob".into()) };
+        assert!(!cancel.may_reach(&spec));
+        // Written by an older Worker (no owner): read as none.
+        let old: TaskCall = serde_json::from_value(json!({"op": "cancel", "server_id": "s1"})).unwrap();
+        assert_eq!(old.owner(), None);
+        assert_eq!(serde_json::to_value(&cancel).unwrap(), json!({"op": "cancel", "server_id": "s1", "owner": "bob"}));
+        let create = TaskCall::Create { spec: Box::new(spec.clone()), ttl_ms: 1 };
+        assert!(!create.may_reach(&spec));
     }
 
     #[test]

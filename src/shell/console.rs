@@ -7,6 +7,7 @@ use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::dify::import as dify_import;
 use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::backend::mcp::config::McpConfig;
+use crate::pure::client_auth::{self, AuthMode, MAX_KEYS_PER_SERVER};
 use crate::pure::config;
 use crate::pure::definition::AppDefinition;
 use crate::pure::error::ApiError;
@@ -18,7 +19,7 @@ use super::cache;
 use super::dify;
 use super::http::{self, internal, read_json, MAX_CONSOLE_BODY};
 use super::platform;
-use super::store::{self, AppRow, NewServer, ServerRow};
+use super::store::{self, AppRow, KeyInsert, NewServer, ServerRow};
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -115,6 +116,18 @@ async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> 
         (["servers", _], _) => return not_allowed("GET, PUT, DELETE"),
         (["servers", id, "refresh"], Method::Get | Method::Post) => (200, c.rotate_server(id).await?),
         (["servers", _, "refresh"], _) => return not_allowed("GET, POST"),
+        (["servers", id, "auth"], Method::Get) => (200, c.get_auth(id).await?),
+        (["servers", id, "auth"], Method::Put) => {
+            (200, c.set_auth(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
+        }
+        (["servers", _, "auth"], _) => return not_allowed("GET, PUT"),
+        (["servers", id, "keys"], Method::Get) => (200, c.list_keys(id).await?),
+        (["servers", id, "keys"], Method::Post) => {
+            (201, c.create_key(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
+        }
+        (["servers", _, "keys"], _) => return not_allowed("GET, POST"),
+        (["servers", id, "keys", key_id], Method::Delete) => (200, c.revoke_key(id, key_id).await?),
+        (["servers", _, "keys", _], _) => return not_allowed("DELETE"),
         (["servers", id, "tasks"], Method::Get) => (200, c.list_tasks(id, &req).await?),
         (["servers", _, "tasks"], _) => return not_allowed("GET"),
         (["servers", id, "tasks", task], Method::Get) => (200, c.task(id, task).await?),
@@ -504,6 +517,108 @@ impl Console<'_> {
         Ok(json!({ "data": store::audit_log(self.db, limit).await? }))
     }
 
+    // ---- client authentication ----
+
+    async fn get_auth(&self, server_id: &str) -> Result<Value> {
+        let row = self.server_row(server_id).await?;
+        Ok(json!({ "mode": row.auth_mode().as_str() }))
+    }
+
+    /// Sets how the server's clients authenticate; the cached definition follows at once.
+    async fn set_auth(&self, server_id: &str, body: &Value) -> Result<Value> {
+        let mode = client_auth::validate_auth_body(body)?;
+        let row = self.server_row(server_id).await?;
+        store::set_auth_mode(self.db, &row.id, mode, platform::now_s()).await?;
+        let row = self.server_row(&row.id).await?;
+        cache::write(self.env, self.db, &row).await?;
+        let mut out = self.server_json(&row, None).await?;
+        let no_keys = mode == AuthMode::Key && store::list_keys(self.db, &row.id).await?.is_empty();
+        out["warnings"] = json!(if no_keys {
+            vec![format!(
+                "the server has no client key yet: every MCP request is refused until one is created with \
+                 POST /console/api/servers/{}/keys",
+                row.id
+            )]
+        } else {
+            Vec::new()
+        });
+        Ok(out)
+    }
+
+    async fn list_keys(&self, server_id: &str) -> Result<Value> {
+        let row = self.server_row(server_id).await?;
+        let keys = store::list_keys(self.db, &row.id).await?;
+        Ok(json!({ "data": keys.iter().map(store::KeyRow::to_console_json).collect::<Vec<_>>() }))
+    }
+
+    /// Draws a client key: shown in this answer only, stored as its SHA-256 and a hint.
+    async fn create_key(&self, server_id: &str, body: &Value) -> Result<Value> {
+        let name = client_auth::validate_key_body(body)?;
+        let row = self.server_row(server_id).await?;
+        let existing = store::list_keys(self.db, &row.id).await?;
+        let taken = || {
+            ApiError::conflict(format!(
+                "server '{}' already has a client key named {}; choose another name, or revoke that key first",
+                row.id,
+                quote_input(&name)
+            ))
+        };
+        if existing.iter().any(|k| k.name == name) {
+            return Err(taken());
+        }
+        if existing.len() >= MAX_KEYS_PER_SERVER {
+            return Err(ApiError::conflict(format!(
+                "server '{}' has {MAX_KEYS_PER_SERVER} client keys, the most it may have; revoke one first",
+                row.id
+            )));
+        }
+        let id = new_id()?;
+        // Two random 190-bit keys hashing alike is not expected; retry a few times anyway.
+        for _ in 0..3 {
+            let key = client_auth::new_key().map_err(|e| internal("drawing a client key", e))?;
+            let new = store::NewKey {
+                id: &id,
+                server_id: &row.id,
+                name: &name,
+                key_hash: &key.hash,
+                hint: &key.hint,
+                now: platform::now_s(),
+            };
+            match store::insert_key(self.db, &new).await? {
+                KeyInsert::Stored => {}
+                KeyInsert::NameTaken => return Err(taken()),
+                KeyInsert::HashCollision => continue,
+            }
+            cache::write(self.env, self.db, &row).await?;
+            let stored = store::get_key(self.db, &row.id, &id)
+                .await?
+                .ok_or_else(|| internal("storing the client key", "the key was not found after it was stored"))?;
+            return Ok(json!({
+                "id": stored.id,
+                "name": stored.name,
+                "key": key.key,
+                "hint": stored.hint,
+                "created_at": stored.created_at,
+            }));
+        }
+        Err(internal("storing the client key", "the key's hash collided three times"))
+    }
+
+    /// Revokes a client key; on this isolate it stops working before the answer.
+    async fn revoke_key(&self, server_id: &str, key_id: &str) -> Result<Value> {
+        let row = self.server_row(server_id).await?;
+        if store::get_key(self.db, &row.id, key_id).await?.is_none() {
+            return Err(ApiError::not_found(format!(
+                "server '{}' has no client key with id {}",
+                row.id,
+                quote_input(key_id)
+            )));
+        }
+        store::delete_key(self.db, &row.id, key_id).await?;
+        cache::write(self.env, self.db, &row).await?;
+        Ok(json!({ "result": "success", "id": key_id }))
+    }
+
     // ---- durable tasks ----
 
     /// `?limit=1..100` (default 50), newest first; `?before=<created_at>` pages back.
@@ -546,7 +661,7 @@ impl Console<'_> {
                 row["status"].as_str().unwrap_or("")
             )));
         }
-        let cancel = crate::pure::task_contract::TaskCall::Cancel { server_id: server_id.to_string() };
+        let cancel = crate::pure::task_contract::TaskCall::Cancel { server_id: server_id.to_string(), owner: None };
         super::tasks::call(self.env, task_id, &cancel)
             .await
             .map_err(|e| internal("cancelling the task", e))?
@@ -640,6 +755,7 @@ impl Console<'_> {
             "status": Status::parse(&row.status).map_or("inactive", Status::as_str),
             "parameters": row.parameters(),
             "server_code_hint": row.code_hint,
+            "auth": { "mode": row.auth_mode().as_str() },
             "created_at": row.created_at,
             "updated_at": row.updated_at,
         });

@@ -7,6 +7,7 @@ use serde_json::Value;
 use worker::{Context, Env, Headers, Method, Request, Response};
 
 use crate::pure::backend::config::Backend;
+use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::http_rules::{accepts_json, accepts_sse, is_json_content_type, mentions_tools};
@@ -130,12 +131,13 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         header(&req, "user-agent"),
         header(&req, "cf-connecting-ip"),
     );
-    let h = RequestHeaders {
+    let mut h = RequestHeaders {
         protocol_version: pv.as_deref(),
         mcp_method: mm.as_deref(),
         mcp_name: mn.as_deref(),
         user_agent: ua.as_deref(),
         caller: caller.as_deref(),
+        identity: None,
     };
     // A batch is refused before any work if it is not allowed or too long; each of its
     // messages counts against the rate limit, as if sent alone.
@@ -176,6 +178,22 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
     };
     let def = &prepared.def;
+    // Client authentication (`pure::client_auth`) before anything else about the server is
+    // told or done; a refusal writes nothing.
+    let authorization = header(&req, "authorization");
+    match authenticate(&def.auth, authorization.as_deref()) {
+        Ok(None) => {}
+        Ok(Some(key)) => {
+            h.identity = Some(key.name);
+            record_key_use(ctx, env, key.key_id);
+        }
+        Err(refusal) => {
+            let e = RpcError::new(Refusal::STATUS, jsonrpc::INVALID_REQUEST, refusal.message());
+            let resp = rpc(Refusal::STATUS, &e.to_response(&echo_id), cors.as_deref())?;
+            resp.headers().set("www-authenticate", &refusal.challenge())?;
+            return Ok(resp);
+        }
+    }
     if def.status != crate::pure::server::Status::Active {
         let e = RpcError::new(
             403,
@@ -189,7 +207,13 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
     let upstreams =
         if has_upstreams && mentions_tools(&body) { load_upstreams(def, env).await } else { Upstreams::default() };
-    let incoming: Vec<(String, String)> = if has_upstreams { req.headers().entries().collect() } else { Vec::new() };
+    // A client key is Flowgate's credential: it is never forwarded to an upstream.
+    let keyed = def.auth.mode == AuthMode::Key;
+    let incoming: Vec<(String, String)> = if has_upstreams {
+        req.headers().entries().filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization"))).collect()
+    } else {
+        Vec::new()
+    };
     match &body {
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
@@ -305,6 +329,21 @@ fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &Call
     });
 }
 
+/// Records that a client key was used, at most once per key and hour per isolate (`memo`), off
+/// the response path: `last_used_at` is accurate to the hour.
+fn record_key_use(ctx: &Context, env: &Env, key_id: &str) {
+    if !super::memo::first_use_of_key(key_id, super::platform::now_ms()) {
+        return;
+    }
+    let (env, key_id) = (env.clone(), key_id.to_string());
+    ctx.wait_until(async move {
+        let Ok(db) = env.d1(super::platform::D1) else { return };
+        if let Err(e) = store::touch_key(&db, &key_id, super::platform::now_s()).await {
+            super::log::error(&format!("recording a client key's use: {}", e.message));
+        }
+    });
+}
+
 /// Starts a durable task for a call: its Durable Object stores it before this answers.
 async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: &Env) -> Result<Value, RpcError> {
     let unavailable = |e: String| {
@@ -348,15 +387,17 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
         super::log::error(&format!("task {}: {e}", req.task_id));
         RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
     };
-    let server_id = def.server_id.clone();
+    let (server_id, owner) = (def.server_id.clone(), req.owner.clone());
     let answer = match req.op {
         TaskOp::Get | TaskOp::Update => {
-            tasks::call(env, &req.task_id, &TaskCall::Get { server_id }).await.map_err(failed)?
+            tasks::call(env, &req.task_id, &TaskCall::Get { server_id, owner }).await.map_err(failed)?
         }
-        TaskOp::Cancel => tasks::call(env, &req.task_id, &TaskCall::Cancel { server_id }).await.map_err(failed)?,
+        TaskOp::Cancel => {
+            tasks::call(env, &req.task_id, &TaskCall::Cancel { server_id, owner }).await.map_err(failed)?
+        }
         TaskOp::Result => {
             let until = super::platform::now_ms() + MAX_RESULT_WAIT_MS;
-            let wait = TaskCall::Wait { server_id, timeout_ms: 20_000 };
+            let wait = TaskCall::Wait { server_id, timeout_ms: 20_000, owner };
             loop {
                 let a = tasks::call(env, &req.task_id, &wait).await.map_err(failed)?;
                 if a.as_ref().is_none_or(|a| a.status.is_terminal()) {
@@ -448,7 +489,7 @@ fn with_cors(headers: &Headers, origin: Option<&str>) -> worker::Result<()> {
     if let Some(o) = origin {
         headers.set("access-control-allow-origin", o)?;
         headers.set("vary", "Origin")?;
-        headers.set("access-control-expose-headers", "mcp-session-id, mcp-protocol-version")?;
+        headers.set("access-control-expose-headers", "mcp-session-id, mcp-protocol-version, www-authenticate")?;
     }
     Ok(())
 }

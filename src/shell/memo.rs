@@ -1,6 +1,7 @@
 //! What an isolate keeps between requests (policy in `pure::memo`): resolved server definitions,
 //! prepared (`pure::mcp::prepared`), so a hot server costs no storage round trip; and the end
-//! users already recorded, so a call writes to D1 at most once per server, user and hour; and
+//! users already recorded, so a call writes to D1 at most once per server, user and hour; the
+//! client keys whose use was recorded, likewise at most once per key and hour; and
 //! the streamed calls running here, so a cancel landing on this isolate needs no KV read.
 //!
 //! Revocation: a console write updates the memo of the isolate that made it at once; every
@@ -22,6 +23,9 @@ const DEFINITIONS_CAPACITY: usize = 512;
 /// (server, end user) pairs one isolate remembers having recorded.
 const END_USERS_CAPACITY: usize = 8192;
 const END_USER_WINDOW_MS: u64 = 3_600_000;
+/// Client keys one isolate remembers having recorded the use of.
+const KEYS_CAPACITY: usize = 4096;
+const KEY_USE_WINDOW_MS: u64 = 3_600_000;
 const DEFAULT_MEMO_SECONDS: u64 = 5;
 /// Longest staleness an operator may choose.
 const MAX_MEMO_SECONDS: u64 = 300;
@@ -34,6 +38,7 @@ const RUN_WINDOW_MS: u64 = 3_600_000;
 thread_local! {
     static DEFINITIONS: RefCell<Memo<Rc<Prepared>>> = RefCell::new(Memo::new(DEFINITIONS_CAPACITY));
     static END_USERS: RefCell<Memo<()>> = RefCell::new(Memo::new(END_USERS_CAPACITY));
+    static KEYS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(KEYS_CAPACITY));
     static RUNS: RefCell<Memo<Rc<str>>> = RefCell::new(Memo::new(RUNS_CAPACITY));
 }
 
@@ -67,6 +72,12 @@ pub fn refresh_failed(code_hash: &str) {
 pub fn first_sight_of_end_user(server_id: &str, user: &str, now_ms: u64) -> bool {
     let key = format!("{server_id}\n{user}");
     END_USERS.with(|m| m.borrow_mut().first_in(&key, now_ms, END_USER_WINDOW_MS))
+}
+
+/// Whether this isolate has not recorded a use of client key `key_id` within the hour (and now
+/// has): `last_used_at` is accurate to the hour, and a warm isolate writes nothing per call.
+pub fn first_use_of_key(key_id: &str, now_ms: u64) -> bool {
+    KEYS_USED.with(|m| m.borrow_mut().first_in(key_id, now_ms, KEY_USE_WINDOW_MS))
 }
 
 /// Keeps the record of a streamed call for `notifications/cancelled` landing on this isolate.

@@ -7,6 +7,7 @@ use worker::{D1Database, D1PreparedStatement};
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::config::Backend;
+use crate::pure::client_auth::{AuthMode, ClientAuth, ClientKey};
 use crate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
 use crate::pure::error::ApiError;
 use crate::pure::form::form_to_dify;
@@ -44,6 +45,30 @@ pub struct ServerRow {
     pub parameters: String,
     pub created_at: i64,
     pub updated_at: i64,
+    /// `none` or `key` (`pure::client_auth::AuthMode`).
+    pub auth_mode: String,
+}
+
+/// A client key as the console lists it (never the key, nor its hash).
+#[derive(Debug, Deserialize)]
+pub struct KeyRow {
+    pub id: String,
+    pub name: String,
+    pub hint: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
+
+impl KeyRow {
+    pub fn to_console_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "hint": self.hint,
+            "created_at": self.created_at,
+            "last_used_at": self.last_used_at,
+        })
+    }
 }
 
 fn parse_stored(text: &str) -> Value {
@@ -88,6 +113,12 @@ impl AppRow {
 }
 
 impl ServerRow {
+    /// The stored mode; an unreadable one reads as `key` (fail closed: no key matches a server
+    /// whose keys cannot be trusted to be complete).
+    pub fn auth_mode(&self) -> AuthMode {
+        AuthMode::parse(&self.auth_mode).unwrap_or(AuthMode::Key)
+    }
+
     pub fn parameters(&self) -> Map<String, Value> {
         match parse_stored(&self.parameters) {
             Value::Object(m) => m,
@@ -110,7 +141,7 @@ fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatem
 
 const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
 const SERVER_COLUMNS: &str =
-    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at";
+    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, auth_mode";
 
 pub async fn list_apps(db: &D1Database) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
@@ -165,6 +196,11 @@ pub async fn delete_app(db: &D1Database, id: &str) -> Result<()> {
             &[s(id)],
         )?,
         stmt(db, "DELETE FROM end_users WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)])?,
+        stmt(
+            db,
+            "DELETE FROM server_keys WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)",
+            &[s(id)],
+        )?,
         stmt(db, "DELETE FROM mcp_servers WHERE app_id = ?1", &[s(id)])?,
         stmt(db, "DELETE FROM apps WHERE id = ?1 AND tenant_id = ?2", &[s(id), s(TENANT)])?,
     ])
@@ -320,6 +356,7 @@ pub async fn delete_server(db: &D1Database, id: &str) -> Result<()> {
     db.batch(vec![
         stmt(db, "DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(id)])?,
         stmt(db, "DELETE FROM end_users WHERE server_id = ?1", &[s(id)])?,
+        stmt(db, "DELETE FROM server_keys WHERE server_id = ?1", &[s(id)])?,
         stmt(db, "DELETE FROM mcp_servers WHERE id = ?1", &[s(id)])?,
     ])
     .await
@@ -335,6 +372,7 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
     );
     let res = stmt(db, &sql, &[s(&server.id)])?.all().await.map_err(|e| internal("reading a server's apps", e))?;
     let apps: Vec<AppRow> = res.results().map_err(|e| internal("reading a server's apps", e))?;
+    let auth = ClientAuth { mode: server.auth_mode(), keys: key_hashes(db, &server.id).await? };
     Ok(ServerDefinition {
         format: FORMAT,
         server_id: server.id.clone(),
@@ -343,6 +381,7 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
         // Stored values were validated; an unreadable one reads as inactive (fail closed).
         status: crate::pure::server::Status::parse(&server.status).unwrap_or(crate::pure::server::Status::Inactive),
         parameters: server.parameters(),
+        auth,
         apps: apps
             .iter()
             .filter_map(|a| {
@@ -352,17 +391,104 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
     })
 }
 
+/// The client keys of a server as the MCP endpoint checks them (id, name, hash), oldest first.
+async fn key_hashes(db: &D1Database, server_id: &str) -> Result<Vec<ClientKey>> {
+    #[derive(Deserialize)]
+    struct Row {
+        id: String,
+        name: String,
+        key_hash: String,
+    }
+    let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid";
+    let res = stmt(db, sql, &[s(server_id)])?.all().await.map_err(|e| internal("reading a server's client keys", e))?;
+    let rows: Vec<Row> = res.results().map_err(|e| internal("reading a server's client keys", e))?;
+    Ok(rows.into_iter().map(|r| ClientKey { id: r.id, name: r.name, hash: r.key_hash }).collect())
+}
+
+pub async fn set_auth_mode(db: &D1Database, id: &str, mode: AuthMode, now: i64) -> Result<()> {
+    let sql = "UPDATE mcp_servers SET auth_mode = ?2, updated_at = ?3 WHERE id = ?1";
+    stmt(db, sql, &[s(id), s(mode.as_str()), n(now)])?
+        .run()
+        .await
+        .map_err(|e| internal("setting the client authentication mode", e))?;
+    Ok(())
+}
+
+const KEY_COLUMNS: &str = "id, name, hint, created_at, last_used_at";
+
+/// A server's client keys for the console, oldest first.
+pub async fn list_keys(db: &D1Database, server_id: &str) -> Result<Vec<KeyRow>> {
+    let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid");
+    let res = stmt(db, &sql, &[s(server_id)])?.all().await.map_err(|e| internal("listing client keys", e))?;
+    res.results().map_err(|e| internal("reading client keys", e))
+}
+
+pub async fn get_key(db: &D1Database, server_id: &str, key_id: &str) -> Result<Option<KeyRow>> {
+    let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 AND id = ?2");
+    stmt(db, &sql, &[s(server_id), s(key_id)])?.first(None).await.map_err(|e| internal("reading a client key", e))
+}
+
+pub struct NewKey<'a> {
+    pub id: &'a str,
+    pub server_id: &'a str,
+    pub name: &'a str,
+    pub key_hash: &'a str,
+    pub hint: &'a str,
+    pub now: i64,
+}
+
+/// What storing a new key came to.
+pub enum KeyInsert {
+    Stored,
+    /// The server already has a key of this name.
+    NameTaken,
+    /// Two random keys hashed alike (not expected): the caller draws another.
+    HashCollision,
+}
+
+pub async fn insert_key(db: &D1Database, new: &NewKey<'_>) -> Result<KeyInsert> {
+    let sql =
+        "INSERT INTO server_keys (id, server_id, name, key_hash, hint, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
+    let args = [s(new.id), s(new.server_id), s(new.name), s(new.key_hash), s(new.hint), n(new.now)];
+    match stmt(db, sql, &args)?.run().await {
+        Ok(_) => Ok(KeyInsert::Stored),
+        Err(e) if e.to_string().contains("key_hash") => Ok(KeyInsert::HashCollision),
+        Err(e) if e.to_string().contains("UNIQUE") => Ok(KeyInsert::NameTaken),
+        Err(e) => Err(internal("storing the client key", e)),
+    }
+}
+
+pub async fn delete_key(db: &D1Database, server_id: &str, key_id: &str) -> Result<()> {
+    stmt(db, "DELETE FROM server_keys WHERE server_id = ?1 AND id = ?2", &[s(server_id), s(key_id)])?
+        .run()
+        .await
+        .map_err(|e| internal("revoking the client key", e))?;
+    Ok(())
+}
+
+/// Records that a key was used (called at most once per key and hour per isolate).
+pub async fn touch_key(db: &D1Database, key_id: &str, now: i64) -> Result<()> {
+    stmt(db, "UPDATE server_keys SET last_used_at = ?2 WHERE id = ?1", &[s(key_id), n(now)])?
+        .run()
+        .await
+        .map_err(|e| internal("recording a client key's use", e))?;
+    Ok(())
+}
+
 pub async fn get_server_by_code_hash(db: &D1Database, code_hash: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE code_hash = ?1");
     stmt(db, &sql, &[s(code_hash)])?.first(None).await.map_err(|e| internal("looking up a server code", e))
 }
 
-/// Records that a client used a server (the `user` sent to its backends).
+/// Records that a client used a server (the `user` sent to its backends). A row is found by
+/// server and user: a client key's name is a user on every server that has a key of that name,
+/// so the row's id is made from both (rows written before client keys have the user as id).
 pub async fn touch_end_user(db: &D1Database, server_id: &str, user: &str, name: &str, now: i64) -> Result<()> {
     let sql = "INSERT INTO end_users (id, server_id, session_key, name, created_at, last_seen_at)
-               VALUES (?1, ?2, ?1, ?3, ?4, ?4)
-               ON CONFLICT (id) DO UPDATE SET last_seen_at = excluded.last_seen_at";
-    stmt(db, sql, &[s(user), s(server_id), s(name), n(now)])?
+               VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+               ON CONFLICT (server_id, session_key) DO UPDATE SET last_seen_at = excluded.last_seen_at";
+    let id = format!("eu-{}", &crate::pure::ids::sha256_hex(&format!("{server_id}\n{user}"))[..32]);
+    stmt(db, sql, &[s(&id), s(server_id), s(user), s(name), n(now)])?
         .run()
         .await
         .map_err(|e| internal("recording an end user", e))?;

@@ -121,8 +121,9 @@ impl DurableObject for TaskRunner {
             return self.create(*spec, ttl_ms).await;
         }
         let Some(mut rec) = self.load().await? else { return Response::error("no such task", 404) };
-        if call.server_id() != Some(rec.spec.server_id.as_str()) {
-            // A task is reachable only through the server that created it.
+        if !call.may_reach(&rec.spec) {
+            // A task is reachable only through the server that created it (and, on a server
+            // with client keys, by the caller that created it).
             return Response::error("no such task", 404);
         }
         match call {
@@ -316,6 +317,7 @@ impl TaskRunner {
             description: String::new(),
             status: crate::pure::server::Status::Active,
             parameters: Default::default(),
+            auth: Default::default(),
             apps: vec![rec.spec.app.clone()],
         }
     }

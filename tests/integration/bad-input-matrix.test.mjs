@@ -22,14 +22,22 @@ before(async () => {
   const server = await publish(fg, app.json.id);
   const task = await fg.console('/apps', { method: 'POST', body: { name: 'TaskApp', mode: 'workflow', backend: { base_url: dify.baseUrl, api_key: apiKey, task_support: 'optional' } } });
   const taskServer = await publish(fg, task.json.id);
-  fixtures = { app: app.json, server, taskServer };
+  // A server with client keys (auth mode `key`) and one key.
+  const keyedApp = await fg.console('/apps', { method: 'POST', body: { name: 'Keyed', mode: 'workflow', backend: { base_url: dify.baseUrl, api_key: apiKey } } });
+  const keyed = await publish(fg, keyedApp.json.id);
+  assert.equal((await fg.console(`/servers/${keyed.server.id}/auth`, { method: 'PUT', body: { mode: 'key' } })).status, 200);
+  const key = await fg.console(`/servers/${keyed.server.id}/keys`, { method: 'POST', body: { name: 'matrix-key' } });
+  assert.equal(key.status, 201, key.text);
+  fixtures = { app: app.json, server, taskServer, keyed: { ...keyed, key: key.json.key } };
 });
 
 after(async () => {
   await Promise.allSettled([fg?.stop(), dify?.stop()]);
 });
 
-const SECRETS = () => [LITERAL_KEY, fg.adminToken, TEST_SECRETS_KEY, fixtures.server.code, fixtures.taskServer.code];
+const SECRETS = () => [
+  LITERAL_KEY, fg.adminToken, TEST_SECRETS_KEY, fixtures.server.code, fixtures.taskServer.code, fixtures.keyed.code, fixtures.keyed.key,
+];
 
 function check(label, r) {
   assert.ok(r.status < 500, `${label}: HTTP ${r.status} ${r.text}`);
@@ -54,6 +62,7 @@ function consoleCases() {
   const routes = [
     ['POST', () => '/apps'], ['POST', () => '/apps/import'], ['PUT', () => `/apps/${a()}`], ['POST', () => `/apps/${a()}/server`],
     ['PUT', () => `/apps/${a()}/server`], ['POST', () => '/servers'], ['PUT', () => `/servers/${s()}`],
+    ['PUT', () => `/servers/${s()}/auth`], ['POST', () => `/servers/${s()}/keys`],
   ];
   const cases = [];
   for (const [method, path] of routes) {
@@ -68,7 +77,7 @@ function consoleCases() {
   }
   cases.push(['PATCH /apps', () => fg.console('/apps', { method: 'PATCH', body: {} })]);
   cases.push(['PATCH /servers', () => fg.console('/servers', { method: 'PATCH', body: {} })]);
-  const reads = [`/apps/${id0}`, `/apps/${id0}/server`, `/servers/${id0}`, `/servers/${id0}/tasks`, `/servers/${id0}/tasks/abc`, '/audit?limit=0', '/audit?limit=x', '/nothing/here', `/apps/${id0}/server/refresh`, `/servers/${id0}/refresh`];
+  const reads = [`/apps/${id0}`, `/apps/${id0}/server`, `/servers/${id0}`, `/servers/${id0}/tasks`, `/servers/${id0}/tasks/abc`, '/audit?limit=0', '/audit?limit=x', '/nothing/here', `/apps/${id0}/server/refresh`, `/servers/${id0}/refresh`, `/servers/${id0}/auth`, `/servers/${id0}/keys`, `/servers/${id0}/keys/${id0}`];
   for (const p of reads) {
     cases.push([`GET ${p}`, () => fg.console(p)]);
     cases.push([`PATCH ${p}`, () => fg.console(p, { method: 'PATCH', body: {} })]);
@@ -95,6 +104,16 @@ function consoleCases() {
   cases.push(['a 4000-character Content-Type', () => fg.console('/apps', { method: 'POST', body: 'x', headers: { 'content-type': `text/plain; p=${'q'.repeat(4000)}` } }), 400]);
   cases.push(['a 10000-character mode', () => fg.console('/apps', { method: 'POST', body: { name: 'x', mode: 'm'.repeat(10_000), backend: {} } }), 1000]);
   cases.push(['a 5000-character app id', () => fg.console(`/apps/${'i'.repeat(5000)}`), 400]);
+  const k = () => fixtures.keyed.server.id;
+  cases.push(['client key without a name', () => fg.console(`/servers/${k()}/keys`, { method: 'POST', body: {} })]);
+  cases.push(['client key with a 65-character name', () => fg.console(`/servers/${k()}/keys`, { method: 'POST', body: { name: 'n'.repeat(65) } })]);
+  cases.push(['client key with a duplicate name', () => fg.console(`/servers/${k()}/keys`, { method: 'POST', body: { name: 'matrix-key' } })]);
+  cases.push(['client key with a control character', () => fg.console(`/servers/${k()}/keys`, { method: 'POST', body: { name: 'a\u0000b' } })]);
+  cases.push(['client key for an unknown server', () => fg.console(`/servers/${id0}/keys`, { method: 'POST', body: { name: 'x' } })]);
+  cases.push(['revoking an unknown client key', () => fg.console(`/servers/${k()}/keys/${id0}`, { method: 'DELETE' })]);
+  cases.push(['unknown auth mode', () => fg.console(`/servers/${k()}/auth`, { method: 'PUT', body: { mode: 'oauth' } })]);
+  cases.push(['a 5000-character client key name', () => fg.console(`/servers/${k()}/keys`, { method: 'POST', body: { name: 'Z'.repeat(5000) } }), 1000]);
+  cases.push(['a 5000-character auth mode', () => fg.console(`/servers/${k()}/auth`, { method: 'PUT', body: { mode: 'Z'.repeat(5000) } }), 1000]);
   cases.push(['a 5000-character server status', () => fg.console(`/apps/${a()}/server`, { method: 'PUT', body: { id: 'x', status: 's'.repeat(5000) } }), 1000]);
   return cases;
 }
@@ -144,6 +163,14 @@ function mcpCases() {
   cases.push(['MCP 5000-character content type', () => rpc(url(), JSON.stringify(req('ping')), { 'content-type': `text/${LONG}` })]);
   cases.push(['MCP 5000-character task id', () => rpc(turl(), req('tasks/get', { taskId: LONG }), H('2025-11-25'))]);
   cases.push(['MCP task on a forbidden tool', () => rpc(url(), req('tools/call', { name: 'Matrix', arguments: { text: 'x' }, task: {} }), H('2025-11-25'))]);
+  // A server with client keys: no key, a wrong one, a huge one; the key is never echoed back.
+  const kurl = () => fixtures.keyed.url;
+  cases.push(['MCP key server without a key', () => rpc(kurl(), req('tools/list'), H('2025-06-18'))]);
+  cases.push(['MCP key server with a wrong key', () => rpc(kurl(), req('tools/list'), { ...H('2025-06-18'), authorization: `Bearer fgk_${'W'.repeat(32)}` })]);
+  cases.push(['MCP key server with the key twice', () => rpc(kurl(), req('ping'), { authorization: `Bearer ${fixtures.keyed.key} ${fixtures.keyed.key}` })]);
+  cases.push(['MCP key server with a Basic header', () => rpc(kurl(), req('ping'), { authorization: `Basic ${Buffer.from(`u:${fixtures.keyed.key}`).toString('base64')}` })]);
+  cases.push(['MCP key server with a 5000-character token', () => rpc(kurl(), req('ping'), { authorization: `Bearer ${'Z'.repeat(5000)}` })]);
+  cases.push(['MCP key server, bad JSON, right key', () => rpc(kurl(), '{"jsonrpc":', { authorization: `Bearer ${fixtures.keyed.key}` })]);
   // Other spellings of a server's path: the code is never echoed back.
   cases.push(['MCP path in other case', () => rpc(url().replace('/mcp/server/', '/MCP/Server/'), req('ping'))]);
   cases.push(['MCP path with an extra segment', () => rpc(`${url()}/extra`, req('ping'))]);

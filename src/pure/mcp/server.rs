@@ -35,6 +35,9 @@ pub struct RequestHeaders<'a> {
     /// client's address (`CF-Connecting-IP`, set by Cloudflare and not forgeable by clients).
     /// Binds cancellation to the connection that made the call.
     pub caller: Option<&'a str>,
+    /// Who the server authenticated (a client key's name, `pure::client_auth`): then the
+    /// backend `user`, instead of one derived from what the client says about itself.
+    pub identity: Option<&'a str>,
 }
 
 /// What to do with one message.
@@ -73,6 +76,8 @@ pub struct TaskRequest {
     pub version: Version,
     pub op: TaskOp,
     pub task_id: String,
+    /// The authenticated caller ([`RequestHeaders::identity`]): the task must be theirs.
+    pub owner: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -190,7 +195,7 @@ pub fn handle_with(
         Ok(Message::Notification { method: methods::CANCELLED, params: Some(p) }) => {
             return match p.get("requestId").filter(|r| r.is_string() || r.is_number()) {
                 Some(request_id) => {
-                    Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h)), h.caller, request_id) }
+                    Step::Cancel { key: cancel_key(def, &end_user(def, &client_name(p, h), h), h.caller, request_id) }
                 }
                 None => Step::Reply { status: 202, body: None },
             };
@@ -219,7 +224,7 @@ pub fn handle_with(
         },
         methods::TOOLS_CALL => return call_tool(def, upstreams, id, params, version, h, server_version),
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" | "tasks/list" => {
-            return match task_request(id, method, params, version) {
+            return match task_request(id, method, params, version, h.identity) {
                 Ok(req) => Step::Task(req),
                 Err(e) => error_step(id, e),
             };
@@ -547,7 +552,7 @@ fn call_tool(
         );
     }
     let client_name = client_name(params, h);
-    let user = end_user(def, &client_name);
+    let user = end_user(def, &client_name, h);
     let request = match (&tool.upstream, &tool.app.backend) {
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
         (Some(exposed), _) => {
@@ -593,9 +598,13 @@ fn not_callable(tool: &Tool<'_>) -> Option<String> {
         .then(|| format!("Tool '{}' stands for an upstream MCP server whose tools are not known yet", tool.name))
 }
 
-/// The backend `user` of a client: stable per server and client, and not reversible.
-fn end_user(def: &ServerDefinition, client_name: &str) -> String {
-    format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24])
+/// The backend `user` of a client: the identity the server authenticated (a client key's name)
+/// when there is one; else stable per server and client, and not reversible.
+fn end_user(def: &ServerDefinition, client_name: &str, h: &RequestHeaders<'_>) -> String {
+    match h.identity {
+        Some(identity) => identity.to_string(),
+        None => format!("mcp-{}", &sha256_hex(&format!("{}\n{client_name}", def.server_id))[..24]),
+    }
 }
 
 /// Where a running call is recorded so that `notifications/cancelled` (a separate request, on
@@ -627,6 +636,7 @@ fn task_request(
     method: &str,
     params: &Map<String, Value>,
     version: Version,
+    identity: Option<&str>,
 ) -> Result<TaskRequest, RpcError> {
     let not_found = |why: &str| {
         RpcError::new(
@@ -658,7 +668,7 @@ fn task_request(
     }
     match params.get("taskId").and_then(Value::as_str) {
         Some(t) if !t.is_empty() && t.len() <= 128 => {
-            Ok(TaskRequest { id: id.clone(), version, op, task_id: t.to_string() })
+            Ok(TaskRequest { id: id.clone(), version, op, task_id: t.to_string(), owner: identity.map(str::to_string) })
         }
         _ => Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: {method} needs `taskId`"))),
     }

@@ -314,6 +314,7 @@ mod tests {
             description: "Server description".into(),
             status: crate::pure::server::Status::Active,
             parameters: json!({"text": "The text to summarise"}).as_object().unwrap().clone(),
+            auth: Default::default(),
             apps: apps
                 .into_iter()
                 .enumerate()

@@ -13,6 +13,7 @@ fn def() -> ServerDefinition {
         description: "Summarises text".into(),
         status: crate::pure::server::Status::Active,
         parameters: Map::new(),
+        auth: Default::default(),
         apps: vec![
             AppDefinition::new(
                 "a1".into(),
@@ -283,6 +284,37 @@ fn cancellation_is_bound_to_the_caller() {
 }
 
 #[test]
+fn an_authenticated_identity_is_the_user_and_binds_cancellation() {
+    // A client key's name is the backend user, whatever the client says about itself; the
+    // cancel key follows the identity, so another key holder cannot cancel the run.
+    let d = def();
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "Summariser", "arguments": {"text": "x"}}});
+    let as_key = |identity: Option<&'static str>, ua: &'static str| RequestHeaders {
+        user_agent: Some(ua),
+        caller: Some("203.0.113.1"),
+        identity,
+        ..Default::default()
+    };
+    let plan_of = |h: &RequestHeaders<'_>| match handle(&d, &call, h, "v") {
+        Step::Call(plan) => plan,
+        other => panic!("{other:?}"),
+    };
+    let alice = plan_of(&as_key(Some("alice-laptop"), "agent/1"));
+    assert_eq!(alice.user, "alice-laptop");
+    assert_eq!(alice.request.http_body().unwrap()["user"], "alice-laptop");
+    assert_eq!(alice.client_name, "agent/1", "the end-user record still says how the client named itself");
+    assert_eq!(plan_of(&as_key(Some("alice-laptop"), "agent/2")).user, "alice-laptop");
+    let bob = plan_of(&as_key(Some("bob"), "agent/1"));
+    assert_ne!(bob.cancel_key, alice.cancel_key);
+    assert!(plan_of(&as_key(None, "agent/1")).user.starts_with("mcp-"));
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+    match handle(&d, &cancel, &as_key(Some("alice-laptop"), "something else/9"), "v") {
+        Step::Cancel { key } => assert_eq!(key, alice.cancel_key),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn malformed_messages() {
     let (status, r) = body(handle(&def(), &json!({"jsonrpc": "1.0", "id": 1, "method": "ping"}), &headers(None), "v"));
     assert_eq!((status, r["error"]["code"].clone(), r["id"].clone()), (400, json!(-32600), json!(1)));
@@ -387,9 +419,22 @@ fn task_methods_per_revision() {
     };
     assert_eq!(
         get(Some("2025-11-25"), "tasks/get"),
-        Step::Task(TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Get, task_id: "abc".into() })
+        Step::Task(TaskRequest {
+            id: json!(4),
+            version: Version::V2025_11_25,
+            op: TaskOp::Get,
+            task_id: "abc".into(),
+            owner: None
+        })
     );
     assert!(matches!(get(Some("2025-11-25"), "tasks/result"), Step::Task(TaskRequest { op: TaskOp::Result, .. })));
+    // On a server with client keys the task must be the caller's.
+    let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": "abc"}});
+    let h = RequestHeaders { protocol_version: Some("2025-11-25"), identity: Some("alice"), ..Default::default() };
+    match handle(&d, &msg, &h, "v") {
+        Step::Task(req) => assert_eq!(req.owner.as_deref(), Some("alice")),
+        other => panic!("{other:?}"),
+    }
     for (v, m) in
         [(Some("2025-11-25"), "tasks/list"), (Some("2025-06-18"), "tasks/get"), (Some("2025-11-25"), "tasks/update")]
     {
@@ -413,7 +458,13 @@ fn task_methods_per_revision() {
     let (status, r) = body(handle(&d, &with_ext("tasks/result"), &stateless_headers("tasks/result", None), "v"));
     assert_eq!((status, r["error"]["code"].clone()), (404, json!(-32601)));
 
-    let req = TaskRequest { id: json!(4), version: Version::V2025_11_25, op: TaskOp::Cancel, task_id: "abc".into() };
+    let req = TaskRequest {
+        id: json!(4),
+        version: Version::V2025_11_25,
+        op: TaskOp::Cancel,
+        task_id: "abc".into(),
+        owner: None,
+    };
     let view = TaskView {
         task_id: "abc".into(),
         status: "completed",

@@ -1,0 +1,427 @@
+//! Who is calling an MCP server, decided without IO: a server's client authentication mode,
+//! its client keys (known by SHA-256 only), a request's `Authorization` header checked against
+//! them, and the console bodies that set the mode and name a new key.
+//!
+//! Mode `none` (the default) is the server code alone. Mode `key` also wants
+//! `Authorization: Bearer fgk_…`: a key drawn from the CSPRNG, shown once, stored as its
+//! SHA-256; its name (chosen by the administrator) is the caller's identity, sent to backends
+//! as the `user`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::admin::bearer_token;
+use super::error::{json_kind, ApiError, Errors};
+use super::ids::{base62_from, code_hint, same_length_eq, sha256_hex, FillBytes};
+use super::quote::{plain_or_quoted, quote_input};
+
+/// What every client key starts with, so a leaked one is recognizable (secret scanners, logs).
+pub const KEY_PREFIX: &str = "fgk_";
+/// Random `[A-Za-z0-9]` characters after the prefix: about 190 bits.
+pub const KEY_SECRET_CHARS: usize = 32;
+/// The protection space named in the MCP endpoint's `WWW-Authenticate` challenges.
+pub const REALM: &str = "flowgate";
+pub const MAX_KEY_NAME_CHARS: usize = 64;
+/// Keys one server may have: every request of a `key` server compares against all of them,
+/// and they travel in the server's cached definition.
+pub const MAX_KEYS_PER_SERVER: usize = 100;
+
+/// How a server's clients authenticate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// The server code in the URL is the only credential.
+    #[default]
+    None,
+    /// A client key (`Authorization: Bearer fgk_…`) as well as the code.
+    Key,
+}
+
+impl AuthMode {
+    pub fn parse(s: &str) -> Option<AuthMode> {
+        match s {
+            "none" => Some(AuthMode::None),
+            "key" => Some(AuthMode::Key),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMode::None => "none",
+            AuthMode::Key => "key",
+        }
+    }
+}
+
+/// A client key as the MCP endpoint knows it: its id, its name and the SHA-256 (hex) of the
+/// key. Never the key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientKey {
+    pub id: String,
+    pub name: String,
+    pub hash: String,
+}
+
+/// A server's client authentication, as its cached definition carries it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientAuth {
+    pub mode: AuthMode,
+    #[serde(default)]
+    pub keys: Vec<ClientKey>,
+}
+
+/// The caller a client key identified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Caller<'a> {
+    pub key_id: &'a str,
+    /// The key's name: the caller's identity, the `user` backends get.
+    pub name: &'a str,
+}
+
+/// Why a request to a `key` server is refused (HTTP 401).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// No bearer token: no `Authorization` header, or one of another scheme (`header_sent`).
+    Missing { header_sent: bool },
+    /// A bearer token that is no key of this server: never one, or revoked.
+    Invalid,
+}
+
+/// Decides a request: `header` is its `Authorization` header. `Ok(None)` for a server without
+/// client authentication (the header is not looked at), `Ok(Some(caller))` for a key of the
+/// server. The token's SHA-256 is compared with every key's in time that does not depend on
+/// which one (if any) matches.
+pub fn authenticate<'a>(auth: &'a ClientAuth, header: Option<&str>) -> Result<Option<Caller<'a>>, Refusal> {
+    if auth.mode == AuthMode::None {
+        return Ok(None);
+    }
+    let header_sent = header.is_some_and(|h| !h.trim().is_empty());
+    let Some(token) = header.and_then(bearer_token) else {
+        return Err(Refusal::Missing { header_sent });
+    };
+    if !is_key_shape(token) {
+        return Err(Refusal::Invalid);
+    }
+    let digest = sha256_hex(token);
+    let mut found = None;
+    for key in &auth.keys {
+        let matches = same_length_eq(key.hash.as_bytes(), digest.as_bytes());
+        found = found.or(matches.then_some(key));
+    }
+    found.map(|k| Some(Caller { key_id: &k.id, name: &k.name })).ok_or(Refusal::Invalid)
+}
+
+impl Refusal {
+    pub const STATUS: u16 = 401;
+
+    /// What the client is told: what is wrong and what to do about it. Nothing about the keys.
+    pub fn message(self) -> &'static str {
+        match self {
+            Refusal::Missing { header_sent: false } => {
+                "Unauthorized: this MCP server requires a client key; send it as `Authorization: Bearer fgk_…` \
+                 (the server's administrator creates keys in the console)"
+            }
+            Refusal::Missing { header_sent: true } => {
+                "Unauthorized: the Authorization header is not a bearer token; send the client key as \
+                 `Authorization: Bearer fgk_…`"
+            }
+            Refusal::Invalid => {
+                "Unauthorized: the client key is not valid for this MCP server (it may have been revoked); \
+                 ask the server's administrator for a key"
+            }
+        }
+    }
+
+    /// The `WWW-Authenticate` value (RFC 6750 §3): the realm, and `invalid_token` when a bearer
+    /// token was sent and refused.
+    pub fn challenge(self) -> String {
+        match self {
+            Refusal::Missing { .. } => format!("Bearer realm=\"{REALM}\""),
+            Refusal::Invalid => format!("Bearer realm=\"{REALM}\", error=\"invalid_token\""),
+        }
+    }
+}
+
+/// Whether `s` has the shape of a client key; anything else cannot match and is refused early.
+pub fn is_key_shape(s: &str) -> bool {
+    s.strip_prefix(KEY_PREFIX)
+        .is_some_and(|rest| rest.len() == KEY_SECRET_CHARS && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// A freshly drawn key: shown once, stored as `hash` and `hint`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewKey {
+    pub key: String,
+    /// SHA-256 (hex) of `key`: what D1 and the cache keep.
+    pub hash: String,
+    /// The key's last 4 characters, so a person can tell keys apart.
+    pub hint: String,
+}
+
+/// A key drawn from `fill` without modulo bias (the server codes' sampler).
+pub fn new_key_from(fill: &mut FillBytes<'_>) -> Result<NewKey, getrandom::Error> {
+    let key = format!("{KEY_PREFIX}{}", base62_from(fill, KEY_SECRET_CHARS)?);
+    Ok(NewKey { hash: sha256_hex(&key), hint: code_hint(&key).to_string(), key })
+}
+
+/// A key from the platform CSPRNG.
+pub fn new_key() -> Result<NewKey, getrandom::Error> {
+    new_key_from(&mut getrandom::getrandom)
+}
+
+/// The body of `PUT /servers/{id}/auth`: `{"mode": "none" | "key"}`.
+pub fn validate_auth_body(body: &Value) -> Result<AuthMode, ApiError> {
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::bad_request("the body must be a JSON object: {\"mode\": \"none\" | \"key\"}"));
+    };
+    let mut errs = Errors::default();
+    for k in obj.keys().filter(|k| k.as_str() != "mode") {
+        errs.add(plain_or_quoted(k), "is not an auth field (known: mode)");
+    }
+    let mode = match obj.get("mode") {
+        None | Some(Value::Null) => {
+            errs.add("mode", "is required: \"none\" (the server code alone) or \"key\" (a client key as well)");
+            None
+        }
+        Some(Value::String(s)) => {
+            let mode = AuthMode::parse(s);
+            if mode.is_none() {
+                errs.add(
+                    "mode",
+                    format!(
+                        "{} is not a mode; expected \"none\" (the server code alone) or \"key\" (a client key as well)",
+                        quote_input(s)
+                    ),
+                );
+            }
+            mode
+        }
+        Some(other) => {
+            errs.add("mode", format!("must be \"none\" or \"key\" (got {})", json_kind(other)));
+            None
+        }
+    };
+    errs.into_result(()).map(|()| mode.unwrap_or_default())
+}
+
+/// The body of `POST /servers/{id}/keys`: `{"name": "alice-laptop"}`; the name as stored.
+pub fn validate_key_body(body: &Value) -> Result<String, ApiError> {
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::bad_request("the body must be a JSON object: {\"name\": \"<who holds the key>\"}"));
+    };
+    let mut errs = Errors::default();
+    for k in obj.keys().filter(|k| k.as_str() != "name") {
+        errs.add(plain_or_quoted(k), "is not a key field (known: name)");
+    }
+    let name = match obj.get("name") {
+        None | Some(Value::Null) => {
+            errs.add(
+                "name",
+                format!("is required: who holds the key, e.g. \"alice-laptop\" (1 to {MAX_KEY_NAME_CHARS} characters)"),
+            );
+            None
+        }
+        Some(Value::String(n)) => match key_name_problem(n) {
+            Some(why) => {
+                errs.add("name", why);
+                None
+            }
+            None => Some(n.clone()),
+        },
+        Some(other) => {
+            errs.add("name", format!("must be a string (got {})", json_kind(other)));
+            None
+        }
+    };
+    errs.into_result(()).map(|()| name.unwrap_or_default())
+}
+
+/// What is wrong with a key name, if anything. The name is sent to backends as the caller's
+/// user id, for HTTP tools in a header, so it is printable ASCII.
+fn key_name_problem(name: &str) -> Option<String> {
+    let chars = name.chars().count();
+    if name.trim().is_empty() {
+        Some(format!("must not be empty: 1 to {MAX_KEY_NAME_CHARS} characters, e.g. \"alice-laptop\""))
+    } else if chars > MAX_KEY_NAME_CHARS {
+        Some(format!("must be at most {MAX_KEY_NAME_CHARS} characters (got {chars})"))
+    } else if !name.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        Some(
+            "must be printable ASCII (letters, digits, spaces and punctuation): it is sent to backends as the \
+             caller's user id, for HTTP tools in a header"
+                .to_string(),
+        )
+    } else if name.trim() != name {
+        Some("must not begin or end with a space".to_string())
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fixed_fill(start: u8) -> impl FnMut(&mut [u8]) -> Result<(), getrandom::Error> {
+        let mut next = start;
+        move |buf: &mut [u8]| {
+            for x in buf.iter_mut() {
+                *x = next;
+                next = next.wrapping_add(1);
+            }
+            Ok(())
+        }
+    }
+
+    fn auth_with(keys: &[(&str, &str, &str)]) -> ClientAuth {
+        ClientAuth {
+            mode: AuthMode::Key,
+            keys: keys
+                .iter()
+                .map(|(id, name, key)| ClientKey { id: id.to_string(), name: name.to_string(), hash: sha256_hex(key) })
+                .collect(),
+        }
+    }
+
+    const ALICE: &str = "fgk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    const BOB: &str = "fgk_0123456789abcdefghijABCDEFGHIJKL";
+
+    #[test]
+    fn keys_have_the_prefix_32_base62_characters_and_differ() {
+        let a = new_key().unwrap();
+        let b = new_key().unwrap();
+        assert_ne!(a.key, b.key);
+        for k in [&a, &b] {
+            assert!(is_key_shape(&k.key), "{}", k.key);
+            assert_eq!(k.key.len(), 4 + 32);
+            assert_eq!(k.hash, sha256_hex(&k.key));
+            assert_eq!(k.hint, &k.key[32..]);
+            assert!(!k.hash.contains(&k.key[4..]));
+        }
+    }
+
+    #[test]
+    fn keys_come_from_the_unbiased_sampler() {
+        // Bytes 248..=255 are rejected; 0.. map to "A"...
+        let k = new_key_from(&mut fixed_fill(248)).unwrap();
+        assert_eq!(&k.key[..12], "fgk_ABCDEFGH", "the 8 rejected bytes were skipped");
+        assert_eq!(k.hint, &k.key[k.key.len() - 4..]);
+    }
+
+    #[test]
+    fn shapes() {
+        assert!(is_key_shape(ALICE) && is_key_shape(BOB));
+        for bad in [
+            "",
+            "fgk_",
+            "fgk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",   // 31
+            "fgk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", // 33
+            "FGK_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            "fgk-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            "fgk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA!",
+            "fgk_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAé",
+        ] {
+            assert!(!is_key_shape(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_server_without_client_auth_ignores_the_header() {
+        let none = ClientAuth { mode: AuthMode::None, keys: auth_with(&[("k1", "alice", ALICE)]).keys };
+        assert_eq!(authenticate(&none, None), Ok(None));
+        assert_eq!(authenticate(&none, Some("Bearer nonsense")), Ok(None));
+        assert_eq!(authenticate(&none, Some(&format!("Bearer {ALICE}"))), Ok(None));
+        assert_eq!(authenticate(&ClientAuth::default(), Some("Basic eDp5")), Ok(None));
+    }
+
+    #[test]
+    fn a_key_server_finds_the_caller() {
+        let auth = auth_with(&[("k1", "alice", ALICE), ("k2", "bob", BOB)]);
+        for h in [
+            format!("Bearer {ALICE}"),
+            format!("bearer {ALICE}"),
+            format!("BEARER   {ALICE} "),
+            format!("\tBeArEr\t{ALICE}"),
+        ] {
+            assert_eq!(authenticate(&auth, Some(&h)), Ok(Some(Caller { key_id: "k1", name: "alice" })), "{h:?}");
+        }
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer {BOB}"))), Ok(Some(Caller { key_id: "k2", name: "bob" })));
+    }
+
+    #[test]
+    fn a_key_server_refuses() {
+        let auth = auth_with(&[("k1", "alice", ALICE)]);
+        assert_eq!(authenticate(&auth, None), Err(Refusal::Missing { header_sent: false }));
+        assert_eq!(authenticate(&auth, Some("  ")), Err(Refusal::Missing { header_sent: false }));
+        assert_eq!(authenticate(&auth, Some("Basic eDp5")), Err(Refusal::Missing { header_sent: true }));
+        assert_eq!(authenticate(&auth, Some("Bearer")), Err(Refusal::Missing { header_sent: true }));
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer{ALICE}"))), Err(Refusal::Missing { header_sent: true }));
+        // A key of the right shape that is not one of the server's (another server's, revoked).
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer {BOB}"))), Err(Refusal::Invalid));
+        // Not a key at all; the key's hash; the key with something after it.
+        assert_eq!(authenticate(&auth, Some("Bearer nope")), Err(Refusal::Invalid));
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer {}", sha256_hex(ALICE)))), Err(Refusal::Invalid));
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer {ALICE}x"))), Err(Refusal::Invalid));
+        assert_eq!(authenticate(&auth, Some(&format!("Bearer {ALICE} {ALICE}"))), Err(Refusal::Invalid));
+        // A key server with no keys refuses everyone.
+        let empty = ClientAuth { mode: AuthMode::Key, keys: Vec::new() };
+        assert_eq!(authenticate(&empty, Some(&format!("Bearer {ALICE}"))), Err(Refusal::Invalid));
+    }
+
+    #[test]
+    fn refusals_say_what_to_do_and_challenge() {
+        let missing = Refusal::Missing { header_sent: false };
+        assert_eq!(missing.challenge(), "Bearer realm=\"flowgate\"");
+        assert!(missing.message().contains("Authorization: Bearer fgk_"), "{}", missing.message());
+        let other_scheme = Refusal::Missing { header_sent: true };
+        assert_eq!(other_scheme.challenge(), "Bearer realm=\"flowgate\"");
+        assert!(other_scheme.message().contains("not a bearer token"));
+        assert_eq!(Refusal::Invalid.challenge(), "Bearer realm=\"flowgate\", error=\"invalid_token\"");
+        assert!(Refusal::Invalid.message().contains("revoked"));
+        assert_eq!(Refusal::STATUS, 401);
+    }
+
+    #[test]
+    fn the_auth_body() {
+        assert_eq!(validate_auth_body(&json!({"mode": "key"})), Ok(AuthMode::Key));
+        assert_eq!(validate_auth_body(&json!({"mode": "none"})), Ok(AuthMode::None));
+        let fields = |v: Value| {
+            let e = validate_auth_body(&v).unwrap_err();
+            assert_eq!(e.status, 400);
+            e.errors.into_iter().map(|f| (f.field, f.message)).collect::<Vec<_>>()
+        };
+        let e = fields(json!({"mode": "oauth"}));
+        assert_eq!(e[0].0, "mode");
+        assert!(e[0].1.contains("\"oauth\" is not a mode"), "{}", e[0].1);
+        assert!(fields(json!({}))[0].1.starts_with("is required"));
+        assert!(fields(json!({"mode": 1}))[0].1.contains("got a number"));
+        assert_eq!(fields(json!({"mode": "key", "keys": []}))[0].0, "keys");
+        assert_eq!(validate_auth_body(&json!("key")).unwrap_err().code, "bad_request");
+    }
+
+    #[test]
+    fn the_key_body() {
+        assert_eq!(validate_key_body(&json!({"name": "alice-laptop"})).as_deref(), Ok("alice-laptop"));
+        assert_eq!(validate_key_body(&json!({"name": "CI runner #2 (eu)"})).as_deref(), Ok("CI runner #2 (eu)"));
+        let n64 = "x".repeat(64);
+        assert_eq!(validate_key_body(&json!({ "name": n64 })).as_deref(), Ok(n64.as_str()));
+        let problem = |v: Value| {
+            let e = validate_key_body(&v).unwrap_err();
+            assert_eq!((e.status, e.code), (400, "validation_failed"));
+            assert_eq!(e.errors[0].field, "name", "{:?}", e.errors);
+            e.errors[0].message.clone()
+        };
+        assert!(problem(json!({})).starts_with("is required"));
+        assert!(problem(json!({"name": null})).starts_with("is required"));
+        assert!(problem(json!({"name": ""})).starts_with("must not be empty"));
+        assert!(problem(json!({"name": "   "})).starts_with("must not be empty"));
+        assert_eq!(problem(json!({"name": "x".repeat(65)})), "must be at most 64 characters (got 65)");
+        assert!(problem(json!({"name": "alice\nbob"})).starts_with("must be printable ASCII"));
+        assert!(problem(json!({"name": "José"})).starts_with("must be printable ASCII"));
+        assert!(problem(json!({"name": " alice"})).contains("begin or end with a space"));
+        assert!(problem(json!({"name": 7})).contains("got a number"));
+        let e = validate_key_body(&json!({"name": "a", "key": "fgk_x"})).unwrap_err();
+        assert_eq!(e.errors[0].field, "key");
+    }
+}
