@@ -647,7 +647,7 @@ fn plural(n: u32, noun: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -665,7 +665,7 @@ mod tests {
         t
     }
 
-    fn running(poll_after_s: Option<f64>) -> PollOutcome {
+    pub(crate) fn running(poll_after_s: Option<f64>) -> PollOutcome {
         PollOutcome::Report(Report::Running { poll_after_s })
     }
 
@@ -673,7 +673,7 @@ mod tests {
         PollOutcome::Report(Report::InputRequired { input_required: json!({"question": "which?"}), poll_after_s })
     }
 
-    fn completed(result: Value) -> PollOutcome {
+    pub(crate) fn completed(result: Value) -> PollOutcome {
         PollOutcome::Report(Report::Completed { result, result_artifact: None })
     }
 
@@ -701,7 +701,7 @@ mod tests {
         v
     }
 
-    fn permanent_message(outcome: PollOutcome) -> String {
+    pub(crate) fn permanent_message(outcome: PollOutcome) -> String {
         match outcome {
             PollOutcome::Permanent(m) => m,
             other => panic!("expected Permanent, got {other:?}"),

@@ -47,29 +47,28 @@ pub async fn remove(env: &Env, code_hash: &str) -> Result<(), ApiError> {
 /// when no server has this code.
 pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<Rc<Prepared>>, ApiError> {
     let fresh_ms = super::memo::fresh_ms(env);
-    match super::memo::definition(code_hash, platform::now_ms(), fresh_ms) {
+    let stale = match super::memo::definition(code_hash, platform::now_ms(), fresh_ms) {
         Lookup::Fresh(p) => return Ok(Some(p)),
-        Lookup::Refresh(p) => {
-            let (env, hash) = (env.clone(), code_hash.to_string());
-            ctx.wait_until(async move {
-                match resolve_and_refill(&env, &hash, fresh_ms).await {
-                    Ok(_) => {}
-                    Err(e) => {
-                        super::memo::refresh_failed(&hash);
-                        super::log::error(&format!("refreshing a definition: {}", e.message));
-                    }
-                }
-            });
-            return Ok(Some(p));
-        }
-        Lookup::Missing => {}
-    }
-    let (def, from_cache) = match resolve(env, code_hash).await? {
-        Some(found) => found,
-        None => return Ok(None),
+        Lookup::Refresh(p) => Some(p),
+        Lookup::Missing => None,
     };
-    let prepared = remember(code_hash, def.clone(), fresh_ms);
-    if !from_cache {
+    if let Some(p) = stale {
+        let (env, hash) = (env.clone(), code_hash.to_string());
+        ctx.wait_until(async move {
+            let refreshed = match load(&env, &hash, fresh_ms).await {
+                Ok(Some((_, Some(from_d1)))) => refill_after_miss(&env, &hash, &from_d1).await,
+                Ok(_) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = refreshed {
+                super::memo::refresh_failed(&hash);
+                super::log::error(&format!("refreshing a definition: {}", e.message));
+            }
+        });
+        return Ok(Some(p));
+    }
+    let Some((prepared, from_d1)) = load(env, code_hash, fresh_ms).await? else { return Ok(None) };
+    if let Some(def) = from_d1 {
         let (env, hash) = (env.clone(), code_hash.to_string());
         ctx.wait_until(async move {
             if let Err(e) = refill_after_miss(&env, &hash, &def).await {
@@ -80,31 +79,30 @@ pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<
     Ok(Some(prepared))
 }
 
-fn remember(code_hash: &str, def: crate::pure::definition::ServerDefinition, fresh_ms: u64) -> Rc<Prepared> {
-    if fresh_ms == 0 {
-        return Rc::new(Prepared::new(def));
-    }
-    super::memo::remember(code_hash, def, platform::now_ms())
+/// The definition through KV, else D1, kept in the memo (unless it is off); with it the
+/// definition to write back to KV when it came from D1. `None` (and nothing kept) when no
+/// server has this code.
+async fn load(
+    env: &Env,
+    code_hash: &str,
+    fresh_ms: u64,
+) -> Result<Option<(Rc<Prepared>, Option<ServerDefinition>)>, ApiError> {
+    let Some((def, from_cache)) = resolve(env, code_hash).await? else {
+        super::memo::forget(code_hash);
+        return Ok(None);
+    };
+    let from_d1 = (!from_cache).then(|| def.clone());
+    let prepared = if fresh_ms == 0 {
+        Rc::new(Prepared::new(def))
+    } else {
+        super::memo::remember(code_hash, def, platform::now_ms())
+    };
+    Ok(Some((prepared, from_d1)))
 }
 
-/// A refresh off the response path: the definition again (KV, then D1), into the memo.
-async fn resolve_and_refill(env: &Env, code_hash: &str, fresh_ms: u64) -> Result<(), ApiError> {
-    match resolve(env, code_hash).await? {
-        Some((def, true)) => {
-            remember(code_hash, def, fresh_ms);
-        }
-        Some((def, false)) => {
-            remember(code_hash, def.clone(), fresh_ms);
-            refill_after_miss(env, code_hash, &def).await?;
-        }
-        None => super::memo::forget(code_hash),
-    }
-    Ok(())
-}
-
-/// The definition behind a code hash: KV first, then D1 (refilling KV off the response path
-/// through `refill`). `None` when no server has this code.
-pub async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition, bool)>, ApiError> {
+/// The definition behind a code hash: KV first (`true`), then D1 (`false`: the caller writes it
+/// back). `None` when no server has this code.
+async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition, bool)>, ApiError> {
     let cached = kv(env)?.get(&key(code_hash)).text().await.map_err(|e| internal("reading the KV cache", e))?;
     if let Some(def) = cached.as_deref().and_then(ServerDefinition::from_cache) {
         return Ok(Some((def, true)));

@@ -180,7 +180,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     let def = &prepared.def;
     // Client authentication (`pure::client_auth`) before anything else about the server is
     // told or done; a refusal writes nothing.
-    let authorization = header(&req, "authorization");
+    let authorization = if def.auth.mode == AuthMode::Key { header(&req, "authorization") } else { None };
     match authenticate(&def.auth, authorization.as_deref()) {
         Ok(None) => {}
         Ok(Some(key)) => {

@@ -13,7 +13,7 @@ use super::dify::config::DifyConfig;
 use super::http_tool::config::HttpToolConfig;
 use super::mcp::config::McpConfig;
 pub use super::settings::Kind;
-use super::settings::{Limits, TaskSettings};
+use super::settings::TaskSettings;
 use crate::pure::mcp::tasks::TaskSupport;
 use crate::pure::mode::Mode;
 
@@ -45,10 +45,6 @@ impl Backend {
             Backend::HttpTool(c) => c,
             Backend::Mcp(c) => c,
         }
-    }
-
-    pub fn limits(&self) -> Limits {
-        self.kind().limits()
     }
 
     pub fn tasks(&self) -> &TaskSettings {
@@ -102,20 +98,20 @@ mod tests {
     fn reads_each_kind_and_keeps_the_flat_shape() {
         let dify = json!({"base_url": "https://d.example/v1", "api_key": "$K", "timeout_seconds": 10, "task_support": "optional"});
         let b = Backend::from_settings(Mode::Workflow, &dify).unwrap();
-        assert_eq!(b.limits().total(), Duration::from_secs(10));
-        assert_eq!(b.limits().idle(), Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECONDS));
+        assert_eq!(b.kind().limits().total(), Duration::from_secs(10));
+        assert_eq!(b.kind().limits().idle(), Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECONDS));
         assert_eq!(b.task_support(), TaskSupport::Optional);
         assert_eq!(serde_json::to_value(&b).unwrap(), dify);
 
         let tool = json!({"api_endpoint": "https://t.example/x", "stream": true, "max_result_bytes": 2048});
         let b = Backend::from_settings(Mode::HttpTool, &tool).unwrap();
-        assert_eq!(b.limits().max_result_bytes(), 2048);
+        assert_eq!(b.kind().limits().max_result_bytes(), 2048);
         assert!(b.as_http_tool().is_some_and(|c| c.stream));
         assert_eq!(serde_json::to_value(&b).unwrap(), tool);
 
         let mcp = json!({"url": "https://m.example/mcp", "tool_call_timeout": 20, "task_toolsets": [{"name": "n", "submit_tool": "a", "status_tool": "b", "cancel_tool": "c"}]});
         let b = Backend::from_settings(Mode::Mcp, &mcp).unwrap();
-        assert_eq!(b.limits().max_result_bytes(), DEFAULT_MAX_RESULT_BYTES);
+        assert_eq!(b.kind().limits().max_result_bytes(), DEFAULT_MAX_RESULT_BYTES);
         assert_eq!(b.task_support(), TaskSupport::Forbidden);
         assert_eq!(serde_json::to_value(&b).unwrap(), mcp);
     }

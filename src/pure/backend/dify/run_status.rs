@@ -58,21 +58,7 @@ fn dify_outputs(outputs: Option<&Value>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn running(poll_after_s: Option<f64>) -> PollOutcome {
-        PollOutcome::Report(Report::Running { poll_after_s })
-    }
-
-    fn completed(result: Value) -> PollOutcome {
-        PollOutcome::Report(Report::Completed { result, result_artifact: None })
-    }
-
-    fn permanent_message(outcome: PollOutcome) -> String {
-        match outcome {
-            PollOutcome::Permanent(m) => m,
-            other => panic!("expected Permanent, got {other:?}"),
-        }
-    }
+    use crate::pure::task::tests::{completed, permanent_message, running};
 
     #[test]
     fn dify_run_statuses() {
