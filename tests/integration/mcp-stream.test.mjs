@@ -275,7 +275,6 @@ describe('cancellation', () => {
     test(`a ${mode} run is stopped through the ${family} stop endpoint`, async () => {
       // 200 chunks 50 ms apart: the run lasts 10 s unless it is stopped.
       const { url, tool, apiKey } = await server({ mode, name: `Cancel ${mode}`, repeat: 200, eventDelayMs: 50 });
-      const before = await cancelRecords();
       const ctl = new AbortController();
       const res = await fetch(url, {
         method: 'POST',
@@ -284,10 +283,14 @@ describe('cancellation', () => {
         signal: ctl.signal,
       });
       assert.equal(res.status, 200);
-      // These modes send no notifications: wait until Flowgate has shared the run's record
-      // for notifications/cancelled in KV (after the run's first event, once the call has run
-      // 2 s), not for some time.
-      await waitFor(async () => (await cancelRecords()).some((k) => !before.includes(k)), 20_000, 'the run to be recorded');
+      // These modes send no notifications. The fixture sends the event naming the run at once;
+      // the first thing the client gets is the `: keep-alive` after a second of silence, by
+      // which time Flowgate has read that event (the run is the client's to stop), and it
+      // tells us the relay is reading the stream.
+      await waitFor(() => dify.requestsFor(apiKey).some((q) => q.taskId), 20_000, 'the run to start');
+      const reader = res.body.getReader();
+      const first = await reader.read();
+      assert.match(new TextDecoder().decode(first.value), /^: keep-alive/);
       ctl.abort();
       await assertStopped(apiKey, family);
     });
