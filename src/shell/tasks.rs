@@ -371,7 +371,7 @@ impl TaskRunner {
                 }
             }
             Kind::AsyncTool => {
-                let answer = post_json(&backend, &rec.plan(), &backend.base_url, &rec.spec.body).await;
+                let answer = post_json(&backend, &rec.plan(), &backend.base_url, &rec.spec.body, Resend::Never).await;
                 let answer = answer.map_err(|e| e.to_string());
                 match answer.as_ref().map_err(String::clone).and_then(task::parse_async_submit) {
                     Ok(remote) => Effect::Submitted { remote, dify_task_id: None },
@@ -380,7 +380,9 @@ impl TaskRunner {
                         // characters) may still have started work: undo it when it named a task.
                         if let Some(remote) = answer.ok().and_then(|v| v["task_id"].as_str().map(str::to_string)) {
                             let cancel = async_endpoint(&rec.spec.app, ToolsetRole::Cancel);
-                            let _ = post_json(&backend, &rec.plan(), &cancel, &json!({"task_id": remote})).await;
+                            let _ =
+                                post_json(&backend, &rec.plan(), &cancel, &json!({"task_id": remote}), Resend::Once)
+                                    .await;
                         }
                         failed(Outcome::Failed(format!("the tool did not accept the task: {e}")))
                     }
@@ -406,7 +408,7 @@ impl TaskRunner {
             }
             Kind::AsyncTool => {
                 let url = async_endpoint(&rec.spec.app, ToolsetRole::Status);
-                match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
+                match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote}), Resend::Once).await {
                     // A status tool that reports isError is busy, not broken: retry.
                     Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
                         PollOutcome::Transient(crate::pure::outcome::truncate(&first_text(Some(&v)), 500).to_string())
@@ -457,14 +459,14 @@ impl TaskRunner {
             Kind::DifyWorkflow => {
                 let Some(dify_task) = rec.dify_task_id.clone() else { return PollOutcome::Report(Report::Cancelled) };
                 let url = format!("{}{}", backend.base_url, dify_call::stop_path(Mode::Workflow, &dify_task));
-                match post_json(&backend, &rec.plan(), &url, &json!({"user": rec.spec.user})).await {
+                match post_json(&backend, &rec.plan(), &url, &json!({"user": rec.spec.user}), Resend::Once).await {
                     Ok(_) => PollOutcome::Report(Report::Cancelled),
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
             }
             Kind::AsyncTool => {
                 let url = async_endpoint(&rec.spec.app, ToolsetRole::Cancel);
-                match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote})).await {
+                match post_json(&backend, &rec.plan(), &url, &json!({"task_id": remote}), Resend::Once).await {
                     Ok(v) => task::parse_async_status(&v, &remote),
                     Err(e) => PollOutcome::Transient(e.to_string()),
                 }
@@ -559,12 +561,29 @@ impl std::fmt::Display for CallError {
     }
 }
 
-async fn get_json(backend: &Target, plan: &CallPlan, url: &str) -> Result<Value, CallError> {
-    call_json(backend, plan, Method::Get, url, None).await
+/// Whether a call that failed before any answer arrived is sent again at once.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    /// A submit: the backend may have started work, so it is never repeated.
+    Never,
+    /// A status read or a cancel (both idempotent): a pooled connection that the backend had
+    /// already closed fails this way ("Network connection lost"), and that is not the
+    /// backend's failure, so it costs neither a backoff step nor a degraded mark.
+    Once,
 }
 
-async fn post_json(backend: &Target, plan: &CallPlan, url: &str, body: &Value) -> Result<Value, CallError> {
-    call_json(backend, plan, Method::Post, url, Some(body)).await
+async fn get_json(backend: &Target, plan: &CallPlan, url: &str) -> Result<Value, CallError> {
+    call_json(backend, plan, Method::Get, url, None, Resend::Once).await
+}
+
+async fn post_json(
+    backend: &Target,
+    plan: &CallPlan,
+    url: &str,
+    body: &Value,
+    resend: Resend,
+) -> Result<Value, CallError> {
+    call_json(backend, plan, Method::Post, url, Some(body), resend).await
 }
 
 async fn call_json(
@@ -573,9 +592,14 @@ async fn call_json(
     method: Method,
     url: &str,
     body: Option<&Value>,
+    resend: Resend,
 ) -> Result<Value, CallError> {
-    let headers = request_headers(plan, backend).map_err(|_| CallError::Other("bad credentials".into()))?;
-    let mut resp = match outbound::send(method, url, headers, body, backend.first_byte).await {
+    let headers = || request_headers(plan, backend).map_err(|_| CallError::Other("bad credentials".into()));
+    let mut sent = outbound::send(method.clone(), url, headers()?, body, backend.first_byte).await;
+    if resend == Resend::Once && matches!(sent, Err(SendError::Unreachable(_))) {
+        sent = outbound::send(method, url, headers()?, body, backend.first_byte).await;
+    }
+    let mut resp = match sent {
         Ok(r) => r,
         Err(SendError::Unreachable(e)) => return Err(CallError::Other(format!("unreachable: {e}"))),
         Err(SendError::TimedOut) => return Err(CallError::Other("timed out".into())),

@@ -236,6 +236,18 @@ describe('seed-002 async tools', () => {
     assert.ok(gaps[1] >= gaps[0] + 0.5 && gaps[2] >= gaps[1] + 1, `gaps ${gaps.join(', ')} s do not grow`);
   });
 
+  test('a status read that loses its connection is sent again at once, not counted as an error', async () => {
+    const { url, submitPath } = await asyncToolServer('Dropped', [{ drop: true }, { status: 'completed', result: { temperature: 3 } }]);
+    const task = await createTask(url, 'Dropped', { city: 'x' });
+    const { task: done } = await follow(url, task.taskId, (t) => t.status === 'completed');
+    assert.doesNotMatch(done.statusMessage ?? '', /degraded|connection/i);
+    const statusCalls = tools.callsFor(submitPath).filter((c) => c.kind === 'status');
+    assert.equal(statusCalls.length, 2);
+    // Sent again at once: an error would have waited the 1 s backoff first.
+    const gap = (statusCalls[1].at - statusCalls[0].at) / 1000;
+    assert.ok(gap < 0.5, `the second status call came ${gap} s after the first`);
+  });
+
   test('a remote id over 255 characters fails the task and cancels the work it started', async () => {
     const long = 'r'.repeat(300);
     const { url, submitPath } = await asyncToolServer('Too Long', [{ status: 'running' }], { submitResponse: { task_id: long, status: 'running' } });

@@ -65,6 +65,9 @@
 //                                                      "Internal Server Error"): transient error
 //                           {isError: true, text: T}   {isError:true, content:[{type:"text",text:T}]}
 //                           {raw: <any JSON>}          sent verbatim
+//                           {drop: true}               the connection is closed, no answer
+//                                                      (what a pooled connection the server
+//                                                      closed looks like to the caller)
 //                           anything else              {task_id, ...entry} (the entry's own
 //                                                      task_id, if it has the key, wins)
 //                         Default script: [{status:"completed", result:{echo: <submit body>}}].
@@ -333,6 +336,10 @@ export async function startHttpTool() {
       if (task.cancelled) return answer(200, { task_id: task.task_id, status: 'cancelled' });
       const entry = task.script[Math.min(task.cursor, task.script.length - 1)];
       task.cursor += 1;
+      if (entry.drop === true) {
+        res.socket?.destroy();
+        return;
+      }
       const a = statusAnswer(task, entry);
       return 'text' in a ? answer(a.status, a.text) : answerJson(res, call, a.json, a.status);
     }
