@@ -611,9 +611,13 @@ fn valid_poll_after(s: f64) -> Option<f64> {
 
 /// The wait before the next poll: the backend's hint if usable, else the interval; at least
 /// `floor_s`, at most `cap_s`.
+/// The shortest wait a backend's `poll_after_seconds` can ask for: a hint of 0.001 s must not
+/// turn the poller into a loop of subrequests against the backend.
+pub const MIN_POLL_AFTER_S: f64 = 1.0;
+
 fn poll_wait_ms(poll_after_s: Option<f64>, interval_s: u64, floor_s: u64, cap_s: u64) -> u64 {
     let s = poll_after_s.and_then(valid_poll_after).unwrap_or(interval_s as f64);
-    let s = s.max(floor_s as f64).min(cap_s as f64);
+    let s = s.max(floor_s as f64).max(MIN_POLL_AFTER_S).min(cap_s as f64);
     // `s` is finite and within [0, cap_s]; ceil keeps a tiny positive hint from meaning "now".
     (s * 1000.0).ceil() as u64
 }
@@ -1123,7 +1127,10 @@ pub(crate) mod tests {
         assert_eq!(wait_after_running(None), 5 * S);
         assert_eq!(wait_after_running(Some(12.5)), 12_500);
         assert_eq!(wait_after_running(Some(1.0)), S);
-        assert_eq!(wait_after_running(Some(0.0004)), 1);
+        // A hint below the floor waits the floor: the poller never spins.
+        assert_eq!(wait_after_running(Some(0.0004)), S);
+        assert_eq!(wait_after_running(Some(0.5)), S);
+        assert_eq!(wait_after_running(Some(1.5)), 1_500);
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, -3.0] {
             assert_eq!(wait_after_running(Some(bad)), 5 * S, "{bad}");
         }
