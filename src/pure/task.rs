@@ -335,7 +335,7 @@ impl TaskState {
         Ok(())
     }
 
-    /// The answer to a cancel call: a terminal Report ends the task (Cancelled, or Completed/Failed if the backend says it finished first); anything else (a non-terminal report, Transient, Permanent) is retried with the same backoff keyed on cancel_attempts.
+    /// The answer to a cancel call: a terminal Report ends the task (Cancelled, or Completed/Failed if the backend says it finished first); a Permanent one fails it (the cancel can never be confirmed); anything else (a non-terminal report, Transient) is retried with the same backoff keyed on cancel_attempts.
     ///
     /// Ignored on a terminal task. For work without a remote id the shell stops the work
     /// itself and reports `Cancelled` here.
@@ -354,7 +354,13 @@ impl TaskState {
             PollOutcome::Report(report) => {
                 format!("the backend answered the cancel with status {} instead of a final one", report.remote_status())
             }
-            PollOutcome::Transient(msg) | PollOutcome::Permanent(msg) => msg,
+            // The backend will never confirm this cancel (it does not know the task, or its
+            // answer breaks the protocol): retrying would go on for ever, so the task ends.
+            PollOutcome::Permanent(msg) => {
+                self.fail(format!("the cancel could not be confirmed: {msg}"), None, returned_at_ms);
+                return;
+            }
+            PollOutcome::Transient(msg) => msg,
         };
         // A cancel call was made, so cancellation is under way even if the shell skipped the request.
         self.cancel_requested_at_ms.get_or_insert(returned_at_ms);
@@ -946,7 +952,7 @@ pub(crate) mod tests {
         let failures = [
             transient("connection reset"),
             PollOutcome::Report(Report::Running { poll_after_s: Some(1.0) }),
-            PollOutcome::Permanent("500 from backend".into()),
+            transient("500 from backend"),
             input(None),
         ];
         let expected_waits = [5, 10, 20, 40];
@@ -1121,6 +1127,18 @@ pub(crate) mod tests {
     }
 
     // --- Poll scheduling ----------------------------------------------------------------------
+
+    #[test]
+    fn a_cancel_the_backend_can_never_confirm_fails_the_task_instead_of_retrying() {
+        let c = cfg();
+        let mut t = working();
+        t.request_cancel(T0).unwrap();
+        t.on_cancel(PollOutcome::Permanent("task_not_found: Task not found".into()), &c, T0 + S);
+        assert_eq!(t.status, Status::Failed);
+        // Only the TTL's deletion is left to wake for.
+        assert_eq!((t.next_poll_at_ms, t.next_cancel_at_ms), (None, None));
+        assert_eq!(t.error.as_deref(), Some("the cancel could not be confirmed: task_not_found: Task not found"));
+    }
 
     #[test]
     fn poll_after_honoured_ignored_or_capped() {
