@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/python/client.py URL [-H 'Authorization: Bearer fgk_...']
         [--offer 2025-06-18] [--call TOOL [--arguments '{"text": "hi"}'] [--progress] [--task TTL_MS]]
+        [--oauth-client-id ID --oauth-client-secret S --oauth-issuer URL [--oauth-scope 'a b']]
 
 The scenario: initialize (the SDK's ClientSession over its Streamable HTTP transport), tools/list,
 optionally one tools/call (with a progress callback when --progress; as a durable task through the
@@ -50,6 +51,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--progress", action="store_true", help="ask for progress notifications (a progress callback)")
     p.add_argument("--task", type=int, metavar="TTL_MS",
                    help="run the call as a durable task (tools/call with params.task, tasks/get, tasks/result)")
+    p.add_argument("--oauth-client-id", metavar="ID",
+                   help="authenticate with OAuth 2.1 client credentials: the SDK discovers the "
+                        "authorization server from the server's 401 and its protected resource metadata")
+    p.add_argument("--oauth-client-secret", metavar="SECRET", default="")
+    p.add_argument("--oauth-issuer", metavar="URL", help="the issuer the client credentials belong to")
+    p.add_argument("--oauth-scope", metavar="SCOPES", help="space-separated scopes to ask for")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole scenario")
     return p.parse_args(argv)
 
@@ -119,7 +126,10 @@ async def scenario(args: argparse.Namespace, out: dict[str, Any], progress_state
         logs.append(dump(params))
 
     http = httpx.AsyncClient(
-        headers=headers, timeout=httpx.Timeout(30.0, read=300.0), event_hooks={"response": [read_error_body]}
+        headers=headers,
+        timeout=httpx.Timeout(30.0, read=300.0),
+        event_hooks={"response": [read_error_body]},
+        auth=oauth_provider(args),
     )
     async with http, streamable_http_client(args.url, http_client=http) as (read, write, _):
         async with ClientSession(read, write, logging_callback=on_log) as session:
@@ -166,6 +176,42 @@ async def scenario(args: argparse.Namespace, out: dict[str, Any], progress_state
             progress_state["step"] = "ping"
             await session.send_ping()
             steps.append("ping")
+
+
+class MemoryTokenStorage:
+    """The SDK's TokenStorage, for one run: nothing is written to disk."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client_info: Any = None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client_info
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self.client_info = client_info
+
+
+def oauth_provider(args: argparse.Namespace) -> httpx.Auth | None:
+    """The SDK's client-credentials provider when --oauth-client-id is given."""
+    if not args.oauth_client_id:
+        return None
+    from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+
+    return ClientCredentialsOAuthProvider(
+        server_url=args.url,
+        storage=MemoryTokenStorage(),
+        client_id=args.oauth_client_id,
+        client_secret=args.oauth_client_secret,
+        scopes=args.oauth_scope,
+        issuer=args.oauth_issuer,
+    )
 
 
 async def run_as_task(session: ClientSession, tool: str, arguments: dict[str, Any], ttl: int) -> dict[str, Any]:
