@@ -105,6 +105,12 @@ impl SseParser {
     /// Fails as soon as the current event would outgrow the cap, before buffering the excess,
     /// so an endless line is refused early. After an error the parser is unusable.
     pub fn feed_each(&mut self, chunk: &[u8], mut emit: impl FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
+        self.feed_dyn(chunk, &mut emit)
+    }
+
+    /// One copy of the parser for every caller (a generic one would be compiled into the
+    /// Worker once per call site); one indirect call per event costs nothing next to a line.
+    fn feed_dyn(&mut self, chunk: &[u8], mut emit: &mut dyn FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
         let mut chunk = chunk;
         if !self.bom_done {
             chunk = self.skip_bom(chunk);
@@ -161,7 +167,7 @@ impl SseParser {
 
     /// [`SseParser::finish`], handing the last event to `emit` as [`SseParser::feed_each`] does.
     pub fn finish_each(&mut self, mut emit: impl FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
-        let result = self.finish_stream(&mut emit);
+        let result = self.finish_stream(&mut emit as &mut dyn FnMut(SseEventRef<'_>));
         self.line.clear();
         self.bom_done = false;
         self.after_cr = false;
@@ -169,7 +175,7 @@ impl SseParser {
         result
     }
 
-    fn finish_stream(&mut self, emit: &mut impl FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
+    fn finish_stream(&mut self, emit: &mut dyn FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
         let max = self.max_event_bytes;
         let mut pending = None;
         if !self.line.is_empty() {
@@ -263,7 +269,7 @@ impl EventBuf {
         line: &'c [u8],
         pending: &mut Option<&'c str>,
         max: usize,
-        emit: &mut impl FnMut(SseEventRef<'_>),
+        emit: &mut dyn FnMut(SseEventRef<'_>),
     ) -> Result<(), SseError> {
         if line.is_empty() {
             self.dispatch(pending.take(), emit);
@@ -324,7 +330,7 @@ impl EventBuf {
     }
 
     /// A blank line ends the event; one without data is dropped, as `EventSource` does.
-    fn dispatch(&mut self, pending: Option<&str>, emit: &mut impl FnMut(SseEventRef<'_>)) {
+    fn dispatch(&mut self, pending: Option<&str>, emit: &mut dyn FnMut(SseEventRef<'_>)) {
         if self.data_lines > 0 {
             emit(SseEventRef {
                 event: &self.event_type,
