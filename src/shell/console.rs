@@ -462,7 +462,7 @@ impl Console<'_> {
 
     async fn list_servers(&self) -> Result<Value> {
         let mut data = Vec::new();
-        for row in store::list_multi_servers(self.db).await? {
+        for row in store::list_servers(self.db).await? {
             data.push(self.server_json(&row, None).await?);
         }
         Ok(json!({ "data": data }))
@@ -876,9 +876,16 @@ impl Console<'_> {
             "created_at": row.created_at,
             "updated_at": row.updated_at,
         });
+        // `kind` says which routes manage it: `/apps/{app_id}/server` or `/servers/{id}`.
         match &row.app_id {
-            Some(app_id) => out["app_id"] = json!(app_id),
-            None => out["app_ids"] = json!(store::app_ids_of_server(self.db, &row.id).await?),
+            Some(app_id) => {
+                out["kind"] = json!("app");
+                out["app_id"] = json!(app_id);
+            }
+            None => {
+                out["kind"] = json!("multi");
+                out["app_ids"] = json!(store::app_ids_of_server(self.db, &row.id).await?);
+            }
         }
         if let Some(code) = code {
             out["server_code"] = json!(code);

@@ -233,11 +233,9 @@ pub async fn get_server_of_app(db: &D1Database, app_id: &str) -> Result<Option<S
     stmt(db, &sql, &[s(app_id), s(TENANT)])?.first(None).await.map_err(|e| internal("reading a server", e))
 }
 
-/// Multi-app (workspace) servers; Dify-style servers are listed under their app.
-pub async fn list_multi_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
-    let sql = format!(
-        "SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 AND app_id IS NULL ORDER BY created_at, id"
-    );
+/// Every server: one-app (Dify-style, also reachable under their app) and multi-app alike.
+pub async fn list_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
+    let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 ORDER BY created_at, id");
     let res = stmt(db, &sql, &[s(TENANT)])?.all().await.map_err(|e| internal("listing servers", e))?;
     res.results().map_err(|e| internal("reading servers", e))
 }
