@@ -18,6 +18,7 @@ use crate::pure::console_tokens::{self, MAX_TOKENS};
 use crate::pure::definition::AppDefinition;
 use crate::pure::error::ApiError;
 use crate::pure::ids;
+use crate::pure::mcp::names::{self, ToolOrigin};
 use crate::pure::quote::quote_input;
 use crate::pure::server::{validate_server, ServerBody, ServerFields, Status};
 
@@ -500,30 +501,32 @@ impl Console<'_> {
     /// come from its (cached) tool list. An upstream that cannot be listed now is not held
     /// against the config.
     async fn check_unique_tool_names(&self, app_ids: &[String]) -> Result<()> {
-        let mut owners: Vec<(String, String)> = Vec::new();
+        // (tool name, app name, upstream name and whether prefixed, for an upstream's tools)
+        let mut owners: Vec<(String, String, Option<(String, bool)>)> = Vec::new();
         for id in app_ids {
             let Some(app) = store::get_app(self.db, id).await?.and_then(|row| row.to_definition().ok()) else {
                 continue;
             };
-            let names: Vec<String> = if app.mode == crate::pure::mode::Mode::Mcp {
-                match super::upstream::tools_of(&app, self.env, false).await {
-                    Ok(list) => match app.backend.as_mcp() {
-                        Some(c) => aggregate(&app.name, &app.id, c, &list).into_iter().map(|t| t.name).collect(),
-                        None => Vec::new(),
-                    },
+            let names: Vec<(String, Option<(String, bool)>)> = match app.backend.as_mcp() {
+                Some(c) => match super::upstream::tools_of(&app, self.env, false).await {
+                    Ok(list) => {
+                        let prefixed = c.tool_name_prefix.unwrap_or(true);
+                        aggregate(&app.name, &app.id, c, &list)
+                            .into_iter()
+                            .map(|t| (t.name, Some((t.upstream_name, prefixed))))
+                            .collect()
+                    }
                     Err(_) => Vec::new(),
-                }
-            } else {
-                vec![crate::pure::mcp::names::sanitize_name(&app.name, &app.id)]
+                },
+                None => vec![(names::sanitize_name(&app.name, &app.id), None)],
             };
-            for name in names {
-                if let Some((_, other)) = owners.iter().find(|(n, _)| *n == name) {
-                    return Err(field_error(
-                        "app_ids",
-                        &format!("apps '{other}' and '{}' would both expose a tool named '{name}'; rename one, or use tool_name_prefix", app.name),
-                    ));
+            for (name, upstream) in names {
+                if let Some((_, other, other_upstream)) = owners.iter().find(|(n, ..)| *n == name) {
+                    let message =
+                        names::clash_message(&name, (other, origin(other_upstream)), (&app.name, origin(&upstream)));
+                    return Err(field_error("app_ids", &message));
                 }
-                owners.push((name, app.name.clone()));
+                owners.push((name, app.name.clone(), upstream));
             }
         }
         Ok(())
@@ -898,4 +901,12 @@ impl Console<'_> {
 /// The upstream settings of an app the caller knows is an `mcp` app.
 fn mcp_config(app: &AppDefinition) -> Result<&McpConfig> {
     app.backend.as_mcp().ok_or_else(|| ApiError::bad_request(format!("app '{}' is not an mcp app", app.id)))
+}
+
+/// How a clashing tool came to have its name (`check_unique_tool_names`).
+fn origin(upstream: &Option<(String, bool)>) -> ToolOrigin<'_> {
+    match upstream {
+        Some((upstream_name, prefixed)) => ToolOrigin::Upstream { upstream_name, prefixed: *prefixed },
+        None => ToolOrigin::App,
+    }
 }
