@@ -308,7 +308,7 @@ impl Console<'_> {
         let key = super::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e))?;
         let info = dify::get_json(base, &key, "/info").await?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;
-        let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key)
+        let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key, body.get("outputs"))
             .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;
         // Dify's form may hold what Flowgate refuses; say so as an import problem.
         let mut spec = app::validate_app_in(&app_body, None, self.ref_prefix).map_err(|e| {
@@ -321,7 +321,11 @@ impl Console<'_> {
         self.seal(&mut spec)?;
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, platform::now_s()).await?;
-        self.app_response(&id, &spec).await
+        let mut out = self.app_response(&id, &spec).await?;
+        if dify_import::needs_outputs_note(app_body["mode"].as_str().unwrap_or_default(), app_body.get("outputs")) {
+            out["note"] = json!(dify_import::OUTPUTS_NOTE.replace("{id}", &id));
+        }
+        Ok(out)
     }
 
     /// Re-seals every stored literal credential with the current `SECRETS_KEY` (step two of a

@@ -385,6 +385,28 @@ describe('import from Dify', () => {
     assert.deepEqual(seen.sort(), ['/v1/info', '/v1/parameters']);
   });
 
+  test('a workflow imported without outputs says how to declare them; declared ones are kept', async () => {
+    const form = [{ 'text-input': { variable: 'text', label: 'Text', required: true } }];
+    const apiKey = dify.addApp({ mode: 'workflow', name: 'Undeclared', user_input_form: form });
+    const bare = await fg.console('/apps/import', { method: 'POST', body: { base_url: dify.baseUrl, api_key: apiKey } });
+    assert.equal(bare.status, 201, bare.text);
+    assert.match(bare.json.note, /does not say what a workflow returns/);
+    assert.ok(bare.json.note.includes(`PUT /console/api/apps/${bare.json.id}`), bare.json.note);
+    const declared = await fg.console('/apps/import', {
+      method: 'POST',
+      body: { base_url: dify.baseUrl, api_key: dify.addApp({ mode: 'workflow', name: 'Declared', user_input_form: form }), outputs: [{ variable: 'echo', type: 'object' }] },
+    });
+    assert.equal(declared.status, 201, declared.text);
+    assert.equal(declared.json.note, undefined);
+    assert.deepEqual(declared.json.outputs.map((o) => o.variable), ['echo']);
+    const badOutputs = await fg.console('/apps/import', {
+      method: 'POST',
+      body: { base_url: dify.baseUrl, api_key: dify.addApp({ mode: 'workflow', name: 'Bad Outputs', user_input_form: form }), outputs: 'summary' },
+    });
+    assert.equal(badOutputs.status, 422, badOutputs.text);
+    assert.match(badOutputs.json.message, /outputs/);
+  });
+
   test('a refused key, an unreachable host and a non-Dify URL each name the cause', async () => {
     assertJsonError(
       await fg.console('/apps/import', { method: 'POST', body: { base_url: dify.baseUrl, api_key: 'app-not-a-real-key' } }),

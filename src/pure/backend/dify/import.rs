@@ -5,7 +5,22 @@ use serde_json::{json, Value};
 use crate::pure::mode::Mode;
 
 /// Why the responses are not those of a Dify app (a message for the person importing).
-pub fn app_body_from_dify(info: &Value, parameters: &Value, base_url: &str, api_key: &str) -> Result<Value, String> {
+/// The note an import answers with when a workflow's outputs are not declared: Dify's API
+/// says what a workflow takes (`/parameters`) but not what it returns.
+pub const OUTPUTS_NOTE: &str = "Dify's API does not say what a workflow returns, so this app declares no outputs: \
+MCP clients get its result as text, without an outputSchema or structuredContent. Declare them with \
+PUT /console/api/apps/{id} (\"outputs\": [{\"variable\": \"summary\", \"type\": \"string\"}]), or send \
+\"outputs\" with the import.";
+
+/// The console body of an app imported from Dify's `/info` and `/parameters`, with the
+/// `outputs` the caller declared (Dify cannot tell them), checked later like any app body.
+pub fn app_body_from_dify(
+    info: &Value,
+    parameters: &Value,
+    base_url: &str,
+    api_key: &str,
+    outputs: Option<&Value>,
+) -> Result<Value, String> {
     let mode = info
         .get("mode")
         .and_then(Value::as_str)
@@ -21,13 +36,22 @@ pub fn app_body_from_dify(info: &Value, parameters: &Value, base_url: &str, api_
         None | Some(Value::Null) => json!([]),
         Some(_) => return Err("the /parameters response has a `user_input_form` that is not a list".into()),
     };
-    Ok(json!({
+    let mut body = json!({
         "name": name,
         "description": description,
         "mode": mode,
         "backend": {"base_url": base_url, "api_key": api_key},
         "user_input_form": form,
-    }))
+    });
+    if let Some(outputs) = outputs.filter(|o| !o.is_null()) {
+        body["outputs"] = outputs.clone();
+    }
+    Ok(body)
+}
+
+/// Whether an imported app should carry [`OUTPUTS_NOTE`]: a workflow without outputs.
+pub fn needs_outputs_note(mode: &str, outputs: Option<&Value>) -> bool {
+    mode == "workflow" && outputs.and_then(Value::as_array).is_none_or(Vec::is_empty)
 }
 
 #[cfg(test)]
@@ -41,6 +65,7 @@ mod tests {
             &json!({"user_input_form": [{"select": {"variable": "lang", "options": ["en"]}}]}),
             "http://dify/v1",
             "app-x",
+            None,
         )
         .unwrap();
         assert_eq!(body["mode"], "advanced-chat");
@@ -50,9 +75,22 @@ mod tests {
     }
 
     #[test]
+    fn declared_outputs_are_kept_and_a_workflow_without_them_gets_the_note() {
+        let outputs = json!([{"variable": "summary", "type": "string"}]);
+        let body = app_body_from_dify(&json!({"mode": "workflow"}), &json!({}), "u", "k", Some(&outputs)).unwrap();
+        assert_eq!(body["outputs"], outputs);
+        assert!(!needs_outputs_note("workflow", Some(&outputs)));
+        assert!(needs_outputs_note("workflow", None));
+        assert!(needs_outputs_note("workflow", Some(&json!([]))));
+        assert!(!needs_outputs_note("chat", None));
+    }
+
+    #[test]
     fn refuses_what_is_not_a_dify_app() {
-        assert!(app_body_from_dify(&json!({"hello": 1}), &json!({}), "u", "k").unwrap_err().contains("no `mode`"));
-        assert!(app_body_from_dify(&json!({"mode": "mcp"}), &json!({}), "u", "k").unwrap_err().contains("'mcp'"));
-        assert!(app_body_from_dify(&json!({"mode": "chat"}), &json!({"user_input_form": 3}), "u", "k").is_err());
+        assert!(app_body_from_dify(&json!({"hello": 1}), &json!({}), "u", "k", None)
+            .unwrap_err()
+            .contains("no `mode`"));
+        assert!(app_body_from_dify(&json!({"mode": "mcp"}), &json!({}), "u", "k", None).unwrap_err().contains("'mcp'"));
+        assert!(app_body_from_dify(&json!({"mode": "chat"}), &json!({"user_input_form": 3}), "u", "k", None).is_err());
     }
 }
