@@ -262,6 +262,7 @@ impl<'a> Client<'a> {
             protocol_version: "2026-07-28".into(),
             session_id: None,
             stateless: true,
+            capabilities: None,
         };
         let headers = self.headers(Some(&probe), "server/discover", None).ok()?;
         let resp =
@@ -323,6 +324,7 @@ impl<'a> Client<'a> {
                 protocol_version: OFFERED_VERSION.as_str().into(),
                 session_id: None,
                 stateless: false,
+                capabilities: None,
             },
             endpoint,
             stream,
