@@ -11,7 +11,9 @@ use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::gateway::Catalogs;
-use crate::pure::mcp::http_rules::{accepts_json, accepts_sse, is_json_content_type, mentions_catalogs, mentions_tools};
+use crate::pure::mcp::http_rules::{
+    accepts_json, accepts_sse, is_json_content_type, mentions_catalogs, mentions_tools,
+};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::prepared::{response_text, Prepared};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};

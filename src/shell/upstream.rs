@@ -18,8 +18,8 @@ use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
 use crate::pure::backend::mcp::session::{
-    discover_request, initialize_request, initialized_notification, parse_initialize, request_headers,
-    session_request, stateless_session, tools_call_request, tools_list_request, Session, OFFERED_VERSION,
+    discover_request, initialize_request, initialized_notification, parse_initialize, request_headers, session_request,
+    stateless_session, tools_call_request, tools_list_request, Session, OFFERED_VERSION,
 };
 use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,

@@ -37,9 +37,9 @@ pub fn mentions_tools(body: &Value) -> bool {
 /// completion request, or the handshake, whose capabilities depend on what the upstreams offer.
 pub fn mentions_catalogs(body: &Value) -> bool {
     let is = |m: &Value| {
-        m["method"].as_str().is_some_and(|m| {
-            super::gateway::METHODS.contains(&m) || m == methods::INITIALIZE || m == methods::DISCOVER
-        })
+        m["method"]
+            .as_str()
+            .is_some_and(|m| super::gateway::METHODS.contains(&m) || m == methods::INITIALIZE || m == methods::DISCOVER)
     };
     match body {
         Value::Array(items) => items.iter().any(is),
