@@ -80,7 +80,7 @@
 //            as for a server that does not let clients end sessions (the spec allows it).
 // everything url http://127.0.0.1:P/mcp. Like `stateful` (sessions, SSE answers) with the shared
 //            tools (not paginated) and the "everything" catalog: the conformance fixture.
-// catalog    url http://127.0.0.1:P/mcp. Stateless JSON, no tools, another catalog:
+// catalog    url http://127.0.0.1:P/mcp. Stateless JSON, only the echo tool, another catalog:
 //              resources  other://alpha "alpha from catalog", other://beta, other://secret,
 //                         test://static-text "static text from the catalog upstream" (the same
 //                         URI as the everything catalog's: a collision);
@@ -461,6 +461,7 @@ function registerEverything(mcp) {
 }
 
 function registerOtherCatalog(mcp) {
+  registerEcho(mcp);
   const text = (uri, t) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: t }] });
   mcp.registerResource('alpha', 'other://alpha', { description: 'Alpha', mimeType: 'text/plain' }, async (uri) => text(uri, 'alpha from catalog'));
   mcp.registerResource('beta', 'other://beta', { description: 'Beta', mimeType: 'text/plain' }, async (uri) => text(uri, 'beta from catalog'));
