@@ -41,7 +41,7 @@ pub fn aggregate_prompts(app_name: &str, app_id: &str, config: &McpConfig, promp
 /// Whether a resource URI or a template's URI template passes `allowed_resources` /
 /// `denied_resources` (matched as the upstream lists it; absent: all; denied wins).
 pub fn resource_allowed(config: &McpConfig, uri: &str) -> bool {
-    !config.allowed_resources.as_ref().is_some_and(|a| !a.iter().any(|n| n == uri))
+    config.allowed_resources.as_ref().is_none_or(|a| a.iter().any(|n| n == uri))
         && !config.denied_resources.iter().any(|n| n == uri)
 }
 
