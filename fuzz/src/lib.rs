@@ -231,6 +231,18 @@ fn check_step(msg: &Value, step: &Step) {
         }
         Step::Cancel { key } => assert!(key.starts_with("cancel:"), "{key}"),
         Step::ToolsList { id, .. } => assert_eq!(Some(id), msg.get("id")),
+        // Whatever the upstream answers, the client gets one well-formed response.
+        Step::Forward(fwd) => {
+            assert_eq!(Some(&fwd.id), msg.get("id"));
+            for answer in [
+                json!({"jsonrpc": "2.0", "id": 1, "result": {"contents": []}}),
+                json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "no"}}),
+                json!({"jsonrpc": "2.0", "id": 1, "result": "odd"}),
+                json!({}),
+            ] {
+                check_response(&flowgate::pure::mcp::server::forwarded_response(fwd, "up", &answer, SERVER_VERSION));
+            }
+        }
     }
 }
 

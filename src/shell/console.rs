@@ -390,10 +390,43 @@ impl Console<'_> {
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
         let exposed = aggregate(&app.name, &app.id, mcp_config(&app)?, &tools);
-        Ok(json!({
+        let mut out = json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
             "exposed_tools": exposed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
-        }))
+        });
+        // Resources, templates and prompts are re-read with the tools; per server the app is
+        // in, what it exposes and the URIs another app of that server already serves.
+        match super::upstream::catalog_of(&app, self.env, true).await {
+            Ok(catalog) => {
+                out["capabilities"] = catalog.capabilities.clone();
+                let mut servers = Vec::new();
+                for row in store::servers_of_app(self.db, id).await? {
+                    let def = store::load_definition(self.db, &row).await?;
+                    let mut catalogs = crate::pure::mcp::gateway::Catalogs::default();
+                    for other in def.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
+                        match super::upstream::catalog_of(other, self.env, false).await {
+                            Ok(c) => {
+                                catalogs.0.insert(other.id.clone(), c);
+                            }
+                            Err(e) => super::log::error(&format!("catalog of upstream app '{}': {e}", other.name)),
+                        }
+                    }
+                    let g = crate::pure::mcp::gateway::Gateway::new(&def, &catalogs);
+                    for c in g.collisions() {
+                        super::log::error(&format!("server '{}': {c}", def.name));
+                    }
+                    servers.push(json!({
+                        "server_id": def.server_id,
+                        "resources": g.resource_uris(),
+                        "prompts": g.prompt_names(),
+                        "collisions": g.collisions(),
+                    }));
+                }
+                out["servers"] = servers.into();
+            }
+            Err(e) => out["catalog_error"] = e.into(),
+        }
+        Ok(out)
     }
 
     // ---- Dify-style servers (one per app) ----

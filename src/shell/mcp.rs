@@ -10,7 +10,10 @@ use crate::pure::backend::config::Backend;
 use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
-use crate::pure::mcp::http_rules::{accepts_json, accepts_sse, is_json_content_type, mentions_tools};
+use crate::pure::mcp::gateway::Catalogs;
+use crate::pure::mcp::http_rules::{
+    accepts_json, accepts_sse, is_json_content_type, mentions_catalogs, mentions_tools,
+};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::prepared::{response_text, Prepared};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
@@ -207,6 +210,9 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
     let upstreams =
         if has_upstreams && mentions_tools(&body) { load_upstreams(def, env).await } else { Upstreams::default() };
+    // Their catalogs (resources, prompts, capabilities), for the requests that need them.
+    let catalogs =
+        if has_upstreams && mentions_catalogs(&body) { load_catalogs(def, env).await } else { Catalogs::default() };
     // A client key is Flowgate's credential: it is never forwarded to an upstream.
     let keyed = def.auth.mode == AuthMode::Key;
     let incoming: Vec<(String, String)> = if has_upstreams {
@@ -218,9 +224,8 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                if let Some(v) =
-                    run(server::handle_with(def, &upstreams, item, &h, VERSION), &prepared, env, ctx, &incoming).await.1
-                {
+                let step = server::handle_full(def, &upstreams, &catalogs, item, &h, VERSION);
+                if let Some(v) = run(step, &prepared, env, ctx, &incoming).await.1 {
                     out.push(v);
                 }
             }
@@ -229,7 +234,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             }
             rpc(200, &Value::Array(out), cors.as_deref())
         }
-        single => match server::handle_with(def, &upstreams, single, &h, VERSION) {
+        single => match server::handle_full(def, &upstreams, &catalogs, single, &h, VERSION) {
             // A lookup and a copy: the list was serialized once for this definition.
             Step::ToolsList { id, version } => {
                 let text = response_text(&id, &prepared.tools_list(version, VERSION));
@@ -309,6 +314,7 @@ async fn run(
             record_end_user(ctx, env, def, &plan);
             (200, Some(call_backend(&plan, served, env, ctx, incoming).await))
         }
+        Step::Forward(fwd) => (200, Some(upstream::forward(&fwd, def, env, incoming).await)),
     }
 }
 
@@ -431,6 +437,21 @@ async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
         }
     }
     Upstreams(map)
+}
+
+/// The catalogs of a server's upstream MCP apps (memo, KV, else fetched); an upstream that
+/// cannot be reached offers nothing this time, and the reason is logged.
+async fn load_catalogs(def: &ServerDefinition, env: &Env) -> Catalogs {
+    let mut map = std::collections::HashMap::new();
+    for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
+        match upstream::catalog_of(app, env, false).await {
+            Ok(c) => {
+                map.insert(app.id.clone(), c);
+            }
+            Err(e) => super::log::error(&format!("reading the catalog of upstream app '{}': {e}", app.name)),
+        }
+    }
+    Catalogs(map)
 }
 
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).

@@ -4,7 +4,8 @@
 //! client keys whose use was recorded, likewise at most once per key and hour; and
 //! the streamed calls running here, so a cancel landing on this isolate needs no KV read; and
 //! console tokens by hash, for a few seconds, so a burst of console calls reads D1 once (their
-//! use recorded at most once per token and hour, like client keys).
+//! use recorded at most once per token and hour, like client keys); and upstream MCP apps'
+//! catalogs, so a hot `resources/list` or `prompts/list` reads no KV.
 //!
 //! Revocation: a console write updates the memo of the isolate that made it at once; every
 //! other isolate serves its copy for at most `DEFINITION_MEMO_SECONDS` (default 5), then once
@@ -16,6 +17,7 @@ use std::rc::Rc;
 
 use worker::Env;
 
+use crate::pure::backend::mcp::catalog::Catalog;
 use crate::pure::console_roles::Identity;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::prepared::Prepared;
@@ -44,7 +46,11 @@ const RUNS_CAPACITY: usize = 4096;
 /// A run record outlives any call (calls end within MAX_TIMEOUT_SECONDS).
 const RUN_WINDOW_MS: u64 = 3_600_000;
 
+/// Upstream apps whose catalog one isolate keeps.
+const CATALOGS_CAPACITY: usize = 512;
+
 thread_local! {
+    static CATALOGS: RefCell<Memo<Rc<Catalog>>> = RefCell::new(Memo::new(CATALOGS_CAPACITY));
     static DEFINITIONS: RefCell<Memo<Rc<Prepared>>> = RefCell::new(Memo::new(DEFINITIONS_CAPACITY));
     static END_USERS: RefCell<Memo<()>> = RefCell::new(Memo::new(END_USERS_CAPACITY));
     static KEYS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(KEYS_CAPACITY));
@@ -77,6 +83,19 @@ pub fn forget(code_hash: &str) {
 
 pub fn refresh_failed(code_hash: &str) {
     DEFINITIONS.with(|m| m.borrow_mut().refresh_failed(code_hash));
+}
+
+/// An upstream app's catalog kept here, while fresh (`DEFINITION_MEMO_SECONDS`, like the
+/// definitions: KV carries a console refresh to the other isolates).
+pub fn catalog(app_id: &str, now_ms: u64, fresh_ms: u64) -> Option<Rc<Catalog>> {
+    match CATALOGS.with(|m| m.borrow_mut().get(app_id, now_ms, fresh_ms)) {
+        Lookup::Fresh(c) => Some(c),
+        Lookup::Refresh(_) | Lookup::Missing => None,
+    }
+}
+
+pub fn remember_catalog(app_id: &str, catalog: Rc<Catalog>, now_ms: u64) {
+    CATALOGS.with(|m| m.borrow_mut().put(app_id, catalog, now_ms));
 }
 
 /// Whether this isolate has not recorded `user` of `server_id` within the hour (and now has).

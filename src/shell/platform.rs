@@ -34,6 +34,11 @@ pub fn upstream_tools_key(app_id: &str) -> String {
     format!("upstream-tools:{app_id}")
 }
 
+/// The KV key of an upstream app's catalog: capabilities, resources, templates, prompts.
+pub fn upstream_catalog_key(app_id: &str) -> String {
+    format!("upstream-catalog:{app_id}")
+}
+
 /// Milliseconds since the epoch.
 pub fn now_ms() -> u64 {
     worker::Date::now().as_millis()

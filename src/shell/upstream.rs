@@ -10,12 +10,15 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use worker::{ByteStream, Env, Headers, Method, Response};
 
+use std::rc::Rc;
+
+use crate::pure::backend::mcp::catalog::{self, Catalog, List};
 use crate::pure::backend::mcp::config::{McpConfig, DEFAULT_TOOLS_TTL_S};
 use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem, merge_headers};
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
 use crate::pure::backend::mcp::session::{
-    discover_request, initialize_request, initialized_notification, parse_initialize, request_headers,
+    discover_request, initialize_request, initialized_notification, parse_initialize, request_headers, session_request,
     stateless_session, tools_call_request, tools_list_request, Session, OFFERED_VERSION,
 };
 use crate::pure::backend::mcp::transport::{
@@ -23,6 +26,7 @@ use crate::pure::backend::mcp::transport::{
 };
 use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
+use crate::pure::mcp::gateway::Forward;
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::outcome::Outcome;
 
@@ -262,6 +266,7 @@ impl<'a> Client<'a> {
             protocol_version: "2026-07-28".into(),
             session_id: None,
             stateless: true,
+            capabilities: None,
         };
         let headers = self.headers(Some(&probe), "server/discover", None).ok()?;
         let resp =
@@ -323,6 +328,7 @@ impl<'a> Client<'a> {
                 protocol_version: OFFERED_VERSION.as_str().into(),
                 session_id: None,
                 stateless: false,
+                capabilities: None,
             },
             endpoint,
             stream,
@@ -494,6 +500,42 @@ impl<'a> Client<'a> {
             }
         }
         Err(format!("upstream {} lists more than {MAX_TOOL_PAGES} pages of tools", self.up.app_name))
+    }
+
+    /// The upstream's capabilities, when the session knows them.
+    fn capabilities(&self) -> Option<Value> {
+        match &self.conn {
+            Some(Conn::Http(s)) | Some(Conn::Sse { session: s, .. }) => s.capabilities.clone(),
+            None => None,
+        }
+    }
+
+    /// All items of one of the upstream's lists, following `nextCursor`; "method not found"
+    /// is an empty list (see `catalog::is_method_not_found`).
+    async fn list_all(&mut self, list: List) -> Result<Vec<Value>, String> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..catalog::MAX_PAGES {
+            let c = cursor.clone();
+            let make = |id, s: &Session| {
+                let mut p = serde_json::Map::new();
+                if let Some(c) = &c {
+                    p.insert("cursor".into(), c.clone().into());
+                }
+                session_request(id, list.method, p, s)
+            };
+            let response = self.request(&make, None, self.up.init_timeout, &mut |_| {}).await?;
+            if catalog::is_method_not_found(&response) {
+                return Ok(items);
+            }
+            let result = response_result(&self.up.app_name, &response)?;
+            items.extend(result[list.key].as_array().cloned().unwrap_or_default());
+            match result["nextCursor"].as_str() {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_string()),
+                _ => return Ok(items),
+            }
+        }
+        Err(format!("upstream {} lists more than {} pages of {}", self.up.app_name, catalog::MAX_PAGES, list.key))
     }
 
     /// Calls a tool; notifications the upstream sends meanwhile go to `on_note` as they come.
@@ -705,5 +747,72 @@ pub async fn call(
                 VERSION,
             )
         }
+    }
+}
+
+/// An upstream app's catalog (capabilities, resources, templates, prompts): this isolate's memo,
+/// else KV, else read from the upstream (each list whole) and cached for the app's
+/// `tools_cache_ttl_seconds`, like its tools. `refresh` reads the upstream now.
+pub async fn catalog_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Rc<Catalog>, String> {
+    let (now, fresh_ms) = (super::platform::now_ms(), super::memo::fresh_ms(env));
+    let key = super::platform::upstream_catalog_key(&app.id);
+    let kv = env.kv(super::platform::KV).map_err(|e| e.to_string())?;
+    if !refresh {
+        if let Some(c) = super::memo::catalog(&app.id, now, fresh_ms) {
+            return Ok(c);
+        }
+        if let Ok(Some(c)) = kv.get(&key).json::<Catalog>().await {
+            let c = Rc::new(c);
+            super::memo::remember_catalog(&app.id, Rc::clone(&c), now);
+            return Ok(c);
+        }
+    }
+    // Shared by every client, so read with the app's own credentials only (as tool lists are).
+    let upstream = upstream_of(app, env, None).await?;
+    let mut client = Client::new(&upstream, env);
+    client.connect(true).await?;
+    // A session cached before capabilities were kept with it: start one that knows them.
+    let capabilities = match client.capabilities() {
+        Some(c) => c,
+        None => {
+            client.connect(false).await?;
+            client.capabilities().unwrap_or_else(|| json!({}))
+        }
+    };
+    let mut c = Catalog { capabilities: capabilities.clone(), ..Catalog::default() };
+    for list in Catalog::lists_for(&capabilities) {
+        *c.items_mut(list) = client.list_all(list).await?;
+    }
+    let ttl = app.backend.as_mcp().map_or(DEFAULT_TOOLS_TTL_S, McpConfig::tools_ttl_seconds);
+    if let Ok(put) = kv.put(&key, serde_json::to_string(&c).map_err(|e| e.to_string())?) {
+        if let Err(e) = put.expiration_ttl(ttl).execute().await {
+            super::log::error(&format!("caching the catalog of upstream app '{}': {e}", app.name));
+        }
+    }
+    let c = Rc::new(c);
+    super::memo::remember_catalog(&app.id, Rc::clone(&c), super::platform::now_ms());
+    Ok(c)
+}
+
+/// Makes a request the gateway routed to its upstream app (`resources/read`, `prompts/get`,
+/// `completion/complete`), with the client's forwarded headers as a tool call has them; the
+/// JSON-RPC response for the client.
+pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming: &[(String, String)]) -> Value {
+    let Some(app) = def.apps.get(fwd.app_index) else {
+        return server::forward_failed(fwd, "the upstream app was removed from this server");
+    };
+    let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+    let upstream = match upstream_of(app, env, Some(&lookup)).await {
+        Ok(u) => u,
+        Err(e) => return server::forward_failed(fwd, &e),
+    };
+    let mut client = Client::new(&upstream, env);
+    if let Err(e) = client.connect(true).await {
+        return server::forward_failed(fwd, &e);
+    }
+    let make = |id, s: &Session| session_request(id, fwd.method, fwd.params.clone(), s);
+    match client.request(&make, fwd.name.as_deref(), upstream.call_timeout, &mut |_| {}).await {
+        Ok(response) => server::forwarded_response(fwd, &app.name, &response, VERSION),
+        Err(e) => server::forward_failed(fwd, &e),
     }
 }

@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { startFlowgate } from '../support/harness.mjs';
-import { BASELINE, runConformance, TOOL_SCENARIOS } from '../support/conformance.mjs';
+import { BASELINE, CATALOG_SCENARIOS, runConformance, TOOL_SCENARIOS } from '../support/conformance.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { publish, registerApp } from '../support/flowgate-setup.mjs';
@@ -35,7 +35,7 @@ before(async () => {
   ({ url } = await publish(fg, app.id));
   const r = await fg.console('/apps', {
     method: 'POST',
-    body: { name: 'Everything', description: 'The reference tools, through Flowgate', mode: 'mcp', backend: { url: ups.stateful.url, tool_name_prefix: false } },
+    body: { name: 'Everything', description: 'The reference tools, resources and prompts, through Flowgate', mode: 'mcp', backend: { url: ups.everything.url, tool_name_prefix: false } },
   });
   assert.equal(r.status, 201, r.text);
   ({ url: gatewayUrl } = await publish(fg, r.json.id));
@@ -62,6 +62,36 @@ for (const scenario of TOOL_SCENARIOS) {
   test(`conformance through an upstream: ${scenario}`, async () => {
     const { code, out } = await runConformance(['server', '--url', gatewayUrl, '--scenario', scenario, '--expected-failures', BASELINE]);
     assert.equal(code, 0, `conformance ${scenario} failed:\n${out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n')}`);
+    assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
+  });
+}
+
+const summary = (out) => out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n');
+
+// The resources, prompts and completion scenarios through Flowgate (routed to the upstream
+// fixture's catalog), at the scenario's default revision and at 2026-07-28, which the fixture
+// itself (the official SDK) does not speak: Flowgate answers that revision for it.
+const THROUGH = [
+  ...CATALOG_SCENARIOS.map((s) => [s]),
+  ...CATALOG_SCENARIOS.map((s) => [s, '2026-07-28']),
+  ['sep-2164-resource-not-found', '2026-07-28'],
+];
+for (const [scenario, version] of THROUGH) {
+  test(`conformance through an upstream: ${scenario}${version ? ` @ ${version}` : ''}`, async () => {
+    const args = ['server', '--url', gatewayUrl, '--scenario', scenario, '--expected-failures', BASELINE];
+    if (version) args.push('--spec-version', version);
+    const { code, out } = await runConformance(args);
+    assert.equal(code, 0, `conformance ${scenario} failed:\n${summary(out)}`);
+    assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
+  });
+}
+
+// The same scenarios straight against the upstream fixture: it passes them itself, so a failure
+// above is Flowgate's.
+for (const scenario of CATALOG_SCENARIOS) {
+  test(`conformance of the upstream fixture itself: ${scenario}`, async () => {
+    const { code, out } = await runConformance(['server', '--url', ups.everything.url, '--scenario', scenario]);
+    assert.equal(code, 0, `the fixture fails ${scenario}:\n${summary(out)}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });
 }

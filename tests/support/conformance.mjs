@@ -20,6 +20,21 @@ export const TOOL_SCENARIOS = [
   'tools-call-with-logging',
 ];
 
+/** The scenarios that read the reference server's fixture resources and prompts and complete
+ * its prompt arguments (the upstream fixture's "everything" catalog has them). */
+export const CATALOG_SCENARIOS = [
+  'resources-list',
+  'resources-read-text',
+  'resources-read-binary',
+  'resources-templates-read',
+  'prompts-list',
+  'prompts-get-simple',
+  'prompts-get-with-args',
+  'prompts-get-embedded-resource',
+  'prompts-get-with-image',
+  'completion-complete',
+];
+
 /** Runs the CLI with `args`; resolves `{code, out}` with colour codes stripped. */
 export function runConformance(args, timeout = 120_000) {
   return new Promise((resolve) => {

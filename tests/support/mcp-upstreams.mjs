@@ -50,6 +50,20 @@
 // Every upstream declares the `logging` capability (logging/setLevel works; the tools' log
 // messages are not filtered by the level).
 //
+// ---- The shared resources and prompts ("everything" catalog) -----------------------------
+// As the conformance suite's resources-*, prompts-* and completion-complete scenarios expect:
+//   resources  test://static-text      text/plain "This is the content of the static text resource."
+//              test://static-binary    image/png, blob: the 1x1 red PNG
+//              test://watched-resource text/plain "Watched resource content"
+//   template   test://template/{id}/data  application/json {"id","templateTest":true,"data":"Data for ID: <id>"};
+//              completes `id` from ["1", "2", "3", "123"] by prefix
+//   prompts    test_simple_prompt                  user text "This is a simple prompt for testing."
+//              test_prompt_with_arguments {arg1, arg2}  "Prompt with arguments: arg1='<arg1>', arg2='<arg2>'";
+//                                                  arg1 completes from ["paris", "park", "party"] by prefix
+//              test_prompt_with_embedded_resource {resourceUri}  an embedded text resource, then text
+//              test_prompt_with_image              an image (the red PNG), then text
+//   capabilities: resources, prompts, completions (declared by McpServer from the above).
+//
 // ---- Upstreams ----------------------------------------------------------------------------
 // stateful   url http://127.0.0.1:P/mcp. Streamable HTTP with sessions (randomUUID), one
 //            transport + McpServer per session. POST answers SSE when the client accepts
@@ -64,6 +78,16 @@
 //            → notifications/tools/list_changed on every live session (standalone GET stream);
 //            refuseDelete(true) → DELETE answers 405 (Allow: GET, POST) and the session lives on,
 //            as for a server that does not let clients end sessions (the spec allows it).
+// everything url http://127.0.0.1:P/mcp. Like `stateful` (sessions, SSE answers) with the shared
+//            tools (not paginated) and the "everything" catalog: the conformance fixture.
+// catalog    url http://127.0.0.1:P/mcp. Stateless JSON, only the echo tool, another catalog:
+//              resources  other://alpha "alpha from catalog", other://beta, other://secret,
+//                         test://static-text "static text from the catalog upstream" (the same
+//                         URI as the everything catalog's: a collision);
+//              template   other://item/{id}, completes `id` from ["one", "two", "three"]
+//              prompts    hello {who} → "Hello, <who>!"; `who` completes from ["world", "walrus"];
+//                         hidden → "hidden"
+//            resources/list pages by 2 (its own nextCursor), so Flowgate follows upstream pages.
 // stateless  url http://127.0.0.1:P/mcp. sessionIdGenerator undefined, a new McpServer +
 //            transport per POST, enableJsonResponse (application/json answers, no session id).
 //            GET and DELETE → 405 (Allow: POST). Same tools, not paginated.
@@ -143,12 +167,14 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { deflateSync } from 'node:zlib';
 
 import { z } from 'zod';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import {
   CallToolRequestSchema,
   ErrorCode,
+  ListResourcesRequestSchema,
   ListToolsRequestSchema,
   McpError,
   isInitializeRequest,
@@ -378,6 +404,95 @@ function registerEverythingTools(mcp) {
       throw PROTOCOL_FAILURES.fail_protocol(); // not reached: answered before McpServer's handler
     },
   );
+}
+
+const completeFrom = (values) => (value) => values.filter((v) => v.startsWith(value ?? ''));
+
+function registerEverythingCatalog(mcp) {
+  mcp.registerResource('static-text', 'test://static-text', { description: 'A static text resource', mimeType: 'text/plain' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'This is the content of the static text resource.' }],
+  }));
+  mcp.registerResource('static-binary', 'test://static-binary', { description: 'A static binary resource (PNG)', mimeType: 'image/png' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'image/png', blob: RED_PIXEL_PNG }],
+  }));
+  mcp.registerResource('watched-resource', 'test://watched-resource', { description: 'A resource to subscribe to', mimeType: 'text/plain' }, async (uri) => ({
+    contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'Watched resource content' }],
+  }));
+  mcp.registerResource(
+    'template',
+    new ResourceTemplate('test://template/{id}/data', { list: undefined, complete: { id: completeFrom(['1', '2', '3', '123']) } }),
+    { description: 'Data by id', mimeType: 'application/json' },
+    async (uri, { id }) => ({
+      contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }],
+    }),
+  );
+  mcp.registerPrompt('test_simple_prompt', { description: 'A prompt without arguments' }, async () => ({
+    messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }],
+  }));
+  mcp.registerPrompt(
+    'test_prompt_with_arguments',
+    {
+      description: 'A prompt with two arguments',
+      argsSchema: { arg1: completable(z.string().describe('First test argument'), completeFrom(['paris', 'park', 'party'])), arg2: z.string().describe('Second test argument') },
+    },
+    async ({ arg1, arg2 }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } }] }),
+  );
+  mcp.registerPrompt(
+    'test_prompt_with_embedded_resource',
+    { description: 'A prompt with an embedded resource', argsSchema: { resourceUri: z.string().describe('URI of the resource to embed') } },
+    async ({ resourceUri }) => ({
+      messages: [
+        { role: 'user', content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } } },
+        { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } },
+      ],
+    }),
+  );
+  mcp.registerPrompt('test_prompt_with_image', { description: 'A prompt with an image' }, async () => ({
+    messages: [
+      { role: 'user', content: { type: 'image', data: RED_PIXEL_PNG, mimeType: 'image/png' } },
+      { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } },
+    ],
+  }));
+}
+
+function registerEverything(mcp) {
+  registerEverythingTools(mcp);
+  registerEverythingCatalog(mcp);
+}
+
+function registerOtherCatalog(mcp) {
+  registerEcho(mcp);
+  const text = (uri, t) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: t }] });
+  mcp.registerResource('alpha', 'other://alpha', { description: 'Alpha', mimeType: 'text/plain' }, async (uri) => text(uri, 'alpha from catalog'));
+  mcp.registerResource('beta', 'other://beta', { description: 'Beta', mimeType: 'text/plain' }, async (uri) => text(uri, 'beta from catalog'));
+  mcp.registerResource('secret', 'other://secret', { description: 'Denied by the tests', mimeType: 'text/plain' }, async (uri) => text(uri, 'secret'));
+  mcp.registerResource('static-text', 'test://static-text', { description: 'Collides with the everything catalog', mimeType: 'text/plain' }, async (uri) =>
+    text(uri, 'static text from the catalog upstream'),
+  );
+  mcp.registerResource(
+    'item',
+    new ResourceTemplate('other://item/{id}', { list: undefined, complete: { id: completeFrom(['one', 'two', 'three']) } }),
+    { description: 'Items by id', mimeType: 'text/plain' },
+    async (uri, { id }) => text(uri, `item ${id} from catalog`),
+  );
+  mcp.registerPrompt(
+    'hello',
+    { description: 'Says hello', argsSchema: { who: completable(z.string().describe('Who to greet'), completeFrom(['world', 'walrus'])) } },
+    async ({ who }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Hello, ${who}!` } }] }),
+  );
+  mcp.registerPrompt('hidden', { description: 'Denied by the tests' }, async () => ({
+    messages: [{ role: 'user', content: { type: 'text', text: 'hidden' } }],
+  }));
+  // Pages of 2, so that Flowgate has to follow the upstream's own cursor.
+  const listResources = sdkHandler(mcp, 'resources/list');
+  mcp.server.setRequestHandler(ListResourcesRequestSchema, async (request, extra) => {
+    const all = await listResources(request, extra);
+    const offset = request.params?.cursor ? Number(Buffer.from(String(request.params.cursor), 'base64url').toString('utf8')) : 0;
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset >= all.resources.length) throw new McpError(ErrorCode.InvalidParams, 'Invalid cursor');
+    const page = { ...all, resources: all.resources.slice(offset, offset + 2) };
+    if (offset + 2 < all.resources.length) page.nextCursor = Buffer.from(String(offset + 2)).toString('base64url');
+    return page;
+  });
 }
 
 function registerEcho(mcp, onCall) {
@@ -978,7 +1093,7 @@ export async function startUpstreams() {
     return u.api;
   };
   try {
-    const [stateful, stateless, legacySseUp, hangingPost, hangingGet, unauthorized, oauth, toolsets] = await Promise.all([
+    const [stateful, stateless, legacySseUp, hangingPost, hangingGet, unauthorized, oauth, toolsets, everything, catalog] = await Promise.all([
       start(startStateful(registerEverythingTools, { pageSize: 3 })),
       start(startStateless('flowgate-test-stateless', registerEverythingTools)),
       start(startLegacySse(registerEverythingTools)),
@@ -987,6 +1102,8 @@ export async function startUpstreams() {
       start(startUnauthorized()),
       start(startOauth(registerEverythingTools)),
       start(startToolsets()),
+      start(startStateful(registerEverything)),
+      start(startStateless('flowgate-test-catalog', registerOtherCatalog)),
     ]);
     return {
       stateful,
@@ -997,6 +1114,8 @@ export async function startUpstreams() {
       unauthorized,
       oauth,
       toolsets,
+      everything,
+      catalog,
       releaseGate,
       gateWaiting,
       async stop() {

@@ -33,6 +33,20 @@ pub fn mentions_tools(body: &Value) -> bool {
     }
 }
 
+/// Whether a message (or batch) needs the upstream MCP apps' catalogs: a resources, prompts or
+/// completion request, or the handshake, whose capabilities depend on what the upstreams offer.
+pub fn mentions_catalogs(body: &Value) -> bool {
+    let is = |m: &Value| {
+        m["method"]
+            .as_str()
+            .is_some_and(|m| super::gateway::METHODS.contains(&m) || m == methods::INITIALIZE || m == methods::DISCOVER)
+    };
+    match body {
+        Value::Array(items) => items.iter().any(is),
+        m => is(m),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,5 +90,11 @@ mod tests {
         assert!(!mentions_tools(&json!({"method": "initialize"})));
         assert!(!mentions_tools(&json!([{"method": "ping"}])));
         assert!(!mentions_tools(&json!("tools/list")));
+        for m in ["initialize", "server/discover", "resources/read", "prompts/list", "completion/complete"] {
+            assert!(mentions_catalogs(&json!({"method": m})), "{m}");
+        }
+        assert!(mentions_catalogs(&json!([{"method": "ping"}, {"method": "resources/list"}])));
+        assert!(!mentions_catalogs(&json!({"method": "tools/call"})));
+        assert!(!mentions_catalogs(&json!([{"method": "ping"}])));
     }
 }

@@ -1,6 +1,7 @@
 //! The Model Context Protocol, server side: versions, the JSON-RPC envelope, tools, dispatch;
 //! and the names both sides use (`meta`, `methods`, `names`).
 
+pub mod gateway;
 pub mod http_rules;
 pub mod jsonrpc;
 pub mod meta;

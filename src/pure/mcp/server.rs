@@ -15,6 +15,7 @@ use crate::pure::outcome::Outcome;
 use crate::pure::outcome::Signal;
 use crate::pure::quote::plain_or_quoted;
 
+use super::gateway::{self, Answer, Catalogs, Forward, Gateway};
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
 use super::meta;
 use super::methods;
@@ -58,6 +59,9 @@ pub enum Step {
     /// the definition and the revision, so the shell answers it from a list it made once
     /// ([`tools_list_result`]) and keeps with the definition.
     ToolsList { id: Value, version: Version },
+    /// A resources, prompts or completion request for the upstream app that owns what it
+    /// names: make it, then answer with [`forwarded_response`].
+    Forward(Box<Forward>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -190,6 +194,19 @@ pub fn handle_with(
     h: &RequestHeaders<'_>,
     server_version: &str,
 ) -> Step {
+    handle_full(def, upstreams, &Catalogs::default(), msg, h, server_version)
+}
+
+/// [`handle_with`] for a server whose upstream MCP apps' catalogs (resources, templates,
+/// prompts, capabilities) are known too.
+pub fn handle_full(
+    def: &ServerDefinition,
+    upstreams: &Upstreams,
+    catalogs: &Catalogs,
+    msg: &Value,
+    h: &RequestHeaders<'_>,
+    server_version: &str,
+) -> Step {
     let (id, method, params) = match classify(msg) {
         Err((id, e)) => return error_step(&id, e),
         Ok(Message::Notification { method: methods::CANCELLED, params: Some(p) }) => {
@@ -210,10 +227,12 @@ pub fn handle_with(
     let empty = Map::new();
     let params = params.unwrap_or(&empty);
     let result = match method {
-        methods::INITIALIZE if version.has_initialize() => Ok(initialize(def, params, version, server_version)),
+        methods::INITIALIZE if version.has_initialize() => {
+            Ok(initialize(def, catalogs, params, version, server_version))
+        }
         "ping" if version.has_ping_and_logging() => Ok(json!({})),
         "logging/setLevel" if version.has_ping_and_logging() => set_level(params),
-        methods::DISCOVER if version.is_stateless() => Ok(discover(def, server_version)),
+        methods::DISCOVER if version.is_stateless() => Ok(discover(def, catalogs, server_version)),
         methods::TOOLS_LIST => match check_list_cursor(params) {
             Err(e) => Err(e),
             Ok(()) if def.apps.iter().any(|a| a.mode == Mode::Mcp) => {
@@ -223,6 +242,11 @@ pub fn handle_with(
             Ok(()) => return Step::ToolsList { id: id.clone(), version },
         },
         methods::TOOLS_CALL => return call_tool(def, upstreams, id, params, version, h, server_version),
+        m if gateway::METHODS.contains(&m) => match Gateway::new(def, catalogs).answer(id, m, params, version) {
+            Ok(Answer::Forward(f)) => return Step::Forward(f),
+            Ok(Answer::Result(r)) => Ok(r),
+            Err(e) => Err(e),
+        },
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" | "tasks/list" => {
             return match task_request(id, method, params, version, h.identity) {
                 Ok(req) => Step::Task(req),
@@ -233,7 +257,8 @@ pub fn handle_with(
             version.method_not_found_status(),
             jsonrpc::METHOD_NOT_FOUND,
             format!(
-                "Method not found: {} (this server offers tools: tools/list and tools/call)",
+                "Method not found: {} (this server offers tools: tools/list and tools/call; resources, prompts \
+                 and completions when an upstream MCP app offers them)",
                 plain_or_quoted(method)
             ),
         )),
@@ -355,19 +380,25 @@ fn resolve_version(
         }
         Some(_) => {}
     }
-    if method == methods::TOOLS_CALL {
-        let name = params.and_then(|p| p.get("name")).and_then(Value::as_str);
+    // SEP-2243: the request's name (tool, prompt, resource URI) repeated in `Mcp-Name`.
+    let name_key = match method {
+        methods::TOOLS_CALL | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(key) = name_key {
+        let name = params.and_then(|p| p.get(key)).and_then(Value::as_str);
         match (h.mcp_name, name) {
             (Some(hn), Some(n)) if hn != n => {
                 return Err(mismatch(format!(
-                    "the Mcp-Name header ({}) does not match params.name ({})",
+                    "the Mcp-Name header ({}) does not match params.{key} ({})",
                     plain_or_quoted(hn),
                     plain_or_quoted(n)
                 )))
             }
             (None, Some(n)) => {
                 return Err(mismatch(format!(
-                    "the Mcp-Name header is required for tools/call (expected {})",
+                    "the Mcp-Name header is required for {method} (expected {})",
                     plain_or_quoted(n)
                 )))
             }
@@ -406,7 +437,7 @@ fn server_info(server_version: &str, def: &ServerDefinition, version: Version) -
     info
 }
 
-fn capabilities(def: &ServerDefinition, version: Version) -> Value {
+fn capabilities(def: &ServerDefinition, catalogs: &Catalogs, version: Version) -> Value {
     let mut c = if version.has_ping_and_logging() {
         json!({"tools": {"listChanged": false}, "logging": {}})
     } else {
@@ -422,13 +453,22 @@ fn capabilities(def: &ServerDefinition, version: Version) -> Value {
             c["tasks"] = json!({"cancel": {}, "requests": {"tools": {"call": {}}}});
         }
     }
+    if !catalogs.0.is_empty() {
+        Gateway::new(def, catalogs).add_capabilities(&mut c, version);
+    }
     c
 }
 
-fn initialize(def: &ServerDefinition, _params: &Map<String, Value>, version: Version, server_version: &str) -> Value {
+fn initialize(
+    def: &ServerDefinition,
+    catalogs: &Catalogs,
+    _params: &Map<String, Value>,
+    version: Version,
+    server_version: &str,
+) -> Value {
     let mut r = json!({
         "protocolVersion": version.as_str(),
-        "capabilities": capabilities(def, version),
+        "capabilities": capabilities(def, catalogs, version),
         "serverInfo": server_info(server_version, def, version),
     });
     if !def.description.trim().is_empty() {
@@ -437,10 +477,10 @@ fn initialize(def: &ServerDefinition, _params: &Map<String, Value>, version: Ver
     r
 }
 
-fn discover(def: &ServerDefinition, _server_version: &str) -> Value {
+fn discover(def: &ServerDefinition, catalogs: &Catalogs, _server_version: &str) -> Value {
     let mut r = json!({
         "supportedVersions": Version::all_strs().collect::<Vec<_>>(),
-        "capabilities": capabilities(def, Version::V2026_07_28),
+        "capabilities": capabilities(def, catalogs, Version::V2026_07_28),
     });
     if !def.description.trim().is_empty() {
         r["instructions"] = def.description.clone().into();
@@ -479,7 +519,15 @@ fn shape_result(mut r: Value, method: &str, version: Version, server_version: &s
             r["resultType"] = "complete".into();
         }
         r["_meta"] = json!({ meta::SERVER_INFO: {"name": "Flowgate", "version": server_version} });
-        if matches!(method, methods::TOOLS_LIST | methods::DISCOVER) {
+        if matches!(
+            method,
+            methods::TOOLS_LIST
+                | methods::DISCOVER
+                | "resources/list"
+                | "resources/templates/list"
+                | "resources/read"
+                | "prompts/list"
+        ) {
             // The list is per server code, which is a secret: private, and not cached so that
             // console edits show at once.
             r["ttlMs"] = 0.into();
@@ -715,6 +763,38 @@ pub fn upstream_response(plan: &CallPlan, app: &str, response: &Value, server_ve
     }
     let result = result_for_client(&response["result"], plan.version);
     result_response(&plan.id, shape_result(result, methods::TOOLS_CALL, plan.version, server_version))
+}
+
+/// The response to a request forwarded to an upstream app ([`Step::Forward`]): its result, as
+/// far as the client's revision can carry it, or its JSON-RPC error with context.
+pub fn forwarded_response(fwd: &Forward, app: &str, response: &Value, server_version: &str) -> Value {
+    if let Some(e) = response.get("error") {
+        let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
+        let mut err = RpcError::new(200, code, upstream_error_message(app, e));
+        if let Some(d) = e.get("data") {
+            err = err.with_data(d.clone());
+        }
+        return err.to_response(&fwd.id);
+    }
+    if !response["result"].is_object() {
+        let e = format!("upstream {app} answered {} without a result object", fwd.method);
+        return forward_failed(fwd, &e);
+    }
+    let mut result = match fwd.method {
+        "prompts/get" => gateway::prompt_result_for_client(&response["result"], fwd.version),
+        _ => response["result"].clone(),
+    };
+    if let Some(m) = result.as_object_mut() {
+        // The upstream's `_meta` (its serverInfo, related-task keys) is about its own session.
+        m.remove("_meta");
+        m.remove("resultType");
+    }
+    result_response(&fwd.id, shape_result(result, fwd.method, fwd.version, server_version))
+}
+
+/// The response to a forwarded request that did not reach its upstream.
+pub fn forward_failed(fwd: &Forward, why: &str) -> Value {
+    RpcError::new(200, jsonrpc::INTERNAL_ERROR, format!("Internal error: {why}")).to_response(&fwd.id)
 }
 
 /// Whether an upstream notification goes on to the client: progress only for a request that

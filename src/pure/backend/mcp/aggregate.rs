@@ -1,5 +1,5 @@
-//! An upstream MCP server's tools as a Flowgate server exposes them: named per app (prefixed,
-//! valid, unique), filtered by `allowed_tools` / `denied_tools`.
+//! An upstream MCP server's tools and prompts as a Flowgate server exposes them: named per app
+//! (prefixed, valid, unique), filtered by `allowed_*` / `denied_*`; its resources filtered.
 
 use serde_json::Value;
 
@@ -27,10 +27,37 @@ pub struct ExposedTool {
 /// before prefixing (absent: all allowed; `[]`: none allowed; denied wins); Names are made valid per SEP-986
 /// (`[A-Za-z0-9_.-]{1,128}`) and unique (`_2`, `_3`, … on a clash).
 pub fn aggregate(app_name: &str, app_id: &str, config: &McpConfig, upstream_tools: &[Value]) -> Vec<ExposedTool> {
-    let (allowed, denied) = (config.allowed_tools.as_ref(), &config.denied_tools);
-    let prefix = config.tool_name_prefix.unwrap_or(true).then(|| sanitize_name(app_name, app_id));
+    let prefix = config.tool_name_prefix.unwrap_or(true);
+    expose(app_name, app_id, prefix, config.allowed_tools.as_deref(), &config.denied_tools, upstream_tools)
+}
+
+/// The upstream's prompts as a Flowgate server exposes them: named, filtered (by
+/// `allowed_prompts` / `denied_prompts`) and made unique exactly as tools are.
+pub fn aggregate_prompts(app_name: &str, app_id: &str, config: &McpConfig, prompts: &[Value]) -> Vec<ExposedTool> {
+    let prefix = config.tool_name_prefix.unwrap_or(true);
+    expose(app_name, app_id, prefix, config.allowed_prompts.as_deref(), &config.denied_prompts, prompts)
+}
+
+/// Whether a resource URI or a template's URI template passes `allowed_resources` /
+/// `denied_resources` (matched as the upstream lists it; absent: all; denied wins).
+pub fn resource_allowed(config: &McpConfig, uri: &str) -> bool {
+    config.allowed_resources.as_ref().is_none_or(|a| a.iter().any(|n| n == uri))
+        && !config.denied_resources.iter().any(|n| n == uri)
+}
+
+/// Named items (`name` field) as exposed: prefixed with the app's name when `prefix`, filtered
+/// by upstream name, valid per SEP-986 and unique.
+fn expose(
+    app_name: &str,
+    app_id: &str,
+    prefix: bool,
+    allowed: Option<&[String]>,
+    denied: &[String],
+    items: &[Value],
+) -> Vec<ExposedTool> {
+    let prefix = prefix.then(|| sanitize_name(app_name, app_id));
     let mut out: Vec<ExposedTool> = Vec::new();
-    for tool in upstream_tools {
+    for tool in items {
         let Some(upstream) = tool.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()) else {
             continue;
         };

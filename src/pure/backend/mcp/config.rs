@@ -48,6 +48,17 @@ pub struct McpConfig {
     pub allowed_tools: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub denied_tools: Vec<String>,
+    /// Upstream resource URIs and resource template URI templates, as the upstream lists them;
+    /// absent: all allowed, `[]`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_resources: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_resources: Vec<String>,
+    /// Upstream prompt names (before prefixing); absent: all allowed, `[]`: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_prompts: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_prompts: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_init_timeout: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -169,7 +180,7 @@ impl McpConfig {
     }
 }
 
-const KEYS: [&str; 16] = [
+const KEYS: [&str; 20] = [
     "url",
     "transport",
     "headers",
@@ -179,6 +190,10 @@ const KEYS: [&str; 16] = [
     "tool_name_prefix",
     "allowed_tools",
     "denied_tools",
+    "allowed_resources",
+    "denied_resources",
+    "allowed_prompts",
+    "denied_prompts",
     "session_init_timeout",
     "tool_call_timeout",
     "tools_cache_ttl_seconds",
@@ -233,10 +248,17 @@ pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
         }
         Some(_) => errs.add("backend.oauth", "must be an object {token_url, client_id, client_secret, ...}"),
     }
-    for key in ["allowed_tools", "denied_tools"] {
+    for (key, what) in [
+        ("allowed_tools", "upstream tool names"),
+        ("denied_tools", "upstream tool names"),
+        ("allowed_resources", "upstream resource URIs and URI templates"),
+        ("denied_resources", "upstream resource URIs and URI templates"),
+        ("allowed_prompts", "upstream prompt names"),
+        ("denied_prompts", "upstream prompt names"),
+    ] {
         if let Some(v) = obj.get(key).filter(|v| !v.is_null()) {
             if !v.as_array().is_some_and(|a| a.iter().all(Value::is_string)) {
-                errs.add(format!("backend.{key}"), "must be an array of upstream tool names");
+                errs.add(format!("backend.{key}"), format!("must be an array of {what}"));
             }
         }
     }

@@ -8,11 +8,14 @@
 //! - `legacy_sse`: the legacy transport's `endpoint` event, held to the same origin;
 //! - `headers`: header safety, static and forwarded headers, precedence;
 //! - `oauth`: the token request, the token answer, when to refresh;
-//! - `aggregate`: the upstream's tools as Flowgate exposes them (names, allowed and denied);
+//! - `aggregate`: the upstream's tools and prompts as Flowgate exposes them (names, allowed and
+//!   denied);
+//! - `catalog`: what else the upstream offers (capabilities, resources, templates, prompts);
 //! - `downgrade`: tools and results as a client of an older revision may see them;
 //! - `error`: upstream text in Flowgate's errors.
 
 pub mod aggregate;
+pub mod catalog;
 pub mod config;
 pub mod downgrade;
 pub mod error;

@@ -28,6 +28,10 @@ pub struct Session {
     pub session_id: Option<String>,
     /// 2026-07-28: no handshake, no session id; every request carries `_meta`.
     pub stateless: bool,
+    /// The upstream's server capabilities from its initialize (or discover) result: whether it
+    /// has resources, prompts, completions. `None` for a session stored before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Value>,
 }
 
 impl Session {
@@ -84,6 +88,13 @@ pub fn tools_list_request(id: u64, cursor: Option<&str>, session: &Session) -> V
     }
     add_session_meta(&mut p, session);
     request(id, methods::TOOLS_LIST, p)
+}
+
+/// Any other request of a session (`resources/*`, `prompts/*`, `completion/complete`) with the
+/// params as given; the session's `_meta` is added for a stateless upstream.
+pub fn session_request(id: u64, method: &str, mut params: Map<String, Value>, session: &Session) -> Value {
+    add_session_meta(&mut params, session);
+    request(id, method, params)
 }
 
 /// `tools/call` with the upstream's own tool name; a progress token is passed on so the
@@ -158,7 +169,14 @@ pub fn parse_initialize(result: &Value, session_id: Option<String>, transport: T
             return Err("the upstream's Mcp-Session-Id is not visible ASCII, so it cannot be sent back".into());
         }
     }
-    Ok(Session { transport, protocol_version: v.to_string(), session_id, stateless: version.is_stateless() })
+    let capabilities = Some(result.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({})));
+    Ok(Session {
+        transport,
+        protocol_version: v.to_string(),
+        session_id,
+        stateless: version.is_stateless(),
+        capabilities,
+    })
 }
 
 /// A stateless upstream (2026-07-28 `server/discover` answered with a stateless revision among
@@ -177,6 +195,9 @@ pub fn stateless_session(discover_result: &Value) -> Option<Session> {
         protocol_version: version.as_str().to_string(),
         session_id: None,
         stateless: true,
+        capabilities: Some(
+            discover_result.get("capabilities").filter(|c| c.is_object()).cloned().unwrap_or_else(|| json!({})),
+        ),
     })
 }
 
@@ -192,6 +213,7 @@ mod tests {
             protocol_version: version.into(),
             session_id: if v.is_stateless() { None } else { Some("sess-1".into()) },
             stateless: v.is_stateless(),
+            capabilities: Some(json!({})),
         }
     }
 
@@ -280,7 +302,8 @@ mod tests {
                 transport: Transport::StreamableHttp,
                 protocol_version: "2025-06-18".into(),
                 session_id: Some("abc".into()),
-                stateless: false
+                stateless: false,
+                capabilities: Some(json!({}))
             }
         );
         assert_eq!(s.version(), Some(V2025_06_18));

@@ -514,3 +514,61 @@ fn call_requests_round_trip_through_a_stored_task() {
     assert_eq!(CallRequest::from_stored(Mode::Workflow, "/elsewhere", &json!({})), None);
     assert_eq!(CallRequest::from_stored(Mode::Mcp, "", &json!({"arguments": {}})), None);
 }
+
+#[test]
+fn upstream_catalogs_declare_capabilities_and_route_requests() {
+    use crate::pure::backend::mcp::catalog::Catalog;
+    use std::rc::Rc;
+    let mut d = def();
+    d.apps = vec![AppDefinition::new(
+        "up".into(),
+        "Up".into(),
+        "".into(),
+        Mode::Mcp,
+        Backend::from_settings(Mode::Mcp, &json!({"url": "https://mcp.example/mcp"})).unwrap(),
+        json!([]),
+        json!([]),
+    )];
+    let mut catalogs = Catalogs::default();
+    let cat = Catalog {
+        capabilities: json!({"resources": {}, "prompts": {}}),
+        resources: vec![json!({"uri": "a://b", "name": "b"})],
+        prompts: vec![json!({"name": "p"})],
+        ..Default::default()
+    };
+    catalogs.0.insert("up".into(), Rc::new(cat));
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+    let run = |msg: &Value, h: &RequestHeaders<'_>| handle_full(&d, &Upstreams::default(), &catalogs, msg, h, "v");
+    let (_, r) = body(run(&init, &headers(None)));
+    let caps = &r["result"]["capabilities"];
+    assert_eq!(caps["resources"], json!({"subscribe": false, "listChanged": false}));
+    assert_eq!(caps["prompts"], json!({"listChanged": false}));
+    assert!(caps.get("completions").is_none(), "the upstream does not complete");
+    // Without catalogs (a Dify-only server, or none loaded) nothing is declared.
+    let (_, r) = body(handle(&def(), &init, &headers(None), "v"));
+    assert!(r["result"]["capabilities"].get("resources").is_none());
+
+    let read = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "a://b"}});
+    let Step::Forward(fwd) = run(&read, &headers(Some("2025-06-18"))) else { panic!("not forwarded") };
+    assert_eq!((fwd.app_index, fwd.method), (0, "resources/read"));
+    let ok =
+        json!({"jsonrpc": "2.0", "id": 9, "result": {"contents": [{"uri": "a://b", "text": "t"}], "_meta": {"x": 1}}});
+    let r = forwarded_response(&fwd, "Up", &ok, "v");
+    assert_eq!(r, json!({"jsonrpc": "2.0", "id": 2, "result": {"contents": [{"uri": "a://b", "text": "t"}]}}));
+    let err = json!({"jsonrpc": "2.0", "id": 9, "error": {"code": -32602, "message": "no such thing", "data": {"uri": "a://b"}}});
+    let r = forwarded_response(&fwd, "Up", &err, "v");
+    assert_eq!(r["error"]["code"], -32602);
+    assert!(r["error"]["message"].as_str().unwrap().contains("upstream Up said"), "{r}");
+    assert_eq!(r["error"]["data"], json!({"uri": "a://b"}));
+    let odd = forwarded_response(&fwd, "Up", &json!({"result": "x"}), "v");
+    assert_eq!(odd["error"]["code"], -32603);
+
+    // 2026-07-28: Mcp-Name must repeat the URI, and the result gets resultType and cache hints.
+    let read26 = stateless("resources/read", json!({"uri": "a://b"}));
+    let (status, r) = body(run(&read26, &stateless_headers("resources/read", None)));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32020)));
+    let Step::Forward(fwd) = run(&read26, &stateless_headers("resources/read", Some("a://b"))) else { panic!() };
+    let r = forwarded_response(&fwd, "Up", &ok, "v");
+    assert_eq!((r["result"]["resultType"].clone(), r["result"]["ttlMs"].clone()), (json!("complete"), json!(0)));
+}

@@ -1,0 +1,308 @@
+use serde_json::json;
+
+use super::*;
+use crate::pure::backend::config::Backend;
+use crate::pure::definition::{AppDefinition, FORMAT};
+use crate::pure::mode::Mode;
+
+fn mcp_app(id: &str, name: &str, extra: Value) -> AppDefinition {
+    let mut settings = json!({"url": "https://mcp.example/mcp"});
+    if let (Some(s), Value::Object(e)) = (settings.as_object_mut(), extra) {
+        s.extend(e);
+    }
+    AppDefinition::new(
+        id.into(),
+        name.into(),
+        "".into(),
+        Mode::Mcp,
+        Backend::from_settings(Mode::Mcp, &settings).unwrap(),
+        json!([]),
+        json!([]),
+    )
+}
+
+fn def(apps: Vec<AppDefinition>) -> ServerDefinition {
+    ServerDefinition {
+        format: FORMAT,
+        server_id: "srv-1".into(),
+        name: "S".into(),
+        description: "".into(),
+        status: crate::pure::server::Status::Active,
+        parameters: Map::new(),
+        auth: Default::default(),
+        apps,
+    }
+}
+
+fn catalog(prefix: &str, completions: bool) -> Catalog {
+    let mut caps = json!({"resources": {}, "prompts": {}});
+    if completions {
+        caps["completions"] = json!({});
+    }
+    Catalog {
+        capabilities: caps,
+        resources: vec![
+            json!({"uri": format!("{prefix}://one"), "name": "one", "title": "One", "icons": []}),
+            json!({"uri": "shared://same", "name": "same"}),
+            json!({"uri": format!("{prefix}://two"), "name": "two"}),
+        ],
+        resource_templates: vec![json!({"uriTemplate": format!("{prefix}://item/{{id}}/data"), "name": "item"})],
+        prompts: vec![
+            json!({"name": "greet", "title": "Greet", "arguments": [{"name": "who", "title": "Who", "required": true}]}),
+            json!({"name": "secret"}),
+        ],
+    }
+}
+
+fn two() -> (ServerDefinition, Catalogs) {
+    let d = def(vec![
+        mcp_app("a", "Alpha", json!({"denied_prompts": ["secret"]})),
+        mcp_app("b", "Beta", json!({"denied_resources": ["beta://one"]})),
+    ]);
+    let mut c = Catalogs::default();
+    c.0.insert("a".into(), Rc::new(catalog("alpha", true)));
+    c.0.insert("b".into(), Rc::new(catalog("beta", false)));
+    (d, c)
+}
+
+fn result(a: Result<Answer, RpcError>) -> Value {
+    match a {
+        Ok(Answer::Result(v)) => v,
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+fn forward(a: Result<Answer, RpcError>) -> Forward {
+    match a {
+        Ok(Answer::Forward(f)) => *f,
+        other => panic!("expected a forward, got {other:?}"),
+    }
+}
+
+fn params(v: Value) -> Map<String, Value> {
+    v.as_object().unwrap().clone()
+}
+
+const V: Version = Version::V2025_11_25;
+
+#[test]
+fn lists_are_aggregated_filtered_and_paged_per_app() {
+    let (d, c) = two();
+    let g = Gateway::new(&d, &c);
+    let id = json!(1);
+    let p1 = result(g.answer(&id, "resources/list", &Map::new(), V));
+    let uris: Vec<&str> = p1["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
+    assert_eq!(uris, ["alpha://one", "shared://same", "alpha://two"], "the first page is the first app's");
+    let cursor = p1["nextCursor"].as_str().expect("a cursor to the second app");
+    let p2 = result(g.answer(&id, "resources/list", &params(json!({"cursor": cursor})), V));
+    // beta://one is denied; shared://same is Alpha's (first in the server).
+    assert_eq!(p2["resources"], json!([{"uri": "beta://two", "name": "two"}]), "{p2}");
+    assert!(p2.get("nextCursor").is_none());
+
+    let t1 = result(g.answer(&id, "resources/templates/list", &Map::new(), V));
+    assert_eq!(t1["resourceTemplates"][0]["uriTemplate"], "alpha://item/{id}/data");
+    let t2 = result(g.answer(&id, "resources/templates/list", &params(json!({"cursor": t1["nextCursor"]})), V));
+    assert_eq!(t2["resourceTemplates"][0]["uriTemplate"], "beta://item/{id}/data");
+
+    let p = result(g.answer(&id, "prompts/list", &Map::new(), V));
+    assert_eq!(p["prompts"][0]["name"], "Alpha_greet");
+    assert_eq!(p["prompts"].as_array().unwrap().len(), 1, "Alpha's secret prompt is denied");
+    let p2 = result(g.answer(&id, "prompts/list", &params(json!({"cursor": p["nextCursor"]})), V));
+    assert_eq!(
+        p2["prompts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect::<Vec<_>>(),
+        ["Beta_greet", "Beta_secret"]
+    );
+    assert_eq!(g.collisions().len(), 1);
+    assert!(g.collisions()[0].contains("shared://same") && g.collisions()[0].contains("'Alpha' comes first"));
+}
+
+#[test]
+fn lists_downgrade_per_revision() {
+    let (d, c) = two();
+    let g = Gateway::new(&d, &c);
+    let old = result(g.answer(&json!(1), "resources/list", &Map::new(), Version::V2025_03_26));
+    assert!(old["resources"][0].get("title").is_none() && old["resources"][0].get("icons").is_none());
+    let mid = result(g.answer(&json!(1), "resources/list", &Map::new(), Version::V2025_06_18));
+    assert_eq!(mid["resources"][0]["title"], "One");
+    assert!(mid["resources"][0].get("icons").is_none());
+    let new = result(g.answer(&json!(1), "resources/list", &Map::new(), V));
+    assert_eq!(new["resources"][0]["icons"], json!([]));
+    let p = result(g.answer(&json!(1), "prompts/list", &Map::new(), Version::V2024_11_05));
+    assert!(p["prompts"][0].get("title").is_none() && p["prompts"][0]["arguments"][0].get("title").is_none());
+}
+
+#[test]
+fn long_lists_page_within_an_app() {
+    let d = def(vec![mcp_app("a", "A", json!({}))]);
+    let many: Vec<Value> = (0..PAGE_SIZE + 5).map(|i| json!({"uri": format!("x://{i}"), "name": "n"})).collect();
+    let mut c = Catalogs::default();
+    c.0.insert(
+        "a".into(),
+        Rc::new(Catalog { capabilities: json!({"resources": {}}), resources: many, ..Default::default() }),
+    );
+    let g = Gateway::new(&d, &c);
+    let p1 = result(g.answer(&json!(1), "resources/list", &Map::new(), V));
+    assert_eq!(p1["resources"].as_array().unwrap().len(), PAGE_SIZE);
+    let p2 = result(g.answer(&json!(1), "resources/list", &params(json!({"cursor": p1["nextCursor"]})), V));
+    assert_eq!(p2["resources"].as_array().unwrap().len(), 5);
+    assert_eq!(p2["resources"][0]["uri"], format!("x://{PAGE_SIZE}"));
+}
+
+#[test]
+fn bad_cursors_are_invalid_params() {
+    let (d, c) = two();
+    let g = Gateway::new(&d, &c);
+    let good =
+        result(g.answer(&json!(1), "resources/list", &Map::new(), V))["nextCursor"].as_str().unwrap().to_string();
+    let raw = String::from_utf8(base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&good).unwrap()).unwrap();
+    let forged = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw.replacen(".1.", ".0.", 1));
+    let other_server = {
+        let mut d2 = d.clone();
+        d2.server_id = "srv-2".into();
+        let g2 = Gateway::new(&d2, &c);
+        result(g2.answer(&json!(1), "resources/list", &Map::new(), V))["nextCursor"].as_str().unwrap().to_string()
+    };
+    for (cursor, why) in [
+        (json!("not a cursor!"), "not valid"),
+        (json!(forged), "altered"),
+        (json!(other_server), "altered or belongs to another server"),
+        (json!(7), "a cursor is a string"),
+        (json!(encode_cursor("srv-1", catalog::RESOURCES, 9, 0)), "no longer has"),
+    ] {
+        let e = g.answer(&json!(1), "resources/list", &params(json!({"cursor": cursor})), V).unwrap_err();
+        assert_eq!(e.code, jsonrpc::INVALID_PARAMS, "{cursor}");
+        assert!(e.message.contains(why) && e.message.contains("resources/list"), "{cursor}: {}", e.message);
+    }
+    // A resources cursor does not page prompts.
+    let e = g.answer(&json!(1), "prompts/list", &params(json!({"cursor": good})), V).unwrap_err();
+    assert!(e.message.contains("another list"), "{}", e.message);
+}
+
+#[test]
+fn reads_gets_and_completions_are_routed() {
+    let (d, c) = two();
+    let g = Gateway::new(&d, &c);
+    let id = json!("r1");
+    let f = forward(g.answer(&id, "resources/read", &params(json!({"uri": "alpha://one", "_meta": {"x": 1}})), V));
+    assert_eq!((f.app_index, f.method, f.name.as_deref()), (0, "resources/read", Some("alpha://one")));
+    assert_eq!(f.params, params(json!({"uri": "alpha://one"})), "the client's _meta stays with Flowgate");
+    assert_eq!(f.id, id);
+    // The colliding URI goes to the first app; a template URI to the app whose template matches.
+    assert_eq!(forward(g.answer(&id, "resources/read", &params(json!({"uri": "shared://same"})), V)).app_index, 0);
+    assert_eq!(
+        forward(g.answer(&id, "resources/read", &params(json!({"uri": "beta://item/42/data"})), V)).app_index,
+        1
+    );
+    // Denied and unknown URIs are not found, with the URI in data; -32002 before 2026-07-28.
+    for uri in ["beta://one", "nowhere://x", "beta://item/4/2/data", "beta://item//data"] {
+        let e = g.answer(&id, "resources/read", &params(json!({"uri": uri})), V).unwrap_err();
+        assert_eq!((e.code, e.data.clone()), (-32002, Some(json!({"uri": uri}))), "{uri}");
+        assert!(e.message.starts_with("Resource not found"), "{}", e.message);
+    }
+    let e = g.answer(&id, "resources/read", &params(json!({"uri": "nowhere://x"})), Version::V2026_07_28).unwrap_err();
+    assert_eq!(e.code, jsonrpc::INVALID_PARAMS);
+    let e = g.answer(&id, "resources/read", &Map::new(), V).unwrap_err();
+    assert!(e.message.contains("needs `uri`"));
+
+    let f = forward(g.answer(&id, "prompts/get", &params(json!({"name": "Beta_greet", "arguments": {"who": "x"}})), V));
+    assert_eq!((f.app_index, f.name.as_deref()), (1, Some("greet")));
+    assert_eq!(f.params, params(json!({"name": "greet", "arguments": {"who": "x"}})));
+    let e = g.answer(&id, "prompts/get", &params(json!({"name": "Alpha_secret"})), V).unwrap_err();
+    assert_eq!(e.code, jsonrpc::INVALID_PARAMS);
+    assert!(e.message.contains("Unknown prompt: Alpha_secret") && e.message.contains("Beta_greet"), "{}", e.message);
+
+    let complete = |r: Value| params(json!({"ref": r, "argument": {"name": "who", "value": "a"}}));
+    let f = forward(g.answer(
+        &id,
+        "completion/complete",
+        &complete(json!({"type": "ref/prompt", "name": "Alpha_greet"})),
+        V,
+    ));
+    assert_eq!((f.app_index, &f.params["ref"]), (0, &json!({"type": "ref/prompt", "name": "greet"})));
+    let f = forward(g.answer(
+        &id,
+        "completion/complete",
+        &complete(json!({"type": "ref/resource", "uri": "alpha://item/{id}/data"})),
+        V,
+    ));
+    assert_eq!(f.app_index, 0);
+    // Beta does not complete: no values, not an error.
+    let r =
+        result(g.answer(&id, "completion/complete", &complete(json!({"type": "ref/prompt", "name": "Beta_greet"})), V));
+    assert_eq!(r, json!({"completion": {"values": [], "hasMore": false}}));
+    for (r, want) in [
+        (json!({"type": "ref/prompt", "name": "nope"}), "Unknown prompt"),
+        (json!({"type": "ref/resource", "uri": "zzz://{x}"}), "no resource template"),
+        (json!({"type": "ref/tool"}), "ref.type"),
+    ] {
+        let e = g.answer(&id, "completion/complete", &complete(r.clone()), V).unwrap_err();
+        assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains(want), "{r}: {}", e.message);
+    }
+}
+
+#[test]
+fn capabilities_and_methods_follow_the_upstreams() {
+    let (d, c) = two();
+    let g = Gateway::new(&d, &c);
+    let mut caps = json!({});
+    g.add_capabilities(&mut caps, V);
+    assert_eq!(
+        caps,
+        json!({"resources": {"subscribe": false, "listChanged": false}, "prompts": {"listChanged": false}, "completions": {}})
+    );
+    let mut old = json!({});
+    g.add_capabilities(&mut old, Version::V2024_11_05);
+    assert!(old.get("completions").is_none(), "completions is a 2025-03-26 capability");
+
+    let mut only_tools = Catalogs::default();
+    only_tools.0.insert("a".into(), Rc::new(Catalog { capabilities: json!({"tools": {}}), ..Default::default() }));
+    let g = Gateway::new(&d, &only_tools);
+    let mut caps = json!({});
+    g.add_capabilities(&mut caps, V);
+    assert_eq!(caps, json!({}));
+    for m in ["resources/list", "resources/read", "prompts/get", "completion/complete"] {
+        let e = g.answer(&json!(1), m, &Map::new(), V).unwrap_err();
+        assert_eq!(e.code, jsonrpc::METHOD_NOT_FOUND, "{m}");
+        assert!(e.message.contains("no upstream MCP server"), "{}", e.message);
+    }
+    let e = g.answer(&json!(1), "resources/subscribe", &Map::new(), Version::V2025_06_18).unwrap_err();
+    assert!(e.code == jsonrpc::METHOD_NOT_FOUND && e.message.contains("stateless"), "{}", e.message);
+}
+
+#[test]
+fn uri_templates_match_rfc6570_expansions() {
+    let m = |t: &str, uri: &str| matches_template(&parse_template(t), uri);
+    assert!(m("test://template/{id}/data", "test://template/123/data"));
+    assert!(!m("test://template/{id}/data", "test://template/1/2/data"), "a simple value has no /");
+    assert!(!m("test://template/{id}/data", "test://template//data"));
+    assert!(!m("test://template/{id}/data", "test://template/123/data/more"));
+    assert!(!m("test://template/{id}/data", "other://template/123/data"));
+    assert!(m("file:///{+path}", "file:///a/b/c.txt"));
+    assert!(m("api://search{?q,lang}", "api://search?q=x&lang=en"));
+    assert!(m("api://search{?q,lang}", "api://search"));
+    assert!(!m("api://search{?q,lang}", "api://searchx"));
+    assert!(m("x://{a}-{b}", "x://1-2-3"), "backtracks over the first value");
+    assert!(m("x://{/path}", "x:///a"));
+    assert!(m("plain://no-vars", "plain://no-vars") && !m("plain://no-vars", "plain://no-vars2"));
+    assert!(m("broken://{x", "broken://{x"), "an unclosed brace is literal");
+    // Bounded: a long URI against a template of many variables costs at most the budget.
+    let t = "x://{+a}{+b}{+c}{+d}{+e}{+f}{+g}{+h}/end";
+    let uri = format!("x://{}", "a".repeat(MAX_URI - 4));
+    let started = std::time::Instant::now();
+    assert!(!m(t, &uri));
+    assert!(started.elapsed() < std::time::Duration::from_secs(2), "{:?}", started.elapsed());
+}
+
+#[test]
+fn prompt_results_downgrade() {
+    let r = json!({"messages": [
+        {"role": "user", "content": {"type": "audio", "data": "AA", "mimeType": "audio/wav"}},
+        {"role": "user", "content": {"type": "resource_link", "uri": "a://b", "name": "b"}},
+        {"role": "user", "content": {"type": "text", "text": "t"}}
+    ]});
+    assert_eq!(prompt_result_for_client(&r, V), r);
+    let old = prompt_result_for_client(&r, Version::V2024_11_05);
+    assert_eq!(old["messages"][0]["content"]["type"], "text");
+    assert_eq!(old["messages"][1]["content"], json!({"type": "text", "text": "a://b"}));
+    assert_eq!(old["messages"][2], r["messages"][2]);
+}
