@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::admin::bearer_token;
 use super::error::{json_kind, ApiError, Errors};
-use super::ids::{base62_from, code_hint, same_length_eq, sha256_hex, FillBytes};
+use super::ids::{mint_secret, same_length_eq, sha256_hex, FillBytes, MintedSecret};
 use super::quote::{plain_or_quoted, quote_input};
 
 /// What every client key starts with, so a leaked one is recognizable (secret scanners, logs).
@@ -149,24 +149,13 @@ pub fn is_key_shape(s: &str) -> bool {
         .is_some_and(|rest| rest.len() == KEY_SECRET_CHARS && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
 }
 
-/// A freshly drawn key: shown once, stored as `hash` and `hint`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewKey {
-    pub key: String,
-    /// SHA-256 (hex) of `key`: what D1 and the cache keep.
-    pub hash: String,
-    /// The key's last 4 characters, so a person can tell keys apart.
-    pub hint: String,
-}
-
-/// A key drawn from `fill` without modulo bias (the server codes' sampler).
-pub fn new_key_from(fill: &mut FillBytes<'_>) -> Result<NewKey, getrandom::Error> {
-    let key = format!("{KEY_PREFIX}{}", base62_from(fill, KEY_SECRET_CHARS)?);
-    Ok(NewKey { hash: sha256_hex(&key), hint: code_hint(&key).to_string(), key })
+/// A key drawn from `fill` (see [`mint_secret`]).
+pub fn new_key_from(fill: &mut FillBytes<'_>) -> Result<MintedSecret, getrandom::Error> {
+    mint_secret(fill, KEY_PREFIX, KEY_SECRET_CHARS)
 }
 
 /// A key from the platform CSPRNG.
-pub fn new_key() -> Result<NewKey, getrandom::Error> {
+pub fn new_key() -> Result<MintedSecret, getrandom::Error> {
     new_key_from(&mut getrandom::getrandom)
 }
 
@@ -263,17 +252,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn fixed_fill(start: u8) -> impl FnMut(&mut [u8]) -> Result<(), getrandom::Error> {
-        let mut next = start;
-        move |buf: &mut [u8]| {
-            for x in buf.iter_mut() {
-                *x = next;
-                next = next.wrapping_add(1);
-            }
-            Ok(())
-        }
-    }
-
     fn auth_with(keys: &[(&str, &str, &str)]) -> ClientAuth {
         ClientAuth {
             mode: AuthMode::Key,
@@ -291,22 +269,22 @@ mod tests {
     fn keys_have_the_prefix_32_base62_characters_and_differ() {
         let a = new_key().unwrap();
         let b = new_key().unwrap();
-        assert_ne!(a.key, b.key);
+        assert_ne!(a.secret, b.secret);
         for k in [&a, &b] {
-            assert!(is_key_shape(&k.key), "{}", k.key);
-            assert_eq!(k.key.len(), 4 + 32);
-            assert_eq!(k.hash, sha256_hex(&k.key));
-            assert_eq!(k.hint, &k.key[32..]);
-            assert!(!k.hash.contains(&k.key[4..]));
+            assert!(is_key_shape(&k.secret), "{}", k.secret);
+            assert_eq!(k.secret.len(), 4 + 32);
+            assert_eq!(k.hash, sha256_hex(&k.secret));
+            assert_eq!(k.hint, &k.secret[32..]);
+            assert!(!k.hash.contains(&k.secret[4..]));
         }
     }
 
     #[test]
     fn keys_come_from_the_unbiased_sampler() {
         // Bytes 248..=255 are rejected; 0.. map to "A"...
-        let k = new_key_from(&mut fixed_fill(248)).unwrap();
-        assert_eq!(&k.key[..12], "fgk_ABCDEFGH", "the 8 rejected bytes were skipped");
-        assert_eq!(k.hint, &k.key[k.key.len() - 4..]);
+        let k = new_key_from(&mut crate::pure::ids::counting_fill(248)).unwrap();
+        assert_eq!(&k.secret[..12], "fgk_ABCDEFGH", "the 8 rejected bytes were skipped");
+        assert_eq!(k.hint, &k.secret[k.secret.len() - 4..]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::admin::bearer_token;
 use super::console_roles::Role;
 use super::error::{json_kind, ApiError, Errors};
-use super::ids::{base62_from, code_hint, sha256_hex, FillBytes};
+use super::ids::{mint_secret, sha256_hex, FillBytes, MintedSecret};
 use super::quote::{plain_or_quoted, quote_input};
 
 /// What every console token starts with, so a leaked one is recognizable (secret scanners).
@@ -30,23 +30,13 @@ pub fn presented_hash(header: Option<&str>) -> Option<String> {
     header.and_then(bearer_token).filter(|t| is_token_shape(t)).map(sha256_hex)
 }
 
-/// A freshly drawn token: shown once, stored as `hash` and `hint`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewToken {
-    pub token: String,
-    pub hash: String,
-    /// The token's last 4 characters, so a person can tell tokens apart.
-    pub hint: String,
-}
-
-/// A token drawn from `fill` without modulo bias (the server codes' sampler).
-pub fn new_token_from(fill: &mut FillBytes<'_>) -> Result<NewToken, getrandom::Error> {
-    let token = format!("{TOKEN_PREFIX}{}", base62_from(fill, TOKEN_SECRET_CHARS)?);
-    Ok(NewToken { hash: sha256_hex(&token), hint: code_hint(&token).to_string(), token })
+/// A token drawn from `fill` (see [`mint_secret`]).
+pub fn new_token_from(fill: &mut FillBytes<'_>) -> Result<MintedSecret, getrandom::Error> {
+    mint_secret(fill, TOKEN_PREFIX, TOKEN_SECRET_CHARS)
 }
 
 /// A token from the platform CSPRNG.
-pub fn new_token() -> Result<NewToken, getrandom::Error> {
+pub fn new_token() -> Result<MintedSecret, getrandom::Error> {
     new_token_from(&mut getrandom::getrandom)
 }
 
@@ -139,27 +129,19 @@ mod tests {
     fn tokens_have_the_prefix_32_base62_characters_and_differ() {
         let a = new_token().unwrap();
         let b = new_token().unwrap();
-        assert_ne!(a.token, b.token);
+        assert_ne!(a.secret, b.secret);
         for t in [&a, &b] {
-            assert!(is_token_shape(&t.token), "{}", t.token);
-            assert_eq!(t.token.len(), 4 + 32);
-            assert_eq!(t.hash, sha256_hex(&t.token));
-            assert_eq!(t.hint, &t.token[32..]);
+            assert!(is_token_shape(&t.secret), "{}", t.secret);
+            assert_eq!(t.secret.len(), 4 + 32);
+            assert_eq!(t.hash, sha256_hex(&t.secret));
+            assert_eq!(t.hint, &t.secret[32..]);
         }
     }
 
     #[test]
     fn tokens_come_from_the_unbiased_sampler() {
-        let mut next = 248u8;
-        let mut fill = |buf: &mut [u8]| {
-            for x in buf.iter_mut() {
-                *x = next;
-                next = next.wrapping_add(1);
-            }
-            Ok(())
-        };
-        let t = new_token_from(&mut fill).unwrap();
-        assert_eq!(&t.token[..12], "fgc_ABCDEFGH", "the 8 rejected bytes were skipped");
+        let t = new_token_from(&mut crate::pure::ids::counting_fill(248)).unwrap();
+        assert_eq!(&t.secret[..12], "fgc_ABCDEFGH", "the 8 rejected bytes were skipped");
     }
 
     #[test]

@@ -48,6 +48,37 @@ pub fn code_hint(code: &str) -> &str {
     &code[code.len().saturating_sub(4)..]
 }
 
+/// A bearer secret as minted (client keys, console tokens): shown once, stored only as its
+/// SHA-256 (`hash`) and `hint`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MintedSecret {
+    pub secret: String,
+    /// SHA-256 (hex) of `secret`: what D1 and the cache keep.
+    pub hash: String,
+    /// The last 4 characters, so a person can tell secrets apart.
+    pub hint: String,
+}
+
+/// `prefix` then `chars` base62 characters drawn from `fill` without modulo bias (the server
+/// codes' sampler); the recognizable prefix lets secret scanners and people spot a leak.
+pub fn mint_secret(fill: &mut FillBytes<'_>, prefix: &str, chars: usize) -> Result<MintedSecret, getrandom::Error> {
+    let secret = format!("{prefix}{}", base62_from(fill, chars)?);
+    Ok(MintedSecret { hash: sha256_hex(&secret), hint: code_hint(&secret).to_string(), secret })
+}
+
+/// A fill that yields `start, start+1, …` (wrapping): the sampler's rejections made visible.
+#[cfg(test)]
+pub(crate) fn counting_fill(start: u8) -> impl FnMut(&mut [u8]) -> Result<(), getrandom::Error> {
+    let mut next = start;
+    move |buf: &mut [u8]| {
+        for x in buf.iter_mut() {
+            *x = next;
+            next = next.wrapping_add(1);
+        }
+        Ok(())
+    }
+}
+
 pub fn sha256_hex(s: &str) -> String {
     hex(&Sha256::digest(s.as_bytes()))
 }

@@ -692,7 +692,7 @@ impl Console<'_> {
             return Ok(json!({
                 "id": stored.id,
                 "name": stored.name,
-                "key": key.key,
+                "key": key.secret,
                 "hint": stored.hint,
                 "created_at": stored.created_at,
             }));
@@ -759,7 +759,7 @@ impl Console<'_> {
                 .await?
                 .ok_or_else(|| internal("storing the console token", "the token was not found after it was stored"))?;
             let mut out = stored.to_console_json();
-            out["token"] = json!(token.token);
+            out["token"] = json!(token.secret);
             return Ok(out);
         }
         Err(internal("storing the console token", "the token's hash collided three times"))
