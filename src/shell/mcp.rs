@@ -25,6 +25,7 @@ use super::store;
 use super::stream::stop_run;
 use super::tasks;
 use super::upstream;
+use super::usage;
 use super::VERSION;
 use crate::pure::task_contract::{Kind, TaskCall, TaskSpec};
 
@@ -34,6 +35,8 @@ const ALLOWED_HEADERS: &str =
     "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
 
 pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
+    // Usage metrics go to D1 from here when due, after the response (never per call).
+    super::usage::maybe_flush(env, ctx);
     let origin = header(&req, "origin");
     let cors = match &origin {
         None => None,
@@ -218,9 +221,12 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                if let Some(v) =
-                    run(server::handle_with(def, &upstreams, item, &h, VERSION), &prepared, env, ctx, &incoming).await.1
-                {
+                let step = server::handle_with(def, &upstreams, item, &h, VERSION);
+                let ticket = usage::ticket(item, &step, def, &upstreams, &h);
+                if let Some(v) = run(step, &prepared, env, ctx, &incoming).await.1 {
+                    if let Some(t) = ticket {
+                        t.finish(&v);
+                    }
                     out.push(v);
                 }
             }
@@ -229,31 +235,46 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             }
             rpc(200, &Value::Array(out), cors.as_deref())
         }
-        single => match server::handle_with(def, &upstreams, single, &h, VERSION) {
-            // A lookup and a copy: the list was serialized once for this definition.
-            Step::ToolsList { id, version } => {
-                let text = response_text(&id, &prepared.tools_list(version, VERSION));
-                rpc_text(200, text, cors.as_deref())
-            }
-            // A client that takes SSE gets the backend's progress as it happens.
-            Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
-                record_end_user(ctx, env, def, &plan);
-                match call_streamed(*plan, &prepared, env, ctx, incoming) {
-                    Ok(call) => {
-                        let headers = Headers::new();
-                        headers.set("content-type", "text/event-stream")?;
-                        headers.set("cache-control", "no-cache")?;
-                        with_cors(&headers, cors.as_deref())?;
-                        call.into_response(headers)
-                    }
-                    Err(response) => rpc(200, &response, cors.as_deref()),
+        single => {
+            let step = server::handle_with(def, &upstreams, single, &h, VERSION);
+            let ticket = usage::ticket(single, &step, def, &upstreams, &h);
+            match step {
+                // A lookup and a copy: the list was serialized once for this definition.
+                Step::ToolsList { id, version } => {
+                    let text = response_text(&id, &prepared.tools_list(version, VERSION));
+                    rpc_text(200, text, cors.as_deref())
                 }
+                // A client that takes SSE gets the backend's progress as it happens.
+                Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
+                    record_end_user(ctx, env, def, &plan);
+                    match call_streamed(*plan, &prepared, env, ctx, incoming) {
+                        Ok(call) => {
+                            let call = call.with_usage(ticket.map(usage::Ticket::streamed));
+                            let headers = Headers::new();
+                            headers.set("content-type", "text/event-stream")?;
+                            headers.set("cache-control", "no-cache")?;
+                            with_cors(&headers, cors.as_deref())?;
+                            call.into_response(headers)
+                        }
+                        Err(response) => {
+                            if let Some(t) = ticket {
+                                t.finish(&response);
+                            }
+                            rpc(200, &response, cors.as_deref())
+                        }
+                    }
+                }
+                step => match run(step, &prepared, env, ctx, &incoming).await {
+                    (_, None) => accepted(cors.as_deref()),
+                    (status, Some(v)) => {
+                        if let Some(t) = ticket {
+                            t.finish(&v);
+                        }
+                        rpc(status, &v, cors.as_deref())
+                    }
+                },
             }
-            step => match run(step, &prepared, env, ctx, &incoming).await {
-                (_, None) => accepted(cors.as_deref()),
-                (status, Some(v)) => rpc(status, &v, cors.as_deref()),
-            },
-        },
+        }
     }
 }
 
