@@ -235,36 +235,34 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             }
             rpc(200, &Value::Array(out), cors.as_deref())
         }
-        single => {
-            let step = server::handle_with(def, &upstreams, single, &h, VERSION);
-            let ticket = usage::ticket(single, &step, def, &upstreams, &h);
-            match step {
-                // A lookup and a copy: the list was serialized once for this definition.
-                Step::ToolsList { id, version } => {
-                    let text = response_text(&id, &prepared.tools_list(version, VERSION));
-                    rpc_text(200, text, cors.as_deref())
-                }
-                // A client that takes SSE gets the backend's progress as it happens.
-                Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
-                    record_end_user(ctx, env, def, &plan);
-                    match call_streamed(*plan, &prepared, env, ctx, incoming) {
-                        Ok(call) => {
-                            let call = call.with_usage(ticket.map(usage::Ticket::streamed));
-                            let headers = Headers::new();
-                            headers.set("content-type", "text/event-stream")?;
-                            headers.set("cache-control", "no-cache")?;
-                            with_cors(&headers, cors.as_deref())?;
-                            call.into_response(headers)
-                        }
-                        Err(response) => {
-                            if let Some(t) = ticket {
-                                t.finish(&response);
-                            }
-                            rpc(200, &response, cors.as_deref())
-                        }
+        single => match server::handle_with(def, &upstreams, single, &h, VERSION) {
+            // A lookup and a copy: the list was serialized once for this definition.
+            Step::ToolsList { id, version } => {
+                let text = response_text(&id, &prepared.tools_list(version, VERSION));
+                rpc_text(200, text, cors.as_deref())
+            }
+            // A client that takes SSE gets the backend's progress as it happens.
+            Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
+                record_end_user(ctx, env, def, &plan);
+                let ticket = usage::ticket_of_plan(single, &plan, def);
+                match call_streamed(*plan, &prepared, env, ctx, incoming) {
+                    Ok(call) => {
+                        let call = call.with_usage(Some(ticket.streamed()));
+                        let headers = Headers::new();
+                        headers.set("content-type", "text/event-stream")?;
+                        headers.set("cache-control", "no-cache")?;
+                        with_cors(&headers, cors.as_deref())?;
+                        call.into_response(headers)
+                    }
+                    Err(response) => {
+                        ticket.finish(&response);
+                        rpc(200, &response, cors.as_deref())
                     }
                 }
-                step => match run(step, &prepared, env, ctx, &incoming).await {
+            }
+            step => {
+                let ticket = usage::ticket(single, &step, def, &upstreams, &h);
+                match run(step, &prepared, env, ctx, &incoming).await {
                     (_, None) => accepted(cors.as_deref()),
                     (status, Some(v)) => {
                         if let Some(t) = ticket {
@@ -272,9 +270,9 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                         }
                         rpc(status, &v, cors.as_deref())
                     }
-                },
+                }
             }
-        }
+        },
     }
 }
 

@@ -11,7 +11,7 @@ use wasm_bindgen::JsValue;
 use worker::{Context, D1Database, Env};
 
 use crate::pure::definition::ServerDefinition;
-use crate::pure::mcp::server::{self, RequestHeaders, Step};
+use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step};
 use crate::pure::mcp::tools::{tools_with, Upstreams};
 use crate::pure::usage::{self, failure_of, Aggregate, Arg, Call, Query, Row, Statement, UNKNOWN_TOOL};
 
@@ -85,6 +85,19 @@ pub fn ticket(
         streamed: false,
         done: false,
     })
+}
+
+/// The ticket of a planned call (a streamed one: the step is consumed by the call).
+pub fn ticket_of_plan(msg: &Value, plan: &CallPlan, def: &ServerDefinition) -> Ticket {
+    let name = msg.get("params").and_then(|p| p.get("name")).and_then(Value::as_str);
+    Ticket {
+        server_id: def.server_id.clone(),
+        tool: name.unwrap_or(UNKNOWN_TOOL).to_string(),
+        caller: plan.user.clone(),
+        started_ms: platform::now_ms(),
+        streamed: false,
+        done: false,
+    }
 }
 
 impl Ticket {
