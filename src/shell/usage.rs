@@ -75,7 +75,8 @@ pub fn ticket(
             let known = name.filter(|n| tools_with(def, upstreams).iter().any(|t| t.name == *n));
             (known.unwrap_or(UNKNOWN_TOOL).to_string(), server::caller_of(def, msg, h))
         }
-        Step::ToolsList { .. } | Step::Task(_) | Step::Cancel { .. } => return None,
+        // Only tool calls are counted.
+        _ => return None,
     };
     Some(Ticket {
         server_id: def.server_id.clone(),
