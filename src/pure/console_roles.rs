@@ -116,6 +116,7 @@ pub const ROUTES: &[Route] = &[
     Route { pattern: "servers/{}/tasks", allow: "GET", methods: &[("GET", Viewer)] },
     Route { pattern: "servers/{}/tasks/{}", allow: "GET", methods: &[("GET", Viewer)] },
     Route { pattern: "servers/{}/tasks/{}/cancel", allow: "POST", methods: &[("POST", Publisher)] },
+    Route { pattern: "servers/{}/usage", allow: "GET", methods: &[("GET", Viewer)] },
     Route { pattern: "audit", allow: "GET", methods: &[("GET", Viewer)] },
     Route { pattern: "secrets/reseal", allow: "POST", methods: &[("POST", Admin)] },
     // Console tokens are admin business, reading them included: a list of who holds which role.
@@ -249,6 +250,7 @@ mod tests {
         ("GET", "servers/X/tasks", '*'),
         ("GET", "servers/X/tasks/Y", '*'),
         ("POST", "servers/X/tasks/Y/cancel", 'P'),
+        ("GET", "servers/X/usage", '*'),
         ("GET", "audit", '*'),
         ("POST", "secrets/reseal", 'A'),
         ("GET", "tokens", 'A'),

@@ -27,3 +27,4 @@ pub mod task_contract;
 #[cfg(test)]
 pub mod test_rng;
 pub mod url;
+pub mod usage;

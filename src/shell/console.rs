@@ -21,6 +21,7 @@ use crate::pure::ids;
 use crate::pure::mcp::names::{self, ToolOrigin};
 use crate::pure::quote::quote_input;
 use crate::pure::server::{validate_server, ServerBody, ServerFields, Status};
+use crate::pure::usage;
 
 use super::cache;
 use super::dify;
@@ -184,6 +185,8 @@ async fn route(mut req: Request, env: &Env, caller: &Identity, rest: &[&str], sh
         (["servers", _, "tasks", _], _) => return not_allowed("GET"),
         (["servers", id, "tasks", task, "cancel"], Method::Post) => (200, c.cancel_task(id, task).await?),
         (["servers", _, "tasks", _, "cancel"], _) => return not_allowed("POST"),
+        (["servers", id, "usage"], Method::Get) => (200, c.usage(id, &req).await?),
+        (["servers", _, "usage"], _) => return not_allowed("GET"),
         (["audit"], Method::Get) => (200, c.audit_log(&req).await?),
         (["secrets", "reseal"], Method::Post) => (200, c.reseal_all().await?),
         (["secrets", "reseal"], _) => return not_allowed("POST"),
@@ -824,6 +827,28 @@ impl Console<'_> {
             .map_err(|e| internal("cancelling the task", e))?
             .ok_or_else(|| ApiError::not_found(format!("task '{task_id}' has expired")))?;
         self.task(server_id, task_id).await
+    }
+
+    // ---- usage metrics ----
+
+    /// `?from=&to=&step=` (`pure::usage::parse_query`): series per tool and in all, and the
+    /// server's last 50 failures. This isolate's unflushed counts are written first.
+    async fn usage(&self, server_id: &str, req: &Request) -> Result<Value> {
+        self.server_row(server_id).await?;
+        let url = req.url().map_err(|e| internal("reading the query", e))?;
+        let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+        let q =
+            usage::parse_query(&pairs, platform::now_s()).map_err(|(field, message)| field_error(field, &message))?;
+        if let Err(e) = super::usage::flush_now(self.env).await {
+            super::log::error(&format!("writing usage metrics: {e}"));
+        }
+        let (rows, failures) =
+            super::usage::read(self.db, server_id, &q).await.map_err(|e| internal("reading usage metrics", e))?;
+        let mut out = usage::report(&q, &rows);
+        out["server_id"] = json!(server_id);
+        out["failures"] = Value::Array(failures);
+        out["flush_seconds"] = json!(super::usage::flush_seconds(self.env));
+        Ok(out)
     }
 
     // ---- shared server mechanics ----

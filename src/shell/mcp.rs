@@ -28,6 +28,7 @@ use super::store;
 use super::stream::stop_run;
 use super::tasks;
 use super::upstream;
+use super::usage;
 use super::VERSION;
 use crate::pure::task_contract::{Kind, TaskCall, TaskSpec};
 
@@ -37,6 +38,8 @@ const ALLOWED_HEADERS: &str =
     "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
 
 pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
+    // Usage metrics go to D1 from here when due, after the response (never per call).
+    super::usage::maybe_flush(env, ctx);
     let origin = header(&req, "origin");
     let cors = match &origin {
         None => None,
@@ -225,7 +228,11 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             let mut out = Vec::with_capacity(items.len());
             for item in items {
                 let step = server::handle_full(def, &upstreams, &catalogs, item, &h, VERSION);
+                let ticket = usage::ticket(item, &step, def, &upstreams, &h);
                 if let Some(v) = run(step, &prepared, env, ctx, &incoming).await.1 {
+                    if let Some(t) = ticket {
+                        t.finish(&v);
+                    }
                     out.push(v);
                 }
             }
@@ -243,21 +250,34 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             // A client that takes SSE gets the backend's progress as it happens.
             Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
                 record_end_user(ctx, env, def, &plan);
+                let ticket = usage::ticket_of_plan(single, &plan, def);
                 match call_streamed(*plan, &prepared, env, ctx, incoming) {
                     Ok(call) => {
+                        let call = call.with_usage(Some(ticket.streamed()));
                         let headers = Headers::new();
                         headers.set("content-type", "text/event-stream")?;
                         headers.set("cache-control", "no-cache")?;
                         with_cors(&headers, cors.as_deref())?;
                         call.into_response(headers)
                     }
-                    Err(response) => rpc(200, &response, cors.as_deref()),
+                    Err(response) => {
+                        ticket.finish(&response);
+                        rpc(200, &response, cors.as_deref())
+                    }
                 }
             }
-            step => match run(step, &prepared, env, ctx, &incoming).await {
-                (_, None) => accepted(cors.as_deref()),
-                (status, Some(v)) => rpc(status, &v, cors.as_deref()),
-            },
+            step => {
+                let ticket = usage::ticket(single, &step, def, &upstreams, &h);
+                match run(step, &prepared, env, ctx, &incoming).await {
+                    (_, None) => accepted(cors.as_deref()),
+                    (status, Some(v)) => {
+                        if let Some(t) = ticket {
+                            t.finish(&v);
+                        }
+                        rpc(status, &v, cors.as_deref())
+                    }
+                }
+            }
         },
     }
 }

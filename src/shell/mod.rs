@@ -17,6 +17,7 @@ mod store;
 mod stream;
 mod tasks;
 mod upstream;
+mod usage;
 
 use serde_json::json;
 use worker::{event, Context, Env, Request, Response};

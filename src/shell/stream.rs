@@ -95,9 +95,17 @@ pub struct CallStream {
     /// The record, until it is also written to KV (calls that end sooner never write it).
     unshared: Option<String>,
     started_ms: u64,
+    /// Counted in usage metrics when the final response goes out (a client call only).
+    usage: Option<super::usage::Ticket>,
 }
 
 impl CallStream {
+    /// Records the call in usage metrics at its end (dropped unfinished: the client went away).
+    pub fn with_usage(mut self, ticket: Option<super::usage::Ticket>) -> CallStream {
+        self.usage = ticket;
+        self
+    }
+
     /// Prepares the call; `ctx` keeps a watcher alive that stops the backend run if the client
     /// goes away before the end (best effort, off the response path).
     pub fn new(plan: CallPlan, target: Target, env: &Env, ctx: &Context) -> CallStream {
@@ -139,6 +147,7 @@ impl CallStream {
             registered: true,
             unshared: None,
             started_ms: now,
+            usage: None,
         }
     }
 
@@ -293,6 +302,9 @@ impl CallStream {
                         self.cancel.completed();
                         self.phase = Phase::Finished;
                         write_event(&mut out, None, None, &response.to_string());
+                        if let Some(t) = self.usage.take() {
+                            t.finish(&response);
+                        }
                         self.final_response = Some(response);
                         return Some(std::mem::take(&mut out));
                     }
@@ -481,6 +493,9 @@ impl CallStream {
         let outcome = outcome.capped(&self.target.app_name, self.target.max_result_bytes);
         let response = server::finish_call(&self.plan, outcome, VERSION);
         write_event(out, None, None, &response.to_string());
+        if let Some(t) = self.usage.take() {
+            t.finish(&response);
+        }
         self.final_response = Some(response);
         std::mem::take(out)
     }

@@ -197,6 +197,7 @@ describe('roles on every console route', () => {
     ['GET', '/servers/{server}/tasks', 'viewer'],
     ['GET', `/servers/{server}/tasks/${MISSING}`, 'viewer'],
     ['POST', `/servers/{server}/tasks/${MISSING}/cancel`, 'publisher'],
+    ['GET', '/servers/{server}/usage', 'viewer'],
     ['GET', '/audit', 'viewer'],
     ['POST', '/secrets/reseal', 'admin'],
     ['GET', '/tokens', 'admin'],

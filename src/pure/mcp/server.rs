@@ -655,6 +655,14 @@ fn end_user(def: &ServerDefinition, client_name: &str, h: &RequestHeaders<'_>) -
     }
 }
 
+/// Who sent a `tools/call` refused before it became a call (usage metrics count callers): the
+/// same identity its `user` would have been.
+pub fn caller_of(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>) -> String {
+    let empty = Map::new();
+    let params = msg.get("params").and_then(Value::as_object).unwrap_or(&empty);
+    end_user(def, &client_name(params, h), h)
+}
+
 /// Where a running call is recorded so that `notifications/cancelled` (a separate request, on
 /// any isolate) can find and stop it: per server, client, connecting address and request id.
 /// The user comes from what the client says about itself, which another client holding the
