@@ -12,7 +12,7 @@ use super::mode::Mode;
 use super::server::Status;
 
 /// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
-pub const FORMAT: u32 = 4;
+pub const FORMAT: u32 = 5;
 /// KV expiry of a definition. Console writes rewrite or delete entries at once; the TTL only
 /// bounds how long an unused entry lingers.
 pub const TTL_SECONDS: u64 = 3600;
@@ -26,7 +26,7 @@ pub struct ServerDefinition {
     pub status: Status,
     pub parameters: Map<String, Value>,
     pub apps: Vec<AppDefinition>,
-    /// How clients authenticate, and the server's client keys (hashes, never keys).
+    /// How clients authenticate: the server's client keys (hashes, never keys) or its issuer.
     #[serde(default)]
     pub auth: ClientAuth,
 }
@@ -200,7 +200,7 @@ mod tests {
         let d = def();
         let text = serde_json::to_string(&d).unwrap();
         assert_eq!(ServerDefinition::from_cache(&text), Some(d));
-        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":4", "\"format\":3")), None);
+        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":5", "\"format\":4")), None);
         assert_eq!(ServerDefinition::from_cache("not json"), None);
         let mut keyed = def();
         keyed.auth.mode = AuthMode::Key;
