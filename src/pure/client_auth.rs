@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::admin::bearer_token;
 use super::error::{json_kind, ApiError, Errors};
-use super::oauth_resource::{validate_settings, OAuthSettings};
 use super::ids::{base62_from, code_hint, same_length_eq, sha256_hex, FillBytes};
+use super::oauth_resource::{validate_settings, OAuthSettings};
 use super::quote::{plain_or_quoted, quote_input};
 
 /// What every client key starts with, so a leaked one is recognizable (secret scanners, logs).
@@ -421,7 +421,10 @@ mod tests {
         let e = fields(json!({"mode": "oauth"}));
         assert_eq!(e[0].0, "oauth");
         assert!(e[0].1.starts_with("is required with mode \"oauth\""), "{}", e[0].1);
-        assert_eq!(fields(json!({"mode": "oauth", "oauth": {"issuer": "http://auth.example.com"}}))[0].0, "oauth.issuer");
+        assert_eq!(
+            fields(json!({"mode": "oauth", "oauth": {"issuer": "http://auth.example.com"}}))[0].0,
+            "oauth.issuer"
+        );
         assert_eq!(fields(json!({"mode": "key", "oauth": {"issuer": "https://a.example"}}))[0].0, "oauth");
         assert!(fields(json!({}))[0].1.starts_with("is required"));
         assert!(fields(json!({"mode": 1}))[0].1.contains("got a number"));

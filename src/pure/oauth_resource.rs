@@ -82,7 +82,9 @@ pub fn validate_settings(v: Option<&Value>, errs: &mut Errors) -> Option<OAuthSe
     }
     let issuer = match obj.get("issuer") {
         Some(Value::String(s)) => {
-            url_problem(s).map(|why| errs.add("oauth.issuer", why));
+            if let Some(why) = url_problem(s) {
+                errs.add("oauth.issuer", why);
+            }
             s.clone()
         }
         _ => {
@@ -120,9 +122,14 @@ pub fn validate_settings(v: Option<&Value>, errs: &mut Errors) -> Option<OAuthSe
                     }
                     Some(s) => errs.add(
                         format!("oauth.scopes[{i}]"),
-                        format!("{} is not a scope: printable ASCII without spaces, quotes or backslashes", quote_input(s)),
+                        format!(
+                            "{} is not a scope: printable ASCII without spaces, quotes or backslashes",
+                            quote_input(s)
+                        ),
                     ),
-                    None => errs.add(format!("oauth.scopes[{i}]"), format!("must be a string (got {})", json_kind(item))),
+                    None => {
+                        errs.add(format!("oauth.scopes[{i}]"), format!("must be a string (got {})", json_kind(item)))
+                    }
                 }
             }
             out
@@ -148,7 +155,9 @@ fn optional_string(obj: &Map<String, Value>, key: &str, errs: &mut Errors) -> Op
 
 /// RFC 6749 §3.3 scope-token characters: printable ASCII but space, `"` and `\`.
 fn is_scope_token(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
 }
 
 /// Why an issuer or JWKS URL is refused: it must be an https URL without query or fragment
@@ -336,7 +345,12 @@ pub struct Verified {
 /// Checks the claims of a token whose signature verified: `iss` (exactly the issuer), `aud`
 /// (a string or a list holding `audience`), `exp` (required) and `nbf` with [`SKEW_SECONDS`],
 /// `sub`, and the required scopes (`scope`, space-separated, or `scp` as a list or string).
-pub fn check_claims(claims: &Value, settings: &OAuthSettings, audience: &str, now_s: i64) -> Result<Verified, TokenError> {
+pub fn check_claims(
+    claims: &Value,
+    settings: &OAuthSettings,
+    audience: &str,
+    now_s: i64,
+) -> Result<Verified, TokenError> {
     if claims.get("iss").and_then(Value::as_str) != Some(settings.issuer.as_str()) {
         return Err(TokenError::WrongIssuer);
     }
@@ -461,7 +475,10 @@ pub fn resource_metadata_url(public_base: &str, code: &str) -> String {
     match ::url::Url::parse(base) {
         Ok(u) => {
             let prefix = u.path().trim_end_matches('/');
-            format!("{}/.well-known/oauth-protected-resource{prefix}/mcp/server/{code}/mcp", u.origin().ascii_serialization())
+            format!(
+                "{}/.well-known/oauth-protected-resource{prefix}/mcp/server/{code}/mcp",
+                u.origin().ascii_serialization()
+            )
         }
         Err(_) => format!("{base}/.well-known/oauth-protected-resource/mcp/server/{code}/mcp"),
     }
@@ -501,7 +518,9 @@ pub fn refusal_message(error: Option<&TokenError>, header_sent: bool) -> String 
         None => "Unauthorized: this MCP server requires an OAuth access token (`Authorization: Bearer <token>`); \
                  the WWW-Authenticate header's resource_metadata names the authorization server to get one from"
             .to_string(),
-        Some(e @ TokenError::InsufficientScope) => format!("Forbidden: {}; ask for the scopes in WWW-Authenticate", e.description()),
+        Some(e @ TokenError::InsufficientScope) => {
+            format!("Forbidden: {}; ask for the scopes in WWW-Authenticate", e.description())
+        }
         Some(e) => format!("Unauthorized: {}; get a new token from the authorization server", e.description()),
     }
 }
@@ -551,8 +570,16 @@ mod tests {
 
     #[test]
     fn only_rs256_and_es256_are_accepted() {
-        for alg in [json!("none"), json!("HS256"), json!("RS384"), json!("PS256"), json!("EdDSA"), json!("rs256"), json!(1), Value::Null]
-        {
+        for alg in [
+            json!("none"),
+            json!("HS256"),
+            json!("RS384"),
+            json!("PS256"),
+            json!("EdDSA"),
+            json!("rs256"),
+            json!(1),
+            Value::Null,
+        ] {
             let t = token(json!({"alg": alg, "kid": "k1"}), claims());
             assert_eq!(parse_jwt(&t), Err(TokenError::Alg), "{alg}");
         }
@@ -626,7 +653,10 @@ mod tests {
         assert_eq!(ok(without("sub")), Err(TokenError::BadSubject));
         // A configured audience replaces the MCP URL.
         let custom = OAuthSettings { audience: Some("api://flowgate".into()), ..settings(&[]) };
-        assert_eq!(check_claims(&with("aud", json!("api://flowgate")), &custom, "api://flowgate", NOW).map(|v| v.sub), Ok("alice".into()));
+        assert_eq!(
+            check_claims(&with("aud", json!("api://flowgate")), &custom, "api://flowgate", NOW).map(|v| v.sub),
+            Ok("alice".into())
+        );
     }
 
     #[test]
@@ -710,7 +740,10 @@ mod tests {
     fn issuer_metadata() {
         assert_eq!(
             metadata_urls("https://auth.example.com"),
-            ["https://auth.example.com/.well-known/oauth-authorization-server", "https://auth.example.com/.well-known/openid-configuration"]
+            [
+                "https://auth.example.com/.well-known/oauth-authorization-server",
+                "https://auth.example.com/.well-known/openid-configuration"
+            ]
         );
         assert_eq!(
             metadata_urls("https://auth.example.com/tenant/"),
@@ -721,7 +754,8 @@ mod tests {
         );
         let doc = json!({"issuer": ISS, "jwks_uri": "https://auth.example.com/jwks"}).to_string();
         assert_eq!(jwks_uri_of(&doc, ISS), Ok("https://auth.example.com/jwks".into()));
-        let other = json!({"issuer": "https://evil.example.com", "jwks_uri": "https://evil.example.com/jwks"}).to_string();
+        let other =
+            json!({"issuer": "https://evil.example.com", "jwks_uri": "https://evil.example.com/jwks"}).to_string();
         assert!(jwks_uri_of(&other, ISS).unwrap_err().contains("instead of"));
         assert!(jwks_uri_of(&json!({"issuer": ISS}).to_string(), ISS).unwrap_err().contains("no jwks_uri"));
         let plain = json!({"issuer": ISS, "jwks_uri": "http://auth.example.com/jwks"}).to_string();
@@ -776,11 +810,16 @@ mod tests {
         };
         let (s, e) = check(json!({"issuer": ISS}));
         assert_eq!((s, e), (Some(settings(&[])), vec![]));
-        let (s, e) = check(json!({"issuer": ISS, "audience": "api://x", "scopes": ["mcp", "read", "mcp"], "jwks_uri": "https://auth.example.com/keys"}));
+        let (s, e) = check(
+            json!({"issuer": ISS, "audience": "api://x", "scopes": ["mcp", "read", "mcp"], "jwks_uri": "https://auth.example.com/keys"}),
+        );
         assert!(e.is_empty(), "{e:?}");
         let s = s.unwrap();
         assert_eq!(s.scopes, ["mcp", "read"], "duplicates dropped");
-        assert_eq!((s.audience.as_deref(), s.jwks_uri.as_deref()), (Some("api://x"), Some("https://auth.example.com/keys")));
+        assert_eq!(
+            (s.audience.as_deref(), s.jwks_uri.as_deref()),
+            (Some("api://x"), Some("https://auth.example.com/keys"))
+        );
         // Local issuers over http (development), refused for public hosts.
         assert!(check(json!({"issuer": "http://127.0.0.1:9000"})).1.is_empty());
         let field = |v: Value| {

@@ -521,14 +521,19 @@ impl Console<'_> {
 
     async fn get_auth(&self, server_id: &str) -> Result<Value> {
         let row = self.server_row(server_id).await?;
-        Ok(json!({ "mode": row.auth_mode().as_str() }))
+        Ok(auth_json(&row))
     }
 
     /// Sets how the server's clients authenticate; the cached definition follows at once.
     async fn set_auth(&self, server_id: &str, body: &Value) -> Result<Value> {
-        let mode = client_auth::validate_auth_body(body)?;
+        let (mode, oauth) = client_auth::validate_auth_body(body)?;
         let row = self.server_row(server_id).await?;
-        store::set_auth_mode(self.db, &row.id, mode, platform::now_s()).await?;
+        if let Some(o) = &oauth {
+            let mut urls = vec![("oauth.issuer", o.issuer.as_str())];
+            urls.extend(o.jwks_uri.as_deref().map(|u| ("oauth.jwks_uri", u)));
+            self.check_private(&urls)?;
+        }
+        store::set_auth_mode(self.db, &row.id, mode, oauth.as_ref(), platform::now_s()).await?;
         let row = self.server_row(&row.id).await?;
         cache::write(self.env, self.db, &row).await?;
         let mut out = self.server_json(&row, None).await?;
@@ -755,7 +760,7 @@ impl Console<'_> {
             "status": Status::parse(&row.status).map_or("inactive", Status::as_str),
             "parameters": row.parameters(),
             "server_code_hint": row.code_hint,
-            "auth": { "mode": row.auth_mode().as_str() },
+            "auth": auth_json(row),
             "created_at": row.created_at,
             "updated_at": row.updated_at,
         });
@@ -768,6 +773,15 @@ impl Console<'_> {
             out["mcp_url"] = json!(format!("{}/mcp/server/{code}/mcp", self.public_base()?));
         }
         Ok(out)
+    }
+}
+
+/// A server's client authentication as the console shows it: the mode, and an `oauth`
+/// server's issuer settings.
+fn auth_json(row: &ServerRow) -> Value {
+    match (row.auth_mode(), row.oauth()) {
+        (AuthMode::OAuth, Some(o)) => json!({ "mode": "oauth", "oauth": o.to_console_json() }),
+        (mode, _) => json!({ "mode": mode.as_str() }),
     }
 }
 

@@ -16,11 +16,13 @@ use crate::pure::mcp::prepared::{response_text, Prepared};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::Upstreams;
 use crate::pure::mode::Mode;
+use crate::pure::oauth_resource::{self, TokenError};
 use crate::pure::origin::origin_allowed;
 use crate::pure::quote::plain_or_quoted;
 
 use super::cache;
 use super::call::{call_backend, call_streamed, target_of};
+use super::resource_server;
 use super::store;
 use super::stream::stop_run;
 use super::tasks;
@@ -124,6 +126,8 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         return not_found();
     }
     let code_hash = sha256_hex(code);
+    // The `sub` of an `oauth` server's token: the caller identity `h` lends to the core.
+    let oauth_caller: Rc<str>;
     let (pv, mm, mn, ua, caller) = (
         header(&req, "mcp-protocol-version"),
         header(&req, "mcp-method"),
@@ -178,20 +182,66 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
     };
     let def = &prepared.def;
-    // Client authentication (`pure::client_auth`) before anything else about the server is
-    // told or done; a refusal writes nothing.
-    let authorization = if def.auth.mode == AuthMode::Key { header(&req, "authorization") } else { None };
-    match authenticate(&def.auth, authorization.as_deref()) {
-        Ok(None) => {}
-        Ok(Some(key)) => {
-            h.identity = Some(key.name);
-            record_key_use(ctx, env, key.key_id);
+    // Client authentication (`pure::client_auth`, `pure::oauth_resource`) before anything else
+    // about the server is told or done; a refusal writes nothing.
+    let authorization = if def.auth.mode != AuthMode::None { header(&req, "authorization") } else { None };
+    if def.auth.mode == AuthMode::OAuth {
+        let Some(settings) = def.auth.oauth.as_ref() else {
+            let e = RpcError::new(
+                503,
+                jsonrpc::INTERNAL_ERROR,
+                "Service unavailable: this MCP server's OAuth settings are missing; its administrator sets them \
+                 with PUT /console/api/servers/{id}/auth",
+            );
+            return rpc(503, &e.to_response(&echo_id), cors.as_deref());
+        };
+        let base = match public_base(&req, env) {
+            Ok(b) => b,
+            Err(why) => {
+                let e = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {why}"));
+                return rpc(503, &e.to_response(&echo_id), cors.as_deref());
+            }
+        };
+        let resource = oauth_resource::resource_url(&base, code);
+        let audience = settings.audience.as_deref().unwrap_or(&resource);
+        match resource_server::authenticate(settings, &def.server_id, audience, authorization.as_deref()).await {
+            resource_server::Outcome::Caller(sub) => {
+                oauth_caller = sub;
+                h.identity = Some(&oauth_caller);
+            }
+            resource_server::Outcome::Refused { error, header_sent } => {
+                let status = error.as_ref().map_or(401, TokenError::status);
+                let message = oauth_resource::refusal_message(error.as_ref(), header_sent);
+                let e = RpcError::new(status, jsonrpc::INVALID_REQUEST, message);
+                let resp = rpc(status, &e.to_response(&echo_id), cors.as_deref())?;
+                let metadata = oauth_resource::resource_metadata_url(&base, code);
+                resp.headers()
+                    .set("www-authenticate", &oauth_resource::challenge(&metadata, settings, error.as_ref()))?;
+                return Ok(resp);
+            }
+            resource_server::Outcome::Unavailable(why) => {
+                super::log::error(&format!("oauth server {}: {why}", def.server_id));
+                let e = RpcError::new(
+                    503,
+                    jsonrpc::INTERNAL_ERROR,
+                    format!("Service unavailable: the authorization server's keys could not be had ({why}); retry"),
+                );
+                return rpc(503, &e.to_response(&echo_id), cors.as_deref());
+            }
         }
-        Err(refusal) => {
-            let e = RpcError::new(Refusal::STATUS, jsonrpc::INVALID_REQUEST, refusal.message());
-            let resp = rpc(Refusal::STATUS, &e.to_response(&echo_id), cors.as_deref())?;
-            resp.headers().set("www-authenticate", &refusal.challenge())?;
-            return Ok(resp);
+    } else {
+        match authenticate(&def.auth, authorization.as_deref()) {
+            Ok(None) => {}
+            Ok(Some(key)) => {
+                h.identity = Some(key.name);
+                record_key_use(ctx, env, key.key_id);
+            }
+            Err(refusal) => {
+                let e = RpcError::new(Refusal::STATUS, jsonrpc::INVALID_REQUEST, refusal.message());
+                let resp = rpc(Refusal::STATUS, &e.to_response(&echo_id), cors.as_deref())?;
+                resp.headers().set("www-authenticate", &refusal.challenge())?;
+                return Ok(resp);
+            }
         }
     }
     if def.status != crate::pure::server::Status::Active {
@@ -207,8 +257,8 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
     let upstreams =
         if has_upstreams && mentions_tools(&body) { load_upstreams(def, env).await } else { Upstreams::default() };
-    // A client key is Flowgate's credential: it is never forwarded to an upstream.
-    let keyed = def.auth.mode == AuthMode::Key;
+    // A client key or an OAuth token is Flowgate's credential: it is never forwarded upstream.
+    let keyed = def.auth.mode != AuthMode::None;
     let incoming: Vec<(String, String)> = if has_upstreams {
         req.headers().entries().filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization"))).collect()
     } else {
@@ -475,6 +525,57 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
     let Ok(up) = upstream::upstream_of(app, env, None).await else { return };
     let target = (session, up.url.clone());
     upstream::Client::new(&up, env).notify_cancelled(&target, request_id, "the client cancelled the call").await;
+}
+
+/// The base of this Worker's MCP URLs: `PUBLIC_URL`, else the request's origin.
+fn public_base(req: &Request, env: &Env) -> Result<String, String> {
+    let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+    let public_url = env.var(crate::pure::config::PUBLIC_URL).ok().map(|v| v.to_string());
+    crate::pure::config::public_base(public_url.as_deref(), &origin)
+}
+
+/// `GET` the RFC 9728 protected resource metadata of an `oauth` server (404 for other
+/// servers and unknown codes): where MCP clients learn which authorization server to use.
+pub async fn resource_metadata(req: Request, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
+    let headers = Headers::new();
+    // Public, and read by browser-based clients from other origins.
+    headers.set("access-control-allow-origin", "*")?;
+    match req.method() {
+        Method::Get | Method::Head => {}
+        Method::Options => {
+            headers.set("access-control-allow-methods", "GET, OPTIONS")?;
+            headers.set("access-control-allow-headers", "mcp-protocol-version")?;
+            return Ok(Response::empty()?.with_status(204).with_headers(headers));
+        }
+        m => {
+            headers.set("allow", "GET, OPTIONS")?;
+            let body = serde_json::json!({"error": "method_not_allowed", "message": format!("{} is not allowed here; use GET", m.as_ref())});
+            return Ok(Response::from_json(&body)?.with_status(405).with_headers(headers));
+        }
+    }
+    let not_found = |headers: Headers| -> worker::Result<Response> {
+        let body = serde_json::json!({"error": "not_found", "message": "no MCP server with this code uses OAuth"});
+        Ok(Response::from_json(&body)?.with_status(404).with_headers(headers))
+    };
+    if !is_server_code_shape(code) {
+        return not_found(headers);
+    }
+    let prepared = match cache::served(env, ctx, &sha256_hex(code)).await {
+        Ok(Some(p)) => p,
+        Ok(None) => return not_found(headers),
+        Err(e) => return super::http::error(&e),
+    };
+    let def = &prepared.def;
+    let (AuthMode::OAuth, Some(settings)) = (def.auth.mode, def.auth.oauth.as_ref()) else {
+        return not_found(headers);
+    };
+    let base = match public_base(&req, env) {
+        Ok(b) => b,
+        Err(why) => return super::http::error(&crate::pure::error::ApiError::new(503, "misconfigured", why)),
+    };
+    let doc = oauth_resource::resource_metadata(&oauth_resource::resource_url(&base, code), settings, &def.name);
+    headers.set("cache-control", "max-age=60")?;
+    Ok(Response::from_json(&doc)?.with_headers(headers))
 }
 
 fn header(req: &Request, name: &str) -> Option<String> {
