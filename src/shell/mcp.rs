@@ -157,7 +157,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     // Limited per server code (its hash: the code itself is never a key anywhere). The check
     // runs beside the definition lookup (from the isolate's memo when hot), not before it.
     let (limited, served) =
-        futures::future::join(rate_limited(env, &code_hash, messages), cache::served(env, ctx, &code_hash)).await;
+        futures::future::join(rate_limited(env, &code_hash, messages), cache::served_boxed(env, ctx, &code_hash)).await;
     match limited {
         Ok(true) => {}
         Ok(false) => {
@@ -186,48 +186,12 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     // about the server is told or done; a refusal writes nothing.
     let authorization = if def.auth.mode != AuthMode::None { header(&req, "authorization") } else { None };
     if def.auth.mode == AuthMode::OAuth {
-        let Some(settings) = def.auth.oauth.as_ref() else {
-            let e = RpcError::new(
-                503,
-                jsonrpc::INTERNAL_ERROR,
-                "Service unavailable: this MCP server's OAuth settings are missing; its administrator sets them \
-                 with PUT /console/api/servers/{id}/auth",
-            );
-            return rpc(503, &e.to_response(&echo_id), cors.as_deref());
-        };
-        let base = match public_base(&req, env) {
-            Ok(b) => b,
-            Err(why) => {
-                let e = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {why}"));
-                return rpc(503, &e.to_response(&echo_id), cors.as_deref());
-            }
-        };
-        let resource = oauth_resource::resource_url(&base, code);
-        let audience = settings.audience.as_deref().unwrap_or(&resource);
-        match resource_server::authenticate(settings, &def.server_id, audience, authorization.as_deref()).await {
-            resource_server::Outcome::Caller(sub) => {
+        match oauth_gate(&req, env, def, code, authorization.as_deref(), &echo_id, cors.as_deref()).await {
+            Ok(sub) => {
                 oauth_caller = sub;
                 h.identity = Some(&oauth_caller);
             }
-            resource_server::Outcome::Refused { error, header_sent } => {
-                let status = error.as_ref().map_or(401, TokenError::status);
-                let message = oauth_resource::refusal_message(error.as_ref(), header_sent);
-                let e = RpcError::new(status, jsonrpc::INVALID_REQUEST, message);
-                let resp = rpc(status, &e.to_response(&echo_id), cors.as_deref())?;
-                let metadata = oauth_resource::resource_metadata_url(&base, code);
-                resp.headers()
-                    .set("www-authenticate", &oauth_resource::challenge(&metadata, settings, error.as_ref()))?;
-                return Ok(resp);
-            }
-            resource_server::Outcome::Unavailable(why) => {
-                super::log::error(&format!("oauth server {}: {why}", def.server_id));
-                let e = RpcError::new(
-                    503,
-                    jsonrpc::INTERNAL_ERROR,
-                    format!("Service unavailable: the authorization server's keys could not be had ({why}); retry"),
-                );
-                return rpc(503, &e.to_response(&echo_id), cors.as_deref());
-            }
+            Err(refused) => return refused,
         }
     } else {
         match authenticate(&def.auth, authorization.as_deref()) {
@@ -305,6 +269,59 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             },
         },
     }
+}
+
+/// The caller of an `oauth` server (`resource_server`), or the answer refusing the request: 401
+/// or 403 with the challenge that names the resource metadata, 503 when the issuer's keys
+/// cannot be had. Behind a pointer so that its code is not inlined into the endpoint's
+/// state machine (bundle size).
+#[allow(clippy::type_complexity)]
+fn oauth_gate<'a>(
+    req: &'a Request,
+    env: &'a Env,
+    def: &'a ServerDefinition,
+    code: &'a str,
+    authorization: Option<&'a str>,
+    echo_id: &'a Value,
+    cors: Option<&'a str>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Rc<str>, worker::Result<Response>>> + 'a>> {
+    Box::pin(async move {
+        let unavailable = |why: String| {
+            let e = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {why}"));
+            Err(rpc(503, &e.to_response(echo_id), cors))
+        };
+        let Some(settings) = def.auth.oauth.as_ref() else {
+            return unavailable(
+                "this MCP server's OAuth settings are missing; its administrator sets them with \
+                 PUT /console/api/servers/{id}/auth"
+                    .into(),
+            );
+        };
+        let base = match public_base(req, env) {
+            Ok(b) => b,
+            Err(why) => return unavailable(why),
+        };
+        let resource = oauth_resource::resource_url(&base, code);
+        let audience = settings.audience.as_deref().unwrap_or(&resource);
+        match resource_server::authenticate(settings, &def.server_id, audience, authorization).await {
+            resource_server::Outcome::Caller(sub) => Ok(sub),
+            resource_server::Outcome::Refused { error, header_sent } => {
+                let status = error.as_ref().map_or(401, TokenError::status);
+                let message = oauth_resource::refusal_message(error.as_ref(), header_sent);
+                let e = RpcError::new(status, jsonrpc::INVALID_REQUEST, message);
+                let metadata = oauth_resource::resource_metadata_url(&base, code);
+                let challenge = oauth_resource::challenge(&metadata, settings, error.as_ref());
+                Err(rpc(status, &e.to_response(echo_id), cors).and_then(|resp| {
+                    resp.headers().set("www-authenticate", &challenge)?;
+                    Ok(resp)
+                }))
+            }
+            resource_server::Outcome::Unavailable(why) => {
+                super::log::error(&format!("oauth server {}: {why}", def.server_id));
+                unavailable(format!("the authorization server's keys could not be had ({why}); retry"))
+            }
+        }
+    })
 }
 
 /// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted.
@@ -560,7 +577,8 @@ pub async fn resource_metadata(req: Request, env: &Env, ctx: &Context, code: &st
     if !is_server_code_shape(code) {
         return not_found(headers);
     }
-    let prepared = match cache::served(env, ctx, &sha256_hex(code)).await {
+    let code_hash = sha256_hex(code);
+    let prepared = match cache::served_boxed(env, ctx, &code_hash).await {
         Ok(Some(p)) => p,
         Ok(None) => return not_found(headers),
         Err(e) => return super::http::error(&e),
