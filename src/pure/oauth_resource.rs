@@ -422,13 +422,15 @@ pub fn parse_jwks(text: &str) -> Result<Vec<Jwk>, String> {
         if s(k, "use").is_some_and(|u| u != "sig") {
             continue;
         }
+        // Base64url parameters only: then they go into the JSON as they are.
+        let b64 = |name: &str| s(k, name).filter(|v| !v.is_empty() && v.bytes().all(is_base64url));
         let (alg, public_jwk) = match (s(k, "kty").as_deref(), s(k, "crv").as_deref()) {
-            (Some("RSA"), _) => match (s(k, "n"), s(k, "e")) {
-                (Some(n), Some(e)) => (Alg::Rs256, json!({"kty": "RSA", "n": n, "e": e})),
+            (Some("RSA"), _) => match (b64("n"), b64("e")) {
+                (Some(n), Some(e)) => (Alg::Rs256, format!(r#"{{"kty":"RSA","n":"{n}","e":"{e}"}}"#)),
                 _ => continue,
             },
-            (Some("EC"), Some("P-256")) => match (s(k, "x"), s(k, "y")) {
-                (Some(x), Some(y)) => (Alg::Es256, json!({"kty": "EC", "crv": "P-256", "x": x, "y": y})),
+            (Some("EC"), Some("P-256")) => match (b64("x"), b64("y")) {
+                (Some(x), Some(y)) => (Alg::Es256, format!(r#"{{"kty":"EC","crv":"P-256","x":"{x}","y":"{y}"}}"#)),
                 _ => continue,
             },
             _ => continue,
@@ -436,9 +438,13 @@ pub fn parse_jwks(text: &str) -> Result<Vec<Jwk>, String> {
         if s(k, "alg").is_some_and(|a| Alg::parse(&a) != Some(alg)) {
             continue;
         }
-        out.push(Jwk { kid: s(k, "kid"), alg, public_jwk: public_jwk.to_string() });
+        out.push(Jwk { kid: s(k, "kid"), alg, public_jwk });
     }
     Ok(out)
+}
+
+fn is_base64url(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
 }
 
 /// The key a token names: same `kid` and a kind that fits its `alg`. A token without `kid`
@@ -774,6 +780,7 @@ mod tests {
             {"kty": "oct", "kid": "hmac", "k": "c2VjcmV0"},
             {"kty": "OKP", "kid": "ed", "crv": "Ed25519", "x": "x"},
             {"kty": "RSA", "kid": "broken"},
+            {"kty": "RSA", "kid": "quoted", "n": "n\",\"x", "e": "AQAB"},
         ]})
         .to_string();
         let keys = parse_jwks(&doc).unwrap();

@@ -9,6 +9,7 @@ use worker::{Context, Env, Headers, Method, Request, Response};
 use crate::pure::backend::config::Backend;
 use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
 use crate::pure::definition::ServerDefinition;
+use crate::pure::error::ApiError;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::http_rules::{accepts_json, accepts_sse, is_json_content_type, mentions_tools};
 use crate::pure::mcp::jsonrpc::{self, RpcError};
@@ -553,47 +554,22 @@ fn public_base(req: &Request, env: &Env) -> Result<String, String> {
 
 /// `GET` the RFC 9728 protected resource metadata of an `oauth` server (404 for other
 /// servers and unknown codes): where MCP clients learn which authorization server to use.
-pub async fn resource_metadata(req: Request, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
-    let headers = Headers::new();
-    // Public, and read by browser-based clients from other origins.
-    headers.set("access-control-allow-origin", "*")?;
-    match req.method() {
-        Method::Get | Method::Head => {}
-        Method::Options => {
-            headers.set("access-control-allow-methods", "GET, OPTIONS")?;
-            headers.set("access-control-allow-headers", "mcp-protocol-version")?;
-            return Ok(Response::empty()?.with_status(204).with_headers(headers));
-        }
-        m => {
-            headers.set("allow", "GET, OPTIONS")?;
-            let body = serde_json::json!({"error": "method_not_allowed", "message": format!("{} is not allowed here; use GET", m.as_ref())});
-            return Ok(Response::from_json(&body)?.with_status(405).with_headers(headers));
-        }
-    }
-    let not_found = |headers: Headers| -> worker::Result<Response> {
-        let body = serde_json::json!({"error": "not_found", "message": "no MCP server with this code uses OAuth"});
-        Ok(Response::from_json(&body)?.with_status(404).with_headers(headers))
-    };
-    if !is_server_code_shape(code) {
-        return not_found(headers);
+pub async fn resource_metadata(req: Request, env: &Env, ctx: &Context, code: &str) -> Result<Response, ApiError> {
+    if req.method() != Method::Get {
+        return Err(ApiError::method_not_allowed(req.method().as_ref(), "this metadata", "GET"));
     }
     let code_hash = sha256_hex(code);
-    let prepared = match cache::served_boxed(env, ctx, &code_hash).await {
-        Ok(Some(p)) => p,
-        Ok(None) => return not_found(headers),
-        Err(e) => return super::http::error(&e),
+    let prepared = if is_server_code_shape(code) { cache::served_boxed(env, ctx, &code_hash).await? } else { None };
+    let prepared = prepared.filter(|p| p.def.auth.mode == AuthMode::OAuth);
+    let Some((settings, def)) = prepared.as_ref().and_then(|p| Some((p.def.auth.oauth.as_ref()?, &p.def))) else {
+        return Err(ApiError::not_found("no MCP server with this code uses OAuth"));
     };
-    let def = &prepared.def;
-    let (AuthMode::OAuth, Some(settings)) = (def.auth.mode, def.auth.oauth.as_ref()) else {
-        return not_found(headers);
-    };
-    let base = match public_base(&req, env) {
-        Ok(b) => b,
-        Err(why) => return super::http::error(&crate::pure::error::ApiError::new(503, "misconfigured", why)),
-    };
+    let base = public_base(&req, env).map_err(|why| ApiError::new(503, "misconfigured", why))?;
     let doc = oauth_resource::resource_metadata(&oauth_resource::resource_url(&base, code), settings, &def.name);
-    headers.set("cache-control", "max-age=60")?;
-    Ok(Response::from_json(&doc)?.with_headers(headers))
+    let resp = super::http::json(200, &doc).map_err(|e| super::http::internal("the metadata", e))?;
+    // Public, and read by browser-based clients from other origins.
+    let _ = resp.headers().set("access-control-allow-origin", "*");
+    Ok(resp)
 }
 
 fn header(req: &Request, name: &str) -> Option<String> {

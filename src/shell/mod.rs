@@ -80,7 +80,7 @@ async fn route(
         // RFC 9728 metadata of an `oauth` server: the well-known form, and beside the endpoint.
         [".well-known", "oauth-protected-resource", "mcp", "server", code, "mcp"]
         | ["mcp", "server", code, ".well-known", "oauth-protected-resource"] => {
-            return mcp::resource_metadata(req, env, ctx, code).await
+            mcp::resource_metadata(req, env, ctx, code).await
         }
         ["console", "api", rest @ ..] => match check_admin(&req, env).await {
             Ok(()) => console::handle(req, env, rest, shown_path).await,

@@ -33,15 +33,6 @@ const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Entries are judged by their own expiry, not by the memo's freshness window.
 const FOREVER_MS: u64 = u64::MAX / 4;
 
-/// A token that verified: for which server and settings, the caller, until when.
-struct Accepted {
-    server_id: String,
-    settings: OAuthSettings,
-    audience: String,
-    sub: Rc<str>,
-    exp: i64,
-}
-
 struct Keys {
     keys: Vec<Jwk>,
     fetched_ms: u64,
@@ -51,8 +42,26 @@ struct Keys {
 }
 
 thread_local! {
-    static TOKENS: RefCell<Memo<Rc<Accepted>>> = RefCell::new(Memo::new(TOKENS_CAPACITY));
+    /// Verified tokens by the SHA-256 of what they were checked against and the token itself:
+    /// `"<exp> <sub>"` (a string: the memo type the isolate already has, less bundle).
+    static TOKENS: RefCell<Memo<Rc<str>>> = RefCell::new(Memo::new(TOKENS_CAPACITY));
     static JWKS: RefCell<Memo<Rc<Keys>>> = RefCell::new(Memo::new(JWKS_CAPACITY));
+}
+
+type Isolate<V> = std::thread::LocalKey<RefCell<Memo<V>>>;
+
+// Out of line: the memo's code once per kind of value, not at every use (bundle size).
+#[inline(never)]
+fn remembered<V: Clone>(memo: &'static Isolate<V>, key: &str, now_ms: u64) -> Option<V> {
+    match memo.with(|m| m.borrow_mut().get(key, now_ms, FOREVER_MS)) {
+        Lookup::Fresh(v) | Lookup::Refresh(v) => Some(v),
+        Lookup::Missing => None,
+    }
+}
+
+#[inline(never)]
+fn remember<V: Clone>(memo: &'static Isolate<V>, key: &str, value: V, now_ms: u64) {
+    memo.with(|m| m.borrow_mut().put(key, value, now_ms));
 }
 
 /// What became of a request to an `oauth` server.
@@ -74,14 +83,16 @@ pub async fn authenticate(settings: &OAuthSettings, server_id: &str, audience: &
     };
     let now_ms = super::platform::now_ms();
     let now_s = (now_ms / 1000) as i64;
-    let digest = sha256_hex(token);
-    let hit = match TOKENS.with(|m| m.borrow_mut().get(&digest, now_ms, FOREVER_MS)) {
-        Lookup::Fresh(a) | Lookup::Refresh(a) => Some(a),
-        Lookup::Missing => None,
-    };
-    if let Some(a) = hit {
-        if a.exp >= now_s && a.server_id == server_id && a.audience == audience && &a.settings == settings {
-            return Outcome::Caller(Rc::clone(&a.sub));
+    // One hash names the token and everything it was checked against: a token accepted by one
+    // server, or before its settings changed, is checked afresh.
+    let scopes = settings.scopes.join(" ");
+    let jwks_uri = settings.jwks_uri.as_deref().unwrap_or_default();
+    let digest = sha256_hex(&format!("{server_id}\n{audience}\n{}\n{scopes}\n{jwks_uri}\n{token}", settings.issuer));
+    if let Some(hit) = remembered(&TOKENS, &digest, now_ms) {
+        if let Some((exp, sub)) = hit.split_once(' ') {
+            if exp.parse::<i64>().is_ok_and(|exp| exp >= now_s) {
+                return Outcome::Caller(Rc::from(sub));
+            }
         }
     }
     let refused = |e: TokenError| Outcome::Refused { error: Some(e), header_sent: true };
@@ -89,10 +100,12 @@ pub async fn authenticate(settings: &OAuthSettings, server_id: &str, audience: &
         Ok(j) => j,
         Err(e) => return refused(e),
     };
-    // Claims first: an expired or foreign token costs no key fetch and no signature check.
-    if let Err(e) = check_claims(&jwt.claims, settings, audience, now_s) {
-        if e != TokenError::InsufficientScope {
-            return refused(e);
+    // Claims first: an expired or foreign token costs no key fetch and no signature check. A
+    // missing scope is told only once the signature holds (403 is for the issuer's tokens).
+    let claims = check_claims(&jwt.claims, settings, audience, now_s);
+    if let Err(e) = &claims {
+        if *e != TokenError::InsufficientScope {
+            return refused(e.clone());
         }
     }
     let key = match key_for(settings, &jwt, now_ms).await {
@@ -109,21 +122,13 @@ pub async fn authenticate(settings: &OAuthSettings, server_id: &str, audience: &
             return refused(TokenError::BadSignature);
         }
     }
-    // Signed by the issuer: now a missing scope is a 403, not a 401.
-    let verified = match check_claims(&jwt.claims, settings, audience, now_s) {
-        Ok(v) => v,
-        Err(e) => return refused(e),
-    };
-    let sub: Rc<str> = Rc::from(verified.sub);
-    let accepted = Accepted {
-        server_id: server_id.to_string(),
-        settings: settings.clone(),
-        audience: audience.to_string(),
-        sub: Rc::clone(&sub),
-        exp: verified.exp,
-    };
-    TOKENS.with(|m| m.borrow_mut().put(&digest, Rc::new(accepted), now_ms));
-    Outcome::Caller(sub)
+    match claims {
+        Ok(v) => {
+            remember(&TOKENS, &digest, Rc::from(format!("{} {}", v.exp, v.sub)), now_ms);
+            Outcome::Caller(Rc::from(v.sub))
+        }
+        Err(e) => refused(e),
+    }
 }
 
 /// The issuer's key for a token: from memory, else fetched; fetched again for an unknown `kid`
@@ -134,10 +139,7 @@ async fn key_for(
     now_ms: u64,
 ) -> Result<Option<Jwk>, String> {
     let id = settings.jwks_uri.clone().unwrap_or_else(|| format!("issuer {}", settings.issuer));
-    let held = match JWKS.with(|m| m.borrow_mut().get(&id, now_ms, FOREVER_MS)) {
-        Lookup::Fresh(k) | Lookup::Refresh(k) => Some(k),
-        Lookup::Missing => None,
-    };
+    let held = remembered(&JWKS, &id, now_ms);
     let find = |keys: &Keys| select_key(&keys.keys, jwt.alg, jwt.kid.as_deref()).cloned();
     if let Some(keys) = &held {
         let old = now_ms.saturating_sub(keys.fetched_ms) >= JWKS_MAX_AGE_MS;
@@ -154,7 +156,7 @@ async fn key_for(
     // Marked as fetched before the fetch: requests meanwhile do not fetch as well.
     let mark = |keys: Vec<Jwk>, failed: Option<String>| {
         let k = Rc::new(Keys { keys, fetched_ms: now_ms, failed });
-        JWKS.with(|m| m.borrow_mut().put(&id, Rc::clone(&k), now_ms));
+        remember(&JWKS, &id, Rc::clone(&k), now_ms);
         k
     };
     let before = held.as_ref().map(|k| (k.keys.clone(), k.failed.clone()));
