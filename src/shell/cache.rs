@@ -42,15 +42,6 @@ pub async fn remove(env: &Env, code_hash: &str) -> Result<(), ApiError> {
     kv(env)?.delete(&key(code_hash)).await.map_err(|e| internal("deleting from the KV cache", e))
 }
 
-/// A lookup's future, behind a pointer.
-pub type Served<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Option<Rc<Prepared>>, ApiError>> + 'a>>;
-
-/// [`served`] behind a pointer, for its two callers (the MCP endpoint and the resource
-/// metadata): its state machine is then compiled once instead of into each (bundle size).
-pub fn served_boxed<'a>(env: &'a Env, ctx: &'a Context, code_hash: &'a str) -> Served<'a> {
-    Box::pin(served(env, ctx, code_hash))
-}
-
 /// The prepared definition behind a code hash: from the isolate's memo while it is fresh (a
 /// stale one is used once more while `ctx` refreshes it), else through [`resolve`]. `None`
 /// when no server has this code.

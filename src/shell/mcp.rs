@@ -158,7 +158,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     // Limited per server code (its hash: the code itself is never a key anywhere). The check
     // runs beside the definition lookup (from the isolate's memo when hot), not before it.
     let (limited, served) =
-        futures::future::join(rate_limited(env, &code_hash, messages), cache::served_boxed(env, ctx, &code_hash)).await;
+        futures::future::join(rate_limited(env, &code_hash, messages), cache::served(env, ctx, &code_hash)).await;
     match limited {
         Ok(true) => {}
         Ok(false) => {
@@ -559,7 +559,7 @@ pub async fn resource_metadata(req: Request, env: &Env, ctx: &Context, code: &st
         return Err(ApiError::method_not_allowed(req.method().as_ref(), "this metadata", "GET"));
     }
     let code_hash = sha256_hex(code);
-    let prepared = if is_server_code_shape(code) { cache::served_boxed(env, ctx, &code_hash).await? } else { None };
+    let prepared = if is_server_code_shape(code) { cache::served(env, ctx, &code_hash).await? } else { None };
     let prepared = prepared.filter(|p| p.def.auth.mode == AuthMode::OAuth);
     let Some((settings, def)) = prepared.as_ref().and_then(|p| Some((p.def.auth.oauth.as_ref()?, &p.def))) else {
         return Err(ApiError::not_found("no MCP server with this code uses OAuth"));
