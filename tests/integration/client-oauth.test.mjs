@@ -345,3 +345,21 @@ describe('the MCP endpoint', () => {
     }
   });
 });
+
+test('no access token reaches the Worker\'s logs or its storage', async () => {
+  const s = await oauthServer('Logged oauth');
+  const good = as.mint({ aud: s.url, sub: 'logged-user' });
+  const bad = as.mint({ aud: s.url, sub: 'logged-user', exp: Math.floor(Date.now() / 1000) - 600 });
+  assert.equal((await callTool(s.url, s.tool, bearer(good), 'ok')).json.result?.isError, false);
+  const r = await ping(s.url, bearer(bad), 'logged');
+  assert.equal(r.status, 401);
+  const requestId = r.headers.get('x-request-id');
+  for (let i = 0; i < 100 && !fg.log().includes(requestId); i++) await sleep(100);
+  const log = fg.log();
+  assert.ok(log.includes(requestId), 'the refusal was logged');
+  for (const token of [good, bad]) {
+    const signature = token.split('.')[2];
+    assert.ok(!log.includes(signature), 'a token is never logged');
+    assert.deepEqual(fg.stateFilesContaining(signature), [], 'nor stored');
+  }
+});
