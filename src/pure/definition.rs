@@ -170,6 +170,7 @@ mod tests {
 
     use super::*;
     use crate::pure::client_auth::{AuthMode, ClientKey};
+    use crate::pure::oauth_resource::OAuthSettings;
     use serde_json::json;
 
     fn dify(settings: Value) -> Backend {
@@ -208,5 +209,25 @@ mod tests {
         let text = serde_json::to_string(&keyed).unwrap();
         assert!(text.contains(r#""auth":{"mode":"key","keys":[{"id":"k1","name":"alice","hash":"#), "{text}");
         assert_eq!(ServerDefinition::from_cache(&text), Some(keyed));
+        // An oauth server carries its issuer settings; a change of them is a new definition.
+        let mut oauth = def();
+        oauth.auth.mode = AuthMode::OAuth;
+        oauth.auth.oauth = Some(OAuthSettings {
+            issuer: "https://auth.example.com".into(),
+            audience: None,
+            scopes: vec!["mcp".into()],
+            jwks_uri: None,
+        });
+        let text = serde_json::to_string(&oauth).unwrap();
+        assert!(
+            text.contains(r#""auth":{"mode":"oauth","keys":[],"oauth":{"issuer":"https://auth.example.com","scopes":["mcp"]}}"#),
+            "{text}"
+        );
+        assert_eq!(ServerDefinition::from_cache(&text), Some(oauth.clone()));
+        let mut other = oauth.clone();
+        if let Some(o) = other.auth.oauth.as_mut() {
+            o.scopes.clear();
+        }
+        assert_eq!(refill_verdict(&oauth, Some(&other)), Refill::Remove);
     }
 }
