@@ -220,7 +220,9 @@ mod tests {
         });
         let text = serde_json::to_string(&oauth).unwrap();
         assert!(
-            text.contains(r#""auth":{"mode":"oauth","keys":[],"oauth":{"issuer":"https://auth.example.com","scopes":["mcp"]}}"#),
+            text.contains(
+                r#""auth":{"mode":"oauth","keys":[],"oauth":{"issuer":"https://auth.example.com","scopes":["mcp"]}}"#
+            ),
             "{text}"
         );
         assert_eq!(ServerDefinition::from_cache(&text), Some(oauth.clone()));
