@@ -20,7 +20,7 @@ use flowgate::pure::definition::{ServerDefinition, FORMAT};
 use flowgate::pure::mcp::prepared::{response_text, Prepared};
 use flowgate::pure::mcp::server::{handle, handle_with, RequestHeaders, Step};
 use flowgate::pure::mcp::tools::{tools, Upstreams};
-use flowgate::pure::sse::{SseEvent, SseParser};
+use flowgate::pure::sse::{SseEventRef, SseParser};
 
 // ---------------------------------------------------------------------------------------------
 // The server under test: the ONE place that knows the definition's shape. It is built from JSON
@@ -240,20 +240,19 @@ fn dify_stream() -> Vec<u8> {
     out
 }
 
-/// One pass of the parser over `bytes` in 16 KiB chunks, events taken as they come: (events,
-/// data bytes).
+/// One pass of the parser over `bytes` in 16 KiB chunks, each event handed over as the relay
+/// takes it (borrowed, `feed_each`), its data read: (events, data bytes).
 fn parse_pass(bytes: &[u8]) -> (u64, u64) {
     let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
-    let mut out: Vec<SseEvent> = Vec::new();
     let (mut events, mut data) = (0u64, 0u64);
+    let mut take = |e: SseEventRef<'_>| {
+        events += 1;
+        data += black_box(e.data).len() as u64;
+    };
     for chunk in bytes.chunks(SSE_CHUNK_BYTES) {
-        parser.feed(black_box(chunk), &mut out).expect("the stream parses");
-        events += out.len() as u64;
-        data += out.iter().map(|e| e.data.len() as u64).sum::<u64>();
-        out.clear();
+        parser.feed_each(black_box(chunk), &mut take).expect("the stream parses");
     }
-    parser.finish(&mut out).expect("the stream ends cleanly");
-    events += out.len() as u64;
+    parser.finish_each(&mut take).expect("the stream ends cleanly");
     (events, data)
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Flowgate needs, skipping whatever is already there:
 # the wasm target, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
-# (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite).
+# (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and a
+# Python virtualenv (.venv) with the official MCP Python SDK for the integration tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -36,4 +37,22 @@ if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
   say "installing npm packages"
   npm ci --no-audit --no-fund --loglevel=error
   cp package-lock.json "$stamp"
+fi
+
+# The MCP Python SDK in .venv, from tests/python/requirements.txt (every package pinned with its
+# hashes, resolved for CPython 3.11 from requirements.in): a fresh venv only when that file
+# changed since the last install. PYTHON=/path/to/python3.x picks the interpreter.
+venv=.venv
+pystamp=$venv/.flowgate-installed
+if [ ! -f "$pystamp" ] || ! cmp -s tests/python/requirements.txt "$pystamp" || ! "$venv/bin/python" -c '' 2>/dev/null; then
+  python=${PYTHON:-$(command -v python3.11 || command -v python3 || true)}
+  if [ -z "$python" ] || ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+    say "the MCP Python SDK needs Python >= 3.10 (3.11 preferred): install it or set PYTHON=/path/to/python3.11"; exit 1
+  fi
+  say "installing the MCP Python SDK into $venv ($("$python" --version 2>&1))"
+  rm -f "$pystamp"
+  "$python" -m venv --clear "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
+    -r tests/python/requirements.txt
+  cp tests/python/requirements.txt "$pystamp"
 fi

@@ -1,6 +1,9 @@
 //! Console authentication, decided without IO: the `Authorization` header against the
-//! `ADMIN_TOKEN` secret. The shell reads the two, asks [`check`], and on a wrong token consults
-//! the `ADMIN_AUTH_LIMIT` rate limiter before answering [`AuthFailure::error`] or [`throttled`].
+//! `ADMIN_TOKEN` secret. The shell reads the two and asks [`check`]; a token that is not
+//! `ADMIN_TOKEN` but has a console token's shape is then looked up by its SHA-256
+//! (`pure::console_tokens`). On a wrong token it consults the `ADMIN_AUTH_LIMIT` rate limiter
+//! before answering [`AuthFailure::error`] or [`throttled`]. What a caller may do once known is
+//! `pure::console_roles`.
 
 use super::error::ApiError;
 use super::ids::{constant_time_eq, sha256_hex};
@@ -23,6 +26,9 @@ pub enum AuthFailure {
     NoToken { header_sent: bool },
     /// A bearer token was sent and is not the admin token: counts as a failed attempt.
     InvalidToken,
+    /// A bearer token of a console token's shape (`fgc_…`) that no stored token has: unknown
+    /// or revoked. Counts as a failed attempt.
+    InvalidConsoleToken,
 }
 
 /// The token of an `Authorization: Bearer <token>` header. The scheme is matched without
@@ -63,7 +69,7 @@ impl AuthFailure {
     /// Whether the attempt counts against the client's budget of failed attempts: only a
     /// token that was compared and found wrong (a guess) does.
     pub fn counts_as_attempt(self) -> bool {
-        self == AuthFailure::InvalidToken
+        matches!(self, AuthFailure::InvalidToken | AuthFailure::InvalidConsoleToken)
     }
 
     /// The answer: 503 while the console is off, 401 with an RFC 6750 challenge otherwise.
@@ -97,6 +103,12 @@ impl AuthFailure {
             .with_header("www-authenticate", challenge(false)),
             AuthFailure::InvalidToken => ApiError::new(401, "unauthorized", "the admin token is not valid")
                 .with_header("www-authenticate", challenge(true)),
+            AuthFailure::InvalidConsoleToken => ApiError::new(
+                401,
+                "unauthorized",
+                "the console token is not valid (unknown, or revoked); ask an admin for a new one",
+            )
+            .with_header("www-authenticate", challenge(true)),
         }
     }
 }
@@ -166,6 +178,7 @@ mod tests {
         let short = &TOKEN[..31];
         assert_eq!(check(Some(short), Some(&format!("Bearer {short}"))), Err(AuthFailure::WeakToken));
         assert!(AuthFailure::InvalidToken.counts_as_attempt());
+        assert!(AuthFailure::InvalidConsoleToken.counts_as_attempt());
         assert!(!AuthFailure::NoToken { header_sent: true }.counts_as_attempt());
     }
 
@@ -177,6 +190,10 @@ mod tests {
             e.headers,
             vec![("www-authenticate", "Bearer realm=\"flowgate-console\", error=\"invalid_token\"".to_string())]
         );
+        let e = AuthFailure::InvalidConsoleToken.error();
+        assert_eq!(e.status, 401);
+        assert!(e.message.contains("revoked"), "{}", e.message);
+        assert_eq!(e.headers[0].1, challenge(true));
         let e = AuthFailure::NoToken { header_sent: false }.error();
         assert_eq!(e.headers, vec![("www-authenticate", "Bearer realm=\"flowgate-console\"".to_string())]);
         let e = AuthFailure::WeakToken.error();

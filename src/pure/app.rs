@@ -379,6 +379,13 @@ mod tests {
                 "backend.async.cancel_endpoint"
             ]
         );
+        let err = validate_app(
+            &json!({"name": "t", "mode": "http-tool", "backend": {"api_endpoint": "https://t.example/x", "stream": true,
+                     "async": {"status_endpoint": "https://t.example/s", "cancel_endpoint": "https://t.example/c"}}}),
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(fields(err), ["backend.stream"]);
         let err = validate_app(&json!({"name": "m", "mode": "mcp", "backend": {"url": "nope"}}), None).unwrap_err();
         assert_eq!(fields(err), ["backend.url"]);
         let ok = validate_app(

@@ -5,6 +5,8 @@ pub mod app;
 pub mod backend;
 pub mod client_auth;
 pub mod config;
+pub mod console_roles;
+pub mod console_tokens;
 pub mod decimal;
 pub mod definition;
 pub mod error;

@@ -50,8 +50,28 @@ impl fmt::Display for SseError {
 
 impl std::error::Error for SseError {}
 
+/// One dispatched event as [`SseParser::feed_each`] hands it over: borrowed, valid until the
+/// callback returns. An event whose only data line lies whole in the chunk being fed (the usual
+/// case) is handed over straight from that chunk, with no copy and no allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SseEventRef<'a> {
+    /// As [`SseEvent::event`].
+    pub event: &'a str,
+    /// As [`SseEvent::data`].
+    pub data: &'a str,
+    pub id: Option<&'a str>,
+    pub retry: Option<u64>,
+}
+
+impl SseEventRef<'_> {
+    pub fn to_owned(self) -> SseEvent {
+        SseEvent { event: self.event.into(), data: self.data.into(), id: self.id.map(Into::into), retry: self.retry }
+    }
+}
+
 /// Incremental parser: bytes arrive in arbitrary chunks, so it keeps only the current partial
 /// line and the current event's fields between calls.
+#[derive(Default)]
 pub struct SseParser {
     max_event_bytes: usize,
     /// The unfinished line; bytes, not text, because a chunk may end inside a UTF-8 character.
@@ -71,14 +91,26 @@ impl SseParser {
     /// `max_event_bytes` bounds the partial line plus the event's data, type and id together,
     /// since that is everything the parser holds at once.
     pub fn new(max_event_bytes: usize) -> Self {
-        SseParser { max_event_bytes, line: Vec::new(), bom_done: false, after_cr: false, event: EventBuf::default() }
+        SseParser { max_event_bytes, ..SseParser::default() }
     }
 
-    /// Feeds the next chunk of the byte stream; completed events are pushed to `out`.
+    /// Feeds the next chunk of the byte stream; completed events are pushed to `out`, owned.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+        self.feed_each(chunk, |e| out.push(e.to_owned()))
+    }
+
+    /// Feeds the next chunk of the byte stream; `emit` gets each event as it completes,
+    /// borrowed (see [`SseEventRef`]): the relay's path, which allocates nothing per event.
     ///
     /// Fails as soon as the current event would outgrow the cap, before buffering the excess,
     /// so an endless line is refused early. After an error the parser is unusable.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    pub fn feed_each(&mut self, chunk: &[u8], mut emit: impl FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
+        self.feed_dyn(chunk, &mut emit)
+    }
+
+    /// One copy of the parser for every caller (a generic one would be compiled into the
+    /// Worker once per call site); one indirect call per event costs nothing next to a line.
+    fn feed_dyn(&mut self, chunk: &[u8], mut emit: &mut dyn FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
         let mut chunk = chunk;
         if !self.bom_done {
             chunk = self.skip_bom(chunk);
@@ -92,14 +124,21 @@ impl SseParser {
                 chunk = &chunk[1..];
             }
         }
+        // The current event's first data line while it is still only in this chunk.
+        let mut pending: Option<&str> = None;
+        let max = self.max_event_bytes;
         while let Some(end) = memchr::memchr2(b'\n', b'\r', chunk) {
             self.check(self.line.len() + end)?;
             if self.line.is_empty() {
                 // The whole line is in this chunk: parse it in place, without copying.
-                self.event.line(&chunk[..end], self.max_event_bytes, out)?;
+                self.event.line(&chunk[..end], &mut pending, max, &mut emit)?;
             } else {
                 self.line.extend_from_slice(&chunk[..end]);
-                self.event.line(&self.line, self.max_event_bytes, out)?;
+                self.event.keep(&mut pending);
+                let mut from_line = None;
+                let fed = self.event.line(&self.line, &mut from_line, max, &mut emit);
+                self.event.keep(&mut from_line);
+                fed?;
                 self.line.clear();
             }
             let mut next = end + 1;
@@ -112,6 +151,8 @@ impl SseParser {
             }
             chunk = &chunk[next..];
         }
+        // The chunk is going away: what the event still borrows from it is copied now.
+        self.event.keep(&mut pending);
         self.check(self.line.len() + chunk.len())?;
         self.line.extend_from_slice(chunk);
         Ok(())
@@ -121,7 +162,12 @@ impl SseParser {
     /// (backends often omit it); a partial line is processed as a line first. Afterwards the
     /// parser is reset, ready for a new stream.
     pub fn finish(&mut self, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
-        let result = self.finish_stream(out);
+        self.finish_each(|e| out.push(e.to_owned()))
+    }
+
+    /// [`SseParser::finish`], handing the last event to `emit` as [`SseParser::feed_each`] does.
+    pub fn finish_each(&mut self, mut emit: impl FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
+        let result = self.finish_stream(&mut emit as &mut dyn FnMut(SseEventRef<'_>));
         self.line.clear();
         self.bom_done = false;
         self.after_cr = false;
@@ -129,12 +175,16 @@ impl SseParser {
         result
     }
 
-    fn finish_stream(&mut self, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    fn finish_stream(&mut self, emit: &mut dyn FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
+        let max = self.max_event_bytes;
+        let mut pending = None;
         if !self.line.is_empty() {
-            self.event.line(&self.line, self.max_event_bytes, out)?;
+            let fed = self.event.line(&self.line, &mut pending, max, emit);
+            self.event.keep(&mut pending);
+            fed?;
         }
         // As if the missing blank line had arrived.
-        self.event.line(b"", self.max_event_bytes, out)
+        self.event.line(b"", &mut pending, max, emit)
     }
 
     /// Consumes BOM bytes at the start of the stream; a BOM split across chunks is matched
@@ -155,6 +205,8 @@ impl SseParser {
     }
 
     /// Checked before buffering, so the cap bounds memory rather than reporting after the fact.
+    /// (Inlined: once per line, and "z" would otherwise leave it a call.)
+    #[inline(always)]
     fn check(&self, line_bytes: usize) -> Result<(), SseError> {
         if line_bytes.saturating_add(self.event.size()) > self.max_event_bytes {
             return Err(SseError::EventTooLarge { limit: self.max_event_bytes });
@@ -168,7 +220,10 @@ impl SseParser {
 #[derive(Default)]
 struct EventBuf {
     event_type: String,
+    /// The data so far, except a first line still borrowed from the chunk (`pending`).
     data: String,
+    /// The length of that borrowed first line, so the cap counts it.
+    pending_len: usize,
     /// `data` lines so far: they are joined with '\n', and an event with none is dropped.
     data_lines: usize,
     id: String,
@@ -179,23 +234,45 @@ struct EventBuf {
 impl EventBuf {
     /// The bytes this event holds, counted against the cap (`retry` is fixed-size; each data
     /// line counts its line end, as on the wire).
+    #[inline(always)]
     fn size(&self) -> usize {
-        self.event_type.len() + self.data.len() + self.data_lines + if self.has_id { self.id.len() } else { 0 }
+        self.event_type.len()
+            + self.data.len()
+            + self.pending_len
+            + self.data_lines
+            + if self.has_id { self.id.len() } else { 0 }
     }
 
     fn clear(&mut self) {
         self.event_type.clear();
         self.data.clear();
+        self.pending_len = 0;
         self.data_lines = 0;
         self.id.clear();
         self.has_id = false;
         self.retry = None;
     }
 
-    /// Applies one complete line (without its line end).
-    fn line(&mut self, line: &[u8], max: usize, out: &mut Vec<SseEvent>) -> Result<(), SseError> {
+    /// Copies a borrowed first data line into `data`, before what it borrows from goes away or
+    /// another data line is appended to it.
+    fn keep(&mut self, pending: &mut Option<&str>) {
+        if let Some(first) = pending.take() {
+            self.data.push_str(first);
+            self.pending_len = 0;
+        }
+    }
+
+    /// Applies one complete line (without its line end). A first data line that is valid
+    /// UTF-8 is not copied but left in `pending`, borrowed from `line`.
+    fn line<'c>(
+        &mut self,
+        line: &'c [u8],
+        pending: &mut Option<&'c str>,
+        max: usize,
+        emit: &mut dyn FnMut(SseEventRef<'_>),
+    ) -> Result<(), SseError> {
         if line.is_empty() {
-            self.dispatch(out);
+            self.dispatch(pending.take(), emit);
             return Ok(());
         }
         if line[0] == b':' {
@@ -208,6 +285,14 @@ impl EventBuf {
             }
             None => (line, &[][..]),
         };
+        if name == b"data" && self.data_lines == 0 {
+            if let Ok(text) = std::str::from_utf8(value) {
+                *pending = Some(text);
+                self.pending_len = text.len();
+                self.data_lines = 1;
+                return Ok(());
+            }
+        }
         // Splitting at an ASCII ':' never cuts a character, so decoding the value alone gives
         // the same text as decoding the whole line; valid UTF-8 is borrowed, not copied.
         let value = String::from_utf8_lossy(value);
@@ -217,6 +302,7 @@ impl EventBuf {
                 self.event_type.push_str(&value);
             }
             b"data" => {
+                self.keep(pending);
                 if self.data_lines > 0 {
                     self.data.push('\n');
                 }
@@ -244,14 +330,12 @@ impl EventBuf {
     }
 
     /// A blank line ends the event; one without data is dropped, as `EventSource` does.
-    fn dispatch(&mut self, out: &mut Vec<SseEvent>) {
+    fn dispatch(&mut self, pending: Option<&str>, emit: &mut dyn FnMut(SseEventRef<'_>)) {
         if self.data_lines > 0 {
-            out.push(SseEvent {
-                // The data moves out (no copy; the next event's data is as likely to be as
-                // long); the type is short or empty, and copying keeps its buffer.
-                event: self.event_type.clone(),
-                data: std::mem::take(&mut self.data),
-                id: self.has_id.then(|| self.id.clone()),
+            emit(SseEventRef {
+                event: &self.event_type,
+                data: pending.unwrap_or(&self.data),
+                id: self.has_id.then_some(self.id.as_str()),
                 retry: self.retry,
             });
         }
@@ -502,6 +586,29 @@ mod tests {
         assert_eq!(out, [data("a"), data("b")]);
         parser.finish(&mut out).unwrap();
         assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn a_single_line_event_is_handed_over_from_the_chunk_itself() {
+        let chunk = b"event: x\ndata: {\"a\":1}\n\ndata: one\ndata: two\n\n";
+        let mut parser = SseParser::new(1024);
+        let mut seen = Vec::new();
+        parser
+            .feed_each(chunk, |e| seen.push((e.to_owned(), chunk.as_ptr_range().contains(&e.data.as_ptr()))))
+            .unwrap();
+        // The first event's data is a view of the chunk (no copy); two data lines are joined
+        // in the parser's own buffer.
+        assert_eq!(seen, vec![(ev("x", r#"{"a":1}"#, None, None), true), (data("one\ntwo"), false)]);
+    }
+
+    #[test]
+    fn a_first_data_line_ending_in_the_next_chunk_is_kept() {
+        let mut parser = SseParser::new(1024);
+        let mut seen = Vec::new();
+        parser.feed_each(b"data: a\ndata: b", |e| seen.push(e.to_owned())).unwrap();
+        parser.feed_each(b"c\n\ndata: d\n", |e| seen.push(e.to_owned())).unwrap();
+        parser.feed_each(b"\n", |e| seen.push(e.to_owned())).unwrap();
+        assert_eq!(seen, vec![data("a\nbc"), data("d")]);
     }
 
     #[test]

@@ -335,7 +335,7 @@ impl TaskState {
         Ok(())
     }
 
-    /// The answer to a cancel call: a terminal Report ends the task (Cancelled, or Completed/Failed if the backend says it finished first); anything else (a non-terminal report, Transient, Permanent) is retried with the same backoff keyed on cancel_attempts.
+    /// The answer to a cancel call: a terminal Report ends the task (Cancelled, or Completed/Failed if the backend says it finished first); a Permanent one fails it (the cancel can never be confirmed); anything else (a non-terminal report, Transient) is retried with the same backoff keyed on cancel_attempts.
     ///
     /// Ignored on a terminal task. For work without a remote id the shell stops the work
     /// itself and reports `Cancelled` here.
@@ -354,7 +354,13 @@ impl TaskState {
             PollOutcome::Report(report) => {
                 format!("the backend answered the cancel with status {} instead of a final one", report.remote_status())
             }
-            PollOutcome::Transient(msg) | PollOutcome::Permanent(msg) => msg,
+            // The backend will never confirm this cancel (it does not know the task, or its
+            // answer breaks the protocol): retrying would go on for ever, so the task ends.
+            PollOutcome::Permanent(msg) => {
+                self.fail(format!("the cancel could not be confirmed: {msg}"), None, returned_at_ms);
+                return;
+            }
+            PollOutcome::Transient(msg) => msg,
         };
         // A cancel call was made, so cancellation is under way even if the shell skipped the request.
         self.cancel_requested_at_ms.get_or_insert(returned_at_ms);
@@ -611,9 +617,13 @@ fn valid_poll_after(s: f64) -> Option<f64> {
 
 /// The wait before the next poll: the backend's hint if usable, else the interval; at least
 /// `floor_s`, at most `cap_s`.
+/// The shortest wait a backend's `poll_after_seconds` can ask for: a hint of 0.001 s must not
+/// turn the poller into a loop of subrequests against the backend.
+pub const MIN_POLL_AFTER_S: f64 = 1.0;
+
 fn poll_wait_ms(poll_after_s: Option<f64>, interval_s: u64, floor_s: u64, cap_s: u64) -> u64 {
     let s = poll_after_s.and_then(valid_poll_after).unwrap_or(interval_s as f64);
-    let s = s.max(floor_s as f64).min(cap_s as f64);
+    let s = s.max(floor_s as f64).max(MIN_POLL_AFTER_S).min(cap_s as f64);
     // `s` is finite and within [0, cap_s]; ceil keeps a tiny positive hint from meaning "now".
     (s * 1000.0).ceil() as u64
 }
@@ -942,7 +952,7 @@ pub(crate) mod tests {
         let failures = [
             transient("connection reset"),
             PollOutcome::Report(Report::Running { poll_after_s: Some(1.0) }),
-            PollOutcome::Permanent("500 from backend".into()),
+            transient("500 from backend"),
             input(None),
         ];
         let expected_waits = [5, 10, 20, 40];
@@ -1119,11 +1129,26 @@ pub(crate) mod tests {
     // --- Poll scheduling ----------------------------------------------------------------------
 
     #[test]
+    fn a_cancel_the_backend_can_never_confirm_fails_the_task_instead_of_retrying() {
+        let c = cfg();
+        let mut t = working();
+        t.request_cancel(T0).unwrap();
+        t.on_cancel(PollOutcome::Permanent("task_not_found: Task not found".into()), &c, T0 + S);
+        assert_eq!(t.status, Status::Failed);
+        // Only the TTL's deletion is left to wake for.
+        assert_eq!((t.next_poll_at_ms, t.next_cancel_at_ms), (None, None));
+        assert_eq!(t.error.as_deref(), Some("the cancel could not be confirmed: task_not_found: Task not found"));
+    }
+
+    #[test]
     fn poll_after_honoured_ignored_or_capped() {
         assert_eq!(wait_after_running(None), 5 * S);
         assert_eq!(wait_after_running(Some(12.5)), 12_500);
         assert_eq!(wait_after_running(Some(1.0)), S);
-        assert_eq!(wait_after_running(Some(0.0004)), 1);
+        // A hint below the floor waits the floor: the poller never spins.
+        assert_eq!(wait_after_running(Some(0.0004)), S);
+        assert_eq!(wait_after_running(Some(0.5)), S);
+        assert_eq!(wait_after_running(Some(1.5)), 1_500);
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0, -3.0] {
             assert_eq!(wait_after_running(Some(bad)), 5 * S, "{bad}");
         }

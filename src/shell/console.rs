@@ -1,7 +1,11 @@
-//! The console API under `/console/api`: the app registry and Dify-compatible server routes.
+//! The console API under `/console/api`: the app registry, Dify-compatible server routes and
+//! console tokens. Every request is decided by `pure::console_roles` (the caller's role against
+//! the route's) before it is routed.
 
 use serde_json::{json, Map, Value};
-use worker::{D1Database, Env, Method, Request, Response};
+use std::rc::Rc;
+
+use worker::{Context, D1Database, Env, Method, Request, Response};
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::dify::import as dify_import;
@@ -9,37 +13,83 @@ use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::backend::mcp::config::McpConfig;
 use crate::pure::client_auth::{self, AuthMode, MAX_KEYS_PER_SERVER};
 use crate::pure::config;
+use crate::pure::console_roles::{self, Identity, NamedToken, Role};
+use crate::pure::console_tokens::{self, MAX_TOKENS};
 use crate::pure::definition::AppDefinition;
 use crate::pure::error::ApiError;
 use crate::pure::ids;
+use crate::pure::mcp::names::{self, ToolOrigin};
 use crate::pure::quote::quote_input;
 use crate::pure::server::{validate_server, ServerBody, ServerFields, Status};
 
 use super::cache;
 use super::dify;
 use super::http::{self, internal, read_json, MAX_CONSOLE_BODY};
+use super::memo;
 use super::platform;
 use super::store::{self, AppRow, KeyInsert, NewServer, ServerRow};
 
 type Result<T> = std::result::Result<T, ApiError>;
 
-/// Routes `/console/api/<rest>` after the admin token was checked; every write (and code
-/// rotation) is recorded in the audit log. `shown_path` is the path as messages may quote it.
-pub async fn handle(req: Request, env: &Env, rest: &[&str], shown_path: &str) -> Result<Response> {
+/// Routes `/console/api/<rest>` for `caller` once its role allows the route; every write (and
+/// code rotation), refused ones included, is recorded in the audit log under the caller's name.
+/// `shown_path` is the path as messages may quote it.
+pub async fn handle(req: Request, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
     let method = req.method();
     let writes = !matches!(method, Method::Get | Method::Head | Method::Options) || rest.last() == Some(&"refresh");
-    let result = route(req, env, rest, shown_path).await;
+    let decision = console_roles::decide(rest, method.as_ref(), caller.role);
+    let result = match decision.error(caller, method.as_ref(), shown_path) {
+        Some(refused) => Err(refused),
+        None => route(req, env, caller, rest, shown_path).await,
+    };
     if writes {
         let status = match &result {
             Ok(r) => r.status_code(),
             Err(e) => e.status,
         };
-        audit(env, method.as_ref(), rest, status).await;
+        audit(env, &caller.actor(), method.as_ref(), rest, status).await;
     }
     result
 }
 
-async fn audit(env: &Env, method: &str, rest: &[&str], status: u16) {
+/// The caller a console token's SHA-256 names, or `None` when no stored token has it (unknown,
+/// or revoked). Memoized on this isolate for a few seconds; its use is recorded at most once per
+/// token and hour per isolate, off the response path.
+pub async fn token_identity(env: &Env, ctx: &Context, hash: &str) -> Result<Option<Identity>> {
+    let now = platform::now_ms();
+    let identity = match memo::console_token(hash, now) {
+        Some(known) => Identity::clone(&known),
+        None => {
+            let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
+            let Some(row) = store::console_token_by_hash(&db, hash).await? else {
+                memo::forget_console_token(hash);
+                return Ok(None);
+            };
+            // The column is CHECKed; a role this deploy does not know opens nothing.
+            let Some(role) = Role::parse(&row.role) else {
+                super::log::error(&format!("console token {} has an unknown role; refused", row.id));
+                return Ok(None);
+            };
+            let identity = Identity { role, token: Some(NamedToken { id: row.id, name: row.name }) };
+            memo::remember_console_token(hash, Rc::new(identity.clone()), now);
+            identity
+        }
+    };
+    if let Some(token) = &identity.token {
+        if memo::first_use_of_console_token(&token.id, now) {
+            let (env, id) = (env.clone(), token.id.clone());
+            ctx.wait_until(async move {
+                let Ok(db) = env.d1(platform::D1) else { return };
+                if let Err(e) = store::touch_console_token(&db, &id, platform::now_s()).await {
+                    super::log::error(&format!("recording a console token's use: {}", e.message));
+                }
+            });
+        }
+    }
+    Ok(Some(identity))
+}
+
+async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16) {
     let Ok(db) = env.d1(platform::D1) else { return };
     // Ids are replaced in the action so that actions group; the first id is the target.
     let is_id = |s: &str| s.len() >= 16 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
@@ -49,7 +99,7 @@ async fn audit(env: &Env, method: &str, rest: &[&str], status: u16) {
     if let Err(e) = store::record_audit(
         &db,
         &super::log::request_id(),
-        "admin",
+        actor,
         &action,
         target.as_deref(),
         status,
@@ -61,7 +111,7 @@ async fn audit(env: &Env, method: &str, rest: &[&str], status: u16) {
     }
 }
 
-async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> Result<Response> {
+async fn route(mut req: Request, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
     let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
@@ -138,6 +188,13 @@ async fn route(mut req: Request, env: &Env, rest: &[&str], shown_path: &str) -> 
         (["secrets", "reseal"], Method::Post) => (200, c.reseal_all().await?),
         (["secrets", "reseal"], _) => return not_allowed("POST"),
         (["audit"], _) => return not_allowed("GET"),
+        (["tokens"], Method::Get) => (200, c.list_tokens().await?),
+        (["tokens"], Method::Post) => {
+            (201, c.create_token(caller, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
+        }
+        (["tokens"], _) => return not_allowed("GET, POST"),
+        (["tokens", id], Method::Delete) => (200, c.revoke_token(id).await?),
+        (["tokens", _], _) => return not_allowed("DELETE"),
         _ => return Err(ApiError::not_found(format!("no console route {} {path}", method.as_ref()))),
     };
     http::json(status, &body).map_err(|e| internal("writing the response", e))
@@ -406,7 +463,7 @@ impl Console<'_> {
 
     async fn list_servers(&self) -> Result<Value> {
         let mut data = Vec::new();
-        for row in store::list_multi_servers(self.db).await? {
+        for row in store::list_servers(self.db).await? {
             data.push(self.server_json(&row, None).await?);
         }
         Ok(json!({ "data": data }))
@@ -444,30 +501,32 @@ impl Console<'_> {
     /// come from its (cached) tool list. An upstream that cannot be listed now is not held
     /// against the config.
     async fn check_unique_tool_names(&self, app_ids: &[String]) -> Result<()> {
-        let mut owners: Vec<(String, String)> = Vec::new();
+        // (tool name, app name, upstream name and whether prefixed, for an upstream's tools)
+        let mut owners: Vec<(String, String, Option<(String, bool)>)> = Vec::new();
         for id in app_ids {
             let Some(app) = store::get_app(self.db, id).await?.and_then(|row| row.to_definition().ok()) else {
                 continue;
             };
-            let names: Vec<String> = if app.mode == crate::pure::mode::Mode::Mcp {
-                match super::upstream::tools_of(&app, self.env, false).await {
-                    Ok(list) => match app.backend.as_mcp() {
-                        Some(c) => aggregate(&app.name, &app.id, c, &list).into_iter().map(|t| t.name).collect(),
-                        None => Vec::new(),
-                    },
+            let names: Vec<(String, Option<(String, bool)>)> = match app.backend.as_mcp() {
+                Some(c) => match super::upstream::tools_of(&app, self.env, false).await {
+                    Ok(list) => {
+                        let prefixed = c.tool_name_prefix.unwrap_or(true);
+                        aggregate(&app.name, &app.id, c, &list)
+                            .into_iter()
+                            .map(|t| (t.name, Some((t.upstream_name, prefixed))))
+                            .collect()
+                    }
                     Err(_) => Vec::new(),
-                }
-            } else {
-                vec![crate::pure::mcp::names::sanitize_name(&app.name, &app.id)]
+                },
+                None => vec![(names::sanitize_name(&app.name, &app.id), None)],
             };
-            for name in names {
-                if let Some((_, other)) = owners.iter().find(|(n, _)| *n == name) {
-                    return Err(field_error(
-                        "app_ids",
-                        &format!("apps '{other}' and '{}' would both expose a tool named '{name}'; rename one, or use tool_name_prefix", app.name),
-                    ));
+            for (name, upstream) in names {
+                if let Some((_, other, other_upstream)) = owners.iter().find(|(n, ..)| *n == name) {
+                    let message =
+                        names::clash_message(&name, (other, origin(other_upstream)), (&app.name, origin(&upstream)));
+                    return Err(field_error("app_ids", &message));
                 }
-                owners.push((name, app.name.clone()));
+                owners.push((name, app.name.clone(), upstream));
             }
         }
         Ok(())
@@ -624,6 +683,67 @@ impl Console<'_> {
         Ok(json!({ "result": "success", "id": key_id }))
     }
 
+    // ---- console tokens ----
+
+    async fn list_tokens(&self) -> Result<Value> {
+        let tokens = store::list_console_tokens(self.db).await?;
+        Ok(json!({ "data": tokens.iter().map(store::ConsoleTokenRow::to_console_json).collect::<Vec<_>>() }))
+    }
+
+    /// Draws a console token: shown in this answer only, stored as its SHA-256 and a hint.
+    async fn create_token(&self, caller: &Identity, body: &Value) -> Result<Value> {
+        let (name, role) = console_tokens::validate_token_body(body)?;
+        let taken = || {
+            ApiError::conflict(format!(
+                "a console token named {} already exists; choose another name, or revoke that token first",
+                quote_input(&name)
+            ))
+        };
+        if store::count_console_tokens(self.db).await? >= MAX_TOKENS {
+            return Err(ApiError::conflict(format!(
+                "there are {MAX_TOKENS} console tokens, the most there may be; revoke one first"
+            )));
+        }
+        let id = new_id()?;
+        let created_by = caller.actor();
+        // Two random 190-bit tokens hashing alike is not expected; retry a few times anyway.
+        for _ in 0..3 {
+            let token = console_tokens::new_token().map_err(|e| internal("drawing a console token", e))?;
+            let new = store::NewConsoleToken {
+                id: &id,
+                name: &name,
+                role: role.as_str(),
+                token_hash: &token.hash,
+                hint: &token.hint,
+                created_by: &created_by,
+                now: platform::now_s(),
+            };
+            match store::insert_console_token(self.db, &new).await? {
+                KeyInsert::Stored => {}
+                KeyInsert::NameTaken => return Err(taken()),
+                KeyInsert::HashCollision => continue,
+            }
+            let stored = store::get_console_token(self.db, &id)
+                .await?
+                .ok_or_else(|| internal("storing the console token", "the token was not found after it was stored"))?;
+            let mut out = stored.to_console_json();
+            out["token"] = json!(token.token);
+            return Ok(out);
+        }
+        Err(internal("storing the console token", "the token's hash collided three times"))
+    }
+
+    /// Revokes a console token: D1 first, then this isolate's memo, so here it stops working
+    /// before the answer (other isolates within the memo's few seconds).
+    async fn revoke_token(&self, id: &str) -> Result<Value> {
+        let Some(hash) = store::console_token_hash(self.db, id).await? else {
+            return Err(ApiError::not_found(format!("no console token with id {}", quote_input(id))));
+        };
+        store::delete_console_token(self.db, id).await?;
+        memo::forget_console_token(&hash);
+        Ok(json!({ "result": "success", "id": id }))
+    }
+
     // ---- durable tasks ----
 
     /// `?limit=1..100` (default 50), newest first; `?before=<created_at>` pages back.
@@ -764,9 +884,16 @@ impl Console<'_> {
             "created_at": row.created_at,
             "updated_at": row.updated_at,
         });
+        // `kind` says which routes manage it: `/apps/{app_id}/server` or `/servers/{id}`.
         match &row.app_id {
-            Some(app_id) => out["app_id"] = json!(app_id),
-            None => out["app_ids"] = json!(store::app_ids_of_server(self.db, &row.id).await?),
+            Some(app_id) => {
+                out["kind"] = json!("app");
+                out["app_id"] = json!(app_id);
+            }
+            None => {
+                out["kind"] = json!("multi");
+                out["app_ids"] = json!(store::app_ids_of_server(self.db, &row.id).await?);
+            }
         }
         if let Some(code) = code {
             out["server_code"] = json!(code);
@@ -788,4 +915,12 @@ fn auth_json(row: &ServerRow) -> Value {
 /// The upstream settings of an app the caller knows is an `mcp` app.
 fn mcp_config(app: &AppDefinition) -> Result<&McpConfig> {
     app.backend.as_mcp().ok_or_else(|| ApiError::bad_request(format!("app '{}' is not an mcp app", app.id)))
+}
+
+/// How a clashing tool came to have its name (`check_unique_tool_names`).
+fn origin(upstream: &Option<(String, bool)>) -> ToolOrigin<'_> {
+    match upstream {
+        Some((upstream_name, prefixed)) => ToolOrigin::Upstream { upstream_name, prefixed: *prefixed },
+        None => ToolOrigin::App,
+    }
 }

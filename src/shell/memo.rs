@@ -2,7 +2,9 @@
 //! prepared (`pure::mcp::prepared`), so a hot server costs no storage round trip; and the end
 //! users already recorded, so a call writes to D1 at most once per server, user and hour; the
 //! client keys whose use was recorded, likewise at most once per key and hour; and
-//! the streamed calls running here, so a cancel landing on this isolate needs no KV read.
+//! the streamed calls running here, so a cancel landing on this isolate needs no KV read; and
+//! console tokens by hash, for a few seconds, so a burst of console calls reads D1 once (their
+//! use recorded at most once per token and hour, like client keys).
 //!
 //! Revocation: a console write updates the memo of the isolate that made it at once; every
 //! other isolate serves its copy for at most `DEFINITION_MEMO_SECONDS` (default 5), then once
@@ -14,6 +16,7 @@ use std::rc::Rc;
 
 use worker::Env;
 
+use crate::pure::console_roles::Identity;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::prepared::Prepared;
 use crate::pure::memo::{Lookup, Memo};
@@ -30,6 +33,12 @@ const DEFAULT_MEMO_SECONDS: u64 = 5;
 /// Longest staleness an operator may choose.
 const MAX_MEMO_SECONDS: u64 = 300;
 
+/// Console tokens one isolate keeps, and how long one is trusted without reading D1 again: a
+/// token revoked at another isolate works here for at most this long.
+const CONSOLE_TOKENS_CAPACITY: usize = 256;
+pub const CONSOLE_TOKEN_FRESH_MS: u64 = 5_000;
+const CONSOLE_TOKEN_USE_WINDOW_MS: u64 = 3_600_000;
+
 /// Streamed calls running in this isolate, by cancel key (their record for a cancel).
 const RUNS_CAPACITY: usize = 4096;
 /// A run record outlives any call (calls end within MAX_TIMEOUT_SECONDS).
@@ -40,6 +49,8 @@ thread_local! {
     static END_USERS: RefCell<Memo<()>> = RefCell::new(Memo::new(END_USERS_CAPACITY));
     static KEYS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(KEYS_CAPACITY));
     static RUNS: RefCell<Memo<Rc<str>>> = RefCell::new(Memo::new(RUNS_CAPACITY));
+    static CONSOLE_TOKENS: RefCell<Memo<Rc<Identity>>> = RefCell::new(Memo::new(CONSOLE_TOKENS_CAPACITY));
+    static CONSOLE_TOKENS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(CONSOLE_TOKENS_CAPACITY));
 }
 
 /// How long a memoized definition is served without looking again (`DEFINITION_MEMO_SECONDS`,
@@ -96,4 +107,29 @@ pub fn take_run(cancel_key: &str, now_ms: u64) -> Option<Rc<str>> {
         m.remove(cancel_key);
         found
     })
+}
+
+/// The console token of SHA-256 `hash` if this isolate read it within
+/// [`CONSOLE_TOKEN_FRESH_MS`]; older entries are not served (no stale-while-revalidate here:
+/// "a few seconds at most" is the revocation window).
+pub fn console_token(hash: &str, now_ms: u64) -> Option<Rc<Identity>> {
+    CONSOLE_TOKENS.with(|m| match m.borrow_mut().get(hash, now_ms, CONSOLE_TOKEN_FRESH_MS) {
+        Lookup::Fresh(id) => Some(id),
+        Lookup::Refresh(_) | Lookup::Missing => None,
+    })
+}
+
+pub fn remember_console_token(hash: &str, identity: Rc<Identity>, now_ms: u64) {
+    CONSOLE_TOKENS.with(|m| m.borrow_mut().put(hash, identity, now_ms));
+}
+
+/// A revoked token (or one D1 no longer has) stops working on this isolate at once.
+pub fn forget_console_token(hash: &str) {
+    CONSOLE_TOKENS.with(|m| m.borrow_mut().remove(hash));
+}
+
+/// Whether this isolate has not recorded a use of console token `id` within the hour (and now
+/// has).
+pub fn first_use_of_console_token(id: &str, now_ms: u64) -> bool {
+    CONSOLE_TOKENS_USED.with(|m| m.borrow_mut().first_in(id, now_ms, CONSOLE_TOKEN_USE_WINDOW_MS))
 }

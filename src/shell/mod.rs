@@ -23,6 +23,8 @@ use serde_json::json;
 use worker::{event, Context, Env, Request, Response};
 
 use crate::pure::admin;
+use crate::pure::console_roles::Identity;
+use crate::pure::console_tokens;
 use crate::pure::error::ApiError;
 use crate::pure::path;
 use crate::pure::quote::quote_input;
@@ -82,8 +84,8 @@ async fn route(
         | ["mcp", "server", code, ".well-known", "oauth-protected-resource"] => {
             mcp::resource_metadata(req, env, ctx, code).await
         }
-        ["console", "api", rest @ ..] => match check_admin(&req, env).await {
-            Ok(()) => console::handle(req, env, rest, shown_path).await,
+        ["console", "api", rest @ ..] => match check_admin(&req, env, ctx).await {
+            Ok(identity) => console::handle(req, env, &identity, rest, shown_path).await,
             Err(e) => Err(e),
         },
         _ => Err(ApiError::not_found(format!("no route {} {}", req.method().as_ref(), quote_input(shown_path)))),
@@ -94,16 +96,26 @@ async fn route(
     }
 }
 
-/// `Authorization: Bearer <ADMIN_TOKEN>` (decided by `pure::admin`). A wrong token counts
-/// against the client's address in the `ADMIN_AUTH_LIMIT` rate limiter; over the limit the
-/// answer is 429 instead of 401.
-async fn check_admin(req: &Request, env: &Env) -> Result<(), ApiError> {
+/// Who calls the console: `Authorization: Bearer <ADMIN_TOKEN>` (decided by `pure::admin`), the
+/// bootstrap admin, or a named console token (`fgc_…`, looked up by its hash). A wrong token
+/// counts against the client's address in the `ADMIN_AUTH_LIMIT` rate limiter; over the limit
+/// the answer is 429 instead of 401.
+async fn check_admin(req: &Request, env: &Env, ctx: &Context) -> Result<Identity, ApiError> {
     let expected = env.secret("ADMIN_TOKEN").map(|s| s.to_string()).ok();
     let header = req.headers().get("authorization").ok().flatten();
-    let failure = match admin::check(expected.as_deref(), header.as_deref()) {
-        Ok(()) => return Ok(()),
+    let mut failure = match admin::check(expected.as_deref(), header.as_deref()) {
+        Ok(()) => return Ok(Identity::bootstrap()),
         Err(f) => f,
     };
+    // Only a token of the right shape costs a lookup (memo, else one indexed D1 read).
+    if failure == admin::AuthFailure::InvalidToken {
+        if let Some(hash) = console_tokens::presented_hash(header.as_deref()) {
+            match console::token_identity(env, ctx, &hash).await? {
+                Some(identity) => return Ok(identity),
+                None => failure = admin::AuthFailure::InvalidConsoleToken,
+            }
+        }
+    }
     if failure.counts_as_attempt() {
         let ip = req.headers().get("cf-connecting-ip").ok().flatten();
         let key = admin::throttle_key(ip.as_deref());

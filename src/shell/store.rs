@@ -242,11 +242,9 @@ pub async fn get_server_of_app(db: &D1Database, app_id: &str) -> Result<Option<S
     stmt(db, &sql, &[s(app_id), s(TENANT)])?.first(None).await.map_err(|e| internal("reading a server", e))
 }
 
-/// Multi-app (workspace) servers; Dify-style servers are listed under their app.
-pub async fn list_multi_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
-    let sql = format!(
-        "SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 AND app_id IS NULL ORDER BY created_at, id"
-    );
+/// Every server: one-app (Dify-style, also reachable under their app) and multi-app alike.
+pub async fn list_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
+    let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 ORDER BY created_at, id");
     let res = stmt(db, &sql, &[s(TENANT)])?.all().await.map_err(|e| internal("listing servers", e))?;
     res.results().map_err(|e| internal("reading servers", e))
 }
@@ -577,5 +575,127 @@ pub async fn update_app_backend(db: &D1Database, id: &str, backend: &Value, now:
         .run()
         .await
         .map_err(|e| internal("updating an app", e))?;
+    Ok(())
+}
+
+// ---- console tokens ----
+
+/// A console token as the console lists it (never the token, nor its hash).
+#[derive(Debug, Deserialize)]
+pub struct ConsoleTokenRow {
+    pub id: String,
+    pub name: String,
+    pub role: String,
+    pub hint: String,
+    pub created_by: String,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
+
+impl ConsoleTokenRow {
+    pub fn to_console_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "role": self.role,
+            "hint": self.hint,
+            "created_by": self.created_by,
+            "created_at": self.created_at,
+            "last_used_at": self.last_used_at,
+        })
+    }
+}
+
+/// What authenticating with a console token needs: who it is and its role.
+#[derive(Debug, Deserialize)]
+pub struct ConsoleTokenAuth {
+    pub id: String,
+    pub name: String,
+    pub role: String,
+}
+
+const TOKEN_COLUMNS: &str = "id, name, role, hint, created_by, created_at, last_used_at";
+
+pub async fn list_console_tokens(db: &D1Database) -> Result<Vec<ConsoleTokenRow>> {
+    let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens ORDER BY created_at, name");
+    let res = stmt(db, &sql, &[])?.all().await.map_err(|e| internal("listing console tokens", e))?;
+    res.results().map_err(|e| internal("listing console tokens", e))
+}
+
+pub async fn count_console_tokens(db: &D1Database) -> Result<usize> {
+    #[derive(Deserialize)]
+    struct Count {
+        n: f64,
+    }
+    let row: Option<Count> = stmt(db, "SELECT COUNT(*) AS n FROM console_tokens", &[])?
+        .first(None)
+        .await
+        .map_err(|e| internal("counting console tokens", e))?;
+    Ok(row.map_or(0, |c| c.n as usize))
+}
+
+pub async fn get_console_token(db: &D1Database, id: &str) -> Result<Option<ConsoleTokenRow>> {
+    let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens WHERE id = ?1");
+    stmt(db, &sql, &[s(id)])?.first(None).await.map_err(|e| internal("reading a console token", e))
+}
+
+/// The hash of a token, for forgetting it from the isolate's memo when it is revoked.
+pub async fn console_token_hash(db: &D1Database, id: &str) -> Result<Option<String>> {
+    #[derive(Deserialize)]
+    struct Hash {
+        token_hash: String,
+    }
+    let row: Option<Hash> = stmt(db, "SELECT token_hash FROM console_tokens WHERE id = ?1", &[s(id)])?
+        .first(None)
+        .await
+        .map_err(|e| internal("reading a console token", e))?;
+    Ok(row.map(|h| h.token_hash))
+}
+
+/// The token whose SHA-256 is `hash`: one indexed read (the column is UNIQUE).
+pub async fn console_token_by_hash(db: &D1Database, hash: &str) -> Result<Option<ConsoleTokenAuth>> {
+    stmt(db, "SELECT id, name, role FROM console_tokens WHERE token_hash = ?1", &[s(hash)])?
+        .first(None)
+        .await
+        .map_err(|e| internal("looking up a console token", e))
+}
+
+pub struct NewConsoleToken<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub role: &'a str,
+    pub token_hash: &'a str,
+    pub hint: &'a str,
+    pub created_by: &'a str,
+    pub now: i64,
+}
+
+/// Stores a token; the outcomes are those of a client key's insert.
+pub async fn insert_console_token(db: &D1Database, new: &NewConsoleToken<'_>) -> Result<KeyInsert> {
+    let sql = "INSERT INTO console_tokens (id, name, role, token_hash, hint, created_by, created_at)
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
+    let args = [s(new.id), s(new.name), s(new.role), s(new.token_hash), s(new.hint), s(new.created_by), n(new.now)];
+    match stmt(db, sql, &args)?.run().await {
+        Ok(_) => Ok(KeyInsert::Stored),
+        Err(e) if e.to_string().contains("token_hash") => Ok(KeyInsert::HashCollision),
+        Err(e) if e.to_string().contains("UNIQUE") => Ok(KeyInsert::NameTaken),
+        Err(e) => Err(internal("storing the console token", e)),
+    }
+}
+
+pub async fn delete_console_token(db: &D1Database, id: &str) -> Result<()> {
+    stmt(db, "DELETE FROM console_tokens WHERE id = ?1", &[s(id)])?
+        .run()
+        .await
+        .map_err(|e| internal("revoking the console token", e))?;
+    Ok(())
+}
+
+/// Records that a token was used (called at most once per token and hour per isolate).
+pub async fn touch_console_token(db: &D1Database, id: &str, now: i64) -> Result<()> {
+    stmt(db, "UPDATE console_tokens SET last_used_at = ?2 WHERE id = ?1", &[s(id), n(now)])?
+        .run()
+        .await
+        .map_err(|e| internal("recording a console token's use", e))?;
     Ok(())
 }

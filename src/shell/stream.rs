@@ -22,7 +22,7 @@ use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::server::{self, CallPlan, Progress};
 use crate::pure::mode::Mode;
 use crate::pure::outcome::{Outcome, Signal};
-use crate::pure::sse::{write_comment, write_event, SseEvent, SseParser};
+use crate::pure::sse::{write_comment, write_event, SseParser};
 
 /// Longest silence toward the client: a comment goes out after it, which keeps intermediaries
 /// from closing the stream and lets the runtime notice a client that went away (a disconnect
@@ -80,7 +80,6 @@ pub struct CallStream {
     target: Target,
     phase: Phase,
     parser: SseParser,
-    events: Vec<SseEvent>,
     signals: Vec<Signal>,
     interp: StreamReader,
     progress: Progress,
@@ -132,7 +131,6 @@ impl CallStream {
             target,
             phase: Phase::Start,
             parser: SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES),
-            events: Vec::new(),
             signals: Vec::new(),
             progress: Progress::default(),
             final_response: None,
@@ -256,12 +254,10 @@ impl CallStream {
                         return Some(self.abort(outcome, &mut out));
                     }
                     Ok(Wait::Item(None)) => {
-                        let mut events = Vec::new();
-                        if self.parser.finish(&mut events).is_ok() {
-                            for ev in events {
-                                self.take_event(&ev.data, &mut out);
-                            }
-                        }
+                        let mut parser = std::mem::take(&mut self.parser);
+                        // A last line over the cap is dropped: the stream is over either way.
+                        let _ = parser.finish_each(|ev| self.take_event(ev.data, &mut out));
+                        self.parser = parser;
                         let outcome =
                             std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new(""))).finish();
                         return Some(self.finish(outcome, &mut out));
@@ -442,21 +438,16 @@ impl CallStream {
     }
 
     fn take_chunk(&mut self, chunk: &[u8], out: &mut String) -> Result<(), String> {
-        // Reused across chunks: a long stream allocates its event and signal lists once.
-        let mut events = std::mem::take(&mut self.events);
-        let fed = self.parser.feed(chunk, &mut events);
-        if let Err(e) = fed {
-            return Err(format!("the app '{}' sent a bad stream: {e}", self.target.app_name));
-        }
-        for ev in events.drain(..) {
-            self.take_event(&ev.data, out);
-            if self.interp.is_done() {
-                break;
+        // Events are handed over borrowed from the chunk: nothing is allocated per event. The
+        // parser is taken out meanwhile, since `take_event` needs `self`.
+        let mut parser = std::mem::take(&mut self.parser);
+        let fed = parser.feed_each(chunk, |ev| {
+            if !self.interp.is_done() {
+                self.take_event(ev.data, out);
             }
-        }
-        events.clear();
-        self.events = events;
-        Ok(())
+        });
+        self.parser = parser;
+        fed.map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.target.app_name))
     }
 
     fn take_event(&mut self, data: &str, out: &mut String) {

@@ -454,7 +454,8 @@ impl TaskRunner {
             Ok(b) => b,
             Err(_) => return PollOutcome::Report(Report::Cancelled),
         };
-        let remote = rec.state.remote_id.clone().unwrap_or_default();
+        // Cancelled before the work was submitted: there is nothing to stop, and no id to send.
+        let Some(remote) = rec.state.remote_id.clone() else { return PollOutcome::Report(Report::Cancelled) };
         match rec.spec.kind {
             Kind::DifyWorkflow => {
                 let Some(dify_task) = rec.dify_task_id.clone() else { return PollOutcome::Report(Report::Cancelled) };

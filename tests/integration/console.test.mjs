@@ -330,8 +330,15 @@ describe('servers and codes', () => {
     const key = `server:${sha256(server.server_code)}`;
     assert.deepEqual(JSON.parse(await fg.kvGet(key)).apps.map((x) => x.name), ['Summariser', 'Chatter']);
 
+    // Every server is listed, with its kind: this one and the one-app server of `a`.
+    const single = await createServer(a.id);
     const list = await fg.console('/servers');
-    assert.ok(list.json.data.some((s) => s.id === server.id && s.server_code === undefined));
+    const listed = (id) => list.json.data.find((s) => s.id === id);
+    assert.equal(listed(server.id)?.kind, 'multi');
+    assert.equal(listed(server.id).server_code, undefined);
+    assert.deepEqual(listed(server.id).app_ids, [a.id, b.id]);
+    assert.equal(listed(single.id)?.kind, 'app');
+    assert.equal(listed(single.id).app_id, a.id);
     const got = await fg.console(`/servers/${server.id}`);
     assert.equal(got.json.server_code_hint, server.server_code.slice(-4));
 

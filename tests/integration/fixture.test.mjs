@@ -4,7 +4,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { startDifyFixture, randomApiKey, PING_FRAME, MALFORMED_FRAME, DEFAULT_NODES, RUN_PING_INTERVAL_MS, filler } from '../support/dify-fixture.mjs';
-import { readResponse } from '../support/harness.mjs';
+import { freePort, readResponse, startProcessGroup } from '../support/harness.mjs';
 
 const FORM = [
   { 'text-input': { label: 'City', variable: 'city', required: true, max_length: 48, default: '' } },
@@ -1711,4 +1711,24 @@ test('fixture stop() ends a blocking run that is waiting for runDurationMs', asy
   await own.stop();
   assert.equal(await pending, 'aborted');
   assert.ok(Date.now() - t0 < 10_000); // generous: the run would wait 30 s
+});
+
+test('standalone: `node tests/support/dify-fixture.mjs --port N --key K` serves a workflow and a chat app', async () => {
+  const port = await freePort();
+  const proc = startProcessGroup(process.execPath, ['tests/support/dify-fixture.mjs', '--port', String(port), '--key', 'app-standalone'], { label: 'dify-fixture' });
+  try {
+    const until = Date.now() + 15_000;
+    while (!proc.log().includes('Ctrl-C stops')) {
+      assert.ok(Date.now() < until, `the fixture did not start:\n${proc.log()}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert.match(proc.log(), new RegExp(`fake Dify Service API at http://127\\.0\\.0\\.1:${port}/v1`));
+    for (const [key, mode] of [['app-standalone', 'workflow'], ['app-standalone-chat', 'chat']]) {
+      const r = await fetch(`http://127.0.0.1:${port}/v1/info`, { headers: { authorization: `Bearer ${key}` } });
+      assert.equal(r.status, 200);
+      assert.equal((await r.json()).mode, mode);
+    }
+  } finally {
+    await proc.stop();
+  }
 });

@@ -545,11 +545,21 @@ test('a stateless 2026-07-28 upstream: server/discover instead of initialize, _m
 test('a multi-app server whose apps would expose the same tool name is refused', async () => {
   const a = await mcpApp('TwinA', { url: ups.stateless.url, tool_name_prefix: false });
   const b = await mcpApp('TwinB', { url: ups.stateless.url, tool_name_prefix: false });
-  await fg.console(`/apps/${a.app.id}/tools/refresh`, { method: 'POST' });
+  const refreshed = await fg.console(`/apps/${a.app.id}/tools/refresh`, { method: 'POST' });
   await fg.console(`/apps/${b.app.id}/tools/refresh`, { method: 'POST' });
   const r = await fg.console('/servers', { method: 'POST', body: { name: 'Clash', app_ids: [a.app.id, b.app.id] } });
   assert.equal(r.status, 400, r.text);
   assert.match(r.json.message, /both expose a tool named/);
+  // The advice fits upstream apps without a prefix: the prefix or a deny entry, not a rename alone.
+  assert.match(r.json.message, /set "tool_name_prefix": true on app 'TwinB'.* or add "[^"]+" to its denied_tools/);
+  // A workflow app named like an upstream tool: that app can only be renamed.
+  const [first] = refreshed.json.exposed_tools;
+  assert.ok(first, refreshed.text);
+  const namesake = await fg.console('/apps', { method: 'POST', body: { name: first, description: 'd', mode: 'http-tool', backend: { api_endpoint: 'https://tool.example.com/x' } } });
+  assert.equal(namesake.status, 201, namesake.text);
+  const clash = await fg.console('/servers', { method: 'POST', body: { name: 'Clash2', app_ids: [namesake.json.id, a.app.id] } });
+  assert.equal(clash.status, 400, clash.text);
+  assert.match(clash.json.message, /rename app '[^']+' \(its tool is named after it\)/);
   const prefixed = await mcpApp('TwinC', { url: ups.stateless.url });
   const ok = await fg.console('/servers', { method: 'POST', body: { name: 'NoClash', app_ids: [a.app.id, prefixed.app.id] } });
   assert.equal(ok.status, 201, ok.text);

@@ -4,6 +4,10 @@
 // One fixture serves many apps; each app is identified by its API key
 // (`Authorization: Bearer <key>`), so concurrent tests never see each other's apps.
 //
+// Standalone, to try Flowgate without a Dify: `node tests/support/dify-fixture.mjs --port 5001`
+// serves a workflow app and a chat app (keys printed; `--key K` fixes the workflow app's key,
+// the chat app's is K-chat) until interrupted. `requests` grows with every call: fine for a try.
+//
 //   const dify = await startDifyFixture();
 //   const key = dify.addApp({ mode: 'workflow', name: 'Echo', user_input_form: [...] });
 //   ... point Flowgate at dify.baseUrl with key ...
@@ -172,6 +176,8 @@
 // when a stop call ended the stream).
 
 import { randomUUID, randomBytes } from 'node:crypto';
+
+import { pathToFileURL } from 'node:url';
 
 import { listenLoopback, readBody } from './loopback-server.mjs';
 
@@ -348,7 +354,7 @@ function normaliseNodes(nodes, mode) {
   });
 }
 
-export async function startDifyFixture() {
+export async function startDifyFixture({ port: listenPort = 0 } = {}) {
   const apps = new Map(); // apiKey -> app spec (mutable)
   const requests = [];
   const stops = [];
@@ -1257,7 +1263,7 @@ export async function startDifyFixture() {
     return completionMessages(app, body, req, res);
   }
 
-  const { server, port } = await listenLoopback(handle, (err) => ({ code: 'fixture_error', message: String(err?.stack ?? err), status: 500 }));
+  const { server, port } = await listenLoopback(handle, (err) => ({ code: 'fixture_error', message: String(err?.stack ?? err), status: 500 }), listenPort);
   const origin = `http://127.0.0.1:${port}`;
 
   function normaliseSpec(spec, apiKey) {
@@ -1382,4 +1388,29 @@ export async function startDifyFixture() {
       return stopPromise;
     },
   };
+}
+
+// Standalone: `node tests/support/dify-fixture.mjs [--port N] [--key K]`.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const arg = (name) => {
+    const i = process.argv.indexOf(name);
+    return i > 0 ? process.argv[i + 1] : undefined;
+  };
+  const port = Number(arg('--port') ?? 5001);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    console.error(`dify-fixture: --port wants a TCP port number, got ${arg('--port')}`);
+    process.exit(2);
+  }
+  const key = arg('--key');
+  const dify = await startDifyFixture({ port });
+  const form = [{ 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 200 } }];
+  const workflow = dify.addApp({ mode: 'workflow', name: 'Echo Workflow', user_input_form: form, apiKey: key });
+  const chat = dify.addApp({ mode: 'chat', name: 'Echo Chat', user_input_form: [], apiKey: key ? `${key}-chat` : undefined });
+  console.log(`fake Dify Service API at ${dify.baseUrl}`);
+  console.log(`  workflow app "Echo Workflow": api_key ${workflow}`);
+  console.log(`  chat app "Echo Chat":         api_key ${chat}`);
+  console.log('Register one with the console (base_url and api_key), publish it, then call it. Ctrl-C stops.');
+  const bye = () => dify.stop().then(() => process.exit(0));
+  process.on('SIGINT', bye);
+  process.on('SIGTERM', bye);
 }

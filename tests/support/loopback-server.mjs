@@ -2,7 +2,7 @@
 // `errorBody(err)` (or a dropped connection once the answer has started).
 import http from 'node:http';
 
-export async function listenLoopback(handle, errorBody) {
+export async function listenLoopback(handle, errorBody, port = 0) {
   const server = http.createServer((req, res) => {
     handle(req, res).catch((err) => {
       if (!res.headersSent && !res.destroyed) {
@@ -20,7 +20,7 @@ export async function listenLoopback(handle, errorBody) {
   server.keepAliveTimeout = 65_000;
   await new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(port, '127.0.0.1', () => {
       server.off('error', reject);
       resolve();
     });

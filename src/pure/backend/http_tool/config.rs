@@ -91,4 +91,12 @@ pub fn validate(obj: &mut Map<String, Value>, errs: &mut Errors) {
         }
         Some(_) => errs.add("backend.async", "must be an object {status_endpoint, cancel_endpoint}"),
     }
+    // An async tool's submit answers at once with a task id (seed 002), so there is no stream
+    // to relay; taking both would leave the stream setting silently unused.
+    if obj.get("stream") == Some(&Value::Bool(true)) && obj.get("async").is_some_and(Value::is_object) {
+        errs.add(
+            "backend.stream",
+            "cannot be true for an async tool: its submit answers at once with a task id, and progress comes from the status endpoint; remove `stream` or `async`",
+        );
+    }
 }

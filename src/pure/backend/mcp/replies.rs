@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::pure::mcp::jsonrpc::METHOD_NOT_FOUND;
-use crate::pure::sse::{SseEvent, SseParser};
+use crate::pure::sse::{SseEventRef, SseParser};
 
 use super::error::upstream_error_message;
 
@@ -67,22 +67,31 @@ impl ReplyReader {
 
     /// Feeds the next chunk of an SSE answer; messages are pushed to `out` as they complete.
     pub fn feed_sse(&mut self, chunk: &[u8], out: &mut Vec<Incoming>) -> Result<(), String> {
-        let mut events = Vec::new();
-        let fed = self.parser.feed(chunk, &mut events);
-        for e in events {
-            self.event(e, out)?;
-        }
+        // The parser is taken out while it hands events to `self.event`, which needs `self`.
+        let mut parser = std::mem::take(&mut self.parser);
+        let mut read = Ok(());
+        let fed = parser.feed_each(chunk, |e| {
+            if read.is_ok() {
+                read = self.event(e, out);
+            }
+        });
+        self.parser = parser;
+        read?;
         fed.map_err(|e| format!("upstream stream: {e}"))
     }
 
     /// End of the SSE stream. Fails when it ended without the response, unless the stream gave
     /// an event id to resume from (2025-11-25 polling): then [`ReplyReader::resume`] says how.
     pub fn finish_sse(&mut self, out: &mut Vec<Incoming>) -> Result<(), String> {
-        let mut events = Vec::new();
-        let finished = self.parser.finish(&mut events);
-        for e in events {
-            self.event(e, out)?;
-        }
+        let mut parser = std::mem::take(&mut self.parser);
+        let mut read = Ok(());
+        let finished = parser.finish_each(|e| {
+            if read.is_ok() {
+                read = self.event(e, out);
+            }
+        });
+        self.parser = parser;
+        read?;
         finished.map_err(|e| format!("upstream stream: {e}"))?;
         if self.done || self.last_event_id.is_some() {
             Ok(())
@@ -136,18 +145,18 @@ impl ReplyReader {
         self.last_event_id.as_deref().map(|id| (id, self.retry_ms))
     }
 
-    fn event(&mut self, e: SseEvent, out: &mut Vec<Incoming>) -> Result<(), String> {
+    fn event(&mut self, e: SseEventRef<'_>, out: &mut Vec<Incoming>) -> Result<(), String> {
         if let Some(id) = e.id {
-            self.last_event_id = if id.is_empty() { None } else { Some(id) };
+            self.last_event_id = if id.is_empty() { None } else { Some(id.to_string()) };
         }
         if e.retry.is_some() {
             self.retry_ms = e.retry;
         }
-        match e.event.as_str() {
+        match e.event {
             // The first one counts: a later one cannot redirect the session's posts.
             "endpoint" if self.endpoint.is_none() => self.endpoint = Some(e.data.trim().to_string()),
             "" | "message" if !self.done && !e.data.trim().is_empty() => {
-                let v: Value = serde_json::from_str(&e.data)
+                let v: Value = serde_json::from_str(e.data)
                     .map_err(|err| format!("the upstream sent an event that is not JSON ({err})"))?;
                 let items = match v {
                     Value::Array(items) => items,
