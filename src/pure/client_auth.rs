@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::admin::bearer_token;
 use super::error::{json_kind, ApiError, Errors};
 use super::ids::{mint_secret, same_length_eq, sha256_hex, FillBytes, MintedSecret};
+use super::oauth_resource::{validate_settings, OAuthSettings};
 use super::quote::{plain_or_quoted, quote_input};
 
 /// What every client key starts with, so a leaked one is recognizable (secret scanners, logs).
@@ -35,6 +36,10 @@ pub enum AuthMode {
     None,
     /// A client key (`Authorization: Bearer fgk_…`) as well as the code.
     Key,
+    /// An OAuth access token (a JWT) from the server's issuer as well as the code
+    /// (`pure::oauth_resource`).
+    #[serde(rename = "oauth")]
+    OAuth,
 }
 
 impl AuthMode {
@@ -42,6 +47,7 @@ impl AuthMode {
         match s {
             "none" => Some(AuthMode::None),
             "key" => Some(AuthMode::Key),
+            "oauth" => Some(AuthMode::OAuth),
             _ => None,
         }
     }
@@ -50,6 +56,7 @@ impl AuthMode {
         match self {
             AuthMode::None => "none",
             AuthMode::Key => "key",
+            AuthMode::OAuth => "oauth",
         }
     }
 }
@@ -69,6 +76,9 @@ pub struct ClientAuth {
     pub mode: AuthMode,
     #[serde(default)]
     pub keys: Vec<ClientKey>,
+    /// The issuer settings of an `oauth` server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthSettings>,
 }
 
 /// The caller a client key identified.
@@ -90,7 +100,7 @@ pub enum Refusal {
 
 /// Decides a request: `header` is its `Authorization` header. `Ok(None)` for a server without
 /// client authentication (the header is not looked at), `Ok(Some(caller))` for a key of the
-/// server. The token's SHA-256 is compared with every key's in time that does not depend on
+/// server. (An `oauth` server's tokens are checked by `oauth_resource`; no key matches them.) The token's SHA-256 is compared with every key's in time that does not depend on
 /// which one (if any) matches.
 pub fn authenticate<'a>(auth: &'a ClientAuth, header: Option<&str>) -> Result<Option<Caller<'a>>, Refusal> {
     if auth.mode == AuthMode::None {
@@ -159,39 +169,48 @@ pub fn new_key() -> Result<MintedSecret, getrandom::Error> {
     new_key_from(&mut getrandom::getrandom)
 }
 
-/// The body of `PUT /servers/{id}/auth`: `{"mode": "none" | "key"}`.
-pub fn validate_auth_body(body: &Value) -> Result<AuthMode, ApiError> {
+const MODES: &str = "\"none\" (the server code alone), \"key\" (a client key as well) or \"oauth\" (an OAuth \
+                     access token as well)";
+
+/// The body of `PUT /servers/{id}/auth`: `{"mode": "none" | "key"}` or
+/// `{"mode": "oauth", "oauth": {"issuer", "audience"?, "scopes"?, "jwks_uri"?}}`.
+pub fn validate_auth_body(body: &Value) -> Result<(AuthMode, Option<OAuthSettings>), ApiError> {
     let Some(obj) = body.as_object() else {
-        return Err(ApiError::bad_request("the body must be a JSON object: {\"mode\": \"none\" | \"key\"}"));
+        return Err(ApiError::bad_request(
+            "the body must be a JSON object: {\"mode\": \"none\" | \"key\" | \"oauth\", \"oauth\"?: {...}}",
+        ));
     };
     let mut errs = Errors::default();
-    for k in obj.keys().filter(|k| k.as_str() != "mode") {
-        errs.add(plain_or_quoted(k), "is not an auth field (known: mode)");
+    for k in obj.keys().filter(|k| !["mode", "oauth"].contains(&k.as_str())) {
+        errs.add(plain_or_quoted(k), "is not an auth field (known: mode, oauth)");
     }
     let mode = match obj.get("mode") {
         None | Some(Value::Null) => {
-            errs.add("mode", "is required: \"none\" (the server code alone) or \"key\" (a client key as well)");
+            errs.add("mode", format!("is required: {MODES}"));
             None
         }
         Some(Value::String(s)) => {
             let mode = AuthMode::parse(s);
             if mode.is_none() {
-                errs.add(
-                    "mode",
-                    format!(
-                        "{} is not a mode; expected \"none\" (the server code alone) or \"key\" (a client key as well)",
-                        quote_input(s)
-                    ),
-                );
+                errs.add("mode", format!("{} is not a mode; expected {MODES}", quote_input(s)));
             }
             mode
         }
         Some(other) => {
-            errs.add("mode", format!("must be \"none\" or \"key\" (got {})", json_kind(other)));
+            errs.add("mode", format!("must be \"none\", \"key\" or \"oauth\" (got {})", json_kind(other)));
             None
         }
     };
-    errs.into_result(()).map(|()| mode.unwrap_or_default())
+    let oauth = match mode {
+        Some(AuthMode::OAuth) => validate_settings(obj.get("oauth"), &mut errs),
+        _ => {
+            if obj.get("oauth").is_some_and(|v| !v.is_null()) {
+                errs.add("oauth", "is only for mode \"oauth\"");
+            }
+            None
+        }
+    };
+    errs.into_result(()).map(|()| (mode.unwrap_or_default(), oauth))
 }
 
 /// The body of `POST /servers/{id}/keys`: `{"name": "alice-laptop"}`; the name as stored.
@@ -259,6 +278,7 @@ mod tests {
                 .iter()
                 .map(|(id, name, key)| ClientKey { id: id.to_string(), name: name.to_string(), hash: sha256_hex(key) })
                 .collect(),
+            oauth: None,
         }
     }
 
@@ -306,7 +326,7 @@ mod tests {
 
     #[test]
     fn a_server_without_client_auth_ignores_the_header() {
-        let none = ClientAuth { mode: AuthMode::None, keys: auth_with(&[("k1", "alice", ALICE)]).keys };
+        let none = ClientAuth { mode: AuthMode::None, keys: auth_with(&[("k1", "alice", ALICE)]).keys, oauth: None };
         assert_eq!(authenticate(&none, None), Ok(None));
         assert_eq!(authenticate(&none, Some("Bearer nonsense")), Ok(None));
         assert_eq!(authenticate(&none, Some(&format!("Bearer {ALICE}"))), Ok(None));
@@ -343,7 +363,7 @@ mod tests {
         assert_eq!(authenticate(&auth, Some(&format!("Bearer {ALICE}x"))), Err(Refusal::Invalid));
         assert_eq!(authenticate(&auth, Some(&format!("Bearer {ALICE} {ALICE}"))), Err(Refusal::Invalid));
         // A key server with no keys refuses everyone.
-        let empty = ClientAuth { mode: AuthMode::Key, keys: Vec::new() };
+        let empty = ClientAuth { mode: AuthMode::Key, keys: Vec::new(), oauth: None };
         assert_eq!(authenticate(&empty, Some(&format!("Bearer {ALICE}"))), Err(Refusal::Invalid));
     }
 
@@ -362,16 +382,28 @@ mod tests {
 
     #[test]
     fn the_auth_body() {
-        assert_eq!(validate_auth_body(&json!({"mode": "key"})), Ok(AuthMode::Key));
-        assert_eq!(validate_auth_body(&json!({"mode": "none"})), Ok(AuthMode::None));
+        assert_eq!(validate_auth_body(&json!({"mode": "key"})), Ok((AuthMode::Key, None)));
+        assert_eq!(validate_auth_body(&json!({"mode": "none"})), Ok((AuthMode::None, None)));
+        let (mode, oauth) =
+            validate_auth_body(&json!({"mode": "oauth", "oauth": {"issuer": "https://auth.example.com"}})).unwrap();
+        assert_eq!(mode, AuthMode::OAuth);
+        assert_eq!(oauth.map(|o| o.issuer).as_deref(), Some("https://auth.example.com"));
         let fields = |v: Value| {
             let e = validate_auth_body(&v).unwrap_err();
             assert_eq!(e.status, 400);
             e.errors.into_iter().map(|f| (f.field, f.message)).collect::<Vec<_>>()
         };
-        let e = fields(json!({"mode": "oauth"}));
+        let e = fields(json!({"mode": "ouath"}));
         assert_eq!(e[0].0, "mode");
-        assert!(e[0].1.contains("\"oauth\" is not a mode"), "{}", e[0].1);
+        assert!(e[0].1.contains("\"ouath\" is not a mode"), "{}", e[0].1);
+        let e = fields(json!({"mode": "oauth"}));
+        assert_eq!(e[0].0, "oauth");
+        assert!(e[0].1.starts_with("is required with mode \"oauth\""), "{}", e[0].1);
+        assert_eq!(
+            fields(json!({"mode": "oauth", "oauth": {"issuer": "http://auth.example.com"}}))[0].0,
+            "oauth.issuer"
+        );
+        assert_eq!(fields(json!({"mode": "key", "oauth": {"issuer": "https://a.example"}}))[0].0, "oauth");
         assert!(fields(json!({}))[0].1.starts_with("is required"));
         assert!(fields(json!({"mode": 1}))[0].1.contains("got a number"));
         assert_eq!(fields(json!({"mode": "key", "keys": []}))[0].0, "keys");

@@ -12,7 +12,7 @@ use super::mode::Mode;
 use super::server::Status;
 
 /// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
-pub const FORMAT: u32 = 4;
+pub const FORMAT: u32 = 5;
 /// KV expiry of a definition. Console writes rewrite or delete entries at once; the TTL only
 /// bounds how long an unused entry lingers.
 pub const TTL_SECONDS: u64 = 3600;
@@ -26,7 +26,7 @@ pub struct ServerDefinition {
     pub status: Status,
     pub parameters: Map<String, Value>,
     pub apps: Vec<AppDefinition>,
-    /// How clients authenticate, and the server's client keys (hashes, never keys).
+    /// How clients authenticate: the server's client keys (hashes, never keys) or its issuer.
     #[serde(default)]
     pub auth: ClientAuth,
 }
@@ -170,6 +170,7 @@ mod tests {
 
     use super::*;
     use crate::pure::client_auth::{AuthMode, ClientKey};
+    use crate::pure::oauth_resource::OAuthSettings;
     use serde_json::json;
 
     fn dify(settings: Value) -> Backend {
@@ -200,7 +201,7 @@ mod tests {
         let d = def();
         let text = serde_json::to_string(&d).unwrap();
         assert_eq!(ServerDefinition::from_cache(&text), Some(d));
-        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":4", "\"format\":3")), None);
+        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":5", "\"format\":4")), None);
         assert_eq!(ServerDefinition::from_cache("not json"), None);
         let mut keyed = def();
         keyed.auth.mode = AuthMode::Key;
@@ -208,5 +209,27 @@ mod tests {
         let text = serde_json::to_string(&keyed).unwrap();
         assert!(text.contains(r#""auth":{"mode":"key","keys":[{"id":"k1","name":"alice","hash":"#), "{text}");
         assert_eq!(ServerDefinition::from_cache(&text), Some(keyed));
+        // An oauth server carries its issuer settings; a change of them is a new definition.
+        let mut oauth = def();
+        oauth.auth.mode = AuthMode::OAuth;
+        oauth.auth.oauth = Some(OAuthSettings {
+            issuer: "https://auth.example.com".into(),
+            audience: None,
+            scopes: vec!["mcp".into()],
+            jwks_uri: None,
+        });
+        let text = serde_json::to_string(&oauth).unwrap();
+        assert!(
+            text.contains(
+                r#""auth":{"mode":"oauth","keys":[],"oauth":{"issuer":"https://auth.example.com","scopes":["mcp"]}}"#
+            ),
+            "{text}"
+        );
+        assert_eq!(ServerDefinition::from_cache(&text), Some(oauth.clone()));
+        let mut other = oauth.clone();
+        if let Some(o) = other.auth.oauth.as_mut() {
+            o.scopes.clear();
+        }
+        assert_eq!(refill_verdict(&oauth, Some(&other)), Refill::Remove);
     }
 }

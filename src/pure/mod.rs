@@ -15,6 +15,7 @@ pub mod ids;
 pub mod mcp;
 pub mod memo;
 pub mod mode;
+pub mod oauth_resource;
 pub mod origin;
 pub mod outcome;
 pub mod path;

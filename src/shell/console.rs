@@ -542,12 +542,12 @@ impl Console<'_> {
     /// against the config.
     async fn check_unique_tool_names(&self, app_ids: &[String]) -> Result<()> {
         // (tool name, app name, upstream name and whether prefixed, for an upstream's tools)
-        let mut owners: Vec<(String, String, Option<(String, bool)>)> = Vec::new();
+        let mut owners: Vec<(String, String, UpstreamName)> = Vec::new();
         for id in app_ids {
             let Some(app) = store::get_app(self.db, id).await?.and_then(|row| row.to_definition().ok()) else {
                 continue;
             };
-            let names: Vec<(String, Option<(String, bool)>)> = match app.backend.as_mcp() {
+            let names: Vec<(String, UpstreamName)> = match app.backend.as_mcp() {
                 Some(c) => match super::upstream::tools_of(&app, self.env, false).await {
                     Ok(list) => {
                         let prefixed = c.tool_name_prefix.unwrap_or(true);
@@ -620,14 +620,19 @@ impl Console<'_> {
 
     async fn get_auth(&self, server_id: &str) -> Result<Value> {
         let row = self.server_row(server_id).await?;
-        Ok(json!({ "mode": row.auth_mode().as_str() }))
+        Ok(auth_json(&row))
     }
 
     /// Sets how the server's clients authenticate; the cached definition follows at once.
     async fn set_auth(&self, server_id: &str, body: &Value) -> Result<Value> {
-        let mode = client_auth::validate_auth_body(body)?;
+        let (mode, oauth) = client_auth::validate_auth_body(body)?;
         let row = self.server_row(server_id).await?;
-        store::set_auth_mode(self.db, &row.id, mode, platform::now_s()).await?;
+        if let Some(o) = &oauth {
+            let mut urls = vec![("oauth.issuer", o.issuer.as_str())];
+            urls.extend(o.jwks_uri.as_deref().map(|u| ("oauth.jwks_uri", u)));
+            self.check_private(&urls)?;
+        }
+        store::set_auth_mode(self.db, &row.id, mode, oauth.as_ref(), platform::now_s()).await?;
         let row = self.server_row(&row.id).await?;
         cache::write(self.env, self.db, &row).await?;
         let mut out = self.server_json(&row, None).await?;
@@ -937,7 +942,7 @@ impl Console<'_> {
             "status": Status::parse(&row.status).map_or("inactive", Status::as_str),
             "parameters": row.parameters(),
             "server_code_hint": row.code_hint,
-            "auth": { "mode": row.auth_mode().as_str() },
+            "auth": auth_json(row),
             "created_at": row.created_at,
             "updated_at": row.updated_at,
         });
@@ -960,13 +965,25 @@ impl Console<'_> {
     }
 }
 
+/// A server's client authentication as the console shows it: the mode, and an `oauth`
+/// server's issuer settings.
+fn auth_json(row: &ServerRow) -> Value {
+    match (row.auth_mode(), row.oauth()) {
+        (AuthMode::OAuth, Some(o)) => json!({ "mode": "oauth", "oauth": o.to_console_json() }),
+        (mode, _) => json!({ "mode": mode.as_str() }),
+    }
+}
+
 /// The upstream settings of an app the caller knows is an `mcp` app.
 fn mcp_config(app: &AppDefinition) -> Result<&McpConfig> {
     app.backend.as_mcp().ok_or_else(|| ApiError::bad_request(format!("app '{}' is not an mcp app", app.id)))
 }
 
+/// For a tool of an upstream MCP app: its upstream name, and whether the app prefixes it.
+type UpstreamName = Option<(String, bool)>;
+
 /// How a clashing tool came to have its name (`check_unique_tool_names`).
-fn origin(upstream: &Option<(String, bool)>) -> ToolOrigin<'_> {
+fn origin(upstream: &UpstreamName) -> ToolOrigin<'_> {
     match upstream {
         Some((upstream_name, prefixed)) => ToolOrigin::Upstream { upstream_name, prefixed: *prefixed },
         None => ToolOrigin::App,

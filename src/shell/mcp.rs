@@ -9,6 +9,7 @@ use worker::{Context, Env, Headers, Method, Request, Response};
 use crate::pure::backend::config::Backend;
 use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
 use crate::pure::definition::ServerDefinition;
+use crate::pure::error::ApiError;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::gateway::Catalogs;
 use crate::pure::mcp::http_rules::{
@@ -19,11 +20,13 @@ use crate::pure::mcp::prepared::{response_text, Prepared};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::Upstreams;
 use crate::pure::mode::Mode;
+use crate::pure::oauth_resource::{self, TokenError};
 use crate::pure::origin::origin_allowed;
 use crate::pure::quote::plain_or_quoted;
 
 use super::cache;
 use super::call::{call_backend, call_streamed, target_of};
+use super::resource_server;
 use super::store;
 use super::stream::stop_run;
 use super::tasks;
@@ -130,6 +133,8 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         return not_found();
     }
     let code_hash = sha256_hex(code);
+    // The `sub` of an `oauth` server's token: the caller identity `h` lends to the core.
+    let oauth_caller: Rc<str>;
     let (pv, mm, mn, ua, caller) = (
         header(&req, "mcp-protocol-version"),
         header(&req, "mcp-method"),
@@ -184,20 +189,30 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
     };
     let def = &prepared.def;
-    // Client authentication (`pure::client_auth`) before anything else about the server is
-    // told or done; a refusal writes nothing.
-    let authorization = if def.auth.mode == AuthMode::Key { header(&req, "authorization") } else { None };
-    match authenticate(&def.auth, authorization.as_deref()) {
-        Ok(None) => {}
-        Ok(Some(key)) => {
-            h.identity = Some(key.name);
-            record_key_use(ctx, env, key.key_id);
+    // Client authentication (`pure::client_auth`, `pure::oauth_resource`) before anything else
+    // about the server is told or done; a refusal writes nothing.
+    let authorization = if def.auth.mode != AuthMode::None { header(&req, "authorization") } else { None };
+    if def.auth.mode == AuthMode::OAuth {
+        match oauth_gate(&req, env, def, code, authorization.as_deref(), &echo_id, cors.as_deref()).await {
+            Ok(sub) => {
+                oauth_caller = sub;
+                h.identity = Some(&oauth_caller);
+            }
+            Err(refused) => return refused,
         }
-        Err(refusal) => {
-            let e = RpcError::new(Refusal::STATUS, jsonrpc::INVALID_REQUEST, refusal.message());
-            let resp = rpc(Refusal::STATUS, &e.to_response(&echo_id), cors.as_deref())?;
-            resp.headers().set("www-authenticate", &refusal.challenge())?;
-            return Ok(resp);
+    } else {
+        match authenticate(&def.auth, authorization.as_deref()) {
+            Ok(None) => {}
+            Ok(Some(key)) => {
+                h.identity = Some(key.name);
+                record_key_use(ctx, env, key.key_id);
+            }
+            Err(refusal) => {
+                let e = RpcError::new(Refusal::STATUS, jsonrpc::INVALID_REQUEST, refusal.message());
+                let resp = rpc(Refusal::STATUS, &e.to_response(&echo_id), cors.as_deref())?;
+                resp.headers().set("www-authenticate", &refusal.challenge())?;
+                return Ok(resp);
+            }
         }
     }
     if def.status != crate::pure::server::Status::Active {
@@ -216,8 +231,8 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     // Their catalogs (resources, prompts, capabilities), for the requests that need them.
     let catalogs =
         if has_upstreams && mentions_catalogs(&body) { load_catalogs(def, env).await } else { Catalogs::default() };
-    // A client key is Flowgate's credential: it is never forwarded to an upstream.
-    let keyed = def.auth.mode == AuthMode::Key;
+    // A client key or an OAuth token is Flowgate's credential: it is never forwarded upstream.
+    let keyed = def.auth.mode != AuthMode::None;
     let incoming: Vec<(String, String)> = if has_upstreams {
         req.headers().entries().filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization"))).collect()
     } else {
@@ -280,6 +295,59 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             }
         },
     }
+}
+
+/// The caller of an `oauth` server (`resource_server`), or the answer refusing the request: 401
+/// or 403 with the challenge that names the resource metadata, 503 when the issuer's keys
+/// cannot be had. Behind a pointer so that its code is not inlined into the endpoint's
+/// state machine (bundle size).
+#[allow(clippy::type_complexity)]
+fn oauth_gate<'a>(
+    req: &'a Request,
+    env: &'a Env,
+    def: &'a ServerDefinition,
+    code: &'a str,
+    authorization: Option<&'a str>,
+    echo_id: &'a Value,
+    cors: Option<&'a str>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Rc<str>, worker::Result<Response>>> + 'a>> {
+    Box::pin(async move {
+        let unavailable = |why: String| {
+            let e = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {why}"));
+            Err(rpc(503, &e.to_response(echo_id), cors))
+        };
+        let Some(settings) = def.auth.oauth.as_ref() else {
+            return unavailable(
+                "this MCP server's OAuth settings are missing; its administrator sets them with \
+                 PUT /console/api/servers/{id}/auth"
+                    .into(),
+            );
+        };
+        let base = match public_base(req, env) {
+            Ok(b) => b,
+            Err(why) => return unavailable(why),
+        };
+        let resource = oauth_resource::resource_url(&base, code);
+        let audience = settings.audience.as_deref().unwrap_or(&resource);
+        match resource_server::authenticate(settings, &def.server_id, audience, authorization).await {
+            resource_server::Outcome::Caller(sub) => Ok(sub),
+            resource_server::Outcome::Refused { error, header_sent } => {
+                let status = error.as_ref().map_or(401, TokenError::status);
+                let message = oauth_resource::refusal_message(error.as_ref(), header_sent);
+                let e = RpcError::new(status, jsonrpc::INVALID_REQUEST, message);
+                let metadata = oauth_resource::resource_metadata_url(&base, code);
+                let challenge = oauth_resource::challenge(&metadata, settings, error.as_ref());
+                Err(rpc(status, &e.to_response(echo_id), cors).and_then(|resp| {
+                    resp.headers().set("www-authenticate", &challenge)?;
+                    Ok(resp)
+                }))
+            }
+            resource_server::Outcome::Unavailable(why) => {
+                super::log::error(&format!("oauth server {}: {why}", def.server_id));
+                unavailable(format!("the authorization server's keys could not be had ({why}); retry"))
+            }
+        }
+    })
 }
 
 /// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted.
@@ -516,6 +584,33 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
     let Ok(up) = upstream::upstream_of(app, env, None).await else { return };
     let target = (session, up.url.clone());
     upstream::Client::new(&up, env).notify_cancelled(&target, request_id, "the client cancelled the call").await;
+}
+
+/// The base of this Worker's MCP URLs: `PUBLIC_URL`, else the request's origin.
+fn public_base(req: &Request, env: &Env) -> Result<String, String> {
+    let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+    let public_url = env.var(crate::pure::config::PUBLIC_URL).ok().map(|v| v.to_string());
+    crate::pure::config::public_base(public_url.as_deref(), &origin)
+}
+
+/// `GET` the RFC 9728 protected resource metadata of an `oauth` server (404 for other
+/// servers and unknown codes): where MCP clients learn which authorization server to use.
+pub async fn resource_metadata(req: Request, env: &Env, ctx: &Context, code: &str) -> Result<Response, ApiError> {
+    if req.method() != Method::Get {
+        return Err(ApiError::method_not_allowed(req.method().as_ref(), "this metadata", "GET"));
+    }
+    let code_hash = sha256_hex(code);
+    let prepared = if is_server_code_shape(code) { cache::served(env, ctx, &code_hash).await? } else { None };
+    let prepared = prepared.filter(|p| p.def.auth.mode == AuthMode::OAuth);
+    let Some((settings, def)) = prepared.as_ref().and_then(|p| Some((p.def.auth.oauth.as_ref()?, &p.def))) else {
+        return Err(ApiError::not_found("no MCP server with this code uses OAuth"));
+    };
+    let base = public_base(&req, env).map_err(|why| ApiError::new(503, "misconfigured", why))?;
+    let doc = oauth_resource::resource_metadata(&oauth_resource::resource_url(&base, code), settings, &def.name);
+    let resp = super::http::json(200, &doc).map_err(|e| super::http::internal("the metadata", e))?;
+    // Public, and read by browser-based clients from other origins.
+    let _ = resp.headers().set("access-control-allow-origin", "*");
+    Ok(resp)
 }
 
 fn header(req: &Request, name: &str) -> Option<String> {

@@ -12,6 +12,7 @@ mod oauth;
 mod outbound;
 mod platform;
 mod ratelimit;
+mod resource_server;
 mod secrets;
 mod store;
 mod stream;
@@ -79,6 +80,11 @@ async fn route(
             http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e))
         }
         ["mcp", "server", code, "mcp"] => return mcp::handle(req, env, ctx, code).await,
+        // RFC 9728 metadata of an `oauth` server: the well-known form, and beside the endpoint.
+        [".well-known", "oauth-protected-resource", "mcp", "server", code, "mcp"]
+        | ["mcp", "server", code, ".well-known", "oauth-protected-resource"] => {
+            mcp::resource_metadata(req, env, ctx, code).await
+        }
         ["console", "api", rest @ ..] => match check_admin(&req, env, ctx).await {
             Ok(identity) => console::handle(req, env, &identity, rest, shown_path).await,
             Err(e) => Err(e),

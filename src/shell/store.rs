@@ -11,6 +11,7 @@ use crate::pure::client_auth::{AuthMode, ClientAuth, ClientKey};
 use crate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
 use crate::pure::error::ApiError;
 use crate::pure::form::form_to_dify;
+use crate::pure::oauth_resource::OAuthSettings;
 
 use super::http::internal;
 
@@ -45,8 +46,10 @@ pub struct ServerRow {
     pub parameters: String,
     pub created_at: i64,
     pub updated_at: i64,
-    /// `none` or `key` (`pure::client_auth::AuthMode`).
-    pub auth_mode: String,
+    /// `none`, `key` or `oauth` (`pure::client_auth::AuthMode`; the `client_auth` column).
+    pub client_auth: String,
+    /// The issuer settings of an `oauth` server (JSON, `pure::oauth_resource::OAuthSettings`).
+    pub oauth: Option<String>,
 }
 
 /// A client key as the console lists it (never the key, nor its hash).
@@ -116,7 +119,13 @@ impl ServerRow {
     /// The stored mode; an unreadable one reads as `key` (fail closed: no key matches a server
     /// whose keys cannot be trusted to be complete).
     pub fn auth_mode(&self) -> AuthMode {
-        AuthMode::parse(&self.auth_mode).unwrap_or(AuthMode::Key)
+        AuthMode::parse(&self.client_auth).unwrap_or(AuthMode::Key)
+    }
+
+    /// The stored issuer settings; unreadable ones read as none (an `oauth` server without
+    /// them refuses every token: fail closed).
+    pub fn oauth(&self) -> Option<OAuthSettings> {
+        self.oauth.as_deref().and_then(|t| serde_json::from_str(t).ok())
     }
 
     pub fn parameters(&self) -> Map<String, Value> {
@@ -141,7 +150,7 @@ fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatem
 
 const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
 const SERVER_COLUMNS: &str =
-    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, auth_mode";
+    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, client_auth, oauth";
 
 pub async fn list_apps(db: &D1Database) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
@@ -370,7 +379,11 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
     );
     let res = stmt(db, &sql, &[s(&server.id)])?.all().await.map_err(|e| internal("reading a server's apps", e))?;
     let apps: Vec<AppRow> = res.results().map_err(|e| internal("reading a server's apps", e))?;
-    let auth = ClientAuth { mode: server.auth_mode(), keys: key_hashes(db, &server.id).await? };
+    let mode = server.auth_mode();
+    // Only a key server's keys are read: the other modes never look at them.
+    let keys = if mode == AuthMode::Key { key_hashes(db, &server.id).await? } else { Vec::new() };
+    let oauth = if mode == AuthMode::OAuth { server.oauth() } else { None };
+    let auth = ClientAuth { mode, keys, oauth };
     Ok(ServerDefinition {
         format: FORMAT,
         server_id: server.id.clone(),
@@ -403,9 +416,21 @@ async fn key_hashes(db: &D1Database, server_id: &str) -> Result<Vec<ClientKey>> 
     Ok(rows.into_iter().map(|r| ClientKey { id: r.id, name: r.name, hash: r.key_hash }).collect())
 }
 
-pub async fn set_auth_mode(db: &D1Database, id: &str, mode: AuthMode, now: i64) -> Result<()> {
-    let sql = "UPDATE mcp_servers SET auth_mode = ?2, updated_at = ?3 WHERE id = ?1";
-    stmt(db, sql, &[s(id), s(mode.as_str()), n(now)])?
+/// Sets the mode, and the issuer settings of an `oauth` server (cleared for the other modes).
+pub async fn set_auth_mode(
+    db: &D1Database,
+    id: &str,
+    mode: AuthMode,
+    oauth: Option<&OAuthSettings>,
+    now: i64,
+) -> Result<()> {
+    let sql = "UPDATE mcp_servers SET client_auth = ?2, oauth = ?3, updated_at = ?4 WHERE id = ?1";
+    let oauth = match oauth.map(serde_json::to_string).transpose() {
+        Ok(Some(text)) => s(&text),
+        Ok(None) => JsValue::NULL,
+        Err(e) => return Err(internal("encoding the oauth settings", e)),
+    };
+    stmt(db, sql, &[s(id), s(mode.as_str()), oauth, n(now)])?
         .run()
         .await
         .map_err(|e| internal("setting the client authentication mode", e))?;

@@ -186,7 +186,8 @@ describe('console', () => {
     assert.equal((await fg.console(`/servers/${server.id}/keys`)).json.data.filter((k) => k.name === 'carol').length, 1);
 
     const put = (body) => fg.console(`/servers/${server.id}/auth`, { method: 'PUT', body });
-    fieldError(await put({ mode: 'oauth' }), 'mode', /"oauth" is not a mode; expected "none" .* or "key"/);
+    fieldError(await put({ mode: 'keys' }), 'mode', /"keys" is not a mode; expected "none" .*, "key" .* or "oauth"/);
+    fieldError(await put({ mode: 'oauth' }), 'oauth', /^is required with mode "oauth"/); // see client-oauth.test.mjs
     fieldError(await put({}), 'mode', /^is required/);
     fieldError(await put({ mode: true }), 'mode', /got a boolean/);
     fieldError(await put({ mode: 'key', keys: [] }), 'keys', /not an auth field/);

@@ -3,7 +3,8 @@
 // one scenario per process (initialize, tools/list, tools/call, ping) and prints what the SDK saw
 // as one JSON object, which these tests assert on. Covers a `none` server, a `key` server (the
 // key's name is the Dify user; no key, a wrong or a revoked one are refused with 401 and the SDK
-// reports the HTTP status), progress and log notifications of a streamed call, bad arguments,
+// reports the HTTP status), an `oauth` server (client credentials from the fake authorization
+// server, discovered from the 401), progress and log notifications of a streamed call, bad arguments,
 // and a durable task through the SDK's experimental tasks API.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +16,7 @@ import { promisify } from 'node:util';
 import { repoRoot, startFlowgate, startProcessGroup } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { FORM, publish, registerApp } from '../support/flowgate-setup.mjs';
+import { startOAuthIssuer } from '../support/oauth-issuer.mjs';
 
 const PYTHON = path.join(repoRoot, '.venv', 'bin', 'python');
 const CLIENT = path.join(repoRoot, 'tests', 'python', 'client.py');
@@ -52,8 +54,9 @@ after(async () => {
  * object it printed. Options: headers, call (tool name), args, progress, task (ttl ms), offer
  * (protocol revision offered in initialize).
  */
-async function python(url, { headers = {}, call, args, progress = false, task, offer } = {}) {
+async function python(url, { headers = {}, call, args, progress = false, task, offer, oauth } = {}) {
   const argv = [CLIENT, url, '--timeout', String(RUN_TIMEOUT_MS / 1000 - 10)];
+  if (oauth) argv.push('--oauth-client-id', oauth.clientId, '--oauth-client-secret', oauth.clientSecret, '--oauth-issuer', oauth.issuer);
   for (const [k, v] of Object.entries(headers)) argv.push('-H', `${k}: ${v}`);
   if (offer) argv.push('--offer', offer);
   if (call) argv.push('--call', call, '--arguments', JSON.stringify(args ?? {}));
@@ -248,4 +251,34 @@ test('a durable task through the SDK\'s experimental tasks API: created, polled 
   assert.deepEqual(out.call.structuredContent, { echo: { text: 'q3' } });
   assert.deepEqual(JSON.parse(out.call.content[0].text), { echo: { text: 'q3' } });
   assert.equal((await fg.console(`/servers/${t.server.id}/tasks/${task.taskId}`)).status, 200);
+});
+
+describe('an oauth server', () => {
+  let s;
+  let issuer;
+  before(async () => {
+    issuer = await startOAuthIssuer({ clients: { 'py-client': { secret: 'py-secret', sub: 'py-robot' } } });
+    s = await workflowServer('Py oauth');
+    const mode = await fg.console(`/servers/${s.server.id}/auth`, { method: 'PUT', body: { mode: 'oauth', oauth: { issuer: issuer.issuer } } });
+    assert.equal(mode.status, 200, mode.text);
+  });
+  after(async () => {
+    await issuer?.stop();
+  });
+
+  test('the Python SDK discovers the issuer from the 401, gets a token with client credentials, and Dify sees its sub', async () => {
+    const oauth = { clientId: 'py-client', clientSecret: 'py-secret', issuer: issuer.issuer };
+    const out = completed(await python(s.url, { oauth, call: s.tool, args: { text: 'oauth' } }));
+    assert.equal(out.call.isError, false, JSON.stringify(out.call));
+    assert.deepEqual(runsOf(s.apiKey).map((r) => r.body.user), ['py-robot']);
+    assert.ok(issuer.counts.token >= 1, 'a token was issued');
+  });
+
+  test('without a token the SDK fails with 401 and the challenge names the resource metadata', async () => {
+    const { out } = await python(s.url);
+    assert.equal(out.ok, false);
+    assert.equal(out.error.status, 401, JSON.stringify(out.error));
+    const u = new URL(s.url);
+    assert.equal(out.error.wwwAuthenticate, `Bearer resource_metadata="${u.origin}/.well-known/oauth-protected-resource${u.pathname}"`);
+  });
 });
