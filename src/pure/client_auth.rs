@@ -14,7 +14,7 @@ use super::admin::bearer_token;
 use super::error::{json_kind, ApiError, Errors};
 use super::ids::{mint_secret, same_length_eq, sha256_hex, FillBytes, MintedSecret};
 use super::oauth_resource::{validate_settings, OAuthSettings};
-use super::quote::{plain_or_quoted, quote_input};
+use super::quote::plain_or_quoted;
 
 /// What every client key starts with, so a leaked one is recognizable (secret scanners, logs).
 pub const KEY_PREFIX: &str = "fgk_";
@@ -184,23 +184,7 @@ pub fn validate_auth_body(body: &Value) -> Result<(AuthMode, Option<OAuthSetting
     for k in obj.keys().filter(|k| !["mode", "oauth"].contains(&k.as_str())) {
         errs.add(plain_or_quoted(k), "is not an auth field (known: mode, oauth)");
     }
-    let mode = match obj.get("mode") {
-        None | Some(Value::Null) => {
-            errs.add("mode", format!("is required: {MODES}"));
-            None
-        }
-        Some(Value::String(s)) => {
-            let mode = AuthMode::parse(s);
-            if mode.is_none() {
-                errs.add("mode", format!("{} is not a mode; expected {MODES}", quote_input(s)));
-            }
-            mode
-        }
-        Some(other) => {
-            errs.add("mode", format!("must be \"none\", \"key\" or \"oauth\" (got {})", json_kind(other)));
-            None
-        }
-    };
+    let mode = errs.choice(obj.get("mode"), "mode", "mode", MODES, AuthMode::parse);
     let oauth = match mode {
         Some(AuthMode::OAuth) => validate_settings(obj.get("oauth"), &mut errs),
         _ => {

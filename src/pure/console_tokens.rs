@@ -8,7 +8,7 @@ use super::admin::bearer_token;
 use super::console_roles::Role;
 use super::error::{json_kind, ApiError, Errors};
 use super::ids::{mint_secret, sha256_hex, FillBytes, MintedSecret};
-use super::quote::{plain_or_quoted, quote_input};
+use super::quote::plain_or_quoted;
 
 /// What every console token starts with, so a leaked one is recognizable (secret scanners).
 pub const TOKEN_PREFIX: &str = "fgc_";
@@ -75,23 +75,7 @@ pub fn validate_token_body(body: &Value) -> Result<(String, Role), ApiError> {
             None
         }
     };
-    let role = match obj.get("role") {
-        None | Some(Value::Null) => {
-            errs.add("role", format!("is required: {ROLES_HINT}"));
-            None
-        }
-        Some(Value::String(s)) => {
-            let role = Role::parse(s);
-            if role.is_none() {
-                errs.add("role", format!("{} is not a role; expected {ROLES_HINT}", quote_input(s)));
-            }
-            role
-        }
-        Some(other) => {
-            errs.add("role", format!("must be a string (got {})", json_kind(other)));
-            None
-        }
-    };
+    let role = errs.choice(obj.get("role"), "role", "role", ROLES_HINT, Role::parse);
     errs.into_result(())?;
     match (name, role) {
         (Some(name), Some(role)) => Ok((name, role)),

@@ -80,6 +80,28 @@ impl Errors {
         self.0.is_empty()
     }
 
+    /// A required field whose value is one of a few names (a mode, a role): `parse` reads it,
+    /// `what` names it and `hint` lists the choices; a missing, unknown or non-string value
+    /// is recorded with a message saying which, and gives `None`.
+    pub fn choice<T>(
+        &mut self,
+        value: Option<&Value>,
+        field: &str,
+        what: &str,
+        hint: &str,
+        parse: impl Fn(&str) -> Option<T>,
+    ) -> Option<T> {
+        match value {
+            None | Some(Value::Null) => self.add(field, format!("is required: {hint}")),
+            Some(Value::String(s)) => match parse(s) {
+                Some(v) => return Some(v),
+                None => self.add(field, format!("{} is not a {what}; expected {hint}", super::quote::quote_input(s))),
+            },
+            Some(other) => self.add(field, format!("must be a string (got {})", json_kind(other))),
+        }
+        None
+    }
+
     pub fn into_result<T>(self, value: T) -> Result<T, ApiError> {
         if self.0.is_empty() {
             Ok(value)
