@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::admin::bearer_token;
-use super::error::{json_kind, ApiError, Errors};
+use super::error::{ApiError, Errors, NameRule};
 use super::ids::{mint_secret, same_length_eq, sha256_hex, FillBytes, MintedSecret};
 use super::oauth_resource::{validate_settings, OAuthSettings};
 use super::quote::plain_or_quoted;
@@ -206,49 +206,17 @@ pub fn validate_key_body(body: &Value) -> Result<String, ApiError> {
     for k in obj.keys().filter(|k| k.as_str() != "name") {
         errs.add(plain_or_quoted(k), "is not a key field (known: name)");
     }
-    let name = match obj.get("name") {
-        None | Some(Value::Null) => {
-            errs.add(
-                "name",
-                format!("is required: who holds the key, e.g. \"alice-laptop\" (1 to {MAX_KEY_NAME_CHARS} characters)"),
-            );
-            None
-        }
-        Some(Value::String(n)) => match key_name_problem(n) {
-            Some(why) => {
-                errs.add("name", why);
-                None
-            }
-            None => Some(n.clone()),
-        },
-        Some(other) => {
-            errs.add("name", format!("must be a string (got {})", json_kind(other)));
-            None
-        }
-    };
+    let name = errs.credential_name(obj.get("name"), "name", &KEY_NAME_RULE);
     errs.into_result(()).map(|()| name.unwrap_or_default())
 }
 
-/// What is wrong with a key name, if anything. The name is sent to backends as the caller's
-/// user id, for HTTP tools in a header, so it is printable ASCII.
-fn key_name_problem(name: &str) -> Option<String> {
-    let chars = name.chars().count();
-    if name.trim().is_empty() {
-        Some(format!("must not be empty: 1 to {MAX_KEY_NAME_CHARS} characters, e.g. \"alice-laptop\""))
-    } else if chars > MAX_KEY_NAME_CHARS {
-        Some(format!("must be at most {MAX_KEY_NAME_CHARS} characters (got {chars})"))
-    } else if !name.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        Some(
-            "must be printable ASCII (letters, digits, spaces and punctuation): it is sent to backends as the \
-             caller's user id, for HTTP tools in a header"
-                .to_string(),
-        )
-    } else if name.trim() != name {
-        Some("must not begin or end with a space".to_string())
-    } else {
-        None
-    }
-}
+/// A key's name is sent to backends as the caller's user id, for HTTP tools in a header.
+const KEY_NAME_RULE: NameRule = NameRule {
+    max_chars: MAX_KEY_NAME_CHARS,
+    holds: "the key",
+    example: "alice-laptop",
+    why_ascii: "it is sent to backends as the caller's user id, for HTTP tools in a header",
+};
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::admin::bearer_token;
 use super::console_roles::Role;
-use super::error::{json_kind, ApiError, Errors};
+use super::error::{ApiError, Errors, NameRule};
 use super::ids::{mint_secret, sha256_hex, FillBytes, MintedSecret};
 use super::quote::plain_or_quoted;
 
@@ -53,28 +53,7 @@ pub fn validate_token_body(body: &Value) -> Result<(String, Role), ApiError> {
     for k in obj.keys().filter(|k| !matches!(k.as_str(), "name" | "role")) {
         errs.add(plain_or_quoted(k), "is not a token field (known: name, role)");
     }
-    let name = match obj.get("name") {
-        None | Some(Value::Null) => {
-            errs.add(
-                "name",
-                format!(
-                    "is required: who holds the token, e.g. \"deploy-bot\" (1 to {MAX_TOKEN_NAME_CHARS} characters)"
-                ),
-            );
-            None
-        }
-        Some(Value::String(n)) => match name_problem(n) {
-            Some(why) => {
-                errs.add("name", why);
-                None
-            }
-            None => Some(n.clone()),
-        },
-        Some(other) => {
-            errs.add("name", format!("must be a string (got {})", json_kind(other)));
-            None
-        }
-    };
+    let name = errs.credential_name(obj.get("name"), "name", &NAME_RULE);
     let role = errs.choice(obj.get("role"), "role", "role", ROLES_HINT, Role::parse);
     errs.into_result(())?;
     match (name, role) {
@@ -84,25 +63,12 @@ pub fn validate_token_body(body: &Value) -> Result<(String, Role), ApiError> {
     }
 }
 
-/// What is wrong with a token name, if anything. The name is the audit log's actor, so it is
-/// printable ASCII on one line.
-fn name_problem(name: &str) -> Option<String> {
-    let chars = name.chars().count();
-    if name.trim().is_empty() {
-        Some(format!("must not be empty: 1 to {MAX_TOKEN_NAME_CHARS} characters, e.g. \"deploy-bot\""))
-    } else if chars > MAX_TOKEN_NAME_CHARS {
-        Some(format!("must be at most {MAX_TOKEN_NAME_CHARS} characters (got {chars})"))
-    } else if !name.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-        Some(
-            "must be printable ASCII (letters, digits, spaces and punctuation): it is the audit log's actor"
-                .to_string(),
-        )
-    } else if name.trim() != name {
-        Some("must not begin or end with a space".to_string())
-    } else {
-        None
-    }
-}
+const NAME_RULE: NameRule = NameRule {
+    max_chars: MAX_TOKEN_NAME_CHARS,
+    holds: "the token",
+    example: "deploy-bot",
+    why_ascii: "it is the audit log's actor",
+};
 
 #[cfg(test)]
 mod tests {

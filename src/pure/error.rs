@@ -67,6 +67,16 @@ impl ApiError {
     }
 }
 
+/// The rules of a credential's name (see [`Errors::credential_name`]).
+pub struct NameRule {
+    pub max_chars: usize,
+    /// What is held, for "who holds …": "the key", "the token".
+    pub holds: &'static str,
+    pub example: &'static str,
+    /// Why the name must be printable ASCII: where it goes.
+    pub why_ascii: &'static str,
+}
+
 /// Collects field errors while a body is validated, so one response reports all of them.
 #[derive(Debug, Default)]
 pub struct Errors(pub Vec<FieldError>);
@@ -78,6 +88,34 @@ impl Errors {
 
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
+    }
+
+    /// A required name a person gives a credential (a client key, a console token), checked by
+    /// `rule`; a missing, bad or non-string value is recorded and gives `None`.
+    pub fn credential_name(&mut self, value: Option<&Value>, field: &str, rule: &NameRule) -> Option<String> {
+        let max = rule.max_chars;
+        let problem = match value {
+            None | Some(Value::Null) => {
+                format!("is required: who holds {}, e.g. \"{}\" (1 to {max} characters)", rule.holds, rule.example)
+            }
+            Some(Value::String(name)) => {
+                let chars = name.chars().count();
+                if name.trim().is_empty() {
+                    format!("must not be empty: 1 to {max} characters, e.g. \"{}\"", rule.example)
+                } else if chars > max {
+                    format!("must be at most {max} characters (got {chars})")
+                } else if !name.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+                    format!("must be printable ASCII (letters, digits, spaces and punctuation): {}", rule.why_ascii)
+                } else if name.trim() != name {
+                    "must not begin or end with a space".to_string()
+                } else {
+                    return Some(name.clone());
+                }
+            }
+            Some(other) => format!("must be a string (got {})", json_kind(other)),
+        };
+        self.add(field, problem);
+        None
     }
 
     /// A required field whose value is one of a few names (a mode, a role): `parse` reads it,
