@@ -27,5 +27,6 @@ pub mod task;
 pub mod task_contract;
 #[cfg(test)]
 pub mod test_rng;
+pub mod time;
 pub mod url;
 pub mod usage;
