@@ -53,13 +53,15 @@ test-core:
 	$(NODE22) scripts/check-cycles.mjs
 	cargo test
 
-# A test that hangs fails after TEST_TIMEOUT_MS with its name, and the whole run ends within
-# INTEGRATION_TIMEOUT seconds whatever happens, so CI always gets a report.
+# A test that hangs fails after TEST_TIMEOUT_MS with its name; a file whose tests are done
+# exits even if something it started is still open (--test-force-exit: a file whose `before`
+# failed used to keep its fixture servers, and the run, alive for ever); and the whole run ends
+# within INTEGRATION_TIMEOUT seconds whatever happens, so CI always gets a report.
 TEST_TIMEOUT_MS ?= 300000
 INTEGRATION_TIMEOUT ?= 1800
 test-integration: build
 	timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=2 \
-	  --test-timeout=$(TEST_TIMEOUT_MS) 'tests/integration/*.test.mjs'
+	  --test-timeout=$(TEST_TIMEOUT_MS) --test-force-exit 'tests/integration/*.test.mjs'
 
 test: setup check-schema test-core test-integration
 

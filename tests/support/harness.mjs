@@ -335,6 +335,9 @@ function parseJsonOutput(stdout, what) {
  *   fetchJson(path, opts), console(path, opts), d1(sql), kvKeys(), kvGet(key), kvPut(key, value),
  *   stateFilesContaining(needle) }
  */
+/** Tries of `wrangler dev` whose port was taken before it could bind it. */
+const PORT_ATTEMPTS = 3;
+
 export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir, configure } = {}) {
   // vars.ADMIN_TOKEN wins over adminToken, and whichever is used is reported back.
   adminToken = vars.ADMIN_TOKEN ?? adminToken ?? 'test-admin-token-for-local-tests-only';
@@ -367,50 +370,64 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
   try {
     await runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistDir, ...configArgs]);
 
-    const port = await freePort();
-    const inspectorPort = await freePort();
-    const allVars = { ADMIN_TOKEN: adminToken, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY: TEST_SECRETS_KEY, ...vars };
-    const args = [
-      entry, 'dev',
-      '--local',
-      '--ip', '127.0.0.1',
-      '--port', String(port),
-      '--inspector-port', String(inspectorPort),
-      '--persist-to', persistDir,
-      '--show-interactive-dev-session=false',
-      ...configArgs,
-    ];
-    // wrangler splits KEY:VALUE at the first ':' (values may contain ':' and spaces).
-    for (const [k, v] of Object.entries(allVars)) args.push('--var', `${k}:${String(v)}`);
+    let port;
+    let url;
+    let started;
+    for (let attempt = 1; ; attempt++) {
+      let portTaken = false;
+      port = await freePort();
+      const inspectorPort = await freePort();
+      const allVars = { ADMIN_TOKEN: adminToken, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY: TEST_SECRETS_KEY, ...vars };
+      const args = [
+        entry, 'dev',
+        '--local',
+        '--ip', '127.0.0.1',
+        '--port', String(port),
+        '--inspector-port', String(inspectorPort),
+        '--persist-to', persistDir,
+        '--show-interactive-dev-session=false',
+        ...configArgs,
+      ];
+      // wrangler splits KEY:VALUE at the first ':' (values may contain ':' and spaces).
+      for (const [k, v] of Object.entries(allVars)) args.push('--var', `${k}:${String(v)}`);
 
-    const started = Date.now();
-    proc = startProcessGroup(node, args, { label: 'wrangler dev', unref: true });
-    const url = `http://127.0.0.1:${port}`;
+      started = Date.now();
+      proc = startProcessGroup(node, args, { label: 'wrangler dev', unref: true });
+      url = `http://127.0.0.1:${port}`;
 
-    let exitedEarly = null;
-    proc.exited.then((r) => (exitedEarly = r));
-    const deadline = started + healthTimeoutMs;
-    let lastErr = 'no attempt yet';
-    for (;;) {
-      if (exitedEarly) {
-        throw new Error(
-          `wrangler dev exited before /healthz answered (code ${exitedEarly.code}, signal ${exitedEarly.signal}).\n--- wrangler log ---\n${proc.log()}`,
-        );
+      let exitedEarly = null;
+      proc.exited.then((r) => (exitedEarly = r));
+      const deadline = started + healthTimeoutMs;
+      let lastErr = 'no attempt yet';
+      for (;;) {
+        if (exitedEarly) {
+          // Another process may take a port between freePort() and wrangler binding it (the
+          // fixtures started beside Flowgate listen on port 0): take new ports and start again.
+          if (attempt < PORT_ATTEMPTS && /Address already in use/.test(proc.log())) {
+            portTaken = true;
+            break;
+          }
+          throw new Error(
+            `wrangler dev exited before /healthz answered (code ${exitedEarly.code}, signal ${exitedEarly.signal}).\n--- wrangler log ---\n${proc.log()}`,
+          );
+        }
+        try {
+          const r = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) });
+          await r.arrayBuffer();
+          if (r.status === 200) break;
+          lastErr = `HTTP ${r.status}`;
+        } catch (e) {
+          lastErr = e.cause?.code ?? e.message;
+        }
+        if (Date.now() >= deadline) {
+          throw new Error(
+            `Flowgate did not answer GET /healthz with 200 within ${healthTimeoutMs} ms (last: ${lastErr}).\n--- wrangler log ---\n${proc.log()}`,
+          );
+        }
+        await sleep(HEALTH_POLL_MS);
       }
-      try {
-        const r = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(2000) });
-        await r.arrayBuffer();
-        if (r.status === 200) break;
-        lastErr = `HTTP ${r.status}`;
-      } catch (e) {
-        lastErr = e.cause?.code ?? e.message;
-      }
-      if (Date.now() >= deadline) {
-        throw new Error(
-          `Flowgate did not answer GET /healthz with 200 within ${healthTimeoutMs} ms (last: ${lastErr}).\n--- wrangler log ---\n${proc.log()}`,
-        );
-      }
-      await sleep(HEALTH_POLL_MS);
+      if (!portTaken) break;
+      await proc.stop();
     }
     const startupMs = Date.now() - started;
 
