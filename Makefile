@@ -83,3 +83,12 @@ fuzz:
 .PHONY: bench
 bench: build
 	$(NODE22) bench/run.mjs
+
+# Where the Worker's CPU goes per request: V8's sampling profiler through the Worker's inspector,
+# on a build that keeps wasm function names (built into target/named/, not build/), self time
+# per function. PROFILE_KIND=tools/list|tools/call|healthz; PROFILE_MODE=cpu for CPU per request
+# only (bench/profile.mjs says more). Not part of `make test`.
+.PHONY: profile
+profile: setup
+	worker-build --release --out-dir ../target/named wasm
+	PROFILE_BUILD=target/named $(NODE22) bench/profile.mjs
