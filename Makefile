@@ -14,6 +14,7 @@ export WRANGLER_SEND_METRICS := false
 NODE22 := node_modules/node/bin/node
 WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs
+CONSOLE_SOURCES := $(shell find console -type f)
 
 .PHONY: help setup build dev test test-core test-integration schema check-schema clean
 
@@ -24,7 +25,7 @@ help:
 setup:
 	@scripts/setup.sh
 
-build: setup build/index.js
+build: setup build/index.js dist/console/index.html
 
 # The cdylib is the `wasm` crate (see wasm/Cargo.toml); its output goes to build/ as before.
 # worker-build keeps the wasm name section (function names for stack traces); it is ~13% of
@@ -32,6 +33,10 @@ build: setup build/index.js
 build/index.js: $(SOURCES) scripts/strip-wasm-names.mjs
 	worker-build --release --out-dir ../build wasm
 	$(NODE22) scripts/strip-wasm-names.mjs build/index_bg.wasm
+
+# The web console: static assets in dist/ (wrangler.toml [assets]), not in the wasm.
+dist/console/index.html: $(CONSOLE_SOURCES) scripts/build-console.mjs
+	$(NODE22) scripts/build-console.mjs
 
 .dev.vars:
 	cp .dev.vars.example .dev.vars
@@ -66,7 +71,7 @@ test-integration: build
 test: setup check-schema test-core test-integration
 
 clean:
-	rm -rf build target/wasm32-unknown-unknown
+	rm -rf build dist target/wasm32-unknown-unknown
 
 # Fuzzing (cargo-fuzz on stable via RUSTC_BOOTSTRAP): each target for FUZZ_SECONDS, two at a
 # time; see scripts/fuzz.sh for running one target. Not part of `make test`; `cargo test`
