@@ -1,7 +1,7 @@
 // The Flowgate web console: sign-in, then one page per hash route (#/apps, #/servers, ...).
 // The token lives in sessionStorage (this tab only) and travels only in the Authorization header.
 import { api, session } from './api.js';
-import { field, form, h, input } from './ui.js';
+import { ageAnnouncement, field, form, h, input } from './ui.js';
 import { appsPage } from './pages/apps.js';
 import { serversPage } from './pages/servers.js';
 import { tasksPage } from './pages/tasks.js';
@@ -30,8 +30,13 @@ function signIn() {
       h('p', {}, 'Use ADMIN_TOKEN or a console token (fgc_…). It is kept for this tab only.'),
       form(async () => {
         const t = token.value.trim();
-        // Any read proves the token; the answer's error (401, 429, 503) is shown as it is.
-        await api('/apps', { token: t });
+        // Any read proves the token; a refusal (401, 429, 503) is the token field's error.
+        try {
+          await api('/apps', { token: t });
+        } catch (e) {
+          e.errors = [{ field: 'token', message: e.message }];
+          throw e;
+        }
         session.set(t);
         if (location.hash === '#/apps') render();
         else location.hash = '#/apps';
@@ -81,6 +86,7 @@ document.getElementById('sign-out').addEventListener('click', () => {
   signIn();
 });
 window.addEventListener('hashchange', () => {
+  ageAnnouncement();
   render();
   main.focus();
 });

@@ -148,11 +148,12 @@ export function confirmAction(message, action) {
 }
 
 /** A button copying `text`; the page says "Copied" beside it (or how to copy by hand). */
-export function copyButton(text, label = 'Copy') {
+export function copyButton(text, label = 'Copy', ariaLabel) {
   const note = h('span', { class: 'copied', role: 'status' });
   const button = h('button', {
     type: 'button',
     class: 'copy',
+    'aria-label': ariaLabel,
     onclick: async () => {
       try {
         await navigator.clipboard.writeText(text);
@@ -168,7 +169,7 @@ export function copyButton(text, label = 'Copy') {
 /** A read-only block of text with a copy button. */
 export function copyBlock(title, text) {
   return h('div', { class: 'copy-block' },
-    h('div', { class: 'row between' }, h('h4', {}, title), copyButton(text, `Copy ${title}`)),
+    h('div', { class: 'row between' }, h('h4', {}, title), copyButton(text, 'Copy', `Copy the ${title} configuration`)),
     h('pre', { tabindex: '0' }, h('code', {}, text)));
 }
 
@@ -176,6 +177,14 @@ export function copyBlock(title, text) {
 export function announce(message) {
   const s = document.getElementById('status');
   s.textContent = message;
+  s.dataset.keep = '1'; // survives the navigation that usually follows, not the one after
+}
+
+/** On navigation: an announcement made before the previous one is cleared. */
+export function ageAnnouncement() {
+  const s = document.getElementById('status');
+  if (s.dataset.keep) delete s.dataset.keep;
+  else s.textContent = '';
 }
 
 export function when(seconds) {

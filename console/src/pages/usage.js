@@ -43,7 +43,7 @@ export async function usagePage(section, { args, query, refresh }) {
       [['Calls', t.calls], ['Errors', t.errors], ['Streamed', t.streamed], ['p50', ms(t.p50_ms)], ['p95', ms(t.p95_ms)],
         ['Callers', `${t.callers}${t.callers_capped ? '+' : ''}`]]
         .map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))),
-    h('figure', { class: 'chart' }, chart(t.series, step), h('figcaption', {}, `${label}: calls (bars) and errors (red). Counts reach this page within ${u.flush_seconds} s of a call.`)),
+    h('figure', { class: 'chart' }, chart(t.series, step), h('figcaption', {}, `${label}: calls (bars) and errors (red). Each Worker isolate writes its counts at most every ${u.flush_seconds} s; this page writes its own first.`)),
     table([
       ['Tool', (r) => r.tool],
       ['Calls', (r) => r.calls],
@@ -74,7 +74,7 @@ function chart(series, step) {
   const y = (v) => T + (H - T - B) * (1 - v / max);
   const total = series.reduce((a, p) => a + p.calls, 0);
   const errors = series.reduce((a, p) => a + p.errors, 0);
-  const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-labelledby': 'chart-title', id: 'usage-chart', 'data-calls': total, preserveAspectRatio: 'none' },
+  const svg = s('svg', { viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-labelledby': 'chart-title', id: 'usage-chart', 'data-calls': total },
     s('title', { id: 'chart-title' }, `${total} calls, ${errors} errors, per ${step}`),
     s('line', { x1: L, y1: H - B, x2: W, y2: H - B, class: 'axis' }),
     s('text', { x: L - 4, y: T + 8, class: 'tick end' }, max),
