@@ -16,7 +16,7 @@ WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs
 CONSOLE_SOURCES := $(shell find console -type f)
 
-.PHONY: help setup build dev test test-core test-integration schema check-schema clean
+.PHONY: help setup setup-browser build dev test test-core test-integration schema check-schema clean
 
 help:
 	@echo "make dev [PORT=8787]   build and serve Flowgate locally (wrangler dev, local D1/KV)"
@@ -24,6 +24,10 @@ help:
 
 setup:
 	@scripts/setup.sh
+
+# setup, and Debian's chromium for the web console's browser test (tests/integration/console-ui.test.mjs).
+setup-browser:
+	@scripts/setup.sh --browser
 
 build: setup build/index.js dist/console/index.html
 
@@ -64,11 +68,11 @@ test-core:
 # within INTEGRATION_TIMEOUT seconds whatever happens, so CI always gets a report.
 TEST_TIMEOUT_MS ?= 300000
 INTEGRATION_TIMEOUT ?= 1800
-test-integration: build
+test-integration: build setup-browser
 	timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=2 \
 	  --test-timeout=$(TEST_TIMEOUT_MS) --test-force-exit 'tests/integration/*.test.mjs'
 
-test: setup check-schema test-core test-integration
+test: setup-browser check-schema test-core test-integration
 
 clean:
 	rm -rf build dist target/wasm32-unknown-unknown

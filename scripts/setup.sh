@@ -3,7 +3,7 @@
 # the wasm target, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
 # (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and a
 # Python virtualenv (.venv) with the official MCP Python SDK for the integration tests, and
-# Debian's chromium for the web console's browser test.
+# with --browser Debian's chromium for the web console's browser test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -59,8 +59,9 @@ if [ ! -f "$pystamp" ] || ! cmp -s tests/python/requirements.txt "$pystamp" || !
 fi
 
 # The web console's browser test drives Debian's chromium with playwright-core (no browser is
-# downloaded at run time). Installed with apt when missing (CI runs as root).
-if [ ! -x /usr/bin/chromium ]; then
+# downloaded at run time). With --browser (`make test`; not `make dev`), installed with apt when
+# missing (CI runs as root).
+if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
   say "installing Debian's chromium (for tests/integration/console-ui.test.mjs)"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq

@@ -38,7 +38,8 @@ function signIn() {
           throw e;
         }
         session.set(t);
-        if (location.hash === '#/apps') render();
+        // The page asked for (a bookmark, a reload), else the apps.
+        if (location.hash) render();
         else location.hash = '#/apps';
       },
       field('Console token', token, { name: 'token' }),
@@ -82,8 +83,9 @@ async function render() {
 
 document.getElementById('sign-out').addEventListener('click', () => {
   session.clear();
-  location.hash = '';
-  signIn();
+  document.getElementById('status').textContent = '';
+  if (location.hash) location.hash = ''; // the hashchange shows the sign-in
+  else signIn();
 });
 window.addEventListener('hashchange', () => {
   ageAnnouncement();

@@ -17,7 +17,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 import { repoRoot, startFlowgate } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
-import { FORM } from '../support/flowgate-setup.mjs';
+import { FORM, publish, registerApp } from '../support/flowgate-setup.mjs';
+import { CreateTaskResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = path.join(repoRoot, 'tests', 'screenshots');
@@ -86,6 +87,7 @@ let appId;
 let serverId;
 let mcpUrl;
 let freshUrl;
+let taskServerId;
 
 describe('web console', () => {
   test('/console and /console/ serve the page with a strict CSP; the API stays the Worker\'s', async () => {
@@ -292,6 +294,7 @@ describe('web console', () => {
     await once.waitFor();
     assert.match(await once.textContent(), /^fgc_[A-Za-z0-9]{32}$/);
     await page.getByRole('cell', { name: 'deploy-bot' }).waitFor();
+    await shot('tokens');
     await page.getByLabel('Name').fill('deploy-bot');
     await page.getByRole('button', { name: 'Create token' }).click();
     const err = page.locator('.form-error:not([hidden])');
@@ -318,11 +321,96 @@ describe('web console', () => {
     }
   });
 
+  test('import a Dify app; publish it with another on one multi-app server, with client keys', async () => {
+    const chatKey = dify.addApp({ mode: 'chat', name: 'Helpdesk', user_input_form: [] });
+    await go('#/apps/import');
+    await page.getByLabel('Dify base URL').fill(dify.baseUrl);
+    await page.getByRole('textbox', { name: 'API key' }).fill(chatKey);
+    await page.getByRole('button', { name: 'Import' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();
+    await page.waitForSelector('section.page:not([aria-busy])');
+    const importedId = new URLSearchParams(page.url().split('?')[1]).get('app');
+    const imported = await fg.console(`/apps/${importedId}`);
+    assert.equal(imported.json.name, 'Helpdesk');
+    assert.equal(imported.json.mode, 'chat');
+
+    const multi = page.locator('.card', { has: page.getByRole('heading', { name: 'Several apps' }) });
+    await multi.getByRole('button', { name: 'Publish' }).click();
+    // Nothing filled in: the API's messages land at the name and at the app picks.
+    await multi.locator('.field[data-field="name"] .field-error').waitFor();
+    await multi.locator('#app-picks-err:not([hidden])').waitFor();
+    await multi.getByLabel('Name', { exact: true }).fill('Workspace');
+    await multi.getByLabel('Summariser').check();
+    await multi.getByLabel('Helpdesk').check();
+    await multi.getByRole('button', { name: 'Publish' }).click();
+    await page.locator('.mcp-url').waitFor();
+    const { data } = (await fg.console('/servers')).json;
+    const ws = data.find((x) => x.name === 'Workspace');
+    assert.equal(ws.kind, 'multi');
+    assert.deepEqual([...ws.app_ids].sort(), [appId, importedId].sort());
+
+    await go(`#/servers/${ws.id}`);
+    await page.getByLabel('Mode').selectOption('key');
+    await page.getByRole('button', { name: 'Save authentication' }).click();
+    await page.getByRole('status').getByText(/no client key yet/).waitFor();
+    assert.equal((await fg.console(`/servers/${ws.id}/auth`)).json.mode, 'key');
+    await go(`#/servers/${ws.id}`);
+    await page.getByLabel(/New key's name/).fill('alice-laptop');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const key = await page.locator('.once code').textContent();
+    assert.match(key, /^fgk_[A-Za-z0-9]{32}$/);
+    await page.getByRole('cell', { name: 'alice-laptop' }).waitFor();
+    // The same name again: the 409 is shown at the form.
+    await page.getByLabel(/New key's name/).fill('alice-laptop');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.locator('.form-error:not([hidden])', { hasText: 'already has a client key' }).waitFor();
+
+    // Rotated, the key server's configs carry the Authorization header; the key opens it.
+    await page.getByRole('button', { name: 'Rotate code' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Rotate code' }).click();
+    const url = await page.locator('.mcp-url').textContent();
+    const blocks = await page.locator('.copy-block pre').allTextContents();
+    assert.deepEqual(Object.values(JSON.parse(blocks[0]).servers)[0].headers, { Authorization: 'Bearer ${FLOWGATE_KEY}' });
+    assert.ok(Object.values(JSON.parse(blocks[2]).mcpServers)[0].args.includes('Authorization: Bearer ${FLOWGATE_KEY}'));
+    const client = new Client({ name: 'console-ui-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
+    try {
+      assert.deepEqual((await client.listTools()).tools.map((t) => t.name).sort(), ['Helpdesk', 'Summariser']);
+    } finally {
+      await client.close();
+    }
+    await shot('server-keys');
+  });
+
+  test('tasks: list, detail and cancel a running durable task', async () => {
+    const { app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Long Haul', form: [{ 'text-input': { variable: 'text', label: 'Text', required: true } }], runDurationMs: 60_000, backend: { task_support: 'optional', poll_interval_seconds: 1 } });
+    const { server, url } = await publish(fg, app.id);
+    taskServerId = server.id;
+    const client = new Client({ name: 'console-ui-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    let taskId;
+    try {
+      ({ task: { taskId } } = await client.request({ method: 'tools/call', params: { name: 'Long_Haul', arguments: { text: 'x' }, task: { ttl: 600_000 } } }, CreateTaskResultSchema));
+    } finally {
+      await client.close();
+    }
+    await go(`#/tasks/${server.id}`);
+    await page.getByRole('link', { name: taskId }).click();
+    await page.getByRole('heading', { level: 2, name: `Task ${taskId}` }).waitFor();
+    await page.waitForSelector('section.page:not([aria-busy])');
+    await shot('task');
+    await page.getByRole('button', { name: 'Cancel task' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel task' }).click();
+    await page.getByRole('status').getByText(`Task ${taskId} cancelled`).waitFor();
+    const shown = await fg.console(`/servers/${server.id}/tasks/${taskId}`);
+    assert.equal(shown.json.cancel_requested, true, shown.text);
+  });
+
   test('every page is readable at 375 px: nothing overflows horizontally', async () => {
     await page.setViewportSize({ width: 375, height: 800 });
     for (const [name, hash] of [['apps', '#/apps'], ['app-edit', `#/apps/${appId}`], ['servers', '#/servers'],
       ['server-detail', `#/servers/${serverId}`], ['publish-form', '#/servers/publish'], ['usage', `#/usage/${serverId}`],
-      ['tasks', `#/tasks/${serverId}`], ['audit', '#/audit'], ['tokens', '#/tokens']]) {
+      ['tasks', `#/tasks/${taskServerId}`], ['audit', '#/audit'], ['tokens', '#/tokens']]) {
       await go(hash);
       const { scroll, width } = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, width: window.innerWidth }));
       assert.ok(scroll <= width, `${hash}: the page is ${scroll} px wide in a ${width} px window`);
@@ -331,6 +419,17 @@ describe('web console', () => {
     await page.setViewportSize({ width: 1280, height: 900 });
     await go('#/apps');
     await shot('apps');
+  });
+
+  test('sign out forgets the token; a reload of a deep link asks for it again', async () => {
+    await go(`#/usage/${serverId}`);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Sign in' }).waitFor();
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+    await page.goto(`${fg.url}/console/#/usage/${serverId}`);
+    await page.getByLabel('Console token').fill(fg.adminToken);
+    await page.keyboard.press('Enter');
+    await page.getByRole('heading', { level: 1, name: 'Usage' }).waitFor();
   });
 
   test('no token in any URL; no error in the browser console', async () => {
