@@ -364,13 +364,14 @@ describe('web console', () => {
     await page.getByLabel(/New key's name/).fill('alice-laptop');
     await page.getByRole('button', { name: 'Create key' }).click();
     await page.locator('.form-error:not([hidden])', { hasText: 'already has a client key' }).waitFor();
+    await shot('server-keys');
 
     // Rotated, the key server's configs carry the Authorization header; the key opens it.
     await page.getByRole('button', { name: 'Rotate code' }).click();
     await page.getByRole('dialog').getByRole('button', { name: 'Rotate code' }).click();
     const url = await page.locator('.mcp-url').textContent();
     const blocks = await page.locator('.copy-block pre').allTextContents();
-    assert.deepEqual(Object.values(JSON.parse(blocks[0]).servers)[0].headers, { Authorization: 'Bearer ${FLOWGATE_KEY}' });
+    assert.deepEqual(Object.values(JSON.parse(blocks[0]).servers)[0].headers, { Authorization: 'Bearer fgk_…' });
     assert.ok(Object.values(JSON.parse(blocks[2]).mcpServers)[0].args.includes('Authorization: Bearer ${FLOWGATE_KEY}'));
     const client = new Client({ name: 'console-ui-test', version: '1.0.0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: `Bearer ${key}` } } }));
@@ -379,7 +380,6 @@ describe('web console', () => {
     } finally {
       await client.close();
     }
-    await shot('server-keys');
   });
 
   test('tasks: list, detail and cancel a running durable task', async () => {

@@ -91,7 +91,8 @@ export function secretPanel(server) {
   const url = server.mcp_url;
   const keyed = server.auth?.mode === 'key';
   const slug = server.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'flowgate';
-  const auth = keyed ? { Authorization: 'Bearer ${FLOWGATE_KEY}' } : undefined;
+  // mcp-remote expands ${FLOWGATE_KEY} from its env; the others get the key pasted in.
+  const auth = keyed ? { Authorization: 'Bearer fgk_…' } : undefined;
   const pretty = (v) => JSON.stringify(v, null, 2);
   const configs = [
     ['VS Code (.vscode/mcp.json)', pretty({ servers: { [slug]: { type: 'http', url, ...(auth && { headers: auth }) } } })],
@@ -209,6 +210,7 @@ async function keysCard(s, refresh) {
       h('p', { class: 'warn' }, `Key "${k.name}", shown only this once:`),
       h('div', { class: 'url-row' }, h('code', { tabindex: '0' }, k.key), copyButton(k.key, 'Copy key')));
     name.value = '';
+    announce(`Created the client key ${k.name}: copy it now, it is shown only once`);
     list.replaceWith((list = keyTable(s, await api(`/servers/${s.id}/keys`).then((r) => r.data), refresh)));
   }, field('New key\'s name (who holds it)', name, { name: 'name' }), h('button', { type: 'submit' }, 'Create key'));
   let list = keyTable(s, keys, refresh);

@@ -13,6 +13,7 @@ export async function tokensPage(section, { refresh }) {
       h('p', { class: 'warn' }, `Token "${t.name}" (${t.role}), shown only this once:`),
       h('div', { class: 'url-row' }, h('code', { tabindex: '0' }, t.token), copyButton(t.token, 'Copy token')));
     name.value = '';
+    announce(`Created the console token ${t.name}: copy it now, it is shown only once`);
     list.replaceWith((list = tokenTable(await api('/tokens').then((r) => r.data), refresh)));
   }, field('Name', name, { name: 'name' }), field('Role', role, { name: 'role' }), h('button', { type: 'submit', class: 'primary' }, 'Create token'));
   let list = tokenTable(data, refresh);
