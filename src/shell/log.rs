@@ -10,15 +10,24 @@ use worker::console_log;
 
 thread_local! {
     static REQUEST_ID: RefCell<String> = const { RefCell::new(String::new()) };
+    /// This isolate's random 32-bit prefix (drawn once) and the count of requests it began.
+    static SEQUENCE: std::cell::Cell<Option<(u32, u32)>> = const { std::cell::Cell::new(None) };
 }
 
-/// Starts a request: a fresh id (64 random bits, hex) that later lines carry.
+/// Starts a request: a fresh id (16 hex digits: the isolate's random prefix, then its request
+/// count) that later lines carry. Unique within an isolate, and across isolates but for a 2^-32
+/// chance per pair; one random draw per isolate instead of one per request.
 pub fn begin() -> String {
-    let mut b = [0u8; 8];
-    let id = match getrandom::getrandom(&mut b) {
-        Ok(()) => crate::pure::ids::hex(&b),
-        Err(_) => "0000000000000000".into(),
-    };
+    let (prefix, n) = SEQUENCE.with(|c| {
+        let (prefix, n) = c.get().unwrap_or_else(|| {
+            let mut b = [0u8; 4];
+            let _ = getrandom::getrandom(&mut b);
+            (u32::from_be_bytes(b), 0)
+        });
+        c.set(Some((prefix, n.wrapping_add(1))));
+        (prefix, n)
+    });
+    let id = format!("{prefix:08x}{n:08x}");
     REQUEST_ID.with(|r| *r.borrow_mut() = id.clone());
     id
 }

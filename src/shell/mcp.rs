@@ -617,7 +617,7 @@ fn header(req: &Request, name: &str) -> Option<String> {
 }
 
 fn allowed_origins(env: &Env) -> String {
-    env.var("ALLOWED_ORIGINS").map(|v| v.to_string()).unwrap_or_default()
+    super::platform::setting(env, "ALLOWED_ORIGINS").map(|v| v.to_string()).unwrap_or_default()
 }
 
 fn with_cors(headers: &Headers, origin: Option<&str>) -> worker::Result<()> {

@@ -62,7 +62,7 @@ thread_local! {
 /// How long a memoized definition is served without looking again (`DEFINITION_MEMO_SECONDS`,
 /// 0 turns the memo off).
 pub fn fresh_ms(env: &Env) -> u64 {
-    let secs = env.var("DEFINITION_MEMO_SECONDS").ok().and_then(|v| v.to_string().trim().parse::<u64>().ok());
+    let secs = super::platform::setting(env, "DEFINITION_MEMO_SECONDS").and_then(|v| v.trim().parse::<u64>().ok());
     secs.unwrap_or(DEFAULT_MEMO_SECONDS).min(MAX_MEMO_SECONDS) * 1000
 }
 

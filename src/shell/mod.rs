@@ -53,7 +53,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
     // Refused and failed requests are always logged; every request with LOG_REQUESTS=all (the
     // platform's own invocation logs already record each request, and a log line per request
     // costs time on the hot path).
-    let all = env.var("LOG_REQUESTS").map(|v| v.to_string() == "all").unwrap_or(false);
+    let all = platform::setting(&env, "LOG_REQUESTS").is_some_and(|v| &*v == "all");
     if all || resp.status_code() >= 400 {
         log::info(
             "request",

@@ -28,10 +28,7 @@ pub const ERROR_BODY_CAP: usize = 64 * 1024;
 const CROSS_ORIGIN_HEADERS: [&str; 5] = ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"];
 
 fn setting(env: &worker::Env) -> Option<String> {
-    env.var("ALLOW_PRIVATE_BACKENDS")
-        .map(|v| v.to_string())
-        .or_else(|_| env.secret("ALLOW_PRIVATE_BACKENDS").map(|v| v.to_string()))
-        .ok()
+    super::platform::setting(env, "ALLOW_PRIVATE_BACKENDS").map(|v| v.to_string())
 }
 
 /// Reads `ALLOW_PRIVATE_BACKENDS` for this event. `true` when every private backend is allowed

@@ -48,3 +48,28 @@ pub fn now_ms() -> u64 {
 pub fn now_s() -> i64 {
     (now_ms() / 1000) as i64
 }
+
+/// A setting's name and its value (`None`: not set).
+type Setting = (&'static str, Option<std::rc::Rc<str>>);
+
+thread_local! {
+    /// The plain-text settings read so far by this isolate (`setting`).
+    static SETTINGS: std::cell::RefCell<Vec<Setting>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A plain-text var (or secret) of the Worker, read from `env` once per isolate: an isolate runs
+/// one version of the Worker, whose vars do not change under it, and each read is several
+/// crossings into JavaScript that the hot path otherwise paid on every request.
+pub fn setting(env: &worker::Env, name: &'static str) -> Option<std::rc::Rc<str>> {
+    if let Some(v) = SETTINGS.with(|s| s.borrow().iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())) {
+        return v;
+    }
+    let v = env
+        .var(name)
+        .map(|v| v.to_string())
+        .or_else(|_| env.secret(name).map(|v| v.to_string()))
+        .ok()
+        .map(std::rc::Rc::from);
+    SETTINGS.with(|s| s.borrow_mut().push((name, v.clone())));
+    v
+}
