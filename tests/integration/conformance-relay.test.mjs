@@ -18,6 +18,9 @@ const SCENARIOS = [
   ['tools-call-elicitation', '2025-11-25'],
   ['elicitation-sep1034-defaults', '2025-11-25'],
   ['elicitation-sep1330-enums', '2025-11-25'],
+  // Concurrent POST streams in one session: it runs its checks now that initialize gives a
+  // session id (the sealed capabilities), where it only warned before.
+  ['server-sse-multiple-streams', '2025-11-25'],
 ];
 
 let fg;
