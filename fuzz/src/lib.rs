@@ -170,6 +170,7 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
         user_agent: Some("fuzz/1.0"),
         caller: Some("203.0.113.9"),
         identity: None,
+        session_caps: None,
     };
     let version = |v| RequestHeaders { protocol_version: Some(v), ..Default::default() };
     let extra = match leading % 8 {
@@ -187,6 +188,8 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
             caller: None,
             // A caller a client key identified (`pure::client_auth`).
             identity: Some("alice-laptop"),
+            // What a client declared at initialize (Flowgate's sealed session id).
+            session_caps: Some(flowgate::pure::mcp::relay::ClientCaps { sampling: true, ..Default::default() }),
         },
         _ => RequestHeaders { user_agent: Some(""), ..Default::default() },
     };
@@ -230,6 +233,11 @@ fn check_step(msg: &Value, step: &Step) {
             }
         }
         Step::Cancel { key } => assert!(key.starts_with("cancel:"), "{key}"),
+        // Only a response whose id is a relay ticket; the ticket is opened by the shell.
+        Step::Answer { token, message } => {
+            assert!(token.starts_with(flowgate::pure::mcp::relay::TICKET_PREFIX), "{token}");
+            assert!(message.get("method").is_none(), "{message}");
+        }
         Step::ToolsList { id, .. } => assert_eq!(Some(id), msg.get("id")),
         // Whatever the upstream answers, the client gets one well-formed response.
         Step::Forward(fwd) => {
@@ -403,6 +411,7 @@ pub fn arguments(data: &[u8]) {
             user_agent: None,
             caller: None,
             identity: None,
+            session_caps: None,
         };
         check_step(&stateless, &handle_with(&up_def, &upstreams, &stateless, &h, SERVER_VERSION));
     }

@@ -17,6 +17,7 @@ use crate::pure::mcp::http_rules::{
 };
 use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::prepared::{response_text, Prepared};
+use crate::pure::mcp::relay::{Channel, Closed};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::Upstreams;
 use crate::pure::mode::Mode;
@@ -135,12 +136,13 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     let code_hash = sha256_hex(code);
     // The `sub` of an `oauth` server's token: the caller identity `h` lends to the core.
     let oauth_caller: Rc<str>;
-    let (pv, mm, mn, ua, caller) = (
+    let (pv, mm, mn, ua, caller, session_id) = (
         header(&req, "mcp-protocol-version"),
         header(&req, "mcp-method"),
         header(&req, "mcp-name"),
         header(&req, "user-agent"),
         header(&req, "cf-connecting-ip"),
+        header(&req, "mcp-session-id"),
     );
     let mut h = RequestHeaders {
         protocol_version: pv.as_deref(),
@@ -149,6 +151,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         user_agent: ua.as_deref(),
         caller: caller.as_deref(),
         identity: None,
+        session_caps: None,
     };
     // A batch is refused before any work if it is not allowed or too long.
     if let Value::Array(items) = &body {
@@ -187,6 +190,8 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         }
     };
     let def = &prepared.def;
+    // What the client declared at initialize, if it sent Flowgate's session id (`relay`).
+    h.session_caps = super::relay::session_caps(env, session_id.as_deref(), &def.server_id);
     // Client authentication (`pure::client_auth`, `pure::oauth_resource`) before anything else
     // about the server is told or done; a refusal writes nothing.
     let authorization = if def.auth.mode != AuthMode::None { header(&req, "authorization") } else { None };
@@ -240,7 +245,10 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                let step = server::handle_full(def, &upstreams, &catalogs, item, &h, VERSION);
+                let mut step = server::handle_full(def, &upstreams, &catalogs, item, &h, VERSION);
+                if let Step::Call(plan) = &mut step {
+                    plan.relay = Channel::Closed(Closed::JsonOnly);
+                }
                 let ticket = usage::ticket(item, &step, def, &upstreams, &h);
                 if let Some(v) = run(step, &prepared, env, ctx, &incoming).await.1 {
                     if let Some(t) = ticket {
@@ -279,15 +287,25 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                     }
                 }
             }
-            step => {
+            mut step => {
                 let ticket = usage::ticket(single, &step, def, &upstreams, &h);
+                if let Step::Call(plan) = &mut step {
+                    // One JSON answer: an upstream's request could not reach this client.
+                    if !accepts_sse && matches!(plan.relay, Channel::Stream(_)) {
+                        plan.relay = Channel::Closed(Closed::JsonOnly);
+                    }
+                }
                 match run(step, &prepared, env, ctx, &incoming).await {
-                    (_, None) => accepted(cors.as_deref()),
+                    (status, None) => empty(status, cors.as_deref()),
                     (status, Some(v)) => {
                         if let Some(t) = ticket {
                             t.finish(&v);
                         }
-                        rpc(status, &v, cors.as_deref())
+                        let resp = rpc(status, &v, cors.as_deref())?;
+                        if let Some(sid) = super::relay::session_id_for(env, def, single, &v) {
+                            resp.headers().set("mcp-session-id", &sid)?;
+                        }
+                        Ok(resp)
                     }
                 }
             }
@@ -402,6 +420,7 @@ async fn run(
             (200, Some(call_backend(&plan, served, env, ctx, incoming).await))
         }
         Step::Forward(fwd) => (200, Some(upstream::forward(&fwd, def, env, incoming).await)),
+        Step::Answer { token, message } => upstream::deliver_answer(env, def, incoming, &token, &message).await,
     }
 }
 
@@ -656,7 +675,11 @@ fn rpc_bytes(status: u16, body: Vec<u8>, origin: Option<&str>) -> worker::Result
 }
 
 fn accepted(origin: Option<&str>) -> worker::Result<Response> {
+    empty(202, origin)
+}
+
+fn empty(status: u16, origin: Option<&str>) -> worker::Result<Response> {
     let headers = Headers::new();
     with_cors(&headers, origin)?;
-    Ok(Response::empty()?.with_status(202).with_headers(headers))
+    Ok(Response::empty()?.with_status(status).with_headers(headers))
 }

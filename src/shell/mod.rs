@@ -12,6 +12,7 @@ mod oauth;
 mod outbound;
 mod platform;
 mod ratelimit;
+mod relay;
 mod resource_server;
 mod secrets;
 mod store;

@@ -13,7 +13,7 @@ fn secret_or_var(env: &Env, name: &str) -> Option<String> {
 }
 
 /// The sealing keys: the current one first, then the previous one (during a rotation).
-fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
+pub fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
     let mut keys = Vec::new();
     for name in ["SECRETS_KEY", "SECRETS_KEY_PREVIOUS"] {
         if let Some(k) = secret_or_var(env, name).filter(|k| !k.trim().is_empty()) {

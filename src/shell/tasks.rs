@@ -16,6 +16,7 @@ use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::dify::run_status;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::ids;
+use crate::pure::mcp::relay::{Channel, Closed};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::mcp::tasks::{TaskOutcome, TaskView};
 use crate::pure::mode::Mode;
@@ -96,6 +97,7 @@ impl Record {
             progress_token: None,
             log_level: None,
             cancel_key: String::new(),
+            relay: Channel::Closed(Closed::Task),
         }
     }
 }

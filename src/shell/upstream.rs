@@ -7,9 +7,12 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
+
 use serde_json::{json, Value};
 use worker::{ByteStream, Env, Headers, Method, Response};
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::pure::backend::mcp::catalog::{self, Catalog, List};
@@ -27,6 +30,7 @@ use crate::pure::backend::mcp::transport::{
 use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::gateway::Forward;
+use crate::pure::mcp::relay::{self, Ticket};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::outcome::Outcome;
 
@@ -122,6 +126,9 @@ pub struct Client<'a> {
     next_id: u64,
     /// Whether the session came from the KV cache (a 404 then means "re-initialize once").
     cached: bool,
+    /// Where the request in flight went (session and message URL), for answering what the
+    /// upstream asks while it runs; set by each attempt of [`Client::request`].
+    live: Rc<RefCell<Option<(Session, String)>>>,
 }
 
 fn session_key(app_id: &str, scope: &str) -> String {
@@ -134,7 +141,7 @@ pub fn tools_key(app_id: &str) -> String {
 
 impl<'a> Client<'a> {
     pub fn new(up: &'a Upstream, env: &'a Env) -> Self {
-        Client { up, env, conn: None, next_id: 1, cached: false }
+        Client { up, env, conn: None, next_id: 1, cached: false, live: Rc::default() }
     }
 
     fn id(&mut self) -> u64 {
@@ -386,8 +393,7 @@ impl<'a> Client<'a> {
             reader.feed_sse(&chunk, &mut items)?;
             for item in items {
                 match item {
-                    Incoming::Notification(n) => on_note(n),
-                    Incoming::ServerRequest(_) => {}
+                    Incoming::Notification(n) | Incoming::ServerRequest(n) => on_note(n),
                     Incoming::Response(r) => return Ok(r),
                 }
             }
@@ -406,6 +412,10 @@ impl<'a> Client<'a> {
         for attempt in 0..2 {
             let id = self.id();
             let mut conn = self.conn.take().ok_or("not connected")?;
+            *self.live.borrow_mut() = Some(match &conn {
+                Conn::Http(s) => (s.clone(), self.up.url.clone()),
+                Conn::Sse { session, endpoint, .. } => (session.clone(), endpoint.clone()),
+            });
             let result = match &mut conn {
                 Conn::Sse { session, .. } => {
                     let body = make(id, session);
@@ -580,9 +590,23 @@ impl<'a> Client<'a> {
     /// effort: the upstream may have finished already).
     pub async fn notify_cancelled(&self, target: &(Session, String), id: u64, reason: &str) {
         let body = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": reason}});
-        if let Ok(h) = self.headers(Some(&target.0), "notifications/cancelled", None) {
-            let _ = outbound::send(Method::Post, &target.1, h, Some(&body), Duration::from_secs(10)).await;
+        let _ = self.post_message(target, &body).await;
+    }
+
+    /// Posts one message that expects no answer (a notification, or a response to the
+    /// upstream's own request) on a session: the HTTP status the upstream answered.
+    pub async fn post_message(&self, target: &(Session, String), body: &Value) -> Result<u16, String> {
+        let method = body.get("method").and_then(Value::as_str).unwrap_or_default();
+        let h = self.headers(Some(&target.0), method, None)?;
+        match outbound::send(Method::Post, &target.1, h, Some(body), Duration::from_secs(10)).await {
+            Ok(r) => Ok(r.status_code()),
+            Err(e) => Err(send_error_text(e)),
         }
+    }
+
+    /// Where the request in flight went, as [`Client::request`] last sent it.
+    pub fn live_target(&self) -> Rc<RefCell<Option<(Session, String)>>> {
+        Rc::clone(&self.live)
     }
 
     /// Ends a Streamable HTTP session (DELETE; 405 means the upstream keeps no sessions).
@@ -621,8 +645,7 @@ async fn read_reply(
             }
             for item in items {
                 match item {
-                    Incoming::Notification(n) => on_note(n),
-                    Incoming::ServerRequest(_) => {}
+                    Incoming::Notification(n) | Incoming::ServerRequest(n) => on_note(n),
                     Incoming::Response(r) => return Ok(r),
                 }
             }
@@ -643,8 +666,7 @@ async fn read_reply(
     let mut response = None;
     for item in reader.json_body(&text)? {
         match item {
-            Incoming::Notification(n) => on_note(n),
-            Incoming::ServerRequest(_) => {}
+            Incoming::Notification(n) | Incoming::ServerRequest(n) => on_note(n),
             Incoming::Response(r) => response = Some(r),
         }
     }
@@ -721,14 +743,42 @@ pub async fn call(
     // it; a cancel then names a request the upstream no longer has, which it ignores).
     on_start(client.last_request_id() + 1, client.http_session());
     let target = client.cancel_target();
+    // Requests the upstream sends meanwhile go to the client (`ask_client`), or are refused; a
+    // refusal is posted back to the upstream beside the call, which waits for it.
+    let live = client.live_target();
+    let (refusals, mut refused) = futures::channel::mpsc::unbounded::<(Value, Option<(Session, String)>)>();
     let mut relay = |n: Value| {
-        if server::relays(plan, &n) {
+        if n.get("id").is_some() {
+            let target = live.borrow().clone();
+            match ask_client(&n, plan, def, &upstream, env, target.as_ref()) {
+                Ok(relayed) => emit(relayed),
+                Err(refusal) => {
+                    let _ = refusals.unbounded_send((refusal, target));
+                }
+            }
+        } else if server::relays(plan, &n) {
             emit(n);
         }
     };
+    let answering = async {
+        let poster = Client::new(&upstream, env);
+        while let Some((refusal, target)) = refused.next().await {
+            if let Some(t) = target {
+                let _ = poster.post_message(&t, &refusal).await;
+            }
+        }
+        futures::future::pending::<()>().await
+    };
     let answer = {
         let call = client.call_tool(name, arguments, plan.progress_token.as_ref(), &mut relay);
-        futures::pin_mut!(call, abort);
+        futures::pin_mut!(call, abort, answering);
+        let call = async {
+            match futures::future::select(call, answering).await {
+                futures::future::Either::Left((answer, _)) => answer,
+                futures::future::Either::Right(_) => Err("the upstream call ended without an answer".into()),
+            }
+        };
+        futures::pin_mut!(call);
         match futures::future::select(call, abort).await {
             futures::future::Either::Left((answer, _)) => Some(answer),
             futures::future::Either::Right(_) => None,
@@ -748,6 +798,39 @@ pub async fn call(
             )
         }
     }
+}
+
+/// What goes to the client for a request the upstream sent while the call runs: the request
+/// under a sealed id (a `relay::Ticket` naming the session it came on), or `Err` with the error
+/// the upstream gets instead.
+fn ask_client(
+    request: &Value,
+    plan: &CallPlan,
+    def: &ServerDefinition,
+    up: &Upstream,
+    env: &Env,
+    target: Option<&(Session, String)>,
+) -> Result<Value, Value> {
+    let refuse = |why: &str| relay::refusal(request, why);
+    relay::decide(request, plan.relay).map_err(|why| refuse(&why))?;
+    let Some((session, url)) = target.filter(|(s, _)| s.transport == Transport::Sse || s.session_id.is_some()) else {
+        return Err(refuse(&format!(
+            "Flowgate cannot relay this request: upstream {} keeps no session, so the client's answer could not \
+             reach the call that asked",
+            up.app_name
+        )));
+    };
+    let ticket = Ticket {
+        server_id: def.server_id.clone(),
+        app_id: up.app_id.clone(),
+        url: url.clone(),
+        session: session.clone(),
+        request_id: request.get("id").cloned().unwrap_or(Value::Null),
+        scope: up.session_scope.clone(),
+        expires_ms: super::platform::now_ms() + up.call_timeout.as_millis() as u64,
+    };
+    let token = super::relay::seal_ticket(env, &ticket).map_err(|why| refuse(&why))?;
+    Ok(relay::relayed_request(request, token))
 }
 
 /// An upstream app's catalog (capabilities, resources, templates, prompts): this isolate's memo,
@@ -814,5 +897,51 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
     match client.request(&make, fwd.name.as_deref(), upstream.call_timeout, &mut |_| {}).await {
         Ok(response) => server::forwarded_response(fwd, &app.name, &response, VERSION),
         Err(e) => server::forward_failed(fwd, &e),
+    }
+}
+
+/// Takes a client's answer to a relayed request to the upstream that asked, on the session the
+/// call runs on: (202, nothing) once the upstream took it, else an HTTP error with a JSON-RPC
+/// error saying why (no id: the message answered was a response).
+pub async fn deliver_answer(
+    env: &Env,
+    def: &ServerDefinition,
+    incoming: &[(String, String)],
+    token: &str,
+    answer: &Value,
+) -> (u16, Option<Value>) {
+    let refuse = |status: u16, why: String| {
+        let e = json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::pure::mcp::jsonrpc::INVALID_REQUEST, "message": why}});
+        (status, Some(e))
+    };
+    let ticket = match super::relay::open_ticket(env, token, &def.server_id) {
+        Ok(t) => t,
+        Err(why) => return refuse(400, format!("Answer refused: {why}")),
+    };
+    let Some(app) = def.apps.iter().find(|a| a.id == ticket.app_id) else {
+        return refuse(400, "Answer refused: the app that asked is no longer on this server".into());
+    };
+    let body = match relay::answer_for_upstream(answer, &ticket) {
+        Ok(b) => b,
+        Err(why) => return refuse(400, format!("Answer refused: {why}")),
+    };
+    let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+    let up = match upstream_of(app, env, Some(&lookup)).await {
+        Ok(u) => u,
+        Err(why) => return refuse(502, format!("The answer could not be passed on: {why}")),
+    };
+    if up.session_scope != ticket.scope {
+        return refuse(
+            400,
+            "Answer refused: it must carry the same forwarded credentials as the call that asked".into(),
+        );
+    }
+    let target = (ticket.session, ticket.url);
+    match Client::new(&up, env).post_message(&target, &body).await {
+        Ok(status) if (200..300).contains(&status) => (202, None),
+        Ok(status) => {
+            refuse(502, format!("upstream {} refused the answer (HTTP {status}); the call may have ended", app.name))
+        }
+        Err(why) => refuse(502, format!("upstream {} could not be reached: {why}", app.name)),
     }
 }

@@ -9,7 +9,7 @@ import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { publish, registerApp } from '../support/flowgate-setup.mjs';
 
 // [scenario, spec version or undefined for the scenario's default]. server-sse-multiple-streams
-// is left out: against a stateless server (no session id) it runs no check, only a warning.
+// runs in conformance-relay.test.mjs (it needs the session id an initialize now gets).
 const SCENARIOS = [
   ['server-initialize'],
   ['ping'],

@@ -80,6 +80,15 @@
 //            as for a server that does not let clients end sessions (the spec allows it).
 // everything url http://127.0.0.1:P/mcp. Like `stateful` (sessions, SSE answers) with the shared
 //            tools (not paginated) and the "everything" catalog: the conformance fixture.
+//            Also the tools that ask the client mid-call (requests related to the call, on
+//            its stream): test_sampling {prompt} → "LLM response: <sampled text>";
+//            test_elicitation {message}, test_elicitation_sep1034_defaults,
+//            test_elicitation_sep1330_enums (the reference server's schemas) → "User response:
+//            action=…, content=…" / "Elicitation completed: action=…, content=…";
+//            test_url_elicitation (mode url) → "URL elicitation: action=…";
+//            test_list_roots → "Roots: <uri>, …"; test_ask_ping (sends `ping`, which no
+//            gateway relays). A capability the client did not declare, or a request the
+//            client refused, is an isError result saying so.
 // catalog    url http://127.0.0.1:P/mcp. Stateless JSON, only the echo tool, another catalog:
 //              resources  other://alpha "alpha from catalog", other://beta, other://secret,
 //                         test://static-text "static text from the catalog upstream" (the same
@@ -173,7 +182,11 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import {
   CallToolRequestSchema,
+  CreateMessageResultSchema,
+  ElicitResultSchema,
+  EmptyResultSchema,
   ErrorCode,
+  ListRootsResultSchema,
   ListResourcesRequestSchema,
   ListToolsRequestSchema,
   McpError,
@@ -455,8 +468,116 @@ function registerEverythingCatalog(mcp) {
   }));
 }
 
+/**
+ * The reference server's tools that ask the client for something while they run (the
+ * tools-call-sampling, tools-call-elicitation, elicitation-sep1034-defaults and
+ * elicitation-sep1330-enums scenarios), plus roots and URL elicitation for Flowgate's own tests.
+ * Each request is sent related to the tool call (extra.sendRequest), so it travels on the
+ * call's own stream, as the spec wants for a request made on behalf of a call.
+ */
+function registerAskingTools(mcp) {
+  const declared = (cap) => mcp.server.getClientCapabilities()?.[cap] !== undefined;
+  const ask = (extra, method, params, schema) => extra.sendRequest({ method, params }, schema);
+  const refused = (text) => ({ isError: true, content: [{ type: 'text', text }] });
+  const failed = (err) => refused(`The client refused: ${err?.message ?? err}`);
+  mcp.registerTool(
+    'test_sampling',
+    { description: 'Asks the client to sample an LLM', inputSchema: { prompt: z.string() } },
+    async ({ prompt }, extra) => {
+      if (!declared('sampling')) return refused('The client does not support sampling');
+      try {
+        const r = await ask(extra, 'sampling/createMessage', { messages: [{ role: 'user', content: { type: 'text', text: prompt } }], maxTokens: 100 }, CreateMessageResultSchema);
+        const text = r.content?.type === 'text' ? r.content.text : JSON.stringify(r.content);
+        return { content: [{ type: 'text', text: `LLM response: ${text}` }] };
+      } catch (err) {
+        return failed(err);
+      }
+    },
+  );
+  const elicit = (name, description, inputSchema, params, prefix) =>
+    mcp.registerTool(name, { description, inputSchema }, async (args, extra) => {
+      if (!declared('elicitation')) return refused('The client does not support elicitation');
+      try {
+        const r = await ask(extra, 'elicitation/create', params(args), ElicitResultSchema);
+        return { content: [{ type: 'text', text: `${prefix}: action=${r.action}, content=${JSON.stringify(r.content ?? {})}` }] };
+      } catch (err) {
+        return failed(err);
+      }
+    });
+  elicit('test_elicitation', 'Asks the user for a username and an email', { message: z.string() }, ({ message }) => ({
+    message,
+    requestedSchema: {
+      type: 'object',
+      properties: { username: { type: 'string', description: "User's response" }, email: { type: 'string', description: "User's email address" } },
+      required: ['username', 'email'],
+    },
+  }), 'User response');
+  elicit('test_elicitation_sep1034_defaults', 'Asks with a default for every primitive type (SEP-1034)', {}, () => ({
+    message: 'Please review and update the form fields with defaults',
+    requestedSchema: {
+      type: 'object',
+      properties: {
+        name: { type: 'string', description: 'User name', default: 'John Doe' },
+        age: { type: 'integer', description: 'User age', default: 30 },
+        score: { type: 'number', description: 'User score', default: 95.5 },
+        status: { type: 'string', description: 'User status', enum: ['active', 'inactive', 'pending'], default: 'active' },
+        verified: { type: 'boolean', description: 'Verification status', default: true },
+      },
+      required: [],
+    },
+  }), 'Elicitation completed');
+  elicit('test_elicitation_sep1330_enums', 'Asks with every enum form (SEP-1330)', {}, () => ({
+    message: 'Please select options from the enum fields',
+    requestedSchema: {
+      type: 'object',
+      properties: {
+        untitledSingle: { type: 'string', description: 'Select one option', enum: ['option1', 'option2', 'option3'] },
+        titledSingle: {
+          type: 'string',
+          description: 'Select one option with titles',
+          oneOf: [{ const: 'value1', title: 'First Option' }, { const: 'value2', title: 'Second Option' }, { const: 'value3', title: 'Third Option' }],
+        },
+        legacyEnum: { type: 'string', description: 'Select one option (legacy)', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
+        untitledMulti: { type: 'array', description: 'Select multiple options', minItems: 1, maxItems: 3, items: { type: 'string', enum: ['option1', 'option2', 'option3'] } },
+        titledMulti: {
+          type: 'array',
+          description: 'Select multiple options with titles',
+          minItems: 1,
+          maxItems: 3,
+          items: { anyOf: [{ const: 'value1', title: 'First Choice' }, { const: 'value2', title: 'Second Choice' }, { const: 'value3', title: 'Third Choice' }] },
+        },
+      },
+      required: [],
+    },
+  }), 'Elicitation completed');
+  elicit('test_url_elicitation', 'Asks the user to visit a URL (URL-mode elicitation)', {}, () => ({
+    mode: 'url',
+    message: 'Please sign in',
+    url: 'https://auth.example/sign-in',
+    elicitationId: 'el-1',
+  }), 'URL elicitation');
+  mcp.registerTool('test_list_roots', { description: "Lists the client's roots" }, async (extra) => {
+    try {
+      const r = await ask(extra, 'roots/list', {}, ListRootsResultSchema);
+      return { content: [{ type: 'text', text: `Roots: ${r.roots.map((root) => root.uri).join(', ')}` }] };
+    } catch (err) {
+      return failed(err);
+    }
+  });
+  // A request no client capability covers: the gateway must refuse to relay it.
+  mcp.registerTool('test_ask_ping', { description: 'Sends the client a ping request' }, async (extra) => {
+    try {
+      await extra.sendRequest({ method: 'ping' }, EmptyResultSchema);
+      return { content: [{ type: 'text', text: 'The client answered ping' }] };
+    } catch (err) {
+      return failed(err);
+    }
+  });
+}
+
 function registerEverything(mcp) {
   registerEverythingTools(mcp);
+  registerAskingTools(mcp);
   registerEverythingCatalog(mcp);
 }
 

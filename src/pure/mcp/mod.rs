@@ -8,6 +8,7 @@ pub mod meta;
 pub mod methods;
 pub mod names;
 pub mod prepared;
+pub mod relay;
 pub mod server;
 pub mod tasks;
 pub mod tools;

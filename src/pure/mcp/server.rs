@@ -19,6 +19,7 @@ use super::gateway::{self, Answer, Catalogs, Forward, Gateway};
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
 use super::meta;
 use super::methods;
+use super::relay::{self, Channel, ClientCaps, Closed};
 use super::tasks::{self, Decision, TaskSupport, TaskView};
 use super::tools::{tools_with, Tool, Upstreams};
 use super::version::Version;
@@ -39,6 +40,9 @@ pub struct RequestHeaders<'a> {
     /// Who the server authenticated (a client key's name, `pure::client_auth`): then the
     /// backend `user`, instead of one derived from what the client says about itself.
     pub identity: Option<&'a str>,
+    /// What the client declared at `initialize`, from Flowgate's sealed `Mcp-Session-Id`
+    /// (`relay::open_session`); `None` without one.
+    pub session_caps: Option<ClientCaps>,
 }
 
 /// What to do with one message.
@@ -62,6 +66,9 @@ pub enum Step {
     /// A resources, prompts or completion request for the upstream app that owns what it
     /// names: make it, then answer with [`forwarded_response`].
     Forward(Box<Forward>),
+    /// The client's answer to a request Flowgate relayed from an upstream: `token` is the id it
+    /// answers (a sealed `relay::Ticket`); open it and take the answer to the upstream.
+    Answer { token: String, message: Value },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +109,8 @@ pub struct CallPlan {
     pub log_level: Option<&'static str>,
     /// See [`cancel_key`].
     pub cancel_key: String,
+    /// Whether an upstream's requests (sampling, elicitation, roots) can reach the client.
+    pub relay: Channel,
 }
 
 /// What a call sends to its backend, by backend kind.
@@ -217,7 +226,15 @@ pub fn handle_full(
                 None => Step::Reply { status: 202, body: None },
             };
         }
-        Ok(Message::Notification { .. } | Message::Response) => return Step::Reply { status: 202, body: None },
+        Ok(Message::Response) => {
+            // An answer to a request Flowgate relayed; any other response answers nothing it
+            // asked, and is dropped.
+            return match msg.get("id").and_then(Value::as_str).filter(|i| i.starts_with(relay::TICKET_PREFIX)) {
+                Some(token) => Step::Answer { token: token.to_string(), message: msg.clone() },
+                None => Step::Reply { status: 202, body: None },
+            };
+        }
+        Ok(Message::Notification { .. }) => return Step::Reply { status: 202, body: None },
         Ok(Message::Request { id, method, params }) => (id, method, params),
     };
     let version = match resolve_version(method, params, h) {
@@ -632,6 +649,11 @@ fn call_tool(
         progress_token,
         log_level,
         cancel_key,
+        relay: if version.is_stateless() {
+            Channel::Closed(Closed::Stateless)
+        } else {
+            Channel::Stream(h.session_caps.unwrap_or_default())
+        },
     });
     match decision {
         Decision::Sync => Step::Call(plan),

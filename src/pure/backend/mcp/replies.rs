@@ -2,9 +2,8 @@
 //! message or a batch; or an SSE stream, chunk by chunk): the notifications and server requests
 //! that come first, then the response; and what a response or a server request comes to.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::pure::mcp::jsonrpc::METHOD_NOT_FOUND;
 use crate::pure::sse::{SseEventRef, SseParser};
 
 use super::error::upstream_error_message;
@@ -14,8 +13,8 @@ use super::error::upstream_error_message;
 pub enum Incoming {
     /// Progress, log messages and the like: relayed or dropped by the caller.
     Notification(Value),
-    /// A request from the server (sampling, elicitation, roots): Flowgate declared no client
-    /// capabilities, so the caller answers it with an error.
+    /// A request from the server (sampling, elicitation, roots): relayed to the client or
+    /// refused by the caller (`mcp::relay`).
     ServerRequest(Value),
     /// The response to the awaited request: a `result` or an `error`.
     Response(Value),
@@ -216,22 +215,10 @@ pub fn response_result(app: &str, response: &Value) -> Result<Value, String> {
         .ok_or_else(|| format!("upstream {app} sent a response with neither result nor error"))
 }
 
-/// The error a server request gets: Flowgate declared no client capabilities.
-pub fn server_request_refusal(request: &Value) -> Value {
-    let method = request.get("method").and_then(Value::as_str).unwrap_or("");
-    json!({
-        "jsonrpc": "2.0",
-        "id": request.get("id").cloned().unwrap_or(Value::Null),
-        "error": {
-            "code": METHOD_NOT_FOUND,
-            "message": format!("Flowgate does not support {method} (it declared no client capabilities)"),
-        },
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const SAMPLE: &str = concat!(
         ": keep-alive\n\n",
@@ -373,10 +360,5 @@ mod tests {
     fn response_results_and_refusals() {
         assert_eq!(response_result("a", &json!({"id": 1, "result": {"x": 1}})), Ok(json!({"x": 1})));
         assert!(response_result("a", &json!({"id": 1})).unwrap_err().contains("neither"));
-        let refusal =
-            server_request_refusal(&json!({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage"}));
-        assert_eq!(refusal["id"], "s1");
-        assert_eq!(refusal["error"]["code"], -32601);
-        assert!(refusal["error"]["message"].as_str().unwrap().contains("sampling/createMessage"));
     }
 }

@@ -65,12 +65,19 @@ fn add_session_meta(params: &mut Map<String, Value>, session: &Session) {
     }
 }
 
-/// The handshake request. Flowgate offers 2025-11-25 and declares no client capabilities: it
-/// answers sampling, elicitation and roots requests with errors.
+/// What Flowgate declares to upstreams: it relays sampling, elicitation (both modes) and roots
+/// requests to the client of the call that is running, when that client declared them, and
+/// answers the rest with errors (`mcp::relay`). The session is shared by every client of the
+/// app, so this is the union; the per-client decision is Flowgate's.
+pub fn client_capabilities() -> Value {
+    json!({"sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}}, "roots": {}})
+}
+
+/// The handshake request. Flowgate offers 2025-11-25 with [`client_capabilities`].
 pub fn initialize_request(id: u64) -> Value {
     let mut p = Map::new();
     p.insert("protocolVersion".into(), OFFERED_VERSION.as_str().into());
-    p.insert("capabilities".into(), json!({}));
+    p.insert("capabilities".into(), client_capabilities());
     p.insert("clientInfo".into(), client_info());
     request(id, methods::INITIALIZE, p)
 }
@@ -224,7 +231,8 @@ mod tests {
         assert_eq!(r["id"], 1);
         assert_eq!(r["method"], "initialize");
         assert_eq!(r["params"]["protocolVersion"], "2025-11-25");
-        assert_eq!(r["params"]["capabilities"], json!({}));
+        assert_eq!(r["params"]["capabilities"], client_capabilities());
+        assert!(r["params"]["capabilities"]["elicitation"]["url"].is_object());
         assert_eq!(r["params"]["clientInfo"]["name"], "flowgate");
         assert_eq!(r["params"]["clientInfo"]["version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(initialized_notification(), json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));

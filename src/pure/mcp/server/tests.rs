@@ -572,3 +572,39 @@ fn upstream_catalogs_declare_capabilities_and_route_requests() {
     let r = forwarded_response(&fwd, "Up", &ok, "v");
     assert_eq!((r["result"]["resultType"].clone(), r["result"]["ttlMs"].clone()), (json!("complete"), json!(0)));
 }
+
+#[test]
+fn relayed_answers_and_what_a_call_may_relay() {
+    let d = def();
+    // A response whose id is a relay ticket is an answer to take upstream; any other response
+    // answers nothing Flowgate asked.
+    let answer = json!({"jsonrpc": "2.0", "id": "fg-relay.abc", "result": {"action": "accept"}});
+    match handle(&d, &answer, &headers(Some("2025-06-18")), "v") {
+        Step::Answer { token, message } => {
+            assert_eq!(token, "fg-relay.abc");
+            assert_eq!(message, answer);
+        }
+        other => panic!("{other:?}"),
+    }
+    let stray = json!({"jsonrpc": "2.0", "id": "fg-other", "result": {}});
+    assert_eq!(body(handle(&d, &stray, &headers(None), "v")), (202, Value::Null));
+
+    // A call may relay to its client what the session id says the client declared; a
+    // 2026-07-28 client gets no requests mid-call.
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "Summariser", "arguments": {"text": "x"}}});
+    let caps = relay::ClientCaps { sampling: true, ..Default::default() };
+    let h = RequestHeaders { protocol_version: Some("2025-11-25"), session_caps: Some(caps), ..Default::default() };
+    match handle(&d, &call, &h, "v") {
+        Step::Call(plan) => assert_eq!(plan.relay, Channel::Stream(caps)),
+        other => panic!("{other:?}"),
+    }
+    match handle(&d, &call, &headers(Some("2025-11-25")), "v") {
+        Step::Call(plan) => assert_eq!(plan.relay, Channel::Stream(relay::ClientCaps::default())),
+        other => panic!("{other:?}"),
+    }
+    let call26 = stateless("tools/call", json!({"name": "Summariser", "arguments": {"text": "x"}}));
+    match handle(&d, &call26, &stateless_headers("tools/call", Some("Summariser")), "v") {
+        Step::Call(plan) => assert_eq!(plan.relay, Channel::Closed(Closed::Stateless)),
+        other => panic!("{other:?}"),
+    }
+}

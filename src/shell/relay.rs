@@ -1,0 +1,61 @@
+//! Requests an upstream MCP server sends while a call runs, relayed to the client, and the
+//! client's answers taken back (`pure::mcp::relay` decides and seals; this is the IO): the
+//! Worker's sealing key, Flowgate's `Mcp-Session-Id` and the relayed requests' ids (the
+//! delivery of an answer is `upstream::deliver_answer`).
+
+use serde_json::Value;
+use worker::Env;
+
+use crate::pure::definition::ServerDefinition;
+use crate::pure::mcp::relay::{self, ClientCaps, Ticket};
+use crate::pure::mcp::version::Version;
+
+const TICKETS: &str = "relay-ticket";
+const SESSIONS: &str = "mcp-session";
+
+/// The keys for one purpose, derived from `SECRETS_KEY` (then `SECRETS_KEY_PREVIOUS`): none
+/// when it is not set, and then nothing is relayed.
+fn keys(env: &Env, purpose: &str) -> Vec<[u8; 32]> {
+    let masters = super::secrets::keys(env).unwrap_or_default();
+    masters.iter().map(|k| relay::purpose_key(k, purpose)).collect()
+}
+
+fn nonce() -> Result<[u8; 12], String> {
+    let mut n = [0u8; 12];
+    getrandom::getrandom(&mut n).map_err(|e| e.to_string())?;
+    Ok(n)
+}
+
+/// What the client declared at `initialize`, from the `Mcp-Session-Id` it sent.
+pub fn session_caps(env: &Env, session_id: Option<&str>, server_id: &str) -> Option<ClientCaps> {
+    let sid = session_id.filter(|s| s.starts_with(relay::SESSION_PREFIX))?;
+    relay::open_session(&keys(env, SESSIONS), sid, server_id)
+}
+
+/// The `Mcp-Session-Id` for a successful `initialize` of a revision that has sessions: the
+/// client's declared capabilities, sealed. `None` for anything else, or without a key.
+pub fn session_id_for(env: &Env, def: &ServerDefinition, request: &Value, response: &Value) -> Option<String> {
+    if request.get("method").and_then(Value::as_str) != Some("initialize") {
+        return None;
+    }
+    let version = response.pointer("/result/protocolVersion").and_then(Value::as_str)?;
+    if Version::parse(version).is_none_or(Version::is_stateless) {
+        return None;
+    }
+    let key = *keys(env, SESSIONS).first()?;
+    let caps = ClientCaps::from_declared(request.pointer("/params/capabilities"));
+    relay::seal_session(&key, nonce().ok()?, &def.server_id, version, caps).ok()
+}
+
+/// Opens the id a client answered, for `server_id`; `Err` says why it is refused.
+pub fn open_ticket(env: &Env, token: &str, server_id: &str) -> Result<Ticket, String> {
+    relay::open_ticket(&keys(env, TICKETS), token, server_id, super::platform::now_ms())
+}
+
+/// The id a relayed request goes to the client under.
+pub fn seal_ticket(env: &Env, ticket: &Ticket) -> Result<String, String> {
+    let key = *keys(env, TICKETS)
+        .first()
+        .ok_or("Flowgate has no SECRETS_KEY to seal the request's id with, so it relays nothing")?;
+    relay::seal_ticket(&key, nonce()?, ticket)
+}
