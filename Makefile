@@ -24,7 +24,7 @@ help:
 setup:
 	@scripts/setup.sh
 
-build: setup build/index.js
+build: setup build/index.js dist/console/api/openapi.json
 
 # The cdylib is the `wasm` crate (see wasm/Cargo.toml); its output goes to build/ as before.
 # worker-build keeps the wasm name section (function names for stack traces); it is ~13% of
@@ -33,11 +33,19 @@ build/index.js: $(SOURCES) scripts/strip-wasm-names.mjs
 	worker-build --release --out-dir ../build wasm
 	$(NODE22) scripts/strip-wasm-names.mjs build/index_bg.wasm
 
+# Static files served by Workers Static Assets (wrangler.toml [assets]): the console API's
+# OpenAPI document (console/openapi.json, generated from console/openapi.mjs).
+dist/console/api/openapi.json: console/openapi.json scripts/build-console.mjs
+	$(NODE22) scripts/build-console.mjs
+
 .dev.vars:
 	cp .dev.vars.example .dev.vars
 
+# With DEMO=true in .dev.vars, scripts/demo-setup.mjs waits for the Worker in the background,
+# creates (or finds) the demo apps and server, and prints the MCP URL and the console URL.
 dev: build .dev.vars
 	CI=true $(WRANGLER) d1 migrations apply DB --local
+	$(NODE22) scripts/demo-setup.mjs --url http://127.0.0.1:$(PORT) & \
 	$(WRANGLER) dev --local --ip 127.0.0.1 --port $(PORT)
 
 # schema.sql is every migration in order: what a fresh database holds.
