@@ -321,7 +321,7 @@ const schemas = {
   Auth: object({ mode: { type: 'string', enum: ['none', 'key', 'oauth'] }, 'oauth?': oauth }),
   AuthInput: object({ mode: { type: 'string', enum: ['none', 'key', 'oauth'] }, 'oauth?': { type: ['object', 'null'] } }),
   Server: object(serverProps),
-  ServerWithCode: { allOf: [schema('Server')], required: ['server_code', 'mcp_url'] },
+  ServerWithCode: { type: 'object', allOf: [schema('Server')], required: ['server_code', 'mcp_url'] },
   AppServerCreate: object({ 'description?': str, 'parameters?': parametersMap }),
   AppServerUpdate: object({
     id: { ...str, description: "The server's id (from GET)." },
