@@ -105,13 +105,13 @@ function demoApps(base) {
         ],
       },
       where: (backend) => backend.base_url,
-      moved: (backend) => ({ ...backend, base_url: dify }),
+      moved: (backend) => ({ ...backend, base_url: dify, api_key: DEMO_KEYS.workflow }),
     },
     {
       name: 'Demo chat',
       import: { base_url: dify, api_key: DEMO_KEYS.chat },
       where: (backend) => backend.base_url,
-      moved: (backend) => ({ ...backend, base_url: dify }),
+      moved: (backend) => ({ ...backend, base_url: dify, api_key: DEMO_KEYS.chat }),
     },
     {
       name: 'Demo HTTP tool',
@@ -134,7 +134,7 @@ function demoApps(base) {
         },
       },
       where: (backend) => backend.api_endpoint,
-      moved: (backend) => ({ ...backend, api_endpoint: `${base}/demo/tool` }),
+      moved: (backend) => ({ ...backend, api_endpoint: `${base}/demo/tool`, api_key: DEMO_KEYS.tool }),
     },
   ];
 }
@@ -176,7 +176,8 @@ async function main() {
     if (!app) {
       app = demo.import ? await api('POST', '/apps/import', demo.import) : await api('POST', '/apps', demo.create);
     } else if (demo.where(app.backend) !== demo.where(demo.moved(app.backend))) {
-      // Made on another port: point it here (a literal key reads "***", which PUT keeps).
+      // Made on another port: point it here (with its key again: Flowgate keeps a stored key
+      // only for the same origin).
       const { name, description, mode, user_input_form, outputs } = app;
       const body = { name, description, mode, backend: demo.moved(app.backend) };
       if (mode !== 'http-tool') Object.assign(body, { user_input_form, outputs });
@@ -202,9 +203,12 @@ async function main() {
     if (JSON.stringify(server.app_ids) !== JSON.stringify(appIds)) {
       await api('PUT', `/servers/${server.id}`, { app_ids: appIds });
     }
+    // The saved URL's code, on this origin (PORT may have changed since).
     const saved = fs.existsSync(opts.state) ? fs.readFileSync(opts.state, 'utf8').trim() : '';
-    if (saved.startsWith(`${base}/mcp/server/`) && saved.endsWith(server.server_code_hint + '/mcp') && (await works(saved))) {
-      url = saved;
+    const code = /\/mcp\/server\/([A-Za-z0-9]+)\/mcp$/.exec(saved)?.[1];
+    const candidate = code?.endsWith(server.server_code_hint) ? `${base}/mcp/server/${code}/mcp` : null;
+    if (candidate && (await works(candidate))) {
+      url = candidate;
       how = 'reused';
     } else {
       // Codes are shown once and this one is not known here any more: draw a new one.
@@ -217,7 +221,7 @@ async function main() {
 
   const note = {
     created: 'created the demo apps and server',
-    reused: 'the demo server from an earlier start; same URL as before',
+    reused: 'found the demo server of an earlier start; its code is unchanged',
     rotated: `rotated the demo server code, as ${opts.state} held no working URL (a code is shown only once); any older URL no longer works`,
   }[how];
   console.log(

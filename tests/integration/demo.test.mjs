@@ -142,7 +142,7 @@ describe('the demo, set up as make dev does', () => {
   test('a second start reuses the apps, the server and the URL', async () => {
     const [apps, servers] = [await demoApps(), await demoServers()];
     const again = await demoSetup();
-    assert.match(again.stdout, /same URL as before/, again.stdout);
+    assert.match(again.stdout, /its code is unchanged/, again.stdout);
     assert.equal(again.url, url);
     assert.deepEqual((await demoApps()).map((a) => a.id).sort(), apps.map((a) => a.id).sort());
     assert.equal(apps.length, 3);
@@ -161,6 +161,27 @@ describe('the demo, set up as make dev does', () => {
     assert.equal((await rpc(rotated.url, init)).status, 200);
     assert.equal((await demoApps()).length, 3);
     assert.equal((await demoServers()).length, 1);
+    url = rotated.url;
+  });
+
+  test('on another port the apps move along and the code is kept', async () => {
+    await client.close();
+    const oldPort = fg.port;
+    await fg.stop({ keepState: true });
+    fg = await startFlowgate({ vars: { DEMO: 'true', ADMIN_TOKEN }, persistDir: fg.persistDir });
+    assert.notEqual(fg.port, oldPort);
+    const moved = await demoSetup();
+    assert.match(moved.stdout, /its code is unchanged/, moved.stdout);
+    assert.equal(moved.url, url.replace(`:${oldPort}/`, `:${fg.port}/`));
+    const apps = await demoApps();
+    assert.equal(apps.length, 3);
+    for (const a of apps) assert.ok((a.backend.base_url ?? a.backend.api_endpoint).startsWith(`${fg.url}/demo/`), JSON.stringify(a.backend));
+    client = await connect(moved.url);
+    const { result, progress } = await callWithProgress(client, 'Demo_HTTP_tool', { text: 'moved along' });
+    assert.equal(result.isError, false, JSON.stringify(result));
+    assert.equal(progress.length, 3);
+    const chat = await callWithProgress(client, 'Demo_chat', { query: 'still there?' });
+    assert.equal(chat.result.isError, false, JSON.stringify(chat.result));
   });
 });
 
