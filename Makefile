@@ -14,8 +14,9 @@ export WRANGLER_SEND_METRICS := false
 NODE22 := node_modules/node/bin/node
 WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs
+CONSOLE_SOURCES := $(shell find console -type f)
 
-.PHONY: help setup build dev test test-core test-integration schema check-schema clean
+.PHONY: help setup setup-browser build dev test test-core test-integration schema check-schema clean
 
 help:
 	@echo "make dev [PORT=8787]   build and serve Flowgate locally (wrangler dev, local D1/KV)"
@@ -24,7 +25,11 @@ help:
 setup:
 	@scripts/setup.sh
 
-build: setup build/index.js dist/console/api/openapi.json
+# setup, and Debian's chromium for the web console's browser test (tests/integration/console-ui.test.mjs).
+setup-browser:
+	@scripts/setup.sh --browser
+
+build: setup build/index.js dist/console/index.html
 
 # The cdylib is the `wasm` crate (see wasm/Cargo.toml); its output goes to build/ as before.
 # worker-build keeps the wasm name section (function names for stack traces); it is ~13% of
@@ -33,9 +38,8 @@ build/index.js: $(SOURCES) scripts/strip-wasm-names.mjs
 	worker-build --release --out-dir ../build wasm
 	$(NODE22) scripts/strip-wasm-names.mjs build/index_bg.wasm
 
-# Static files served by Workers Static Assets (wrangler.toml [assets]): the console API's
-# OpenAPI document (console/openapi.json, generated from console/openapi.mjs).
-dist/console/api/openapi.json: console/openapi.json scripts/build-console.mjs
+# The web console: static assets in dist/ (wrangler.toml [assets]), not in the wasm.
+dist/console/index.html: $(CONSOLE_SOURCES) scripts/build-console.mjs
 	$(NODE22) scripts/build-console.mjs
 
 .dev.vars:
@@ -67,14 +71,14 @@ test-core:
 # within INTEGRATION_TIMEOUT seconds whatever happens, so CI always gets a report.
 TEST_TIMEOUT_MS ?= 300000
 INTEGRATION_TIMEOUT ?= 1800
-test-integration: build
+test-integration: build setup-browser
 	timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=2 \
 	  --test-timeout=$(TEST_TIMEOUT_MS) --test-force-exit 'tests/integration/*.test.mjs'
 
-test: setup check-schema test-core test-integration
+test: setup-browser check-schema test-core test-integration
 
 clean:
-	rm -rf build target/wasm32-unknown-unknown
+	rm -rf build dist target/wasm32-unknown-unknown
 
 # Fuzzing (cargo-fuzz on stable via RUSTC_BOOTSTRAP): each target for FUZZ_SECONDS, two at a
 # time; see scripts/fuzz.sh for running one target. Not part of `make test`; `cargo test`
@@ -91,3 +95,12 @@ fuzz:
 .PHONY: bench
 bench: build
 	$(NODE22) bench/run.mjs
+
+# Where the Worker's CPU goes per request: V8's sampling profiler through the Worker's inspector,
+# on a build that keeps wasm function names (built into target/named/, not build/), self time
+# per function. PROFILE_KIND=tools/list|tools/call|healthz; PROFILE_MODE=cpu for CPU per request
+# only (bench/profile.mjs says more). Not part of `make test`.
+.PHONY: profile
+profile: setup
+	worker-build --release --out-dir ../target/named wasm
+	PROFILE_BUILD=target/named $(NODE22) bench/profile.mjs

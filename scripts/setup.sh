@@ -2,7 +2,8 @@
 # Installs what building and testing Flowgate needs, skipping whatever is already there:
 # the wasm target, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
 # (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and a
-# Python virtualenv (.venv) with the official MCP Python SDK for the integration tests.
+# Python virtualenv (.venv) with the official MCP Python SDK for the integration tests, and
+# with --browser Debian's chromium for the web console's browser test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -55,4 +56,14 @@ if [ ! -f "$pystamp" ] || ! cmp -s tests/python/requirements.txt "$pystamp" || !
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
     -r tests/python/requirements.txt
   cp tests/python/requirements.txt "$pystamp"
+fi
+
+# The web console's browser test drives Debian's chromium with playwright-core (no browser is
+# downloaded at run time). With --browser (`make test`; not `make dev`), installed with apt when
+# missing (CI runs as root).
+if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
+  say "installing Debian's chromium (for tests/integration/console-ui.test.mjs)"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium
 fi

@@ -13,7 +13,7 @@ use crate::pure::error::ApiError;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::gateway::Catalogs;
 use crate::pure::mcp::http_rules::{
-    accepts_json, accepts_sse, is_json_content_type, mentions_catalogs, mentions_tools,
+    accepts_json, accepts_sse, is_json_content_type, mentions_catalogs, mentions_tools, rate_counted,
 };
 use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::prepared::{response_text, Prepared};
@@ -150,21 +150,19 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         caller: caller.as_deref(),
         identity: None,
     };
-    // A batch is refused before any work if it is not allowed or too long; each of its
-    // messages counts against the rate limit, as if sent alone.
-    let messages = match &body {
-        Value::Array(items) => {
-            if let Err(e) = server::batch_allowed(&h, items.len()) {
-                return rpc(e.status, &e.to_response(&Value::Null), cors.as_deref());
-            }
-            items.len()
+    // A batch is refused before any work if it is not allowed or too long.
+    if let Value::Array(items) = &body {
+        if let Err(e) = server::batch_allowed(&h, items.len()) {
+            return rpc(e.status, &e.to_response(&Value::Null), cors.as_deref());
         }
-        _ => 1,
-    };
-    // Limited per server code (its hash: the code itself is never a key anywhere). The check
-    // runs beside the definition lookup (from the isolate's memo when hot), not before it.
+    }
+    // Limited per server code (its hash: the code itself is never a key anywhere), one count per
+    // message that can reach past the isolate (`rate_counted`: a batch's messages as if sent
+    // alone; `ping` or `tools/list` skip the limiter). The check runs beside the definition
+    // lookup (from the isolate's memo when hot), not before it.
+    let counted = rate_counted(&body);
     let (limited, served) =
-        futures::future::join(rate_limited(env, &code_hash, messages), cache::served(env, ctx, &code_hash)).await;
+        futures::future::join(rate_limited(env, &code_hash, counted), cache::served(env, ctx, &code_hash)).await;
     match limited {
         Ok(true) => {}
         Ok(false) => {
@@ -350,7 +348,8 @@ fn oauth_gate<'a>(
     })
 }
 
-/// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted.
+/// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted (none:
+/// the limiter is not called).
 async fn rate_limited(env: &Env, code_hash: &str, messages: usize) -> Result<bool, String> {
     let checks = (0..messages).map(|_| super::ratelimit::allow(env, code_hash));
     let answers = futures::future::join_all(checks).await;

@@ -268,12 +268,15 @@ describe('batches and the rate limit', () => {
 
   test('every message of a batch counts against the per-code rate limit', async () => {
     const { url } = await toolServer(a.route(`/unused-${++serial}`, async (_req, res) => res.end('{}')));
-    const batch = Array.from({ length: RATE_LIMIT }, (_, i) => ({ jsonrpc: '2.0', id: i, method: 'ping' }));
+    // tools/call counts (ping would not: it is answered from the isolate's memory); an unknown
+    // tool fails before any backend.
+    const call = (id) => ({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'no_such_tool', arguments: {} } });
+    const batch = Array.from({ length: RATE_LIMIT }, (_, i) => call(i));
     const first = await rpc(url, batch, { 'mcp-protocol-version': '2025-03-26' });
     assert.equal(first.status, 200, first.text);
     assert.equal(first.json.length, RATE_LIMIT);
     // The batch used up the whole budget, so one more message is over it.
-    const next = await rpc(url, { jsonrpc: '2.0', id: 99, method: 'ping' }, { 'mcp-protocol-version': '2025-03-26' });
+    const next = await rpc(url, call(99), { 'mcp-protocol-version': '2025-03-26' });
     assert.equal(next.status, 429, next.text);
     assert.equal(next.json.id, 99);
   });

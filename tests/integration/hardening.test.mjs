@@ -231,18 +231,26 @@ describe('audit log', () => {
 });
 
 describe('rate limit', () => {
-  test('per server code: 429 with Retry-After and a JSON-RPC error echoing the id', async () => {
+  test('per server code: 429 with Retry-After and a JSON-RPC error echoing the id; ping and tools/list are not counted', async () => {
     const created = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'k' }) });
     const { url } = await publish(fg, created.json.id);
+    // Requests answered from the isolate's memory are not counted: more than the limit of
+    // them, and the budget (5) is still whole afterwards.
+    for (let i = 0; i < 8; i++) {
+      const method = i % 2 ? 'ping' : 'tools/list';
+      const r = await rpc(url, { jsonrpc: '2.0', id: i, method }, { 'mcp-protocol-version': '2025-06-18' });
+      assert.equal(r.status, 200, `${method} #${i}: ${r.text}`);
+    }
+    // A tools/call counts (even one of an unknown tool, which fails before any backend).
+    const call = (i) => rpc(url, { jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: 'no_such_tool', arguments: {} } }, { 'mcp-protocol-version': '2025-06-18' });
     const statuses = [];
     let limited;
-    for (let i = 0; i < 12; i++) {
-      const r = await rpc(url, { jsonrpc: '2.0', id: i, method: 'ping' });
+    for (let i = 0; i < 7; i++) {
+      const r = await call(i);
       statuses.push(r.status);
       if (r.status === 429) limited = r;
     }
-    assert.ok(statuses.slice(0, 5).every((s) => s === 200), statuses.join());
-    assert.ok(limited, `never limited: ${statuses.join()}`);
+    assert.deepEqual(statuses, [200, 200, 200, 200, 200, 429, 429]);
     assert.equal(limited.headers.get('retry-after'), '60');
     assert.equal(limited.json.error.code, -32000);
     assert.match(limited.json.error.message, /retry after 60 s/);
@@ -250,7 +258,7 @@ describe('rate limit', () => {
     // Another server's code has its own budget.
     const other = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'k' }) });
     const { url: url2 } = await publish(fg, other.json.id);
-    assert.equal((await rpc(url2, { jsonrpc: '2.0', id: 1, method: 'ping' })).status, 200);
+    assert.equal((await rpc(url2, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'no_such_tool', arguments: {} } }, { 'mcp-protocol-version': '2025-06-18' })).status, 200);
   });
 });
 

@@ -1,6 +1,7 @@
 //! The Streamable HTTP transport's header rules as the MCP endpoint applies them (the shell
 //! reads the headers; these decide): which content types and Accept values pass, whether the
-//! client takes SSE, and whether a body needs the upstream MCP apps' tool lists.
+//! client takes SSE, whether a body needs the upstream MCP apps' tool lists, and which of its
+//! messages the rate limit counts.
 
 use serde_json::Value;
 
@@ -47,10 +48,76 @@ pub fn mentions_catalogs(body: &Value) -> bool {
     }
 }
 
+/// How many messages of a body (one, or a batch) the per-server rate limit counts: those that
+/// can reach past the isolate (a backend, an upstream, storage, a Durable Object). The handshake,
+/// `ping`, `tools/list`, `logging/setLevel`, the client's own notifications of progress and
+/// readiness are answered from the isolate's memory (upstream lists and catalogs
+/// come from caches with their own TTL), and refusing them would cost the Worker what answering
+/// costs: a 429 saves only what is behind the Worker. So they skip the limiter, whose call is
+/// the largest part of the CPU such a request takes.
+pub fn rate_counted(body: &Value) -> usize {
+    let counts = |m: &Value| match m.get("method").and_then(Value::as_str) {
+        // A client's answer to a request relayed from an upstream goes on to that upstream.
+        None => m.get("result").is_some() || m.get("error").is_some(),
+        Some(methods::CANCELLED) => true,
+        Some(n) if n.starts_with("notifications/") => false,
+        Some(method) => !matches!(
+            method,
+            methods::INITIALIZE | methods::DISCOVER | methods::PING | methods::TOOLS_LIST | methods::SET_LEVEL
+        ),
+    };
+    match body {
+        Value::Array(items) => items.iter().filter(|m| counts(m)).count(),
+        m => usize::from(counts(m)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_rate_limit_counts_what_can_reach_past_the_isolate() {
+        for cheap in [
+            "initialize",
+            "server/discover",
+            "ping",
+            "tools/list",
+            "logging/setLevel",
+            "notifications/initialized",
+            "notifications/progress",
+        ] {
+            assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "method": cheap})), 0, "{cheap}");
+        }
+        for costly in [
+            "tools/call",
+            "tasks/get",
+            "tasks/result",
+            "tasks/cancel",
+            "tasks/list",
+            "resources/read",
+            "resources/list",
+            "prompts/get",
+            "completion/complete",
+            "notifications/cancelled",
+            "no/such/method",
+        ] {
+            assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "method": costly})), 1, "{costly}");
+        }
+        // Not JSON-RPC: refused in memory. A response may go on to an upstream: counted.
+        assert_eq!(rate_counted(&json!(42)), 0);
+        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1})), 0);
+        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "result": {}})), 1);
+        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "no"}})), 1);
+        let batch = json!([
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "x"}},
+            {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": "t"}}
+        ]);
+        assert_eq!(rate_counted(&batch), 2);
+    }
 
     #[test]
     fn content_types() {

@@ -7,6 +7,8 @@ pub const INITIALIZE: &str = "initialize";
 pub const INITIALIZED: &str = "notifications/initialized";
 /// 2026-07-28: what a stateless server offers, in place of the handshake.
 pub const DISCOVER: &str = "server/discover";
+pub const PING: &str = "ping";
+pub const SET_LEVEL: &str = "logging/setLevel";
 pub const TOOLS_LIST: &str = "tools/list";
 pub const TOOLS_CALL: &str = "tools/call";
 /// A client gave up on one of its requests.

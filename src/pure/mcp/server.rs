@@ -230,8 +230,8 @@ pub fn handle_full(
         methods::INITIALIZE if version.has_initialize() => {
             Ok(initialize(def, catalogs, params, version, server_version))
         }
-        "ping" if version.has_ping_and_logging() => Ok(json!({})),
-        "logging/setLevel" if version.has_ping_and_logging() => set_level(params),
+        methods::PING if version.has_ping_and_logging() => Ok(json!({})),
+        methods::SET_LEVEL if version.has_ping_and_logging() => set_level(params),
         methods::DISCOVER if version.is_stateless() => Ok(discover(def, catalogs, server_version)),
         methods::TOOLS_LIST => match check_list_cursor(params) {
             Err(e) => Err(e),

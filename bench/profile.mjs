@@ -1,0 +1,202 @@
+// `make profile`: where Flowgate's Worker spends its CPU per request. Runs Flowgate (a build
+// with the wasm name section kept, so functions have names) under `wrangler dev --local`,
+// publishes the bench's workflow app, attaches V8's sampling profiler through the Worker's
+// inspector, drives one kind of request with wrk, and prints the self time per function (JS
+// glue, wasm functions, the runtime's builtins) as a share of the samples taken while the
+// Worker was busy. A tool for finding the next cut, not a benchmark: sampling perturbs timing.
+//
+//   PROFILE_BUILD=/path/to/dir-with-index.js (default build/; a named build makes wasm frames
+//   readable: `worker-build --release --out-dir /tmp/named wasm` keeps the names)
+//   PROFILE_KIND=tools/list | tools/call | healthz (default tools/list)
+//   PROFILE_SECONDS (default 8), PROFILE_TOP (default 40), PROFILE_CONCURRENCY (default 16)
+//   PROFILE_MODE=cpu: no profiler; the workerd CPU per request (bench/lib/workercpu.mjs) of
+//   /healthz, tools/list and a blocking tools/call, for a quick A/B of two builds.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { freePort, repoRoot } from '../tests/support/harness.mjs';
+import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
+import { publish, registerApp } from '../tests/support/flowgate-setup.mjs';
+import { workerCpu } from './lib/workercpu.mjs';
+import { applyMigrations, getOk, snapshotFlowgate, startWorker } from './lib/workers.mjs';
+
+const KIND = process.env.PROFILE_KIND ?? 'tools/list';
+const SECONDS = Number(process.env.PROFILE_SECONDS ?? 8);
+const TOP = Number(process.env.PROFILE_TOP ?? 40);
+const CONCURRENCY = Number(process.env.PROFILE_CONCURRENCY ?? 16);
+const ADMIN_TOKEN = 'bench-admin-token-for-local-runs-only';
+const SECRETS_KEY = '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff';
+
+const log = (m) => process.stderr.write(`profile: ${m}\n`);
+
+/** One Chrome DevTools Protocol session over the inspector's WebSocket. */
+async function inspector(port) {
+  const targets = await (await fetch(`http://127.0.0.1:${port}/json`)).json();
+  if (process.env.PROFILE_DEBUG) log(JSON.stringify(targets));
+  const target = targets.find((t) => t.webSocketDebuggerUrl) ?? targets[0];
+  // wrangler's inspector proxy accepts only the DevTools origins.
+  const ws = new WebSocket(target.webSocketDebuggerUrl, { headers: { Origin: 'https://devtools.devprod.cloudflare.dev' } });
+  await new Promise((ok, fail) => {
+    ws.onopen = ok;
+    ws.onerror = (e) => fail(new Error(`cannot open the inspector WebSocket ${target.webSocketDebuggerUrl}: ${e.message ?? e}`));
+  });
+  let next = 1;
+  const waiting = new Map();
+  ws.onmessage = (ev) => {
+    const msg = JSON.parse(ev.data);
+    const w = msg.id && waiting.get(msg.id);
+    if (!w) return;
+    waiting.delete(msg.id);
+    if (msg.error) w.fail(new Error(`${msg.error.message}`));
+    else w.ok(msg.result);
+  };
+  return {
+    send: (method, params = {}) =>
+      new Promise((ok, fail) => {
+        const id = next++;
+        waiting.set(id, { ok, fail });
+        ws.send(JSON.stringify({ id, method, params }));
+      }),
+    close: () => ws.close(),
+  };
+}
+
+function wrk(url, luaBody, seconds) {
+  const script = path.join(os.tmpdir(), `profile-${process.pid}.lua`);
+  fs.writeFileSync(script, luaBody);
+  return new Promise((resolve) => {
+    const p = spawn('wrk', ['-t1', `-c${CONCURRENCY}`, `-d${seconds}s`, '-s', script, url], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.on('exit', () => resolve(out));
+  });
+}
+
+const lua = (body, headers) =>
+  `wrk.method = "POST"\nwrk.body = ${JSON.stringify(JSON.stringify(body))}\n` +
+  Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`).join('\n') + '\n';
+
+async function main() {
+  const snap = snapshotFlowgate({ rateLimit: process.env.PROFILE_NO_RATELIMIT !== '1' });
+  const build = process.env.PROFILE_BUILD;
+  if (build) {
+    fs.rmSync(path.join(snap.dir, 'build'), { recursive: true, force: true });
+    fs.cpSync(build, path.join(snap.dir, 'build'), { recursive: true, filter: (s) => !s.includes(`${path.sep}.tmp`) });
+  }
+  const persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-profile-'));
+  const dify = await startDifyFixture();
+  let fg;
+  try {
+    await applyMigrations(snap.config, persistDir);
+    fg = await startWorker({ config: snap.config, persistDir, vars: { ADMIN_TOKEN, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY }, probe: getOk('/healthz'), label: 'flowgate' });
+    const form = [{ 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 1000 } }];
+    const nodes = [{ title: 'Step 1', type: 'llm' }];
+    const { app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Bench Flow', form, nodes, outputs: [{ variable: 'echo', type: 'object' }] });
+    const { code } = await publish(fg, app.id, { description: 'Summarises text', parameters: { text: 'The text to summarise' } });
+    const mcpUrl = `${fg.url}/mcp/server/${code}/mcp`;
+    const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-06-18' };
+    const script =
+      KIND === 'healthz'
+        ? 'wrk.method = "GET"\n'
+        : KIND === 'tools/call'
+          ? lua({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' } } }, { ...headers, Accept: 'application/json' })
+          : lua({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers);
+    const url = KIND === 'healthz' ? `${fg.url}/healthz` : mcpUrl;
+    if (process.env.PROFILE_MODE === 'cpu') {
+      const reqs = {
+        healthz: { method: 'GET', url: `${fg.url}/healthz` },
+        'tools/list': { headers, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, url: mcpUrl, expect: ['Bench_Flow'] },
+        'tools/call': { headers: { ...headers, Accept: 'application/json' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' } } }, url: mcpUrl, expect: ['"result"'] },
+      };
+      for (const [kind, req] of Object.entries(reqs)) {
+        const c = await workerCpu(fg, req.url, req, { requests: 2000, connections: CONCURRENCY, warmup: 300, minTicks: 300 });
+        console.log(`${kind}: ${c.us.measured.toFixed(0)} µs CPU per request (${c.requests} requests, ${c.bad} bad${c.firstBad ? ': ' + c.firstBad : ''})`);
+      }
+      return;
+    }
+    // Warm up (isolate memo, JIT) before sampling.
+    await wrk(url, script, 2);
+
+    const inspectorPort = Number(/--inspector-port',? '?(\d+)/.exec(fg.log())?.[1] ?? 0) || (await findInspectorPort(fg));
+    const cdp = await inspector(inspectorPort);
+    await cdp.send('Profiler.enable');
+    await cdp.send('Profiler.setSamplingInterval', { interval: 50 });
+    await cdp.send('Profiler.start');
+    const out = await wrk(url, script, SECONDS);
+    const { profile } = await cdp.send('Profiler.stop');
+    cdp.close();
+    log(`wrk: ${(/Requests\/sec:\s+([\d.]+)/.exec(out) ?? [])[1]} req/s`);
+    report(profile);
+  } finally {
+    // PROFILE_LOG=text: print the Worker's last log lines that contain it (for instrumented builds).
+    if (process.env.PROFILE_LOG && fg) console.log(fg.log().split('\n').filter((l) => l.includes(process.env.PROFILE_LOG) || process.env.PROFILE_LOG === '*').slice(-8).join('\n'));
+    await fg?.stop();
+    await dify.stop();
+    snap.remove();
+    fs.rmSync(persistDir, { recursive: true, force: true });
+  }
+}
+
+/** The inspector port wrangler was started with (startWorker passes --inspector-port). */
+async function findInspectorPort(fg) {
+  const cmdline = (pid) => {
+    try {
+      return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    } catch {
+      return [];
+    }
+  };
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const args = cmdline(name);
+    const i = args.indexOf('--inspector-port');
+    if (i > 0 && args.includes(String(fg.port))) return Number(args[i + 1]);
+  }
+  throw new Error('cannot find the inspector port');
+}
+
+function report(profile) {
+  const self = new Map();
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const counts = new Map();
+  for (const s of profile.samples) counts.set(s, (counts.get(s) ?? 0) + 1);
+  let busy = 0;
+  let total = 0;
+  for (const [id, n] of counts) {
+    const node = byId.get(id);
+    const f = node.callFrame;
+    const name = f.functionName || '(anonymous)';
+    const where = f.url ? path.basename(f.url) : '';
+    const at = where && !where.includes(".wasm") ? `:${f.lineNumber + 1}:${f.columnNumber + 1}` : "";
+    const key = `${name}${where ? `  [${where}${at}]` : ''}`;
+    total += n;
+    if (name === '(idle)' || name === '(program)' || name === '(garbage collector)') {
+      if (name !== '(idle)') busy += n;
+      self.set(key, (self.get(key) ?? 0) + n);
+      continue;
+    }
+    busy += n;
+    self.set(key, (self.get(key) ?? 0) + n);
+  }
+  // Where the busy time goes, by kind of code.
+  const kinds = new Map();
+  for (const [k, n] of self) {
+    if (k.startsWith('(idle)')) continue;
+    const kind = k.includes('.wasm') ? "Flowgate's wasm" : k.includes('[index.js') ? 'JS glue (wasm-bindgen shim)' : k.includes('[cloudflare-internal') ? 'bindings (cloudflare-internal)' : k.startsWith('(program)') ? '(program: runtime outside JS)' : k.startsWith('(garbage') ? '(garbage collector)' : 'runtime built-ins (fetch, Response, Headers, ...)';
+    kinds.set(kind, (kinds.get(kind) ?? 0) + n);
+  }
+  const rows = [...self.entries()].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, TOP);
+  console.log(`# ${KIND}: ${busy} busy samples of ${total} (${((100 * busy) / total).toFixed(1)}% busy)\n`);
+  console.log('| kind | % of busy |\n|:---|---:|');
+  for (const [k, n] of [...kinds].sort((a, b) => b[1] - a[1])) console.log(`| ${k} | ${((100 * n) / busy).toFixed(1)} |`);
+  console.log('');
+  console.log('| self % of busy | samples | function |\n|---:|---:|:---|');
+  for (const [k, n] of rows) console.log(`| ${((100 * n) / busy).toFixed(1)} | ${n} | ${k.replace(/\|/g, '\\|')} |`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
