@@ -26,6 +26,9 @@ export function snapshotFlowgate({ rateLimit = true } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-bench-'));
   fs.cpSync(path.join(repoRoot, 'build'), path.join(dir, 'build'), { recursive: true, filter: (src) => !src.includes(`${path.sep}.tmp`) });
   fs.cpSync(path.join(repoRoot, 'migrations'), path.join(dir, 'migrations'), { recursive: true });
+  // wrangler.toml's `main` (worker/entry.mjs imports ../build/index.js) and its [assets] directory.
+  fs.cpSync(path.join(repoRoot, 'worker'), path.join(dir, 'worker'), { recursive: true });
+  fs.mkdirSync(path.join(dir, 'dist'), { recursive: true });
   const toml = fs.readFileSync(path.join(repoRoot, 'wrangler.toml'), 'utf8');
   const out = [];
   let table = '';
