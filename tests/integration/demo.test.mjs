@@ -32,7 +32,8 @@ before(async () => {
   varsFile = path.join(dir, '.dev.vars');
   stateFile = path.join(dir, 'demo-mcp-url');
   fs.writeFileSync(varsFile, `ADMIN_TOKEN=${ADMIN_TOKEN}\n# a comment\nDEMO="true"\n`);
-  [fg, plain] = await Promise.all([startFlowgate({ vars: { DEMO: 'true', ADMIN_TOKEN } }), startFlowgate()]);
+  // DEMO is set either way: wrangler dev also reads the repo's .dev.vars, where `make dev` puts DEMO=true.
+  [fg, plain] = await Promise.all([startFlowgate({ vars: { DEMO: 'true', ADMIN_TOKEN } }), startFlowgate({ vars: { DEMO: 'false' } })]);
 });
 
 after(async () => {
