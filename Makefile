@@ -45,8 +45,11 @@ dist/console/index.html: $(CONSOLE_SOURCES) scripts/build-console.mjs
 .dev.vars:
 	cp .dev.vars.example .dev.vars
 
+# With DEMO=true in .dev.vars, scripts/demo-setup.mjs waits for the Worker in the background,
+# creates (or finds) the demo apps and server, and prints the MCP URL and the console URL.
 dev: build .dev.vars
 	CI=true $(WRANGLER) d1 migrations apply DB --local
+	$(NODE22) scripts/demo-setup.mjs --url http://127.0.0.1:$(PORT) & \
 	$(WRANGLER) dev --local --ip 127.0.0.1 --port $(PORT)
 
 # schema.sql is every migration in order: what a fresh database holds.

@@ -19,14 +19,15 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export const BENCH_RATE_LIMIT = 1_000_000_000;
 
 /**
- * Copies build/ and migrations/ and a wrangler.toml without [build] and [assets] into a temp dir; returns {dir,
+ * Copies build/, worker/ and migrations/ and a wrangler.toml without [build] and [assets] into a temp dir; returns {dir,
  * config, remove()}. rateLimit: false drops the [[ratelimits]] binding altogether.
  */
 export function snapshotFlowgate({ rateLimit = true } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-bench-'));
   fs.cpSync(path.join(repoRoot, 'build'), path.join(dir, 'build'), { recursive: true, filter: (src) => !src.includes(`${path.sep}.tmp`) });
   fs.cpSync(path.join(repoRoot, 'migrations'), path.join(dir, 'migrations'), { recursive: true });
-
+  // wrangler.toml's `main` (worker/entry.mjs, which imports ../build/index.js).
+  fs.cpSync(path.join(repoRoot, 'worker'), path.join(dir, 'worker'), { recursive: true });
   const toml = fs.readFileSync(path.join(repoRoot, 'wrangler.toml'), 'utf8');
   const out = [];
   let table = '';

@@ -85,6 +85,8 @@ use Role::{Admin, Publisher, Viewer};
 /// route, so literal segments come before `{}`). GET routes are for viewers except the two
 /// Dify-compatible GETs that rotate a server code: those write, so they need a publisher.
 pub const ROUTES: &[Route] = &[
+    // `/console/api` itself: where the OpenAPI document is.
+    Route { pattern: "", allow: "GET", methods: &[("GET", Viewer)] },
     Route { pattern: "apps", allow: "GET, POST", methods: &[("GET", Viewer), ("POST", Publisher)] },
     Route { pattern: "apps/import", allow: "POST", methods: &[("POST", Publisher)] },
     Route {
@@ -126,7 +128,7 @@ pub const ROUTES: &[Route] = &[
 
 impl Route {
     fn matches(&self, rest: &[&str]) -> bool {
-        let mut parts = self.pattern.split('/');
+        let mut parts = self.pattern.split('/').filter(|p| !p.is_empty());
         let mut segs = rest.iter();
         loop {
             match (parts.next(), segs.next()) {
@@ -216,12 +218,13 @@ mod tests {
     }
 
     fn segs(path: &str) -> Vec<&str> {
-        path.split('/').collect()
+        path.split('/').filter(|s| !s.is_empty()).collect()
     }
 
     /// The decision of every route × method × role, written out by hand: the table above must
     /// give exactly this. (`-` viewer refused, `P` publisher and up, `A` admin only, `*` all.)
     const EXPECTED: &[(&str, &str, char)] = &[
+        ("GET", "", '*'),
         ("GET", "apps", '*'),
         ("POST", "apps", 'P'),
         ("POST", "apps/import", 'P'),
@@ -297,7 +300,8 @@ mod tests {
         for role in Role::ALL {
             assert_eq!(decide(&segs("nope"), "GET", role), Decision::NotFound);
             assert_eq!(decide(&segs("apps/X/Y"), "GET", role), Decision::NotFound);
-            assert_eq!(decide(&[], "GET", role), Decision::NotFound);
+            assert_eq!(decide(&segs("apps/X/tools"), "GET", role), Decision::NotFound);
+            assert_eq!(decide(&[], "POST", role), Decision::MethodNotAllowed { allow: "GET" });
             assert_eq!(decide(&segs("apps"), "PATCH", role), Decision::MethodNotAllowed { allow: "GET, POST" });
             assert_eq!(decide(&segs("apps"), "HEAD", role), Decision::MethodNotAllowed { allow: "GET, POST" });
             // A literal segment wins over `{}`, as in the router.
@@ -346,6 +350,37 @@ mod tests {
         assert!(Role::Viewer < Role::Publisher && Role::Publisher < Role::Admin);
     }
 
+    /// The OpenAPI document (`console/openapi.json`, served at `/console/api/openapi.json`)
+    /// describes exactly the routes and methods of [`ROUTES`], each with its least role.
+    #[test]
+    fn the_openapi_document_and_the_table_agree() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../console/openapi.json")).expect("console/openapi.json is JSON");
+        let mut documented: BTreeMap<(String, String), String> = BTreeMap::new();
+        for (path, item) in doc["paths"].as_object().expect("paths") {
+            let pattern = path
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .map(|s| if s.starts_with('{') { "{}" } else { s })
+                .collect::<Vec<_>>()
+                .join("/");
+            for (method, operation) in item.as_object().expect("a path item") {
+                let role = operation["x-flowgate-role"].as_str().unwrap_or("(none)").to_string();
+                documented.insert((pattern.clone(), method.to_ascii_uppercase()), role);
+            }
+        }
+        let table: BTreeMap<(String, String), String> = ROUTES
+            .iter()
+            .flat_map(|r| {
+                r.methods.iter().map(|(m, role)| ((r.pattern.to_string(), m.to_string()), role.as_str().into()))
+            })
+            .collect();
+        assert_eq!(
+            documented, table,
+            "console/openapi.json and ROUTES differ (regenerate it: node console/openapi.mjs)"
+        );
+    }
+
     /// The router in `shell/console.rs` and [`ROUTES`] name the same routes, methods and `Allow`
     /// lists: a route added to one and not the other fails here (and a route the table lacks is
     /// unreachable at run time, never open).
@@ -360,6 +395,7 @@ mod tests {
             let (segments, after) = line[2..].split_once("], ").expect("a route arm");
             let pattern = segments
                 .split(", ")
+                .filter(|s| !s.is_empty())
                 .map(|s| if s.starts_with('"') { s.trim_matches('"').to_string() } else { "{}".to_string() })
                 .collect::<Vec<_>>()
                 .join("/");

@@ -127,6 +127,9 @@ async fn route(mut req: Request, env: &Env, caller: &Identity, rest: &[&str], sh
         ref_prefix: ref_prefix.as_deref(),
     };
     let (status, body) = match (rest, &method) {
+        // The index: where the OpenAPI document of this API is (a static asset, see wrangler.toml).
+        ([], Method::Get) => (200, json!({"openapi": "/console/api/openapi.json", "version": super::VERSION})),
+        ([], _) => return not_allowed("GET"),
         (["apps"], Method::Get) => (200, c.list_apps().await?),
         (["apps"], Method::Post) => (201, c.create_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
         (["apps"], _) => return not_allowed("GET, POST"),

@@ -1,0 +1,426 @@
+// The source of console/openapi.json, the OpenAPI 3.1 document of the console API (served at
+// /console/api/openapi.json). Run `node console/openapi.mjs` after changing it: it rewrites the
+// JSON, which is what is checked in and served. Checks that keep it true:
+//   - src/pure/console_roles.rs (cargo test): its paths, methods and x-flowgate-role equal ROUTES;
+//   - tests/integration/openapi.test.mjs: the JSON is this file's output, and real answers of the
+//     Worker validate against the response schemas.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const schema = (name) => ({ $ref: `#/components/schemas/${name}` });
+const nullable = (type) => ({ type: [type, 'null'] });
+const str = { type: 'string' };
+const int = { type: 'integer' };
+const strings = { type: 'array', items: str };
+/** An object with exactly these properties (`?` marks the optional ones). */
+function object(props, extra = {}) {
+  const properties = {};
+  const required = [];
+  for (const [k, v] of Object.entries(props)) {
+    const optional = k.endsWith('?');
+    const name = optional ? k.slice(0, -1) : k;
+    properties[name] = v;
+    if (!optional) required.push(name);
+  }
+  return { type: 'object', properties, required, additionalProperties: false, ...extra };
+}
+const list = (item) => object({ data: { type: 'array', items: item } });
+const json = (s) => ({ 'application/json': { schema: s } });
+
+const ROLES = ['viewer', 'publisher', 'admin'];
+const RUBRIC = {
+  viewer: 'Role: viewer (any console token, or ADMIN_TOKEN).',
+  publisher: 'Role: publisher or admin.',
+  admin: 'Role: admin.',
+};
+
+/** Error answers every operation may give, and those it gives on its own. */
+const ERROR_TEXT = {
+  400: 'The body or a query parameter is wrong: `validation_failed` names every bad field in `errors`; `bad_request` otherwise.',
+  401: 'No credential, or a wrong or revoked one (`unauthorized`; `WWW-Authenticate: Bearer`).',
+  403: "The caller's role is not enough (`forbidden`; the message names both roles).",
+  404: 'No such app, server, key, task or token (`not_found`).',
+  409: 'Conflict with what is stored (`conflict`), e.g. a name already taken, a server the app already has, a task already finished.',
+  413: 'The body is larger than the console accepts.',
+  415: 'The body is not `application/json`.',
+  422: 'The backend refused or could not be read (imports from Dify, upstream MCP tool lists).',
+  429: 'Too many failed authentications from this address (`too_many_attempts`; `Retry-After`).',
+  503: 'The console is off (`console_disabled`: no usable ADMIN_TOKEN), `PUBLIC_URL` is unusable (`misconfigured`), or storage failed (`storage_unavailable`).',
+};
+
+function op(method, role, summary, { ok = 200, body, answer, params = [], errors = [], description } = {}) {
+  const codes = new Set([401, 429, 503, ...errors]);
+  if (role !== 'viewer') codes.add(403);
+  if (body) [400, 413, 415].forEach((c) => codes.add(c));
+  if (params.some((p) => p.in === 'query')) codes.add(400);
+  const responses = { [ok]: { description: 'Success', content: json(answer) } };
+  for (const c of [...codes].sort()) responses[c] = { $ref: `#/components/responses/E${c}` };
+  const operation = {
+    summary,
+    description: [description, RUBRIC[role]].filter(Boolean).join('\n\n'),
+    'x-flowgate-role': role,
+    ...(params.length ? { parameters: params } : {}),
+    ...(body ? { requestBody: { required: true, content: json(body) } } : {}),
+    responses,
+  };
+  return [method, operation];
+}
+
+const id = (name, what) => ({ name, in: 'path', required: true, description: what, schema: str });
+const APP = id('app_id', 'The app id.');
+const SERVER = id('server_id', 'The server id.');
+const query = (name, description, s) => ({ name, in: 'query', required: false, description, schema: s });
+
+const paths = {
+  '/': [
+    op('get', 'viewer', 'Where this document is', {
+      answer: schema('Index'),
+      description: 'The console API index: `openapi` is the path of this document (served without authentication).',
+    }),
+  ],
+  '/apps': [
+    op('get', 'viewer', 'List apps', { answer: list(schema('App')) }),
+    op('post', 'publisher', 'Create an app', { ok: 201, body: schema('AppInput'), answer: schema('App') }),
+  ],
+  '/apps/import': [
+    op('post', 'publisher', "Create an app from a Dify app's /v1/info and /v1/parameters", {
+      ok: 201,
+      body: schema('ImportInput'),
+      answer: schema('App'),
+      errors: [422],
+    }),
+  ],
+  '/apps/{app_id}': [
+    op('get', 'viewer', 'Read an app', { params: [APP], answer: schema('App'), errors: [404] }),
+    op('put', 'publisher', 'Replace an app', { params: [APP], body: schema('AppInput'), answer: schema('App'), errors: [404] }),
+    op('delete', 'publisher', 'Delete an app (its one-app server goes with it)', {
+      params: [APP],
+      answer: schema('Deleted'),
+      errors: [404],
+    }),
+  ],
+  '/apps/{app_id}/tools/refresh': [
+    op('post', 'publisher', "Re-read an upstream MCP app's tools, resources and prompts now", {
+      params: [APP],
+      answer: schema('ToolsRefresh'),
+      errors: [400, 404, 422],
+    }),
+  ],
+  '/apps/{app_id}/server': [
+    op('get', 'viewer', "Read the app's (Dify-style) server; never the code", {
+      params: [APP],
+      answer: schema('Server'),
+      errors: [404],
+    }),
+    op('post', 'publisher', 'Publish the app as an MCP server: the code and MCP URL are shown this once', {
+      ok: 201,
+      params: [APP],
+      body: schema('AppServerCreate'),
+      answer: schema('ServerWithCode'),
+      errors: [404, 409],
+    }),
+    op('put', 'publisher', "Update the app's server", {
+      params: [APP],
+      body: schema('AppServerUpdate'),
+      answer: schema('Server'),
+      errors: [404],
+    }),
+    op('delete', 'publisher', "Delete the app's server", { params: [APP], answer: schema('Deleted'), errors: [404] }),
+  ],
+  '/apps/{app_id}/server/refresh': ['get', 'post'].map((m) =>
+    op(m, 'publisher', 'Rotate the server code (Dify keys this by server id; an app id works too)', {
+      params: [id('app_id', 'A server id, or the id of an app with a server.')],
+      answer: schema('ServerWithCode'),
+      errors: [404],
+      description: m === 'get' ? "Dify's route: a GET that writes, so it needs a publisher." : undefined,
+    }),
+  ),
+  '/servers': [
+    op('get', 'viewer', 'List every server (one-app ones too, with `kind`)', { answer: list(schema('Server')) }),
+    op('post', 'publisher', 'Create a multi-app server (one tool per app): the code is shown this once', {
+      ok: 201,
+      body: schema('ServerCreate'),
+      answer: schema('ServerWithCode'),
+    }),
+  ],
+  '/servers/{server_id}': [
+    op('get', 'viewer', 'Read a server', { params: [SERVER], answer: schema('Server'), errors: [404] }),
+    op('put', 'publisher', 'Update a server', { params: [SERVER], body: schema('ServerUpdate'), answer: schema('Server'), errors: [404] }),
+    op('delete', 'publisher', 'Delete a server', { params: [SERVER], answer: schema('Deleted'), errors: [404] }),
+  ],
+  '/servers/{server_id}/refresh': ['get', 'post'].map((m) =>
+    op(m, 'publisher', 'Rotate the server code: the old one stops working at once', {
+      params: [SERVER],
+      answer: schema('ServerWithCode'),
+      errors: [404],
+    }),
+  ),
+  '/servers/{server_id}/auth': [
+    op('get', 'viewer', "The server's client authentication", { params: [SERVER], answer: schema('Auth'), errors: [404] }),
+    op('put', 'publisher', "Set the server's client authentication mode", {
+      params: [SERVER],
+      body: schema('AuthInput'),
+      answer: schema('Server'),
+      errors: [404],
+    }),
+  ],
+  '/servers/{server_id}/keys': [
+    op('get', 'viewer', "List the server's client keys (names and hints, never a key)", {
+      params: [SERVER],
+      answer: list(schema('Key')),
+      errors: [404],
+    }),
+    op('post', 'publisher', 'Create a client key: shown this once', {
+      ok: 201,
+      params: [SERVER],
+      body: object({ name: str }),
+      answer: schema('KeyCreated'),
+      errors: [404, 409],
+    }),
+  ],
+  '/servers/{server_id}/keys/{key_id}': [
+    op('delete', 'publisher', 'Revoke a client key', {
+      params: [SERVER, id('key_id', 'The key id.')],
+      answer: schema('Deleted'),
+      errors: [404],
+    }),
+  ],
+  '/servers/{server_id}/tasks': [
+    op('get', 'viewer', "The server's durable tasks, newest first", {
+      params: [
+        SERVER,
+        query('limit', '1 to 100 (default 50).', { type: 'integer', minimum: 1, maximum: 100 }),
+        query('before', 'A `created_at` of an earlier page (`next_before`).', int),
+      ],
+      answer: object({ data: { type: 'array', items: schema('Task') }, next_before: nullable('integer') }),
+      errors: [404],
+    }),
+  ],
+  '/servers/{server_id}/tasks/{task_id}': [
+    op('get', 'viewer', 'Read a durable task', { params: [SERVER, id('task_id', 'The task id.')], answer: schema('Task'), errors: [404] }),
+  ],
+  '/servers/{server_id}/tasks/{task_id}/cancel': [
+    op('post', 'publisher', 'Cancel a durable task', {
+      params: [SERVER, id('task_id', 'The task id.')],
+      answer: schema('Task'),
+      errors: [404, 409],
+    }),
+  ],
+  '/servers/{server_id}/usage': [
+    op('get', 'viewer', 'Usage metrics: series per tool and in all, and the last 50 failures', {
+      params: [
+        SERVER,
+        query('from', 'Epoch seconds or an ISO-8601 time (default: an hour, or a day with step=hour, before `to`).', str),
+        query('to', 'Epoch seconds or an ISO-8601 time (default: now).', str),
+        query('step', '`minute` (default) or `hour`.', { type: 'string', enum: ['minute', 'hour'] }),
+      ],
+      answer: schema('Usage'),
+      errors: [404],
+    }),
+  ],
+  '/audit': [
+    op('get', 'viewer', 'The audit log of console writes, newest first', {
+      params: [query('limit', '1 to 500 (default 100).', { type: 'integer', minimum: 1, maximum: 500 })],
+      answer: list(schema('AuditEntry')),
+    }),
+  ],
+  '/secrets/reseal': [
+    op('post', 'admin', 'Re-seal stored credentials under the current SECRETS_KEY', {
+      answer: object({ resealed_apps: int }),
+      errors: [409],
+    }),
+  ],
+  '/tokens': [
+    op('get', 'admin', 'List console tokens (never a token)', { answer: list(schema('Token')) }),
+    op('post', 'admin', 'Create a console token: shown this once', {
+      ok: 201,
+      body: schema('TokenInput'),
+      answer: schema('TokenCreated'),
+      errors: [409],
+    }),
+  ],
+  '/tokens/{token_id}': [
+    op('delete', 'admin', 'Revoke a console token', { params: [id('token_id', 'The token id.')], answer: schema('Deleted'), errors: [404] }),
+  ],
+};
+
+const MODES = ['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion', 'http-tool', 'mcp'];
+const parametersMap = { type: 'object', additionalProperties: str, description: 'Variable name → the description MCP clients see.' };
+const oauth = object({ issuer: str, 'audience?': nullable('string'), 'scopes?': strings, 'jwks_uri?': nullable('string') });
+const stats = {
+  calls: int,
+  errors: int,
+  streamed: int,
+  p50_ms: nullable('number'),
+  p95_ms: nullable('number'),
+  callers: int,
+  callers_capped: { type: 'boolean' },
+};
+const series = { type: 'array', items: object({ t: int, ...stats }) };
+const serverProps = {
+  id: str,
+  name: str,
+  description: str,
+  status: { type: 'string', enum: ['active', 'inactive'] },
+  parameters: parametersMap,
+  server_code_hint: { type: 'string', description: 'The last 4 characters of the code.' },
+  auth: schema('Auth'),
+  kind: { type: 'string', enum: ['app', 'multi'], description: '`app`: managed under /apps/{app_id}/server; `multi`: under /servers/{id}.' },
+  'app_id?': { ...str, description: 'kind `app`: the app.' },
+  'app_ids?': { ...strings, description: 'kind `multi`: its apps, in tool order.' },
+  created_at: int,
+  updated_at: int,
+  'server_code?': { ...str, description: 'Only in the answer that drew it: keep it secret.' },
+  'mcp_url?': { type: 'string', format: 'uri', description: 'Only with `server_code`.' },
+  'warnings?': strings,
+};
+const appProps = {
+  id: str,
+  name: str,
+  description: str,
+  mode: { type: 'string', enum: MODES },
+  backend: { type: 'object', description: 'The backend settings; literal credentials are shown as "***".' },
+  user_input_form: { type: 'array', items: { type: 'object' } },
+  outputs: { type: 'array', items: { type: 'object' } },
+  created_at: { ...int, description: 'Unix seconds.' },
+  updated_at: int,
+  'warnings?': strings,
+  'note?': { ...str, description: 'Imports of workflows without declared outputs: how to declare them.' },
+};
+
+const schemas = {
+  Error: object({
+    error: { type: 'string', description: 'A stable code: validation_failed, unauthorized, forbidden, not_found, ...' },
+    message: { type: 'string', description: 'What went wrong and what to do, for a person.' },
+    'errors?': { type: 'array', items: object({ field: str, message: str }) },
+  }),
+  Index: object({ openapi: { type: 'string', const: '/console/api/openapi.json' }, version: str }),
+  App: object(appProps),
+  AppInput: {
+    type: 'object',
+    required: ['name', 'mode', 'backend'],
+    properties: {
+      name: str,
+      description: str,
+      mode: { type: 'string', enum: MODES },
+      backend: { type: 'object', description: 'Dify: {base_url, api_key, ...}; http-tool: {api_endpoint, manifest, ...}; mcp: {url, ...}. See the README.' },
+      user_input_form: { type: 'array', items: { type: 'object' } },
+      outputs: { type: 'array', items: object({ variable: str, type: str, 'description?': str }) },
+    },
+  },
+  ImportInput: object({ base_url: { type: 'string', format: 'uri' }, api_key: str, 'outputs?': { type: 'array', items: { type: 'object' } } }),
+  Deleted: object({ result: { const: 'success' }, id: str }),
+  ToolsRefresh: object({
+    upstream_tools: strings,
+    exposed_tools: strings,
+    'capabilities?': { type: 'object' },
+    'servers?': { type: 'array', items: { type: 'object' } },
+    'catalog_error?': str,
+  }),
+  Auth: object({ mode: { type: 'string', enum: ['none', 'key', 'oauth'] }, 'oauth?': oauth }),
+  AuthInput: object({ mode: { type: 'string', enum: ['none', 'key', 'oauth'] }, 'oauth?': { type: ['object', 'null'] } }),
+  Server: object(serverProps),
+  ServerWithCode: { type: 'object', allOf: [schema('Server')], required: ['server_code', 'mcp_url'] },
+  AppServerCreate: object({ 'description?': str, 'parameters?': parametersMap }),
+  AppServerUpdate: object({
+    id: { ...str, description: "The server's id (from GET)." },
+    'name?': { ...str, description: 'Accepted and ignored: a one-app server is named after its app.' },
+    'description?': str,
+    'parameters?': parametersMap,
+    'status?': { type: 'string', enum: ['active', 'inactive'] },
+  }),
+  ServerCreate: object({ name: str, app_ids: strings, 'description?': str, 'parameters?': parametersMap }),
+  ServerUpdate: object({
+    'name?': str,
+    'app_ids?': strings,
+    'description?': str,
+    'parameters?': parametersMap,
+    'status?': { type: 'string', enum: ['active', 'inactive'] },
+  }),
+  Key: object({ id: str, name: str, hint: str, created_at: int, last_used_at: nullable('integer') }),
+  KeyCreated: object({ id: str, name: str, key: { ...str, description: 'fgk_…: shown this once.' }, hint: str, created_at: int }),
+  Task: object({
+    id: str,
+    app_id: str,
+    tool: str,
+    status: { type: 'string', enum: ['submitted', 'working', 'input_required', 'completed', 'failed', 'cancelled'] },
+    status_message: nullable('string'),
+    created_at: { ...int, description: 'Unix milliseconds.' },
+    updated_at: int,
+    poll_count: int,
+    consecutive_errors: int,
+    last_error: nullable('string'),
+    next_poll_at: nullable('integer'),
+    degraded: { type: 'boolean' },
+    cancel_requested: { type: 'boolean' },
+    completed_at: nullable('integer'),
+  }),
+  Usage: object({
+    server_id: str,
+    step: { type: 'string', enum: ['minute', 'hour'] },
+    from: int,
+    to: int,
+    from_iso: str,
+    to_iso: str,
+    flush_seconds: int,
+    total: object({ ...stats, series }),
+    tools: { type: 'array', items: object({ tool: str, ...stats, series }) },
+    failures: { type: 'array', items: object({ at: int, at_iso: str, tool: nullable('string'), message: nullable('string') }) },
+  }),
+  AuditEntry: object({
+    at: { ...int, description: 'Unix milliseconds.' },
+    request_id: str,
+    actor: { ...str, description: '`admin` (ADMIN_TOKEN) or `token:<name>`.' },
+    action: { ...str, description: 'e.g. `PUT /apps/{id}/server`.' },
+    target: nullable('string'),
+    status: int,
+  }),
+  TokenInput: object({ name: str, role: { type: 'string', enum: ROLES } }),
+  Token: object({
+    id: str,
+    name: str,
+    role: { type: 'string', enum: ROLES },
+    hint: str,
+    created_by: str,
+    created_at: int,
+    last_used_at: nullable('integer'),
+  }),
+};
+schemas.TokenCreated = {
+  ...schemas.Token,
+  properties: { ...schemas.Token.properties, token: { ...str, description: 'fgc_…: shown this once.' } },
+  required: [...schemas.Token.required, 'token'],
+};
+
+const doc = {
+  openapi: '3.1.0',
+  info: {
+    title: 'Flowgate console API',
+    version: '1.0.0',
+    description:
+      'Register backends (Dify apps, HTTP tools, upstream MCP servers) and publish them as remote MCP servers. ' +
+      'Every operation needs `Authorization: Bearer <ADMIN_TOKEN or a console token>`; `x-flowgate-role` is the least ' +
+      'role it needs (viewer < publisher < admin). Errors are `Error` objects with a 4xx or 503 status.',
+  },
+  servers: [{ url: '/console/api' }],
+  security: [{ bearer: [] }],
+  paths: Object.fromEntries(Object.entries(paths).map(([p, ops]) => [p, Object.fromEntries(ops)])),
+  components: {
+    securitySchemes: {
+      bearer: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN, or a console token (fgc_…).' },
+    },
+    schemas,
+    responses: Object.fromEntries(
+      Object.entries(ERROR_TEXT).map(([c, d]) => [`E${c}`, { description: d, content: json(schema('Error')) }]),
+    ),
+  },
+};
+
+export default doc;
+
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const out = path.join(path.dirname(fileURLToPath(import.meta.url)), 'openapi.json');
+  fs.writeFileSync(out, `${JSON.stringify(doc, null, 2)}\n`);
+  console.log(`wrote ${path.relative(process.cwd(), out)}`);
+}
