@@ -76,7 +76,7 @@ const paths = {
   '/': [
     op('get', 'viewer', 'Where this document is', {
       answer: schema('Index'),
-      description: 'The console API index: `openapi` is the path of this document (served without authentication).',
+      description: 'The console API index: `openapi` is the path of this document (served without authentication), `caller` who is asking (null, and no 401, when no credential is sent).',
     }),
   ],
   '/apps': [
@@ -295,7 +295,20 @@ const schemas = {
     message: { type: 'string', description: 'What went wrong and what to do, for a person.' },
     'errors?': { type: 'array', items: object({ field: str, message: str }) },
   }),
-  Index: object({ openapi: { type: 'string', const: '/console/api/openapi.json' }, version: str }),
+  Index: object({
+    openapi: { type: 'string', const: '/console/api/openapi.json' },
+    version: str,
+    caller: {
+      description: 'Who is asking; null without credentials (the index is the one answer given to anyone).',
+      oneOf: [
+        { type: 'null' },
+        object({
+          actor: { type: 'string', description: '`admin` (ADMIN_TOKEN), `token:<name>` (a console token) or `access:<email>` (Cloudflare Access).' },
+          role: { type: 'string', enum: ['viewer', 'publisher', 'admin'] },
+        }),
+      ],
+    },
+  }),
   App: object(appProps),
   AppInput: {
     type: 'object',
@@ -404,11 +417,17 @@ const doc = {
       'role it needs (viewer < publisher < admin). Errors are `Error` objects with a 4xx or 503 status.',
   },
   servers: [{ url: '/console/api' }],
-  security: [{ bearer: [] }],
+  security: [{ bearer: [] }, { cloudflareAccess: [] }],
   paths: Object.fromEntries(Object.entries(paths).map(([p, ops]) => [p, Object.fromEntries(ops)])),
   components: {
     securitySchemes: {
       bearer: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN, or a console token (fgc_…).' },
+      cloudflareAccess: {
+        type: 'apiKey',
+        in: 'header',
+        name: 'Cf-Access-Jwt-Assertion',
+        description: 'When ACCESS_TEAM_DOMAIN and ACCESS_AUD are set: the assertion Cloudflare Access adds to each request it lets through (with no Authorization header).',
+      },
     },
     schemas,
     responses: Object.fromEntries(

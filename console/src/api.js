@@ -2,16 +2,29 @@
 // (never in a URL), errors as ApiError with the server's per-field messages.
 
 const KEY = 'flowgate.console.token';
+// Signed in by Cloudflare Access (no token: Access's cookie makes the edge add its assertion).
+const ACCESS = 'flowgate.console.access';
 
 export const session = {
   get token() {
     return sessionStorage.getItem(KEY);
   },
+  /** The Access user's actor (`access:<email>`), when Access signed this tab in. */
+  get access() {
+    return sessionStorage.getItem(ACCESS);
+  },
+  get signedIn() {
+    return Boolean(this.token || this.access);
+  },
   set(token) {
     sessionStorage.setItem(KEY, token);
   },
+  setAccess(actor) {
+    sessionStorage.setItem(ACCESS, actor);
+  },
   clear() {
     sessionStorage.removeItem(KEY);
+    sessionStorage.removeItem(ACCESS);
   },
 };
 
@@ -36,7 +49,9 @@ export async function api(path, { method = 'GET', body, token = session.token } 
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
-      credentials: 'omit',
+      // Same-origin cookies go along for Cloudflare Access (its CF_Authorization cookie); the
+      // API takes only JSON bodies, which a cross-site form cannot send.
+      credentials: 'same-origin',
       cache: 'no-store',
     });
   } catch (e) {

@@ -54,9 +54,22 @@ function parseHash() {
   return [page || 'apps', rest.map(decodeURIComponent), new URLSearchParams(query ?? '')];
 }
 
+/** Behind Cloudflare Access the API already knows who this is: no token to ask for. */
+async function signInByAccess() {
+  try {
+    const index = await api('/', { token: null });
+    if (!index.caller?.actor?.startsWith('access:')) return false;
+    session.setAccess(index.caller.actor);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 let rendering = 0;
 async function render() {
-  if (!session.token) return signIn();
+  if (!session.signedIn && !(await signInByAccess())) return signIn();
+  document.getElementById('sign-out').textContent = session.access ? `Sign out (${session.access.slice(7)})` : 'Sign out';
   nav.hidden = false;
   const [page, args, query] = parseHash();
   const [title, show] = PAGES[page] ?? PAGES.apps;
@@ -82,7 +95,10 @@ async function render() {
 }
 
 document.getElementById('sign-out').addEventListener('click', () => {
+  const access = session.access;
   session.clear();
+  // Access's own sign-out ends its session; otherwise the next page would be signed in again.
+  if (access) return location.assign('/cdn-cgi/access/logout');
   document.getElementById('status').textContent = '';
   if (location.hash) location.hash = ''; // the hashchange shows the sign-in
   else signIn();

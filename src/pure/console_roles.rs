@@ -44,8 +44,10 @@ impl Role {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
     pub role: Role,
-    /// `None`: the bootstrap `ADMIN_TOKEN`. `Some`: a named console token.
+    /// `None`: the bootstrap `ADMIN_TOKEN` (or Access). `Some`: a named console token.
     pub token: Option<NamedToken>,
+    /// A user let in by Cloudflare Access (`console_access`): their email, else the `sub`.
+    pub access_user: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,15 +59,27 @@ pub struct NamedToken {
 impl Identity {
     /// The `ADMIN_TOKEN` secret: the bootstrap admin.
     pub fn bootstrap() -> Identity {
-        Identity { role: Role::Admin, token: None }
+        Identity { role: Role::Admin, token: None, access_user: None }
+    }
+
+    /// A named console token of `role`.
+    pub fn named(role: Role, token: NamedToken) -> Identity {
+        Identity { role, token: Some(token), access_user: None }
+    }
+
+    /// A user Cloudflare Access let in, with the role Access users get.
+    pub fn access(role: Role, user: String) -> Identity {
+        Identity { role, token: None, access_user: Some(user) }
     }
 
     /// The audit log's actor: `admin` for `ADMIN_TOKEN`, `token:<name>` for a named token (the
-    /// prefix keeps a token named "admin" apart from the bootstrap secret).
+    /// prefix keeps a token named "admin" apart from the bootstrap secret), `access:<email>`
+    /// for a user let in by Cloudflare Access.
     pub fn actor(&self) -> String {
-        match &self.token {
-            None => "admin".to_string(),
-            Some(t) => format!("token:{}", t.name),
+        match (&self.token, &self.access_user) {
+            (Some(t), _) => format!("token:{}", t.name),
+            (None, Some(user)) => format!("access:{user}"),
+            (None, None) => "admin".to_string(),
         }
     }
 }
@@ -191,9 +205,10 @@ impl Decision {
 }
 
 fn forbidden(caller: &Identity, method: &str, path: &str, needed: Role) -> ApiError {
-    let who = match &caller.token {
-        Some(t) => format!("console token {}", quote_input(&t.name)),
-        None => "the caller".to_string(),
+    let who = match (&caller.token, &caller.access_user) {
+        (Some(t), _) => format!("console token {}", quote_input(&t.name)),
+        (None, Some(user)) => format!("Cloudflare Access user {} (ACCESS_ROLE)", quote_input(user)),
+        (None, None) => "the caller".to_string(),
     };
     let at_least = if needed == Role::Admin { "" } else { " (or higher)" };
     ApiError::new(
@@ -214,7 +229,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn named(role: Role) -> Identity {
-        Identity { role, token: Some(NamedToken { id: "t1".into(), name: "deploy-bot".into() }) }
+        Identity::named(role, NamedToken { id: "t1".into(), name: "deploy-bot".into() })
     }
 
     fn segs(path: &str) -> Vec<&str> {

@@ -5,6 +5,7 @@ pub mod app;
 pub mod backend;
 pub mod client_auth;
 pub mod config;
+pub mod console_access;
 pub mod console_roles;
 pub mod console_tokens;
 pub mod decimal;

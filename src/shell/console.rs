@@ -71,7 +71,7 @@ pub async fn token_identity(env: &Env, ctx: &Context, hash: &str) -> Result<Opti
                 super::log::error(&format!("console token {} has an unknown role; refused", row.id));
                 return Ok(None);
             };
-            let identity = Identity { role, token: Some(NamedToken { id: row.id, name: row.name }) };
+            let identity = Identity::named(role, NamedToken { id: row.id, name: row.name });
             memo::remember_console_token(hash, Rc::new(identity.clone()), now);
             identity
         }
@@ -127,8 +127,16 @@ async fn route(mut req: Request, env: &Env, caller: &Identity, rest: &[&str], sh
         ref_prefix: ref_prefix.as_deref(),
     };
     let (status, body) = match (rest, &method) {
-        // The index: where the OpenAPI document of this API is (a static asset, see wrangler.toml).
-        ([], Method::Get) => (200, json!({"openapi": "/console/api/openapi.json", "version": super::VERSION})),
+        // The index: where the OpenAPI document of this API is (a static asset, see wrangler.toml),
+        // and who the caller is (the web console asks it to learn whether Access signed it in).
+        ([], Method::Get) => (
+            200,
+            json!({
+                "openapi": "/console/api/openapi.json",
+                "version": super::VERSION,
+                "caller": {"actor": caller.actor(), "role": caller.role.as_str()},
+            }),
+        ),
         ([], _) => return not_allowed("GET"),
         (["apps"], Method::Get) => (200, c.list_apps().await?),
         (["apps"], Method::Post) => (201, c.create_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),

@@ -25,6 +25,7 @@ use serde_json::json;
 use worker::{event, Context, Env, Request, Response};
 
 use crate::pure::admin;
+use crate::pure::console_access;
 use crate::pure::console_roles::Identity;
 use crate::pure::console_tokens;
 use crate::pure::error::ApiError;
@@ -86,6 +87,12 @@ async fn route(
         | ["mcp", "server", code, ".well-known", "oauth-protected-resource"] => {
             mcp::resource_metadata(req, env, ctx, code).await
         }
+        // The index without credentials: where the API's document is, and no caller (the web
+        // console asks it first, to learn whether Cloudflare Access already signed the user in).
+        ["console", "api"] if req.method() == worker::Method::Get && anonymous(&req) => {
+            http::json(200, &json!({ "openapi": "/console/api/openapi.json", "version": VERSION, "caller": null }))
+                .map_err(|e| http::internal("console index", e))
+        }
         ["console", "api", rest @ ..] => match check_admin(&req, env, ctx).await {
             Ok(identity) => console::handle(req, env, &identity, rest, shown_path).await,
             Err(e) => Err(e),
@@ -109,6 +116,22 @@ async fn check_admin(req: &Request, env: &Env, ctx: &Context) -> Result<Identity
         Ok(()) => return Ok(Identity::bootstrap()),
         Err(f) => f,
     };
+    // No Authorization header: Cloudflare Access's signed assertion, when Access is configured
+    // (it works without ADMIN_TOKEN; a too-short ADMIN_TOKEN keeps the console off regardless).
+    if matches!(failure, admin::AuthFailure::NotConfigured | admin::AuthFailure::NoToken { header_sent: false }) {
+        if let Some(assertion) = req.headers().get(console_access::ASSERTION_HEADER).ok().flatten() {
+            match access_identity(env, &assertion).await {
+                Ok(Some(identity)) => return Ok(identity),
+                // Access is not configured: the header means nothing here.
+                Ok(None) => {}
+                Err(e) if e.status == 401 => {
+                    throttle_attempt(req, env).await?;
+                    return Err(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
     // Only a token of the right shape costs a lookup (memo, else one indexed D1 read).
     if failure == admin::AuthFailure::InvalidToken {
         if let Some(hash) = console_tokens::presented_hash(header.as_deref()) {
@@ -119,14 +142,64 @@ async fn check_admin(req: &Request, env: &Env, ctx: &Context) -> Result<Identity
         }
     }
     if failure.counts_as_attempt() {
-        let ip = req.headers().get("cf-connecting-ip").ok().flatten();
-        let key = admin::throttle_key(ip.as_deref());
-        match ratelimit::allow_in(env, platform::ADMIN_AUTH_LIMIT, &key).await {
-            Ok(true) => {}
-            Ok(false) => return Err(admin::throttled()),
-            // The limiter failing must not open the door: the attempt still fails with 401.
-            Err(e) => log::error(&format!("the admin authentication limiter failed: {e}")),
-        }
+        throttle_attempt(req, env).await?;
     }
     Err(failure.error())
+}
+
+/// A request that brings no console credential at all: no Authorization header, no Access
+/// assertion.
+fn anonymous(req: &Request) -> bool {
+    let has = |name: &str| req.headers().get(name).ok().flatten().is_some();
+    !has("authorization") && !has(console_access::ASSERTION_HEADER)
+}
+
+/// Counts a failed console authentication against the client's address; `Err` (429) once the
+/// address is over the `ADMIN_AUTH_LIMIT`.
+async fn throttle_attempt(req: &Request, env: &Env) -> Result<(), ApiError> {
+    let ip = req.headers().get("cf-connecting-ip").ok().flatten();
+    let key = admin::throttle_key(ip.as_deref());
+    match ratelimit::allow_in(env, platform::ADMIN_AUTH_LIMIT, &key).await {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(admin::throttled()),
+        // The limiter failing must not open the door: the attempt still fails with 401.
+        Err(e) => {
+            log::error(&format!("the admin authentication limiter failed: {e}"));
+            Ok(())
+        }
+    }
+}
+
+/// The console identity of a Cloudflare Access assertion (`pure::console_access`), verified
+/// like an MCP server's OAuth token (issuer, AUD tag, expiry, RS256 signature with Access's
+/// keys). `Ok(None)`: Access is not configured.
+async fn access_identity(env: &Env, assertion: &str) -> Result<Option<Identity>, ApiError> {
+    let setting = |name| platform::setting(env, name);
+    let config = console_access::config(
+        setting("ACCESS_TEAM_DOMAIN").as_deref(),
+        setting("ACCESS_AUD").as_deref(),
+        setting("ACCESS_ROLE").as_deref(),
+    )
+    .map_err(|why| {
+        ApiError::new(503, "access_misconfigured", format!("Cloudflare Access sign-in is misconfigured: {why}"))
+    })?;
+    let Some(config) = config else { return Ok(None) };
+    let bearer = format!("Bearer {assertion}");
+    match resource_server::authenticate(&config.settings, "console-access", &config.audience, Some(&bearer)).await {
+        resource_server::Outcome::Caller(sub) => {
+            // Verified above; read again only for the user's email.
+            let user = crate::pure::oauth_resource::parse_jwt(assertion)
+                .map(|jwt| console_access::user_name(&jwt.claims, &sub))
+                .unwrap_or_else(|_| sub.to_string());
+            Ok(Some(Identity::access(config.role, user)))
+        }
+        resource_server::Outcome::Refused { error, .. } => {
+            Err(ApiError::new(401, "unauthorized", console_access::refusal(error.as_ref())))
+        }
+        resource_server::Outcome::Unavailable(why) => Err(ApiError::new(
+            503,
+            "access_unavailable",
+            format!("Cloudflare Access's signing keys could not be had ({why}); retry"),
+        )),
+    }
 }

@@ -256,12 +256,20 @@ describe('served by wrangler dev', () => {
     assert.equal(r.headers.get('x-request-id'), null);
   });
 
-  test('GET /console/api points to it (with a console credential, like every console route)', async () => {
+  test('GET /console/api points to it, names the caller, and answers anyone without credentials with caller null', async () => {
     const r = await call('get', '/', { status: 200 });
     assert.equal(r.json.openapi, '/console/api/openapi.json');
+    assert.deepEqual(r.json.caller, { actor: 'admin', role: 'admin' });
     const doc = await fg.fetchJson(r.json.openapi);
     assert.equal(doc.status, 200);
-    assert.equal((await call('get', '/', { token: null })).status, 401);
+    // No credential at all: the index only (the web console asks it to learn whether Cloudflare
+    // Access signed the user in); every other route still answers 401.
+    const anonymous = await call('get', '/', { token: null, status: 200 });
+    assert.equal(anonymous.json.caller, null);
+    assert.equal(anonymous.json.openapi, '/console/api/openapi.json');
+    assert.equal((await call('get', '/apps', { token: null })).status, 401);
+    // A wrong credential is not anonymous: 401.
+    assert.equal((await call('get', '/', { token: 'not-the-admin-token' })).status, 401);
     const r405 = await fg.console('/', { method: 'POST', body: {} });
     assert.equal(r405.status, 405);
     assert.equal(r405.headers.get('allow'), 'GET');

@@ -81,7 +81,8 @@ export async function startOAuthIssuer({ clients = {}, scopesSupported = ['mcp:t
       counts.metadata += 1;
       return json(res, 200, metadata());
     }
-    if (url.pathname === '/jwks') {
+    // /cdn-cgi/access/certs: where Cloudflare Access publishes its keys (the console's Access sign-in).
+    if (url.pathname === '/jwks' || url.pathname === '/cdn-cgi/access/certs') {
       counts.jwks += 1;
       return json(res, 200, { keys: published.map((k) => k.jwk) });
     }

@@ -1,0 +1,129 @@
+// Cloudflare Access as a console sign-in (ACCESS_TEAM_DOMAIN, ACCESS_AUD, ACCESS_ROLE): the
+// signed assertion Access adds to each request it lets through (Cf-Access-Jwt-Assertion) is the
+// caller's identity. Access here is the OAuth issuer fixture, which publishes its keys at
+// /cdn-cgi/access/certs as Access does and signs assertions with them.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+import { chromium } from 'playwright-core';
+
+import { startFlowgate } from '../support/harness.mjs';
+import { newKey, startOAuthIssuer } from '../support/oauth-issuer.mjs';
+
+const AUD = 'access-aud-tag-0123456789abcdef';
+const CHROMIUM = '/usr/bin/chromium';
+const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+let access;
+let fg; // Access configured, Access users are publishers
+let half; // only ACCESS_AUD set: misconfigured
+const now = () => Math.floor(Date.now() / 1000);
+
+before(async () => {
+  access = await startOAuthIssuer();
+  [fg, half] = await Promise.all([
+    startFlowgate({ vars: { ACCESS_TEAM_DOMAIN: access.issuer, ACCESS_AUD: AUD, ACCESS_ROLE: 'publisher' } }),
+    startFlowgate({ vars: { ACCESS_AUD: AUD } }),
+  ]);
+});
+
+after(async () => {
+  await Promise.allSettled([fg?.stop(), half?.stop(), access?.stop()]);
+});
+
+/** An assertion as Access signs it: its team domain as `iss`, the app's AUD tag as `aud`. */
+const assertion = (claims = {}, opts = {}) => access.mint({ aud: [AUD], sub: 'user-uuid-1', email: 'ada@example.com', ...claims }, opts);
+const asAccess = (inst, p, jwt, opts = {}) =>
+  inst.console(p, { ...opts, token: null, headers: { 'cf-access-jwt-assertion': jwt, ...(opts.headers ?? {}) } });
+
+describe('an Access assertion signs the caller in', () => {
+  test('a valid assertion is the caller: its email, the ACCESS_ROLE role; writes are audited under it', async () => {
+    const jwt = assertion();
+    const index = await asAccess(fg, '/', jwt);
+    assert.equal(index.status, 200, index.text);
+    assert.deepEqual(index.json.caller, { actor: 'access:ada@example.com', role: 'publisher' });
+    const created = await asAccess(fg, '/apps', jwt, {
+      method: 'POST',
+      body: { name: 'Via Access', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: 'k' } },
+    });
+    assert.equal(created.status, 201, created.text);
+    const audit = (await fg.console('/audit?limit=20')).json.data;
+    const entry = audit.find((e) => e.action === 'POST /apps' && e.status === 201);
+    assert.equal(entry?.actor, 'access:ada@example.com', JSON.stringify(audit.slice(0, 3)));
+    // A service token has no email: its sub names it.
+    const svc = await asAccess(fg, '/', assertion({ email: undefined, sub: 'svc-token-7' }));
+    assert.equal(svc.json.caller.actor, 'access:svc-token-7');
+  });
+
+  test('the role is ACCESS_ROLE: an admin-only route is refused, naming the Access user', async () => {
+    const r = await asAccess(fg, '/tokens', assertion(), { method: 'POST', body: { name: 'bot', role: 'viewer' } });
+    assert.equal(r.status, 403, r.text);
+    assert.match(r.json.message, /needs the admin role; Cloudflare Access user "ada@example.com" \(ACCESS_ROLE\) has the publisher role/);
+  });
+
+  test('bad assertions are refused with 401 saying why, and never reach a route', async () => {
+    const cases = [
+      ['another application (aud)', assertion({ aud: ['some-other-app'] }), /another Access application/],
+      ['another team (iss)', assertion({ iss: 'https://evil.cloudflareaccess.com' }), /another Access team/],
+      ['expired', assertion({ exp: now() - 3600, iat: now() - 7200 }), /expired/i],
+      ['signed by another key', assertion({}, { key: newKey('RS256', 'rsa-1') }), /signature/i],
+      ['not a JWT', 'not.a.jwt', /JWT|not/i],
+    ];
+    for (const [what, jwt, why] of cases) {
+      const r = await asAccess(fg, '/apps', jwt);
+      assert.equal(r.status, 401, `${what}: ${r.text}`);
+      assert.match(r.json.message, /Cf-Access-Jwt-Assertion\) was refused/, what);
+      assert.match(r.json.message, why, what);
+    }
+    // HS256 with the public key as the secret: refused before any key is looked at.
+    const hs = assertion({}, { alg: 'HS256', hmacSecret: access.publicPem() });
+    assert.equal((await asAccess(fg, '/apps', hs)).status, 401);
+  });
+
+  test('an Authorization header decides alone: a wrong token is not rescued by a valid assertion', async () => {
+    const r = await fg.console('/apps', { token: 'wrong-token-of-the-right-length-0000000', headers: { 'cf-access-jwt-assertion': assertion() } });
+    assert.equal(r.status, 401, r.text);
+    assert.match(r.json.message, /admin token is not valid/);
+    assert.equal((await fg.console('/apps')).status, 200, 'ADMIN_TOKEN still works');
+  });
+
+  test('half a configuration answers 503 saying what to set; without an assertion nothing changes', async () => {
+    const r = await asAccess(half, '/apps', assertion());
+    assert.equal(r.status, 503, r.text);
+    assert.match(r.json.message, /ACCESS_AUD is set but ACCESS_TEAM_DOMAIN is not/);
+    assert.equal((await half.console('/apps', { token: null })).status, 401);
+    assert.equal((await half.console('/apps')).status, 200);
+  });
+});
+
+test('the web console opens signed in behind Access, without asking for a token', async () => {
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh --browser`);
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-chromium-'));
+  // The edge adds the assertion to every request Access lets through; here the browser does.
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ARGS,
+    extraHTTPHeaders: { 'cf-access-jwt-assertion': assertion() },
+  });
+  const errors = [];
+  try {
+    const page = context.pages()[0] ?? (await context.newPage());
+    page.on('pageerror', (e) => errors.push(e.message));
+    page.on('console', (m) => m.type() === 'error' && errors.push(m.text()));
+    await page.goto(`${fg.url}/console/`);
+    await page.getByRole('heading', { name: 'Apps' }).waitFor({ timeout: 15_000 });
+    assert.equal(await page.locator('input[name=token]').count(), 0, 'no token is asked for');
+    assert.match(await page.locator('#sign-out').textContent(), /ada@example\.com/);
+    // The app the Access user created is listed (the API calls carry the assertion too).
+    await page.getByText('Via Access').first().waitFor({ timeout: 15_000 });
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+});
