@@ -330,11 +330,7 @@ fn mcp_rows(budget: Duration, rows: &mut Vec<Row>, raw: &mut serde_json::Map<Str
                 other => panic!("a hot tools/list is a ToolsList step: {other:?}"),
             }
         });
-        row(
-            rows,
-            format!("tools/list, {n} app(s), prepared: body bytes → answer bytes (the Worker's hot path)"),
-            ns,
-        );
+        row(rows, format!("tools/list, {n} app(s), prepared: body bytes → answer bytes (the Worker's hot path)"), ns);
         raw.insert(format!("tools_list_prepared_{n}_ns"), ns.into());
     }
     // The same, as the Worker does it around handle(): body bytes in, answer bytes out.
@@ -384,7 +380,6 @@ fn mcp_rows(budget: Duration, rows: &mut Vec<Row>, raw: &mut serde_json::Map<Str
 }
 
 fn sse_rows(rows: &mut Vec<Row>, raw: &mut serde_json::Map<String, Value>) {
-
     // The SSE parser against a bare newline scan over the same bytes and chunks.
     let stream = dify_stream();
     let (events, data) = parse_pass(&stream);
@@ -429,7 +424,6 @@ fn sse_rows(rows: &mut Vec<Row>, raw: &mut serde_json::Map<String, Value>) {
 }
 
 fn print_rows(rows: &[Row], budget: Duration, mut raw: serde_json::Map<String, Value>) {
-
     println!("| Pure core (host, cargo bench --bench core) | per op | ops/s | Target | Met |");
     println!("|:---|---:|---:|---|---|");
     for r in rows {
