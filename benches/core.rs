@@ -9,7 +9,8 @@
 //! wasm: the numbers are for the code as it ships, on the host CPU (no wasm, no runtime).
 //!
 //! Prints a Markdown table on stdout and one line `BENCH_JSON {...}` with the raw numbers.
-//! Knob: BENCH_CORE_SECONDS (time per measurement, default 0.5).
+//! Knobs: BENCH_CORE_SECONDS (time per measurement, default 0.5); BENCH_ONLY=sse (only the SSE
+//! rows, for quick runs while working on the parser).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -287,10 +288,21 @@ fn main() {
     let budget = seconds_per_measurement();
     let mut rows: Vec<Row> = Vec::new();
     let mut raw = serde_json::Map::new();
-    let row = |rows: &mut Vec<Row>, measure: String, ns: f64| {
-        rows.push(Row { measure, per_op: per_op(ns), rate: ops_per_s(ns), target: String::new(), met: String::new() })
-    };
 
+    let only_sse = std::env::var("BENCH_ONLY").is_ok_and(|v| v == "sse");
+    if !only_sse {
+        mcp_rows(budget, &mut rows, &mut raw);
+    }
+    sse_rows(&mut rows, &mut raw);
+    print_rows(&rows, budget, raw);
+}
+
+fn push_row(rows: &mut Vec<Row>, measure: String, ns: f64) {
+    rows.push(Row { measure, per_op: per_op(ns), rate: ops_per_s(ns), target: String::new(), met: String::new() })
+}
+
+fn mcp_rows(budget: Duration, rows: &mut Vec<Row>, raw: &mut serde_json::Map<String, Value>) {
+    let row = push_row;
     // tools/list through the public entry point, for servers of 1, 10 and 50 apps.
     let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
     let h = headers();
@@ -303,7 +315,7 @@ fn main() {
         assert_eq!(answer["result"]["tools"].as_array().map(Vec::len), Some(n), "tools/list lists every app");
         let answer_bytes = serde_json::to_vec(&answer).unwrap().len();
         let ns = ns_per_op(budget, || handle(black_box(&def), black_box(&list), &h, "0.1.0"));
-        row(&mut rows, format!("tools/list, {n} app(s), built: handle() ({answer_bytes} B answer)"), ns);
+        row(rows, format!("tools/list, {n} app(s), built: handle() ({answer_bytes} B answer)"), ns);
         raw.insert(format!("tools_list_{n}_ns"), ns.into());
     }
     // The hot path as the Worker takes it: handle_with() says `ToolsList`, and the answer is
@@ -318,11 +330,7 @@ fn main() {
                 other => panic!("a hot tools/list is a ToolsList step: {other:?}"),
             }
         });
-        row(
-            &mut rows,
-            format!("tools/list, {n} app(s), prepared: body bytes → answer bytes (the Worker's hot path)"),
-            ns,
-        );
+        row(rows, format!("tools/list, {n} app(s), prepared: body bytes → answer bytes (the Worker's hot path)"), ns);
         raw.insert(format!("tools_list_prepared_{n}_ns"), ns.into());
     }
     // The same, as the Worker does it around handle(): body bytes in, answer bytes out.
@@ -336,14 +344,14 @@ fn main() {
                 _ => Vec::new(),
             }
         });
-        row(&mut rows, "tools/list, 10 apps: body bytes → parse → handle() → answer bytes".into(), ns);
+        row(rows, "tools/list, 10 apps: body bytes → parse → handle() → answer bytes".into(), ns);
         raw.insert("tools_list_10_bytes_ns".into(), ns.into());
     }
     // The definition read back from its cached JSON text (today: on every MCP request).
     for n in [1usize, 10, 50] {
         let text = serde_json::to_string(&server_with(n)).unwrap();
         let ns = ns_per_op(budget, || serde_json::from_str::<ServerDefinition>(black_box(&text)).unwrap());
-        row(&mut rows, format!("definition decode from its KV JSON text, {n} app(s) ({} B)", text.len()), ns);
+        row(rows, format!("definition decode from its KV JSON text, {n} app(s) ({} B)", text.len()), ns);
         raw.insert(format!("definition_decode_{n}_ns"), ns.into());
     }
 
@@ -356,7 +364,7 @@ fn main() {
         let args = args.as_object().unwrap();
         assert!(tool.check_arguments(Some(args)).is_ok(), "the bench arguments are valid");
         let ns = ns_per_op(budget, || tool.check_arguments(black_box(Some(args))));
-        row(&mut rows, "tools/call argument check, 5 typed arguments (Tool::check_arguments)".into(), ns);
+        row(rows, "tools/call argument check, 5 typed arguments (Tool::check_arguments)".into(), ns);
         raw.insert("check_arguments_ns".into(), ns.into());
 
         let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
@@ -366,10 +374,12 @@ fn main() {
             other => panic!("tools/call did not plan a backend call: {other:?}"),
         }
         let ns = ns_per_op(budget, || handle(black_box(&def), black_box(&call), &h, "0.1.0"));
-        row(&mut rows, "tools/call, 10-app server, 5 arguments: handle() → the call plan".into(), ns);
+        row(rows, "tools/call, 10-app server, 5 arguments: handle() → the call plan".into(), ns);
         raw.insert("tools_call_plan_ns".into(), ns.into());
     }
+}
 
+fn sse_rows(rows: &mut Vec<Row>, raw: &mut serde_json::Map<String, Value>) {
     // The SSE parser against a bare newline scan over the same bytes and chunks.
     let stream = dify_stream();
     let (events, data) = parse_pass(&stream);
@@ -411,10 +421,12 @@ fn main() {
     raw.insert("sse_parse_mb_s".into(), parse_mbs.into());
     raw.insert("sse_memchr_mb_s".into(), scan_mbs.into());
     raw.insert("sse_ratio".into(), ratio.into());
+}
 
+fn print_rows(rows: &[Row], budget: Duration, mut raw: serde_json::Map<String, Value>) {
     println!("| Pure core (host, cargo bench --bench core) | per op | ops/s | Target | Met |");
     println!("|:---|---:|---:|---|---|");
-    for r in &rows {
+    for r in rows {
         println!("| {} | {} | {} | {} | {} |", r.measure, r.per_op, r.rate, r.target, r.met);
     }
     println!();
