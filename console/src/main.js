@@ -54,8 +54,11 @@ function parseHash() {
   return [page || 'apps', rest.map(decodeURIComponent), new URLSearchParams(query ?? '')];
 }
 
-/** Behind Cloudflare Access the API already knows who this is: no token to ask for. */
+/** Behind Cloudflare Access the API already knows who this is: no token to ask for. Asked
+ * once per page load (Access does not come and go within a tab). */
+let accessAsked = false;
 async function signInByAccess() {
+  accessAsked = true;
   try {
     const index = await api('/', { token: null });
     if (!index.caller?.actor?.startsWith('access:')) return false;
@@ -68,7 +71,14 @@ async function signInByAccess() {
 
 let rendering = 0;
 async function render() {
-  if (!session.signedIn && !(await signInByAccess())) return signIn();
+  if (!session.signedIn) {
+    if (accessAsked) return signIn();
+    const ticket = ++rendering;
+    const signedIn = await signInByAccess();
+    // Another render began meanwhile (a link followed): it decides what shows.
+    if (ticket !== rendering) return;
+    if (!signedIn) return signIn();
+  }
   document.getElementById('sign-out').textContent = session.access ? `Sign out (${session.access.slice(7)})` : 'Sign out';
   nav.hidden = false;
   const [page, args, query] = parseHash();

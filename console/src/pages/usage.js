@@ -43,7 +43,7 @@ export async function usagePage(section, { args, query, refresh }) {
       [['Calls', t.calls], ['Errors', t.errors], ['Streamed', t.streamed], ['p50', ms(t.p50_ms)], ['p95', ms(t.p95_ms)],
         ['Callers', `${t.callers}${t.callers_capped ? '+' : ''}`]]
         .map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v)))),
-    h('figure', { class: 'chart' }, chart(t.series, step), h('figcaption', {}, `${label}: calls (bars) and errors (red). Each Worker isolate writes its counts at most every ${u.flush_seconds} s; this page writes its own first.`)),
+    h('figure', { class: 'chart' }, chart(t.series, step), h('figcaption', {}, `${label}: calls (bars) and errors (red). Each Worker isolate writes its counts ${u.flush_seconds > 0 ? `at most every ${u.flush_seconds} s` : 'after every request'}; this page writes its own first.`)),
     table([
       ['Tool', (r) => r.tool],
       ['Calls', (r) => r.calls],
