@@ -43,3 +43,49 @@ export function runConformance(args, timeout = 120_000) {
     });
   });
 }
+
+export const summary = (out) => out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n');
+
+/** The outcome of one run, as the conformance table shows it. */
+export function outcomeOf(code, out) {
+  const m = /Passed: (\d+)\/(\d+), (\d+) failed, (\d+) warnings/.exec(out);
+  if (!m) return code === 0 ? 'no checks ran' : 'error';
+  const [, passed, total, failed, warnings] = m.map(Number);
+  let s = failed ? `${failed} failed of ${total}` : `passed ${passed}/${total}`;
+  if (warnings) s += `, ${warnings} warning${warnings > 1 ? 's' : ''}`;
+  if (failed && code === 0) s += ' (expected, baselined)';
+  return s;
+}
+
+/**
+ * Records conformance outcomes of one test file in tests/conformance/results/<name>.json
+ * (sorted, so an unchanged run writes the same file); scripts/conformance-table.mjs makes
+ * docs/conformance.md of all of them. `save()` runs in the file's `after`.
+ */
+export function recorder(name) {
+  const rows = new Map();
+  return {
+    /** scenario, revision ('default' for the scenario's own), target ('Flowgate' or 'fixture: …'). */
+    add(scenario, revision = 'default', target, code, out) {
+      rows.set(`${scenario}\0${revision}\0${target}`, { scenario, revision, target, result: outcomeOf(code, out) });
+    },
+    async save() {
+      if (!rows.size) return;
+      const { mkdir, readFile, writeFile } = await import('node:fs/promises');
+      const dir = path.join(repoRoot, 'tests/conformance/results');
+      await mkdir(dir, { recursive: true });
+      const file = path.join(dir, `${name}.json`);
+      // A run of some tests only updates their rows.
+      let old = [];
+      try {
+        old = JSON.parse(await readFile(file, 'utf8'));
+      } catch {}
+      const all = new Map(old.map((r) => [`${r.scenario}\0${r.revision}\0${r.target}`, r]));
+      for (const [k, r] of rows) all.set(k, r);
+      const sorted = [...all.values()].sort((a, b) => `${a.scenario}\0${a.revision}\0${a.target}`.localeCompare(`${b.scenario}\0${b.revision}\0${b.target}`));
+      await writeFile(file, `${JSON.stringify(sorted, null, 1)}\n`);
+      const { execFile: run } = await import('node:child_process');
+      await new Promise((resolve) => run(NODE22, [path.join(repoRoot, 'scripts/conformance-table.mjs')], { cwd: repoRoot }, resolve));
+    },
+  };
+}
