@@ -59,7 +59,7 @@ export function outcomeOf(code, out) {
 
 /**
  * Records conformance outcomes of one test file in tests/conformance/results/<name>.json
- * (sorted, so an unchanged run writes the same file); scripts/conformance-table.mjs makes
+ * (sorted, so an unchanged run writes the same file; commit it with the generated table); scripts/conformance-table.mjs makes
  * docs/conformance.md of all of them. `save()` runs in the file's `after`.
  */
 export function recorder(name) {
@@ -71,18 +71,13 @@ export function recorder(name) {
     },
     async save() {
       if (!rows.size) return;
-      const { mkdir, readFile, writeFile } = await import('node:fs/promises');
+      const { mkdir, writeFile } = await import('node:fs/promises');
       const dir = path.join(repoRoot, 'tests/conformance/results');
       await mkdir(dir, { recursive: true });
       const file = path.join(dir, `${name}.json`);
-      // A run of some tests only updates their rows.
-      let old = [];
-      try {
-        old = JSON.parse(await readFile(file, 'utf8'));
-      } catch {}
-      const all = new Map(old.map((r) => [`${r.scenario}\0${r.revision}\0${r.target}`, r]));
-      for (const [k, r] of rows) all.set(k, r);
-      const sorted = [...all.values()].sort((a, b) => `${a.scenario}\0${a.revision}\0${a.target}`.localeCompare(`${b.scenario}\0${b.revision}\0${b.target}`));
+      // The whole file's outcomes replace the last ones (a partial run records only its own).
+      const key = (r) => `${r.scenario}\0${r.revision}\0${r.target}`;
+      const sorted = [...rows.values()].sort((a, b) => key(a).localeCompare(key(b)));
       await writeFile(file, `${JSON.stringify(sorted, null, 1)}\n`);
       const { execFile: run } = await import('node:child_process');
       await new Promise((resolve) => run(NODE22, [path.join(repoRoot, 'scripts/conformance-table.mjs')], { cwd: repoRoot }, resolve));
