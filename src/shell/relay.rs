@@ -3,15 +3,18 @@
 //! Worker's sealing key, Flowgate's `Mcp-Session-Id` and the relayed requests' ids (the
 //! delivery of an answer is `upstream::deliver_answer`).
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use worker::Env;
 
 use crate::pure::definition::ServerDefinition;
+use crate::pure::mcp::input_required::{self as ir, Bind};
+use crate::pure::mcp::jsonrpc::{RpcError, INTERNAL_ERROR};
 use crate::pure::mcp::relay::{self, ClientCaps, Ticket};
 use crate::pure::mcp::version::Version;
 
 const TICKETS: &str = "relay-ticket";
 const SESSIONS: &str = "mcp-session";
+const STATES: &str = "input-state";
 
 /// The keys for one purpose, derived from `SECRETS_KEY` (then `SECRETS_KEY_PREVIOUS`): none
 /// when it is not set, and then nothing is relayed.
@@ -58,4 +61,39 @@ pub fn seal_ticket(env: &Env, ticket: &Ticket) -> Result<String, String> {
         .first()
         .ok_or("Flowgate has no SECRETS_KEY to seal the request's id with, so it relays nothing")?;
     relay::seal_ticket(&key, nonce()?, ticket)
+}
+
+/// A client's retry for the upstream: the `requestState` in its round-trip `params` opened
+/// (`pure::mcp::input_required`), or the error the client gets.
+pub fn open_state(env: &Env, params: &mut Map<String, Value>, bind: Bind) -> Result<(), RpcError> {
+    ir::open_state(params, &keys(env, STATES), bind, super::platform::now_ms())
+}
+
+/// An upstream's response for a client of `version` that sent `params`: an `input_required`
+/// result checked against what the client declared and its state sealed, or the error the
+/// client gets.
+pub fn seal_state(
+    env: &Env,
+    response: &mut Value,
+    version: Version,
+    params: &Map<String, Value>,
+    bind: Bind,
+) -> Result<(), RpcError> {
+    if !ir::asks_input(response) {
+        return Ok(());
+    }
+    if !version.is_stateless() {
+        return Err(RpcError::new(
+            200,
+            INTERNAL_ERROR,
+            format!(
+                "Internal error: the upstream asked for input (an input_required result), which only MCP 2026-07-28 \
+                 clients can give; this client speaks {}",
+                version.as_str()
+            ),
+        ));
+    }
+    let key = keys(env, STATES).first().copied();
+    let nonce = nonce().map_err(|e| RpcError::new(200, INTERNAL_ERROR, format!("Internal error: {e}")))?;
+    ir::seal_result(&mut response["result"], ir::declared(params), key.as_ref(), nonce, bind, super::platform::now_ms())
 }

@@ -554,11 +554,12 @@ impl<'a> Client<'a> {
         name: &str,
         arguments: &Value,
         progress_token: Option<&Value>,
+        input: &serde_json::Map<String, Value>,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, String> {
         let timeout = self.up.call_timeout;
-        self.request(&|id, s| tools_call_request(id, name, arguments, progress_token, s), Some(name), timeout, on_note)
-            .await
+        let make = |id, s: &Session| tools_call_request(id, name, arguments, progress_token, input, s);
+        self.request(&make, Some(name), timeout, on_note).await
     }
 
     /// The Streamable HTTP session this client uses, as stored (for a cancel from elsewhere);
@@ -731,14 +732,18 @@ pub async fn call(
         Ok(u) => u,
         Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
     };
+    let (name, arguments, mut input) = match &plan.request {
+        CallRequest::Mcp { tool, arguments, input } => (tool.as_str(), arguments, input.clone()),
+        _ => return server::finish_call(plan, Outcome::Failed("not an upstream MCP call".into()), VERSION),
+    };
+    let bind = [def.server_id.as_str(), app.id.as_str(), "tools/call", name, upstream.session_scope.as_str()];
+    if let Err(e) = super::relay::open_state(env, &mut input, bind) {
+        return e.to_response(&plan.id);
+    }
     let mut client = Client::new(&upstream, env);
     if let Err(e) = client.connect(true).await {
         return server::finish_call(plan, Outcome::Failed(e), VERSION);
     }
-    let (name, arguments) = match &plan.request {
-        CallRequest::Mcp { tool, arguments } => (tool.as_str(), arguments),
-        _ => return server::finish_call(plan, Outcome::Failed("not an upstream MCP call".into()), VERSION),
-    };
     // The call's request id is the client's next one (a re-initialized session may renumber
     // it; a cancel then names a request the upstream no longer has, which it ignores).
     on_start(client.last_request_id() + 1, client.http_session());
@@ -770,7 +775,7 @@ pub async fn call(
         futures::future::pending::<()>().await
     };
     let answer = {
-        let call = client.call_tool(name, arguments, plan.progress_token.as_ref(), &mut relay);
+        let call = client.call_tool(name, arguments, plan.progress_token.as_ref(), &input, &mut relay);
         futures::pin_mut!(call, abort, answering);
         let call = async {
             match futures::future::select(call, answering).await {
@@ -785,7 +790,10 @@ pub async fn call(
         }
     };
     match answer {
-        Some(Ok(response)) => server::upstream_response(plan, &app.name, &response, VERSION),
+        Some(Ok(mut response)) => match super::relay::seal_state(env, &mut response, plan.version, &input, bind) {
+            Ok(()) => server::upstream_response(plan, &app.name, &response, VERSION),
+            Err(e) => e.to_response(&plan.id),
+        },
         Some(Err(e)) => server::finish_call(plan, Outcome::Failed(e), VERSION),
         None => {
             if let Some(target) = &target {
@@ -889,13 +897,22 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
         Ok(u) => u,
         Err(e) => return server::forward_failed(fwd, &e),
     };
+    let name = fwd.name.as_deref().or_else(|| fwd.params.get("name").and_then(Value::as_str)).unwrap_or_default();
+    let bind = [def.server_id.as_str(), app.id.as_str(), fwd.method, name, upstream.session_scope.as_str()];
+    let mut params = fwd.params.clone();
+    if let Err(e) = super::relay::open_state(env, &mut params, bind) {
+        return e.to_response(&fwd.id);
+    }
     let mut client = Client::new(&upstream, env);
     if let Err(e) = client.connect(true).await {
         return server::forward_failed(fwd, &e);
     }
-    let make = |id, s: &Session| session_request(id, fwd.method, fwd.params.clone(), s);
+    let make = |id, s: &Session| session_request(id, fwd.method, params.clone(), s);
     match client.request(&make, fwd.name.as_deref(), upstream.call_timeout, &mut |_| {}).await {
-        Ok(response) => server::forwarded_response(fwd, &app.name, &response, VERSION),
+        Ok(mut response) => match super::relay::seal_state(env, &mut response, fwd.version, &params, bind) {
+            Ok(()) => server::forwarded_response(fwd, &app.name, &response, VERSION),
+            Err(e) => e.to_response(&fwd.id),
+        },
         Err(e) => server::forward_failed(fwd, &e),
     }
 }

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { startFlowgate } from '../support/harness.mjs';
-import { BASELINE, runConformance } from '../support/conformance.mjs';
+import { BASELINE, recorder, runConformance } from '../support/conformance.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { publish } from '../support/flowgate-setup.mjs';
 
@@ -23,6 +23,7 @@ const SCENARIOS = [
   ['server-sse-multiple-streams', '2025-11-25'],
 ];
 
+const rec = recorder('conformance-relay');
 let fg;
 let ups;
 let gatewayUrl;
@@ -38,6 +39,7 @@ before(async () => {
 });
 
 after(async () => {
+  await rec.save();
   await Promise.allSettled([fg?.stop(), ups?.stop()]);
 });
 
@@ -47,6 +49,7 @@ for (const [scenario, version] of SCENARIOS) {
   test(`conformance through an upstream: ${scenario} @ ${version}`, async () => {
     const args = ['server', '--url', gatewayUrl, '--scenario', scenario, '--spec-version', version, '--expected-failures', BASELINE];
     const { code, out } = await runConformance(args);
+    rec.add(scenario, version, 'Flowgate', code, out);
     assert.equal(code, 0, `conformance ${scenario} failed:\n${summary(out)}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
     assert.match(out, / 0 failed/, `a check failed (even if expected):\n${summary(out)}`);
@@ -55,6 +58,7 @@ for (const [scenario, version] of SCENARIOS) {
   test(`conformance of the upstream fixture itself: ${scenario} @ ${version}`, async () => {
     const args = ['server', '--url', ups.everything.url, '--scenario', scenario, '--spec-version', version];
     const { code, out } = await runConformance(args);
+    rec.add(scenario, version, 'fixture: SDK everything', code, out);
     assert.equal(code, 0, `the fixture fails ${scenario}:\n${summary(out)}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });

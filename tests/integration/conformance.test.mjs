@@ -3,7 +3,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { startFlowgate } from '../support/harness.mjs';
-import { BASELINE, CATALOG_SCENARIOS, runConformance, TOOL_SCENARIOS } from '../support/conformance.mjs';
+import { BASELINE, CATALOG_SCENARIOS, recorder, runConformance, TOOL_SCENARIOS } from '../support/conformance.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { publish, registerApp } from '../support/flowgate-setup.mjs';
@@ -23,6 +23,7 @@ const SCENARIOS = [
   ['caching'],
 ];
 
+const rec = recorder('conformance');
 let fg;
 let dify;
 let ups;
@@ -42,6 +43,7 @@ before(async () => {
 });
 
 after(async () => {
+  await rec.save();
   await Promise.allSettled([fg?.stop(), dify?.stop(), ups?.stop()]);
 });
 
@@ -51,6 +53,7 @@ for (const [scenario, version] of SCENARIOS) {
     const args = ['server', '--url', url, '--scenario', scenario, '--expected-failures', BASELINE];
     if (version) args.push('--spec-version', version);
     const { code, out } = await runConformance(args);
+    rec.add(scenario, version, 'Flowgate (Dify workflow app)', code, out);
     assert.equal(code, 0, `conformance ${scenario} failed:\n${out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n')}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });
@@ -61,6 +64,7 @@ for (const [scenario, version] of SCENARIOS) {
 for (const scenario of TOOL_SCENARIOS) {
   test(`conformance through an upstream: ${scenario}`, async () => {
     const { code, out } = await runConformance(['server', '--url', gatewayUrl, '--scenario', scenario, '--expected-failures', BASELINE]);
+    rec.add(scenario, undefined, 'Flowgate', code, out);
     assert.equal(code, 0, `conformance ${scenario} failed:\n${out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n')}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });
@@ -81,6 +85,7 @@ for (const [scenario, version] of THROUGH) {
     const args = ['server', '--url', gatewayUrl, '--scenario', scenario, '--expected-failures', BASELINE];
     if (version) args.push('--spec-version', version);
     const { code, out } = await runConformance(args);
+    rec.add(scenario, version, 'Flowgate', code, out);
     assert.equal(code, 0, `conformance ${scenario} failed:\n${summary(out)}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });
@@ -91,6 +96,7 @@ for (const [scenario, version] of THROUGH) {
 for (const scenario of CATALOG_SCENARIOS) {
   test(`conformance of the upstream fixture itself: ${scenario}`, async () => {
     const { code, out } = await runConformance(['server', '--url', ups.everything.url, '--scenario', scenario]);
+    rec.add(scenario, undefined, 'fixture: SDK everything', code, out);
     assert.equal(code, 0, `the fixture fails ${scenario}:\n${summary(out)}`);
     assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
   });

@@ -43,3 +43,44 @@ export function runConformance(args, timeout = 120_000) {
     });
   });
 }
+
+export const summary = (out) => out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error/i.test(l)).join('\n');
+
+/** The outcome of one run, as the conformance table shows it. */
+export function outcomeOf(code, out) {
+  const m = /Passed: (\d+)\/(\d+), (\d+) failed, (\d+) warnings/.exec(out);
+  if (!m) return code === 0 ? 'no checks ran' : 'error';
+  const [, passed, total, failed, warnings] = m.map(Number);
+  let s = failed ? `${failed} failed of ${total}` : `passed ${passed}/${total}`;
+  if (warnings) s += `, ${warnings} warning${warnings > 1 ? 's' : ''}`;
+  if (failed && code === 0) s += ' (expected, baselined)';
+  return s;
+}
+
+/**
+ * Records conformance outcomes of one test file in tests/conformance/results/<name>.json
+ * (sorted, so an unchanged run writes the same file; commit it with the generated table); scripts/conformance-table.mjs makes
+ * docs/conformance.md of all of them. `save()` runs in the file's `after`.
+ */
+export function recorder(name) {
+  const rows = new Map();
+  return {
+    /** scenario, revision ('default' for the scenario's own), target ('Flowgate' or 'fixture: …'). */
+    add(scenario, revision = 'default', target, code, out) {
+      rows.set(`${scenario}\0${revision}\0${target}`, { scenario, revision, target, result: outcomeOf(code, out) });
+    },
+    async save() {
+      if (!rows.size) return;
+      const { mkdir, writeFile } = await import('node:fs/promises');
+      const dir = path.join(repoRoot, 'tests/conformance/results');
+      await mkdir(dir, { recursive: true });
+      const file = path.join(dir, `${name}.json`);
+      // The whole file's outcomes replace the last ones (a partial run records only its own).
+      const key = (r) => `${r.scenario}\0${r.revision}\0${r.target}`;
+      const sorted = [...rows.values()].sort((a, b) => key(a).localeCompare(key(b)));
+      await writeFile(file, `${JSON.stringify(sorted, null, 1)}\n`);
+      const { execFile: run } = await import('node:child_process');
+      await new Promise((resolve) => run(NODE22, [path.join(repoRoot, 'scripts/conformance-table.mjs')], { cwd: repoRoot }, resolve));
+    },
+  };
+}

@@ -224,14 +224,14 @@ impl<'a> Gateway<'a> {
             "resources/read" => {
                 let uri = uri_param(params, "uri", method)?;
                 let app_index = self.owner_of_uri(uri).ok_or_else(|| resource_not_found(uri, version))?;
-                Ok(self.forward(id, version, app_index, "resources/read", params, Some(uri.to_string())))
+                self.forward(id, version, app_index, "resources/read", params, Some(uri.to_string()))
             }
             "prompts/get" => {
                 let name = params.get("name").and_then(Value::as_str).ok_or_else(|| {
                     RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: prompts/get needs `name`, the prompt")
                 })?;
                 let (app_index, p) = self.prompt(name)?;
-                let mut fwd = self.forward(id, version, *app_index, "prompts/get", params, None);
+                let mut fwd = self.forward(id, version, *app_index, "prompts/get", params, None)?;
                 if let Answer::Forward(f) = &mut fwd {
                     f.params.insert("name".into(), p.upstream_name.clone().into());
                     f.name = Some(p.upstream_name.clone());
@@ -275,7 +275,7 @@ impl<'a> Gateway<'a> {
         if !self.completes.contains(&app_index) {
             return Ok(Answer::Result(json!({"completion": {"values": [], "hasMore": false}})));
         }
-        let mut fwd = self.forward(id, version, app_index, "completion/complete", params, None);
+        let mut fwd = self.forward(id, version, app_index, "completion/complete", params, None)?;
         if let Answer::Forward(f) = &mut fwd {
             f.params.insert("ref".into(), Value::Object(upstream_ref));
         }
@@ -315,12 +315,15 @@ impl<'a> Gateway<'a> {
         method: &'static str,
         params: &Map<String, Value>,
         name: Option<String>,
-    ) -> Answer {
+    ) -> Result<Answer, RpcError> {
         // The client's `_meta` is about its connection to Flowgate (revision, capabilities),
-        // not the upstream's; the upstream session adds its own.
+        // not the upstream's; the upstream session adds its own, and the client's capabilities
+        // an upstream's input request may need.
+        let input = super::input_required::client_params(params)?;
         let mut params = params.clone();
         params.remove("_meta");
-        Answer::Forward(Box::new(Forward { id: id.clone(), version, app_index, method, params, name }))
+        params.extend(input);
+        Ok(Answer::Forward(Box::new(Forward { id: id.clone(), version, app_index, method, params, name })))
     }
 
     /// One page of an aggregated list: items of one app from an offset, and the cursor of the

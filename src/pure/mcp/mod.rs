@@ -3,6 +3,7 @@
 
 pub mod gateway;
 pub mod http_rules;
+pub mod input_required;
 pub mod jsonrpc;
 pub mod meta;
 pub mod methods;

@@ -182,12 +182,12 @@ pub fn purpose_key(master: &[u8; 32], purpose: &str) -> [u8; 32] {
     h.finalize().into()
 }
 
-fn seal_as(prefix: &str, key: &[u8; 32], nonce: [u8; 12], plaintext: &str) -> Result<String, String> {
+pub fn seal_as(prefix: &str, key: &[u8; 32], nonce: [u8; 12], plaintext: &str) -> Result<String, String> {
     let sealed = sealed::seal(key, nonce, plaintext)?;
     Ok(format!("{prefix}{}", sealed.strip_prefix(SEALED_PREFIX).unwrap_or(&sealed)))
 }
 
-fn open_as(prefix: &str, keys: &[[u8; 32]], token: &str) -> Option<String> {
+pub fn open_as(prefix: &str, keys: &[[u8; 32]], token: &str) -> Option<String> {
     let body = token.strip_prefix(prefix)?;
     sealed::open(keys, &format!("{SEALED_PREFIX}{body}")).ok()
 }

@@ -16,6 +16,7 @@ use crate::pure::outcome::Signal;
 use crate::pure::quote::plain_or_quoted;
 
 use super::gateway::{self, Answer, Catalogs, Forward, Gateway};
+use super::input_required;
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
 use super::meta;
 use super::methods;
@@ -121,7 +122,8 @@ pub enum CallRequest {
     /// An HTTP tool: POST `body` to its endpoint (docs/http-tool-protocol.md).
     HttpTool { body: Value },
     /// An upstream MCP tool, called by its upstream name with the client's arguments.
-    Mcp { tool: String, arguments: Value },
+    /// `input`: the client's round-trip params for the upstream (`input_required::client_params`).
+    Mcp { tool: String, arguments: Value, input: Map<String, Value> },
 }
 
 /// The Service API paths a Dify request may have (a stored task names one of them).
@@ -149,7 +151,7 @@ impl CallRequest {
         match self {
             CallRequest::Dify { path, body } => ((*path).to_string(), body.clone()),
             CallRequest::HttpTool { body } => (String::new(), body.clone()),
-            CallRequest::Mcp { tool, arguments } => (String::new(), json!({"name": tool, "arguments": arguments})),
+            CallRequest::Mcp { tool, arguments, .. } => (String::new(), json!({"name": tool, "arguments": arguments})),
         }
     }
 
@@ -159,6 +161,7 @@ impl CallRequest {
             Mode::Mcp => Some(CallRequest::Mcp {
                 tool: body.get("name")?.as_str()?.to_string(),
                 arguments: body.get("arguments").cloned().unwrap_or(Value::Object(Map::new())),
+                input: Map::new(),
             }),
             Mode::HttpTool => Some(CallRequest::HttpTool { body: body.clone() }),
             _ => Some(CallRequest::Dify { path: DIFY_PATHS.into_iter().find(|p| *p == path)?, body: body.clone() }),
@@ -620,9 +623,12 @@ fn call_tool(
     let user = end_user(def, &client_name, h);
     let request = match (&tool.upstream, &tool.app.backend) {
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
-        (Some(exposed), _) => {
-            CallRequest::Mcp { tool: exposed.upstream_name.to_string(), arguments: Value::Object(inputs) }
-        }
+        (Some(exposed), _) => match input_required::client_params(params) {
+            Ok(input) => {
+                CallRequest::Mcp { tool: exposed.upstream_name.to_string(), arguments: Value::Object(inputs), input }
+            }
+            Err(e) => return error_step(id, e),
+        },
         // An HTTP tool is called at its api_endpoint itself.
         (None, Backend::HttpTool(config)) => CallRequest::HttpTool { body: request_body(config, inputs) },
         (None, _) => {
@@ -811,13 +817,17 @@ pub fn forwarded_response(fwd: &Forward, app: &str, response: &Value, server_ver
         return forward_failed(fwd, &e);
     }
     let mut result = match fwd.method {
+        // Asks for input (already checked and sealed by the shell): kept as it is.
+        _ if input_required::asks_input(response) => response["result"].clone(),
         "prompts/get" => gateway::prompt_result_for_client(&response["result"], fwd.version),
         _ => response["result"].clone(),
     };
     if let Some(m) = result.as_object_mut() {
         // The upstream's `_meta` (its serverInfo, related-task keys) is about its own session.
         m.remove("_meta");
-        m.remove("resultType");
+        if !input_required::asks_input(response) {
+            m.remove("resultType");
+        }
     }
     result_response(&fwd.id, shape_result(result, fwd.method, fwd.version, server_version))
 }

@@ -54,7 +54,9 @@ fn add_stateless_meta(params: &mut Map<String, Value>, protocol_version: &str) {
     let entry = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
     if let Some(keys) = entry.as_object_mut() {
         keys.insert(meta::PROTOCOL_VERSION.into(), protocol_version.into());
-        keys.insert(meta::CLIENT_CAPABILITIES.into(), json!({}));
+        // The capabilities of the client whose request this is (`mcp::input_required`): what
+        // the upstream may ask it for; none when Flowgate asks on its own behalf.
+        keys.entry(meta::CLIENT_CAPABILITIES).or_insert_with(|| json!({}));
         keys.insert(meta::CLIENT_INFO.into(), client_info());
     }
 }
@@ -62,6 +64,12 @@ fn add_stateless_meta(params: &mut Map<String, Value>, protocol_version: &str) {
 fn add_session_meta(params: &mut Map<String, Value>, session: &Session) {
     if session.stateless {
         add_stateless_meta(params, &session.protocol_version);
+    } else if let Some(Value::Object(m)) = params.get_mut("_meta") {
+        // An upstream with a session learnt Flowgate's capabilities at initialize.
+        m.remove(meta::CLIENT_CAPABILITIES);
+        if m.is_empty() {
+            params.remove("_meta");
+        }
     }
 }
 
@@ -104,20 +112,22 @@ pub fn session_request(id: u64, method: &str, mut params: Map<String, Value>, se
     request(id, method, params)
 }
 
-/// `tools/call` with the upstream's own tool name; a progress token is passed on so the
-/// upstream's progress can be relayed to Flowgate's client.
+/// `tools/call` with the upstream's own tool name and the client's round-trip `input`
+/// (`mcp::input_required`); a progress token is passed on so the upstream's progress can be
+/// relayed to Flowgate's client.
 pub fn tools_call_request(
     id: u64,
     name: &str,
     arguments: &Value,
     progress_token: Option<&Value>,
+    input: &Map<String, Value>,
     session: &Session,
 ) -> Value {
-    let mut p = Map::new();
+    let mut p = input.clone();
     p.insert("name".into(), name.into());
     p.insert("arguments".into(), if arguments.is_null() { json!({}) } else { arguments.clone() });
     if let Some(t) = progress_token {
-        p.insert("_meta".into(), json!({ meta::PROGRESS_TOKEN: t }));
+        p.entry("_meta").or_insert_with(|| json!({}))[meta::PROGRESS_TOKEN] = t.clone();
     }
     add_session_meta(&mut p, session);
     request(id, methods::TOOLS_CALL, p)
@@ -250,19 +260,30 @@ mod tests {
         assert_eq!(l, json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}));
         let l = tools_list_request(4, Some("page2"), &old);
         assert_eq!(l["params"], json!({"cursor": "page2"}));
-        let c = tools_call_request(5, "search", &json!({"q": "x"}), Some(&json!("tok")), &old);
+        let c = tools_call_request(5, "search", &json!({"q": "x"}), Some(&json!("tok")), &Map::new(), &old);
         assert_eq!(c["params"], json!({"name": "search", "arguments": {"q": "x"}, "_meta": {"progressToken": "tok"}}));
-        let c = tools_call_request(6, "search", &Value::Null, None, &old);
+        let c = tools_call_request(6, "search", &Value::Null, None, &Map::new(), &old);
         assert_eq!(c["params"], json!({"name": "search", "arguments": {}}));
 
         let new = session("2026-07-28");
         let l = tools_list_request(7, Some("c"), &new);
         assert_eq!(l["params"]["cursor"], "c");
         assert_eq!(l["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
-        let c = tools_call_request(8, "search", &json!({}), Some(&json!(9)), &new);
+        let c = tools_call_request(8, "search", &json!({}), Some(&json!(9)), &Map::new(), &new);
         assert_eq!(c["params"]["_meta"]["progressToken"], 9);
         assert_eq!(c["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
         assert_eq!(c["params"]["_meta"][meta::CLIENT_INFO]["name"], "flowgate");
+        assert_eq!(c["params"]["_meta"][meta::CLIENT_CAPABILITIES], json!({}));
+        // A client's round trip: its input and capabilities reach a stateless upstream; an
+        // upstream with a session is not told the capabilities again.
+        let input = json!({"inputResponses": {"a": {}}, "requestState": "s", "_meta": {meta::CLIENT_CAPABILITIES: {"roots": {}}}});
+        let input = input.as_object().unwrap();
+        let c = tools_call_request(9, "search", &json!({}), Some(&json!(1)), input, &new);
+        assert_eq!((&c["params"]["inputResponses"], &c["params"]["requestState"]), (&json!({"a": {}}), &json!("s")));
+        assert_eq!(c["params"]["_meta"][meta::CLIENT_CAPABILITIES], json!({"roots": {}}));
+        assert_eq!(c["params"]["_meta"]["progressToken"], 1);
+        let c = tools_call_request(10, "search", &json!({}), None, input, &old);
+        assert!(c["params"].get("_meta").is_none());
     }
 
     #[test]

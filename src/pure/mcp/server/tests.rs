@@ -505,7 +505,7 @@ fn client_input_in_messages_is_bounded() {
 fn call_requests_round_trip_through_a_stored_task() {
     let dify = CallRequest::Dify { path: "/chat-messages", body: json!({"query": "q"}) };
     let tool = CallRequest::HttpTool { body: json!({"a": 1}) };
-    let mcp = CallRequest::Mcp { tool: "search".into(), arguments: json!({"q": "x"}) };
+    let mcp = CallRequest::Mcp { tool: "search".into(), arguments: json!({"q": "x"}), input: Map::new() };
     for (mode, req) in [(Mode::Chat, dify), (Mode::HttpTool, tool), (Mode::Mcp, mcp)] {
         let (path, body) = req.to_stored();
         assert_eq!(CallRequest::from_stored(mode, &path, &body), Some(req));

@@ -1,0 +1,79 @@
+// The server scenarios no other conformance file runs through Flowgate: JSON Schema 2020-12 tool
+// schemas, SEP-2243 custom headers, session lifecycle, resource subscriptions, and
+// the reference tool scenarios at 2026-07-28 (Flowgate speaks that revision for a 2025
+// upstream). Each runs through Flowgate and, where the fixture speaks the revision, straight
+// against the fixture behind it, so that a failure through Flowgate is Flowgate's.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { startFlowgate } from '../support/harness.mjs';
+import { BASELINE, recorder, runConformance, summary, TOOL_SCENARIOS } from '../support/conformance.mjs';
+import { startUpstreams } from '../support/mcp-upstreams.mjs';
+import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
+import { publish } from '../support/flowgate-setup.mjs';
+
+const rec = recorder('conformance-gateway');
+let fg;
+let ups;
+let up2026;
+const urls = {};
+
+before(async () => {
+  [fg, ups, up2026] = await Promise.all([startFlowgate(), startUpstreams(), startInputRequiredUpstream()]);
+  for (const [key, url] of [['everything', ups.everything.url], ['v2026', up2026.url]]) {
+    const r = await fg.console('/apps', { method: 'POST', body: { name: key, description: 'An upstream', mode: 'mcp', backend: { url, tool_name_prefix: false } } });
+    assert.equal(r.status, 201, r.text);
+    ({ url: urls[key] } = await publish(fg, r.json.id));
+  }
+});
+
+after(async () => {
+  await rec.save();
+  await Promise.allSettled([fg?.stop(), ups?.stop(), up2026?.close()]);
+});
+
+// [scenario, revision, the fixture behind Flowgate, whether the fixture speaks that revision].
+const RUNS = [
+  ['json-schema-2020-12', '2025-11-25', 'v2026', false],
+  ['json-schema-2020-12', '2026-07-28', 'v2026', true],
+  ['http-custom-header-server-validation', '2026-07-28', 'v2026', true],
+  ['server-session-lifecycle', undefined, 'everything', true],
+  ['server-sse-multiple-streams', '2026-07-28', 'everything', false],
+  ['resources-subscribe', undefined, 'everything', true],
+  ['resources-unsubscribe', undefined, 'everything', true],
+  ...TOOL_SCENARIOS.filter((s) => s !== 'tools-call-with-logging').map((s) => [s, '2026-07-28', 'everything', false]),
+];
+const fixtureUrl = (key) => (key === 'v2026' ? up2026.url : ups.everything.url);
+const fixtureName = (key) => (key === 'v2026' ? 'fixture: input-required-upstream' : 'fixture: SDK everything');
+
+// What fails, and why; each test asserts that exactly these checks fail, so a fix shows.
+const GAPS = {
+  // Flowgate does not check Mcp-Param-* headers against x-mcp-header arguments yet (nor send
+  // them upstream): not done, though the fixture passes. See README "MCP conformance".
+  'Flowgate http-custom-header-server-validation': ['sep-2243-server-reject-invalid-param-chars', 'sep-2243-server-reject-param-mismatch', 'sep-2243-server-validate-param-match'],
+  // Stateless by design: no stream outlives a request, so subscriptions are -32601. The SDK
+  // fixture fails them as well (it declares subscribe but has no handler).
+  'Flowgate resources-subscribe': ['resources-subscribe'],
+  'Flowgate resources-unsubscribe': ['resources-unsubscribe'],
+  'fixture resources-subscribe': ['resources-subscribe'],
+  'fixture resources-unsubscribe': ['resources-unsubscribe'],
+};
+
+async function check(who, scenario, version, target, url, baseline) {
+  const args = ['server', '--url', url, '--scenario', scenario, ...(baseline ? ['--expected-failures', BASELINE] : []), ...(version ? ['--spec-version', version] : [])];
+  const { code, out } = await runConformance(args);
+  rec.add(scenario, version, target, code, out);
+  const key = `${who} ${scenario}`;
+  const failed = [...new Set([...out.matchAll(/\[([a-z0-9-]+)\s*\] FAILURE/g)].map((m) => m[1]))].sort();
+  assert.deepEqual(failed, [...(GAPS[key] ?? [])].sort(), `checks of ${scenario} that failed:\n${summary(out)}`);
+  if (!GAPS[key]) assert.equal(code, 0, `conformance ${scenario} failed:\n${summary(out)}`);
+  assert.match(out, /Passed: [1-9]\d*\/\d+/, `no check ran:\n${out}`);
+}
+
+for (const [scenario, version, fixture, direct] of RUNS) {
+  const at = version ? ` @ ${version}` : '';
+  test(`conformance through Flowgate: ${scenario}${at}`, () => check('Flowgate', scenario, version, 'Flowgate', urls[fixture], true));
+  if (direct) {
+    test(`conformance of the fixture itself: ${scenario}${at}`, () => check('fixture', scenario, version, fixtureName(fixture), fixtureUrl(fixture), false));
+  }
+}
