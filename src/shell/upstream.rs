@@ -286,8 +286,9 @@ impl<'a> Client<'a> {
             return None;
         }
         let mut reader = ReplyReader::new(json!(id));
-        let response =
-            read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None).await.ok()?;
+        let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None)
+            .await
+            .ok()?;
         stateless_session(response.get("result")?)
     }
 

@@ -21,6 +21,7 @@ const CALLS = {
   tools_call: [['add_numbers', { a: 5, b: 3 }]],
   'sse-retry': [['test_reconnection', {}]],
   'request-metadata': [],
+  'json-schema-ref-no-deref': [],
 };
 const AUTH_CALLS = [['test-tool', {}]];
 
@@ -51,6 +52,18 @@ async function main() {
       // tools/list makes Flowgate connect to the upstream (initialize or server/discover) and list.
       const { tools } = await client.listTools();
       console.log(`tools through Flowgate: ${tools.map((t) => t.name).join(', ') || '(none)'}`);
+      if (scenario === 'json-schema-2020-12-preservation') {
+        // Hand the focal tool's inputSchema, as Flowgate lists it, back to the echo tool.
+        const focal = tools.find((t) => t.name !== 'json_schema_echo');
+        CALLS[scenario] = [['json_schema_echo', { schema: focal?.inputSchema }]];
+      }
+      if (scenario === 'http-standard-headers') {
+        // Every kind of request that carries Mcp-Method / Mcp-Name, through Flowgate.
+        for (const t of tools) await client.callTool({ name: t.name, arguments: {} });
+        for (const r of (await client.listResources()).resources) await client.readResource({ uri: r.uri });
+        for (const p of (await client.listPrompts()).prompts) await client.getPrompt({ name: p.name, arguments: {} });
+        return;
+      }
       for (const [tool, args] of CALLS[scenario] ?? AUTH_CALLS) {
         const r = await client.callTool({ name: tool, arguments: args });
         console.log(`${tool}: ${JSON.stringify(r)}`);
