@@ -41,6 +41,8 @@ use super::VERSION;
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
 const SESSION_TTL_S: u64 = 3600;
 const MAX_TOOL_PAGES: usize = 50;
+/// How often one answer's event stream may be resumed (each after the upstream's `retry`).
+const MAX_RESUMES: u32 = 20;
 
 /// Reads one header of the client's request, by name.
 pub type HeaderLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -244,7 +246,7 @@ impl<'a> Client<'a> {
         }
         let session_id = resp.headers().get("mcp-session-id").ok().flatten();
         let mut reader = ReplyReader::new(json!(id));
-        let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {})
+        let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None)
             .await
             .map_err(InitFailure::Transport)?;
         let result = response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
@@ -284,8 +286,9 @@ impl<'a> Client<'a> {
             return None;
         }
         let mut reader = ReplyReader::new(json!(id));
-        let response =
-            read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}).await.ok()?;
+        let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None)
+            .await
+            .ok()?;
         stateless_session(response.get("result")?)
     }
 
@@ -486,9 +489,11 @@ impl<'a> Client<'a> {
             return Err(Some(format!("upstream {app} answered HTTP {status}: {snippet}")));
         }
         let mut reader = ReplyReader::new(json!(id));
+        let get = self.headers(Some(session), "", None).map_err(Some)?;
+        get.set("accept", "text/event-stream").map_err(|e| Some(e.to_string()))?;
         // Named like every other upstream failure: on a multi-app server the text alone must say
         // which upstream broke off or timed out.
-        read_reply(resp, &mut reader, timeout, self.up.max_result_bytes, on_note)
+        read_reply(resp, &mut reader, timeout, self.up.max_result_bytes, on_note, Some((&self.up.url, get)))
             .await
             .map_err(|e| Some(format!("upstream {app}: {e}")))
     }
@@ -625,25 +630,29 @@ impl<'a> Client<'a> {
 }
 
 /// Reads the answer to one request: a JSON body, or an SSE stream until the response arrives
-/// (notifications before it go to `on_note`).
+/// (notifications before it go to `on_note`). With `resume` (the URL and headers of the
+/// session), a stream that closes after giving an event id is resumed (SEP-1699): after its
+/// `retry` wait, a GET with `Last-Event-ID` continues it, up to MAX_RESUMES times in the timeout.
 async fn read_reply(
     mut resp: Response,
     reader: &mut ReplyReader,
     timeout: Duration,
     max_result_bytes: usize,
     on_note: &mut dyn FnMut(Value),
+    resume: Option<(&str, Headers)>,
 ) -> Result<Value, String> {
     let ct = resp.headers().get("content-type").ok().flatten().unwrap_or_default().to_ascii_lowercase();
     if ct.contains("text/event-stream") {
         let mut stream = resp.stream().map_err(|e| e.to_string())?;
         let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
+        let mut resumes = 0;
         loop {
             let mut items = Vec::new();
-            match next_chunk(&mut stream, deadline).await {
-                Ok(chunk) => reader.feed_sse(&chunk, &mut items)?,
-                Err(ChunkEnd::Closed) => reader.finish_sse(&mut items)?,
+            let closed = match next_chunk(&mut stream, deadline).await {
+                Ok(chunk) => reader.feed_sse(&chunk, &mut items).map(|_| false)?,
+                Err(ChunkEnd::Closed) => reader.finish_sse(&mut items).map(|_| true)?,
                 Err(e) => return Err(e.to_string()),
-            }
+            };
             for item in items {
                 match item {
                     Incoming::Notification(n) | Incoming::ServerRequest(n) => on_note(n),
@@ -652,6 +661,24 @@ async fn read_reply(
             }
             if reader.is_done() {
                 return Err("the upstream stream ended without an answer".into());
+            }
+            if closed {
+                let (Some((url, h)), Some((id, wait_ms))) = (&resume, reader.resume()) else {
+                    return Err("the upstream closed its event stream before answering".into());
+                };
+                let left = deadline.saturating_sub(super::platform::now_ms());
+                resumes += 1;
+                if resumes > MAX_RESUMES || wait_ms >= left {
+                    return Err(format!("the upstream's event stream closed {resumes} times without an answer"));
+                }
+                let _ = h.set("last-event-id", id);
+                worker::Delay::from(Duration::from_millis(wait_ms)).await;
+                let left = Duration::from_millis(deadline.saturating_sub(super::platform::now_ms()).max(1));
+                let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await.map_err(send_error_text)?;
+                if r.status_code() != 200 {
+                    return Err(format!("resuming the upstream's event stream got HTTP {}", r.status_code()));
+                }
+                stream = r.stream().map_err(|e| e.to_string())?;
             }
         }
     }

@@ -136,12 +136,13 @@ impl ReplyReader {
     }
 
     /// When a stream ended early but can be resumed: the last event id (for `Last-Event-ID`)
-    /// and the server's `retry` hint in milliseconds.
-    pub fn resume(&self) -> Option<(&str, Option<u64>)> {
+    /// and how long to wait first: the server's `retry` (SEP-1699: clients must honour it),
+    /// else 1 s; at most a minute, so a huge hint cannot park a call.
+    pub fn resume(&self) -> Option<(&str, u64)> {
         if self.done {
             return None;
         }
-        self.last_event_id.as_deref().map(|id| (id, self.retry_ms))
+        self.last_event_id.as_deref().map(|id| (id, self.retry_ms.unwrap_or(1000).min(60_000)))
     }
 
     fn event(&mut self, e: SseEventRef<'_>, out: &mut Vec<Incoming>) -> Result<(), String> {
@@ -284,12 +285,19 @@ mod tests {
         let mut r = ReplyReader::new(json!(1));
         r.feed_sse(b"id: p-1\nretry: 2500\ndata:\n\n", &mut out).unwrap();
         r.finish_sse(&mut out).unwrap();
-        assert_eq!(r.resume(), Some(("p-1", Some(2500))));
+        assert_eq!(r.resume(), Some(("p-1", 2500)));
         // The resumed stream (after GET with Last-Event-ID) goes into the same reader.
         r.feed_sse(b"id: p-2\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", &mut out).unwrap();
         r.finish_sse(&mut out).unwrap();
         assert!(r.is_done());
+        assert_eq!(r.resume(), None);
         assert_eq!(out.last(), Some(&Incoming::Response(json!({"jsonrpc":"2.0","id":1,"result":{}}))));
+        // No retry hint: 1 s; a huge one is capped at a minute.
+        let mut r = ReplyReader::new(json!(1));
+        r.feed_sse(b"id: a\ndata:\n\n", &mut out).unwrap();
+        assert_eq!(r.resume(), Some(("a", 1000)));
+        r.feed_sse(b"id: b\nretry: 99999999\ndata:\n\n", &mut out).unwrap();
+        assert_eq!(r.resume(), Some(("b", 60_000)));
     }
 
     #[test]

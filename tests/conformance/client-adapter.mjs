@@ -1,0 +1,87 @@
+// The conformance suite's client command for Flowgate: `conformance client --command "node
+// tests/conformance/client-adapter.mjs" --scenario X` appends the scenario's server URL. This
+// registers that server as an upstream `mcp` app of a running Flowgate (FLOWGATE_URL,
+// FLOWGATE_ADMIN_TOKEN), publishes it, and drives Flowgate with the official SDK client, so
+// that the requests the scenario server sees come from Flowgate's own upstream client.
+// Pre-registered client credentials of auth scenarios (MCP_CONFORMANCE_CONTEXT) become the
+// app's `backend.oauth`; finding the token endpoint is Flowgate's job, not this script's.
+// Exit 0 when every step worked; else 1 with the reason on stderr.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+const serverUrl = process.argv.at(-1);
+const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? '';
+const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? '{}');
+const base = process.env.FLOWGATE_URL;
+const admin = process.env.FLOWGATE_ADMIN_TOKEN;
+
+/** What to call once connected, per scenario: [tool name, arguments]. */
+const CALLS = {
+  initialize: [],
+  tools_call: [['add_numbers', { a: 5, b: 3 }]],
+  'sse-retry': [['test_reconnection', {}]],
+  'request-metadata': [],
+  'json-schema-ref-no-deref': [],
+};
+const AUTH_CALLS = [['test-tool', {}]];
+
+async function consoleApi(path, method, body) {
+  const r = await fetch(`${base}/console/api${path}`, {
+    method,
+    headers: { authorization: `Bearer ${admin}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await r.text();
+  if (r.status >= 300) throw new Error(`${method} ${path}: HTTP ${r.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+async function main() {
+  if (!base || !admin) throw new Error('FLOWGATE_URL and FLOWGATE_ADMIN_TOKEN must be set');
+  const backend = { url: serverUrl, tool_name_prefix: false, session_init_timeout: 10, tool_call_timeout: 20 };
+  if (context.client_id) {
+    backend.oauth = { client_id: context.client_id, ...(context.client_secret && { client_secret: context.client_secret }) };
+  }
+  const name = `conf-${scenario.replace(/[^a-z0-9]+/gi, '-')}-${process.pid}`;
+  const app = await consoleApi('/apps', 'POST', { name, description: `conformance scenario ${scenario}`, mode: 'mcp', backend });
+  try {
+    const server = await consoleApi(`/apps/${app.id}/server`, 'POST', { description: `conformance scenario ${scenario}` });
+    const client = new Client({ name: 'flowgate-conformance-adapter', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(server.mcp_url)));
+    try {
+      // tools/list makes Flowgate connect to the upstream (initialize or server/discover) and list.
+      const { tools } = await client.listTools();
+      console.log(`tools through Flowgate: ${tools.map((t) => t.name).join(', ') || '(none)'}`);
+      if (scenario === 'json-schema-2020-12-preservation') {
+        // Hand the focal tool's inputSchema, as Flowgate lists it, back to the echo tool.
+        const focal = tools.find((t) => t.name !== 'json_schema_echo');
+        CALLS[scenario] = [['json_schema_echo', { schema: focal?.inputSchema }]];
+      }
+      if (scenario === 'http-standard-headers') {
+        // Every kind of request that carries Mcp-Method / Mcp-Name, through Flowgate.
+        for (const t of tools) await client.callTool({ name: t.name, arguments: {} });
+        for (const r of (await client.listResources()).resources) await client.readResource({ uri: r.uri });
+        for (const p of (await client.listPrompts()).prompts) await client.getPrompt({ name: p.name, arguments: {} });
+        return;
+      }
+      for (const [tool, args] of CALLS[scenario] ?? AUTH_CALLS) {
+        const r = await client.callTool({ name: tool, arguments: args });
+        console.log(`${tool}: ${JSON.stringify(r)}`);
+        if (r.isError) throw new Error(`${tool} failed through Flowgate: ${JSON.stringify(r.content)}`);
+      }
+    } finally {
+      await client.close();
+    }
+  } finally {
+    // The app goes (its server with it), so one Flowgate serves every scenario.
+    await consoleApi(`/apps/${app.id}`, 'DELETE').catch((e) => console.error(`cleanup: ${e.message}`));
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e?.stack ?? String(e));
+    process.exit(1);
+  },
+);
