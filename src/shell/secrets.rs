@@ -16,7 +16,8 @@ fn secret_or_var(env: &Env, name: &str) -> Option<String> {
 pub fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
     let mut keys = Vec::new();
     for name in ["SECRETS_KEY", "SECRETS_KEY_PREVIOUS"] {
-        if let Some(k) = secret_or_var(env, name).filter(|k| !k.trim().is_empty()) {
+        // Read once per isolate: a call that opens a sealed credential asks every time.
+        if let Some(k) = super::platform::setting(env, name).filter(|k| !k.trim().is_empty()) {
             keys.push(sealed::parse_key(&k).map_err(|e| format!("the {name} secret {e}"))?);
         }
     }

@@ -32,26 +32,12 @@ thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
 }
 
-thread_local! {
-    /// `USAGE_FLUSH_SECONDS`, read once per isolate: vars do not change while it lives, and
-    /// every MCP request asks.
-    static FLUSH_SECONDS: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
-}
-
 /// `USAGE_FLUSH_SECONDS`: how often an isolate writes its counts (0: on every request, tests).
+/// Read once per isolate (`platform::setting`): every MCP request asks.
 pub fn flush_seconds(env: &Env) -> u64 {
-    FLUSH_SECONDS.with(|cached| {
-        if let Some(seconds) = cached.get() {
-            return seconds;
-        }
-        let read = env
-            .var("USAGE_FLUSH_SECONDS")
-            .ok()
-            .and_then(|v| v.to_string().trim().parse::<u64>().ok())
-            .unwrap_or(DEFAULT_FLUSH_SECONDS);
-        cached.set(Some(read));
-        read
-    })
+    super::platform::setting(env, "USAGE_FLUSH_SECONDS")
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_FLUSH_SECONDS)
 }
 
 /// A `tools/call` being served: recorded when it finishes (or, if dropped unfinished, as a
