@@ -20,6 +20,7 @@ use crate::pure::mcp::prepared::{response_text, Prepared};
 use crate::pure::mcp::relay::{Channel, Closed};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::Upstreams;
+use crate::pure::mcp::upstream_tasks;
 use crate::pure::mode::Mode;
 use crate::pure::oauth_resource::{self, TokenError};
 use crate::pure::origin::origin_allowed;
@@ -402,6 +403,10 @@ async fn run(
                 Ok(v) => (200, Some(v)),
                 Err(e) => (e.status, Some(e.to_response(&plan.id))),
             }
+        }
+        Step::Task(req) if upstream_tasks::is_relayed(&req.task_id) => {
+            let (status, body) = super::upstream_tasks::op(&req, def, env, incoming).await;
+            (status, Some(body))
         }
         Step::Task(req) => {
             let (status, body) = match task_op(&req, def, env).await {

@@ -19,6 +19,7 @@ mod store;
 mod stream;
 mod tasks;
 mod upstream;
+mod upstream_tasks;
 mod usage;
 
 use serde_json::json;

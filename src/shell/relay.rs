@@ -10,11 +10,13 @@ use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::input_required::{self as ir, Bind};
 use crate::pure::mcp::jsonrpc::{RpcError, INTERNAL_ERROR};
 use crate::pure::mcp::relay::{self, ClientCaps, Ticket};
+use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::mcp::version::Version;
 
 const TICKETS: &str = "relay-ticket";
 const SESSIONS: &str = "mcp-session";
 const STATES: &str = "input-state";
+const TASKS: &str = "upstream-task";
 
 /// The keys for one purpose, derived from `SECRETS_KEY` (then `SECRETS_KEY_PREVIOUS`): none
 /// when it is not set, and then nothing is relayed.
@@ -61,6 +63,19 @@ pub fn seal_ticket(env: &Env, ticket: &Ticket) -> Result<String, String> {
         .first()
         .ok_or("Flowgate has no SECRETS_KEY to seal the request's id with, so it relays nothing")?;
     relay::seal_ticket(&key, nonce()?, ticket)
+}
+
+/// The id a client gets for an upstream's task (`pure::mcp::upstream_tasks`).
+pub fn seal_task(env: &Env, handle: &Handle) -> Result<String, String> {
+    let key = *keys(env, TASKS)
+        .first()
+        .ok_or("Flowgate has no SECRETS_KEY to seal the upstream's task id with, so it relays no tasks")?;
+    upstream_tasks::seal_handle(&key, nonce()?, handle)
+}
+
+/// Where a relayed task id leads, if Flowgate gave it for this server.
+pub fn open_task(env: &Env, token: &str, server_id: &str) -> Option<Handle> {
+    upstream_tasks::open_handle(&keys(env, TASKS), token, server_id)
 }
 
 /// A client's retry for the upstream: the `requestState` in its round-trip `params` opened

@@ -32,6 +32,8 @@ use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::gateway::Forward;
 use crate::pure::mcp::relay::{self, Ticket};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
+use crate::pure::mcp::upstream_tasks::{self, Handle};
+use crate::pure::mcp::version::Version;
 use crate::pure::outcome::Outcome;
 
 use super::outbound::{self, next_chunk, ChunkEnd, SendError};
@@ -553,18 +555,40 @@ impl<'a> Client<'a> {
         Err(format!("upstream {} lists more than {} pages of {}", self.up.app_name, catalog::MAX_PAGES, list.key))
     }
 
-    /// Calls a tool; notifications the upstream sends meanwhile go to `on_note` as they come.
+    /// Calls a tool (as a task of the upstream's, with `task_ttl_ms`); notifications the
+    /// upstream sends meanwhile go to `on_note` as they come.
     pub async fn call_tool(
         &mut self,
         name: &str,
         arguments: &Value,
         progress_token: Option<&Value>,
         input: &serde_json::Map<String, Value>,
+        task_ttl_ms: Option<u64>,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, String> {
         let timeout = self.up.call_timeout;
-        let make = |id, s: &Session| tools_call_request(id, name, arguments, progress_token, input, s);
+        let make = |id, s: &Session| match task_ttl_ms.zip(s.version()) {
+            Some((ttl, version)) => {
+                let mut asked = input.clone();
+                upstream_tasks::ask_for_task(&mut asked, version, ttl);
+                tools_call_request(id, name, arguments, progress_token, &asked, s)
+            }
+            None => tools_call_request(id, name, arguments, progress_token, input, s),
+        };
         self.request(&make, Some(name), timeout, on_note).await
+    }
+
+    /// How long one call may take (the app's `call_timeout_seconds`).
+    pub fn call_timeout(&self) -> Duration {
+        self.up.call_timeout
+    }
+
+    /// The revision the connection speaks (once connected).
+    pub fn protocol(&self) -> Option<Version> {
+        match &self.conn {
+            Some(Conn::Http(s)) | Some(Conn::Sse { session: s, .. }) => s.version(),
+            None => None,
+        }
     }
 
     /// The Streamable HTTP session this client uses, as stored (for a cancel from elsewhere);
@@ -759,8 +783,10 @@ pub async fn call(
         Ok(u) => u,
         Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
     };
-    let (name, arguments, mut input) = match &plan.request {
-        CallRequest::Mcp { tool, arguments, input } => (tool.as_str(), arguments, input.clone()),
+    let (name, arguments, mut input, task_ttl_ms) = match &plan.request {
+        CallRequest::Mcp { tool, arguments, input, task_ttl_ms } => {
+            (tool.as_str(), arguments, input.clone(), *task_ttl_ms)
+        }
         _ => return server::finish_call(plan, Outcome::Failed("not an upstream MCP call".into()), VERSION),
     };
     let bind = [def.server_id.as_str(), app.id.as_str(), "tools/call", name, upstream.session_scope.as_str()];
@@ -802,7 +828,7 @@ pub async fn call(
         futures::future::pending::<()>().await
     };
     let answer = {
-        let call = client.call_tool(name, arguments, plan.progress_token.as_ref(), &input, &mut relay);
+        let call = client.call_tool(name, arguments, plan.progress_token.as_ref(), &input, task_ttl_ms, &mut relay);
         futures::pin_mut!(call, abort, answering);
         let call = async {
             match futures::future::select(call, answering).await {
@@ -817,6 +843,9 @@ pub async fn call(
         }
     };
     match answer {
+        Some(Ok(response)) if upstream_tasks::created(&response["result"]).is_some() => {
+            task_created(plan, def, &upstream, &response["result"], task_ttl_ms.is_some(), env)
+        }
         Some(Ok(mut response)) => match super::relay::seal_state(env, &mut response, plan.version, &input, bind) {
             Ok(()) => server::upstream_response(plan, &app.name, &response, VERSION),
             Err(e) => e.to_response(&plan.id),
@@ -832,6 +861,39 @@ pub async fn call(
                 VERSION,
             )
         }
+    }
+}
+
+/// The answer to a `tools/call` whose upstream created a task (`result`): the task under
+/// Flowgate's id, or a tool error saying why it cannot be relayed.
+fn task_created(
+    plan: &CallPlan,
+    def: &ServerDefinition,
+    up: &Upstream,
+    result: &Value,
+    asked: bool,
+    env: &Env,
+) -> Value {
+    let fail = |why: String| server::finish_call(plan, Outcome::Failed(why), VERSION);
+    if !asked {
+        return fail(format!("upstream {} answered with a task, which this call did not ask for", up.app_name));
+    }
+    let Some(task) = upstream_tasks::created(result) else {
+        return fail(format!("upstream {} answered with a task Flowgate cannot read", up.app_name));
+    };
+    let upstream_id = match upstream_tasks::upstream_id(task) {
+        Ok(i) => i.to_string(),
+        Err(why) => return fail(format!("upstream {} created a task Flowgate cannot relay: {why}", up.app_name)),
+    };
+    let handle = Handle {
+        server_id: def.server_id.clone(),
+        app_id: up.app_id.clone(),
+        scope: up.session_scope.clone(),
+        upstream_id,
+    };
+    match super::relay::seal_task(env, &handle) {
+        Ok(id) => server::relayed_task_created(plan, &upstream_tasks::normalize(task, &id, None), VERSION),
+        Err(why) => fail(why),
     }
 }
 

@@ -6,6 +6,8 @@
 import http from 'node:http';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
+import { callTaskTool, EXTENSION as TASKS, isTaskTool, TASK_TOOL_LIST, taskMethod } from './tasks-2026.mjs';
+
 const V = '2026-07-28';
 const CAPS = 'io.modelcontextprotocol/clientCapabilities';
 const KEY = randomBytes(32);
@@ -112,7 +114,7 @@ function decodeHeader(v) {
 function checkHeaders(headers, msg) {
   const mismatch = (why) => new RpcError(-32020, `Header mismatch: ${why}`, 400);
   if (headers['mcp-method'] !== msg.method) throw mismatch('Mcp-Method does not match the body');
-  const name = msg.method === 'resources/read' ? msg.params?.uri : msg.params?.name;
+  const name = msg.method === 'resources/read' ? msg.params?.uri : ['tasks/get', 'tasks/update', 'tasks/cancel'].includes(msg.method) ? msg.params?.taskId : msg.params?.name;
   if (name !== undefined && decodeHeader(String(headers['mcp-name'] ?? '').trim()) !== name) throw mismatch('Mcp-Name does not match the body');
   const tool = msg.method === 'tools/call' && TOOL_LIST.find((t) => t.name === name);
   for (const [arg, schema] of Object.entries(tool?.inputSchema?.properties ?? {})) {
@@ -131,13 +133,24 @@ function handle(msg, headers) {
   const list = (key, items) => done({ [key]: items, ttlMs: 0, cacheScope: 'public' });
   switch (msg.method) {
     case 'server/discover':
-      return done({ supportedVersions: [V], capabilities: { tools: {}, prompts: {} }, ttlMs: 0, cacheScope: 'public', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'input-required-upstream', version: '1.0.0' } } });
+      return done({ supportedVersions: [V], capabilities: { tools: {}, prompts: {}, extensions: { [TASKS]: {} } }, ttlMs: 0, cacheScope: 'public', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'input-required-upstream', version: '1.0.0' } } });
     case 'tools/list':
-      return list('tools', TOOL_LIST);
+      return list('tools', [...TOOL_LIST, ...TASK_TOOL_LIST]);
     case 'prompts/list':
       return list('prompts', [{ name: PROMPT, description: 'A prompt that asks for its context first' }]);
+    case 'tasks/get':
+    case 'tasks/update':
+    case 'tasks/cancel':
+    case 'tasks/result':
+    case 'tasks/list':
+      return taskMethod(msg.method, p, { RpcError });
     case 'tools/call':
     case 'prompts/get': {
+      if (msg.method === 'tools/call' && isTaskTool(p.name)) {
+        const state = p.requestState === undefined ? undefined : verify(p.requestState);
+        if (p.requestState !== undefined && state === undefined) throw badState();
+        return Promise.resolve(callTaskTool(p, { RpcError, ask, sign, state })).then((r) => (r.resultType ? r : done(r)));
+      }
       const run = msg.method === 'tools/call' ? TOOLS[p.name] : p.name === PROMPT && ((r) => (r.user_context ? done({ messages: [{ role: 'user', content: { type: 'text', text: `Context: ${r.user_context.content?.context}` } }] }) : ask({ user_context: elicit('What context should the prompt use?', 'context') })));
       if (!run) throw new RpcError(-32602, `Invalid params: no ${msg.method === 'tools/call' ? 'tool' : 'prompt'} ${p.name}`);
       const responses = p.inputResponses ?? {};
@@ -174,7 +187,7 @@ export async function startInputRequiredUpstream() {
     requests.push({ headers: req.headers, body: msg });
     if (msg.id === undefined) return res.writeHead(202).end();
     try {
-      send(200, { jsonrpc: '2.0', id: msg.id, result: handle(msg, req.headers) });
+      send(200, { jsonrpc: '2.0', id: msg.id, result: await handle(msg, req.headers) });
     } catch (e) {
       if (!(e instanceof RpcError)) return send(500, { error: String(e?.stack ?? e) });
       send(e.status, { jsonrpc: '2.0', id: msg.id, error: { code: e.code, message: e.message, ...(e.data ? { data: e.data } : {}) } });

@@ -13,4 +13,5 @@ pub mod relay;
 pub mod server;
 pub mod tasks;
 pub mod tools;
+pub mod upstream_tasks;
 pub mod version;

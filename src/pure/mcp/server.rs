@@ -23,6 +23,7 @@ use super::methods;
 use super::relay::{self, Channel, ClientCaps, Closed};
 use super::tasks::{self, Decision, TaskSupport, TaskView};
 use super::tools::{tools_with, Tool, Upstreams};
+use super::upstream_tasks;
 use super::version::Version;
 
 const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
@@ -90,6 +91,8 @@ pub struct TaskRequest {
     pub task_id: String,
     /// The authenticated caller ([`RequestHeaders::identity`]): the task must be theirs.
     pub owner: Option<String>,
+    /// `tasks/update`'s `inputResponses`, for an upstream's task (`upstream_tasks`).
+    pub input_responses: Option<Value>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -123,7 +126,9 @@ pub enum CallRequest {
     HttpTool { body: Value },
     /// An upstream MCP tool, called by its upstream name with the client's arguments.
     /// `input`: the client's round-trip params for the upstream (`input_required::client_params`).
-    Mcp { tool: String, arguments: Value, input: Map<String, Value> },
+    /// `task_ttl_ms`: the client asked for a task, so the upstream is asked to run one
+    /// (`upstream_tasks`); it keeps the task and Flowgate relays it.
+    Mcp { tool: String, arguments: Value, input: Map<String, Value>, task_ttl_ms: Option<u64> },
 }
 
 /// The Service API paths a Dify request may have (a stored task names one of them).
@@ -162,6 +167,7 @@ impl CallRequest {
                 tool: body.get("name")?.as_str()?.to_string(),
                 arguments: body.get("arguments").cloned().unwrap_or(Value::Object(Map::new())),
                 input: Map::new(),
+                task_ttl_ms: None,
             }),
             Mode::HttpTool => Some(CallRequest::HttpTool { body: body.clone() }),
             _ => Some(CallRequest::Dify { path: DIFY_PATHS.into_iter().find(|p| *p == path)?, body: body.clone() }),
@@ -466,7 +472,8 @@ fn capabilities(def: &ServerDefinition, catalogs: &Catalogs, version: Version) -
     // Tasks are advertised only where a tool of this server can run as one.
     let toolsets =
         |a: &crate::pure::definition::AppDefinition| a.backend.as_mcp().is_some_and(|m| !m.task_toolsets.is_empty());
-    if def.apps.iter().any(|a| a.backend.task_support() != TaskSupport::Forbidden || toolsets(a)) {
+    let upstream_tasks = catalogs.0.values().any(|c| upstream_tasks::offers_tasks(&c.capabilities));
+    if upstream_tasks || def.apps.iter().any(|a| a.backend.task_support() != TaskSupport::Forbidden || toolsets(a)) {
         if version.is_stateless() {
             c["extensions"] = json!({ tasks::EXTENSION: {} });
         } else if version.has_tasks() {
@@ -621,12 +628,15 @@ fn call_tool(
     }
     let client_name = client_name(params, h);
     let user = end_user(def, &client_name, h);
-    let request = match (&tool.upstream, &tool.app.backend) {
+    let mut request = match (&tool.upstream, &tool.app.backend) {
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
         (Some(exposed), _) => match input_required::client_params(params) {
-            Ok(input) => {
-                CallRequest::Mcp { tool: exposed.upstream_name.to_string(), arguments: Value::Object(inputs), input }
-            }
+            Ok(input) => CallRequest::Mcp {
+                tool: exposed.upstream_name.to_string(),
+                arguments: Value::Object(inputs),
+                input,
+                task_ttl_ms: None,
+            },
             Err(e) => return error_step(id, e),
         },
         // An HTTP tool is called at its api_endpoint itself.
@@ -643,7 +653,16 @@ fn call_tool(
     let log_level =
         asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
     let cancel_key = cancel_key(def, &user, h.caller, id);
-    let decision = tasks::decide(version, tool.task_support(), &tool.name, params);
+    let mut decision = tasks::decide(version, tool.task_support(), &tool.name, params);
+    // An upstream's own task tool runs as the upstream's task, relayed; not as one of Flowgate's.
+    if let (Decision::Task { ttl_ms }, CallRequest::Mcp { tool: upstream_tool, task_ttl_ms, .. }) =
+        (&decision, &mut request)
+    {
+        if tool.app.backend.as_mcp().is_none_or(|m| m.toolset_of(upstream_tool).is_none()) {
+            *task_ttl_ms = Some(*ttl_ms);
+            decision = Decision::Sync;
+        }
+    }
     let plan = Box::new(CallPlan {
         id: id.clone(),
         version,
@@ -750,10 +769,19 @@ fn task_request(
         )
         .with_data(json!({"requiredCapabilities": {"extensions": {tasks::EXTENSION: {}}}})));
     }
+    let max_len = match params.get("taskId").and_then(Value::as_str) {
+        Some(t) if upstream_tasks::is_relayed(t) => upstream_tasks::MAX_TASK_ID,
+        _ => 128,
+    };
     match params.get("taskId").and_then(Value::as_str) {
-        Some(t) if !t.is_empty() && t.len() <= 128 => {
-            Ok(TaskRequest { id: id.clone(), version, op, task_id: t.to_string(), owner: identity.map(str::to_string) })
-        }
+        Some(t) if !t.is_empty() && t.len() <= max_len => Ok(TaskRequest {
+            id: id.clone(),
+            version,
+            op,
+            task_id: t.to_string(),
+            owner: identity.map(str::to_string),
+            input_responses: params.get("inputResponses").cloned(),
+        }),
         _ => Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: {method} needs `taskId`"))),
     }
 }
@@ -784,6 +812,21 @@ pub fn task_response(
         TaskOp::Result => tasks::payload_result(view),
         TaskOp::Update => Ok(json!({})),
     };
+    match result {
+        Ok(r) => (200, result_response(&req.id, shape_result(r, "tasks", req.version, server_version))),
+        Err(e) => (e.status, e.to_response(&req.id)),
+    }
+}
+
+/// The answer to a `tools/call` an upstream turned into a task (`upstream_tasks`), the task
+/// already under Flowgate's id.
+pub fn relayed_task_created(plan: &CallPlan, task: &Map<String, Value>, server_version: &str) -> Value {
+    let r = upstream_tasks::create_for_client(task, plan.version);
+    result_response(&plan.id, shape_result(r, methods::TOOLS_CALL, plan.version, server_version))
+}
+
+/// The answer to a `tasks/*` request about an upstream's task.
+pub fn relayed_task_response(req: &TaskRequest, result: Result<Value, RpcError>, server_version: &str) -> (u16, Value) {
     match result {
         Ok(r) => (200, result_response(&req.id, shape_result(r, "tasks", req.version, server_version))),
         Err(e) => (e.status, e.to_response(&req.id)),

@@ -78,14 +78,15 @@ fn unique(tools: &[Tool<'_>], base: &str) -> String {
 }
 
 impl Tool<'_> {
-    /// Whether the tool runs as a durable task: the app's `task_support`, and for an upstream
-    /// MCP app the submit tools of its task toolsets (which only make sense as tasks).
+    /// Whether the tool runs as a task: the app's `task_support`; for an upstream MCP app the
+    /// submit tools of its task toolsets (which only make sense as tasks), and the upstream's
+    /// own task tools (relayed, `upstream_tasks`).
     pub fn task_support(&self) -> TaskSupport {
         match &self.upstream {
             Some(e) if self.app.backend.as_mcp().is_some_and(|m| m.toolset_of(&e.upstream_name).is_some()) => {
                 TaskSupport::Required
             }
-            Some(_) => TaskSupport::Forbidden,
+            Some(e) => super::upstream_tasks::upstream_support(&e.tool),
             None => self.app.backend.task_support(),
         }
     }

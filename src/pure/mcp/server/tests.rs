@@ -424,7 +424,8 @@ fn task_methods_per_revision() {
             version: Version::V2025_11_25,
             op: TaskOp::Get,
             task_id: "abc".into(),
-            owner: None
+            owner: None,
+            input_responses: None,
         })
     );
     assert!(matches!(get(Some("2025-11-25"), "tasks/result"), Step::Task(TaskRequest { op: TaskOp::Result, .. })));
@@ -464,6 +465,7 @@ fn task_methods_per_revision() {
         op: TaskOp::Cancel,
         task_id: "abc".into(),
         owner: None,
+        input_responses: None,
     };
     let view = TaskView {
         task_id: "abc".into(),
@@ -505,7 +507,8 @@ fn client_input_in_messages_is_bounded() {
 fn call_requests_round_trip_through_a_stored_task() {
     let dify = CallRequest::Dify { path: "/chat-messages", body: json!({"query": "q"}) };
     let tool = CallRequest::HttpTool { body: json!({"a": 1}) };
-    let mcp = CallRequest::Mcp { tool: "search".into(), arguments: json!({"q": "x"}), input: Map::new() };
+    let mcp =
+        CallRequest::Mcp { tool: "search".into(), arguments: json!({"q": "x"}), input: Map::new(), task_ttl_ms: None };
     for (mode, req) in [(Mode::Chat, dify), (Mode::HttpTool, tool), (Mode::Mcp, mcp)] {
         let (path, body) = req.to_stored();
         assert_eq!(CallRequest::from_stored(mode, &path, &body), Some(req));
@@ -607,4 +610,79 @@ fn relayed_answers_and_what_a_call_may_relay() {
         Step::Call(plan) => assert_eq!(plan.relay, Channel::Closed(Closed::Stateless)),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn an_upstreams_task_tools_run_as_its_tasks() {
+    use crate::pure::backend::mcp::catalog::Catalog;
+    use std::rc::Rc;
+    let mut d = def();
+    let backend = json!({"url": "https://mcp.example/mcp", "tool_name_prefix": false});
+    d.apps = vec![AppDefinition::new(
+        "up".into(),
+        "Up".into(),
+        "".into(),
+        Mode::Mcp,
+        Backend::from_settings(Mode::Mcp, &backend).unwrap(),
+        json!([]),
+        json!([]),
+    )];
+    let mut upstreams = Upstreams::default();
+    upstreams.0.insert(
+        "up".into(),
+        vec![
+            json!({"name": "greet", "inputSchema": {"type": "object"}}),
+            json!({"name": "slow", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}),
+            json!({"name": "maybe", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}),
+        ],
+    );
+    let mut catalogs = Catalogs::default();
+    let ext = json!({"tools": {}, "extensions": {(tasks::EXTENSION): {}}});
+    catalogs.0.insert("up".into(), Rc::new(Catalog { capabilities: ext, ..Default::default() }));
+    let run = |msg: &Value, h: &RequestHeaders<'_>| handle_full(&d, &upstreams, &catalogs, msg, h, "v");
+    let with_ext = |name: &str| {
+        let mut m = stateless("tools/call", json!({"name": name, "arguments": {}}));
+        m["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+            json!({"extensions": {(tasks::EXTENSION): {}}});
+        m
+    };
+    let ttl = |step: Step| match step {
+        Step::Call(plan) => match plan.request {
+            CallRequest::Mcp { task_ttl_ms, .. } => task_ttl_ms,
+            other => panic!("not an upstream call: {other:?}"),
+        },
+        other => panic!("not a call: {other:?}"),
+    };
+    // 2026-07-28: the upstream's task tools run as its tasks when the client speaks the extension.
+    assert_eq!(
+        ttl(run(&with_ext("slow"), &stateless_headers("tools/call", Some("slow")))),
+        Some(tasks::DEFAULT_TTL_MS)
+    );
+    assert_eq!(
+        ttl(run(&with_ext("maybe"), &stateless_headers("tools/call", Some("maybe")))),
+        Some(tasks::DEFAULT_TTL_MS)
+    );
+    assert_eq!(ttl(run(&with_ext("greet"), &stateless_headers("tools/call", Some("greet")))), None);
+    let plain = stateless("tools/call", json!({"name": "maybe", "arguments": {}}));
+    assert_eq!(ttl(run(&plain, &stateless_headers("tools/call", Some("maybe")))), None, "optional runs sync");
+    let plain = stateless("tools/call", json!({"name": "slow", "arguments": {}}));
+    let (status, r) = body(run(&plain, &stateless_headers("tools/call", Some("slow"))));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32021)));
+    // 2025-11-25: `params.task`, with its ttl.
+    let v1 = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "slow", "arguments": {}, "task": {"ttl": 120_000}}});
+    assert_eq!(ttl(run(&v1, &headers(Some("2025-11-25")))), Some(120_000));
+    // The tools list says so, and the server declares tasks because the upstream does.
+    let list = tools_list_result(&d, &upstreams, Version::V2026_07_28, "v");
+    let slow = list["tools"].as_array().unwrap().iter().find(|t| t["name"] == "slow").unwrap();
+    assert_eq!(slow["execution"], json!({"taskSupport": "required"}));
+    let (_, r) = body(run(&stateless("server/discover", json!({})), &stateless_headers("server/discover", None)));
+    assert!(r["result"]["capabilities"]["extensions"].get(tasks::EXTENSION).is_some(), "{r}");
+    // A relayed task id may be longer than Flowgate's own; it goes to the shell as a task request.
+    let long = format!("{}{}", upstream_tasks::TASK_PREFIX, "x".repeat(300));
+    let mut get = stateless("tasks/get", json!({"taskId": long}));
+    get["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"extensions": {(tasks::EXTENSION): {}}});
+    let h = RequestHeaders { mcp_name: Some(long.as_str()), ..stateless_headers("tasks/get", None) };
+    assert!(matches!(run(&get, &h), Step::Task(TaskRequest { op: TaskOp::Get, .. })));
 }

@@ -1,0 +1,202 @@
+// An upstream's own tasks, relayed (MCP tasks: the 2026-07-28 `io.modelcontextprotocol/tasks`
+// extension, SEP-2663; 2025-11-25 tasks for older clients): every `tasks-*` scenario of the
+// suite through Flowgate in front of a 2026-07-28 upstream fixture that keeps the tasks
+// (tests/support/tasks-2026.mjs), and straight against the fixture, so that a failure through
+// Flowgate is Flowgate's. Then what the scenarios cannot see: the client gets Flowgate's sealed
+// task ids, never the upstream's; another server's code cannot reach a task, nor can a made-up
+// id; a 2025-11-25 client (the TypeScript SDK's task client) works the same upstream task.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import { startFlowgate } from '../support/harness.mjs';
+import { BASELINE, recorder, runConformance, summary } from '../support/conformance.mjs';
+import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
+import { createdTasks, EXTENSION } from '../support/tasks-2026.mjs';
+import { rpc } from '../support/flowgate-setup.mjs';
+
+const V = '2026-07-28';
+const SCENARIOS = [
+  'tasks-lifecycle',
+  'tasks-capability-negotiation',
+  'tasks-wire-fields',
+  'tasks-request-state-removal',
+  'tasks-mrtr-input',
+  'tasks-request-headers',
+  'tasks-dispatch-and-envelope',
+  'tasks-required-task-error',
+  'tasks-mrtr-composition',
+];
+// The suite skips this one itself ("pending subscriptions/listen rewrite"); it is run so that
+// the table shows it, and so that the day it checks something, this test says so.
+const SKIPPED_BY_SUITE = 'tasks-status-notifications';
+
+const rec = recorder('conformance-tasks');
+let fg;
+let up;
+let url;
+let otherUrl;
+
+before(async () => {
+  [fg, up] = await Promise.all([startFlowgate(), startInputRequiredUpstream()]);
+  const r = await fg.console('/apps', {
+    method: 'POST',
+    body: { name: 'Tasker', description: 'A 2026-07-28 upstream that runs tasks', mode: 'mcp', backend: { url: up.url, tool_name_prefix: false } },
+  });
+  assert.equal(r.status, 201, r.text);
+  const servers = [];
+  for (const name of ['Tasks', 'Other']) {
+    const s = await fg.console('/servers', { method: 'POST', body: { name, description: 'd', app_ids: [r.json.id] } });
+    assert.equal(s.status, 201, s.text);
+    servers.push(s.json.mcp_url);
+  }
+  [url, otherUrl] = servers;
+});
+
+after(async () => {
+  await rec.save();
+  await Promise.allSettled([fg?.stop(), up?.close()]);
+});
+
+for (const scenario of SCENARIOS) {
+  test(`conformance through Flowgate: ${scenario}`, async () => {
+    const { code, out } = await runConformance(['server', '--url', url, '--scenario', scenario, '--expected-failures', BASELINE]);
+    rec.add(scenario, 'extension', 'Flowgate', code, out);
+    assert.equal(code, 0, `conformance ${scenario} failed:\n${summary(out)}`);
+    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `a check did not pass:\n${summary(out)}`);
+  });
+
+  test(`conformance of the fixture itself: ${scenario}`, async () => {
+    const { code, out } = await runConformance(['server', '--url', up.url, '--scenario', scenario]);
+    rec.add(scenario, 'extension', 'fixture: input-required-upstream', code, out);
+    assert.equal(code, 0, `the fixture fails ${scenario}:\n${summary(out)}`);
+    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `a check did not pass:\n${summary(out)}`);
+  });
+}
+
+test(`${SKIPPED_BY_SUITE}: the suite skips it (status notifications are optional)`, async () => {
+  for (const [target, to] of [['Flowgate', url], ['fixture: input-required-upstream', up.url]]) {
+    const { code, out } = await runConformance(['server', '--url', to, '--scenario', SKIPPED_BY_SUITE]);
+    rec.add(SKIPPED_BY_SUITE, 'extension', target, code, out);
+    assert.equal(code, 0, summary(out));
+    assert.match(out, /SKIPPED/, `the suite now checks ${SKIPPED_BY_SUITE}; run it for real:\n${summary(out)}`);
+  }
+});
+
+const CAPS = 'io.modelcontextprotocol/clientCapabilities';
+const WITH_TASKS = { elicitation: {}, extensions: { [EXTENSION]: {} } };
+let nextId = 1;
+/** One 2026-07-28 request; `caps` are the client capabilities it declares. */
+async function call(method, params, { to = url, caps = WITH_TASKS } = {}) {
+  const name = method === 'tools/call' ? params.name : params.taskId;
+  const body = {
+    jsonrpc: '2.0',
+    id: nextId++,
+    method,
+    params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': V, [CAPS]: caps, 'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' } } },
+  };
+  const r = await rpc(to, body, { 'mcp-protocol-version': V, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) });
+  return r.json;
+}
+const upstreamRequests = (method) => up.requests.filter((r) => r.body.method === method);
+
+async function until(taskId, done, { to } = {}) {
+  for (;;) {
+    const r = await call('tasks/get', { taskId }, { to });
+    if (r.error || done(r.result)) return r;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+test('the client gets Flowgate\'s sealed task id, the upstream its own; the result comes through tasks/get', async () => {
+  const r = await call('tools/call', { name: 'slow_compute', arguments: { seconds: 0.2, label: 'sealed' } });
+  assert.equal(r.result?.resultType, 'task', JSON.stringify(r));
+  const id = r.result.taskId;
+  assert.match(id, /^fg-task\./);
+  const mine = createdTasks().filter((t) => t.tool === 'slow_compute').at(-1);
+  assert.ok(!id.includes(mine.taskId), 'the upstream\'s id is not readable in Flowgate\'s');
+  assert.equal(r.result.ttlMs, mine.ttlMs);
+  const done = await until(id, (t) => t.status === 'completed');
+  assert.equal(done.result.taskId, id);
+  assert.equal(done.result.result?.content?.[0]?.text, 'computed sealed after 0.2s');
+  // The upstream was asked with its own id, in Mcp-Name too, and with the tasks extension.
+  const asked = upstreamRequests('tasks/get').at(-1);
+  assert.equal(asked.body.params.taskId, mine.taskId);
+  assert.equal(asked.headers['mcp-name'], mine.taskId);
+  assert.ok(asked.body.params._meta[CAPS].extensions[EXTENSION]);
+  const created = up.requests.filter((q) => q.body.method === 'tools/call' && q.body.params.name === 'slow_compute').at(-1);
+  assert.ok(created.body.params._meta[CAPS].extensions[EXTENSION], 'the upstream was asked for a task');
+});
+
+test('a task is unknown through another server\'s code, or by a made-up or altered id; the upstream is not asked', async () => {
+  const r = await call('tools/call', { name: 'slow_compute', arguments: { seconds: 30, label: 'private' } });
+  const id = r.result.taskId;
+  const before = up.requests.length;
+  const altered = `${id.slice(0, -3)}${id.endsWith('AAA') ? 'BBB' : 'AAA'}`;
+  for (const [taskId, to] of [[id, otherUrl], ['fg-task.made-up', url], [altered, url]]) {
+    for (const method of ['tasks/get', 'tasks/cancel']) {
+      const e = await call(method, { taskId }, { to });
+      assert.equal(e.error?.code, -32602, JSON.stringify(e));
+      assert.match(e.error.message, /unknown task/);
+    }
+  }
+  assert.equal(up.requests.length, before, 'no refused request reached the upstream');
+  // The right server can cancel it, and the upstream's task is cancelled.
+  const c = await call('tasks/cancel', { taskId: id });
+  assert.deepEqual(c.result?.resultType, 'complete', JSON.stringify(c));
+  const got = await call('tasks/get', { taskId: id });
+  assert.equal(got.result.status, 'cancelled');
+  assert.equal(createdTasks().filter((t) => t.tool === 'slow_compute').at(-1).status, 'cancelled');
+});
+
+test('input a task waits for goes to the client on tasks/get, and its answer to the upstream by tasks/update', async () => {
+  const r = await call('tools/call', { name: 'confirm_delete', arguments: { filename: 'a.txt' } });
+  const id = r.result.taskId;
+  const waiting = await until(id, (t) => t.status === 'input_required');
+  assert.equal(waiting.result.inputRequests.confirm.method, 'elicitation/create');
+  const ack = await call('tasks/update', { taskId: id, inputResponses: { confirm: { action: 'accept', content: { confirm: true } } } });
+  assert.deepEqual(Object.keys(ack.result).sort(), ['_meta', 'resultType']);
+  const done = await until(id, (t) => t.status === 'completed');
+  assert.equal(done.result.result.content[0].text, 'deleted a.txt');
+  const update = upstreamRequests('tasks/update').at(-1).body.params;
+  assert.deepEqual(update.inputResponses, { confirm: { action: 'accept', content: { confirm: true } } });
+});
+
+test('a task tool without the extension: required is -32021 from Flowgate, optional runs as a plain call', async () => {
+  const before = upstreamRequests('tools/call').length;
+  const r = await call('tools/call', { name: 'failing_job', arguments: {} }, { caps: {} });
+  assert.equal(r.error?.code, -32021, JSON.stringify(r));
+  assert.deepEqual(r.error.data, { requiredCapabilities: { extensions: { [EXTENSION]: {} } } });
+  assert.equal(upstreamRequests('tools/call').length, before, 'refused before the upstream');
+  const sync = await call('tools/call', { name: 'slow_compute', arguments: { seconds: 0, label: 'sync' } }, { caps: {} });
+  assert.equal(sync.result?.resultType, 'complete', JSON.stringify(sync));
+  assert.equal(sync.result.content[0].text, 'computed sync after 0s');
+});
+
+test('a 2025-11-25 client (the TypeScript SDK\'s task client) runs the 2026-07-28 upstream\'s task', async () => {
+  const client = new Client({ name: 'v1-task-client', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  try {
+    assert.ok(client.getServerCapabilities()?.tasks?.requests?.tools?.call, 'Flowgate declares tasks for tools/call');
+    const { tools } = await client.listTools();
+    assert.equal(tools.find((t) => t.name === 'slow_compute')?.execution?.taskSupport, 'optional');
+    const seen = [];
+    for await (const m of client.experimental.tasks.callToolStream({ name: 'slow_compute', arguments: { seconds: 0.3, label: 'v1' } }, CallToolResultSchema, { task: { ttl: 60_000 } })) {
+      seen.push(m);
+    }
+    const created = seen.find((m) => m.type === 'taskCreated');
+    assert.ok(created, `no task was created: ${JSON.stringify(seen)}`);
+    assert.match(created.task.taskId, /^fg-task\./);
+    assert.equal(typeof created.task.ttl, 'number');
+    const result = seen.find((m) => m.type === 'result');
+    assert.equal(result?.result?.content?.[0]?.text, 'computed v1 after 0.3s', JSON.stringify(seen));
+    const task = await client.experimental.tasks.getTask(created.task.taskId);
+    assert.equal(task.status, 'completed');
+    assert.equal(task.ttlMs, undefined, '2025-11-25 names: ttl, not ttlMs');
+  } finally {
+    await client.close();
+  }
+});
