@@ -16,6 +16,7 @@ import { startFlowgate } from '../support/harness.mjs';
 import { BASELINE, recorder, runConformance, summary } from '../support/conformance.mjs';
 import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
 import { createdTasks, EXTENSION } from '../support/tasks-2026.mjs';
+import { startTasks2025Upstream } from '../support/tasks-2025.mjs';
 import { rpc } from '../support/flowgate-setup.mjs';
 
 const V = '2026-07-28';
@@ -39,9 +40,19 @@ let fg;
 let up;
 let url;
 let otherUrl;
+let up2025;
+let url2025;
 
 before(async () => {
-  [fg, up] = await Promise.all([startFlowgate(), startInputRequiredUpstream()]);
+  [fg, up, up2025] = await Promise.all([startFlowgate(), startInputRequiredUpstream(), startTasks2025Upstream()]);
+  const old = await fg.console('/apps', {
+    method: 'POST',
+    body: { name: 'Tasker 2025', description: 'A 2025-11-25 upstream (the SDK\'s task API)', mode: 'mcp', backend: { url: up2025.url, tool_name_prefix: false } },
+  });
+  assert.equal(old.status, 201, old.text);
+  const s2025 = await fg.console('/servers', { method: 'POST', body: { name: 'Tasks 2025', description: 'd', app_ids: [old.json.id] } });
+  assert.equal(s2025.status, 201, s2025.text);
+  url2025 = s2025.json.mcp_url;
   const r = await fg.console('/apps', {
     method: 'POST',
     body: { name: 'Tasker', description: 'A 2026-07-28 upstream that runs tasks', mode: 'mcp', backend: { url: up.url, tool_name_prefix: false } },
@@ -58,7 +69,7 @@ before(async () => {
 
 after(async () => {
   await rec.save();
-  await Promise.allSettled([fg?.stop(), up?.close()]);
+  await Promise.allSettled([fg?.stop(), up?.close(), up2025?.close()]);
 });
 
 for (const scenario of SCENARIOS) {
@@ -199,4 +210,45 @@ test('a 2025-11-25 client (the TypeScript SDK\'s task client) runs the 2026-07-2
   } finally {
     await client.close();
   }
+});
+
+test('a 2025-11-25 upstream\'s task (the SDK\'s task API) through Flowgate, for a 2025-11-25 SDK client', async () => {
+  const client = new Client({ name: 'v1-task-client', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url2025)));
+  try {
+    assert.ok(client.getServerCapabilities()?.tasks?.requests?.tools?.call, 'Flowgate declares tasks because the upstream does');
+    const seen = [];
+    for await (const m of client.experimental.tasks.callToolStream({ name: 'slow_job', arguments: { label: 'old' } }, CallToolResultSchema, { task: { ttl: 60_000 } })) {
+      seen.push(m);
+    }
+    const created = seen.find((m) => m.type === 'taskCreated');
+    assert.match(created?.task?.taskId ?? '', /^fg-task\./, JSON.stringify(seen));
+    const result = seen.find((m) => m.type === 'result')?.result;
+    assert.equal(result?.content?.[0]?.text, 'slow old done', JSON.stringify(seen));
+    assert.equal(result._meta['io.modelcontextprotocol/related-task'].taskId, created.task.taskId, 'the result names Flowgate\'s task id');
+    const asked = up2025.requests.find((r) => r.body.method === 'tools/call' && r.body.params?.name === 'slow_job');
+    assert.deepEqual(asked.body.params.task, { ttl: 60_000 }, 'the upstream was asked for a task its way');
+    const upstreamId = up2025.requests.filter((r) => r.body.method === 'tasks/get').at(-1).body.params.taskId;
+    assert.ok(!created.task.taskId.includes(upstreamId));
+  } finally {
+    await client.close();
+  }
+});
+
+test('a 2025-11-25 upstream\'s task for a 2026-07-28 client: the result inlined in tasks/get, a tool error completed with isError', async () => {
+  const r = await call('tools/call', { name: 'slow_job', arguments: { label: 'new', ms: 100 } }, { to: url2025 });
+  assert.equal(r.result?.resultType, 'task', JSON.stringify(r));
+  assert.equal(typeof r.result.ttlMs, 'number');
+  assert.ok(!('ttl' in r.result));
+  const done = await until(r.result.taskId, (t) => t.status === 'completed', { to: url2025 });
+  assert.equal(done.result.result?.content?.[0]?.text, 'slow new done', JSON.stringify(done));
+  assert.equal(done.result.result._meta, undefined, 'no related-task key on an inlined result');
+  const f = await call('tools/call', { name: 'flaky_job', arguments: { ms: 50 } }, { to: url2025 });
+  const failed = await until(f.result.taskId, (t) => t.status !== 'working', { to: url2025 });
+  assert.equal(failed.result.status, 'completed');
+  assert.equal(failed.result.result.isError, true);
+  // tasks/update is a 2026-07-28 method: a 2025-11-25 upstream's task takes none.
+  const u = await call('tasks/update', { taskId: f.result.taskId, inputResponses: {} }, { to: url2025 });
+  assert.equal(u.error?.code, -32601, JSON.stringify(u));
+  assert.match(u.error.message, /speaks 2025-11-25/);
 });
