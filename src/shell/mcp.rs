@@ -30,7 +30,7 @@ use super::cache;
 use super::call::{call_backend, call_streamed, target_of};
 use super::resource_server;
 use super::store;
-use super::stream::stop_run;
+use super::stream::{stop_run, Opening};
 use super::tasks;
 use super::upstream;
 use super::usage;
@@ -273,6 +273,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
                 record_end_user(ctx, env, def, &plan);
                 let ticket = usage::ticket_of_plan(single, &plan, def);
+                let version = plan.version;
                 match call_streamed(*plan, &prepared, env, ctx, incoming) {
                     Ok(call) => {
                         let call = call.with_usage(Some(ticket.streamed()));
@@ -280,7 +281,15 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
                         headers.set("content-type", "text/event-stream")?;
                         headers.set("cache-control", "no-cache")?;
                         with_cors(&headers, cors.as_deref())?;
-                        call.into_response(headers)
+                        if !version.is_stateless() {
+                            return call.into_response(headers);
+                        }
+                        // 2026-07-28 gives some errors an HTTP status: a call over at once is
+                        // answered whole, with its status.
+                        match call.open().await {
+                            Opening::Whole(v) => rpc(server::call_status(version, &v), &v, cors.as_deref()),
+                            Opening::Stream(call, first) => call.into_response_from(first, headers),
+                        }
                     }
                     Err(response) => {
                         ticket.finish(&response);
@@ -422,9 +431,13 @@ async fn run(
         }
         Step::Call(plan) => {
             record_end_user(ctx, env, def, &plan);
-            (200, Some(call_backend(&plan, served, env, ctx, incoming).await))
+            let body = call_backend(&plan, served, env, ctx, incoming).await;
+            (server::call_status(plan.version, &body), Some(body))
         }
-        Step::Forward(fwd) => (200, Some(upstream::forward(&fwd, def, env, incoming).await)),
+        Step::Forward(fwd) => {
+            let body = upstream::forward(&fwd, def, env, incoming).await;
+            (server::call_status(fwd.version, &body), Some(body))
+        }
         Step::Answer { token, message } => upstream::deliver_answer(env, def, incoming, &token, &message).await,
     }
 }

@@ -68,6 +68,14 @@ pub enum Relayed {
     Done(Value),
 }
 
+/// How a call answers, once it has something to send ([`CallStream::open`]).
+pub enum Opening {
+    /// Over at once: one JSON-RPC response.
+    Whole(Value),
+    /// Streaming: the SSE stream's first piece, the rest to come.
+    Stream(Box<CallStream>, String),
+}
+
 /// A wait for the backend's next piece, cut short by the keep-alive tick.
 enum Wait<T> {
     Item(T),
@@ -204,10 +212,42 @@ impl CallStream {
 
     /// The SSE response: notifications as they happen, the final response last.
     pub fn into_response(self, headers: Headers) -> worker::Result<Response> {
-        let stream = futures::stream::unfold(self, |mut call| async move {
+        Ok(Response::from_stream(self.into_chunks())?.with_headers(headers))
+    }
+
+    fn into_chunks(self) -> impl futures::Stream<Item = worker::Result<Vec<u8>>> {
+        futures::stream::unfold(self, |mut call| async move {
             call.next_chunk().await.map(|text| (Ok::<Vec<u8>, worker::Error>(text.into_bytes()), call))
-        });
-        Ok(Response::from_stream(stream)?.with_headers(headers))
+        })
+    }
+
+    /// Runs the call until it has something to send. A call whose final response is the first
+    /// thing it has (nothing to report, and over before a keep-alive was due) is answered whole,
+    /// as JSON, so its HTTP status can say what kind of error it is (2026-07-28 answers some with
+    /// 400); anything else starts the SSE stream with that first piece.
+    pub async fn open(mut self) -> Opening {
+        let first = self.next_chunk().await;
+        if let (Phase::Finished, Some(response)) = (&self.phase, &self.final_response) {
+            let mut alone = String::new();
+            write_event(&mut alone, None, None, &response.to_string());
+            if first.as_deref().is_none_or(|f| f == alone) {
+                return Opening::Whole(self.final_response.take().unwrap_or_default());
+            }
+        }
+        match first {
+            Some(first) => Opening::Stream(Box::new(self), first),
+            None => Opening::Whole(server::finish_call(
+                &self.plan,
+                Outcome::Failed("the call ended without a result".into()),
+                VERSION,
+            )),
+        }
+    }
+
+    /// The SSE response of an [`Opening::Stream`]: its first piece, then the rest as it comes.
+    pub fn into_response_from(self, first: String, headers: Headers) -> worker::Result<Response> {
+        let head = futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) });
+        Ok(Response::from_stream(head.chain(self.into_chunks()))?.with_headers(headers))
     }
 
     /// Runs the call to its end for a client that takes only JSON: the final response alone.

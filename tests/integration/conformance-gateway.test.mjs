@@ -1,5 +1,6 @@
 // The server scenarios no other conformance file runs through Flowgate: JSON Schema 2020-12 tool
-// schemas, SEP-2243 custom headers, session lifecycle, resource subscriptions, and
+// schemas, SEP-2243 custom headers, stateless serving (SEP-2575), session lifecycle, resource
+// subscriptions, and
 // the reference tool scenarios at 2026-07-28 (Flowgate speaks that revision for a 2025
 // upstream). Each runs through Flowgate and, where the fixture speaks the revision, straight
 // against the fixture behind it, so that a failure through Flowgate is Flowgate's.
@@ -37,6 +38,7 @@ const RUNS = [
   ['json-schema-2020-12', '2025-11-25', 'v2026', false],
   ['json-schema-2020-12', '2026-07-28', 'v2026', true],
   ['http-custom-header-server-validation', '2026-07-28', 'v2026', true],
+  ['server-stateless', '2026-07-28', 'v2026', true],
   ['server-session-lifecycle', undefined, 'everything', true],
   ['server-sse-multiple-streams', '2026-07-28', 'everything', false],
   ['resources-subscribe', undefined, 'everything', true],

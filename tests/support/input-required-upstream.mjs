@@ -82,6 +82,13 @@ const TOOLS = {
     if (caps.roots) wanted.client_roots = ROOTS;
     return Object.keys(wanted).length ? ask(wanted) : text('the client declared nothing to ask for');
   },
+  // The reference server's diagnostic tools of the server-stateless scenario (SEP-2575).
+  test_missing_capability: (r, s, caps) => {
+    if (!caps.sampling) throw new RpcError(-32021, 'Missing required client capability: this tool samples', 400, { requiredCapabilities: { sampling: {} } });
+    return text('the client can sample');
+  },
+  test_streaming_elicitation: (r) => (r.user_name ? text(`Hello, ${r.user_name.content?.name}!`) : ask({ user_name: elicit('What is your name?', 'name') })),
+  test_logging_tool: () => text('no log messages: the request set no logLevel'),
   json_schema_2020_12_tool: () => text('ok'),
   test_custom_header: (r, s, c, args) => text(`region ${args.region}`),
 };
@@ -93,7 +100,9 @@ function stateful(r, s, tool, requests, done) {
 }
 
 const TOOL_LIST = [
-  ...Object.keys(TOOLS).filter((n) => n.startsWith('test_input')).map((name) => ({ name, description: `The reference ${name} fixture`, inputSchema: NO_ARGS })),
+  ...Object.keys(TOOLS)
+    .filter((n) => n.startsWith('test_input') || ['test_missing_capability', 'test_streaming_elicitation', 'test_logging_tool'].includes(n))
+    .map((name) => ({ name, description: `The reference ${name} fixture`, inputSchema: NO_ARGS })),
   { name: 'json_schema_2020_12_tool', description: 'Tool with JSON Schema 2020-12 features', inputSchema: JSON_SCHEMA_2020_12 },
   {
     name: 'test_custom_header',
@@ -111,8 +120,21 @@ function decodeHeader(v) {
   return Buffer.from(m[1], 'base64').toString('utf8');
 }
 
+/** SEP-2575: every request carries its revision and the client's capabilities in `_meta`. */
+function checkMeta(headers, msg) {
+  const meta = msg.params?._meta;
+  const invalid = (why) => new RpcError(-32602, `Invalid params: ${why}`, 400);
+  if (typeof meta !== 'object' || meta === null) throw invalid('_meta is required');
+  const version = meta['io.modelcontextprotocol/protocolVersion'];
+  if (typeof version !== 'string') throw invalid('_meta needs io.modelcontextprotocol/protocolVersion');
+  if (typeof meta[CAPS] !== 'object' || meta[CAPS] === null) throw invalid(`_meta needs ${CAPS}`);
+  if (headers['mcp-protocol-version'] !== version) throw new RpcError(-32020, 'Header mismatch: MCP-Protocol-Version does not match _meta', 400);
+  if (version !== V) throw new RpcError(-32022, `Unsupported protocol version: ${version}`, 400, { supported: [V], requested: version });
+}
+
 function checkHeaders(headers, msg) {
   const mismatch = (why) => new RpcError(-32020, `Header mismatch: ${why}`, 400);
+  checkMeta(headers, msg);
   if (headers['mcp-method'] !== msg.method) throw mismatch('Mcp-Method does not match the body');
   const name = msg.method === 'resources/read' ? msg.params?.uri : ['tasks/get', 'tasks/update', 'tasks/cancel'].includes(msg.method) ? msg.params?.taskId : msg.params?.name;
   if (name !== undefined && decodeHeader(String(headers['mcp-name'] ?? '').trim()) !== name) throw mismatch('Mcp-Name does not match the body');

@@ -838,10 +838,26 @@ pub fn relayed_task_response(req: &TaskRequest, result: Result<Value, RpcError>,
 pub fn upstream_response(plan: &CallPlan, app: &str, response: &Value, server_version: &str) -> Value {
     if let Some(e) = response.get("error") {
         let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
-        return RpcError::new(200, code, upstream_error_message(app, e)).to_response(&plan.id);
+        let mut err = RpcError::new(200, code, upstream_error_message(app, e));
+        // What the upstream says is needed (`requiredCapabilities` of a -32021) is the client's to read.
+        if let Some(d) = e.get("data") {
+            err = err.with_data(d.clone());
+        }
+        return err.to_response(&plan.id);
     }
     let result = result_for_client(&response["result"], plan.version);
     result_response(&plan.id, shape_result(result, methods::TOOLS_CALL, plan.version, server_version))
+}
+
+/// The HTTP status of a call's JSON-RPC response: 2026-07-28 answers a missing client
+/// capability with 400 (SEP-2575), whether Flowgate or the upstream found it missing.
+pub fn call_status(version: Version, response: &Value) -> u16 {
+    let code = response.pointer("/error/code").and_then(Value::as_i64);
+    if version.is_stateless() && code == Some(tasks::MISSING_REQUIRED_CLIENT_CAPABILITY) {
+        400
+    } else {
+        200
+    }
 }
 
 /// The response to a request forwarded to an upstream app ([`Step::Forward`]): its result, as

@@ -686,3 +686,13 @@ fn an_upstreams_task_tools_run_as_its_tasks() {
     let h = RequestHeaders { mcp_name: Some(long.as_str()), ..stateless_headers("tasks/get", None) };
     assert!(matches!(run(&get, &h), Step::Task(TaskRequest { op: TaskOp::Get, .. })));
 }
+
+#[test]
+fn a_missing_client_capability_is_http_400_for_stateless_clients() {
+    let missing = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32021, "message": "m"}});
+    assert_eq!(call_status(Version::V2026_07_28, &missing), 400);
+    assert_eq!(call_status(Version::V2025_11_25, &missing), 200);
+    let other = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "m"}});
+    assert_eq!(call_status(Version::V2026_07_28, &other), 200);
+    assert_eq!(call_status(Version::V2026_07_28, &json!({"jsonrpc": "2.0", "id": 1, "result": {}})), 200);
+}
