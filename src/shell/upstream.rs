@@ -21,8 +21,9 @@ use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
 use crate::pure::backend::mcp::session::{
-    discover_request, initialize_request, initialized_notification, parse_initialize, request_headers, session_request,
-    stateless_session, tools_call_request, tools_list_request, Session, OFFERED_VERSION,
+    check_pinned, discover_request, initialize_offering, initialized_notification, parse_initialize, request_headers,
+    retry_rejected_version, session_request, stateless_session, tools_call_request, tools_list_request, Session,
+    OFFERED_VERSION,
 };
 use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
@@ -30,6 +31,7 @@ use crate::pure::backend::mcp::transport::{
 use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::gateway::Forward;
+use crate::pure::mcp::version::Version;
 use crate::pure::mcp::relay::{self, Ticket};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::outcome::Outcome;
@@ -53,6 +55,8 @@ pub struct Upstream {
     pub app_id: String,
     pub url: String,
     pub choice: TransportChoice,
+    /// `backend.protocol_version`: the one revision spoken; `None` negotiates.
+    pub protocol: Option<Version>,
     pub init_timeout: Duration,
     pub call_timeout: Duration,
     /// Static, OAuth and forwarded headers, merged in that order of precedence.
@@ -103,6 +107,7 @@ pub async fn upstream_of(
         app_id: app.id.clone(),
         url: b.url.clone(),
         choice: b.transport,
+        protocol: b.protocol_version,
         init_timeout: b.init_timeout(),
         // The relay's own deadline (tool_call_timeout, see `call::upstream_backend`) is what
         // ends a call and cancels it upstream; the client's bound is a backstop a little later.
@@ -177,7 +182,13 @@ impl<'a> Client<'a> {
                     self.conn = Some(Conn::Http(session));
                     Ok(())
                 }
-                Err(f) if falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) => self.open_sse(&up.url).await,
+                // A stateless revision has no SSE transport to fall back to.
+                Err(f)
+                    if !up.protocol.is_some_and(Version::is_stateless)
+                        && falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) =>
+                {
+                    self.open_sse(&up.url).await
+                }
                 Err(f) => Err(init_failure_message(&up.app_name, &f)),
             },
         }
@@ -217,13 +228,18 @@ impl<'a> Client<'a> {
 
     /// Streamable HTTP handshake: initialize, or `server/discover` for a stateless upstream.
     async fn init_http(&mut self) -> Result<Session, InitFailure> {
+        // Pinned to a stateless revision: never the 2025 initialize probe.
+        if self.up.protocol.is_some_and(Version::is_stateless) {
+            return self.discover().await;
+        }
+        let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
         let id = self.id();
         let headers = self.headers(None, "initialize", None).map_err(InitFailure::Transport)?;
         let mut resp = match outbound::send(
             Method::Post,
             &self.up.url,
             headers,
-            Some(&initialize_request(id)),
+            Some(&initialize_offering(id, offered)),
             self.up.init_timeout,
         )
         .await
@@ -237,8 +253,8 @@ impl<'a> Client<'a> {
             let www = resp.headers().get("www-authenticate").ok().flatten();
             let body =
                 outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
-            if matches!(status, 400 | 404 | 405) {
-                if let Some(s) = self.discover().await {
+            if matches!(status, 400 | 404 | 405) && self.up.protocol.is_none() {
+                if let Ok(s) = self.discover().await {
                     return Ok(s);
                 }
             }
@@ -252,6 +268,9 @@ impl<'a> Client<'a> {
         let result = response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
         let session =
             parse_initialize(&result, session_id, Transport::StreamableHttp).map_err(InitFailure::Transport)?;
+        if let Some(pinned) = self.up.protocol {
+            check_pinned(&session, pinned).map_err(InitFailure::Transport)?;
+        }
         if !session.stateless {
             let headers =
                 self.headers(Some(&session), "notifications/initialized", None).map_err(InitFailure::Transport)?;
@@ -267,29 +286,53 @@ impl<'a> Client<'a> {
         Ok(session)
     }
 
-    /// 2026-07-28 upstreams have no initialize: they answer `server/discover`.
-    async fn discover(&mut self) -> Option<Session> {
-        let id = self.id();
+    /// 2026-07-28 upstreams have no initialize: they answer `server/discover`. A 400 that
+    /// rejects the version while listing it as supported is retried once.
+    async fn discover(&mut self) -> Result<Session, InitFailure> {
         let probe = Session {
             transport: Transport::StreamableHttp,
-            protocol_version: "2026-07-28".into(),
+            protocol_version: Version::V2026_07_28.as_str().into(),
             session_id: None,
             stateless: true,
             capabilities: None,
         };
-        let headers = self.headers(Some(&probe), "server/discover", None).ok()?;
-        let resp =
-            outbound::send(Method::Post, &self.up.url, headers, Some(&discover_request(id)), self.up.init_timeout)
-                .await
-                .ok()?;
-        if !(200..300).contains(&resp.status_code()) {
-            return None;
-        }
+        let mut retried = false;
+        let resp = loop {
+            let id = self.id();
+            let headers = self.headers(Some(&probe), "server/discover", None).map_err(InitFailure::Transport)?;
+            let mut resp =
+                match outbound::send(Method::Post, &self.up.url, headers, Some(&discover_request(id)), self.up.init_timeout)
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
+                    Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+                };
+            let status = resp.status_code();
+            if (200..300).contains(&status) {
+                break (resp, id);
+            }
+            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let body =
+                outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
+            if status == 400 && !retried && retry_rejected_version(&body, Version::V2026_07_28) {
+                retried = true;
+                continue;
+            }
+            return Err(InitFailure::Http { status, www_authenticate: www, body });
+        };
+        let (resp, id) = resp;
         let mut reader = ReplyReader::new(json!(id));
         let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None)
             .await
-            .ok()?;
-        stateless_session(response.get("result")?)
+            .map_err(InitFailure::Transport)?;
+        let result = response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
+        stateless_session(&result).ok_or_else(|| {
+            InitFailure::Transport(format!(
+                "upstream {} answered server/discover without 2026-07-28 among its supportedVersions",
+                self.up.app_name
+            ))
+        })
     }
 
     /// The legacy transport: GET the event stream, wait for its `endpoint` event (same origin
@@ -344,10 +387,14 @@ impl<'a> Client<'a> {
             stream,
             reader,
         };
+        let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
         let response =
-            self.sse_request(&mut conn, initialize_request(id), id, self.up.init_timeout, &mut |_| {}).await?;
+            self.sse_request(&mut conn, initialize_offering(id, offered), id, self.up.init_timeout, &mut |_| {}).await?;
         let result = response_result(&app, &response)?;
         let session = parse_initialize(&result, None, Transport::Sse)?;
+        if let Some(pinned) = self.up.protocol {
+            check_pinned(&session, pinned)?;
+        }
         if let Conn::Sse { session: s, endpoint, .. } = &mut conn {
             *s = session.clone();
             let headers = self.headers(Some(&session), "notifications/initialized", None)?;
