@@ -67,6 +67,9 @@ pub struct Upstream {
     pub session_scope: String,
     /// The app's `max_result_bytes`: bounds how much of one answer is read.
     pub max_result_bytes: usize,
+    /// The app, when its `Authorization` comes from `backend.oauth` (no forwarded header
+    /// overrides it): a 401/403 challenge then gets a new token, once per request.
+    pub oauth_app: Option<AppDefinition>,
 }
 
 /// Resolves an app's upstream settings; `Err` says what is wrong in words a person can act on.
@@ -96,6 +99,8 @@ pub async fn upstream_of(
         Some(incoming) => forwarded_headers(&b.forward_headers, b.on_missing, incoming)?,
         None => Vec::new(),
     };
+    let oauth_app = (!oauth.is_empty() && !forwarded.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")))
+        .then(|| app.clone());
     let session_scope = if forwarded.is_empty() {
         String::new()
     } else {
@@ -115,6 +120,7 @@ pub async fn upstream_of(
         headers: merge_headers(&[&statics, &oauth, &forwarded]),
         session_scope,
         max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+        oauth_app,
     })
 }
 
@@ -136,6 +142,8 @@ pub struct Client<'a> {
     /// Where the request in flight went (session and message URL), for answering what the
     /// upstream asks while it runs; set by each attempt of [`Client::request`].
     live: Rc<RefCell<Option<(Session, String)>>>,
+    /// The `Authorization` header a challenge got (replacing the one in `up.headers`).
+    auth: RefCell<Option<(String, String)>>,
 }
 
 fn session_key(app_id: &str, scope: &str) -> String {
@@ -148,7 +156,7 @@ pub fn tools_key(app_id: &str) -> String {
 
 impl<'a> Client<'a> {
     pub fn new(up: &'a Upstream, env: &'a Env) -> Self {
-        Client { up, env, conn: None, next_id: 1, cached: false, live: Rc::default() }
+        Client { up, env, conn: None, next_id: 1, cached: false, live: Rc::default(), auth: RefCell::new(None) }
     }
 
     fn id(&mut self) -> u64 {
@@ -218,12 +226,42 @@ impl<'a> Client<'a> {
         for (k, v) in &self.up.headers {
             h.set(k, v).map_err(bad)?;
         }
+        if let Some((k, v)) = self.auth.borrow().as_ref() {
+            h.set(k, v).map_err(bad)?;
+        }
         if let Some(s) = session {
             for (k, v) in request_headers(s, method, name) {
                 h.set(k, &v).map_err(bad)?;
             }
         }
         Ok(h)
+    }
+
+    /// POSTs `body` to `url`; when the upstream refuses with a challenge a new OAuth token can
+    /// answer (401, or 403 insufficient_scope) and the app's token comes from `backend.oauth`,
+    /// the token broker gets a new token and the request is sent once more (never twice).
+    async fn post(
+        &self,
+        url: &str,
+        headers: &dyn Fn() -> Result<Headers, String>,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Response, SendError> {
+        let resp = outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await?;
+        let status = resp.status_code();
+        let Some(app) = self.up.oauth_app.as_ref().filter(|_| matches!(status, 401 | 403)) else { return Ok(resp) };
+        let www = resp.headers().get("www-authenticate").ok().flatten();
+        let used = headers().ok().and_then(|h| h.get("authorization").ok().flatten()).unwrap_or_default();
+        match super::oauth::reauthorize(self.env, app, status, www.as_deref(), &used).await {
+            Ok(h) => *self.auth.borrow_mut() = Some(h),
+            // Not a challenge a token answers, or no new token: the refusal stands, with the
+            // broker's reason in the log (the caller reports the refusal).
+            Err(e) => {
+                super::log::error(&format!("re-authorizing app '{}' after HTTP {status}: {e}", app.name));
+                return Ok(resp);
+            }
+        }
+        outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await
     }
 
     /// Streamable HTTP handshake: initialize, or `server/discover` for a stateless upstream.
@@ -234,15 +272,8 @@ impl<'a> Client<'a> {
         }
         let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
         let id = self.id();
-        let headers = self.headers(None, "initialize", None).map_err(InitFailure::Transport)?;
-        let mut resp = match outbound::send(
-            Method::Post,
-            &self.up.url,
-            headers,
-            Some(&initialize_offering(id, offered)),
-            self.up.init_timeout,
-        )
-        .await
+        let headers = || self.headers(None, "initialize", None);
+        let mut resp = match self.post(&self.up.url, &headers, &initialize_offering(id, offered), self.up.init_timeout).await
         {
             Ok(r) => r,
             Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
@@ -299,11 +330,8 @@ impl<'a> Client<'a> {
         let mut retried = false;
         let resp = loop {
             let id = self.id();
-            let headers = self.headers(Some(&probe), "server/discover", None).map_err(InitFailure::Transport)?;
-            let mut resp =
-                match outbound::send(Method::Post, &self.up.url, headers, Some(&discover_request(id)), self.up.init_timeout)
-                    .await
-                {
+            let headers = || self.headers(Some(&probe), "server/discover", None);
+            let mut resp = match self.post(&self.up.url, &headers, &discover_request(id), self.up.init_timeout).await {
                     Ok(r) => r,
                     Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
                     Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
@@ -505,8 +533,8 @@ impl<'a> Client<'a> {
     ) -> Result<Value, Option<String>> {
         let app = &self.up.app_name;
         let method = body["method"].as_str().unwrap_or_default();
-        let headers = self.headers(Some(session), method, name).map_err(Some)?;
-        let mut resp = match outbound::send(Method::Post, &self.up.url, headers, Some(body), timeout).await {
+        let headers = || self.headers(Some(session), method, name);
+        let mut resp = match self.post(&self.up.url, &headers, body, timeout).await {
             Ok(r) => r,
             Err(SendError::TimedOut) => {
                 return Err(Some(format!("upstream {app} did not answer within {} s", timeout.as_secs())))
