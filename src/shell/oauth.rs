@@ -63,7 +63,8 @@ async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> 
     let mut init = RequestInit::new();
     let mcp = app.backend.as_mcp();
     let oauth = mcp.and_then(|c| c.oauth.as_ref());
-    let body = json!({"app_name": app.name, "oauth": oauth, "mcp_url": mcp.map(|c| c.url.as_str()), "challenge": challenge});
+    let body =
+        json!({"app_name": app.name, "oauth": oauth, "mcp_url": mcp.map(|c| c.url.as_str()), "challenge": challenge});
     init.with_method(Method::Post).with_body(Some(JsValue::from_str(&body.to_string())));
     let req = Request::new_with_init("https://oauth/token", &init).map_err(fail)?;
     let mut resp = stub.fetch_with_request(req).await.map_err(fail)?;
@@ -267,8 +268,12 @@ async fn discover(cfg: &OAuthConfig, issuer: &str, mcp_url: &str, hinted: Option
     for url in disc::as_metadata_urls(issuer) {
         let Some(v) = get_json(&url).await? else { continue };
         let m = disc::read_as_metadata(&v, issuer)?;
-        let auth_method = disc::choose_auth_method(cfg.auth_method, m.auth_methods.as_deref(), cfg.client_secret.is_some())?;
-        let resource = prm.as_ref().map(|p| p.resource.clone()).unwrap_or_else(|| mcp_url.split('#').next().unwrap_or(mcp_url).to_string());
+        let auth_method =
+            disc::choose_auth_method(cfg.auth_method, m.auth_methods.as_deref(), cfg.client_secret.is_some())?;
+        let resource = prm
+            .as_ref()
+            .map(|p| p.resource.clone())
+            .unwrap_or_else(|| mcp_url.split('#').next().unwrap_or(mcp_url).to_string());
         return Ok(TokenTarget {
             token_url: m.token_endpoint,
             auth_method,
@@ -289,7 +294,8 @@ async fn get_json(url: &str) -> Result<Option<Value>, String> {
     let headers = Headers::new();
     headers.set("accept", "application/json").map_err(|e| e.to_string())?;
     let at = crate::pure::url::host_for_display(url);
-    let sent = outbound::send_text(Method::Get, url, headers, None, TOKEN_TIMEOUT, CrossOrigin::WithoutCredentials).await;
+    let sent =
+        outbound::send_text(Method::Get, url, headers, None, TOKEN_TIMEOUT, CrossOrigin::WithoutCredentials).await;
     let mut r = match sent {
         Ok(r) => r,
         Err(SendError::TimedOut) => return Err(format!("{at} did not answer within {} s", TOKEN_TIMEOUT.as_secs())),

@@ -31,9 +31,9 @@ use crate::pure::backend::mcp::transport::{
 use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::gateway::Forward;
-use crate::pure::mcp::version::Version;
 use crate::pure::mcp::relay::{self, Ticket};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
+use crate::pure::mcp::version::Version;
 use crate::pure::outcome::Outcome;
 
 use super::outbound::{self, next_chunk, ChunkEnd, SendError};
@@ -247,7 +247,8 @@ impl<'a> Client<'a> {
         body: &Value,
         timeout: Duration,
     ) -> Result<Response, SendError> {
-        let resp = outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await?;
+        let resp =
+            outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await?;
         let status = resp.status_code();
         let Some(app) = self.up.oauth_app.as_ref().filter(|_| matches!(status, 401 | 403)) else { return Ok(resp) };
         let www = resp.headers().get("www-authenticate").ok().flatten();
@@ -273,12 +274,12 @@ impl<'a> Client<'a> {
         let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
         let id = self.id();
         let headers = || self.headers(None, "initialize", None);
-        let mut resp = match self.post(&self.up.url, &headers, &initialize_offering(id, offered), self.up.init_timeout).await
-        {
-            Ok(r) => r,
-            Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-            Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
-        };
+        let mut resp =
+            match self.post(&self.up.url, &headers, &initialize_offering(id, offered), self.up.init_timeout).await {
+                Ok(r) => r,
+                Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
+                Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+            };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
             let www = resp.headers().get("www-authenticate").ok().flatten();
@@ -332,10 +333,10 @@ impl<'a> Client<'a> {
             let id = self.id();
             let headers = || self.headers(Some(&probe), "server/discover", None);
             let mut resp = match self.post(&self.up.url, &headers, &discover_request(id), self.up.init_timeout).await {
-                    Ok(r) => r,
-                    Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-                    Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
-                };
+                Ok(r) => r,
+                Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
+                Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+            };
             let status = resp.status_code();
             if (200..300).contains(&status) {
                 break (resp, id);
@@ -416,8 +417,9 @@ impl<'a> Client<'a> {
             reader,
         };
         let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
-        let response =
-            self.sse_request(&mut conn, initialize_offering(id, offered), id, self.up.init_timeout, &mut |_| {}).await?;
+        let response = self
+            .sse_request(&mut conn, initialize_offering(id, offered), id, self.up.init_timeout, &mut |_| {})
+            .await?;
         let result = response_result(&app, &response)?;
         let session = parse_initialize(&result, None, Transport::Sse)?;
         if let Some(pinned) = self.up.protocol {

@@ -221,7 +221,10 @@ fn check_protocol_version(obj: &Map<String, Value>) -> Result<(), String> {
     };
     let all = Version::all_strs().collect::<Vec<_>>().join(", ");
     let Some(version) = Version::parse(v) else {
-        return Err(format!("{} is not an MCP revision Flowgate speaks ({all}); leave it out to negotiate", quote_input(v)));
+        return Err(format!(
+            "{} is not an MCP revision Flowgate speaks ({all}); leave it out to negotiate",
+            quote_input(v)
+        ));
     };
     if version.is_stateless() && obj.get("transport").and_then(Value::as_str) == Some("sse") {
         return Err(format!(

@@ -93,7 +93,8 @@ pub struct ResourceMetadata {
 /// prefix of it on the same origin (a server's root metadata covers its endpoints), else it
 /// describes another resource and is refused.
 pub fn read_resource_metadata(v: &Value, mcp_url: &str) -> Result<ResourceMetadata, String> {
-    let resource = v.get("resource").and_then(Value::as_str).ok_or("the protected-resource metadata has no resource")?;
+    let resource =
+        v.get("resource").and_then(Value::as_str).ok_or("the protected-resource metadata has no resource")?;
     if !covers(resource, mcp_url) {
         return Err(format!(
             "the protected-resource metadata is for {}, not for this MCP server; it was not used",
@@ -157,8 +158,10 @@ pub fn read_as_metadata(v: &Value, issuer: &str) -> Result<AsMetadata, String> {
         }
         None => return Err("the authorization server metadata has no issuer; it was not used".into()),
     }
-    let token_endpoint =
-        v.get("token_endpoint").and_then(Value::as_str).ok_or("the authorization server metadata has no token_endpoint")?;
+    let token_endpoint = v
+        .get("token_endpoint")
+        .and_then(Value::as_str)
+        .ok_or("the authorization server metadata has no token_endpoint")?;
     check_backend_url(token_endpoint)
         .map_err(|why| format!("the authorization server's token_endpoint {why}, so it was not used"))?;
     let auth_methods = v
@@ -231,16 +234,14 @@ pub fn choose_scope(
         }
         return Some(all.join(" "));
     }
-    challenged
-        .or(configured)
-        .map(String::from)
-        .or_else(|| supported.filter(|s| !s.is_empty()).map(|s| s.join(" ")))
+    challenged.or(configured).map(String::from).or_else(|| supported.filter(|s| !s.is_empty()).map(|s| s.join(" ")))
 }
 
 /// `Authorization: Basic ...` for the client id and secret, each form-encoded first (RFC 6749
 /// §2.3.1).
 pub fn basic_authorization(client_id: &str, secret: &str) -> (String, String) {
-    let enc = |s: &str| super::oauth::form_urlencode(&[(s.to_string(), String::new())]).trim_end_matches('=').to_string();
+    let enc =
+        |s: &str| super::oauth::form_urlencode(&[(s.to_string(), String::new())]).trim_end_matches('=').to_string();
     let pair = format!("{}:{}", enc(client_id), enc(secret));
     ("Authorization".into(), format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))
 }
@@ -275,10 +276,16 @@ mod tests {
                 "https://m.example:8443/.well-known/oauth-protected-resource"
             ]
         );
-        assert_eq!(resource_metadata_urls("https://m.example/"), vec!["https://m.example/.well-known/oauth-protected-resource"]);
+        assert_eq!(
+            resource_metadata_urls("https://m.example/"),
+            vec!["https://m.example/.well-known/oauth-protected-resource"]
+        );
         assert_eq!(
             as_metadata_urls("https://as.example"),
-            vec!["https://as.example/.well-known/oauth-authorization-server", "https://as.example/.well-known/openid-configuration"]
+            vec![
+                "https://as.example/.well-known/oauth-authorization-server",
+                "https://as.example/.well-known/openid-configuration"
+            ]
         );
         assert_eq!(
             as_metadata_urls("https://as.example/tenant1"),
@@ -301,7 +308,9 @@ mod tests {
         assert!(err.contains("not the configured") && err.contains("not sent"), "{err}");
         // The root metadata of the server covers its endpoints; another origin or path does not.
         assert!(read_resource_metadata(&json!({"resource": "https://m.example"}), "https://m.example/mcp").is_ok());
-        for other in ["https://evil.example/mcp", "https://m.example/mcp2", "https://m.example/other", "http://m.example/mcp"] {
+        for other in
+            ["https://evil.example/mcp", "https://m.example/mcp2", "https://m.example/other", "http://m.example/mcp"]
+        {
             let err = read_resource_metadata(&json!({"resource": other}), "https://m.example/mcp").unwrap_err();
             assert!(err.contains("not for this MCP server"), "{other}: {err}");
         }
@@ -335,7 +344,10 @@ mod tests {
             Ok(AuthMethod::Basic)
         );
         assert_eq!(choose_auth_method(None, Some(&s(&["client_secret_basic"])), false), Ok(AuthMethod::None));
-        assert_eq!(choose_auth_method(Some(AuthMethod::Post), Some(&s(&["client_secret_basic"])), true), Ok(AuthMethod::Post));
+        assert_eq!(
+            choose_auth_method(Some(AuthMethod::Post), Some(&s(&["client_secret_basic"])), true),
+            Ok(AuthMethod::Post)
+        );
         let err = choose_auth_method(None, Some(&s(&["private_key_jwt"])), true).unwrap_err();
         assert!(err.contains("private_key_jwt"), "{err}");
         assert_eq!(AuthMethod::parse("client_secret_basic"), Some(AuthMethod::Basic));

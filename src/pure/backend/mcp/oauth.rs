@@ -356,7 +356,10 @@ mod tests {
         for (v, needle) in [
             (json!("x"), "must be an object"),
             (json!({"client_id": "c", "client_secret": "s"}), "needs token_url"),
-            (json!({"token_url": "https://a/t", "issuer": "https://a", "client_id": "c", "client_secret": "s"}), "not both"),
+            (
+                json!({"token_url": "https://a/t", "issuer": "https://a", "client_id": "c", "client_secret": "s"}),
+                "not both",
+            ),
             (json!({"issuer": "a.example", "client_id": "c", "client_secret": "s"}), "issuer must be"),
             (
                 json!({"issuer": "https://a", "client_id": "c", "client_secret": "s", "token_endpoint_auth_method": "x"}),
@@ -414,7 +417,8 @@ mod tests {
             refresh_token: Some("rotated".into()),
         };
         // Basic: the secret goes in the header, never in the form; resource is sent as found.
-        let basic = TokenTarget { auth_method: AuthMethod::Basic, resource: Some("https://m/mcp".into()), ..post.clone() };
+        let basic =
+            TokenTarget { auth_method: AuthMethod::Basic, resource: Some("https://m/mcp".into()), ..post.clone() };
         assert!(token_request_auth(&cfg, &basic).is_some_and(|(_, v)| v.starts_with("Basic ")));
         assert_eq!(
             token_form(&cfg, &basic, None, None),
