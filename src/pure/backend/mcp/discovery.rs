@@ -6,7 +6,6 @@
 //! `issuer` is exactly the one the admin configured, so the secret goes only to the token
 //! endpoint of that authorization server, whatever the upstream's metadata says.
 
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
@@ -237,15 +236,6 @@ pub fn choose_scope(
     challenged.or(configured).map(String::from).or_else(|| supported.filter(|s| !s.is_empty()).map(|s| s.join(" ")))
 }
 
-/// `Authorization: Basic ...` for the client id and secret, each form-encoded first (RFC 6749
-/// §2.3.1).
-pub fn basic_authorization(client_id: &str, secret: &str) -> (String, String) {
-    let enc =
-        |s: &str| super::oauth::form_urlencode(&[(s.to_string(), String::new())]).trim_end_matches('=').to_string();
-    let pair = format!("{}:{}", enc(client_id), enc(secret));
-    ("Authorization".into(), format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -365,13 +355,5 @@ mod tests {
         assert_eq!(choose_scope(None, None, None, Some(&[])), None);
         // Step-up keeps what was asked before (SEP-2350's union) and adds the challenged scope.
         assert_eq!(choose_scope(Some("b c"), Some("a b"), None, None).as_deref(), Some("a b c"));
-    }
-
-    #[test]
-    fn basic_credentials() {
-        let (k, v) = basic_authorization("client id", "p:ss");
-        assert_eq!(k, "Authorization");
-        let raw = base64::engine::general_purpose::STANDARD.decode(v.strip_prefix("Basic ").unwrap()).unwrap();
-        assert_eq!(String::from_utf8(raw).unwrap(), "client+id:p%3Ass");
     }
 }

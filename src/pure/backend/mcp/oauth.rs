@@ -8,7 +8,9 @@ use serde_json::Value;
 use crate::pure::backend::credentials::is_secret_ref;
 use crate::pure::url::check_backend_url;
 
-use super::discovery::{basic_authorization, AuthMethod};
+use base64::Engine;
+
+use super::discovery::AuthMethod;
 use super::error::quote;
 use super::headers::{header_value_problem, is_header_name};
 
@@ -282,6 +284,14 @@ pub fn authorization_header(token: &OAuthToken) -> (String, String) {
     ("Authorization".to_string(), format!("{} {}", token.token_type, token.access_token))
 }
 
+/// `Authorization: Basic ...` for the client id and secret, each form-encoded first (RFC 6749
+/// §2.3.1).
+pub fn basic_authorization(client_id: &str, secret: &str) -> (String, String) {
+    let enc = |s: &str| form_urlencode(&[(s.to_string(), String::new())]).trim_end_matches('=').to_string();
+    let pair = format!("{}:{}", enc(client_id), enc(secret));
+    ("Authorization".into(), format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))
+}
+
 /// `application/x-www-form-urlencoded`, as the token endpoint expects (WHATWG serializer).
 pub fn form_urlencode(fields: &[(String, String)]) -> String {
     fn encode(out: &mut String, s: &str) {
@@ -516,5 +526,13 @@ mod tests {
         let f = pairs(&[("grant_type", "client_credentials"), ("scope", "a b"), ("secret", "p&s=1+2/é~*")]);
         assert_eq!(form_urlencode(&f), "grant_type=client_credentials&scope=a+b&secret=p%26s%3D1%2B2%2F%C3%A9%7E*");
         assert_eq!(form_urlencode(&[]), "");
+    }
+
+    #[test]
+    fn basic_credentials() {
+        let (k, v) = basic_authorization("client id", "p:ss");
+        assert_eq!(k, "Authorization");
+        let raw = base64::engine::general_purpose::STANDARD.decode(v.strip_prefix("Basic ").unwrap()).unwrap();
+        assert_eq!(String::from_utf8(raw).unwrap(), "client+id:p%3Ass");
     }
 }
