@@ -6,7 +6,6 @@
 //! `issuer` is exactly the one the admin configured, so the secret goes only to the token
 //! endpoint of that authorization server, whatever the upstream's metadata says.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use url::Url;
 
@@ -80,7 +79,7 @@ pub fn as_metadata_urls(issuer: &str) -> Vec<String> {
 }
 
 /// The parts of protected-resource metadata Flowgate uses.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ResourceMetadata {
     /// Sent as `resource` (RFC 8707) exactly as published.
     pub resource: String,
@@ -136,7 +135,7 @@ pub fn check_issuer_listed(prm: &ResourceMetadata, issuer: &str) -> Result<(), S
 }
 
 /// The parts of authorization server metadata Flowgate uses.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AsMetadata {
     pub token_endpoint: String,
     pub auth_methods: Option<Vec<String>>,
@@ -171,22 +170,24 @@ pub fn read_as_metadata(v: &Value, issuer: &str) -> Result<AsMetadata, String> {
 }
 
 /// How the client authenticates at the token endpoint (`backend.oauth.token_endpoint_auth_method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuthMethod {
-    /// HTTP Basic with the client id and secret (RFC 6749 §2.3.1).
-    #[serde(rename = "client_secret_basic")]
+    /// HTTP Basic with the client id and secret (RFC 6749 §2.3.1): `client_secret_basic`.
     Basic,
-    /// Both in the form body.
-    #[serde(rename = "client_secret_post")]
+    /// Both in the form body: `client_secret_post`.
     Post,
-    /// A public client: the client id in the form, no secret.
-    #[serde(rename = "none")]
+    /// A public client: the client id in the form, no secret: `none`.
     None,
 }
 
 impl AuthMethod {
     pub fn parse(s: &str) -> Option<AuthMethod> {
-        serde_json::from_value(Value::String(s.to_string())).ok()
+        match s {
+            "client_secret_basic" => Some(AuthMethod::Basic),
+            "client_secret_post" => Some(AuthMethod::Post),
+            "none" => Some(AuthMethod::None),
+            _ => None,
+        }
     }
 }
 

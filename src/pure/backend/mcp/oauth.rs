@@ -165,7 +165,7 @@ impl OAuthConfig {
 }
 
 /// Where and how the token is asked for: the configured token_url, or what discovery found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TokenTarget {
     pub token_url: String,
     pub auth_method: AuthMethod,
