@@ -275,12 +275,29 @@ const serverProps = {
   'mcp_url?': { type: 'string', format: 'uri', description: 'Only with `server_code`.' },
   'warnings?': strings,
 };
+const REVISIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28'];
+/** The settings every mode shares are free-form; the mcp ones with fixed values are spelled out. */
+const backendSchema = {
+  type: 'object',
+  properties: {
+    protocol_version: {
+      type: 'string',
+      enum: REVISIONS,
+      description: 'mcp: the one MCP revision spoken with the upstream (2026-07-28: no initialize probe); absent: negotiated.',
+    },
+    oauth: {
+      type: 'object',
+      description: 'mcp: client credentials for the upstream. `token_url`, or `issuer` (the authorization server, found by RFC 9728/8414 discovery and accepted only when its metadata names this exact issuer).',
+      properties: { token_url: { type: 'string', format: 'uri' }, issuer: { type: 'string', format: 'uri' }, client_id: str },
+    },
+  },
+};
 const appProps = {
   id: str,
   name: str,
   description: str,
   mode: { type: 'string', enum: MODES },
-  backend: { type: 'object', description: 'The backend settings; literal credentials are shown as "***".' },
+  backend: { ...backendSchema, description: 'The backend settings; literal credentials are shown as "***".' },
   user_input_form: { type: 'array', items: { type: 'object' } },
   outputs: { type: 'array', items: { type: 'object' } },
   created_at: { ...int, description: 'Unix seconds.' },
@@ -317,7 +334,7 @@ const schemas = {
       name: str,
       description: str,
       mode: { type: 'string', enum: MODES },
-      backend: { type: 'object', description: 'Dify: {base_url, api_key, ...}; http-tool: {api_endpoint, manifest, ...}; mcp: {url, ...}. See the README.' },
+      backend: { ...backendSchema, description: 'Dify: {base_url, api_key, ...}; http-tool: {api_endpoint, manifest, ...}; mcp: {url, protocol_version?, oauth?, ...}. See the README.' },
       user_input_form: { type: 'array', items: { type: 'object' } },
       outputs: { type: 'array', items: object({ variable: str, type: str, 'description?': str }) },
     },

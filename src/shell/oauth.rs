@@ -1,7 +1,10 @@
 //! OAuth for upstream MCP servers (`client_credentials` and `refresh_token` grants): one
 //! `TokenBroker` Durable Object per app holds the token, so every isolate reuses it until it
 //! is about to expire, and concurrent refreshes are coalesced (requests that arrive while one
-//! refresh is in flight wait for it and take its token).
+//! refresh is in flight wait for it and take its token). With `oauth.issuer` the broker also
+//! finds the token endpoint (`pure::backend::mcp::discovery` decides, this only fetches, every
+//! fetch through the outbound guard), and a 401/403 challenge from the upstream makes it drop
+//! the rejected token and ask again with the challenge's scope and metadata.
 
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
@@ -10,7 +13,8 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, DurableObject, Env, Headers, Method, Request, RequestInit, Response, State};
 
-use crate::pure::backend::mcp::oauth::{self as up, OAuthConfig, OAuthToken};
+use crate::pure::backend::mcp::discovery::{self as disc, Challenge, Reaction};
+use crate::pure::backend::mcp::oauth::{self as up, OAuthConfig, OAuthToken, TokenTarget};
 use crate::pure::definition::AppDefinition;
 
 use super::outbound::{self, CrossOrigin, SendError};
@@ -23,6 +27,31 @@ const TOKEN_BODY_CAP: usize = 64 * 1024;
 
 /// The `Authorization` header for an app's upstream, from its token broker.
 pub async fn authorization(env: &Env, app: &AppDefinition) -> Result<(String, String), String> {
+    authorize(env, app, None).await
+}
+
+/// After the upstream refused `used` (the Authorization value sent) with `status` and
+/// `challenge` (its WWW-Authenticate): a new header, or Err when the refusal is not one a new
+/// token can fix (the caller then reports the refusal itself).
+pub async fn reauthorize(
+    env: &Env,
+    app: &AppDefinition,
+    status: u16,
+    challenge: Option<&str>,
+    used: &str,
+) -> Result<(String, String), String> {
+    let c = disc::parse_challenge(challenge.unwrap_or_default());
+    let Some(reaction) = disc::reaction(status, &c) else { return Err("not a challenge".into()) };
+    let hint = json!({
+        "step_up": reaction == Reaction::StepUp,
+        "scope": c.scope,
+        "resource_metadata": c.resource_metadata,
+        "rejected": crate::pure::ids::sha256_hex(used),
+    });
+    authorize(env, app, Some(hint)).await
+}
+
+async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> Result<(String, String), String> {
     let fail = |e: worker::Error| format!("the OAuth token of app '{}' could not be obtained: {e}", app.name);
     let stub = env
         .durable_object(super::platform::OAUTH)
@@ -32,8 +61,10 @@ pub async fn authorization(env: &Env, app: &AppDefinition) -> Result<(String, St
         .get_stub()
         .map_err(fail)?;
     let mut init = RequestInit::new();
-    let oauth = app.backend.as_mcp().and_then(|c| c.oauth.as_ref());
-    let body = json!({"app_name": app.name, "oauth": oauth});
+    let mcp = app.backend.as_mcp();
+    let oauth = mcp.and_then(|c| c.oauth.as_ref());
+    let body =
+        json!({"app_name": app.name, "oauth": oauth, "mcp_url": mcp.map(|c| c.url.as_str()), "challenge": challenge});
     init.with_method(Method::Post).with_body(Some(JsValue::from_str(&body.to_string())));
     let req = Request::new_with_init("https://oauth/token", &init).map_err(fail)?;
     let mut resp = stub.fetch_with_request(req).await.map_err(fail)?;
@@ -54,11 +85,25 @@ pub struct TokenBroker {
     token: RefCell<Option<OAuthToken>>,
     /// Set while a refresh is in flight (the object is single-threaded, so this is the lock).
     refreshing: Cell<bool>,
+    /// What discovery found, for the (issuer, MCP URL) it was found for.
+    discovered: RefCell<Option<(String, TokenTarget)>>,
+    /// The last challenge's hints: where its metadata is, the scope it asks for.
+    hint: RefCell<Challenge>,
+    /// The scope of the last token request (a step-up adds to it).
+    last_scope: RefCell<Option<String>>,
 }
 
 impl DurableObject for TokenBroker {
     fn new(state: State, env: Env) -> Self {
-        TokenBroker { state, env, token: RefCell::new(None), refreshing: Cell::new(false) }
+        TokenBroker {
+            state,
+            env,
+            token: RefCell::new(None),
+            refreshing: Cell::new(false),
+            discovered: RefCell::new(None),
+            hint: RefCell::new(Challenge::default()),
+            last_scope: RefCell::new(None),
+        }
     }
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
@@ -70,6 +115,10 @@ impl DurableObject for TokenBroker {
             Ok(c) => c,
             Err(e) => return Response::from_json(&json!({"error": format!("backend.oauth of app '{app}': {e}")})),
         };
+        let mcp_url = body["mcp_url"].as_str().unwrap_or_default().to_string();
+        if body["challenge"].is_object() {
+            self.take_challenge(&cfg, &body["challenge"]).await?;
+        }
         if let Some(t) = self.valid(&cfg).await? {
             return Response::from_json(&json!({"token": t}));
         }
@@ -81,7 +130,7 @@ impl DurableObject for TokenBroker {
             return Response::from_json(&json!({"token": t}));
         }
         self.refreshing.set(true);
-        let result = self.refresh(&cfg, &app).await;
+        let result = self.refresh(&cfg, &app, &mcp_url).await;
         self.refreshing.set(false);
         let result = result?;
         match result {
@@ -105,17 +154,74 @@ impl TokenBroker {
         Ok(self.current().await?.filter(|t| !up::needs_refresh(t, super::platform::now_ms(), cfg.refresh_skew_seconds)))
     }
 
-    async fn refresh(&self, cfg: &OAuthConfig, app: &str) -> worker::Result<Result<OAuthToken, String>> {
+    /// A challenge from the upstream: the token it refused is dropped (unless another request
+    /// already replaced it), and its hints are kept for the next token request.
+    async fn take_challenge(&self, cfg: &OAuthConfig, c: &Value) -> worker::Result<()> {
+        let rejected = c["rejected"].as_str().unwrap_or_default();
+        let current = self.current().await?;
+        let sent = current.as_ref().map(up::authorization_header).map(|(_, v)| crate::pure::ids::sha256_hex(&v));
+        if sent.as_deref() != Some(rejected) {
+            return Ok(());
+        }
+        let scope = c["scope"].as_str().map(String::from);
+        let scope = if c["step_up"].as_bool() == Some(true) {
+            let before = self.last_scope.borrow().clone().or_else(|| cfg.scope.clone());
+            disc::choose_scope(scope.as_deref(), before.as_deref(), None, None)
+        } else {
+            scope
+        };
+        let resource_metadata = c["resource_metadata"].as_str().map(String::from);
+        if resource_metadata.is_some() && resource_metadata != self.hint.borrow().resource_metadata {
+            // Metadata elsewhere than discovery looked: look again there.
+            *self.discovered.borrow_mut() = None;
+        }
+        *self.hint.borrow_mut() = Challenge { resource_metadata, scope, error: None };
+        // A refresh token does not outlive the access token the upstream refused.
+        *self.token.borrow_mut() = None;
+        self.state.storage().delete(STORAGE_KEY).await?;
+        Ok(())
+    }
+
+    /// The configured token endpoint, or the one discovery finds for `oauth.issuer`.
+    async fn target(&self, cfg: &OAuthConfig, mcp_url: &str) -> Result<TokenTarget, String> {
+        if let Some(t) = TokenTarget::configured(cfg) {
+            return Ok(t);
+        }
+        let issuer = cfg.issuer.clone().ok_or("backend.oauth has neither token_url nor issuer")?;
+        let key = format!("{issuer}\n{mcp_url}");
+        if let Some((k, t)) = self.discovered.borrow().as_ref() {
+            if *k == key {
+                return Ok(t.clone());
+            }
+        }
+        let hinted = self.hint.borrow().resource_metadata.clone();
+        let t = discover(cfg, &issuer, mcp_url, hinted.as_deref()).await?;
+        *self.discovered.borrow_mut() = Some((key, t.clone()));
+        Ok(t)
+    }
+
+    async fn refresh(&self, cfg: &OAuthConfig, app: &str, mcp_url: &str) -> worker::Result<Result<OAuthToken, String>> {
         // Another request may have refreshed while this one waited.
         if let Some(t) = self.valid(cfg).await? {
             return Ok(Ok(t));
         }
+        let target = match self.target(cfg, mcp_url).await {
+            Ok(t) => t,
+            Err(e) => return Ok(Err(format!("OAuth discovery for app '{app}': {e}"))),
+        };
+        let hinted = self.hint.borrow().scope.clone();
+        let scope =
+            disc::choose_scope(hinted.as_deref(), None, cfg.scope.as_deref(), target.scopes_supported.as_deref());
+        *self.last_scope.borrow_mut() = scope.clone();
         let current = self.current().await?;
-        let form = up::form_urlencode(&up::token_form(cfg, current.as_ref()));
+        let form = up::form_urlencode(&up::token_form(cfg, &target, scope.as_deref(), current.as_ref()));
         let headers = Headers::new();
         headers.set("content-type", "application/x-www-form-urlencoded")?;
         headers.set("accept", "application/json")?;
-        let sent = send(&cfg.token_url, headers, form).await;
+        if let Some((k, v)) = up::token_request_auth(cfg, &target) {
+            headers.set(&k, &v)?;
+        }
+        let sent = send(&target.token_url, headers, form).await;
         let (status, text) = match sent {
             Ok(x) => x,
             Err(e) => return Ok(Err(format!("the OAuth token endpoint of app '{app}' could not be reached: {e}"))),
@@ -137,6 +243,78 @@ impl TokenBroker {
         *self.token.borrow_mut() = Some(token.clone());
         Ok(Ok(token))
     }
+}
+
+/// Finds the token endpoint of `issuer` for the MCP server at `mcp_url`: its protected-resource
+/// metadata (at `hinted`, from a challenge, else the RFC 9728 well-known locations) must name
+/// the issuer, and the issuer's metadata must name itself exactly; only then is its token
+/// endpoint used. An upstream without protected-resource metadata is asked for the MCP URL as
+/// its `resource`.
+async fn discover(cfg: &OAuthConfig, issuer: &str, mcp_url: &str, hinted: Option<&str>) -> Result<TokenTarget, String> {
+    let candidates = match hinted {
+        Some(u) => vec![u.to_string()],
+        None => disc::resource_metadata_urls(mcp_url),
+    };
+    let mut prm = None;
+    for url in candidates {
+        if let Some(v) = get_json(&url).await? {
+            prm = Some(disc::read_resource_metadata(&v, mcp_url)?);
+            break;
+        }
+    }
+    if let Some(p) = &prm {
+        disc::check_issuer_listed(p, issuer)?;
+    }
+    for url in disc::as_metadata_urls(issuer) {
+        let Some(v) = get_json(&url).await? else { continue };
+        let m = disc::read_as_metadata(&v, issuer)?;
+        let auth_method =
+            disc::choose_auth_method(cfg.auth_method, m.auth_methods.as_deref(), cfg.client_secret.is_some())?;
+        let resource = prm
+            .as_ref()
+            .map(|p| p.resource.clone())
+            .unwrap_or_else(|| mcp_url.split('#').next().unwrap_or(mcp_url).to_string());
+        return Ok(TokenTarget {
+            token_url: m.token_endpoint,
+            auth_method,
+            resource: Some(resource),
+            scopes_supported: prm.and_then(|p| p.scopes_supported),
+        });
+    }
+    Err(format!(
+        "no authorization server metadata at the well-known locations of the issuer {} (RFC 8414, OpenID \
+         Connect); check backend.oauth.issuer, or name the token endpoint as backend.oauth.token_url",
+        issuer
+    ))
+}
+
+/// GETs a metadata document: `Some` JSON, `None` when there is none there (a 4xx), Err when the
+/// place could not be reached or did not answer JSON.
+async fn get_json(url: &str) -> Result<Option<Value>, String> {
+    let headers = Headers::new();
+    headers.set("accept", "application/json").map_err(|e| e.to_string())?;
+    let at = crate::pure::url::host_for_display(url);
+    let sent =
+        outbound::send_text(Method::Get, url, headers, None, TOKEN_TIMEOUT, CrossOrigin::WithoutCredentials).await;
+    let mut r = match sent {
+        Ok(r) => r,
+        Err(SendError::TimedOut) => return Err(format!("{at} did not answer within {} s", TOKEN_TIMEOUT.as_secs())),
+        Err(SendError::Unreachable(e)) => return Err(format!("{at} could not be reached: {e}")),
+        Err(SendError::TooLarge(_)) => return Err(format!("{at} answered too much")),
+    };
+    let status = r.status_code();
+    if (400..500).contains(&status) {
+        return Ok(None);
+    }
+    if !(200..300).contains(&status) {
+        return Err(format!("{at} answered HTTP {status} for its metadata"));
+    }
+    let text = match outbound::text(&mut r, TOKEN_TIMEOUT, TOKEN_BODY_CAP).await {
+        Ok(t) => t,
+        Err(SendError::TooLarge(cap)) => return Err(format!("the metadata at {at} is larger than {} KiB", cap / 1024)),
+        Err(_) => return Err(format!("the metadata at {at} did not arrive")),
+    };
+    serde_json::from_str(&text).map(Some).map_err(|_| format!("the metadata at {at} is not JSON"))
 }
 
 /// POSTs the token form (it carries the client secret: a redirect to another origin is

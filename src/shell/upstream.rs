@@ -21,8 +21,9 @@ use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
 use crate::pure::backend::mcp::session::{
-    discover_request, initialize_request, initialized_notification, parse_initialize, request_headers, session_request,
-    stateless_session, tools_call_request, tools_list_request, Session, OFFERED_VERSION,
+    check_pinned, discover_request, initialize_offering, initialized_notification, parse_initialize, request_headers,
+    retry_rejected_version, session_request, stateless_session, tools_call_request, tools_list_request, Session,
+    OFFERED_VERSION,
 };
 use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
@@ -55,6 +56,8 @@ pub struct Upstream {
     pub app_id: String,
     pub url: String,
     pub choice: TransportChoice,
+    /// `backend.protocol_version`: the one revision spoken; `None` negotiates.
+    pub protocol: Option<Version>,
     pub init_timeout: Duration,
     pub call_timeout: Duration,
     /// Static, OAuth and forwarded headers, merged in that order of precedence.
@@ -65,6 +68,9 @@ pub struct Upstream {
     pub session_scope: String,
     /// The app's `max_result_bytes`: bounds how much of one answer is read.
     pub max_result_bytes: usize,
+    /// The app, when its `Authorization` comes from `backend.oauth` (no forwarded header
+    /// overrides it): a 401/403 challenge then gets a new token, once per request.
+    pub oauth_app: Option<AppDefinition>,
 }
 
 /// Resolves an app's upstream settings; `Err` says what is wrong in words a person can act on.
@@ -94,6 +100,8 @@ pub async fn upstream_of(
         Some(incoming) => forwarded_headers(&b.forward_headers, b.on_missing, incoming)?,
         None => Vec::new(),
     };
+    let oauth_app = (!oauth.is_empty() && !forwarded.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")))
+        .then(|| app.clone());
     let session_scope = if forwarded.is_empty() {
         String::new()
     } else {
@@ -105,6 +113,7 @@ pub async fn upstream_of(
         app_id: app.id.clone(),
         url: b.url.clone(),
         choice: b.transport,
+        protocol: b.protocol_version,
         init_timeout: b.init_timeout(),
         // The relay's own deadline (tool_call_timeout, see `call::upstream_backend`) is what
         // ends a call and cancels it upstream; the client's bound is a backstop a little later.
@@ -112,6 +121,7 @@ pub async fn upstream_of(
         headers: merge_headers(&[&statics, &oauth, &forwarded]),
         session_scope,
         max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+        oauth_app,
     })
 }
 
@@ -133,6 +143,8 @@ pub struct Client<'a> {
     /// Where the request in flight went (session and message URL), for answering what the
     /// upstream asks while it runs; set by each attempt of [`Client::request`].
     live: Rc<RefCell<Option<(Session, String)>>>,
+    /// The `Authorization` header a challenge got (replacing the one in `up.headers`).
+    auth: RefCell<Option<(String, String)>>,
 }
 
 fn session_key(app_id: &str, scope: &str) -> String {
@@ -145,7 +157,7 @@ pub fn tools_key(app_id: &str) -> String {
 
 impl<'a> Client<'a> {
     pub fn new(up: &'a Upstream, env: &'a Env) -> Self {
-        Client { up, env, conn: None, next_id: 1, cached: false, live: Rc::default() }
+        Client { up, env, conn: None, next_id: 1, cached: false, live: Rc::default(), auth: RefCell::new(None) }
     }
 
     fn id(&mut self) -> u64 {
@@ -179,7 +191,13 @@ impl<'a> Client<'a> {
                     self.conn = Some(Conn::Http(session));
                     Ok(())
                 }
-                Err(f) if falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) => self.open_sse(&up.url).await,
+                // A stateless revision has no SSE transport to fall back to.
+                Err(f)
+                    if !up.protocol.is_some_and(Version::is_stateless)
+                        && falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) =>
+                {
+                    self.open_sse(&up.url).await
+                }
                 Err(f) => Err(init_failure_message(&up.app_name, &f)),
             },
         }
@@ -209,6 +227,9 @@ impl<'a> Client<'a> {
         for (k, v) in &self.up.headers {
             h.set(k, v).map_err(bad)?;
         }
+        if let Some((k, v)) = self.auth.borrow().as_ref() {
+            h.set(k, v).map_err(bad)?;
+        }
         if let Some(s) = session {
             for (k, v) in request_headers(s, method, name) {
                 h.set(k, &v).map_err(bad)?;
@@ -217,30 +238,56 @@ impl<'a> Client<'a> {
         Ok(h)
     }
 
+    /// POSTs `body` to `url`; when the upstream refuses with a challenge a new OAuth token can
+    /// answer (401, or 403 insufficient_scope) and the app's token comes from `backend.oauth`,
+    /// the token broker gets a new token and the request is sent once more (never twice).
+    async fn post(
+        &self,
+        url: &str,
+        headers: &dyn Fn() -> Result<Headers, String>,
+        body: &Value,
+        timeout: Duration,
+    ) -> Result<Response, SendError> {
+        let resp =
+            outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await?;
+        let status = resp.status_code();
+        let Some(app) = self.up.oauth_app.as_ref().filter(|_| matches!(status, 401 | 403)) else { return Ok(resp) };
+        let www = resp.headers().get("www-authenticate").ok().flatten();
+        let used = headers().ok().and_then(|h| h.get("authorization").ok().flatten()).unwrap_or_default();
+        match super::oauth::reauthorize(self.env, app, status, www.as_deref(), &used).await {
+            Ok(h) => *self.auth.borrow_mut() = Some(h),
+            // Not a challenge a token answers, or no new token: the refusal stands, with the
+            // broker's reason in the log (the caller reports the refusal).
+            Err(e) => {
+                super::log::error(&format!("re-authorizing app '{}' after HTTP {status}: {e}", app.name));
+                return Ok(resp);
+            }
+        }
+        outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await
+    }
+
     /// Streamable HTTP handshake: initialize, or `server/discover` for a stateless upstream.
     async fn init_http(&mut self) -> Result<Session, InitFailure> {
+        // Pinned to a stateless revision: never the 2025 initialize probe.
+        if self.up.protocol.is_some_and(Version::is_stateless) {
+            return self.discover().await;
+        }
+        let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
         let id = self.id();
-        let headers = self.headers(None, "initialize", None).map_err(InitFailure::Transport)?;
-        let mut resp = match outbound::send(
-            Method::Post,
-            &self.up.url,
-            headers,
-            Some(&initialize_request(id)),
-            self.up.init_timeout,
-        )
-        .await
-        {
-            Ok(r) => r,
-            Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-            Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
-        };
+        let headers = || self.headers(None, "initialize", None);
+        let mut resp =
+            match self.post(&self.up.url, &headers, &initialize_offering(id, offered), self.up.init_timeout).await {
+                Ok(r) => r,
+                Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
+                Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+            };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
             let www = resp.headers().get("www-authenticate").ok().flatten();
             let body =
                 outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
-            if matches!(status, 400 | 404 | 405) {
-                if let Some(s) = self.discover().await {
+            if matches!(status, 400 | 404 | 405) && self.up.protocol.is_none() {
+                if let Ok(s) = self.discover().await {
                     return Ok(s);
                 }
             }
@@ -254,6 +301,9 @@ impl<'a> Client<'a> {
         let result = response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
         let session =
             parse_initialize(&result, session_id, Transport::StreamableHttp).map_err(InitFailure::Transport)?;
+        if let Some(pinned) = self.up.protocol {
+            check_pinned(&session, pinned).map_err(InitFailure::Transport)?;
+        }
         if !session.stateless {
             let headers =
                 self.headers(Some(&session), "notifications/initialized", None).map_err(InitFailure::Transport)?;
@@ -269,29 +319,50 @@ impl<'a> Client<'a> {
         Ok(session)
     }
 
-    /// 2026-07-28 upstreams have no initialize: they answer `server/discover`.
-    async fn discover(&mut self) -> Option<Session> {
-        let id = self.id();
+    /// 2026-07-28 upstreams have no initialize: they answer `server/discover`. A 400 that
+    /// rejects the version while listing it as supported is retried once.
+    async fn discover(&mut self) -> Result<Session, InitFailure> {
         let probe = Session {
             transport: Transport::StreamableHttp,
-            protocol_version: "2026-07-28".into(),
+            protocol_version: Version::V2026_07_28.as_str().into(),
             session_id: None,
             stateless: true,
             capabilities: None,
         };
-        let headers = self.headers(Some(&probe), "server/discover", None).ok()?;
-        let resp =
-            outbound::send(Method::Post, &self.up.url, headers, Some(&discover_request(id)), self.up.init_timeout)
-                .await
-                .ok()?;
-        if !(200..300).contains(&resp.status_code()) {
-            return None;
-        }
+        let mut retried = false;
+        let resp = loop {
+            let id = self.id();
+            let headers = || self.headers(Some(&probe), "server/discover", None);
+            let mut resp = match self.post(&self.up.url, &headers, &discover_request(id), self.up.init_timeout).await {
+                Ok(r) => r,
+                Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
+                Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+            };
+            let status = resp.status_code();
+            if (200..300).contains(&status) {
+                break (resp, id);
+            }
+            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let body =
+                outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
+            if status == 400 && !retried && retry_rejected_version(&body, Version::V2026_07_28) {
+                retried = true;
+                continue;
+            }
+            return Err(InitFailure::Http { status, www_authenticate: www, body });
+        };
+        let (resp, id) = resp;
         let mut reader = ReplyReader::new(json!(id));
         let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None)
             .await
-            .ok()?;
-        stateless_session(response.get("result")?)
+            .map_err(InitFailure::Transport)?;
+        let result = response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
+        stateless_session(&result).ok_or_else(|| {
+            InitFailure::Transport(format!(
+                "upstream {} answered server/discover without 2026-07-28 among its supportedVersions",
+                self.up.app_name
+            ))
+        })
     }
 
     /// The legacy transport: GET the event stream, wait for its `endpoint` event (same origin
@@ -346,10 +417,15 @@ impl<'a> Client<'a> {
             stream,
             reader,
         };
-        let response =
-            self.sse_request(&mut conn, initialize_request(id), id, self.up.init_timeout, &mut |_| {}).await?;
+        let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
+        let response = self
+            .sse_request(&mut conn, initialize_offering(id, offered), id, self.up.init_timeout, &mut |_| {})
+            .await?;
         let result = response_result(&app, &response)?;
         let session = parse_initialize(&result, None, Transport::Sse)?;
+        if let Some(pinned) = self.up.protocol {
+            check_pinned(&session, pinned)?;
+        }
         if let Conn::Sse { session: s, endpoint, .. } = &mut conn {
             *s = session.clone();
             let headers = self.headers(Some(&session), "notifications/initialized", None)?;
@@ -460,8 +536,8 @@ impl<'a> Client<'a> {
     ) -> Result<Value, Option<String>> {
         let app = &self.up.app_name;
         let method = body["method"].as_str().unwrap_or_default();
-        let headers = self.headers(Some(session), method, name).map_err(Some)?;
-        let mut resp = match outbound::send(Method::Post, &self.up.url, headers, Some(body), timeout).await {
+        let headers = || self.headers(Some(session), method, name);
+        let mut resp = match self.post(&self.up.url, &headers, body, timeout).await {
             Ok(r) => r,
             Err(SendError::TimedOut) => {
                 return Err(Some(format!("upstream {app} did not answer within {} s", timeout.as_secs())))

@@ -4,13 +4,19 @@
 // FLOWGATE_ADMIN_TOKEN), publishes it, and drives Flowgate with the official SDK client, so
 // that the requests the scenario server sees come from Flowgate's own upstream client.
 // Pre-registered client credentials of auth scenarios (MCP_CONFORMANCE_CONTEXT) become the
-// app's `backend.oauth`; finding the token endpoint is Flowgate's job, not this script's.
+// app's `backend.oauth` with the authorization server's `issuer`, as an admin who registered the
+// client there would enter it: from the context when the scenario gives it, else read once from
+// the server's published protected-resource metadata (what the admin would look up). Finding the
+// token endpoint, the client authentication and the scope is Flowgate's job, not this script's.
+// A run at 2026-07-28 pins the app to that revision (backend.protocol_version), so Flowgate
+// never opens with the 2025 initialize probe.
 // Exit 0 when every step worked; else 1 with the reason on stderr.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
 const serverUrl = process.argv.at(-1);
 const scenario = process.env.MCP_CONFORMANCE_SCENARIO ?? '';
+const revision = process.env.MCP_CONFORMANCE_PROTOCOL_VERSION;
 const context = JSON.parse(process.env.MCP_CONFORMANCE_CONTEXT ?? '{}');
 const base = process.env.FLOWGATE_URL;
 const admin = process.env.FLOWGATE_ADMIN_TOKEN;
@@ -36,11 +42,27 @@ async function consoleApi(path, method, body) {
   return text ? JSON.parse(text) : null;
 }
 
+/** The authorization server the MCP server publishes (RFC 9728 metadata at its path-based
+ * well-known location): what an admin reads to know where the client is registered. */
+async function publishedIssuer(mcpUrl) {
+  const u = new URL(mcpUrl);
+  const r = await fetch(`${u.origin}/.well-known/oauth-protected-resource${u.pathname}`);
+  if (!r.ok) throw new Error(`no protected-resource metadata for ${mcpUrl}: HTTP ${r.status}`);
+  const issuer = (await r.json()).authorization_servers?.[0];
+  if (!issuer) throw new Error('the protected-resource metadata names no authorization server');
+  return issuer;
+}
+
 async function main() {
   if (!base || !admin) throw new Error('FLOWGATE_URL and FLOWGATE_ADMIN_TOKEN must be set');
   const backend = { url: serverUrl, tool_name_prefix: false, session_init_timeout: 10, tool_call_timeout: 20 };
+  if (revision === '2026-07-28') backend.protocol_version = revision;
   if (context.client_id) {
-    backend.oauth = { client_id: context.client_id, ...(context.client_secret && { client_secret: context.client_secret }) };
+    backend.oauth = {
+      issuer: context.issuer ?? (await publishedIssuer(serverUrl)),
+      client_id: context.client_id,
+      ...(context.client_secret && { client_secret: context.client_secret }),
+    };
   }
   const name = `conf-${scenario.replace(/[^a-z0-9]+/gi, '-')}-${process.pid}`;
   const app = await consoleApi('/apps', 'POST', { name, description: `conformance scenario ${scenario}`, mode: 'mcp', backend });

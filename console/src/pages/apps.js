@@ -12,9 +12,11 @@ const MODE_LABELS = {
 const OWN = {
   dify: ['base_url', 'api_key'],
   'http-tool': ['api_endpoint', 'api_key', 'stream', 'manifest', 'form_values'],
-  mcp: ['url', 'transport', 'headers'],
+  mcp: ['url', 'transport', 'protocol_version', 'headers'],
 };
 const MASK_HINT = '*** is the stored credential, never shown: keep it to leave it unchanged, or type a new one. $NAME refers to a Worker secret.';
+/** The MCP revisions an upstream app may be pinned to (`backend.protocol_version`). */
+const REVISIONS = ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 const kind = (mode) => (DIFY_MODES.includes(mode) ? 'dify' : mode);
 
 export async function appsPage(section, { args, refresh }) {
@@ -83,11 +85,13 @@ function appForm(app) {
     form_values: textarea({ rows: 2, value: json(b.form_values) }),
     url: input({ type: 'url', value: b.url, placeholder: 'https://mcp.example.com/mcp' }),
     transport: select([['auto'], ['streamable-http'], ['sse']], { value: b.transport ?? 'auto' }),
+    protocol_version: select([['', 'negotiate (default)'], ...REVISIONS.map((r) => [r])], { value: b.protocol_version ?? '' }),
     headers: textarea({ rows: 2, value: json(b.headers), placeholder: '{"Authorization": "Bearer $UPSTREAM_TOKEN"}' }),
     extra: textarea({ rows: 3, value: json(extras(app)) }),
   };
   c.mode.value = app?.mode ?? 'workflow';
   c.transport.value = b.transport ?? 'auto';
+  c.protocol_version.value = b.protocol_version ?? '';
   const masked = (v) => (v === '***' ? MASK_HINT : undefined);
   const groups = {
     dify: h('fieldset', {},
@@ -107,6 +111,7 @@ function appForm(app) {
       h('legend', {}, 'Upstream MCP server'),
       field('URL', c.url, { name: 'backend.url' }),
       field('Transport', c.transport, { name: 'backend.transport' }),
+      field('MCP revision', c.protocol_version, { name: 'backend.protocol_version', hint: 'Pin one revision (2026-07-28: no initialize probe); default: negotiated.' }),
       field('Headers (JSON, optional)', c.headers, { name: 'backend.headers', hint: 'Values that are credentials show as ***; keep *** to leave one unchanged.' })),
   };
   const showGroup = () => {
@@ -131,6 +136,7 @@ function appForm(app) {
       if (fv !== undefined) backend.form_values = fv;
     } else {
       Object.assign(backend, { url: c.url.value.trim(), transport: c.transport.value });
+      if (c.protocol_version.value) backend.protocol_version = c.protocol_version.value;
       const hd = readJson(c.headers, undefined);
       if (hd !== undefined) backend.headers = hd;
     }

@@ -96,21 +96,29 @@ pub fn mask_backend(backend: &Value) -> Value {
 }
 /// The settings that say where each kind of credential is sent: `api_key` goes to a Dify app's
 /// `base_url`, or to an HTTP tool's `api_endpoint` and its async status and cancel endpoints;
-/// an MCP app's `headers` go to its `url`; the OAuth secrets go to `oauth.token_url`.
+/// an MCP app's `headers` go to its `url`; the OAuth secrets go to `oauth.token_url`, or to the
+/// token endpoint of `oauth.issuer` (discovery accepts no other issuer).
 fn credential_url_keys(path: &str) -> &'static [&'static str] {
     if path == "backend.api_key" {
         &["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint"]
     } else if path.starts_with("backend.headers.") {
         &["url"]
     } else if path.starts_with("backend.oauth.") {
-        &["oauth.token_url"]
+        &["oauth.token_url", "oauth.issuer"]
     } else {
         &[]
     }
 }
 
-const URL_KEYS: [&str; 6] =
-    ["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint", "url", "oauth.token_url"];
+const URL_KEYS: [&str; 7] = [
+    "base_url",
+    "api_endpoint",
+    "async.status_endpoint",
+    "async.cancel_endpoint",
+    "url",
+    "oauth.token_url",
+    "oauth.issuer",
+];
 
 fn url_at<'a>(backend: &'a Value, key: &str) -> Option<&'a str> {
     key.split('.').try_fold(backend, |v, part| v.get(part))?.as_str()

@@ -13,6 +13,7 @@ use super::transport::TransportChoice;
 use crate::pure::backend::credentials::{is_secret_ref, MASK};
 use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings, MAX_TIMEOUT_SECONDS};
 use crate::pure::error::Errors;
+use crate::pure::mcp::version::Version;
 use crate::pure::mode::Mode;
 use crate::pure::quote::{plain_or_quoted, quote_input};
 use crate::pure::url::check_backend_url;
@@ -29,6 +30,10 @@ pub struct McpConfig {
     pub url: String,
     #[serde(default, skip_serializing_if = "is_auto")]
     pub transport: TransportChoice,
+    /// `backend.protocol_version`: the one MCP revision spoken with this upstream (no
+    /// negotiation, no 2025 `initialize` probe for 2026-07-28); absent: negotiated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<Version>,
     /// Static headers; values are sealed literals or `$NAME` references.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
@@ -143,8 +148,10 @@ impl Kind for McpConfig {
 
     fn urls(&self) -> Vec<(&'static str, &str)> {
         let mut out = vec![("backend.url", self.url.as_str())];
-        if let Some(t) = self.oauth.as_ref().and_then(|o| o.get("token_url")).and_then(Value::as_str) {
-            out.push(("backend.oauth.token_url", t));
+        for (key, path) in [("token_url", "backend.oauth.token_url"), ("issuer", "backend.oauth.issuer")] {
+            if let Some(t) = self.oauth.as_ref().and_then(|o| o.get(key)).and_then(Value::as_str) {
+                out.push((path, t));
+            }
         }
         out
     }
@@ -180,9 +187,10 @@ impl McpConfig {
     }
 }
 
-const KEYS: [&str; 20] = [
+const KEYS: [&str; 21] = [
     "url",
     "transport",
+    "protocol_version",
     "headers",
     "oauth",
     "forward_headers",
@@ -203,6 +211,30 @@ const KEYS: [&str; 20] = [
     "input_required_poll_seconds",
 ];
 
+/// `backend.protocol_version`: a revision Flowgate speaks; a stateless one (2026-07-28, no
+/// `initialize`) only over Streamable HTTP, which is the only transport that has it.
+fn check_protocol_version(obj: &Map<String, Value>) -> Result<(), String> {
+    let v = match obj.get("protocol_version") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::String(s)) => s,
+        Some(_) => return Err("must be a string naming an MCP revision, e.g. \"2026-07-28\"".into()),
+    };
+    let all = Version::all_strs().collect::<Vec<_>>().join(", ");
+    let Some(version) = Version::parse(v) else {
+        return Err(format!(
+            "{} is not an MCP revision Flowgate speaks ({all}); leave it out to negotiate",
+            quote_input(v)
+        ));
+    };
+    if version.is_stateless() && obj.get("transport").and_then(Value::as_str) == Some("sse") {
+        return Err(format!(
+            "{} has no initialize and runs over Streamable HTTP only, but backend.transport is \"sse\"",
+            version.as_str()
+        ));
+    }
+    Ok(())
+}
+
 /// Checks an upstream MCP server's settings.
 pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
     required_url(obj, "url", errs);
@@ -212,6 +244,9 @@ pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
         errs.add("backend.transport", e);
     } else if obj.get("transport").is_some_and(|t| !t.is_string()) {
         errs.add("backend.transport", "must be auto, streamable-http or sse");
+    }
+    if let Err(e) = check_protocol_version(obj) {
+        errs.add("backend.protocol_version", e);
     }
     match obj.get("headers") {
         None | Some(Value::Null) => {}
@@ -242,11 +277,13 @@ pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
             if let Err(e) = OAuthConfig::from_value(o, &|_| Ok("set".into())) {
                 errs.add("backend.oauth", e);
             }
-            if let Some(Err(why)) = o.get("token_url").and_then(Value::as_str).map(check_backend_url) {
-                errs.add("backend.oauth.token_url", why);
+            for key in ["token_url", "issuer"] {
+                if let Some(Err(why)) = o.get(key).and_then(Value::as_str).map(check_backend_url) {
+                    errs.add(format!("backend.oauth.{key}"), why);
+                }
             }
         }
-        Some(_) => errs.add("backend.oauth", "must be an object {token_url, client_id, client_secret, ...}"),
+        Some(_) => errs.add("backend.oauth", "must be an object {token_url or issuer, client_id, client_secret, ...}"),
     }
     for (key, what) in [
         ("allowed_tools", "upstream tool names"),

@@ -1,5 +1,6 @@
 //! OAuth for upstream MCP servers (`backend.oauth`): the configuration, the token request's form
-//! (client_credentials or refresh_token grant), reading the token answer, and when to refresh.
+//! (client_credentials or refresh_token grant) and client authentication, reading the token
+//! answer, and when to refresh. Finding the token endpoint from an `issuer` is `discovery`'s.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -7,6 +8,9 @@ use serde_json::Value;
 use crate::pure::backend::credentials::is_secret_ref;
 use crate::pure::url::check_backend_url;
 
+use base64::Engine;
+
+use super::discovery::AuthMethod;
 use super::error::quote;
 use super::headers::{header_value_problem, is_header_name};
 
@@ -23,7 +27,14 @@ pub struct OAuthToken {
 /// `backend.oauth`: the client_credentials and refresh_token grants, with secrets resolved.
 #[derive(Clone, PartialEq)]
 pub struct OAuthConfig {
-    pub token_url: String,
+    /// The token endpoint, when the admin names it; else `issuer` is discovered.
+    pub token_url: Option<String>,
+    /// The authorization server whose metadata (RFC 8414) gives the token endpoint; the only
+    /// one the client secret is sent to.
+    pub issuer: Option<String>,
+    /// Client authentication at the token endpoint; absent: chosen from the server's metadata
+    /// (client_secret_post with a configured token_url, as before).
+    pub auth_method: Option<AuthMethod>,
     pub grant_type: String,
     pub client_id: String,
     pub client_secret: Option<String>,
@@ -42,6 +53,8 @@ impl std::fmt::Debug for OAuthConfig {
         let mask = |s: &Option<String>| s.as_ref().map(|_| "***");
         f.debug_struct("OAuthConfig")
             .field("token_url", &self.token_url)
+            .field("issuer", &self.issuer)
+            .field("auth_method", &self.auth_method)
             .field("grant_type", &self.grant_type)
             .field("client_id", &self.client_id)
             .field("client_secret", &mask(&self.client_secret))
@@ -92,8 +105,32 @@ impl OAuthConfig {
                 Some(n) => n.as_u64().ok_or_else(|| format!("backend.oauth.{key} must be a whole number of seconds")),
             }
         };
-        let token_url = text("token_url")?.ok_or("backend.oauth.token_url is required")?;
-        check_backend_url(&token_url).map_err(|why| format!("backend.oauth.token_url {why}"))?;
+        let token_url = text("token_url")?;
+        let issuer = text("issuer")?;
+        match (&token_url, &issuer) {
+            (Some(_), Some(_)) => {
+                return Err("backend.oauth takes token_url or issuer, not both: token_url names the token endpoint, \
+                            issuer the authorization server to discover it from"
+                    .into())
+            }
+            (None, None) => {
+                return Err("backend.oauth needs token_url (the token endpoint) or issuer (the authorization \
+                            server, whose metadata gives the token endpoint)"
+                    .into())
+            }
+            _ => {}
+        }
+        for (key, url) in [("token_url", &token_url), ("issuer", &issuer)] {
+            if let Some(u) = url {
+                check_backend_url(u).map_err(|why| format!("backend.oauth.{key} {why}"))?;
+            }
+        }
+        let auth_method = match text("token_endpoint_auth_method")? {
+            None => None,
+            Some(m) => Some(AuthMethod::parse(&m).ok_or(
+                "backend.oauth.token_endpoint_auth_method must be client_secret_basic, client_secret_post or none",
+            )?),
+        };
         let grant_type = text("grant_type")?.unwrap_or_else(|| "client_credentials".into());
         if grant_type != "client_credentials" && grant_type != "refresh_token" {
             return Err("backend.oauth.grant_type must be client_credentials or refresh_token".into());
@@ -113,6 +150,8 @@ impl OAuthConfig {
         }
         Ok(OAuthConfig {
             token_url,
+            issuer,
+            auth_method,
             grant_type,
             client_id,
             client_secret,
@@ -125,10 +164,48 @@ impl OAuthConfig {
     }
 }
 
+/// Where and how the token is asked for: the configured token_url, or what discovery found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenTarget {
+    pub token_url: String,
+    pub auth_method: AuthMethod,
+    /// RFC 8707 `resource`: the protected-resource metadata's identifier (discovery only).
+    pub resource: Option<String>,
+    /// The upstream's `scopes_supported`, asked for when nothing else names a scope.
+    pub scopes_supported: Option<Vec<String>>,
+}
+
+impl TokenTarget {
+    /// A configured token_url: client_secret_post unless configured otherwise, no `resource`.
+    pub fn configured(cfg: &OAuthConfig) -> Option<TokenTarget> {
+        let default = if cfg.client_secret.is_some() { AuthMethod::Post } else { AuthMethod::None };
+        Some(TokenTarget {
+            token_url: cfg.token_url.clone()?,
+            auth_method: cfg.auth_method.unwrap_or(default),
+            resource: None,
+            scopes_supported: None,
+        })
+    }
+}
+
+/// The `Authorization` header of the token request, for client_secret_basic.
+pub fn token_request_auth(cfg: &OAuthConfig, target: &TokenTarget) -> Option<(String, String)> {
+    match (target.auth_method, &cfg.client_secret) {
+        (AuthMethod::Basic, Some(s)) => Some(basic_authorization(&cfg.client_id, s)),
+        _ => None,
+    }
+}
+
 /// The form fields of the token request: the refresh_token grant when a refresh token is known
 /// (a rotated one from `current` first, else the configured one), else client_credentials.
-/// After a failed refresh under client_credentials, call again with `current: None`.
-pub fn token_form(cfg: &OAuthConfig, current: Option<&OAuthToken>) -> Vec<(String, String)> {
+/// After a failed refresh under client_credentials, call again with `current: None`. The client
+/// id and secret are in the form unless they go in a Basic header ([`token_request_auth`]).
+pub fn token_form(
+    cfg: &OAuthConfig,
+    target: &TokenTarget,
+    scope: Option<&str>,
+    current: Option<&OAuthToken>,
+) -> Vec<(String, String)> {
     let mut f: Vec<(String, String)> = Vec::new();
     let mut push = |k: &str, v: &str| f.push((k.to_string(), v.to_string()));
     let refresh = current.and_then(|t| t.refresh_token.as_deref()).or(cfg.refresh_token.as_deref());
@@ -139,12 +216,17 @@ pub fn token_form(cfg: &OAuthConfig, current: Option<&OAuthToken>) -> Vec<(Strin
         }
         None => push("grant_type", "client_credentials"),
     }
-    push("client_id", &cfg.client_id);
-    if let Some(s) = &cfg.client_secret {
+    if target.auth_method != AuthMethod::Basic || cfg.client_secret.is_none() {
+        push("client_id", &cfg.client_id);
+    }
+    if let (AuthMethod::Post, Some(s)) = (target.auth_method, &cfg.client_secret) {
         push("client_secret", s);
     }
-    if let Some(s) = &cfg.scope {
+    if let Some(s) = scope {
         push("scope", s);
+    }
+    if let Some(r) = &target.resource {
+        push("resource", r);
     }
     if refresh.is_none() {
         if let Some(a) = &cfg.audience {
@@ -200,6 +282,14 @@ pub fn needs_refresh(token: &OAuthToken, now_ms: u64, skew_s: u64) -> bool {
 /// The `Authorization` header the token gives (the oauth layer of [`merge_headers`](super::headers::merge_headers)).
 pub fn authorization_header(token: &OAuthToken) -> (String, String) {
     ("Authorization".to_string(), format!("{} {}", token.token_type, token.access_token))
+}
+
+/// `Authorization: Basic ...` for the client id and secret, each form-encoded first (RFC 6749
+/// §2.3.1).
+pub fn basic_authorization(client_id: &str, secret: &str) -> (String, String) {
+    let enc = |s: &str| form_urlencode(&[(s.to_string(), String::new())]).trim_end_matches('=').to_string();
+    let pair = format!("{}:{}", enc(client_id), enc(secret));
+    ("Authorization".into(), format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))
 }
 
 /// `application/x-www-form-urlencoded`, as the token endpoint expects (WHATWG serializer).
@@ -275,7 +365,16 @@ mod tests {
 
         for (v, needle) in [
             (json!("x"), "must be an object"),
-            (json!({"client_id": "c", "client_secret": "s"}), "token_url is required"),
+            (json!({"client_id": "c", "client_secret": "s"}), "needs token_url"),
+            (
+                json!({"token_url": "https://a/t", "issuer": "https://a", "client_id": "c", "client_secret": "s"}),
+                "not both",
+            ),
+            (json!({"issuer": "a.example", "client_id": "c", "client_secret": "s"}), "issuer must be"),
+            (
+                json!({"issuer": "https://a", "client_id": "c", "client_secret": "s", "token_endpoint_auth_method": "x"}),
+                "client_secret_basic",
+            ),
             (json!({"token_url": "ftp://x", "client_id": "c", "client_secret": "s"}), "token_url"),
             (json!({"token_url": "https://a/t", "client_secret": "s"}), "client_id is required"),
             (json!({"token_url": "https://a/t", "client_id": "c"}), "client_secret is required"),
@@ -307,8 +406,11 @@ mod tests {
             &resolve,
         )
         .unwrap();
+        let post = TokenTarget::configured(&cfg).unwrap();
+        assert_eq!(post.auth_method, AuthMethod::Post);
+        assert_eq!(token_request_auth(&cfg, &post), None);
         assert_eq!(
-            token_form(&cfg, None),
+            token_form(&cfg, &post, cfg.scope.as_deref(), None),
             pairs(&[
                 ("grant_type", "client_credentials"),
                 ("client_id", "cid"),
@@ -324,8 +426,16 @@ mod tests {
             expires_at_ms: 0,
             refresh_token: Some("rotated".into()),
         };
+        // Basic: the secret goes in the header, never in the form; resource is sent as found.
+        let basic =
+            TokenTarget { auth_method: AuthMethod::Basic, resource: Some("https://m/mcp".into()), ..post.clone() };
+        assert!(token_request_auth(&cfg, &basic).is_some_and(|(_, v)| v.starts_with("Basic ")));
         assert_eq!(
-            token_form(&cfg, Some(&current)),
+            token_form(&cfg, &basic, None, None),
+            pairs(&[("grant_type", "client_credentials"), ("resource", "https://m/mcp"), ("audience", "aud")])
+        );
+        assert_eq!(
+            token_form(&cfg, &post, cfg.scope.as_deref(), Some(&current)),
             pairs(&[
                 ("grant_type", "refresh_token"),
                 ("refresh_token", "rotated"),
@@ -339,12 +449,14 @@ mod tests {
             &resolve,
         )
         .unwrap();
+        let public = TokenTarget::configured(&cfg).unwrap();
+        assert_eq!(public.auth_method, AuthMethod::None);
         assert_eq!(
-            token_form(&cfg, None),
+            token_form(&cfg, &public, None, None),
             pairs(&[("grant_type", "refresh_token"), ("refresh_token", "r0"), ("client_id", "cid")])
         );
         let no_rotation = OAuthToken { refresh_token: None, ..current };
-        assert_eq!(token_form(&cfg, Some(&no_rotation))[1].1, "r0");
+        assert_eq!(token_form(&cfg, &public, None, Some(&no_rotation))[1].1, "r0");
     }
 
     #[test]
@@ -414,5 +526,13 @@ mod tests {
         let f = pairs(&[("grant_type", "client_credentials"), ("scope", "a b"), ("secret", "p&s=1+2/é~*")]);
         assert_eq!(form_urlencode(&f), "grant_type=client_credentials&scope=a+b&secret=p%26s%3D1%2B2%2F%C3%A9%7E*");
         assert_eq!(form_urlencode(&[]), "");
+    }
+
+    #[test]
+    fn basic_credentials() {
+        let (k, v) = basic_authorization("client id", "p:ss");
+        assert_eq!(k, "Authorization");
+        let raw = base64::engine::general_purpose::STANDARD.decode(v.strip_prefix("Basic ").unwrap()).unwrap();
+        assert_eq!(String::from_utf8(raw).unwrap(), "client+id:p%3Ass");
     }
 }

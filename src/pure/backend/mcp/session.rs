@@ -83,8 +83,13 @@ pub fn client_capabilities() -> Value {
 
 /// The handshake request. Flowgate offers 2025-11-25 with [`client_capabilities`].
 pub fn initialize_request(id: u64) -> Value {
+    initialize_offering(id, OFFERED_VERSION)
+}
+
+/// The handshake offering `version` (an app's `backend.protocol_version`).
+pub fn initialize_offering(id: u64, version: Version) -> Value {
     let mut p = Map::new();
-    p.insert("protocolVersion".into(), OFFERED_VERSION.as_str().into());
+    p.insert("protocolVersion".into(), version.as_str().into());
     p.insert("capabilities".into(), client_capabilities());
     p.insert("clientInfo".into(), client_info());
     request(id, methods::INITIALIZE, p)
@@ -194,6 +199,28 @@ pub fn parse_initialize(result: &Value, session_id: Option<String>, transport: T
         stateless: version.is_stateless(),
         capabilities,
     })
+}
+
+/// An app pinned to one revision (`backend.protocol_version`) speaks that one or none.
+pub fn check_pinned(session: &Session, pinned: Version) -> Result<(), String> {
+    if session.version() == Some(pinned) {
+        return Ok(());
+    }
+    Err(format!(
+        "the upstream answered with MCP revision {}, but the app is pinned to {} (backend.protocol_version); \
+         pin the revision the server speaks or leave the setting out to negotiate",
+        quote(&session.protocol_version),
+        pinned.as_str()
+    ))
+}
+
+/// Whether a 400 answer to a stateless request is the "unsupported protocol version" error
+/// (-32022) that lists `version` among the supported ones: then the same request is retried once.
+pub fn retry_rejected_version(body: &str, version: Version) -> bool {
+    let Ok(v) = serde_json::from_str::<Value>(body) else { return false };
+    let e = &v["error"];
+    e["code"] == -32022
+        && e["data"]["supported"].as_array().is_some_and(|l| l.iter().any(|s| s.as_str() == Some(version.as_str())))
 }
 
 /// A stateless upstream (2026-07-28 `server/discover` answered with a stateless revision among
@@ -360,6 +387,19 @@ mod tests {
         assert_eq!(serde_json::to_value(&sse).unwrap()["transport"], "sse");
         assert_eq!(Transport::Sse.as_str(), "sse");
         assert_eq!(Transport::StreamableHttp.as_str(), "streamable-http");
+    }
+
+    #[test]
+    fn pinned_revisions() {
+        assert_eq!(initialize_offering(1, V2025_06_18)["params"]["protocolVersion"], "2025-06-18");
+        assert!(check_pinned(&session("2025-06-18"), V2025_06_18).is_ok());
+        let err = check_pinned(&session("2025-11-25"), V2025_06_18).unwrap_err();
+        assert!(err.contains("2025-11-25") && err.contains("pinned to 2025-06-18"), "{err}");
+        let rejected = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"]}}}"#;
+        assert!(retry_rejected_version(rejected, V2026_07_28));
+        assert!(!retry_rejected_version(rejected, V2025_11_25));
+        assert!(!retry_rejected_version(r#"{"error":{"code":-32600}}"#, V2026_07_28));
+        assert!(!retry_rejected_version("not json", V2026_07_28));
     }
 
     #[test]

@@ -166,7 +166,7 @@ fn auth_details(header: &str) -> String {
 
 /// `name=value` pairs (names lowercased, quoted values unescaped) of every challenge in a
 /// WWW-Authenticate value; scheme names and token68 values are skipped.
-fn auth_params(header: &str) -> Vec<(String, String)> {
+pub(super) fn auth_params(header: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut chars = header.chars().peekable();
     loop {
