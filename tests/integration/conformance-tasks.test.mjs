@@ -230,6 +230,18 @@ test('a 2025-11-25 upstream\'s task (the SDK\'s task API) through Flowgate, for 
     assert.deepEqual(asked.body.params.task, { ttl: 60_000 }, 'the upstream was asked for a task its way');
     const upstreamId = up2025.requests.filter((r) => r.body.method === 'tasks/get').at(-1).body.params.taskId;
     assert.ok(!created.task.taskId.includes(upstreamId));
+    // Cancelled while it runs: the 2025-11-25 answer is the task, now cancelled, under Flowgate's id.
+    let running;
+    for await (const m of client.experimental.tasks.callToolStream({ name: 'slow_job', arguments: { label: 'stop', ms: 60_000 } }, CallToolResultSchema, { task: { ttl: 60_000 } })) {
+      if (m.type === 'taskCreated') {
+        running = m.task.taskId;
+        break;
+      }
+    }
+    const cancelled = await client.experimental.tasks.cancelTask(running);
+    assert.equal(cancelled.taskId, running);
+    assert.equal(cancelled.status, 'cancelled');
+    assert.equal(up2025.requests.filter((r) => r.body.method === 'tasks/cancel').length, 1, 'the upstream was told');
   } finally {
     await client.close();
   }
