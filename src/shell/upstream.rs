@@ -965,6 +965,7 @@ fn task_created(
         server_id: def.server_id.clone(),
         app_id: up.app_id.clone(),
         scope: up.session_scope.clone(),
+        user: plan.user.clone(),
         upstream_id,
     };
     match super::relay::seal_task(env, &handle) {

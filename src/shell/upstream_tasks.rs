@@ -39,7 +39,10 @@ async fn run(
     incoming: &[(String, String)],
 ) -> Result<Value, RpcError> {
     let unknown = || tasks::unknown_task(&req.task_id);
-    let handle = super::relay::open_task(env, &req.task_id, &def.server_id).ok_or_else(unknown)?;
+    // Another client key's task is as unknown as another server's.
+    let handle = super::relay::open_task(env, &req.task_id, &def.server_id)
+        .filter(|h| h.belongs_to(req.owner.as_deref()))
+        .ok_or_else(unknown)?;
     let app = def.apps.iter().find(|a| a.id == handle.app_id).ok_or_else(unknown)?;
     let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
     let up = upstream_of(app, env, Some(&lookup)).await.map_err(|e| failed(&e))?;

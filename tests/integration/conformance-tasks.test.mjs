@@ -42,6 +42,7 @@ let url;
 let otherUrl;
 let up2025;
 let url2025;
+let appId;
 
 before(async () => {
   [fg, up, up2025] = await Promise.all([startFlowgate(), startInputRequiredUpstream(), startTasks2025Upstream()]);
@@ -58,6 +59,7 @@ before(async () => {
     body: { name: 'Tasker', description: 'A 2026-07-28 upstream that runs tasks', mode: 'mcp', backend: { url: up.url, tool_name_prefix: false } },
   });
   assert.equal(r.status, 201, r.text);
+  appId = r.json.id;
   const servers = [];
   for (const name of ['Tasks', 'Other']) {
     const s = await fg.console('/servers', { method: 'POST', body: { name, description: 'd', app_ids: [r.json.id] } });
@@ -101,7 +103,7 @@ const CAPS = 'io.modelcontextprotocol/clientCapabilities';
 const WITH_TASKS = { elicitation: {}, extensions: { [EXTENSION]: {} } };
 let nextId = 1;
 /** One 2026-07-28 request; `caps` are the client capabilities it declares. */
-async function call(method, params, { to = url, caps = WITH_TASKS } = {}) {
+async function call(method, params, { to = url, caps = WITH_TASKS, headers = {} } = {}) {
   const name = method === 'tools/call' ? params.name : params.taskId;
   const body = {
     jsonrpc: '2.0',
@@ -109,7 +111,7 @@ async function call(method, params, { to = url, caps = WITH_TASKS } = {}) {
     method,
     params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': V, [CAPS]: caps, 'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' } } },
   };
-  const r = await rpc(to, body, { 'mcp-protocol-version': V, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) });
+  const r = await rpc(to, body, { 'mcp-protocol-version': V, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}), ...headers });
   return r.json;
 }
 const upstreamRequests = (method) => up.requests.filter((r) => r.body.method === method);
@@ -263,4 +265,23 @@ test('a 2025-11-25 upstream\'s task for a 2026-07-28 client: the result inlined 
   const u = await call('tasks/update', { taskId: f.result.taskId, inputResponses: {} }, { to: url2025 });
   assert.equal(u.error?.code, -32601, JSON.stringify(u));
   assert.match(u.error.message, /speaks 2025-11-25/);
+});
+
+test('on a server with client keys, a task is reachable only with the key that started it', async () => {
+  const s = await fg.console('/servers', { method: 'POST', body: { name: 'Keyed tasks', description: 'd', app_ids: [appId] } });
+  assert.equal(s.status, 201, s.text);
+  assert.equal((await fg.console(`/servers/${s.json.id}/auth`, { method: 'PUT', body: { mode: 'key' } })).status, 200);
+  const key = async (name) => (await fg.console(`/servers/${s.json.id}/keys`, { method: 'POST', body: { name } })).json.key;
+  const [alice, bob] = [await key('alice'), await key('bob')];
+  const as = (k) => ({ to: s.json.mcp_url, headers: { authorization: `Bearer ${k}` } });
+  const r = await call('tools/call', { name: 'slow_compute', arguments: { seconds: 30, label: 'alice' } }, as(alice));
+  const id = r.result?.taskId;
+  assert.match(id ?? '', /^fg-task\./, JSON.stringify(r));
+  for (const method of ['tasks/get', 'tasks/cancel']) {
+    const e = await call(method, { taskId: id }, as(bob));
+    assert.equal(e.error?.code, -32602, JSON.stringify(e));
+    assert.match(e.error.message, /unknown task/);
+  }
+  assert.equal((await call('tasks/get', { taskId: id }, as(alice))).result?.status, 'working');
+  assert.equal((await call('tasks/cancel', { taskId: id }, as(alice))).result?.resultType, 'complete');
 });

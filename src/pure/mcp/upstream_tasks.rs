@@ -2,8 +2,9 @@
 //! `params.task`, or the 2026-07-28 `io.modelcontextprotocol/tasks` extension) is a task through
 //! Flowgate too. The upstream keeps the task; Flowgate keeps nothing. The client gets the task
 //! under Flowgate's own id, `fg-task.` + AES-256-GCM over {server, app, forwarded-credential
-//! scope, the upstream's task id}, so `tasks/*` on any isolate can find the upstream, and a
-//! client can neither make up an id nor reach another server's tasks. Task objects are brought
+//! scope, the backend user, the upstream's task id}, so `tasks/*` on any isolate can find the
+//! upstream, and a client can neither make up an id nor reach another server's tasks (nor, on a
+//! server with client keys, another key's: as with Flowgate's own tasks). Task objects are brought
 //! to the 2026-07-28 naming (`ttlMs`, `pollIntervalMs`, inlined `result`/`error`) and rendered
 //! from there for the client's revision.
 
@@ -43,7 +44,18 @@ pub struct Handle {
     pub app_id: String,
     /// The forwarded-credential scope of the call that started it (empty: none).
     pub scope: String,
+    /// The backend `user` of the call that started it (a client key's name when the server
+    /// authenticates its clients).
+    pub user: String,
     pub upstream_id: String,
+}
+
+impl Handle {
+    /// Whether a request by `owner` (the authenticated caller, if the server has client keys)
+    /// may reach this task: the rule of Flowgate's own tasks.
+    pub fn belongs_to(&self, owner: Option<&str>) -> bool {
+        owner.is_none_or(|o| o == self.user)
+    }
 }
 
 pub fn is_relayed(task_id: &str) -> bool {
@@ -51,7 +63,7 @@ pub fn is_relayed(task_id: &str) -> bool {
 }
 
 pub fn seal_handle(key: &[u8; 32], nonce: [u8; 12], h: &Handle) -> Result<String, String> {
-    let text = json!([h.server_id, h.app_id, h.scope, h.upstream_id]).to_string();
+    let text = json!([h.server_id, h.app_id, h.scope, h.user, h.upstream_id]).to_string();
     relay::seal_as(TASK_PREFIX, key, nonce, &text)
 }
 
@@ -60,8 +72,8 @@ pub fn seal_handle(key: &[u8; 32], nonce: [u8; 12], h: &Handle) -> Result<String
 pub fn open_handle(keys: &[[u8; 32]], token: &str, server_id: &str) -> Option<Handle> {
     let text = relay::open_as(TASK_PREFIX, keys, token)?;
     let v: Vec<String> = serde_json::from_str(&text).ok()?;
-    let [server, app, scope, upstream]: [String; 4] = v.try_into().ok()?;
-    (server == server_id).then_some(Handle { server_id: server, app_id: app, scope, upstream_id: upstream })
+    let [server, app, scope, user, upstream]: [String; 5] = v.try_into().ok()?;
+    (server == server_id).then_some(Handle { server_id: server, app_id: app, scope, user, upstream_id: upstream })
 }
 
 /// An upstream tool's own task support (`execution.taskSupport`); absent or unknown is
@@ -258,7 +270,14 @@ mod tests {
     #[test]
     fn handles_open_only_for_their_server() {
         let key = [7u8; 32];
-        let h = Handle { server_id: "s1".into(), app_id: "a1".into(), scope: "".into(), upstream_id: "up-9".into() };
+        let h = Handle {
+            server_id: "s1".into(),
+            app_id: "a1".into(),
+            scope: "".into(),
+            user: "alice".into(),
+            upstream_id: "up-9".into(),
+        };
+        assert!(h.belongs_to(None) && h.belongs_to(Some("alice")) && !h.belongs_to(Some("bob")));
         let id = seal_handle(&key, [1; 12], &h).unwrap();
         assert!(is_relayed(&id) && id.len() < MAX_TASK_ID);
         assert!(!id.contains("up-9"), "the upstream id is not readable");
