@@ -51,6 +51,7 @@ export function outcomeOf(code, out) {
   const m = /Passed: (\d+)\/(\d+), (\d+) failed, (\d+) warnings/.exec(out);
   if (!m) return code === 0 ? 'no checks ran' : 'error';
   const [, passed, total, failed, warnings] = m.map(Number);
+  if (total === 0 && /SKIPPED/.test(out)) return 'skipped by the suite';
   let s = failed ? `${failed} failed of ${total}` : `passed ${passed}/${total}`;
   if (warnings) s += `, ${warnings} warning${warnings > 1 ? 's' : ''}`;
   if (failed && code === 0) s += ' (expected, baselined)';
