@@ -132,7 +132,7 @@ impl Gateway<'_> {
             return self.page(catalog::SKILLS, params, version).map(Answer::Result);
         }
         let uri = params.get("uri").and_then(Value::as_str).filter(|u| !u.is_empty()).ok_or_else(|| {
-            RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: {method} needs `uri`"))
+            RpcError::new(200, jsonrpc::INVALID_PARAMS, "Invalid params: `uri` is required (a string)")
         })?;
         if method == "skills/get" {
             let listed = self.skills.entries.iter().find(|(_, e)| e["uri"] == uri).map(|(i, _)| *i);
@@ -150,12 +150,9 @@ impl Gateway<'_> {
             .owner_of_uri(uri)
             .ok_or_else(|| not_served(uri, "Not a directory resource: no upstream of this server serves"))?;
         if !self.skills.directory_read.contains(&app_index) {
-            let app = &self.def.apps[app_index].name;
-            let why = format!(
-                "Not a directory resource: upstream app '{app}', which serves it, does not read directories (it did \
-                 not declare directoryRead):"
-            );
-            return Err(not_served(uri, &why));
+            let why = "Not a directory resource: the upstream app serving it does not read directories (it did not \
+                       declare directoryRead):";
+            return Err(not_served(uri, why));
         }
         let mut fwd = self.forward(id, version, app_index, method, params, None)?;
         if let (Answer::Forward(f), Some(config)) = (&mut fwd, self.def.apps[app_index].backend.as_mcp()) {

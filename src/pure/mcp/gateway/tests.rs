@@ -439,7 +439,7 @@ fn skill_gets_files_and_directories_are_routed_to_the_skill_app() {
         assert!(e.message.starts_with("Unknown skill"), "{}", e.message);
     }
     let e = g.answer(&id, "skills/get", &Map::new(), V26).unwrap_err();
-    assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains("needs `uri`"), "{}", e.message);
+    assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains("`uri` is required"), "{}", e.message);
 
     // A skill's files go to its app, unlisted; a denied file, a look-alike prefix, or a denied skill's do not.
     let read = |uri: &str| g.answer(&id, "resources/read", &params(json!({"uri": uri})), V26);
@@ -455,7 +455,7 @@ fn skill_gets_files_and_directories_are_routed_to_the_skill_app() {
     assert_eq!((f.app_index, f.method), (0, "resources/directory/read"));
     assert_eq!(f.params, params(json!({"uri": "skill://alpha/x/templates", "cursor": "c2"})), "the upstream's cursor");
     let e = dir("skill://beta/y").unwrap_err();
-    assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains("'Beta'"), "{}", e.message);
+    assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains("declare directoryRead"), "{}", e.message);
     let e = dir("skill://nowhere").unwrap_err();
     assert_eq!((e.code, e.data), (jsonrpc::INVALID_PARAMS, Some(json!({"uri": "skill://nowhere"}))));
 }
