@@ -433,6 +433,7 @@ impl Console<'_> {
                         "server_id": def.server_id,
                         "resources": g.resource_uris(),
                         "prompts": g.prompt_names(),
+                        "skills": g.skill_uris(),
                         "collisions": g.collisions(),
                     }));
                 }

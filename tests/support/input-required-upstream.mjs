@@ -1,12 +1,14 @@
 // A stateless MCP 2026-07-28 upstream, hand-written on node:http (SDK 1.32.2 does not speak that
 // revision): the reference server's input_required fixture tools and prompt (SEP-2322, see the
 // conformance scenarios `input-required-result-*`), its JSON Schema 2020-12 tool, and a tool with
-// an `x-mcp-header` parameter (SEP-2243). requestState is HMAC-signed, so altered state is
+// an `x-mcp-header` parameter (SEP-2243); its tasks (tasks-2026.mjs) and skills
+// (skills-upstream.mjs) come from modules of their own. requestState is HMAC-signed, so altered state is
 // refused. Every request is recorded ({headers, body}).
 import http from 'node:http';
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 import { callTaskTool, EXTENSION as TASKS, isTaskTool, TASK_TOOL_LIST, taskMethod } from './tasks-2026.mjs';
+import { createSkills } from './skills-upstream.mjs';
 
 const V = '2026-07-28';
 const CAPS = 'io.modelcontextprotocol/clientCapabilities';
@@ -148,16 +150,26 @@ function checkHeaders(headers, msg) {
   }
 }
 
-function handle(msg, headers) {
+function handle(msg, headers, skills) {
   checkHeaders(headers, msg);
   const p = msg.params ?? {};
   const done = (r) => ({ resultType: 'complete', ...r });
   const list = (key, items) => done({ [key]: items, ttlMs: 0, cacheScope: 'public' });
+  const skilled = skills.handle(msg.method, p, { RpcError });
+  if (skilled) return done(skilled);
   switch (msg.method) {
     case 'server/discover':
-      return done({ supportedVersions: [V], capabilities: { tools: {}, prompts: {}, extensions: { [TASKS]: {} } }, ttlMs: 0, cacheScope: 'public', _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'input-required-upstream', version: '1.0.0' } } });
+      return done({
+        supportedVersions: [V],
+        capabilities: { tools: {}, prompts: {}, resources: {}, extensions: { [TASKS]: {}, ...skills.capability } },
+        ttlMs: 0,
+        cacheScope: 'public',
+        _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'input-required-upstream', version: '1.0.0' } },
+      });
     case 'tools/list':
       return list('tools', [...TOOL_LIST, ...TASK_TOOL_LIST]);
+    case 'resources/list':
+      return list('resources', skills.resources);
     case 'prompts/list':
       return list('prompts', [{ name: PROMPT, description: 'A prompt that asks for its context first' }]);
     case 'tasks/get':
@@ -189,9 +201,11 @@ function handle(msg, headers) {
   }
 }
 
-/** Starts the upstream on a free loopback port: {url, requests, close()}. */
-export async function startInputRequiredUpstream() {
+/** Starts the upstream on a free loopback port: {url, requests, skills, close()}. Its skills are
+ * under `skillPrefix` (tests/support/skills-upstream.mjs). */
+export async function startInputRequiredUpstream({ skillPrefix = '' } = {}) {
   const requests = [];
+  const skills = createSkills(skillPrefix);
   const server = http.createServer(async (req, res) => {
     const chunks = [];
     for await (const c of req) chunks.push(c);
@@ -209,7 +223,7 @@ export async function startInputRequiredUpstream() {
     requests.push({ headers: req.headers, body: msg });
     if (msg.id === undefined) return res.writeHead(202).end();
     try {
-      send(200, { jsonrpc: '2.0', id: msg.id, result: await handle(msg, req.headers) });
+      send(200, { jsonrpc: '2.0', id: msg.id, result: await handle(msg, req.headers, skills) });
     } catch (e) {
       if (!(e instanceof RpcError)) return send(500, { error: String(e?.stack ?? e) });
       send(e.status, { jsonrpc: '2.0', id: msg.id, error: { code: e.code, message: e.message, ...(e.data ? { data: e.data } : {}) } });
@@ -220,6 +234,7 @@ export async function startInputRequiredUpstream() {
   return {
     url: `http://127.0.0.1:${server.address().port}/mcp`,
     requests,
+    skills,
     close: () => new Promise((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());

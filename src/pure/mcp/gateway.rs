@@ -2,13 +2,15 @@
 //! through: the lists aggregated in the server's app order (prompt names prefixed like tool
 //! names, resource URIs kept intact), paged with a cursor Flowgate signs, and `resources/read`,
 //! `prompts/get` and `completion/complete` routed to the upstream that owns the URI, prompt or
-//! template. No IO: the shell fetched the upstreams' catalogs (`backend::mcp::catalog`) and makes
+//! template; the Skills extension likewise (`skills`). No IO: the shell fetched the upstreams' catalogs (`backend::mcp::catalog`) and makes
 //! the routed request ([`Forward`]).
 //!
 //! Routing rules:
 //! - a resource URI belongs to the first app, in the server's order, that lists it; the same
 //!   URI listed by a later app is a collision, left out of the list and reported
 //!   ([`Gateway::collisions`]); likewise a URI template listed by two apps;
+//! - a URI no app lists that lies in an exposed skill's directory goes to the skill's app
+//!   (`skills`);
 //! - a URI no app lists goes to the first app with a resource template that matches it
 //!   (RFC 6570: `{x}` one or more characters other than `/ ? #`, `{+x}` / `{#x}` any, `{?x}` /
 //!   `{&x}` the rest of the query);
@@ -30,6 +32,10 @@ use crate::pure::quote::plain_or_quoted;
 use super::jsonrpc::{self, RpcError};
 use super::version::Version;
 
+pub mod skills;
+
+use skills::Skills;
+
 /// Items per page of an aggregated list; a page never spans two upstream apps.
 pub const PAGE_SIZE: usize = 100;
 /// Longest URI routed (template matching is bounded by it).
@@ -39,8 +45,8 @@ pub const MAX_URI: usize = 8192;
 #[derive(Debug, Default, Clone)]
 pub struct Catalogs(pub HashMap<String, Rc<Catalog>>);
 
-/// The methods this module answers.
-pub const METHODS: [&str; 8] = [
+/// The methods this module answers (with [`skills::METHODS`]).
+pub const METHODS: [&str; 11] = [
     "resources/list",
     "resources/templates/list",
     "resources/read",
@@ -49,6 +55,9 @@ pub const METHODS: [&str; 8] = [
     "prompts/list",
     "prompts/get",
     "completion/complete",
+    "skills/list",
+    "skills/get",
+    "resources/directory/read",
 ];
 
 /// A request for the upstream that owns what it names, with the client's params rewritten for it.
@@ -61,6 +70,8 @@ pub struct Forward {
     pub params: Map<String, Value>,
     /// `Mcp-Name` for a stateless upstream (the prompt's upstream name, or the URI).
     pub name: Option<String>,
+    /// URIs left out of a `resources/directory/read` result (the app's `denied_resources`).
+    pub hide: Vec<String>,
 }
 
 /// What a gateway request comes to: a result Flowgate has, or a request to forward.
@@ -99,6 +110,7 @@ pub struct Gateway<'a> {
     completions_offered: bool,
     /// App indexes whose upstream declared `completions`.
     completes: Vec<usize>,
+    skills: Skills,
 }
 
 impl<'a> Gateway<'a> {
@@ -113,6 +125,7 @@ impl<'a> Gateway<'a> {
             prompts_offered: false,
             completions_offered: false,
             completes: Vec::new(),
+            skills: Skills::default(),
         };
         for (i, app) in def.apps.iter().enumerate() {
             let (Some(config), Some(cat)) = (app.backend.as_mcp(), catalogs.0.get(&app.id)) else { continue };
@@ -160,6 +173,9 @@ impl<'a> Gateway<'a> {
                 g.prompts.push((i, p));
             }
         }
+        g.skills = Skills::new(def, catalogs, &mut g.collisions);
+        // Skill files are resources: a server with skills declares resources (SEP-2640).
+        g.resources_offered |= g.skills.offered();
         g
     }
 
@@ -173,6 +189,11 @@ impl<'a> Gateway<'a> {
         self.prompts.iter().map(|(_, p)| p.name.as_str()).collect()
     }
 
+    /// The exposed skills' URIs (their SKILL.md), in order.
+    pub fn skill_uris(&self) -> Vec<&str> {
+        self.skills.uris()
+    }
+
     /// The resource URIs and URI templates exposed, in order.
     pub fn resource_uris(&self) -> Vec<&str> {
         let uris = self.resources.iter().filter_map(|(_, r)| r["uri"].as_str());
@@ -182,7 +203,8 @@ impl<'a> Gateway<'a> {
     /// What the server declares in `capabilities` for these upstreams, for a client of `version`:
     /// `resources` and `prompts` when some upstream offers them (no subscriptions and no
     /// list-changed notifications: the endpoint is stateless, with no stream to send them on),
-    /// `completions` from 2025-03-26, where the capability exists.
+    /// `completions` from 2025-03-26, where the capability exists; the Skills extension to
+    /// 2026-07-28 clients.
     pub fn add_capabilities(&self, c: &mut Value, version: Version) {
         if self.resources_offered {
             c["resources"] = json!({"subscribe": false, "listChanged": false});
@@ -192,6 +214,9 @@ impl<'a> Gateway<'a> {
         }
         if self.completions_offered && version >= Version::V2025_03_26 {
             c["completions"] = json!({});
+        }
+        if self.skills.offered() && version.is_stateless() {
+            c["extensions"][catalog::SKILLS_EXTENSION] = self.skills.capability();
         }
     }
 
@@ -203,6 +228,9 @@ impl<'a> Gateway<'a> {
         params: &Map<String, Value>,
         version: Version,
     ) -> Result<Answer, RpcError> {
+        if let Some(m) = skills::METHODS.iter().find(|m| **m == method) {
+            return self.answer_skills(id, m, params, version);
+        }
         match method {
             "resources/list" | "resources/templates/list" | "resources/read" if !self.resources_offered => {
                 Err(not_offered(method, version, "resources"))
@@ -301,6 +329,9 @@ impl<'a> Gateway<'a> {
         if let Some((i, _)) = self.resources.iter().find(|(_, r)| r["uri"] == uri) {
             return Some(*i);
         }
+        if let Some(i) = self.skills.owner_of(self.def, uri) {
+            return Some(i);
+        }
         if uri.len() > MAX_URI {
             return None;
         }
@@ -323,7 +354,15 @@ impl<'a> Gateway<'a> {
         let mut params = params.clone();
         params.remove("_meta");
         params.extend(input);
-        Ok(Answer::Forward(Box::new(Forward { id: id.clone(), version, app_index, method, params, name })))
+        Ok(Answer::Forward(Box::new(Forward {
+            id: id.clone(),
+            version,
+            app_index,
+            method,
+            params,
+            name,
+            hide: Vec::new(),
+        })))
     }
 
     /// One page of an aggregated list: items of one app from an offset, and the cursor of the
@@ -334,6 +373,7 @@ impl<'a> Gateway<'a> {
             "resourceTemplates" => {
                 self.templates.iter().map(|t| (t.app_index, resource_for_client(&t.item, version))).collect()
             }
+            "skills" => self.skills.entries.clone(),
             _ => self.prompts.iter().map(|(i, p)| (*i, prompt_for_client(p, version))).collect(),
         };
         let (app, offset) = match params.get("cursor") {
@@ -431,6 +471,7 @@ fn kind_char(list: List) -> char {
     match list.key {
         "resources" => 'r',
         "resourceTemplates" => 't',
+        "skills" => 's',
         _ => 'p',
     }
 }

@@ -554,6 +554,8 @@ fn shape_result(mut r: Value, method: &str, version: Version, server_version: &s
                 | "resources/templates/list"
                 | "resources/read"
                 | "prompts/list"
+                | "skills/list"
+                | "skills/get"
         ) {
             // The list is per server code, which is a secret: private, and not cached so that
             // console edits show at once.
@@ -879,6 +881,7 @@ pub fn forwarded_response(fwd: &Forward, app: &str, response: &Value, server_ver
         // Asks for input (already checked and sealed by the shell): kept as it is.
         _ if input_required::asks_input(response) => response["result"].clone(),
         "prompts/get" => gateway::prompt_result_for_client(&response["result"], fwd.version),
+        "resources/directory/read" => gateway::skills::directory_for_client(&response["result"], &fwd.hide),
         _ => response["result"].clone(),
     };
     if let Some(m) = result.as_object_mut() {

@@ -45,6 +45,13 @@ pub fn resource_allowed(config: &McpConfig, uri: &str) -> bool {
         && !config.denied_resources.iter().any(|n| n == uri)
 }
 
+/// Whether a file of an exposed skill (SEP-2640) is routed: everything under the skill's
+/// directory goes with the skill (whose SKILL.md passed [`resource_allowed`]) except the URIs
+/// `denied_resources` names; `allowed_resources` need not list each file.
+pub fn skill_file_allowed(config: &McpConfig, uri: &str) -> bool {
+    !config.denied_resources.iter().any(|n| n == uri)
+}
+
 /// Named items (`name` field) as exposed: prefixed with the app's name when `prefix`, filtered
 /// by upstream name, valid per SEP-986 and unique.
 fn expose(

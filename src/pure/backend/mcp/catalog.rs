@@ -1,6 +1,6 @@
 //! What an upstream MCP server offers besides tools: its capabilities (from the handshake), its
-//! resources, resource templates and prompts, each list read whole (every page), the way its
-//! tools are. The shell reads and caches it (`shell::upstream::catalog_of`); nothing here does IO.
+//! resources, resource templates, prompts and skills (SEP-2640), each list read whole (every
+//! page), the way its tools are. The shell reads and caches it (`shell::upstream::catalog_of`); nothing here does IO.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -10,7 +10,11 @@ use crate::pure::mcp::jsonrpc;
 /// Most pages of one list read from an upstream (as for tools).
 pub const MAX_PAGES: usize = 50;
 
-/// An upstream's resources, templates and prompts, as it listed them, and its capabilities.
+/// The Skills extension (SEP-2640): `skills/list`, `skills/get` and, with `directoryRead`,
+/// `resources/directory/read`; declared under `capabilities.extensions`.
+pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
+
+/// An upstream's resources, templates, prompts and skills, as it listed them, and its capabilities.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Catalog {
     /// The upstream's server capabilities (initialize or server/discover result).
@@ -22,6 +26,9 @@ pub struct Catalog {
     pub resource_templates: Vec<Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompts: Vec<Value>,
+    /// `skills/list` entries (`{uri, frontmatter, resources}`), as the upstream listed them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skills: Vec<Value>,
 }
 
 /// One list an upstream is asked for: its method and the key of its items in the result.
@@ -34,6 +41,7 @@ pub struct List {
 pub const RESOURCES: List = List { method: "resources/list", key: "resources" };
 pub const RESOURCE_TEMPLATES: List = List { method: "resources/templates/list", key: "resourceTemplates" };
 pub const PROMPTS: List = List { method: "prompts/list", key: "prompts" };
+pub const SKILLS: List = List { method: "skills/list", key: "skills" };
 
 impl Catalog {
     fn declares(&self, capability: &str) -> bool {
@@ -52,6 +60,20 @@ impl Catalog {
         self.declares("completions")
     }
 
+    /// The upstream's settings of the Skills extension, when it declared it (an object).
+    fn skills_settings(&self) -> Option<&Value> {
+        self.capabilities.get("extensions")?.get(SKILLS_EXTENSION).filter(|s| s.is_object())
+    }
+
+    pub fn offers_skills(&self) -> bool {
+        self.skills_settings().is_some()
+    }
+
+    /// `directoryRead: true`: the upstream answers `resources/directory/read`.
+    pub fn offers_directory_read(&self) -> bool {
+        self.skills_settings().is_some_and(|s| s["directoryRead"] == true)
+    }
+
     /// The lists to read from an upstream with these capabilities: only what it declared.
     pub fn lists_for(capabilities: &Value) -> Vec<List> {
         let c = Catalog { capabilities: capabilities.clone(), ..Catalog::default() };
@@ -62,6 +84,9 @@ impl Catalog {
         if c.offers_prompts() {
             lists.push(PROMPTS);
         }
+        if c.offers_skills() {
+            lists.push(SKILLS);
+        }
         lists
     }
 
@@ -70,6 +95,7 @@ impl Catalog {
         match list.key {
             "resources" => &mut self.resources,
             "resourceTemplates" => &mut self.resource_templates,
+            "skills" => &mut self.skills,
             _ => &mut self.prompts,
         }
     }
@@ -97,6 +123,26 @@ mod tests {
         assert!(Catalog::lists_for(&json!({"resources": true, "prompts": null})).is_empty());
         let c = Catalog { capabilities: json!({"completions": {}}), ..Catalog::default() };
         assert!(c.offers_completions() && !c.offers_resources() && !c.offers_prompts());
+    }
+
+    #[test]
+    fn skills_follow_the_extension_declaration() {
+        let caps = json!({"resources": {}, "extensions": {(SKILLS_EXTENSION): {"directoryRead": true}}});
+        assert_eq!(Catalog::lists_for(&caps), [RESOURCES, RESOURCE_TEMPLATES, SKILLS]);
+        let c = Catalog { capabilities: caps, ..Catalog::default() };
+        assert!(c.offers_skills() && c.offers_directory_read());
+        let plain = Catalog { capabilities: json!({"extensions": {(SKILLS_EXTENSION): {}}}), ..Catalog::default() };
+        assert!(plain.offers_skills() && !plain.offers_directory_read());
+        // Not an object, or another extension: not declared.
+        for caps in [json!({"extensions": {(SKILLS_EXTENSION): true}}), json!({"extensions": {"x/skills": {}}})] {
+            let c = Catalog { capabilities: caps, ..Catalog::default() };
+            assert!(!c.offers_skills() && !c.offers_directory_read());
+        }
+        let mut c = Catalog::default();
+        c.items_mut(SKILLS).push(json!({"uri": "skill://a/SKILL.md"}));
+        assert_eq!(c.skills.len(), 1);
+        let back: Catalog = serde_json::from_value(serde_json::to_value(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
     }
 
     #[test]

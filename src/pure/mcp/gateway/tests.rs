@@ -51,6 +51,7 @@ fn catalog(prefix: &str, completions: bool) -> Catalog {
             json!({"name": "greet", "title": "Greet", "arguments": [{"name": "who", "title": "Who", "required": true}]}),
             json!({"name": "secret"}),
         ],
+        skills: Vec::new(),
     }
 }
 
@@ -305,4 +306,170 @@ fn prompt_results_downgrade() {
     assert_eq!(old["messages"][0]["content"]["type"], "text");
     assert_eq!(old["messages"][1]["content"], json!({"type": "text", "text": "a://b"}));
     assert_eq!(old["messages"][2], r["messages"][2]);
+}
+
+const V26: Version = Version::V2026_07_28;
+
+fn skill(uri: &str) -> Value {
+    json!({"uri": uri, "frontmatter": {"name": uri.rsplit('/').nth(1).unwrap(), "description": "d"}, "resources": "dynamic"})
+}
+
+/// Alpha reads directories; Beta does not, and denies one skill and one file.
+fn skilled() -> (ServerDefinition, Catalogs) {
+    let d = def(vec![
+        mcp_app("a", "Alpha", json!({})),
+        mcp_app(
+            "b",
+            "Beta",
+            json!({"denied_resources": ["skill://beta/secret/SKILL.md", "skill://beta/y/private.md"]}),
+        ),
+        mcp_app("c", "Plain", json!({})),
+    ]);
+    let ext = |settings: Value| json!({"extensions": {(catalog::SKILLS_EXTENSION): settings}});
+    let mut c = Catalogs::default();
+    let a = Catalog {
+        capabilities: ext(json!({"directoryRead": true})),
+        skills: vec![
+            skill("skill://alpha/x/SKILL.md"),
+            skill("skill://shared/SKILL.md"),
+            json!({"uri": "no-skill-md"}),
+        ],
+        ..Default::default()
+    };
+    let b = Catalog {
+        capabilities: ext(json!({})),
+        skills: vec![
+            skill("skill://shared/SKILL.md"),
+            skill("skill://beta/y/SKILL.md"),
+            skill("skill://beta/secret/SKILL.md"),
+        ],
+        ..Default::default()
+    };
+    let plain = Catalog {
+        capabilities: json!({"resources": {}}),
+        resources: vec![json!({"uri": "skill://plain/p/SKILL.md", "name": "p"})],
+        ..Default::default()
+    };
+    c.0.insert("a".into(), Rc::new(a));
+    c.0.insert("b".into(), Rc::new(b));
+    c.0.insert("c".into(), Rc::new(plain));
+    (d, c)
+}
+
+#[test]
+fn skills_are_aggregated_paged_and_collide_like_resources() {
+    let (d, c) = skilled();
+    let g = Gateway::new(&d, &c);
+    let uris = |page: &Value| page["skills"].as_array().unwrap().iter().map(|s| s["uri"].clone()).collect::<Vec<_>>();
+    let p1 = result(g.answer(&json!(1), "skills/list", &Map::new(), V26));
+    assert_eq!(uris(&p1), [json!("skill://alpha/x/SKILL.md"), json!("skill://shared/SKILL.md")], "{p1}");
+    assert_eq!(p1["skills"][0], skill("skill://alpha/x/SKILL.md"), "entries pass as the upstream gave them");
+    let p2 = result(g.answer(&json!(1), "skills/list", &params(json!({"cursor": p1["nextCursor"]})), V26));
+    // Beta's copy of the shared skill is Alpha's; its secret skill is denied.
+    assert_eq!(uris(&p2), [json!("skill://beta/y/SKILL.md")], "{p2}");
+    assert!(p2.get("nextCursor").is_none());
+    assert_eq!(g.skill_uris(), ["skill://alpha/x/SKILL.md", "skill://shared/SKILL.md", "skill://beta/y/SKILL.md"]);
+    assert!(g.collisions().iter().any(|c| c.starts_with("skill skill://shared/SKILL.md") && c.contains("'Alpha'")));
+    // A skills cursor does not page resources, nor the other way round.
+    let e = g.answer(&json!(1), "resources/list", &params(json!({"cursor": p1["nextCursor"]})), V26).unwrap_err();
+    assert!(e.message.contains("another list"), "{}", e.message);
+}
+
+#[test]
+fn skills_are_declared_to_2026_clients_only_with_resources() {
+    let (d, c) = skilled();
+    let g = Gateway::new(&d, &c);
+    let mut caps = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    g.add_capabilities(&mut caps, V26);
+    assert_eq!(
+        caps["extensions"],
+        json!({"io.modelcontextprotocol/tasks": {}, (catalog::SKILLS_EXTENSION): {"directoryRead": true}})
+    );
+    assert!(caps["resources"].is_object(), "skill files are resources");
+    let mut old = json!({});
+    g.add_capabilities(&mut old, V);
+    assert!(old.get("extensions").is_none() && old["resources"].is_object(), "{old}");
+    for m in skills::METHODS {
+        let e = g.answer(&json!(1), m, &params(json!({"uri": "skill://alpha/x/SKILL.md"})), V).unwrap_err();
+        assert_eq!(e.code, jsonrpc::METHOD_NOT_FOUND, "{m}");
+        assert!(e.message.contains("2026-07-28"), "{}", e.message);
+    }
+    // Without Alpha, nobody reads directories: the extension is declared without directoryRead.
+    let mut no_dirs = c.clone();
+    no_dirs.0.remove("a");
+    let g = Gateway::new(&d, &no_dirs);
+    let mut caps = json!({});
+    g.add_capabilities(&mut caps, V26);
+    assert_eq!(caps["extensions"], json!({(catalog::SKILLS_EXTENSION): {}}));
+    let e =
+        g.answer(&json!(1), "resources/directory/read", &params(json!({"uri": "skill://beta/y"})), V26).unwrap_err();
+    assert!(e.code == jsonrpc::METHOD_NOT_FOUND && e.message.contains("directoryRead"), "{}", e.message);
+    // No upstream offers skills: none declared, the methods are not found.
+    let mut none = Catalogs::default();
+    none.0.insert("c".into(), Rc::clone(&c.0["c"]));
+    let g = Gateway::new(&d, &none);
+    let mut caps = json!({});
+    g.add_capabilities(&mut caps, V26);
+    assert!(caps.get("extensions").is_none());
+    let e = g.answer(&json!(1), "skills/list", &Map::new(), V26).unwrap_err();
+    assert!(e.code == jsonrpc::METHOD_NOT_FOUND && e.message.contains("offers skills"), "{}", e.message);
+}
+
+#[test]
+fn skill_gets_files_and_directories_are_routed_to_the_skill_app() {
+    let (d, c) = skilled();
+    let g = Gateway::new(&d, &c);
+    let id = json!(3);
+    let get = |uri: &str| g.answer(&id, "skills/get", &params(json!({"uri": uri, "_meta": {"x": 1}})), V26);
+    let f = forward(get("skill://beta/y/SKILL.md"));
+    assert_eq!((f.app_index, f.method, f.name.as_deref()), (1, "skills/get", None));
+    assert_eq!(f.params, params(json!({"uri": "skill://beta/y/SKILL.md"})));
+    assert_eq!(forward(get("skill://shared/SKILL.md")).app_index, 0, "the first lister serves a shared skill");
+    // A nested skill Alpha did not list lies in its skill's directory: Alpha is asked.
+    assert_eq!(forward(get("skill://alpha/x/nested/inner/SKILL.md")).app_index, 0);
+    // Unknown, denied, or not a SKILL.md, or a SKILL.md of an app without skills: -32602, no upstream.
+    for uri in [
+        "skill://nowhere/SKILL.md",
+        "skill://beta/secret/SKILL.md",
+        "skill://alpha/x/notes.md",
+        "skill://plain/p/SKILL.md",
+    ] {
+        let e = get(uri).unwrap_err();
+        assert_eq!((e.code, e.data.clone()), (jsonrpc::INVALID_PARAMS, Some(json!({"uri": uri}))), "{uri}");
+        assert!(e.message.starts_with("Unknown skill"), "{}", e.message);
+    }
+    let e = g.answer(&id, "skills/get", &Map::new(), V26).unwrap_err();
+    assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains("`uri` is required"), "{}", e.message);
+
+    // A skill's files go to its app, unlisted; a denied file, a look-alike prefix, or a denied skill's do not.
+    let read = |uri: &str| g.answer(&id, "resources/read", &params(json!({"uri": uri})), V26);
+    assert_eq!(forward(read("skill://alpha/x/references/A.md")).app_index, 0);
+    assert_eq!(forward(read("skill://beta/y/SKILL.md")).app_index, 1);
+    assert_eq!(forward(read("skill://plain/p/SKILL.md")).app_index, 2, "a listed resource stays its lister's");
+    for uri in ["skill://beta/y/private.md", "skill://alpha/xy/file.md", "skill://beta/secret/a.md"] {
+        assert_eq!(read(uri).unwrap_err().code, jsonrpc::INVALID_PARAMS, "{uri}");
+    }
+
+    let dir = |uri: &str| g.answer(&id, "resources/directory/read", &params(json!({"uri": uri, "cursor": "c2"})), V26);
+    let f = forward(dir("skill://alpha/x/templates"));
+    assert_eq!((f.app_index, f.method), (0, "resources/directory/read"));
+    assert_eq!(f.params, params(json!({"uri": "skill://alpha/x/templates", "cursor": "c2"})), "the upstream's cursor");
+    let e = dir("skill://beta/y").unwrap_err();
+    assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains("declare directoryRead"), "{}", e.message);
+    let e = dir("skill://nowhere").unwrap_err();
+    assert_eq!((e.code, e.data), (jsonrpc::INVALID_PARAMS, Some(json!({"uri": "skill://nowhere"}))));
+}
+
+#[test]
+fn directory_results_leave_out_denied_children() {
+    let r = json!({"resources": [{"uri": "s://a/x.md"}, {"uri": "s://a/secret.md"}, {"name": "no uri"}], "nextCursor": "2"});
+    let out = skills::directory_for_client(&r, &["s://a/secret.md".to_string()]);
+    assert_eq!(out, json!({"resources": [{"uri": "s://a/x.md"}, {"name": "no uri"}], "nextCursor": "2"}));
+    let (d, c) = skilled();
+    let mut d = d;
+    // Alpha's denied list travels with its directory reads.
+    d.apps[0] = mcp_app("a", "Alpha", json!({"denied_resources": ["skill://alpha/x/t/secret.md"]}));
+    let g = Gateway::new(&d, &c);
+    let f = forward(g.answer(&json!(1), "resources/directory/read", &params(json!({"uri": "skill://alpha/x/t"})), V26));
+    assert_eq!(f.hide, ["skill://alpha/x/t/secret.md"]);
 }

@@ -696,3 +696,53 @@ fn a_missing_client_capability_is_http_400_for_stateless_clients() {
     assert_eq!(call_status(Version::V2026_07_28, &other), 200);
     assert_eq!(call_status(Version::V2026_07_28, &json!({"jsonrpc": "2.0", "id": 1, "result": {}})), 200);
 }
+
+#[test]
+fn upstream_skills_are_declared_listed_with_cache_hints_and_forwarded() {
+    use crate::pure::backend::mcp::catalog::{Catalog, SKILLS_EXTENSION};
+    use std::rc::Rc;
+    let mut d = def();
+    d.apps = vec![AppDefinition::new(
+        "up".into(),
+        "Up".into(),
+        "".into(),
+        Mode::Mcp,
+        Backend::from_settings(Mode::Mcp, &json!({"url": "https://mcp.example/mcp"})).unwrap(),
+        json!([]),
+        json!([]),
+    )];
+    let entry =
+        json!({"uri": "skill://s/SKILL.md", "frontmatter": {"name": "s", "description": "d"}, "resources": "dynamic"});
+    let cat = Catalog {
+        capabilities: json!({"extensions": {(tasks::EXTENSION): {}, (SKILLS_EXTENSION): {"directoryRead": true}}}),
+        skills: vec![entry.clone()],
+        ..Default::default()
+    };
+    let mut catalogs = Catalogs::default();
+    catalogs.0.insert("up".into(), Rc::new(cat));
+    let run = |msg: &Value, h: &RequestHeaders<'_>| handle_full(&d, &Upstreams::default(), &catalogs, msg, h, "v");
+    let (_, r) = body(run(&stateless("server/discover", json!({})), &stateless_headers("server/discover", None)));
+    let caps = &r["result"]["capabilities"];
+    assert_eq!(caps["extensions"], json!({(tasks::EXTENSION): {}, (SKILLS_EXTENSION): {"directoryRead": true}}));
+    assert!(caps["resources"].is_object(), "{caps}");
+    let (_, r) = body(run(&stateless("skills/list", json!({})), &stateless_headers("skills/list", None)));
+    assert_eq!(r["result"]["skills"], json!([entry]));
+    assert_eq!((r["result"]["ttlMs"].clone(), r["result"]["cacheScope"].clone()), (json!(0), json!("private")));
+    let get = stateless("skills/get", json!({"uri": "skill://s/SKILL.md"}));
+    let Step::Forward(fwd) = run(&get, &stateless_headers("skills/get", None)) else { panic!("not forwarded") };
+    let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {"resultType": "complete", "skill": entry, "ttlMs": 5, "cacheScope": "public"}});
+    let r = forwarded_response(&fwd, "Up", &ok, "v");
+    assert_eq!((r["result"]["skill"].clone(), r["result"]["ttlMs"].clone()), (entry.clone(), json!(0)));
+    let dir = stateless("resources/directory/read", json!({"uri": "skill://s"}));
+    let Step::Forward(mut fwd) = run(&dir, &stateless_headers("resources/directory/read", None)) else { panic!() };
+    fwd.hide = vec!["skill://s/hidden.md".into()];
+    let ok = json!({"jsonrpc": "2.0", "id": 1, "result": {"resources": [{"uri": "skill://s/SKILL.md"}, {"uri": "skill://s/hidden.md"}]}});
+    let r = forwarded_response(&fwd, "Up", &ok, "v");
+    assert_eq!(r["result"]["resources"], json!([{"uri": "skill://s/SKILL.md"}]));
+    assert_eq!(r["result"]["resultType"], "complete");
+    // A 2025-11-25 client is not offered the extension.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
+    let (_, r) = body(run(&init, &headers(None)));
+    assert!(r["result"]["capabilities"].get("extensions").is_none(), "{r}");
+}
