@@ -21,8 +21,8 @@ use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
 use crate::pure::backend::mcp::session::{
-    discover_request, initialize_request, initialized_notification, parse_initialize, request_headers, session_request,
-    stateless_session, tools_call_request, tools_list_request, Session, OFFERED_VERSION,
+    discover_request, initialize_request, initialized_notification, param_headers, parse_initialize, request_headers,
+    session_request, stateless_session, tools_call_request, tools_list_request, Session, OFFERED_VERSION,
 };
 use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
@@ -409,6 +409,7 @@ impl<'a> Client<'a> {
         &mut self,
         make: &dyn Fn(u64, &Session) -> Value,
         name: Option<&str>,
+        params: &[(String, String)],
         timeout: Duration,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, String> {
@@ -426,7 +427,7 @@ impl<'a> Client<'a> {
                 }
                 Conn::Http(session) => {
                     let body = make(id, session);
-                    self.http_request(session, &body, id, name, timeout, on_note).await
+                    self.http_request(session, &body, id, (name, params), timeout, on_note).await
                 }
             };
             self.conn = Some(conn);
@@ -452,13 +453,16 @@ impl<'a> Client<'a> {
         session: &Session,
         body: &Value,
         id: u64,
-        name: Option<&str>,
+        (name, params): (Option<&str>, &[(String, String)]),
         timeout: Duration,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, Option<String>> {
         let app = &self.up.app_name;
         let method = body["method"].as_str().unwrap_or_default();
         let headers = self.headers(Some(session), method, name).map_err(Some)?;
+        for (k, v) in param_headers(session, params) {
+            headers.set(k, v).map_err(|e| Some(format!("the {k} header for upstream {app} cannot be set: {e}")))?;
+        }
         let mut resp = match outbound::send(Method::Post, &self.up.url, headers, Some(body), timeout).await {
             Ok(r) => r,
             Err(SendError::TimedOut) => {
@@ -505,7 +509,7 @@ impl<'a> Client<'a> {
         for _ in 0..MAX_TOOL_PAGES {
             let c = cursor.clone();
             let response = self
-                .request(&|id, s| tools_list_request(id, c.as_deref(), s), None, self.up.init_timeout, &mut |_| {})
+                .request(&|id, s| tools_list_request(id, c.as_deref(), s), None, &[], self.up.init_timeout, &mut |_| {})
                 .await?;
             let result = response_result(&self.up.app_name, &response)?;
             tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
@@ -539,7 +543,7 @@ impl<'a> Client<'a> {
                 }
                 session_request(id, list.method, p, s)
             };
-            let response = self.request(&make, None, self.up.init_timeout, &mut |_| {}).await?;
+            let response = self.request(&make, None, &[], self.up.init_timeout, &mut |_| {}).await?;
             if catalog::is_method_not_found(&response) {
                 return Ok(items);
             }
@@ -562,9 +566,22 @@ impl<'a> Client<'a> {
         input: &serde_json::Map<String, Value>,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, String> {
+        self.call_tool_with(name, arguments, progress_token, input, &[], on_note).await
+    }
+
+    /// [`Client::call_tool`] with the call's `Mcp-Param-*` headers (`CallRequest::Mcp::params`).
+    pub async fn call_tool_with(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+        progress_token: Option<&Value>,
+        input: &serde_json::Map<String, Value>,
+        params: &[(String, String)],
+        on_note: &mut dyn FnMut(Value),
+    ) -> Result<Value, String> {
         let timeout = self.up.call_timeout;
         let make = |id, s: &Session| tools_call_request(id, name, arguments, progress_token, input, s);
-        self.request(&make, Some(name), timeout, on_note).await
+        self.request(&make, Some(name), params, timeout, on_note).await
     }
 
     /// The Streamable HTTP session this client uses, as stored (for a cancel from elsewhere);
@@ -759,8 +776,8 @@ pub async fn call(
         Ok(u) => u,
         Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
     };
-    let (name, arguments, mut input) = match &plan.request {
-        CallRequest::Mcp { tool, arguments, input } => (tool.as_str(), arguments, input.clone()),
+    let (name, arguments, mut input, params) = match &plan.request {
+        CallRequest::Mcp { tool, arguments, input, params } => (tool.as_str(), arguments, input.clone(), params),
         _ => return server::finish_call(plan, Outcome::Failed("not an upstream MCP call".into()), VERSION),
     };
     let bind = [def.server_id.as_str(), app.id.as_str(), "tools/call", name, upstream.session_scope.as_str()];
@@ -802,7 +819,7 @@ pub async fn call(
         futures::future::pending::<()>().await
     };
     let answer = {
-        let call = client.call_tool(name, arguments, plan.progress_token.as_ref(), &input, &mut relay);
+        let call = client.call_tool_with(name, arguments, plan.progress_token.as_ref(), &input, params, &mut relay);
         futures::pin_mut!(call, abort, answering);
         let call = async {
             match futures::future::select(call, answering).await {
@@ -935,7 +952,7 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
         return server::forward_failed(fwd, &e);
     }
     let make = |id, s: &Session| session_request(id, fwd.method, params.clone(), s);
-    match client.request(&make, fwd.name.as_deref(), upstream.call_timeout, &mut |_| {}).await {
+    match client.request(&make, fwd.name.as_deref(), &[], upstream.call_timeout, &mut |_| {}).await {
         Ok(mut response) => match super::relay::seal_state(env, &mut response, fwd.version, &params, bind) {
             Ok(()) => server::forwarded_response(fwd, &app.name, &response, VERSION),
             Err(e) => e.to_response(&fwd.id),
