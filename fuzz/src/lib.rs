@@ -171,6 +171,7 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
         caller: Some("203.0.113.9"),
         identity: None,
         session_caps: None,
+        headers: &[],
     };
     let version = |v| RequestHeaders { protocol_version: Some(v), ..Default::default() };
     let extra = match leading % 8 {
@@ -190,6 +191,7 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
             identity: Some("alice-laptop"),
             // What a client declared at initialize (Flowgate's sealed session id).
             session_caps: Some(flowgate::pure::mcp::relay::ClientCaps { sampling: true, ..Default::default() }),
+            headers: &[],
         },
         _ => RequestHeaders { user_agent: Some(""), ..Default::default() },
     };
@@ -412,6 +414,7 @@ pub fn arguments(data: &[u8]) {
             caller: None,
             identity: None,
             session_caps: None,
+            headers: &[],
         };
         check_step(&stateless, &handle_with(&up_def, &upstreams, &stateless, &h, SERVER_VERSION));
     }

@@ -13,7 +13,7 @@ use crate::pure::error::ApiError;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::gateway::Catalogs;
 use crate::pure::mcp::http_rules::{
-    accepts_json, accepts_sse, is_json_content_type, mentions_catalogs, mentions_tools, rate_counted,
+    accepts_json, accepts_sse, allowed_headers, is_json_content_type, mentions_catalogs, mentions_tools, rate_counted,
 };
 use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::prepared::{response_text, Prepared};
@@ -60,7 +60,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     };
     match req.method() {
         Method::Post => {}
-        Method::Options => return preflight(cors.as_deref()),
+        Method::Options => return preflight(cors.as_deref(), header(&req, "access-control-request-headers")),
         m => {
             // Stateless: no GET stream to open and no session to DELETE.
             let e = RpcError::new(
@@ -153,6 +153,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
         caller: caller.as_deref(),
         identity: None,
         session_caps: None,
+        headers: &[],
     };
     // A batch is refused before any work if it is not allowed or too long.
     if let Value::Array(items) = &body {
@@ -242,6 +243,8 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
     } else {
         Vec::new()
     };
+    // `Mcp-Param-*` headers matter only for upstream tools (SEP-2243 `x-mcp-header`).
+    h.headers = &incoming;
     match &body {
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
@@ -666,11 +669,11 @@ fn with_cors(headers: &Headers, origin: Option<&str>) -> worker::Result<()> {
     Ok(())
 }
 
-fn preflight(origin: Option<&str>) -> worker::Result<Response> {
+fn preflight(origin: Option<&str>, requested: Option<String>) -> worker::Result<Response> {
     let headers = Headers::new();
     with_cors(&headers, origin)?;
     headers.set("access-control-allow-methods", "POST, OPTIONS")?;
-    headers.set("access-control-allow-headers", ALLOWED_HEADERS)?;
+    headers.set("access-control-allow-headers", &allowed_headers(ALLOWED_HEADERS, requested.as_deref()))?;
     headers.set("access-control-max-age", "86400")?;
     headers.set("allow", "POST, OPTIONS")?;
     Ok(Response::empty()?.with_status(204).with_headers(headers))

@@ -430,7 +430,7 @@ impl TaskRunner {
         let upstream = upstream_of(&rec.spec.app, &self.env, None).await?;
         let mut client = UpstreamClient::new(&upstream, &self.env);
         client.connect(true).await?;
-        let response = client.call_tool(tool, &arguments, None, &serde_json::Map::new(), None, &mut |_| {}).await?;
+        let response = client.call_tool(tool, &arguments, None, &serde_json::Map::new(), &mut |_| {}).await?;
         crate::pure::backend::mcp::replies::response_result(&rec.spec.app.name, &response)
     }
 

@@ -21,9 +21,9 @@ use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
 use crate::pure::backend::mcp::session::{
-    check_pinned, discover_request, initialize_offering, initialized_notification, parse_initialize, request_headers,
-    retry_rejected_version, session_request, stateless_session, tools_call_request, tools_list_request, Session,
-    OFFERED_VERSION,
+    check_pinned, discover_request, initialize_offering, initialized_notification, param_headers, parse_initialize,
+    request_headers, retry_rejected_version, session_request, stateless_session, tools_call_request,
+    tools_list_request, Session, OFFERED_VERSION,
 };
 use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
@@ -487,6 +487,7 @@ impl<'a> Client<'a> {
         &mut self,
         make: &dyn Fn(u64, &Session) -> Value,
         name: Option<&str>,
+        params: &[(String, String)],
         timeout: Duration,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, String> {
@@ -504,7 +505,7 @@ impl<'a> Client<'a> {
                 }
                 Conn::Http(session) => {
                     let body = make(id, session);
-                    self.http_request(session, &body, id, name, timeout, on_note).await
+                    self.http_request(session, &body, id, (name, params), timeout, on_note).await
                 }
             };
             self.conn = Some(conn);
@@ -530,13 +531,19 @@ impl<'a> Client<'a> {
         session: &Session,
         body: &Value,
         id: u64,
-        name: Option<&str>,
+        (name, params): (Option<&str>, &[(String, String)]),
         timeout: Duration,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, Option<String>> {
         let app = &self.up.app_name;
         let method = body["method"].as_str().unwrap_or_default();
-        let headers = || self.headers(Some(session), method, name);
+        let headers = || {
+            let h = self.headers(Some(session), method, name)?;
+            for (k, v) in param_headers(session, params) {
+                h.set(k, v).map_err(|e| format!("the {k} header for upstream {app} cannot be set: {e}"))?;
+            }
+            Ok(h)
+        };
         let mut resp = match self.post(&self.up.url, &headers, body, timeout).await {
             Ok(r) => r,
             Err(SendError::TimedOut) => {
@@ -583,7 +590,7 @@ impl<'a> Client<'a> {
         for _ in 0..MAX_TOOL_PAGES {
             let c = cursor.clone();
             let response = self
-                .request(&|id, s| tools_list_request(id, c.as_deref(), s), None, self.up.init_timeout, &mut |_| {})
+                .request(&|id, s| tools_list_request(id, c.as_deref(), s), None, &[], self.up.init_timeout, &mut |_| {})
                 .await?;
             let result = response_result(&self.up.app_name, &response)?;
             tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
@@ -617,7 +624,7 @@ impl<'a> Client<'a> {
                 }
                 session_request(id, list.method, p, s)
             };
-            let response = self.request(&make, None, self.up.init_timeout, &mut |_| {}).await?;
+            let response = self.request(&make, None, &[], self.up.init_timeout, &mut |_| {}).await?;
             if catalog::is_method_not_found(&response) {
                 return Ok(items);
             }
@@ -631,14 +638,28 @@ impl<'a> Client<'a> {
         Err(format!("upstream {} lists more than {} pages of {}", self.up.app_name, catalog::MAX_PAGES, list.key))
     }
 
-    /// Calls a tool (as a task of the upstream's, with `task_ttl_ms`); notifications the
-    /// upstream sends meanwhile go to `on_note` as they come.
+    /// Calls a tool; notifications the upstream sends meanwhile go to `on_note` as they come.
     pub async fn call_tool(
         &mut self,
         name: &str,
         arguments: &Value,
         progress_token: Option<&Value>,
         input: &serde_json::Map<String, Value>,
+        on_note: &mut dyn FnMut(Value),
+    ) -> Result<Value, String> {
+        self.call_tool_with(name, arguments, progress_token, input, &[], None, on_note).await
+    }
+
+    /// [`Client::call_tool`] with the call's `Mcp-Param-*` headers (`CallRequest::Mcp::params`),
+    /// and as a task of the upstream's with `task_ttl_ms`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn call_tool_with(
+        &mut self,
+        name: &str,
+        arguments: &Value,
+        progress_token: Option<&Value>,
+        input: &serde_json::Map<String, Value>,
+        params: &[(String, String)],
         task_ttl_ms: Option<u64>,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, String> {
@@ -651,7 +672,7 @@ impl<'a> Client<'a> {
             }
             None => tools_call_request(id, name, arguments, progress_token, input, s),
         };
-        self.request(&make, Some(name), timeout, on_note).await
+        self.request(&make, Some(name), params, timeout, on_note).await
     }
 
     /// How long one call may take (the app's `call_timeout_seconds`).
@@ -859,9 +880,9 @@ pub async fn call(
         Ok(u) => u,
         Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
     };
-    let (name, arguments, mut input, task_ttl_ms) = match &plan.request {
-        CallRequest::Mcp { tool, arguments, input, task_ttl_ms } => {
-            (tool.as_str(), arguments, input.clone(), *task_ttl_ms)
+    let (name, arguments, mut input, params, task_ttl_ms) = match &plan.request {
+        CallRequest::Mcp { tool, arguments, input, params, task_ttl_ms } => {
+            (tool.as_str(), arguments, input.clone(), params, *task_ttl_ms)
         }
         _ => return server::finish_call(plan, Outcome::Failed("not an upstream MCP call".into()), VERSION),
     };
@@ -904,7 +925,15 @@ pub async fn call(
         futures::future::pending::<()>().await
     };
     let answer = {
-        let call = client.call_tool(name, arguments, plan.progress_token.as_ref(), &input, task_ttl_ms, &mut relay);
+        let call = client.call_tool_with(
+            name,
+            arguments,
+            plan.progress_token.as_ref(),
+            &input,
+            params,
+            task_ttl_ms,
+            &mut relay,
+        );
         futures::pin_mut!(call, abort, answering);
         let call = async {
             match futures::future::select(call, answering).await {
@@ -1074,7 +1103,7 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
         return server::forward_failed(fwd, &e);
     }
     let make = |id, s: &Session| session_request(id, fwd.method, params.clone(), s);
-    match client.request(&make, fwd.name.as_deref(), upstream.call_timeout, &mut |_| {}).await {
+    match client.request(&make, fwd.name.as_deref(), &[], upstream.call_timeout, &mut |_| {}).await {
         Ok(mut response) => match super::relay::seal_state(env, &mut response, fwd.version, &params, bind) {
             Ok(()) => server::forwarded_response(fwd, &app.name, &response, VERSION),
             Err(e) => e.to_response(&fwd.id),

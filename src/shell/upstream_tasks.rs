@@ -140,7 +140,7 @@ impl Relayed<'_, '_> {
         let make = |id, s: &Session| session_request(id, method, p.clone(), s);
         let timeout = self.client.call_timeout();
         let response =
-            self.client.request(&make, Some(upstream_id), timeout, &mut |_| {}).await.map_err(|e| failed(&e))?;
+            self.client.request(&make, Some(upstream_id), &[], timeout, &mut |_| {}).await.map_err(|e| failed(&e))?;
         if let Some(e) = response.get("error") {
             let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
             // The upstream's message names its own id of the task; the client knows Flowgate's.

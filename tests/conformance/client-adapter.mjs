@@ -79,6 +79,17 @@ async function main() {
         const focal = tools.find((t) => t.name !== 'json_schema_echo');
         CALLS[scenario] = [['json_schema_echo', { schema: focal?.inputSchema }]];
       }
+      if (scenario === 'http-custom-headers') {
+        // The scenario's calls (context.toolCalls), whose x-mcp-header arguments Flowgate must
+        // mirror into Mcp-Param-* headers upstream.
+        CALLS[scenario] = (context.toolCalls ?? []).map((c) => [c.name, c.arguments]);
+      }
+      if (scenario === 'http-invalid-tool-headers') {
+        // Every tool Flowgate lists is called: one with an invalid x-mcp-header must not be
+        // among them (Flowgate leaves such tools out).
+        const value = (schema) => ({ integer: 1, number: 1, boolean: true, object: {}, array: [] })[schema?.type] ?? 'us-west1';
+        CALLS[scenario] = tools.map((t) => [t.name, Object.fromEntries((t.inputSchema?.required ?? []).map((k) => [k, value(t.inputSchema.properties?.[k])]))]);
+      }
       if (scenario === 'http-standard-headers') {
         // Every kind of request that carries Mcp-Method / Mcp-Name, through Flowgate.
         for (const t of tools) await client.callTool({ name: t.name, arguments: {} });

@@ -162,6 +162,10 @@ describe('transport', () => {
     assert.equal(pre.status, 204);
     assert.equal(pre.headers.get('access-control-allow-origin'), ALLOWED);
     assert.match(pre.headers.get('access-control-allow-headers'), /mcp-protocol-version/);
+    // SEP-2243's Mcp-Param-<Name> headers come from tool schemas: those asked about are allowed.
+    const params = await fetch(url, { method: 'OPTIONS', headers: { origin: ALLOWED, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type, mcp-param-region, x-other' } });
+    const allowed = params.headers.get('access-control-allow-headers').split(',').map((h) => h.trim().toLowerCase());
+    assert.ok(allowed.includes('mcp-param-region') && !allowed.includes('x-other'), allowed.join(', '));
     const ok = await rpc(url, req('ping', null, 1), { origin: ALLOWED });
     assert.equal(ok.status, 200);
     assert.equal(ok.headers.get('access-control-allow-origin'), ALLOWED);

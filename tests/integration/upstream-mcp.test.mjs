@@ -11,6 +11,7 @@ import http from 'node:http';
 
 import { startFlowgate } from '../support/harness.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
+import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
 import { publish, rpc } from '../support/flowgate-setup.mjs';
 
 let fg;
@@ -539,6 +540,50 @@ test('a stateless 2026-07-28 upstream: server/discover instead of initialize, _m
   } finally {
     server.closeAllConnections();
     server.close();
+  }
+});
+
+test('SEP-2243: x-mcp-header arguments travel in Mcp-Param-* headers, checked from the client and sent upstream', async () => {
+  const up = await startInputRequiredUpstream();
+  try {
+    const { url } = await mcpApp('Regional', { url: up.url });
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const call26 = (region, headers) =>
+      rpc(url, { jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'Regional_test_custom_header', arguments: { region }, _meta: meta } }, {
+        'mcp-protocol-version': '2026-07-28',
+        'mcp-method': 'tools/call',
+        'mcp-name': 'Regional_test_custom_header',
+        ...headers,
+      });
+    const upstreamCalls = () => up.requests.filter((r) => r.body.method === 'tools/call');
+
+    // The header from the client is checked; the upstream gets the one Flowgate makes.
+    let r = await call26('us-west1', { 'mcp-param-region': 'us-west1' });
+    assert.equal(r.json.result?.content?.[0]?.text, 'region us-west1', r.text);
+    assert.equal(upstreamCalls().at(-1).headers['mcp-param-region'], 'us-west1');
+    r = await call26('Région ouest', { 'Mcp-Param-Region': '=?base64?UsOpZ2lvbiBvdWVzdA==?=' });
+    assert.equal(r.json.result?.content?.[0]?.text, 'region Région ouest', r.text);
+    assert.equal(upstreamCalls().at(-1).headers['mcp-param-region'], '=?base64?UsOpZ2lvbiBvdWVzdA==?=', 'non-ASCII goes base64-encoded');
+    // A 2025 client sends no such headers; Flowgate still sends the upstream its own.
+    r = await call(url, 'Regional_test_custom_header', { region: 'eu-north1' }, '2025-11-25');
+    assert.equal(r.json.result?.content?.[0]?.text, 'region eu-north1', r.text);
+    assert.equal(upstreamCalls().at(-1).headers['mcp-param-region'], 'eu-north1');
+
+    // Missing, mismatched or badly encoded: -32020 with HTTP 400, and nothing goes upstream.
+    const before = upstreamCalls().length;
+    for (const [headers, message] of [
+      [{}, /^Header mismatch: the Mcp-Param-Region header is required: arguments\.region is set \(send us-west1\)$/],
+      [{ 'mcp-param-region': 'eu-west1' }, /^Header mismatch: the Mcp-Param-Region header \(eu-west1\) does not match arguments\.region \(us-west1\)$/],
+      [{ 'mcp-param-region': '=?base64?dXMtd2VzdDE?=' }, /Mcp-Param-Region header is invalid: .*not valid base64/],
+    ]) {
+      r = await call26('us-west1', headers);
+      assert.equal(r.status, 400, r.text);
+      assert.equal(r.json.error?.code, -32020, r.text);
+      assert.match(r.json.error.message, message);
+    }
+    assert.equal(upstreamCalls().length, before);
+  } finally {
+    await up.close();
   }
 });
 

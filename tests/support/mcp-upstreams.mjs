@@ -88,7 +88,10 @@
 //            test_url_elicitation (mode url) → "URL elicitation: action=…";
 //            test_list_roots → "Roots: <uri>, …"; test_ask_ping (sends `ping`, which no
 //            gateway relays). A capability the client did not declare, or a request the
-//            client refused, is an isError result saying so.
+//            client refused, is an isError result saying so. Its streams are resumable
+//            (event store; a priming event with `retry: 200` for 2025-11-25 clients), and
+//            test_reconnection closes the call's stream before its result (text "Reconnection
+//            test completed successfully. …"), which a client gets with Last-Event-ID.
 // catalog    url http://127.0.0.1:P/mcp. Stateless JSON, only the echo tool, another catalog:
 //              resources  other://alpha "alpha from catalog", other://beta, other://secret,
 //                         test://static-text "static text from the catalog upstream" (the same
@@ -179,6 +182,7 @@ import { z } from 'zod';
 import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { completable } from '@modelcontextprotocol/sdk/server/completable.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { InMemoryEventStore } from '@modelcontextprotocol/sdk/examples/shared/inMemoryEventStore.js';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import {
   CallToolRequestSchema,
@@ -575,10 +579,20 @@ function registerAskingTools(mcp) {
   });
 }
 
+// The `retry` hint of the resumable (everything) fixture's streams, in ms.
+const RETRY_MS = 200;
+
 function registerEverything(mcp) {
   registerEverythingTools(mcp);
   registerAskingTools(mcp);
   registerEverythingCatalog(mcp);
+  // As the reference server's: the call's stream is closed before the result, which the client
+  // gets by reconnecting with Last-Event-ID (SEP-1699; scenarios server-sse-polling, sse-retry).
+  mcp.registerTool('test_reconnection', { description: 'Closes the SSE stream mid-call; the result comes after the client reconnects' }, async (extra) => {
+    extra.closeSSEStream?.();
+    await sleep(100);
+    return { content: [{ type: 'text', text: 'Reconnection test completed successfully. If you received this, the client properly reconnected after stream closure.' }] };
+  });
 }
 
 function registerOtherCatalog(mcp) {
@@ -757,7 +771,7 @@ const pathOf = (req) => new URL(req.url, 'http://x').pathname;
 // Streamable HTTP upstreams
 // ---------------------------------------------------------------------------
 
-async function startStateful(register, { pageSize } = {}) {
+async function startStateful(register, { pageSize, resumable } = {}) {
   const sessions = new Map(); // session id -> { transport, mcp }
   const closedSessions = [];
   let deleteRefused = false;
@@ -780,6 +794,9 @@ async function startStateful(register, { pageSize } = {}) {
     const mcp = buildServer('flowgate-test-stateful', register, { pageSize });
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
+      // Resumable streams (SEP-1699): a priming event with an id and `retry`, and events kept
+      // for a GET with Last-Event-ID.
+      ...(resumable && { eventStore: new InMemoryEventStore(), retryInterval: RETRY_MS }),
       onsessioninitialized: (id) => {
         sessions.set(id, { transport, mcp });
       },
@@ -1223,7 +1240,7 @@ export async function startUpstreams() {
       start(startUnauthorized()),
       start(startOauth(registerEverythingTools)),
       start(startToolsets()),
-      start(startStateful(registerEverything)),
+      start(startStateful(registerEverything, { resumable: true })),
       start(startStateless('flowgate-test-catalog', registerOtherCatalog)),
     ]);
     return {

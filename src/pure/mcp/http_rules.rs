@@ -1,11 +1,15 @@
 //! The Streamable HTTP transport's header rules as the MCP endpoint applies them (the shell
 //! reads the headers; these decide): which content types and Accept values pass, whether the
-//! client takes SSE, whether a body needs the upstream MCP apps' tool lists, and which of its
-//! messages the rate limit counts.
+//! client takes SSE, whether a body needs the upstream MCP apps' tool lists, which of its
+//! messages the rate limit counts, and which headers a CORS preflight allows.
+
+use std::borrow::Cow;
 
 use serde_json::Value;
 
 use super::methods;
+use super::param_headers;
+use crate::pure::backend::mcp::headers::is_header_name;
 
 /// `Content-Type: application/json`, any case, parameters allowed.
 pub fn is_json_content_type(ct: &str) -> bool {
@@ -72,10 +76,37 @@ pub fn rate_counted(body: &Value) -> usize {
     }
 }
 
+/// `Access-Control-Allow-Headers` for a preflight: the fixed list, plus the `Mcp-Param-*`
+/// headers the browser asks about (their names come from tool schemas, so no fixed list can
+/// hold them). Only valid header names are echoed.
+pub fn allowed_headers(fixed: &'static str, requested: Option<&str>) -> Cow<'static, str> {
+    let mut out = Cow::Borrowed(fixed);
+    for name in requested.into_iter().flat_map(|r| r.split(',')).map(str::trim) {
+        let is_param =
+            name.get(..param_headers::PREFIX.len()).is_some_and(|p| p.eq_ignore_ascii_case(param_headers::PREFIX));
+        if is_param && name.len() > param_headers::PREFIX.len() && is_header_name(name) {
+            let s = out.to_mut();
+            s.push_str(", ");
+            s.push_str(name);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn preflights_allow_the_mcp_param_headers_asked_for() {
+        assert_eq!(allowed_headers("content-type, mcp-name", None), "content-type, mcp-name");
+        assert_eq!(allowed_headers("a", Some("content-type, mcp-method")), "a");
+        assert_eq!(
+            allowed_headers("a", Some("content-type,Mcp-Param-Region, mcp-param-priority ,mcp-param-, mcp-param-x y")),
+            "a, Mcp-Param-Region, mcp-param-priority"
+        );
+    }
 
     #[test]
     fn the_rate_limit_counts_what_can_reach_past_the_isolate() {

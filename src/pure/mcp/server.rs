@@ -20,6 +20,7 @@ use super::input_required;
 use super::jsonrpc::{self, classify, result_response, Message, RpcError};
 use super::meta;
 use super::methods;
+use super::param_headers;
 use super::relay::{self, Channel, ClientCaps, Closed};
 use super::tasks::{self, Decision, TaskSupport, TaskView};
 use super::tools::{tools_with, Tool, Upstreams};
@@ -45,6 +46,10 @@ pub struct RequestHeaders<'a> {
     /// What the client declared at `initialize`, from Flowgate's sealed `Mcp-Session-Id`
     /// (`relay::open_session`); `None` without one.
     pub session_caps: Option<ClientCaps>,
+    /// The request's headers as (name, value), for the `Mcp-Param-*` ones (SEP-2243): only
+    /// upstream MCP tools declare them, so the shell passes them only for servers that have
+    /// such apps (empty otherwise).
+    pub headers: &'a [(String, String)],
 }
 
 /// What to do with one message.
@@ -126,9 +131,17 @@ pub enum CallRequest {
     HttpTool { body: Value },
     /// An upstream MCP tool, called by its upstream name with the client's arguments.
     /// `input`: the client's round-trip params for the upstream (`input_required::client_params`).
+    /// `params`: the `Mcp-Param-*` headers the call carries to a 2026-07-28 upstream
+    /// (`param_headers::outgoing`; empty for most tools).
     /// `task_ttl_ms`: the client asked for a task, so the upstream is asked to run one
     /// (`upstream_tasks`); it keeps the task and Flowgate relays it.
-    Mcp { tool: String, arguments: Value, input: Map<String, Value>, task_ttl_ms: Option<u64> },
+    Mcp {
+        tool: String,
+        arguments: Value,
+        input: Map<String, Value>,
+        params: Vec<(String, String)>,
+        task_ttl_ms: Option<u64>,
+    },
 }
 
 /// The Service API paths a Dify request may have (a stored task names one of them).
@@ -167,6 +180,7 @@ impl CallRequest {
                 tool: body.get("name")?.as_str()?.to_string(),
                 arguments: body.get("arguments").cloned().unwrap_or(Value::Object(Map::new())),
                 input: Map::new(),
+                params: Vec::new(),
                 task_ttl_ms: None,
             }),
             Mode::HttpTool => Some(CallRequest::HttpTool { body: body.clone() }),
@@ -406,19 +420,22 @@ fn resolve_version(
         }
         Some(_) => {}
     }
-    // SEP-2243: the request's name (tool, prompt, resource URI) repeated in `Mcp-Name`.
+    // SEP-2243: the request's name (tool, prompt, resource URI) repeated in `Mcp-Name`; SEP-2663:
+    // a task's id for the task methods. Encoded as `Mcp-Param-*` values are.
     let name_key = match method {
         methods::TOOLS_CALL | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     };
     if let Some(key) = name_key {
         let name = params.and_then(|p| p.get(key)).and_then(Value::as_str);
-        match (h.mcp_name, name) {
-            (Some(hn), Some(n)) if hn != n => {
+        match (h.mcp_name.map(|hn| param_headers::decode_value(hn.trim())), name) {
+            (Some(Err(why)), Some(_)) => return Err(mismatch(format!("the Mcp-Name header is invalid: {why}"))),
+            (Some(Ok(hn)), Some(n)) if hn != n => {
                 return Err(mismatch(format!(
                     "the Mcp-Name header ({}) does not match params.{key} ({})",
-                    plain_or_quoted(hn),
+                    plain_or_quoted(&hn),
                     plain_or_quoted(n)
                 )))
             }
@@ -603,6 +620,13 @@ fn call_tool(
             ),
         );
     };
+    // SEP-2243: the arguments the upstream tool mirrors into headers must be repeated in them.
+    let declared = tool.upstream.as_ref().map_or(&[][..], |e| e.params.as_slice());
+    if version.is_stateless() && !declared.is_empty() {
+        if let Err(why) = param_headers::check(declared, args, h.headers) {
+            return error_step(id, mismatch(why));
+        }
+    }
     // The app's place in the server (an upstream app stands for several tools).
     let app_index = def.apps.iter().position(|a| a.id == tool.app.id).unwrap_or(0);
     let (inputs, query) = match tool.check_arguments(args) {
@@ -633,12 +657,17 @@ fn call_tool(
     let mut request = match (&tool.upstream, &tool.app.backend) {
         // An upstream MCP tool is called by its upstream name with the arguments as sent.
         (Some(exposed), _) => match input_required::client_params(params) {
-            Ok(input) => CallRequest::Mcp {
-                tool: exposed.upstream_name.to_string(),
-                arguments: Value::Object(inputs),
-                input,
-                task_ttl_ms: None,
-            },
+            Ok(input) => {
+                let arguments = Value::Object(inputs);
+                let params = param_headers::outgoing(&exposed.params, &arguments);
+                CallRequest::Mcp {
+                    tool: exposed.upstream_name.to_string(),
+                    arguments,
+                    input,
+                    params,
+                    task_ttl_ms: None,
+                }
+            }
             Err(e) => return error_step(id, e),
         },
         // An HTTP tool is called at its api_endpoint itself.

@@ -6,6 +6,7 @@ use serde_json::Value;
 use super::config::McpConfig;
 
 use crate::pure::mcp::names::sanitize_name;
+use crate::pure::mcp::param_headers::{self, ParamHeader};
 
 /// SEP-986's limit for a tool name.
 pub const MAX_EXPOSED_NAME: usize = 128;
@@ -19,23 +20,31 @@ pub struct ExposedTool {
     pub upstream_name: String,
     /// The upstream's tool definition, untouched.
     pub tool: Value,
+    /// The arguments the tool mirrors into `Mcp-Param-*` headers (SEP-2243 `x-mcp-header`),
+    /// read once here; empty for most tools.
+    pub params: Vec<ParamHeader>,
 }
 
 /// The upstream's tools as a Flowgate server exposes them. Names are `<app>_<tool>` by default
 /// (the app part via `names::sanitize_name`; `tool_name_prefix: false` keeps the upstream name), so tools
 /// of several apps cannot clash. `allowed_tools` / `denied_tools` match the UPSTREAM name,
 /// before prefixing (absent: all allowed; `[]`: none allowed; denied wins); Names are made valid per SEP-986
-/// (`[A-Za-z0-9_.-]{1,128}`) and unique (`_2`, `_3`, … on a clash).
+/// (`[A-Za-z0-9_.-]{1,128}`) and unique (`_2`, `_3`, … on a clash). A tool with an invalid
+/// `x-mcp-header` declaration is left out, as SEP-2243 asks of clients (one bad tool does not
+/// cost the others).
 pub fn aggregate(app_name: &str, app_id: &str, config: &McpConfig, upstream_tools: &[Value]) -> Vec<ExposedTool> {
     let prefix = config.tool_name_prefix.unwrap_or(true);
-    expose(app_name, app_id, prefix, config.allowed_tools.as_deref(), &config.denied_tools, upstream_tools)
+    let (allowed, denied) = (config.allowed_tools.as_deref(), &config.denied_tools);
+    expose(app_name, app_id, prefix, allowed, denied, upstream_tools, |t| param_headers::declared(t).ok())
 }
 
 /// The upstream's prompts as a Flowgate server exposes them: named, filtered (by
 /// `allowed_prompts` / `denied_prompts`) and made unique exactly as tools are.
 pub fn aggregate_prompts(app_name: &str, app_id: &str, config: &McpConfig, prompts: &[Value]) -> Vec<ExposedTool> {
     let prefix = config.tool_name_prefix.unwrap_or(true);
-    expose(app_name, app_id, prefix, config.allowed_prompts.as_deref(), &config.denied_prompts, prompts)
+    expose(app_name, app_id, prefix, config.allowed_prompts.as_deref(), &config.denied_prompts, prompts, |_| {
+        Some(Vec::new())
+    })
 }
 
 /// Whether a resource URI or a template's URI template passes `allowed_resources` /
@@ -53,7 +62,8 @@ pub fn skill_file_allowed(config: &McpConfig, uri: &str) -> bool {
 }
 
 /// Named items (`name` field) as exposed: prefixed with the app's name when `prefix`, filtered
-/// by upstream name, valid per SEP-986 and unique.
+/// by upstream name, valid per SEP-986 and unique; `admit` gives an item's `Mcp-Param-*`
+/// arguments, `None` to leave it out.
 fn expose(
     app_name: &str,
     app_id: &str,
@@ -61,6 +71,7 @@ fn expose(
     allowed: Option<&[String]>,
     denied: &[String],
     items: &[Value],
+    admit: fn(&Value) -> Option<Vec<ParamHeader>>,
 ) -> Vec<ExposedTool> {
     let prefix = prefix.then(|| sanitize_name(app_name, app_id));
     let mut out: Vec<ExposedTool> = Vec::new();
@@ -71,6 +82,7 @@ fn expose(
         if allowed.is_some_and(|a| !a.iter().any(|n| n == upstream)) || denied.iter().any(|n| n == upstream) {
             continue;
         }
+        let Some(params) = admit(tool) else { continue };
         let wanted = match &prefix {
             Some(p) => format!("{p}_{upstream}"),
             None => upstream.to_string(),
@@ -83,7 +95,7 @@ fn expose(
             name = format!("{}{suffix}", &base[..base.len().min(MAX_EXPOSED_NAME - suffix.len())]);
             n += 1;
         }
-        out.push(ExposedTool { name, upstream_name: upstream.to_string(), tool: tool.clone() });
+        out.push(ExposedTool { name, upstream_name: upstream.to_string(), tool: tool.clone(), params });
     }
     out
 }

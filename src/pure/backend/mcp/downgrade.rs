@@ -89,6 +89,7 @@ mod tests {
             tool: json!({"name": "search", "title": "Search", "description": "d", "inputSchema": {"type": "object"},
                          "outputSchema": {"type": "object"}, "annotations": {"readOnlyHint": true},
                          "icons": [{"src": "https://x/i.png"}], "execution": {"taskSupport": "optional"}, "_meta": {"k": 1}}),
+            params: vec![],
         };
         let keys =
             |v: Version| -> Vec<String> { tool_for_client(&t, v).as_object().unwrap().keys().cloned().collect() };
@@ -112,7 +113,8 @@ mod tests {
         assert_eq!(keys(V2025_11_25), all);
         assert_eq!(keys(V2026_07_28), all);
         assert_eq!(tool_for_client(&t, V2025_11_25)["name"], "gh_search");
-        let bare = ExposedTool { name: "n".into(), upstream_name: "n".into(), tool: json!({"name": "n"}) };
+        let bare =
+            ExposedTool { name: "n".into(), upstream_name: "n".into(), tool: json!({"name": "n"}), params: vec![] };
         assert_eq!(tool_for_client(&bare, V2025_11_25), json!({"name": "n", "inputSchema": {"type": "object"}}));
     }
 

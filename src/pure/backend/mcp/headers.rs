@@ -91,7 +91,9 @@ pub fn check_forward_headers(config: &Map<String, Value>) -> Result<(), String> 
         if !is_header_name(upstream) {
             return Err(format!("backend.forward_headers: {upstream:?} is not a valid header name"));
         }
-        if RESERVED_HEADERS.contains(&upstream.to_ascii_lowercase().as_str()) {
+        let lower = upstream.to_ascii_lowercase();
+        // `Mcp-Param-*` too: Flowgate sends them from the call's arguments (SEP-2243).
+        if RESERVED_HEADERS.contains(&lower.as_str()) || lower.starts_with("mcp-param-") {
             return Err(format!("backend.forward_headers.{upstream}: Flowgate sets this header itself"));
         }
         if !from.as_str().is_some_and(is_header_name) {
@@ -219,6 +221,7 @@ mod tests {
             (json!({"forward_headers": {"X-Up": 3}}), "must name an incoming header"),
             (json!({"forward_headers": {"X-Up": "Bad Name"}}), "must name an incoming header"),
             (json!({"forward_headers": {"mcp-session-id": "X-User-Token"}}), "sets this header itself"),
+            (json!({"forward_headers": {"Mcp-Param-Region": "X-Region"}}), "sets this header itself"),
         ] {
             let err = check_forward_headers(cfg.as_object().unwrap()).unwrap_err();
             assert!(err.contains(needle), "{cfg}: {err}");

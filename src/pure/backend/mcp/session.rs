@@ -2,12 +2,12 @@
 //! (or, for a stateless 2026-07-28 server, `server/discover`), the requests that follow, and the
 //! headers each request carries for its session.
 
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::pure::mcp::meta;
 use crate::pure::mcp::methods;
+use crate::pure::mcp::param_headers::encode_value;
 use crate::pure::mcp::version::Version;
 
 use super::error::quote;
@@ -156,19 +156,19 @@ pub fn request_headers(session: &Session, method: &str, name: Option<&str>) -> V
     if session.stateless {
         h.push(("Mcp-Method", method.to_string()));
         if let Some(n) = name {
-            h.push(("Mcp-Name", encode_header_value(n)));
+            h.push(("Mcp-Name", encode_value(n)));
         }
     }
     h
 }
 
-/// A value as an MCP header carries it: as is when safe, else `=?base64?<standard base64>?=`.
-pub fn encode_header_value(s: &str) -> String {
-    let plain = s.bytes().all(|b| (0x20..0x7F).contains(&b)) && !s.starts_with(' ') && !s.ends_with(' ');
-    if plain {
-        s.to_string()
+/// The call's `Mcp-Param-*` headers (`param_headers::outgoing`) as this upstream takes them:
+/// only a 2026-07-28 (stateless) upstream has them (SEP-2243).
+pub fn param_headers<'p>(session: &Session, params: &'p [(String, String)]) -> &'p [(String, String)] {
+    if session.stateless {
+        params
     } else {
-        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(s.as_bytes()))
+        &[]
     }
 }
 
@@ -337,11 +337,10 @@ mod tests {
     }
 
     #[test]
-    fn header_value_encoding() {
-        assert_eq!(encode_header_value("us-west1"), "us-west1");
-        assert_eq!(encode_header_value(" padded "), "=?base64?IHBhZGRlZCA=?=");
-        assert_eq!(encode_header_value("line1\nline2"), "=?base64?bGluZTEKbGluZTI=?=");
-        assert_eq!(encode_header_value("ü"), "=?base64?w7w=?=");
+    fn param_headers_only_for_a_stateless_upstream() {
+        let params = vec![("Mcp-Param-Region".to_string(), "us-west1".to_string())];
+        assert_eq!(param_headers(&session("2026-07-28"), &params), &params[..]);
+        assert!(param_headers(&session("2025-11-25"), &params).is_empty());
     }
 
     #[test]

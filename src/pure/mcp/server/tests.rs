@@ -450,11 +450,15 @@ fn task_methods_per_revision() {
         msg
     };
     assert!(matches!(
-        handle(&d, &with_ext("tasks/get"), &stateless_headers("tasks/get", None), "v"),
+        handle(&d, &with_ext("tasks/get"), &stateless_headers("tasks/get", Some("abc")), "v"),
         Step::Task(TaskRequest { op: TaskOp::Get, .. })
     ));
-    let (status, r) =
-        body(handle(&d, &stateless("tasks/get", json!({"taskId": "abc"})), &stateless_headers("tasks/get", None), "v"));
+    let (status, r) = body(handle(
+        &d,
+        &stateless("tasks/get", json!({"taskId": "abc"})),
+        &stateless_headers("tasks/get", Some("abc")),
+        "v",
+    ));
     assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32021)));
     let (status, r) = body(handle(&d, &with_ext("tasks/result"), &stateless_headers("tasks/result", None), "v"));
     assert_eq!((status, r["error"]["code"].clone()), (404, json!(-32601)));
@@ -507,8 +511,13 @@ fn client_input_in_messages_is_bounded() {
 fn call_requests_round_trip_through_a_stored_task() {
     let dify = CallRequest::Dify { path: "/chat-messages", body: json!({"query": "q"}) };
     let tool = CallRequest::HttpTool { body: json!({"a": 1}) };
-    let mcp =
-        CallRequest::Mcp { tool: "search".into(), arguments: json!({"q": "x"}), input: Map::new(), task_ttl_ms: None };
+    let mcp = CallRequest::Mcp {
+        tool: "search".into(),
+        arguments: json!({"q": "x"}),
+        input: Map::new(),
+        params: vec![],
+        task_ttl_ms: None,
+    };
     for (mode, req) in [(Mode::Chat, dify), (Mode::HttpTool, tool), (Mode::Mcp, mcp)] {
         let (path, body) = req.to_stored();
         assert_eq!(CallRequest::from_stored(mode, &path, &body), Some(req));
@@ -745,4 +754,83 @@ fn upstream_skills_are_declared_listed_with_cache_hints_and_forwarded() {
                       "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}});
     let (_, r) = body(run(&init, &headers(None)));
     assert!(r["result"]["capabilities"].get("extensions").is_none(), "{r}");
+}
+
+#[test]
+fn mcp_param_headers_are_checked_for_2026_calls_and_passed_upstream() {
+    let mut d = def();
+    d.apps = vec![AppDefinition::new(
+        "up".into(),
+        "Up".into(),
+        "".into(),
+        Mode::Mcp,
+        Backend::from_settings(Mode::Mcp, &json!({"url": "https://mcp.example/mcp", "tool_name_prefix": false}))
+            .unwrap(),
+        json!([]),
+        json!([]),
+    )];
+    let mut ups = Upstreams::default();
+    ups.0.insert(
+        "up".into(),
+        vec![
+            json!({"name": "where", "inputSchema": {"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"}, "q": {"type": "string"}}}}),
+            json!({"name": "broken", "inputSchema": {"type": "object", "properties": {
+                "a": {"type": "string", "x-mcp-header": "A"}, "b": {"type": "string", "x-mcp-header": "a"}}}}),
+        ],
+    );
+    // A tool with an invalid declaration is not offered (SEP-2243: clients exclude it).
+    let names: Vec<String> = tools_with(&d, &ups).iter().map(|t| t.name.clone()).collect();
+    assert_eq!(names, ["where"]);
+
+    let call = stateless("tools/call", json!({"name": "where", "arguments": {"region": "Région", "q": "x"}}));
+    let sent = |v: &str| vec![("mcp-param-region".to_string(), v.to_string())];
+    let with = |params: &[(String, String)]| {
+        let h = RequestHeaders { headers: params, ..stateless_headers("tools/call", Some("where")) };
+        handle_with(&d, &ups, &call, &h, "v")
+    };
+    let (status, r) = body(with(&[]));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32020)));
+    assert_eq!(
+        r["error"]["message"],
+        "Header mismatch: the Mcp-Param-Region header is required: arguments.region is set (send =?base64?UsOpZ2lvbg==?=)"
+    );
+    let (status, r) = body(with(&sent("eu-west1")));
+    assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32020)));
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Mcp-Param-Region header (eu-west1) does not match arguments.region"));
+    let (_, r) = body(with(&sent("=?base64?UsOpZ2lvbg?=")));
+    assert!(r["error"]["message"].as_str().unwrap().contains("not valid base64"), "{r}");
+    // The right header: the call goes upstream, with the header to repeat there.
+    let Step::Call(plan) = with(&sent("=?base64?UsOpZ2lvbg==?=")) else { panic!("not called") };
+    let CallRequest::Mcp { params, .. } = &plan.request else { panic!("not an MCP call") };
+    assert_eq!(params, &[("Mcp-Param-Region".to_string(), "=?base64?UsOpZ2lvbg==?=".to_string())]);
+    // A 2025 client has no such headers to send.
+    let old = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "where", "arguments": {"region": "eu"}}});
+    assert!(matches!(handle_with(&d, &ups, &old, &headers(Some("2025-11-25")), "v"), Step::Call(_)));
+}
+
+#[test]
+fn the_task_methods_repeat_the_task_id_in_mcp_name() {
+    let stateless = |method: &str, params: Value| {
+        let mut msg = stateless(method, params);
+        msg["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+        msg
+    };
+    let get = stateless("tasks/get", json!({"taskId": "t-1"}));
+    for (name, want) in [(None, "is required"), (Some("t-2"), "does not match params.taskId")] {
+        let (status, r) = body(handle(&def(), &get, &stateless_headers("tasks/get", name), "v"));
+        assert_eq!((status, r["error"]["code"].clone()), (400, json!(-32020)), "{name:?}");
+        assert!(r["error"]["message"].as_str().unwrap().contains(want), "{r}");
+    }
+    for method in ["tasks/get", "tasks/cancel", "tasks/update"] {
+        let msg = stateless(method, json!({"taskId": "t-1"}));
+        assert!(
+            matches!(handle(&def(), &msg, &stateless_headers(method, Some("t-1")), "v"), Step::Task(_)),
+            "{method}"
+        );
+    }
 }
