@@ -46,7 +46,7 @@ pub fn read_private_key(pem: &str, configured: Option<Alg>) -> Result<PrivateKey
     // A PEM pasted from an environment file may carry `\n` escapes instead of line breaks.
     let text = pem.trim().replace("\\n", "\n");
     if text.starts_with('{') {
-        return Err(format!("looks like a JWK; Flowgate takes the key as PKCS#8 PEM (-----BEGIN PRIVATE KEY-----)"));
+        return Err("looks like a JWK; Flowgate takes the key as PKCS#8 PEM (-----BEGIN PRIVATE KEY-----)".into());
     }
     let label = text
         .strip_prefix("-----BEGIN ")

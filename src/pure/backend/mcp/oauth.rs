@@ -10,7 +10,7 @@ use crate::pure::url::check_backend_url;
 
 use base64::Engine;
 
-use super::client_assertion::Alg;
+use super::client_assertion::{self, Alg};
 use super::discovery::AuthMethod;
 use super::error::quote;
 use super::headers::{header_value_problem, is_header_name};
@@ -281,6 +281,25 @@ pub fn token_form(
     f
 }
 
+/// What an admin checks when the token endpoint refuses a client assertion (`private_key_jwt`),
+/// appended to the refusal.
+pub fn assertion_refusal_hint(cfg: &OAuthConfig, token_url: &str) -> String {
+    let alg = cfg
+        .private_key
+        .as_deref()
+        .and_then(|k| client_assertion::read_private_key(k, cfg.signing_alg).ok())
+        .map(|k| k.alg);
+    format!(
+        "; it did not accept the client assertion: check that the authorization server holds the public half of \
+         backend.oauth.private_key for client '{}'{}, that it takes {} assertions with aud '{}', and that \
+         Flowgate's clock is right",
+        cfg.client_id,
+        cfg.key_id.as_deref().map(|k| format!(" under key id '{k}'")).unwrap_or_default(),
+        alg.or(cfg.signing_alg).map(client_assertion::alg_name).unwrap_or("ES256 or RS256"),
+        client_assertion::audience(cfg.issuer.as_deref(), token_url)
+    )
+}
+
 /// Reads a token response. `expires_in` may be missing (then `default_expires_in`), a number or
 /// a numeric string. A response without `refresh_token` leaves it `None`: the caller keeps the
 /// one it had. Token values that could not travel in a header are refused, unquoted.
@@ -491,6 +510,9 @@ mod tests {
         .unwrap();
         let t = TokenTarget::configured(&cfg).unwrap();
         assert_eq!(t.auth_method, AuthMethod::PrivateKeyJwt);
+        let hint = assertion_refusal_hint(&cfg, "https://a/t");
+        assert!(hint.contains("client 'cid'") && hint.contains("aud 'https://a/t'"), "{hint}");
+        assert!(hint.contains("ES256 or RS256"), "an unreadable key names no algorithm: {hint}");
         assert_eq!(token_request_auth(&cfg, &t), None);
         assert_eq!(
             token_form(&cfg, &t, None, None),
