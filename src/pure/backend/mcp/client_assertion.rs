@@ -62,10 +62,10 @@ pub fn read_private_key(pem: &str, configured: Option<Alg>) -> Result<PrivateKey
             return Err(format!("is encrypted; Flowgate needs the key unencrypted (stored sealed): {PKCS8_HINT}"))
         }
         "PUBLIC KEY" | "CERTIFICATE" => {
+            let what = if label == "CERTIFICATE" { "certificate" } else { "public key" };
             return Err(format!(
-                "is a {}, not a private key; the authorization server keeps the public half, Flowgate the private one",
-                label.to_lowercase()
-            ))
+                "is a {what}, not a private key; the authorization server keeps the public half, Flowgate the private one"
+            ));
         }
         _ => return Err("is a PEM block of another kind; it must be -----BEGIN PRIVATE KEY----- (PKCS#8)".into()),
     }
