@@ -525,6 +525,37 @@ mod tests {
     }
 
     #[test]
+    fn a_private_key_is_a_credential_checked_masked_sealed_and_bound() {
+        let pem = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQggNb8o43TTwFIOgY/\n\
+                   FvngVFRO6od/UE/tn5P2rMLEPXWhRANCAAQo57sMF13lGunFkYp4L0CYhhjFcmWF\n\
+                   2ui0vMqSTT2jtDXOhGQFOAXrv/dKNx8dzEe03iE29J4KeTgB2079YlmQ\n-----END PRIVATE KEY-----\n";
+        let app = |key: &str, alg: &str| {
+            json!({"name": "m", "mode": "mcp", "backend": {"url": "https://m.example/mcp",
+                   "oauth": {"issuer": "https://as.example", "client_id": "c", "private_key": key, "signing_alg": alg}}})
+        };
+        let spec = validate_app(&app(pem, "ES256"), None).unwrap();
+        assert_eq!(mask_backend(&spec.backend)["oauth"]["private_key"], "***");
+        let mut sealed = spec.backend.clone();
+        seal_literals(&mut sealed, &mut |_| Ok("enc:v1:k".into())).unwrap();
+        assert_eq!(sealed["oauth"]["private_key"], "enc:v1:k");
+        // A literal that is no usable key is refused with the reason, never echoed.
+        for (key, alg, needle) in [
+            ("not a key", "ES256", "-----BEGIN PRIVATE KEY-----"),
+            (pem, "RS256", "is an EC P-256 key, but backend.oauth.signing_alg is RS256"),
+        ] {
+            let err = validate_app(&app(key, alg), None).unwrap_err();
+            assert_eq!(fields(err.clone()), ["backend.oauth.private_key"]);
+            assert!(err.message.contains(needle) && !err.message.contains("MIGH"), "{}", err.message);
+        }
+        // A reference is checked when it is used; "***" keeps the stored key on the same issuer only.
+        assert!(validate_app(&app("$UPSTREAM_KEY", "ES256"), None).is_ok());
+        assert_eq!(replace(&app("***", "ES256"), &sealed).unwrap().backend["oauth"]["private_key"], "enc:v1:k");
+        let mut moved = app("***", "ES256");
+        moved["backend"]["oauth"]["issuer"] = json!("https://elsewhere.example");
+        assert_eq!(fields(replace(&moved, &sealed).unwrap_err()), ["backend.oauth.private_key"]);
+    }
+
+    #[test]
     fn origin_change_is_pure() {
         let stored = json!({"base_url": "https://a.example/v1"});
         assert_eq!(origin_change(&stored, &json!({"base_url": "https://a.example/v9"}), "backend.api_key"), None);

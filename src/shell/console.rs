@@ -271,6 +271,13 @@ impl Console<'_> {
         ))
     }
 
+    /// An upstream OAuth private key (`private_key_jwt`) must be one WebCrypto imports.
+    async fn check_signing_key(&self, spec: &AppSpec) -> Result<()> {
+        super::client_assertion::check_key(self.env, &spec.backend)
+            .await
+            .map_err(|e| field_error("backend.oauth.private_key", &e))
+    }
+
     /// Literal credentials are stored only sealed.
     fn seal(&self, spec: &mut AppSpec) -> Result<()> {
         super::secrets::seal_backend(self.env, &mut spec.backend).map_err(|e| match e.split_once(' ') {
@@ -287,6 +294,7 @@ impl Console<'_> {
     async fn create_app(&self, body: &Value) -> Result<Value> {
         let mut spec = app::validate_app_in(body, None, self.ref_prefix)?;
         self.check_private(&spec.config.urls())?;
+        self.check_signing_key(&spec).await?;
         self.seal(&mut spec)?;
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, platform::now_s()).await?;
@@ -363,6 +371,7 @@ impl Console<'_> {
         let row = self.app_row(id).await?;
         let mut spec = app::validate_app_in(body, Some(&row.backend()), self.ref_prefix)?;
         self.check_private(&spec.config.urls())?;
+        self.check_signing_key(&spec).await?;
         self.seal(&mut spec)?;
         store::update_app(self.db, id, &spec, platform::now_s()).await?;
         self.rewrite_cache_of_app(id).await?;

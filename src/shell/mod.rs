@@ -2,6 +2,7 @@
 
 mod cache;
 mod call;
+mod client_assertion;
 mod console;
 mod dify;
 mod http;

@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, DurableObject, Env, Headers, Method, Request, RequestInit, Response, State};
 
-use crate::pure::backend::mcp::discovery::{self as disc, Challenge, Reaction};
+use crate::pure::backend::mcp::client_assertion;
+use crate::pure::backend::mcp::discovery::{self as disc, AuthMethod, Challenge, Reaction};
 use crate::pure::backend::mcp::oauth::{self as up, OAuthConfig, OAuthToken, TokenTarget};
 use crate::pure::definition::AppDefinition;
 
@@ -214,7 +215,14 @@ impl TokenBroker {
             disc::choose_scope(hinted.as_deref(), None, cfg.scope.as_deref(), target.scopes_supported.as_deref());
         *self.last_scope.borrow_mut() = scope.clone();
         let current = self.current().await?;
-        let form = up::form_urlencode(&up::token_form(cfg, &target, scope.as_deref(), current.as_ref()));
+        let mut fields = up::token_form(cfg, &target, scope.as_deref(), current.as_ref());
+        if target.auth_method == AuthMethod::PrivateKeyJwt {
+            match super::client_assertion::assertion(cfg, &target.token_url).await {
+                Ok(a) => client_assertion::add_to_form(&mut fields, a),
+                Err(e) => return Ok(Err(format!("backend.oauth.private_key of app '{app}' {e}"))),
+            }
+        }
+        let form = up::form_urlencode(&fields);
         let headers = Headers::new();
         headers.set("content-type", "application/x-www-form-urlencoded")?;
         headers.set("accept", "application/json")?;
@@ -229,8 +237,12 @@ impl TokenBroker {
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
         if !(200..300).contains(&status) {
             let why = parsed.as_ref().and_then(|v| v["error"].as_str()).unwrap_or("no error code");
+            let hint = match target.auth_method {
+                AuthMethod::PrivateKeyJwt => up::assertion_refusal_hint(cfg, &target.token_url),
+                _ => String::new(),
+            };
             return Ok(Err(format!(
-                "the OAuth token endpoint of app '{app}' refused the request (HTTP {status}, {why})"
+                "the OAuth token endpoint of app '{app}' refused the request (HTTP {status}, {why}){hint}"
             )));
         }
         let token = match parsed.as_ref().map(|v| up::parse_token(v, super::platform::now_ms(), cfg.default_expires_in))

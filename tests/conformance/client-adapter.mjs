@@ -3,8 +3,8 @@
 // registers that server as an upstream `mcp` app of a running Flowgate (FLOWGATE_URL,
 // FLOWGATE_ADMIN_TOKEN), publishes it, and drives Flowgate with the official SDK client, so
 // that the requests the scenario server sees come from Flowgate's own upstream client.
-// Pre-registered client credentials of auth scenarios (MCP_CONFORMANCE_CONTEXT) become the
-// app's `backend.oauth` with the authorization server's `issuer`, as an admin who registered the
+// Pre-registered client credentials of auth scenarios (MCP_CONFORMANCE_CONTEXT: a client secret,
+// or a private key for private_key_jwt) become the app's `backend.oauth` with the authorization server's `issuer`, as an admin who registered the
 // client there would enter it: from the context when the scenario gives it, else read once from
 // the server's published protected-resource metadata (what the admin would look up). Finding the
 // token endpoint, the client authentication and the scope is Flowgate's job, not this script's.
@@ -62,6 +62,12 @@ async function main() {
       issuer: context.issuer ?? (await publishedIssuer(serverUrl)),
       client_id: context.client_id,
       ...(context.client_secret && { client_secret: context.client_secret }),
+      // private_key_jwt: the scenario's key (PKCS#8 PEM) and algorithm, as the admin enters them.
+      ...(context.private_key_pem && {
+        private_key: context.private_key_pem,
+        token_endpoint_auth_method: 'private_key_jwt',
+        ...(context.signing_algorithm && { signing_alg: context.signing_algorithm }),
+      }),
     };
   }
   const name = `conf-${scenario.replace(/[^a-z0-9]+/gi, '-')}-${process.pid}`;

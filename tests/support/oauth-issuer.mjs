@@ -3,7 +3,11 @@
 // (client_credentials, and authorization_code with PKCE after an authorize endpoint that approves
 // at once), dynamic client registration (RFC 7591), and `mint()` to sign any token the refusal
 // tests need (also wrongly: `alg: none`, HS256 with the public key as secret, foreign keys).
-import { createHash, createHmac, generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+// A client registered with a `publicKey` authenticates by private_key_jwt (RFC 7523 §2.2): its
+// assertion is verified with that key, and refused with 401 invalid_client and the reason for a
+// bad signature, another algorithm, iss/sub other than the client, an aud other than the issuer
+// or its token endpoint, an expired or overlong assertion, or a jti used before.
+import { createHash, createHmac, generateKeyPairSync, randomBytes, sign, verify } from 'node:crypto';
 
 import { listenLoopback, readBody } from './loopback-server.mjs';
 
@@ -38,9 +42,45 @@ export function signJwt(claims, { key, alg = key?.alg, header = {}, hmacSecret }
   return `${input}.${b64url(sig)}`;
 }
 
+const ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+
 /**
- * Starts the issuer. `clients`: {clientId: {secret, sub}} for client_credentials. Returns
- * {issuer, url, keys: {rsa, ec}, mint(claims, opts), rotate(key), requests, counts, stop()}.
+ * Checks a private_key_jwt assertion of `client` ({client_id, publicKey, alg}) for the issuer:
+ * {claims, header} or {error} (why it is refused). `seen` holds the jti values used before.
+ */
+function checkAssertion(assertion, client, { issuer, seen, now }) {
+  const parts = String(assertion ?? '').split('.');
+  if (parts.length !== 3) return { error: 'the assertion is not a compact JWS' };
+  let header;
+  let claims;
+  try {
+    header = JSON.parse(Buffer.from(parts[0], 'base64url'));
+    claims = JSON.parse(Buffer.from(parts[1], 'base64url'));
+  } catch {
+    return { error: 'the assertion is not JSON' };
+  }
+  const alg = client.alg ?? 'ES256';
+  if (header.alg !== alg) return { error: `alg ${header.alg} is not the registered ${alg}`, header, claims };
+  const input = Buffer.from(`${parts[0]}.${parts[1]}`);
+  const sig = Buffer.from(parts[2], 'base64url');
+  const key = alg === 'ES256' ? { key: client.publicKey, dsaEncoding: 'ieee-p1363' } : client.publicKey;
+  if (!verify('sha256', input, key, sig)) return { error: 'signature verification failed', header, claims };
+  if (claims.iss !== client.client_id || claims.sub !== client.client_id) return { error: 'iss and sub must be the client_id', header, claims };
+  const auds = [claims.aud].flat();
+  if (!auds.some((a) => a === issuer || a === `${issuer}/token`)) return { error: `aud ${JSON.stringify(claims.aud)} is not this server`, header, claims };
+  if (typeof claims.exp !== 'number' || claims.exp <= now) return { error: 'the assertion has expired', header, claims };
+  if (typeof claims.iat !== 'number' || claims.iat > now + 30 || claims.exp - claims.iat > 300) return { error: 'iat is missing, in the future, or too long before exp', header, claims };
+  if (!claims.jti || seen.has(claims.jti)) return { error: 'jti is missing or was used before', header, claims };
+  seen.add(claims.jti);
+  return { header, claims };
+}
+
+/**
+ * Starts the issuer. `clients`: {clientId: {secret, sub}} for client_credentials, or
+ * {clientId: {publicKey, alg: 'ES256'|'RS256', sub}} for private_key_jwt (the public half of
+ * the client's key, a KeyObject or PEM). Returns {issuer, url, keys: {rsa, ec}, mint(claims,
+ * opts), rotate(key), requests, counts, assertions, setClientKey(id, publicKey), stop()};
+ * `assertions` records every private_key_jwt check {clientId, header, claims, error?}.
  */
 export async function startOAuthIssuer({ clients = {}, scopesSupported = ['mcp:tools', 'read'], ttlSeconds = 300 } = {}) {
   const keys = { rsa: newKey('RS256', 'rsa-1'), ec: newKey('ES256', 'ec-1') };
@@ -49,6 +89,8 @@ export async function startOAuthIssuer({ clients = {}, scopesSupported = ['mcp:t
   const codes = new Map();
   const requests = [];
   const counts = { jwks: 0, metadata: 0, token: 0, register: 0 };
+  const assertions = [];
+  const seenJti = new Set();
   let issuer = '';
 
   const now = () => Math.floor(Date.now() / 1000);
@@ -63,7 +105,8 @@ export async function startOAuthIssuer({ clients = {}, scopesSupported = ['mcp:t
     response_types_supported: ['code'],
     grant_types_supported: ['authorization_code', 'client_credentials'],
     code_challenge_methods_supported: ['S256'],
-    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'none'],
+    token_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt', 'none'],
+    token_endpoint_auth_signing_alg_values_supported: ['ES256', 'RS256'],
     scopes_supported: scopesSupported,
   });
 
@@ -115,9 +158,25 @@ export async function startOAuthIssuer({ clients = {}, scopesSupported = ['mcp:t
       let secret = form.get('client_secret');
       const basic = /^Basic (.+)$/i.exec(req.headers.authorization ?? '');
       if (basic) [clientId, secret] = Buffer.from(basic[1], 'base64').toString().split(':').map(decodeURIComponent);
+      const assertion = form.get('client_assertion_type') === ASSERTION_TYPE ? form.get('client_assertion') : undefined;
+      if (assertion && !clientId) {
+        try {
+          clientId = JSON.parse(Buffer.from(assertion.split('.')[1], 'base64url')).iss;
+        } catch {
+          clientId = undefined;
+        }
+      }
       const client = registered.get(clientId);
       if (!client) return json(res, 401, { error: 'invalid_client' });
       const grant = form.get('grant_type');
+      if (client.publicKey) {
+        // A private_key_jwt client: its assertion, never a secret.
+        const checked = assertion ? checkAssertion(assertion, client, { issuer, seen: seenJti, now: now() }) : { error: 'no client_assertion' };
+        assertions.push({ clientId, ...checked });
+        if (checked.error) return json(res, 401, { error: 'invalid_client', error_description: checked.error });
+        if (grant !== 'client_credentials') return json(res, 400, { error: 'unsupported_grant_type' });
+        return json(res, 200, tokenFor({ sub: client.sub, resource: form.get('resource'), scope: form.get('scope') }));
+      }
       if (grant === 'client_credentials') {
         if (client.secret !== secret) return json(res, 401, { error: 'invalid_client' });
         return json(res, 200, tokenFor({ sub: client.sub, resource: form.get('resource'), scope: form.get('scope') }));
@@ -144,6 +203,9 @@ export async function startOAuthIssuer({ clients = {}, scopesSupported = ['mcp:t
     mint,
     counts,
     requests,
+    assertions,
+    /** Registers (or replaces) the public key of a private_key_jwt client. */
+    setClientKey: (id, publicKey) => registered.set(id, { ...(registered.get(id) ?? { client_id: id, sub: id }), publicKey }),
     /** The RSA public key as PEM text: the secret of the HS256 key-confusion attack. */
     publicPem: () => keys.rsa.publicKey.export({ format: 'pem', type: 'spki' }).toString(),
     /** Publishes another key in the JWKS (a rotation). */

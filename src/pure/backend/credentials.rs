@@ -1,5 +1,5 @@
 //! Backend credentials inside an app's settings: where they sit (`api_key`, every `headers`
-//! value, the OAuth client secret and refresh token), `$NAME` references to Worker secrets,
+//! value, the OAuth client secret, private key and refresh token), `$NAME` references to Worker secrets,
 //! sealing literals before they are stored, masking them as `"***"` for the console, and the
 //! origins each kind of credential is sent to (a `"***"` keeps its stored value only there).
 
@@ -16,7 +16,7 @@ pub fn is_secret_ref(s: &str) -> bool {
 }
 
 /// The places in a backend object that hold credentials: `api_key`, every `headers` value and
-/// the OAuth client secret and refresh token.
+/// the OAuth client secret, private key (`private_key_jwt`) and refresh token.
 pub fn for_each_credential(obj: &mut Map<String, Value>, base: &str, f: &mut dyn FnMut(&str, &mut Value)) {
     if let Some(v) = obj.get_mut("api_key") {
         f(&format!("{base}.api_key"), v);
@@ -27,7 +27,7 @@ pub fn for_each_credential(obj: &mut Map<String, Value>, base: &str, f: &mut dyn
         }
     }
     if let Some(Value::Object(o)) = obj.get_mut("oauth") {
-        for key in ["client_secret", "refresh_token"] {
+        for key in ["client_secret", "private_key", "refresh_token"] {
             if let Some(v) = o.get_mut(key) {
                 f(&format!("{base}.oauth.{key}"), v);
             }
@@ -97,7 +97,8 @@ pub fn mask_backend(backend: &Value) -> Value {
 /// The settings that say where each kind of credential is sent: `api_key` goes to a Dify app's
 /// `base_url`, or to an HTTP tool's `api_endpoint` and its async status and cancel endpoints;
 /// an MCP app's `headers` go to its `url`; the OAuth secrets go to `oauth.token_url`, or to the
-/// token endpoint of `oauth.issuer` (discovery accepts no other issuer).
+/// token endpoint of `oauth.issuer` (discovery accepts no other issuer). The private key never
+/// leaves Flowgate, but what it signs is for that endpoint alone, so it is bound the same way.
 fn credential_url_keys(path: &str) -> &'static [&'static str] {
     if path == "backend.api_key" {
         &["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint"]

@@ -277,6 +277,9 @@ pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
             if let Err(e) = OAuthConfig::from_value(o, &|_| Ok("set".into())) {
                 errs.add("backend.oauth", e);
             }
+            if let Some(why) = literal_key_problem(o) {
+                errs.add("backend.oauth.private_key", why);
+            }
             for key in ["token_url", "issuer"] {
                 if let Some(Err(why)) = o.get(key).and_then(Value::as_str).map(check_backend_url) {
                     errs.add(format!("backend.oauth.{key}"), why);
@@ -339,4 +342,19 @@ pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
         None | Some(Some(60..=86_400)) => {}
         Some(_) => errs.add("backend.tools_cache_ttl_seconds", "must be from 60 (KV's minimum) to 86400"),
     }
+}
+
+/// A literal `oauth.private_key` (not `"***"`, a `$NAME` or a sealed value, which are checked
+/// when they are used) must be a key Flowgate can sign with, for `signing_alg` when set; the
+/// shell then imports it with WebCrypto before storing it.
+fn literal_key_problem(oauth: &Value) -> Option<String> {
+    let key = oauth.get("private_key")?.as_str().filter(|k| !k.trim().is_empty())?;
+    if key == crate::pure::backend::credentials::MASK
+        || crate::pure::backend::credentials::is_secret_ref(key)
+        || crate::pure::sealed::is_sealed(key)
+    {
+        return None;
+    }
+    let alg = oauth.get("signing_alg").and_then(Value::as_str).and_then(super::client_assertion::Alg::parse);
+    super::client_assertion::read_private_key(key, alg).err()
 }

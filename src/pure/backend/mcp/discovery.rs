@@ -178,6 +178,8 @@ pub enum AuthMethod {
     Post,
     /// A public client: the client id in the form, no secret: `none`.
     None,
+    /// A JWT signed with the client's private key (RFC 7523 §2.2): `private_key_jwt`.
+    PrivateKeyJwt,
 }
 
 impl AuthMethod {
@@ -186,7 +188,17 @@ impl AuthMethod {
             "client_secret_basic" => Some(AuthMethod::Basic),
             "client_secret_post" => Some(AuthMethod::Post),
             "none" => Some(AuthMethod::None),
+            "private_key_jwt" => Some(AuthMethod::PrivateKeyJwt),
             _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthMethod::Basic => "client_secret_basic",
+            AuthMethod::Post => "client_secret_post",
+            AuthMethod::None => "none",
+            AuthMethod::PrivateKeyJwt => "private_key_jwt",
         }
     }
 }
@@ -211,8 +223,8 @@ pub fn choose_auth_method(
         }
     }
     Err(format!(
-        "the authorization server takes client authentication by {} only; Flowgate sends client_secret_basic or \
-         client_secret_post",
+        "the authorization server takes client authentication by {} only; with a client secret Flowgate sends \
+         client_secret_basic or client_secret_post (for private_key_jwt, configure backend.oauth.private_key)",
         quote(&supported.join(", "))
     ))
 }
@@ -343,6 +355,7 @@ mod tests {
         assert!(err.contains("private_key_jwt"), "{err}");
         assert_eq!(AuthMethod::parse("client_secret_basic"), Some(AuthMethod::Basic));
         assert_eq!(AuthMethod::parse("none"), Some(AuthMethod::None));
+        assert_eq!(AuthMethod::parse("private_key_jwt"), Some(AuthMethod::PrivateKeyJwt));
         assert_eq!(AuthMethod::parse("tls_client_auth"), None);
     }
 

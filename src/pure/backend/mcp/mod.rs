@@ -8,6 +8,7 @@
 //! - `legacy_sse`: the legacy transport's `endpoint` event, held to the same origin;
 //! - `headers`: header safety, static and forwarded headers, precedence;
 //! - `oauth`: the token request, the token answer, when to refresh;
+//! - `client_assertion`: `private_key_jwt`: the client's key read, the assertion JWT built;
 //! - `discovery`: finding the token endpoint from `oauth.issuer` (RFC 9728, RFC 8414), the
 //!   issuer check, WWW-Authenticate challenges, client authentication and scope;
 //! - `aggregate`: the upstream's tools and prompts as Flowgate exposes them (names, allowed and
@@ -18,6 +19,7 @@
 
 pub mod aggregate;
 pub mod catalog;
+pub mod client_assertion;
 pub mod config;
 pub mod discovery;
 pub mod downgrade;

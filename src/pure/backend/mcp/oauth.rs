@@ -10,6 +10,7 @@ use crate::pure::url::check_backend_url;
 
 use base64::Engine;
 
+use super::client_assertion::{self, Alg};
 use super::discovery::AuthMethod;
 use super::error::quote;
 use super::headers::{header_value_problem, is_header_name};
@@ -38,6 +39,13 @@ pub struct OAuthConfig {
     pub grant_type: String,
     pub client_id: String,
     pub client_secret: Option<String>,
+    /// `private_key_jwt`: the client's private key (PKCS#8 PEM), read by
+    /// `client_assertion::read_private_key` when it signs.
+    pub private_key: Option<String>,
+    /// The assertion's algorithm; absent, the key's kind chooses.
+    pub signing_alg: Option<Alg>,
+    /// The assertion header's `kid`, for a server that holds several keys of the client.
+    pub key_id: Option<String>,
     pub refresh_token: Option<String>,
     pub scope: Option<String>,
     pub audience: Option<String>,
@@ -58,6 +66,9 @@ impl std::fmt::Debug for OAuthConfig {
             .field("grant_type", &self.grant_type)
             .field("client_id", &self.client_id)
             .field("client_secret", &mask(&self.client_secret))
+            .field("private_key", &mask(&self.private_key))
+            .field("signing_alg", &self.signing_alg)
+            .field("key_id", &self.key_id)
             .field("refresh_token", &mask(&self.refresh_token))
             .field("scope", &self.scope)
             .field("audience", &self.audience)
@@ -73,7 +84,7 @@ pub const DEFAULT_REFRESH_SKEW_SECONDS: u64 = 60;
 pub const DEFAULT_EXPIRES_IN_SECONDS: u64 = 3600;
 
 impl OAuthConfig {
-    /// Reads `backend.oauth`. `$NAME` in client_secret / refresh_token is passed to `resolve`
+    /// Reads `backend.oauth`. `$NAME` in client_secret / private_key / refresh_token is passed to `resolve`
     /// (which answers the value, or Err with what could not be found).
     pub fn from_value(v: &Value, resolve: &dyn Fn(&str) -> Result<String, String>) -> Result<Self, String> {
         let obj = v.as_object().ok_or("backend.oauth must be an object")?;
@@ -128,7 +139,8 @@ impl OAuthConfig {
         let auth_method = match text("token_endpoint_auth_method")? {
             None => None,
             Some(m) => Some(AuthMethod::parse(&m).ok_or(
-                "backend.oauth.token_endpoint_auth_method must be client_secret_basic, client_secret_post or none",
+                "backend.oauth.token_endpoint_auth_method must be client_secret_basic, client_secret_post, \
+                 private_key_jwt or none",
             )?),
         };
         let grant_type = text("grant_type")?.unwrap_or_else(|| "client_credentials".into());
@@ -137,9 +149,39 @@ impl OAuthConfig {
         }
         let client_id = text("client_id")?.ok_or("backend.oauth.client_id is required")?;
         let client_secret = secret("client_secret")?;
+        let private_key = secret("private_key")?;
         let refresh_token = secret("refresh_token")?;
-        if grant_type == "client_credentials" && client_secret.is_none() {
-            return Err("backend.oauth.client_secret is required for the client_credentials grant".into());
+        let signing_alg = match text("signing_alg")? {
+            None => None,
+            Some(a) => Some(Alg::parse(&a).ok_or("backend.oauth.signing_alg must be ES256 or RS256")?),
+        };
+        let auth_method = match (auth_method, &private_key, &client_secret) {
+            (_, Some(_), Some(_)) => {
+                return Err("backend.oauth takes client_secret or private_key, not both: private_key signs a \
+                            client assertion (private_key_jwt) instead of sending a secret"
+                    .into())
+            }
+            (None | Some(AuthMethod::PrivateKeyJwt), Some(_), None) => Some(AuthMethod::PrivateKeyJwt),
+            (Some(m), Some(_), None) => {
+                return Err(format!(
+                    "backend.oauth.private_key is for token_endpoint_auth_method private_key_jwt, not {}",
+                    m.name()
+                ))
+            }
+            (Some(AuthMethod::PrivateKeyJwt), None, _) => {
+                return Err("backend.oauth.private_key is required for token_endpoint_auth_method private_key_jwt \
+                            (the client's private key, PKCS#8 PEM, as a $NAME reference or a literal stored sealed)"
+                    .into())
+            }
+            (m, None, _) => m,
+        };
+        if private_key.is_none() && (signing_alg.is_some() || obj.get("key_id").is_some_and(|v| !v.is_null())) {
+            return Err("backend.oauth.signing_alg and key_id go with private_key (private_key_jwt)".into());
+        }
+        if grant_type == "client_credentials" && client_secret.is_none() && private_key.is_none() {
+            return Err("backend.oauth.client_secret (or private_key, for private_key_jwt) is required for the \
+                        client_credentials grant"
+                .into());
         }
         if grant_type == "refresh_token" && refresh_token.is_none() {
             return Err("backend.oauth.refresh_token is required for the refresh_token grant".into());
@@ -155,6 +197,9 @@ impl OAuthConfig {
             grant_type,
             client_id,
             client_secret,
+            private_key,
+            signing_alg,
+            key_id: text("key_id")?,
             refresh_token,
             scope: text("scope")?,
             audience: text("audience")?,
@@ -234,6 +279,25 @@ pub fn token_form(
         }
     }
     f
+}
+
+/// What an admin checks when the token endpoint refuses a client assertion (`private_key_jwt`),
+/// appended to the refusal.
+pub fn assertion_refusal_hint(cfg: &OAuthConfig, token_url: &str) -> String {
+    let alg = cfg
+        .private_key
+        .as_deref()
+        .and_then(|k| client_assertion::read_private_key(k, cfg.signing_alg).ok())
+        .map(|k| k.alg);
+    format!(
+        "; it did not accept the client assertion: check that the authorization server holds the public half of \
+         backend.oauth.private_key for client '{}'{}, that it takes {} assertions with aud '{}', and that \
+         Flowgate's clock is right",
+        cfg.client_id,
+        cfg.key_id.as_deref().map(|k| format!(" under key id '{k}'")).unwrap_or_default(),
+        alg.or(cfg.signing_alg).map(client_assertion::alg_name).unwrap_or("ES256 or RS256"),
+        client_assertion::audience(cfg.issuer.as_deref(), token_url)
+    )
 }
 
 /// Reads a token response. `expires_in` may be missing (then `default_expires_in`), a number or
@@ -377,7 +441,33 @@ mod tests {
             ),
             (json!({"token_url": "ftp://x", "client_id": "c", "client_secret": "s"}), "token_url"),
             (json!({"token_url": "https://a/t", "client_secret": "s"}), "client_id is required"),
-            (json!({"token_url": "https://a/t", "client_id": "c"}), "client_secret is required"),
+            (json!({"token_url": "https://a/t", "client_id": "c"}), "client_secret (or private_key"),
+            (
+                json!({"issuer": "https://a", "client_id": "c", "client_secret": "s", "private_key": "k"}),
+                "client_secret or private_key, not both",
+            ),
+            (
+                json!({"issuer": "https://a", "client_id": "c", "client_secret": "s",
+                       "token_endpoint_auth_method": "private_key_jwt"}),
+                "private_key is required for token_endpoint_auth_method private_key_jwt",
+            ),
+            (
+                json!({"issuer": "https://a", "client_id": "c", "private_key": "k",
+                       "token_endpoint_auth_method": "client_secret_basic"}),
+                "private_key_jwt, not client_secret_basic",
+            ),
+            (
+                json!({"issuer": "https://a", "client_id": "c", "private_key": "k", "signing_alg": "HS256"}),
+                "signing_alg must be ES256 or RS256",
+            ),
+            (
+                json!({"issuer": "https://a", "client_id": "c", "client_secret": "s", "key_id": "k1"}),
+                "go with private_key",
+            ),
+            (
+                json!({"issuer": "https://a", "client_id": "c", "private_key": "$MISSING"}),
+                "private_key refers to $MISSING",
+            ),
             (
                 json!({"token_url": "https://a/t", "client_id": "c", "grant_type": "refresh_token"}),
                 "refresh_token is required",
@@ -397,6 +487,37 @@ mod tests {
             let err = OAuthConfig::from_value(&v, &resolve).unwrap_err();
             assert!(err.contains(needle), "{v}: {err}");
         }
+    }
+
+    #[test]
+    fn private_key_jwt_config() {
+        let cfg = OAuthConfig::from_value(
+            &json!({"issuer": "https://as.example", "client_id": "cid", "private_key": "$CLIENT_SECRET",
+                    "signing_alg": "ES256", "key_id": "k1"}),
+            &resolve,
+        )
+        .unwrap();
+        assert_eq!(cfg.auth_method, Some(AuthMethod::PrivateKeyJwt), "a private key means private_key_jwt");
+        assert_eq!((cfg.private_key.as_deref(), cfg.signing_alg), (Some("s3cret"), Some(Alg::Es256)));
+        assert_eq!(cfg.key_id.as_deref(), Some("k1"));
+        assert!(!format!("{cfg:?}").contains("s3cret"), "the key stays out of debug output");
+        // A configured token_url: private_key_jwt, the client id in the form, no secret anywhere.
+        let cfg = OAuthConfig::from_value(
+            &json!({"token_url": "https://a/t", "client_id": "cid", "private_key": "pem",
+                    "token_endpoint_auth_method": "private_key_jwt"}),
+            &resolve,
+        )
+        .unwrap();
+        let t = TokenTarget::configured(&cfg).unwrap();
+        assert_eq!(t.auth_method, AuthMethod::PrivateKeyJwt);
+        let hint = assertion_refusal_hint(&cfg, "https://a/t");
+        assert!(hint.contains("client 'cid'") && hint.contains("aud 'https://a/t'"), "{hint}");
+        assert!(hint.contains("ES256 or RS256"), "an unreadable key names no algorithm: {hint}");
+        assert_eq!(token_request_auth(&cfg, &t), None);
+        assert_eq!(
+            token_form(&cfg, &t, None, None),
+            pairs(&[("grant_type", "client_credentials"), ("client_id", "cid")])
+        );
     }
 
     #[test]
