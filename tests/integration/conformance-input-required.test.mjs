@@ -8,9 +8,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { startFlowgate } from '../support/harness.mjs';
-import { BASELINE, recorder, runConformance, summary } from '../support/conformance.mjs';
+import { recorder, scenarioPair } from '../support/conformance.mjs';
 import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
-import { rpc } from '../support/flowgate-setup.mjs';
+import { rpc2026 } from '../support/flowgate-setup.mjs';
 
 const V = '2026-07-28';
 const SCENARIOS = [
@@ -58,35 +58,12 @@ after(async () => {
 });
 
 for (const scenario of SCENARIOS) {
-  test(`conformance through Flowgate: ${scenario}`, async () => {
-    const { code, out } = await runConformance(['server', '--url', url, '--scenario', scenario, '--spec-version', V, '--expected-failures', BASELINE]);
-    rec.add(scenario, V, 'Flowgate', code, out);
-    assert.equal(code, 0, `conformance ${scenario} failed:\n${summary(out)}`);
-    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `a check did not pass:\n${summary(out)}`);
-  });
-
-  test(`conformance of the fixture itself: ${scenario}`, async () => {
-    const { code, out } = await runConformance(['server', '--url', up.url, '--scenario', scenario, '--spec-version', V]);
-    rec.add(scenario, V, 'fixture: input-required-upstream', code, out);
-    assert.equal(code, 0, `the fixture fails ${scenario}:\n${summary(out)}`);
-    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `a check did not pass:\n${summary(out)}`);
-  });
+  scenarioPair(test, rec, scenario, { revision: V, flowgate: () => url, fixture: () => up.url, fixtureName: 'fixture: input-required-upstream' });
 }
 
 const CAPS = 'io.modelcontextprotocol/clientCapabilities';
-let nextId = 1;
 /** One 2026-07-28 request; `caps` are the client capabilities it declares. */
-async function call(method, params, { to = url, caps = { elicitation: {}, sampling: {}, roots: {} } } = {}) {
-  const name = method === 'resources/read' ? params.uri : params.name;
-  const body = {
-    jsonrpc: '2.0',
-    id: nextId++,
-    method,
-    params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': V, [CAPS]: caps, 'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' } } },
-  };
-  const r = await rpc(to, body, { 'mcp-protocol-version': V, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) });
-  return r.json;
-}
+const call = (method, params, { to = url, caps = { elicitation: {}, sampling: {}, roots: {} } } = {}) => rpc2026(to, method, params, { caps });
 const upstreamCalls = (tool) => up.requests.filter((r) => r.body.method === 'tools/call' && r.body.params?.name === tool).map((r) => r.body.params);
 
 test('the client gets Flowgate\'s sealed requestState; the upstream gets its own back, and the client\'s capabilities', async () => {

@@ -10,12 +10,11 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 
 import { startFlowgate } from '../support/harness.mjs';
-import { BASELINE, recorder, runConformance, summary } from '../support/conformance.mjs';
+import { recorder, scenarioPair } from '../support/conformance.mjs';
 import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
 import { EXTENSION } from '../support/skills-upstream.mjs';
-import { rpc } from '../support/flowgate-setup.mjs';
+import { rpc, rpc2026 } from '../support/flowgate-setup.mjs';
 
-const V = '2026-07-28';
 const SCENARIOS = ['sep-2640-skills-enumeration', 'sep-2640-skills-manifest', 'sep-2640-skills-directory'];
 
 const rec = recorder('conformance-skills');
@@ -52,34 +51,11 @@ after(async () => {
 // Extension scenarios run at the suite's own revision for them (2026-07-28 wire, cache
 // attributes checked); they are not on the 2025 timeline (the suite skips them there).
 for (const scenario of SCENARIOS) {
-  test(`conformance through Flowgate: ${scenario}`, async () => {
-    const { code, out } = await runConformance(['server', '--url', url, '--scenario', scenario, '--expected-failures', BASELINE]);
-    rec.add(scenario, 'extension', 'Flowgate', code, out);
-    assert.equal(code, 0, `conformance ${scenario} failed:\n${summary(out)}`);
-    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `a check did not pass:\n${summary(out)}`);
-  });
-
-  test(`conformance of the fixture itself: ${scenario}`, async () => {
-    const { code, out } = await runConformance(['server', '--url', up.url, '--scenario', scenario]);
-    rec.add(scenario, 'extension', 'fixture: input-required-upstream', code, out);
-    assert.equal(code, 0, `the fixture fails ${scenario}:\n${summary(out)}`);
-    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `a check did not pass:\n${summary(out)}`);
-  });
+  scenarioPair(test, rec, scenario, { revision: 'extension', flowgate: () => url, fixture: () => up.url, fixtureName: 'fixture: input-required-upstream' });
 }
 
-let nextId = 1;
-/** One 2026-07-28 request; its result, or throws with the JSON-RPC error. */
-async function call(method, params = {}, to = url) {
-  const name = method === 'resources/read' ? params.uri : undefined;
-  const body = {
-    jsonrpc: '2.0',
-    id: nextId++,
-    method,
-    params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' } } },
-  };
-  const r = await rpc(to, body, { 'mcp-protocol-version': V, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}) });
-  return r.json;
-}
+/** One 2026-07-28 request: its JSON-RPC response. */
+const call = (method, params = {}, to = url) => rpc2026(to, method, params);
 async function listAll(to) {
   const skills = [];
   let cursor;

@@ -13,13 +13,12 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import { startFlowgate } from '../support/harness.mjs';
-import { BASELINE, recorder, runConformance, summary } from '../support/conformance.mjs';
+import { recorder, runConformance, scenarioPair, summary } from '../support/conformance.mjs';
 import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
 import { createdTasks, EXTENSION } from '../support/tasks-2026.mjs';
 import { startTasks2025Upstream } from '../support/tasks-2025.mjs';
-import { rpc } from '../support/flowgate-setup.mjs';
+import { rpc2026 } from '../support/flowgate-setup.mjs';
 
-const V = '2026-07-28';
 const SCENARIOS = [
   'tasks-lifecycle',
   'tasks-capability-negotiation',
@@ -75,19 +74,7 @@ after(async () => {
 });
 
 for (const scenario of SCENARIOS) {
-  test(`conformance through Flowgate: ${scenario}`, async () => {
-    const { code, out } = await runConformance(['server', '--url', url, '--scenario', scenario, '--expected-failures', BASELINE]);
-    rec.add(scenario, 'extension', 'Flowgate', code, out);
-    assert.equal(code, 0, `conformance ${scenario} failed:\n${summary(out)}`);
-    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `a check did not pass:\n${summary(out)}`);
-  });
-
-  test(`conformance of the fixture itself: ${scenario}`, async () => {
-    const { code, out } = await runConformance(['server', '--url', up.url, '--scenario', scenario]);
-    rec.add(scenario, 'extension', 'fixture: input-required-upstream', code, out);
-    assert.equal(code, 0, `the fixture fails ${scenario}:\n${summary(out)}`);
-    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `a check did not pass:\n${summary(out)}`);
-  });
+  scenarioPair(test, rec, scenario, { revision: 'extension', flowgate: () => url, fixture: () => up.url, fixtureName: 'fixture: input-required-upstream' });
 }
 
 test(`${SKIPPED_BY_SUITE}: the suite skips it (status notifications are optional)`, async () => {
@@ -101,19 +88,8 @@ test(`${SKIPPED_BY_SUITE}: the suite skips it (status notifications are optional
 
 const CAPS = 'io.modelcontextprotocol/clientCapabilities';
 const WITH_TASKS = { elicitation: {}, extensions: { [EXTENSION]: {} } };
-let nextId = 1;
 /** One 2026-07-28 request; `caps` are the client capabilities it declares. */
-async function call(method, params, { to = url, caps = WITH_TASKS, headers = {} } = {}) {
-  const name = method === 'tools/call' ? params.name : params.taskId;
-  const body = {
-    jsonrpc: '2.0',
-    id: nextId++,
-    method,
-    params: { ...params, _meta: { 'io.modelcontextprotocol/protocolVersion': V, [CAPS]: caps, 'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' } } },
-  };
-  const r = await rpc(to, body, { 'mcp-protocol-version': V, 'mcp-method': method, ...(name ? { 'mcp-name': name } : {}), ...headers });
-  return r.json;
-}
+const call = (method, params, { to = url, caps = WITH_TASKS, headers = {} } = {}) => rpc2026(to, method, params, { caps, headers });
 const upstreamRequests = (method) => up.requests.filter((r) => r.body.method === method);
 
 async function until(taskId, done, { to } = {}) {

@@ -1,4 +1,5 @@
 // Running the official MCP conformance suite (it needs Node 22, which setup installs from npm).
+import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 
@@ -84,4 +85,22 @@ export function recorder(name) {
       await new Promise((resolve) => run(NODE22, [path.join(repoRoot, 'scripts/conformance-table.mjs')], { cwd: repoRoot }, resolve));
     },
   };
+}
+
+/**
+ * The two tests of one server scenario: through Flowgate (with the baseline) and straight
+ * against the fixture behind it, each recorded in `rec` and each required to pass every check.
+ * `flowgate()` and `fixture()` give the URLs (known once the file's `before` has run);
+ * `revision` is passed as `--spec-version` unless it is 'extension'.
+ */
+export function scenarioPair(test, rec, scenario, { revision, flowgate, fixture, fixtureName }) {
+  const version = revision && revision !== 'extension' ? ['--spec-version', revision] : [];
+  const run = async (target, url, baseline) => {
+    const { code, out } = await runConformance(['server', '--url', url, '--scenario', scenario, ...(baseline ? ['--expected-failures', BASELINE] : []), ...version]);
+    rec.add(scenario, revision, target, code, out);
+    assert.equal(code, 0, `${target}: conformance ${scenario} failed:\n${summary(out)}`);
+    assert.match(out, /Passed: [1-9]\d*\/\d+, 0 failed, 0 warnings/, `${target}: a check did not pass:\n${summary(out)}`);
+  };
+  test(`conformance through Flowgate: ${scenario}`, () => run('Flowgate', flowgate(), true));
+  test(`conformance of the fixture itself: ${scenario}`, () => run(fixtureName, fixture(), false));
 }

@@ -64,3 +64,25 @@ export function parseSse(text) {
   }
   return events;
 }
+
+const V2026 = '2026-07-28';
+let nextStatelessId = 1;
+/** The name SEP-2243 wants repeated in `Mcp-Name` for a method, if it has one. */
+function nameOf(method, params) {
+  if (method === 'resources/read') return params.uri;
+  if (method === 'tools/call' || method === 'prompts/get') return params.name;
+  if (['tasks/get', 'tasks/update', 'tasks/cancel'].includes(method)) return params.taskId;
+  return undefined;
+}
+/**
+ * One 2026-07-28 (stateless) request to an MCP URL with what that revision requires: `_meta`
+ * with the revision, the client's capabilities (`caps`) and its info, and the standard headers
+ * (plus `headers`); the JSON-RPC response.
+ */
+export async function rpc2026(url, method, params = {}, { caps = {}, headers = {} } = {}) {
+  const meta = { 'io.modelcontextprotocol/protocolVersion': V2026, 'io.modelcontextprotocol/clientCapabilities': caps, 'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' } };
+  const body = { jsonrpc: '2.0', id: nextStatelessId++, method, params: { ...params, _meta: meta } };
+  const name = nameOf(method, params);
+  const r = await rpc(url, body, { 'mcp-protocol-version': V2026, 'mcp-method': method, ...(name === undefined ? {} : { 'mcp-name': name }), ...headers });
+  return r.json;
+}
