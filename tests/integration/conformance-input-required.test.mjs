@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { startFlowgate } from '../support/harness.mjs';
 import { recorder, scenarioPair } from '../support/conformance.mjs';
 import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
-import { rpc2026 } from '../support/flowgate-setup.mjs';
+import { rpc2026, serverOf, upstreamApp } from '../support/flowgate-setup.mjs';
 
 const V = '2026-07-28';
 const SCENARIOS = [
@@ -38,18 +38,9 @@ let otherUrl;
 
 before(async () => {
   [fg, up] = await Promise.all([startFlowgate(), startInputRequiredUpstream()]);
-  const r = await fg.console('/apps', {
-    method: 'POST',
-    body: { name: 'Asker', description: 'A 2026-07-28 upstream that asks for input', mode: 'mcp', backend: { url: up.url, tool_name_prefix: false } },
-  });
-  assert.equal(r.status, 201, r.text);
-  const servers = [];
-  for (const name of ['Asking', 'Other']) {
-    const s = await fg.console('/servers', { method: 'POST', body: { name, description: 'd', app_ids: [r.json.id] } });
-    assert.equal(s.status, 201, s.text);
-    servers.push(s.json.mcp_url);
-  }
-  [url, otherUrl] = servers;
+  const app = await upstreamApp(fg, 'Asker', { url: up.url, tool_name_prefix: false }, 'A 2026-07-28 upstream that asks for input');
+  ({ url } = await serverOf(fg, 'Asking', [app]));
+  ({ url: otherUrl } = await serverOf(fg, 'Other', [app]));
 });
 
 after(async () => {

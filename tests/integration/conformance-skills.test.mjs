@@ -13,7 +13,7 @@ import { startFlowgate } from '../support/harness.mjs';
 import { recorder, scenarioPair } from '../support/conformance.mjs';
 import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
 import { EXTENSION } from '../support/skills-upstream.mjs';
-import { rpc, rpc2026 } from '../support/flowgate-setup.mjs';
+import { rpc, rpc2026, serverOf } from '../support/flowgate-setup.mjs';
 
 const SCENARIOS = ['sep-2640-skills-enumeration', 'sep-2640-skills-manifest', 'sep-2640-skills-directory'];
 
@@ -34,13 +34,8 @@ before(async () => {
   const skilled = await app('Skilled', { url: up.url, tool_name_prefix: false });
   // Its tools would clash with Skilled's without the prefix; its skills are under skill://beta/.
   const beta = await app('Beta', { url: upBeta.url });
-  const server = async (name, app_ids) => {
-    const s = await fg.console('/servers', { method: 'POST', body: { name, description: 'd', app_ids } });
-    assert.equal(s.status, 201, s.text);
-    return s.json.mcp_url;
-  };
-  url = await server('Skills', [skilled]);
-  twoUrl = await server('Two', [skilled, beta]);
+  ({ url } = await serverOf(fg, 'Skills', [skilled]));
+  ({ url: twoUrl } = await serverOf(fg, 'Two', [skilled, beta]));
 });
 
 after(async () => {

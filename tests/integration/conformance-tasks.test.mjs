@@ -17,7 +17,7 @@ import { recorder, runConformance, scenarioPair, summary } from '../support/conf
 import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
 import { createdTasks, EXTENSION } from '../support/tasks-2026.mjs';
 import { startTasks2025Upstream } from '../support/tasks-2025.mjs';
-import { rpc2026 } from '../support/flowgate-setup.mjs';
+import { rpc2026, serverOf, upstreamApp } from '../support/flowgate-setup.mjs';
 
 const SCENARIOS = [
   'tasks-lifecycle',
@@ -45,27 +45,11 @@ let appId;
 
 before(async () => {
   [fg, up, up2025] = await Promise.all([startFlowgate(), startInputRequiredUpstream(), startTasks2025Upstream()]);
-  const old = await fg.console('/apps', {
-    method: 'POST',
-    body: { name: 'Tasker 2025', description: 'A 2025-11-25 upstream (the SDK\'s task API)', mode: 'mcp', backend: { url: up2025.url, tool_name_prefix: false } },
-  });
-  assert.equal(old.status, 201, old.text);
-  const s2025 = await fg.console('/servers', { method: 'POST', body: { name: 'Tasks 2025', description: 'd', app_ids: [old.json.id] } });
-  assert.equal(s2025.status, 201, s2025.text);
-  url2025 = s2025.json.mcp_url;
-  const r = await fg.console('/apps', {
-    method: 'POST',
-    body: { name: 'Tasker', description: 'A 2026-07-28 upstream that runs tasks', mode: 'mcp', backend: { url: up.url, tool_name_prefix: false } },
-  });
-  assert.equal(r.status, 201, r.text);
-  appId = r.json.id;
-  const servers = [];
-  for (const name of ['Tasks', 'Other']) {
-    const s = await fg.console('/servers', { method: 'POST', body: { name, description: 'd', app_ids: [r.json.id] } });
-    assert.equal(s.status, 201, s.text);
-    servers.push(s.json.mcp_url);
-  }
-  [url, otherUrl] = servers;
+  const old = await upstreamApp(fg, 'Tasker 2025', { url: up2025.url, tool_name_prefix: false }, 'A 2025-11-25 upstream (the SDK\'s task API)');
+  ({ url: url2025 } = await serverOf(fg, 'Tasks 2025', [old]));
+  appId = await upstreamApp(fg, 'Tasker', { url: up.url, tool_name_prefix: false }, 'A 2026-07-28 upstream that runs tasks');
+  ({ url } = await serverOf(fg, 'Tasks', [appId]));
+  ({ url: otherUrl } = await serverOf(fg, 'Other', [appId]));
 });
 
 after(async () => {
@@ -244,12 +228,11 @@ test('a 2025-11-25 upstream\'s task for a 2026-07-28 client: the result inlined 
 });
 
 test('on a server with client keys, a task is reachable only with the key that started it', async () => {
-  const s = await fg.console('/servers', { method: 'POST', body: { name: 'Keyed tasks', description: 'd', app_ids: [appId] } });
-  assert.equal(s.status, 201, s.text);
-  assert.equal((await fg.console(`/servers/${s.json.id}/auth`, { method: 'PUT', body: { mode: 'key' } })).status, 200);
-  const key = async (name) => (await fg.console(`/servers/${s.json.id}/keys`, { method: 'POST', body: { name } })).json.key;
+  const s = await serverOf(fg, 'Keyed tasks', [appId]);
+  assert.equal((await fg.console(`/servers/${s.id}/auth`, { method: 'PUT', body: { mode: 'key' } })).status, 200);
+  const key = async (name) => (await fg.console(`/servers/${s.id}/keys`, { method: 'POST', body: { name } })).json.key;
   const [alice, bob] = [await key('alice'), await key('bob')];
-  const as = (k) => ({ to: s.json.mcp_url, headers: { authorization: `Bearer ${k}` } });
+  const as = (k) => ({ to: s.url, headers: { authorization: `Bearer ${k}` } });
   const r = await call('tools/call', { name: 'slow_compute', arguments: { seconds: 30, label: 'alice' } }, as(alice));
   const id = r.result?.taskId;
   assert.match(id ?? '', /^fg-task\./, JSON.stringify(r));

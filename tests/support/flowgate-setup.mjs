@@ -86,3 +86,17 @@ export async function rpc2026(url, method, params = {}, { caps = {}, headers = {
   const r = await rpc(url, body, { 'mcp-protocol-version': V2026, 'mcp-method': method, ...(name === undefined ? {} : { 'mcp-name': name }), ...headers });
   return r.json;
 }
+
+/** Creates an `mcp` app for an upstream at `url` (more `backend` settings in `backend`); its id. */
+export async function upstreamApp(fg, name, backend, description = `${name}: an upstream MCP server`) {
+  const r = await fg.console('/apps', { method: 'POST', body: { name, description, mode: 'mcp', backend } });
+  assert.equal(r.status, 201, r.text);
+  return r.json.id;
+}
+
+/** Publishes a server of `appIds` named `name`: {id, url}. */
+export async function serverOf(fg, name, appIds) {
+  const s = await fg.console('/servers', { method: 'POST', body: { name, description: 'd', app_ids: appIds } });
+  assert.equal(s.status, 201, s.text);
+  return { id: s.json.id, url: s.json.mcp_url };
+}

@@ -38,6 +38,22 @@ fn def() -> ServerDefinition {
     }
 }
 
+/// A server of one upstream MCP app (id "up") with `backend` as its settings.
+fn upstream_def(backend: &Value) -> ServerDefinition {
+    let mut d = def();
+    let app = AppDefinition::new(
+        "up".into(),
+        "Up".into(),
+        "".into(),
+        Mode::Mcp,
+        Backend::from_settings(Mode::Mcp, backend).unwrap(),
+        json!([]),
+        json!([]),
+    );
+    d.apps = vec![app];
+    d
+}
+
 fn headers(v: Option<&'static str>) -> RequestHeaders<'static> {
     RequestHeaders { protocol_version: v, ..Default::default() }
 }
@@ -531,16 +547,7 @@ fn call_requests_round_trip_through_a_stored_task() {
 fn upstream_catalogs_declare_capabilities_and_route_requests() {
     use crate::pure::backend::mcp::catalog::Catalog;
     use std::rc::Rc;
-    let mut d = def();
-    d.apps = vec![AppDefinition::new(
-        "up".into(),
-        "Up".into(),
-        "".into(),
-        Mode::Mcp,
-        Backend::from_settings(Mode::Mcp, &json!({"url": "https://mcp.example/mcp"})).unwrap(),
-        json!([]),
-        json!([]),
-    )];
+    let d = upstream_def(&json!({"url": "https://mcp.example/mcp"}));
     let mut catalogs = Catalogs::default();
     let cat = Catalog {
         capabilities: json!({"resources": {}, "prompts": {}}),
@@ -625,17 +632,7 @@ fn relayed_answers_and_what_a_call_may_relay() {
 fn an_upstreams_task_tools_run_as_its_tasks() {
     use crate::pure::backend::mcp::catalog::Catalog;
     use std::rc::Rc;
-    let mut d = def();
-    let backend = json!({"url": "https://mcp.example/mcp", "tool_name_prefix": false});
-    d.apps = vec![AppDefinition::new(
-        "up".into(),
-        "Up".into(),
-        "".into(),
-        Mode::Mcp,
-        Backend::from_settings(Mode::Mcp, &backend).unwrap(),
-        json!([]),
-        json!([]),
-    )];
+    let d = upstream_def(&json!({"url": "https://mcp.example/mcp", "tool_name_prefix": false}));
     let mut upstreams = Upstreams::default();
     upstreams.0.insert(
         "up".into(),
@@ -710,16 +707,7 @@ fn a_missing_client_capability_is_http_400_for_stateless_clients() {
 fn upstream_skills_are_declared_listed_with_cache_hints_and_forwarded() {
     use crate::pure::backend::mcp::catalog::{Catalog, SKILLS_EXTENSION};
     use std::rc::Rc;
-    let mut d = def();
-    d.apps = vec![AppDefinition::new(
-        "up".into(),
-        "Up".into(),
-        "".into(),
-        Mode::Mcp,
-        Backend::from_settings(Mode::Mcp, &json!({"url": "https://mcp.example/mcp"})).unwrap(),
-        json!([]),
-        json!([]),
-    )];
+    let d = upstream_def(&json!({"url": "https://mcp.example/mcp"}));
     let entry =
         json!({"uri": "skill://s/SKILL.md", "frontmatter": {"name": "s", "description": "d"}, "resources": "dynamic"});
     let cat = Catalog {
@@ -758,17 +746,7 @@ fn upstream_skills_are_declared_listed_with_cache_hints_and_forwarded() {
 
 #[test]
 fn mcp_param_headers_are_checked_for_2026_calls_and_passed_upstream() {
-    let mut d = def();
-    d.apps = vec![AppDefinition::new(
-        "up".into(),
-        "Up".into(),
-        "".into(),
-        Mode::Mcp,
-        Backend::from_settings(Mode::Mcp, &json!({"url": "https://mcp.example/mcp", "tool_name_prefix": false}))
-            .unwrap(),
-        json!([]),
-        json!([]),
-    )];
+    let d = upstream_def(&json!({"url": "https://mcp.example/mcp", "tool_name_prefix": false}));
     let mut ups = Upstreams::default();
     ups.0.insert(
         "up".into(),
