@@ -96,6 +96,8 @@ pub struct CallStream {
     last_chunk_ms: u64,
     last_write_ms: u64,
     final_response: Option<Value>,
+    /// Whether the final response went out in a piece of its own (nothing before it there).
+    final_alone: bool,
     cancel: CancelGuard,
     env: Env,
     /// Whether the run's task id was recorded for `notifications/cancelled`.
@@ -150,6 +152,7 @@ impl CallStream {
             signals: Vec::new(),
             progress: Progress::default(),
             final_response: None,
+            final_alone: false,
             cancel: CancelGuard { tx: None, task_id: None, upstream_abort: None },
             env: env.clone(),
             registered: true,
@@ -227,11 +230,9 @@ impl CallStream {
     /// 400); anything else starts the SSE stream with that first piece.
     pub async fn open(mut self) -> Opening {
         let first = self.next_chunk().await;
-        if let (Phase::Finished, Some(response)) = (&self.phase, &self.final_response) {
-            let mut alone = String::new();
-            write_event(&mut alone, None, None, &response.to_string());
-            if first.as_deref().is_none_or(|f| f == alone) {
-                return Opening::Whole(self.final_response.take().unwrap_or_default());
+        if matches!(self.phase, Phase::Finished) && self.final_alone {
+            if let Some(response) = self.final_response.take() {
+                return Opening::Whole(response);
             }
         }
         match first {
@@ -341,6 +342,7 @@ impl CallStream {
                     Ok(Wait::Item(Some(Relayed::Done(response)))) => {
                         self.cancel.completed();
                         self.phase = Phase::Finished;
+                        self.final_alone = out.is_empty();
                         write_event(&mut out, None, None, &response.to_string());
                         if let Some(t) = self.usage.take() {
                             t.finish(&response);
@@ -532,6 +534,7 @@ impl CallStream {
         self.phase = Phase::Finished;
         let outcome = outcome.capped(&self.target.app_name, self.target.max_result_bytes);
         let response = server::finish_call(&self.plan, outcome, VERSION);
+        self.final_alone = out.is_empty();
         write_event(out, None, None, &response.to_string());
         if let Some(t) = self.usage.take() {
             t.finish(&response);
