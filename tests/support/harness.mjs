@@ -484,9 +484,18 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
 
       /** Runs SQL against the local D1 (binding DB); returns the rows of the first result. */
       async d1(sql) {
-        const { stdout } = await runWrangler([
-          'd1', 'execute', 'DB', '--local', '--persist-to', persistDir, '--json', '--command', sql,
-        ]);
+        // A second process on the same SQLite file: the running Worker may hold the write lock
+        // for a moment (a usage flush, a console write); SQLITE_BUSY is waited out, not failed.
+        let stdout;
+        for (let attempt = 1; ; attempt++) {
+          try {
+            ({ stdout } = await runWrangler(['d1', 'execute', 'DB', '--local', '--persist-to', persistDir, '--json', '--command', sql]));
+            break;
+          } catch (e) {
+            if (attempt >= 5 || !/SQLITE_BUSY|database is locked/.test(String(e?.message))) throw e;
+            await new Promise((resolve) => setTimeout(resolve, 250 * attempt));
+          }
+        }
         const out = parseJsonOutput(stdout, 'd1');
         const first = Array.isArray(out) ? out[0] : out;
         return first?.results ?? [];
