@@ -1,5 +1,6 @@
 //! Response helpers and bounded body reading shared by every route.
 
+use futures::StreamExt;
 use serde_json::Value;
 use worker::{Headers, Request, Response};
 
@@ -38,17 +39,44 @@ pub fn internal(context: &str, e: impl std::fmt::Display) -> ApiError {
     )
 }
 
+/// Why a request body was not read.
+pub enum BodyError {
+    /// Longer than the limit (announced, or found while reading): nothing past it was read.
+    TooLarge,
+    Unreadable(String),
+}
+
+/// A request body of at most `limit` bytes. An announced length is judged before reading, and
+/// the runtime reads such a body in one piece; a body sent without one (chunked) is read chunk
+/// by chunk and abandoned as soon as it passes the limit, so it is never held whole.
+pub async fn body_capped(req: &mut Request, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let announced = req.headers().get("content-length").ok().flatten().and_then(|l| l.trim().parse::<usize>().ok());
+    if announced.is_some_and(|n| n > limit) {
+        return Err(BodyError::TooLarge);
+    }
+    if announced.is_some() || req.inner().body().is_none() {
+        let bytes = req.bytes().await.map_err(|e| BodyError::Unreadable(e.to_string()))?;
+        return if bytes.len() > limit { Err(BodyError::TooLarge) } else { Ok(bytes) };
+    }
+    let mut stream = req.stream().map_err(|e| BodyError::Unreadable(e.to_string()))?;
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| BodyError::Unreadable(e.to_string()))?;
+        if bytes.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(bytes)
+}
+
 /// Reads a JSON body of at most `limit` bytes. An empty body reads as `{}` when `empty_ok`.
 pub async fn read_json(req: &mut Request, limit: usize, empty_ok: bool) -> Result<Value, ApiError> {
-    if let Ok(Some(len)) = req.headers().get("content-length") {
-        if len.trim().parse::<usize>().is_ok_and(|n| n > limit) {
-            return Err(too_large(limit));
-        }
-    }
-    let bytes = req.bytes().await.map_err(|e| internal("reading the request body", e))?;
-    if bytes.len() > limit {
-        return Err(too_large(limit));
-    }
+    let bytes = match body_capped(req, limit).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => return Err(too_large(limit)),
+        Err(BodyError::Unreadable(e)) => return Err(internal("reading the request body", e)),
+    };
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return if empty_ok {
             Ok(Value::Object(Default::default()))

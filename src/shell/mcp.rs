@@ -28,6 +28,7 @@ use crate::pure::quote::plain_or_quoted;
 
 use super::cache;
 use super::call::{call_backend, call_streamed, target_of};
+use super::http::BodyError;
 use super::resource_server;
 use super::store;
 use super::stream::{stop_run, Opening};
@@ -100,23 +101,18 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
             );
         }
     }
-    if header(&req, "content-length").and_then(|l| l.trim().parse::<usize>().ok()).is_some_and(|n| n > MAX_BODY) {
-        return fail(
-            413,
-            jsonrpc::INVALID_REQUEST,
-            format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024),
-        );
-    }
-    let bytes = match req.bytes().await {
-        Ok(b) if b.len() > MAX_BODY => {
+    let bytes = match super::http::body_capped(&mut req, MAX_BODY).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
             return fail(
                 413,
                 jsonrpc::INVALID_REQUEST,
                 format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024),
             )
         }
-        Ok(b) => b,
-        Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body could not be read: {e}")),
+        Err(BodyError::Unreadable(e)) => {
+            return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body could not be read: {e}"))
+        }
     };
     let body: Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,

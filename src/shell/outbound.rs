@@ -9,8 +9,10 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
+use worker::{js_sys, wasm_bindgen, wasm_bindgen_futures, web_sys};
 use worker::{
     AbortController, ByteStream, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
+    ResponseBody,
 };
 
 use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
@@ -175,6 +177,15 @@ pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<
     if announced.is_some_and(|n| n > cap) {
         return Err(SendError::TooLarge(cap));
     }
+    // Announced and within the cap, and not decoded on the way (a small compressed body can
+    // inflate without bound): the runtime reads it whole, with no crossing per chunk.
+    let encoded =
+        resp.headers().get("content-encoding").ok().flatten().is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
+    if announced.is_some() && !encoded {
+        if let ResponseBody::Stream(body) = resp.body() {
+            return whole(body, timeout, cap).await;
+        }
+    }
     let mut stream = resp.stream().map_err(|e| SendError::Unreachable(scrub(&e.to_string())))?;
     let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
     let mut bytes = Vec::with_capacity(announced.unwrap_or(0).min(cap));
@@ -191,6 +202,30 @@ pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<
             Err(ChunkEnd::Broken(e)) => return Err(SendError::Unreachable(scrub(&e))),
         }
     }
+    Ok(match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
+/// A body whose length was announced, read by the runtime in one piece within `timeout`.
+async fn whole(body: &web_sys::ReadableStream, timeout: Duration, cap: usize) -> Result<String, SendError> {
+    let broken = |e: wasm_bindgen::JsValue| SendError::Unreachable(scrub(&worker::Error::from(e).to_string()));
+    let read =
+        web_sys::Response::new_with_opt_readable_stream(Some(body)).and_then(|r| r.array_buffer()).map_err(broken)?;
+    let read = wasm_bindgen_futures::JsFuture::from(read);
+    let deadline = Delay::from(timeout);
+    futures::pin_mut!(deadline);
+    let buffer = match select(read, deadline).await {
+        Either::Left((Ok(buffer), _)) => buffer,
+        Either::Left((Err(e), _)) => return Err(broken(e)),
+        Either::Right(_) => return Err(SendError::TimedOut),
+    };
+    let bytes = js_sys::Uint8Array::new(&buffer);
+    if bytes.length() as usize > cap {
+        return Err(SendError::TooLarge(cap));
+    }
+    let bytes = bytes.to_vec();
     Ok(match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),

@@ -8,6 +8,7 @@
 // (127.0.0.2, localhost, [::1], 10.0.0.1 …) is refused before anything is sent there.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import zlib from 'node:zlib';
 
 import { startFlowgate } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
@@ -197,6 +198,20 @@ describe('bounded reads', () => {
     assert.match(result.content[0].text, /answered more than 2112 KiB in one piece, more than its max_result_bytes \(1048576 bytes\) allows/);
     await waitFor(() => written !== undefined);
     assert.ok(written < 50 * 1024 * 1024, `the fixture wrote ${written} bytes: Flowgate kept reading`);
+  });
+
+  test('a small compressed answer that inflates past the cap is refused like a long one', async () => {
+    // Its Content-Length (the compressed size) is well within the cap; what fetch decodes is not.
+    const inflated = `{"result": "${'a'.repeat(20 * 1024 * 1024)}"}`;
+    const packed = zlib.gzipSync(inflated);
+    assert.ok(packed.length < 100 * 1024, `${packed.length} bytes compressed`);
+    const { url, tool } = await toolServer(a.route(`/bomb-${++serial}`, async (_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'content-length': packed.length });
+      res.end(packed);
+    }));
+    const result = await callText(url, tool);
+    assert.equal(result.isError, true, JSON.stringify(result).slice(0, 300));
+    assert.match(result.content[0].text, /answered more than 2112 KiB in one piece, more than its max_result_bytes \(1048576 bytes\) allows/);
   });
 
   test('max_result_bytes applies to one-piece answers: a long chat answer is cut with a note', async () => {

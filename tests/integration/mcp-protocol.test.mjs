@@ -111,6 +111,52 @@ describe('bad input gets a precise error', () => {
   });
 });
 
+/**
+ * POSTs a body sent chunked (no Content-Length): `chunks` of `chunkBytes` each, then, unless
+ * `end` is false, the end of the body. Resolves with the answer's status and parsed JSON as soon
+ * as the answer arrives, whether or not the body was finished; rejects after `timeoutMs`.
+ */
+function postChunked(target, { headers = {}, chunks, chunkBytes = 64 * 1024, fill = ' ', end = true, lead = '', timeoutMs = 20_000 }) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(target);
+    const r = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'transfer-encoding': 'chunked', ...headers } });
+    const timer = setTimeout(() => { r.destroy(); reject(new Error(`no answer within ${timeoutMs} ms: the body was waited for whole`)); }, timeoutMs);
+    r.on('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => { clearTimeout(timer); r.destroy(); let json = null; try { json = JSON.parse(text); } catch {} resolve({ status: res.statusCode, headers: { get: (n) => res.headers[n.toLowerCase()] ?? null }, json, text }); });
+    });
+    r.on('error', (e) => { if (!r.destroyed) reject(e); });
+    if (lead) r.write(lead);
+    const piece = Buffer.alloc(chunkBytes, fill);
+    for (let i = 0; i < chunks; i++) r.write(piece);
+    if (end) r.end();
+  });
+}
+
+describe('bodies sent without a length', () => {
+  test('a small chunked body is read and answered', async () => {
+    const body = JSON.stringify(req('ping', null, 41));
+    const r = await postChunked(url, { chunks: 0, lead: body });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual(r.json, { jsonrpc: '2.0', id: 41, result: {} });
+  });
+
+  test('an oversized chunked body is refused once it passes the limit, before it ends', async () => {
+    // 1.5 MiB sent and the body never finished: only a reader that stops at the limit answers.
+    const r = await postChunked(url, { chunks: 24, end: false, lead: '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"' });
+    assertRpcError(r, 413, -32600, null, /Payload Too Large.*1024 KiB/);
+  });
+
+  test('the console refuses an oversized chunked body the same way', async () => {
+    const r = await postChunked(`${fg.url}/console/api/apps`, { headers: { authorization: `Bearer ${fg.adminToken}` }, chunks: 24, end: false, lead: '{"name":"' });
+    assert.equal(r.status, 413, r.text);
+    assert.equal(r.json?.error, 'payload_too_large', r.text);
+    assert.match(r.json.message, /larger than 1024 KiB/);
+  });
+});
+
 describe('transport', () => {
   test('notifications and responses get 202 with an empty body, whatever the header', async () => {
     for (const [body, headers] of [
