@@ -94,6 +94,12 @@ impl<V: Clone> Memo<V> {
         }
     }
 
+    /// Whether `key` was put within `window_ms` of `now_ms` (a plain look: nothing is marked,
+    /// nothing refreshed).
+    pub fn within(&self, key: &str, now_ms: u64, window_ms: u64) -> bool {
+        self.entries.get(key).is_some_and(|slot| now_ms.saturating_sub(slot.stored_ms) < window_ms)
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -153,6 +159,18 @@ mod tests {
         assert_eq!(m.get("a", 11, 1000), Lookup::Missing, "the oldest went");
         assert_eq!(m.get("c", 11, 1000), Lookup::Fresh(2));
         assert_eq!(m.get("b", 11, 1000), Lookup::Fresh(10));
+    }
+
+    #[test]
+    fn within_a_window_without_marking() {
+        let mut refused: Memo<()> = Memo::new(4);
+        assert!(!refused.within("code", 0, 1000));
+        refused.put("code", (), 5000);
+        assert!(refused.within("code", 5000, 1000));
+        assert!(refused.within("code", 5999, 1000));
+        assert!(!refused.within("code", 6000, 1000), "the window is over");
+        assert!(!refused.within("code", 6500, 1000), "and looking did not renew it");
+        assert!(!refused.within("other", 5500, 1000));
     }
 
     #[test]

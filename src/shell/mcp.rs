@@ -378,11 +378,18 @@ fn oauth_gate<'a>(
 /// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted (none:
 /// the limiter is not called).
 async fn rate_limited(env: &Env, code_hash: &str, messages: usize) -> Result<bool, String> {
+    // Refused a moment ago on this isolate: refused again without asking the binding.
+    if messages > 0 && super::memo::refused_lately(code_hash, super::platform::now_ms()) {
+        return Ok(false);
+    }
     let checks = (0..messages).map(|_| super::ratelimit::allow(env, code_hash));
     let answers = futures::future::join_all(checks).await;
     let mut allowed = true;
     for a in answers {
         allowed &= a?;
+    }
+    if !allowed {
+        super::memo::remember_refusal(code_hash, super::platform::now_ms());
     }
     Ok(allowed)
 }

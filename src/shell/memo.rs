@@ -5,7 +5,8 @@
 //! the streamed calls running here, so a cancel landing on this isolate needs no KV read; and
 //! console tokens by hash, for a few seconds, so a burst of console calls reads D1 once (their
 //! use recorded at most once per token and hour, like client keys); and upstream MCP apps'
-//! catalogs, so a hot `resources/list` or `prompts/list` reads no KV.
+//! catalogs, so a hot `resources/list` or `prompts/list` reads no KV; and, for a second, the
+//! server codes the rate limiter refused, so a flood over the limit costs no binding call each.
 //!
 //! Revocation: a console write updates the memo of the isolate that made it at once; every
 //! other isolate serves its copy for at most `DEFINITION_MEMO_SECONDS` (default 5), then once
@@ -46,6 +47,12 @@ const RUNS_CAPACITY: usize = 4096;
 /// A run record outlives any call (calls end within MAX_TIMEOUT_SECONDS).
 const RUN_WINDOW_MS: u64 = 3_600_000;
 
+/// Server codes whose rate-limit refusal one isolate remembers, and for how long: a code over
+/// its limit is refused from memory for this long, without asking the binding again (it would
+/// refuse too; the client was told to retry after the whole period).
+const RATE_REFUSED_CAPACITY: usize = 1024;
+const RATE_REFUSED_MS: u64 = 1_000;
+
 /// Upstream apps whose catalog one isolate keeps.
 const CATALOGS_CAPACITY: usize = 512;
 
@@ -57,6 +64,7 @@ thread_local! {
     static RUNS: RefCell<Memo<Rc<str>>> = RefCell::new(Memo::new(RUNS_CAPACITY));
     static CONSOLE_TOKENS: RefCell<Memo<Rc<Identity>>> = RefCell::new(Memo::new(CONSOLE_TOKENS_CAPACITY));
     static CONSOLE_TOKENS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(CONSOLE_TOKENS_CAPACITY));
+    static RATE_REFUSED: RefCell<Memo<()>> = RefCell::new(Memo::new(RATE_REFUSED_CAPACITY));
 }
 
 /// How long a memoized definition is served without looking again (`DEFINITION_MEMO_SECONDS`,
@@ -151,4 +159,13 @@ pub fn forget_console_token(hash: &str) {
 /// has).
 pub fn first_use_of_console_token(id: &str, now_ms: u64) -> bool {
     CONSOLE_TOKENS_USED.with(|m| m.borrow_mut().first_in(id, now_ms, CONSOLE_TOKEN_USE_WINDOW_MS))
+}
+
+/// Whether the rate limiter refused `code_hash` on this isolate within the last second.
+pub fn refused_lately(code_hash: &str, now_ms: u64) -> bool {
+    RATE_REFUSED.with(|m| m.borrow().within(code_hash, now_ms, RATE_REFUSED_MS))
+}
+
+pub fn remember_refusal(code_hash: &str, now_ms: u64) {
+    RATE_REFUSED.with(|m| m.borrow_mut().put(code_hash, (), now_ms));
 }
