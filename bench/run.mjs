@@ -559,8 +559,32 @@ async function main() {
       clearInterval(trimCpu);
     }
 
-    // 6. Cold starts: spawn wrangler dev → first successful MCP initialize, alternating.
+    // 5c. What the rate-limit binding costs: the same Flowgate, same state, restarted without
+    // the binding, and the Worker CPU per blocking tools/call measured again (healthz as the
+    // floor). The peer has no binding, so this is Flowgate's MCP work like for like.
     for (const t of running.splice(0)) await t.stop();
+    if (!NO_RATELIMIT) {
+      const bare = snapshotFlowgate({ rateLimit: false });
+      try {
+        const fgBare = await startWorker({ config: bare.config, persistDir, vars: fgVars, probe: getOk('/healthz'), label: 'flowgate' });
+        running.push(fgBare);
+        const t = Object.assign(fgBare, { name: 'flowgate', mcpUrl: fgBare.url + fgPath });
+        results.workerCpu.bare = {};
+        for (const [kind, url, req] of [
+          ['healthz', `${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }],
+          ['tools/call', t.mcpUrl, mcpRequests('flowgate')['tools/call']],
+        ]) {
+          const c = await workerCpu(t, url, req, { requests: CPU_REQUESTS, connections: CPU_CONCURRENCY, warmup: CPU_WARMUP, minTicks: CPU_MIN_TICKS, maxRounds: CPU_MAX_ROUNDS, groups, beforeMeasuring: () => waitQuiet(groups) });
+          results.workerCpu.bare[kind] = c;
+          log(`${`flowgate without the rate-limit binding: Worker CPU ${kind}`.padEnd(44)} ${c.us.measured.toFixed(0).padStart(6)} µs/request${c.bad ? `  BAD ${c.bad} ${c.firstBad}` : ''}`);
+        }
+      } finally {
+        for (const t of running.splice(0)) await t.stop();
+        bare.remove();
+      }
+    }
+
+    // 6. Cold starts: spawn wrangler dev → first successful MCP initialize, alternating.
     results.cold = { flowgate: [], peer: [] };
     for (let i = 0; i < COLD_RUNS; i++) {
       for (const name of ['flowgate', 'peer']) {
@@ -706,6 +730,15 @@ function report(r) {
       const [wf, wp] = [work('flowgate'), work('peer')];
       row(`MCP work per request: Worker CPU per ${kinds[k]} minus per GET /healthz`, wf > 0 && wp > 0 ? x(wf / wp) : 'n/a', us(wf), us(wp));
     }
+    if (WC.bare) {
+      // Measured after a restart without the binding: its own healthz floor, same requests.
+      const bareWork = WC.bare['tools/call'].us.measured - WC.bare.healthz.us.measured;
+      const wp = WC.peer['tools/call'].us.measured - WC.peer.healthz.us.measured;
+      const binding = WC.flowgate['tools/call'].us.measured - WC.flowgate.healthz.us.measured - bareWork;
+      row(`Worker CPU per request: tools/call (blocking, JSON) without the rate-limit binding (c=${cc})`, x(WC.bare['tools/call'].us.measured / WC.peer['tools/call'].us.measured), cell(WC.bare['tools/call']), cell(WC.peer['tools/call']));
+      row(`MCP work per request: tools/call (blocking, JSON) without the rate-limit binding, minus GET /healthz`, bareWork > 0 && wp > 0 ? x(bareWork / wp) : 'n/a', us(bareWork), us(wp));
+      row(`the rate-limit binding's cost per tools/call (local simulator: with minus without)`, 'n/a', us(binding), 'no binding');
+    }
   }
   const b = r.bundle;
   row('bundle: total upload (wrangler deploy --dry-run)', x(b.flowgate.totalKiB / b.peer.totalKiB), `${b.flowgate.totalKiB.toFixed(1)} KiB`, `${b.peer.totalKiB.toFixed(1)} KiB`);
@@ -758,7 +791,7 @@ function workerCpuNote(WC) {
     (identified
       ? "of the workerd process that runs the Worker (told from wrangler's proxy by its command line: the proxy is the one listening on the dev port). "
       : 'the sum of all workerd processes of each `wrangler dev` (the Worker\'s and wrangler\'s proxy could not be told apart). ') +
-    "That process also runs miniflare's local simulators of KV, D1 and the rate limiter, so Flowgate's binding calls (a KV read and a rate-limit check per MCP request, a D1 write per tools/call) are counted in its numbers; the peer uses no bindings. " +
+    "That process also runs miniflare's local simulators of KV, D1 and the rate limiter, so Flowgate's binding calls are counted in its numbers: a rate-limit check per tools/call (tools/list and ping skip it); no KV read while the isolate's memo of the definition is fresh (one per server code every few seconds otherwise, off the response path) and no D1 write per call (end users are recorded once per server, user and hour per isolate). The peer uses no bindings; the rows \"without the rate-limit binding\" come from the same Flowgate restarted without it. " +
     (identified ? `Wrangler's proxy (not counted) took ${proxy('flowgate')} µs per request (/healthz / tools/list / tools/call) in front of Flowgate and ${proxy('peer')} µs in front of the peer. ` : '') +
     `Other processes took at most ${(foreign * 100).toFixed(0)}% of the machine's CPU during these runs.`
   );
