@@ -10,7 +10,8 @@
 //   PROFILE_KIND=tools/list | tools/call | healthz (default tools/list)
 //   PROFILE_SECONDS (default 8), PROFILE_TOP (default 40), PROFILE_CONCURRENCY (default 16)
 //   PROFILE_MODE=cpu: no profiler; the workerd CPU per request (bench/lib/workercpu.mjs) of
-//   /healthz, tools/list and a blocking tools/call, for a quick A/B of two builds.
+//   /healthz, tools/list and a blocking tools/call, for a quick A/B of two builds
+//   (PROFILE_REQUESTS per kind, default 2000: more for a steadier number).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -111,7 +112,7 @@ async function main() {
         'tools/call': { headers: { ...headers, Accept: 'application/json' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' } } }, url: mcpUrl, expect: ['"result"'] },
       };
       for (const [kind, req] of Object.entries(reqs)) {
-        const c = await workerCpu(fg, req.url, req, { requests: 2000, connections: CONCURRENCY, warmup: 300, minTicks: 300 });
+        const c = await workerCpu(fg, req.url, req, { requests: Number(process.env.PROFILE_REQUESTS ?? 2000), connections: CONCURRENCY, warmup: 300, minTicks: 300 });
         console.log(`${kind}: ${c.us.measured.toFixed(0)} µs CPU per request (${c.requests} requests, ${c.bad} bad${c.firstBad ? ': ' + c.firstBad : ''})`);
       }
       return;

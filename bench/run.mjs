@@ -569,12 +569,25 @@ async function main() {
         const fgBare = await startWorker({ config: bare.config, persistDir, vars: fgVars, probe: getOk('/healthz'), label: 'flowgate' });
         running.push(fgBare);
         const t = Object.assign(fgBare, { name: 'flowgate', mcpUrl: fgBare.url + fgPath });
+        const bareGroups = () => [fgBare.pgid];
+        const callReq = mcpRequests('flowgate')['tools/call'];
+        {
+          // Throughput too, as in step 5 (the peer's from step 5: the same requests, earlier).
+          const spec = specFile(callReq);
+          await waitQuiet(bareGroups);
+          if (WARMUP_S > 0) await wrk({ url: t.mcpUrl, spec, seconds: WARMUP_S, connections: CONCURRENCY });
+          const meter = cpuMeter(bareGroups);
+          const r = await wrk({ url: t.mcpUrl, spec, seconds: DURATION_S, connections: CONCURRENCY });
+          r.cpu = meter.stop();
+          results.load[`flowgate-bare tools/call c${CONCURRENCY}`] = r;
+          log(`${`flowgate without the rate-limit binding: tools/call (c=${CONCURRENCY})`.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50_ms.toFixed(2).padStart(6)} ms${r.bad || r.errors_total ? `  BAD ${r.bad} ERR ${r.errors_total} ${r.first_bad}` : ''}`);
+        }
         results.workerCpu.bare = {};
         for (const [kind, url, req] of [
           ['healthz', `${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }],
-          ['tools/call', t.mcpUrl, mcpRequests('flowgate')['tools/call']],
+          ['tools/call', t.mcpUrl, callReq],
         ]) {
-          const c = await workerCpu(t, url, req, { requests: CPU_REQUESTS, connections: CPU_CONCURRENCY, warmup: CPU_WARMUP, minTicks: CPU_MIN_TICKS, maxRounds: CPU_MAX_ROUNDS, groups, beforeMeasuring: () => waitQuiet(groups) });
+          const c = await workerCpu(t, url, req, { requests: CPU_REQUESTS, connections: CPU_CONCURRENCY, warmup: CPU_WARMUP, minTicks: CPU_MIN_TICKS, maxRounds: CPU_MAX_ROUNDS, groups: bareGroups, beforeMeasuring: () => waitQuiet(bareGroups) });
           results.workerCpu.bare[kind] = c;
           log(`${`flowgate without the rate-limit binding: Worker CPU ${kind}`.padEnd(44)} ${c.us.measured.toFixed(0).padStart(6)} µs/request${c.bad ? `  BAD ${c.bad} ${c.firstBad}` : ''}`);
         }
@@ -676,6 +689,11 @@ function report(r) {
     if (m === 'healthz') continue;
     row(`${label}: p50 latency (c=${C})`, x(f.p50_ms / p.p50_ms), ms(f.p50_ms), ms(p.p50_ms));
     row(`${label}: p99 latency (c=${C})`, x(f.p99_ms / p.p99_ms), ms(f.p99_ms), ms(p.p99_ms));
+  }
+  const bareCall = L[`flowgate-bare tools/call c${C}`];
+  if (bareCall) {
+    const p = L[`peer tools/call c${C}`];
+    row(`tools/call (blocking, JSON) without the rate-limit binding: throughput (c=${C}; Flowgate restarted without it after the load runs)`, x(bareCall.rps / p.rps), rps(bareCall.rps) + bad(bareCall), rps(p.rps) + bad(p));
   }
   // Each Worker against its own floor: the same runtime path with no MCP work.
   for (const m of ['tools/list', 'tools/call']) {
