@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use flowgate::pure::backend::dify::stream::DifyStream;
 use flowgate::pure::definition::{ServerDefinition, FORMAT};
 use flowgate::pure::mcp::prepared::{response_text, Prepared};
 use flowgate::pure::mcp::server::{handle, handle_with, RequestHeaders, Step};
 use flowgate::pure::mcp::tools::{tools, Upstreams};
-use flowgate::pure::backend::dify::stream::DifyStream;
 use flowgate::pure::mode::Mode;
 use flowgate::pure::sse::{SseEventRef, SseParser};
 

@@ -2,6 +2,9 @@
 //! happens, and the final outcome. Memory stays bounded whatever the stream's length: only the
 //! answer text (capped), the last thought (capped) and the final outputs are kept.
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::pure::mode::Mode;
@@ -55,6 +58,32 @@ impl DifyStream {
     pub fn on_event(&mut self, data: &str, out: &mut Vec<Signal>) {
         if self.done.is_some() || data.trim().is_empty() {
             return;
+        }
+        // Most of a stream is token-sized events that are skipped (`text_chunk`, `ping`) or
+        // appended (`message`): those are read without building the event. The few that say
+        // more, and anything the head cannot read, are built whole below.
+        if let Ok(head) = serde_json::from_str::<Head<'_>>(data) {
+            if self.task_id.is_none() {
+                self.task_id = head.task_id.map(Cow::into_owned);
+            }
+            match head.event.as_deref().unwrap_or("") {
+                "message" | "agent_message" => {
+                    if let Some(chunk) = &head.answer {
+                        self.push_answer(chunk);
+                    }
+                    return;
+                }
+                "message_replace" => {
+                    self.answer.clear();
+                    self.truncated = false;
+                    if let Some(a) = &head.answer {
+                        self.push_answer(a);
+                    }
+                    return;
+                }
+                "node_started" | "node_finished" | "agent_thought" | "message_end" | "workflow_finished" | "error" => {}
+                _ => return,
+            }
         }
         let Ok(v) = serde_json::from_str::<Value>(data) else {
             self.malformed += 1;
@@ -178,6 +207,18 @@ fn workflow_outcome(d: &Value) -> Outcome {
     }
 }
 
+/// What every event is first read for, borrowed from its text where it has no escapes; the
+/// other fields are checked as JSON and skipped.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    event: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    task_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    answer: Option<Cow<'a, str>>,
+}
+
 fn text(v: &Value) -> String {
     v.as_str().unwrap_or("").to_string()
 }
@@ -193,6 +234,34 @@ mod tests {
             s.on_event(&e.to_string(), &mut out);
         }
         (s.finish(), out)
+    }
+
+    #[test]
+    fn events_read_by_their_head_alone_and_events_it_cannot_read() {
+        let mut s = DifyStream::new(Mode::Chat, 100);
+        let mut out = Vec::new();
+        // Escaped text is decoded (an owned head), plain text borrowed: both appended.
+        s.on_event(r#"{"event": "message", "task_id": "t9", "answer": "caf\u00e9 \"ok\" "}"#, &mut out);
+        s.on_event(r#"{"event": "message", "answer": "plain", "extra": {"deep": [1, 2, {"x": null}]}}"#, &mut out);
+        assert_eq!(s.task_id(), Some("t9"));
+        assert_eq!(s.answer, "café \"ok\" plain");
+        // Fields of another type than the head expects: read whole, as before (a numeric task
+        // id is not a task id; the answer chunk still counts).
+        let mut n = DifyStream::new(Mode::Chat, 100);
+        n.on_event(r#"{"event": "message", "task_id": 7, "answer": "a"}"#, &mut out);
+        assert_eq!(n.task_id(), None);
+        assert_eq!(n.answer, "a");
+        // A repeated key (the whole read keeps the last) and skipped events change nothing else.
+        n.on_event(r#"{"event": "ping", "event": "message", "answer": "b"}"#, &mut out);
+        n.on_event(r#"{"event": "text_chunk", "data": {"text": "zzz"}}"#, &mut out);
+        n.on_event(r#"{"event": "tts_message", "audio": "AAAA"}"#, &mut out);
+        assert_eq!(n.answer, "ab");
+        // Not JSON at all: still skipped with one warning, whatever the head made of it.
+        n.on_event(r#"{"event": "message", "answer": "c""#, &mut out);
+        assert_eq!(n.malformed_events(), 1);
+        assert_eq!(n.answer, "ab");
+        n.on_event(r#"{"event": "message_end", "task_id": "t"}"#, &mut out);
+        assert_eq!(n.finish(), Outcome::Ok { text: "ab".into(), structured: Some(json!({"answer": "ab"})) });
     }
 
     #[test]
