@@ -202,10 +202,7 @@ pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<
             Err(ChunkEnd::Broken(e)) => return Err(SendError::Unreachable(scrub(&e))),
         }
     }
-    Ok(match String::from_utf8(bytes) {
-        Ok(s) => s,
-        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
+    Ok(into_text(bytes))
 }
 
 /// A body whose length was announced, read by the runtime in one piece within `timeout`.
@@ -225,11 +222,15 @@ async fn whole(body: &web_sys::ReadableStream, timeout: Duration, cap: usize) ->
     if bytes.length() as usize > cap {
         return Err(SendError::TooLarge(cap));
     }
-    let bytes = bytes.to_vec();
-    Ok(match String::from_utf8(bytes) {
+    Ok(into_text(bytes.to_vec()))
+}
+
+/// A body as text, invalid UTF-8 replaced (an answer is shown, not rejected, for it).
+fn into_text(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
         Ok(s) => s,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
-    })
+    }
 }
 
 /// Why a body stream gave no next chunk.

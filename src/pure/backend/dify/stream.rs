@@ -67,19 +67,8 @@ impl DifyStream {
                 self.task_id = head.task_id.map(Cow::into_owned);
             }
             match head.event.as_deref().unwrap_or("") {
-                "message" | "agent_message" => {
-                    if let Some(chunk) = &head.answer {
-                        self.push_answer(chunk);
-                    }
-                    return;
-                }
-                "message_replace" => {
-                    self.answer.clear();
-                    self.truncated = false;
-                    if let Some(a) = &head.answer {
-                        self.push_answer(a);
-                    }
-                    return;
+                e @ ("message" | "agent_message" | "message_replace") => {
+                    return self.on_answer(e == "message_replace", head.answer.as_deref());
                 }
                 "node_started" | "node_finished" | "agent_thought" | "message_end" | "workflow_finished" | "error" => {}
                 _ => return,
@@ -126,17 +115,8 @@ impl DifyStream {
                     }),
                 });
             }
-            "message" | "agent_message" => {
-                if let Some(chunk) = v.get("answer").and_then(Value::as_str) {
-                    self.push_answer(chunk);
-                }
-            }
-            "message_replace" => {
-                self.answer.clear();
-                self.truncated = false;
-                if let Some(a) = v.get("answer").and_then(Value::as_str) {
-                    self.push_answer(a);
-                }
+            e @ ("message" | "agent_message" | "message_replace") => {
+                self.on_answer(e == "message_replace", v.get("answer").and_then(Value::as_str));
             }
             "message_end" if self.mode.takes_query() || self.mode == Mode::Completion => {
                 self.done = Some(self.answer_outcome());
@@ -150,6 +130,17 @@ impl DifyStream {
                 self.done = Some(Outcome::Failed(format!("the Dify app reported an error ({code}): {message}")));
             }
             _ => {}
+        }
+    }
+
+    /// An answer chunk appended, or (`message_replace`) the answer so far replaced by it.
+    fn on_answer(&mut self, replace: bool, chunk: Option<&str>) {
+        if replace {
+            self.answer.clear();
+            self.truncated = false;
+        }
+        if let Some(chunk) = chunk {
+            self.push_answer(chunk);
         }
     }
 
