@@ -472,8 +472,10 @@ pub fn parse_query(pairs: &[(String, String)], now_s: i64) -> Result<Query, (&'s
             return Err(("step", format!("must be minute or hour (got {})", crate::pure::quote::quote_input(other))))
         }
     };
+    // The default end is just past `now`, so the current bucket is in the range even in the
+    // first second of a minute or hour (the range's end is exclusive).
     let to = match get("to") {
-        None => now_s,
+        None => now_s + 1,
         Some(v) => parse_time(v).ok_or(("to", time_message(v)))?,
     };
     let from = match get("from") {

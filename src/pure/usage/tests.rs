@@ -221,8 +221,13 @@ fn the_query_has_defaults_and_precise_errors() {
     let now = 1_764_583_230; // 2025-12-01T10:00:30Z
     let q = parse_query(&[], now).unwrap();
     assert_eq!((q.step, q.from, q.to, q.points()), (Step::Minute, 1_764_579_600, 1_764_583_260, 61));
+    // In the first second of a minute, that minute (where a call just made was counted) is in.
+    let q = parse_query(&[], 1_764_583_200).unwrap();
+    assert_eq!((q.from, q.to, q.points()), (1_764_579_600, 1_764_583_260, 61));
     let q = parse_query(&pairs(&[("step", "hour")]), now).unwrap();
     assert_eq!((q.step, q.points()), (Step::Hour, 25));
+    let q = parse_query(&pairs(&[("step", "hour")]), 1_764_583_200).unwrap();
+    assert_eq!((q.to, q.points()), (1_764_586_800, 25));
     let err = |p: &[(&str, &str)]| parse_query(&pairs(p), now).unwrap_err();
     let (field, msg) = err(&[("step", "day")]);
     assert_eq!((field, msg.as_str()), ("step", "must be minute or hour (got \"day\")"));
