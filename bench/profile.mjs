@@ -7,7 +7,8 @@
 //
 //   PROFILE_BUILD=/path/to/dir-with-index.js (default build/; a named build makes wasm frames
 //   readable: `worker-build --release --out-dir /tmp/named wasm` keeps the names)
-//   PROFILE_KIND=tools/list | tools/call | healthz (default tools/list)
+//   PROFILE_KIND=tools/list | tools/call | tools/call-stream | healthz (default tools/list;
+//   tools/call-stream: the bench's streamed call, a 100-node workflow relayed with progress)
 //   PROFILE_SECONDS (default 8), PROFILE_TOP (default 40), PROFILE_CONCURRENCY (default 16)
 //   PROFILE_MODE=cpu: no profiler; the workerd CPU per request (bench/lib/workercpu.mjs) of
 //   /healthz, tools/list and a blocking tools/call, for a quick A/B of two builds
@@ -93,7 +94,9 @@ async function main() {
     await applyMigrations(snap.config, persistDir);
     fg = await startWorker({ config: snap.config, persistDir, vars: { ADMIN_TOKEN, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY }, probe: getOk('/healthz'), label: 'flowgate' });
     const form = [{ 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 1000 } }];
-    const nodes = [{ title: 'Step 1', type: 'llm' }];
+    // The streamed kind runs the bench's 100-node workflow; the others one node.
+    const nodeCount = KIND === 'tools/call-stream' ? 100 : 1;
+    const nodes = Array.from({ length: nodeCount }, (_, i) => ({ title: `Step ${i + 1}`, type: i === nodeCount - 1 ? 'llm' : 'code' }));
     const { app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Bench Flow', form, nodes, outputs: [{ variable: 'echo', type: 'object' }] });
     const { code } = await publish(fg, app.id, { description: 'Summarises text', parameters: { text: 'The text to summarise' } });
     const mcpUrl = `${fg.url}/mcp/server/${code}/mcp`;
@@ -101,7 +104,9 @@ async function main() {
     const script =
       KIND === 'healthz'
         ? 'wrk.method = "GET"\n'
-        : KIND === 'tools/call'
+        : KIND === 'tools/call-stream'
+          ? lua({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' }, _meta: { progressToken: 'p' } } }, headers)
+          : KIND === 'tools/call'
           ? lua({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' } } }, { ...headers, Accept: 'application/json' })
           : lua({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers);
     const url = KIND === 'healthz' ? `${fg.url}/healthz` : mcpUrl;

@@ -469,11 +469,12 @@ fn push_line(out: &mut String, name: &str, value: &str) {
 }
 
 /// Splits on the same line ends the parser accepts (CRLF counted once); always yields at least
-/// one, possibly empty, line so that empty text still produces a line.
+/// one, possibly empty, line so that empty text still produces a line. (JSON text, what we
+/// write, is one line: the parser's word-at-a-time scan finds that fast.)
 fn for_each_line(text: &str, mut f: impl FnMut(usize, &str)) {
     let mut rest = text;
     let mut i = 0;
-    while let Some(end) = rest.find(['\r', '\n']) {
+    while let (Some(end), _) = line_end(rest.as_bytes()) {
         f(i, &rest[..end]);
         i += 1;
         let skip = if rest[end..].starts_with("\r\n") { 2 } else { 1 };

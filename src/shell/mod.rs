@@ -19,6 +19,7 @@ mod secrets;
 mod store;
 mod stream;
 mod tasks;
+mod timer;
 mod upstream;
 mod upstream_tasks;
 mod usage;

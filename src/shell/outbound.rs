@@ -15,6 +15,7 @@ use worker::{
     ResponseBody,
 };
 
+use super::timer::Timer;
 use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
 
 thread_local! {
@@ -187,10 +188,10 @@ pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<
         }
     }
     let mut stream = resp.stream().map_err(|e| SendError::Unreachable(scrub(&e.to_string())))?;
-    let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
+    let mut deadline = Deadline::after(timeout);
     let mut bytes = Vec::with_capacity(announced.unwrap_or(0).min(cap));
     loop {
-        match next_chunk(&mut stream, deadline).await {
+        match deadline.next_chunk(&mut stream).await {
             Ok(chunk) => {
                 if bytes.len() + chunk.len() > cap {
                     return Err(SendError::TooLarge(cap));
@@ -251,22 +252,52 @@ impl std::fmt::Display for ChunkEnd {
     }
 }
 
-/// The next chunk of a body, unless `deadline_ms` comes first: the one "next chunk or
-/// deadline" wait of every reader that has a single deadline (the SSE relay also has idle and
-/// keep-alive times, see `stream.rs`).
-pub async fn next_chunk(stream: &mut ByteStream, deadline_ms: u64) -> Result<Vec<u8>, ChunkEnd> {
-    let left = deadline_ms.saturating_sub(super::platform::now_ms());
-    if left == 0 {
-        return Err(ChunkEnd::TimedOut);
+/// A reader's one deadline, with one timer for all its waits (see `timer.rs`): the "next chunk
+/// or deadline" wait of every reader that has a single deadline (the SSE relay also has idle
+/// and keep-alive times, see `stream.rs`).
+pub struct Deadline {
+    at_ms: u64,
+    timer: Timer,
+}
+
+impl Deadline {
+    pub fn after(wait: Duration) -> Deadline {
+        Deadline { at_ms: super::platform::now_ms() + wait.as_millis() as u64, timer: Timer::default() }
     }
-    let next = stream.next();
-    let timer = Delay::from(Duration::from_millis(left));
-    futures::pin_mut!(timer);
-    match select(next, timer).await {
-        Either::Left((Some(Ok(c)), _)) => Ok(c),
-        Either::Left((Some(Err(e)), _)) => Err(ChunkEnd::Broken(e.to_string())),
-        Either::Left((None, _)) => Err(ChunkEnd::Closed),
-        Either::Right(_) => Err(ChunkEnd::TimedOut),
+
+    /// Milliseconds left, 0 once it has passed.
+    pub fn left_ms(&self) -> u64 {
+        self.at_ms.saturating_sub(super::platform::now_ms())
+    }
+
+    /// The next chunk of a body, unless the deadline comes first.
+    pub async fn next_chunk(&mut self, stream: &mut ByteStream) -> Result<Vec<u8>, ChunkEnd> {
+        let now = super::platform::now_ms();
+        if now >= self.at_ms {
+            return Err(ChunkEnd::TimedOut);
+        }
+        self.timer.arm_by(self.at_ms, now);
+        let mut next = stream.next();
+        loop {
+            let item = match select(&mut next, self.timer.fired()).await {
+                Either::Left((item, _)) => Some(item),
+                Either::Right(_) => None,
+            };
+            return match item {
+                Some(Some(Ok(c))) => Ok(c),
+                Some(Some(Err(e))) => Err(ChunkEnd::Broken(e.to_string())),
+                Some(None) => Err(ChunkEnd::Closed),
+                // The timer fired with the clock a little behind it: wait out the rest.
+                None => {
+                    let now = super::platform::now_ms();
+                    if now >= self.at_ms {
+                        return Err(ChunkEnd::TimedOut);
+                    }
+                    self.timer.arm_by(self.at_ms, now);
+                    continue;
+                }
+            };
+        }
     }
 }
 

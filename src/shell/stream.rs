@@ -9,7 +9,7 @@ use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
-use worker::{ByteStream, Context, Delay, Env, Headers, Method, Response};
+use worker::{ByteStream, Context, Env, Headers, Method, Response};
 
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::dify::stream::DifyStream;
@@ -34,6 +34,7 @@ const KEEPALIVE_MS: u64 = 1000;
 const SHARE_RUN_AFTER_MS: u64 = 2000;
 
 use super::outbound::{self, SendError};
+use super::timer::Timer;
 use super::VERSION;
 
 /// Where and how to call an app's backend, resolved from its settings for one call.
@@ -107,6 +108,8 @@ pub struct CallStream {
     started_ms: u64,
     /// Counted in usage metrics when the final response goes out (a client call only).
     usage: Option<super::usage::Ticket>,
+    /// Wakes a wait for the keep-alive, idle and total limits.
+    timer: Timer,
 }
 
 impl CallStream {
@@ -159,6 +162,7 @@ impl CallStream {
             unshared: None,
             started_ms: now,
             usage: None,
+            timer: Timer::default(),
         }
     }
 
@@ -367,23 +371,29 @@ impl CallStream {
     }
 
     /// Waits for the backend's next piece until the next keep-alive is due; `Err` is the
-    /// outcome when the call's total or idle timeout has run out.
-    async fn wait<T>(&self, next: impl std::future::Future<Output = T>) -> Result<Wait<T>, Outcome> {
-        let now = super::platform::now_ms();
-        if now >= self.deadline_ms {
-            return Err(self.total_timeout());
+    /// outcome when the call's total or idle timeout has run out. One timer serves every wait
+    /// of the call (see `timer.rs`): when it fires before anything is due (the limits moved on
+    /// with the chunks that came meanwhile), the wait goes on.
+    async fn wait<T>(&mut self, next: impl std::future::Future<Output = T>) -> Result<Wait<T>, Outcome> {
+        futures::pin_mut!(next);
+        loop {
+            let now = super::platform::now_ms();
+            if now >= self.deadline_ms {
+                return Err(self.total_timeout());
+            }
+            let idle_at = self.last_chunk_ms + self.target.idle.as_millis() as u64;
+            if now >= idle_at {
+                return Err(self.idle_timeout());
+            }
+            let keepalive_at = self.last_write_ms + KEEPALIVE_MS;
+            if now >= keepalive_at {
+                return Ok(Wait::Tick);
+            }
+            self.timer.arm_by(idle_at.min(self.deadline_ms).min(keepalive_at), now);
+            if let Either::Left((item, _)) = select(next.as_mut(), self.timer.fired()).await {
+                return Ok(Wait::Item(item));
+            }
         }
-        let idle_left = (self.last_chunk_ms + self.target.idle.as_millis() as u64).saturating_sub(now);
-        if idle_left == 0 {
-            return Err(self.idle_timeout());
-        }
-        let keepalive_left = (self.last_write_ms + KEEPALIVE_MS).saturating_sub(now).max(1);
-        let timer = Delay::from(Duration::from_millis(idle_left.min(self.deadline_ms - now).min(keepalive_left)));
-        futures::pin_mut!(next, timer);
-        Ok(match select(next, timer).await {
-            Either::Left((item, _)) => Wait::Item(item),
-            Either::Right(_) => Wait::Tick,
-        })
     }
 
     /// What went into `out` since the last write, or a keep-alive when the backend's chunk

@@ -532,8 +532,8 @@ async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Optio
     let mut stream = resp.stream().map_err(|e| Outcome::Failed(e.to_string()))?;
     let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
     let mut events = Vec::new();
-    let deadline = super::platform::now_ms() + backend.idle.as_millis() as u64;
-    while let Ok(chunk) = outbound::next_chunk(&mut stream, deadline).await {
+    let mut deadline = outbound::Deadline::after(backend.idle);
+    while let Ok(chunk) = deadline.next_chunk(&mut stream).await {
         if parser.feed(&chunk, &mut events).is_err() {
             break;
         }

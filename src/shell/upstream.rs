@@ -37,7 +37,7 @@ use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::mcp::version::Version;
 use crate::pure::outcome::Outcome;
 
-use super::outbound::{self, next_chunk, ChunkEnd, SendError};
+use super::outbound::{self, ChunkEnd, Deadline, SendError};
 use super::secrets;
 use super::VERSION;
 
@@ -394,9 +394,9 @@ impl<'a> Client<'a> {
         let mut stream = resp.stream().map_err(|e| format!("upstream {app}: {e}"))?;
         let id = self.id();
         let mut reader = ReplyReader::new(json!(id));
-        let deadline = super::platform::now_ms() + self.up.init_timeout.as_millis() as u64;
+        let mut deadline = Deadline::after(self.up.init_timeout);
         while reader.endpoint().is_none() {
-            let chunk = next_chunk(&mut stream, deadline).await.map_err(|e| {
+            let chunk = deadline.next_chunk(&mut stream).await.map_err(|e| {
                 format!(
                     "upstream {app} sent no endpoint event on its SSE stream ({e}; session_init_timeout {} s)",
                     self.up.init_timeout.as_secs()
@@ -467,9 +467,9 @@ impl<'a> Client<'a> {
             }
         }
         reader.expect(json!(id));
-        let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
+        let mut deadline = Deadline::after(timeout);
         loop {
-            let chunk = next_chunk(stream, deadline).await.map_err(|e| format!("upstream {app}: {e}"))?;
+            let chunk = deadline.next_chunk(stream).await.map_err(|e| format!("upstream {app}: {e}"))?;
             let mut items = Vec::new();
             reader.feed_sse(&chunk, &mut items)?;
             for item in items {
@@ -765,11 +765,11 @@ async fn read_reply(
     let ct = resp.headers().get("content-type").ok().flatten().unwrap_or_default().to_ascii_lowercase();
     if ct.contains("text/event-stream") {
         let mut stream = resp.stream().map_err(|e| e.to_string())?;
-        let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
+        let mut deadline = Deadline::after(timeout);
         let mut resumes = 0;
         loop {
             let mut items = Vec::new();
-            let closed = match next_chunk(&mut stream, deadline).await {
+            let closed = match deadline.next_chunk(&mut stream).await {
                 Ok(chunk) => reader.feed_sse(&chunk, &mut items).map(|_| false)?,
                 Err(ChunkEnd::Closed) => reader.finish_sse(&mut items).map(|_| true)?,
                 Err(e) => return Err(e.to_string()),
@@ -787,14 +787,14 @@ async fn read_reply(
                 let (Some((url, h)), Some((id, wait_ms))) = (&resume, reader.resume()) else {
                     return Err("the upstream closed its event stream before answering".into());
                 };
-                let left = deadline.saturating_sub(super::platform::now_ms());
+                let left = deadline.left_ms();
                 resumes += 1;
                 if resumes > MAX_RESUMES || wait_ms >= left {
                     return Err(format!("the upstream's event stream closed {resumes} times without an answer"));
                 }
                 let _ = h.set("last-event-id", id);
                 worker::Delay::from(Duration::from_millis(wait_ms)).await;
-                let left = Duration::from_millis(deadline.saturating_sub(super::platform::now_ms()).max(1));
+                let left = Duration::from_millis(deadline.left_ms().max(1));
                 let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await.map_err(send_error_text)?;
                 if r.status_code() != 200 {
                     return Err(format!("resuming the upstream's event stream got HTTP {}", r.status_code()));

@@ -252,6 +252,38 @@ describe('robustness', () => {
     await reader.cancel();
     await assertStopped(apiKey, 'workflows/tasks');
   });
+
+  test('keep-alives still come when the backend falls silent after progress went out', async () => {
+    // The relay keeps one timer for the whole call. Each piece sent ends one pull of the
+    // response stream and the next wait runs in another task, so the timer must wake whichever
+    // task waits now: a timer that woke the task that armed it would leave this stream silent
+    // until the backend's next event (the release below, or the 30 s idle timeout).
+    const nodes = ['One', 'Two', 'Three'].map((title) => ({ title, type: 'llm' }));
+    const { url, tool, apiKey } = await server({ mode: 'workflow', name: 'Paused', nodes, holdBefore: 'workflow_finished', backend: { idle_timeout_seconds: 30 } });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...V },
+      body: JSON.stringify(callBody(tool, { text: 'x' }, 1, { progressToken: 'k' })),
+    });
+    assert.equal(res.status, 200);
+    const reader = res.body.getReader();
+    const dec = new TextDecoder();
+    let text = '';
+    const readUntil = async (what, label) => {
+      while (!what()) {
+        const { value, done } = await withTimeout(reader.read(), 15_000, label);
+        assert.equal(done, false, `the stream ended before ${label}: ${text}`);
+        text += dec.decode(value, { stream: true });
+      }
+    };
+    await readUntil(() => (text.match(/notifications\/progress/g) ?? []).length === nodes.length, 'the progress of every node');
+    await waitFor(() => dify.requestsFor(apiKey).some((q) => q.held), 20_000, 'the backend to pause');
+    const before = text.length;
+    await readUntil(() => text.slice(before).includes(': keep-alive'), 'a keep-alive while the backend is silent');
+    dify.release(apiKey);
+    await readUntil(() => text.includes('"result"'), 'the result');
+    assert.match(text, /"isError":false/);
+  });
 });
 
 describe('cancellation', () => {

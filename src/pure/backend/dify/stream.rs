@@ -70,7 +70,16 @@ impl DifyStream {
                 e @ ("message" | "agent_message" | "message_replace") => {
                     return self.on_answer(e == "message_replace", head.answer.as_deref());
                 }
-                "node_started" | "node_finished" | "agent_thought" | "message_end" | "workflow_finished" | "error" => {}
+                // A node event says what the head already holds: a workflow sends two per node.
+                "node_started" => {
+                    let d = head.data.unwrap_or_default();
+                    return out.push(node_started(d.title.as_deref(), d.node_type.as_deref()));
+                }
+                "node_finished" => {
+                    let d = head.data.unwrap_or_default();
+                    return out.push(node_finished(d.title.as_deref(), d.status.as_deref()));
+                }
+                "agent_thought" | "message_end" | "workflow_finished" | "error" => {}
                 _ => return,
             }
         }
@@ -89,13 +98,8 @@ impl DifyStream {
         }
         let d = &v["data"];
         match v.get("event").and_then(Value::as_str).unwrap_or("") {
-            "node_started" => out.push(Signal::Log {
-                level: "info",
-                data: json!({"event": "node_started", "node": text(&d["title"]), "type": text(&d["node_type"])}),
-            }),
-            "node_finished" => out.push(Signal::Progress {
-                message: format!("{} {}", text(&d["title"]), d["status"].as_str().unwrap_or("finished")),
-            }),
+            "node_started" => out.push(node_started(d["title"].as_str(), d["node_type"].as_str())),
+            "node_finished" => out.push(node_finished(d["title"].as_str(), d["status"].as_str())),
             "agent_thought" => {
                 let thought = text(&v["thought"]);
                 if !thought.is_empty() {
@@ -208,6 +212,33 @@ struct Head<'a> {
     task_id: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     answer: Option<Cow<'a, str>>,
+    /// Read for node events; other events' `data` (a `text_chunk`'s text) is checked and skipped
+    /// field by field all the same. A `data` of another shape sends the event the whole way.
+    #[serde(borrow, default)]
+    data: Option<HeadData<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct HeadData<'a> {
+    #[serde(borrow, default)]
+    title: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    node_type: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    status: Option<Cow<'a, str>>,
+}
+
+/// The log notification of a node that started (a missing or non-text field shown empty).
+fn node_started(title: Option<&str>, node_type: Option<&str>) -> Signal {
+    Signal::Log {
+        level: "info",
+        data: json!({"event": "node_started", "node": title.unwrap_or(""), "type": node_type.unwrap_or("")}),
+    }
+}
+
+/// The progress of a node that finished, with its status.
+fn node_finished(title: Option<&str>, status: Option<&str>) -> Signal {
+    Signal::Progress { message: format!("{} {}", title.unwrap_or(""), status.unwrap_or("finished")) }
 }
 
 fn text(v: &Value) -> String {
@@ -253,6 +284,46 @@ mod tests {
         assert_eq!(n.answer, "ab");
         n.on_event(r#"{"event": "message_end", "task_id": "t"}"#, &mut out);
         assert_eq!(n.finish(), Outcome::Ok { text: "ab".into(), structured: Some(json!({"answer": "ab"})) });
+    }
+
+    #[test]
+    fn node_events_give_the_same_signals_read_by_their_head_or_whole() {
+        let signals = |data: &str| {
+            let mut s = DifyStream::new(Mode::Workflow, 100);
+            let mut out = Vec::new();
+            s.on_event(data, &mut out);
+            out
+        };
+        let started = |node: &str, ty: &str| Signal::Log {
+            level: "info",
+            data: json!({"event": "node_started", "node": node, "type": ty}),
+        };
+        let finished = |m: &str| Signal::Progress { message: m.into() };
+        // Read by the head: plain, escaped, missing fields, data null or absent.
+        assert_eq!(
+            signals(r#"{"event": "node_started", "data": {"title": "LLM", "node_type": "llm", "inputs": {"a": [1]}}}"#),
+            [started("LLM", "llm")]
+        );
+        assert_eq!(
+            signals(r#"{"event": "node_started", "data": {"title": "R\u00e9sum\u00e9"}}"#),
+            [started("Résumé", "")]
+        );
+        assert_eq!(
+            signals(r#"{"event": "node_finished", "data": {"title": "LLM", "status": "failed"}}"#),
+            [finished("LLM failed")]
+        );
+        assert_eq!(signals(r#"{"event": "node_finished", "data": null}"#), [finished(" finished")]);
+        assert_eq!(signals(r#"{"event": "node_finished"}"#), [finished(" finished")]);
+        // Read whole (the head cannot take a numeric title or a repeated key): the same rules.
+        assert_eq!(
+            signals(r#"{"event": "node_started", "data": {"title": 7, "node_type": "code"}}"#),
+            [started("", "code")]
+        );
+        assert_eq!(
+            signals(r#"{"event": "node_finished", "data": {"title": "A", "title": "B", "status": 1}}"#),
+            [finished("B finished")]
+        );
+        assert_eq!(signals(r#"{"event": "node_finished", "data": "odd"}"#), [finished(" finished")]);
     }
 
     #[test]
