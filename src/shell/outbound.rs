@@ -10,10 +10,7 @@ use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
 use worker::{js_sys, wasm_bindgen, wasm_bindgen_futures, web_sys};
-use worker::{
-    AbortController, ByteStream, Delay, Fetch, Headers, Method, Request, RequestInit, RequestRedirect, Response,
-    ResponseBody,
-};
+use worker::{ByteStream, Delay, Headers, Method, Response, ResponseBody};
 
 use super::timer::Timer;
 use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
@@ -137,6 +134,14 @@ fn cross_origin_headers(headers: &Headers, with_body: bool) -> Headers {
     kept
 }
 
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// The global `fetch(url, init)`: no `Request` object to build, and none of the getters
+    /// (`cf`, ...) that wrapping one in a `worker::Request` reads.
+    #[wasm_bindgen(catch, js_name = fetch)]
+    fn global_fetch(url: &str, init: &web_sys::RequestInit) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
+}
+
 async fn fetch_once(
     method: Method,
     url: &str,
@@ -144,21 +149,22 @@ async fn fetch_once(
     body: Option<&str>,
     timeout: Duration,
 ) -> Result<Response, SendError> {
-    let mut init = RequestInit::new();
-    init.with_method(method).with_headers(headers.clone()).with_redirect(RequestRedirect::Manual);
+    let unreachable = |e: wasm_bindgen::JsValue| SendError::Unreachable(scrub(&worker::Error::from(e).to_string()));
+    let init = web_sys::RequestInit::new();
+    init.set_method(method.as_ref());
+    init.set_headers(&headers.0);
+    init.set_redirect(web_sys::RequestRedirect::Manual);
     if let Some(b) = body {
-        init.with_body(Some(b.into()));
+        init.set_body(&wasm_bindgen::JsValue::from_str(b));
     }
-    let req = Request::new_with_init(url, &init).map_err(|e| SendError::Unreachable(scrub(&e.to_string())))?;
-    let controller = AbortController::default();
-    let signal = controller.signal();
-    let fetch = Fetch::Request(req);
-    let sent = fetch.send_with_signal(&signal);
+    let controller = web_sys::AbortController::new().map_err(unreachable)?;
+    init.set_signal(Some(&controller.signal()));
+    let sent = wasm_bindgen_futures::JsFuture::from(global_fetch(url, &init).map_err(unreachable)?);
     let deadline = Delay::from(timeout);
-    futures::pin_mut!(sent, deadline);
+    futures::pin_mut!(deadline);
     match select(sent, deadline).await {
-        Either::Left((Ok(resp), _)) => Ok(resp),
-        Either::Left((Err(e), _)) => Err(SendError::Unreachable(scrub(&e.to_string()))),
+        Either::Left((Ok(resp), _)) => Ok(Response::from(web_sys::Response::from(resp))),
+        Either::Left((Err(e), _)) => Err(unreachable(e)),
         Either::Right(_) => {
             controller.abort();
             Err(SendError::TimedOut)

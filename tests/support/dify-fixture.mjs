@@ -411,16 +411,13 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
     return (await pause(res, null, { ms })) === 'time';
   }
 
+  // With a Content-Length, as Dify's answers have (werkzeug sets it on every body it is given
+  // whole); Node would otherwise send them chunked.
   function send(res, status, body, headers = {}) {
     if (res.headersSent || res.destroyed) return;
-    if (typeof body === 'string') {
-      res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', ...headers });
-      res.end(body);
-    } else {
-      const text = JSON.stringify(body);
-      res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
-      res.end(text);
-    }
+    const [type, text] = typeof body === 'string' ? ['text/plain; charset=utf-8', body] : ['application/json', JSON.stringify(body)];
+    res.writeHead(status, { 'Content-Type': type, 'Content-Length': Buffer.byteLength(text), ...headers });
+    res.end(text);
   }
 
   // ---- streaming -------------------------------------------------------------
