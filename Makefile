@@ -98,7 +98,7 @@ bench: build
 
 # Where the Worker's CPU goes per request: V8's sampling profiler through the Worker's inspector,
 # on a build that keeps wasm function names (built into target/named/, not build/), self time
-# per function. PROFILE_KIND=tools/list|tools/call|healthz; PROFILE_MODE=cpu for CPU per request
+# per function. PROFILE_KIND=tools/list|tools/call|tools/call-stream|healthz; PROFILE_MODE=cpu for CPU per request
 # only (bench/profile.mjs says more). Not part of `make test`.
 .PHONY: profile
 profile: setup
