@@ -2,16 +2,39 @@
 // only when DEMO=true, the built-in demo backend under /demo/ (worker/demo.mjs). Everything else,
 // and /demo/ itself without DEMO, goes to the Rust Worker unchanged.
 //
-// worker-build 0.8 exports its fetch handler as a class extending WorkerEntrypoint (wrapped in a
-// Proxy that re-creates the instance after a wasm trap): subclassing it keeps that behaviour,
-// and the Durable Object classes are re-exported so their bindings still find them.
+// worker-build 0.8 exports its fetch handler as a WorkerEntrypoint class wrapped in a Proxy: for
+// every request the runtime builds an instance, a Proxy around it and another around its `fetch`,
+// only to notice a wasm trap and re-create the module on the next request. That costs about a
+// tenth of a small request's CPU, so requests call the class's own `fetch` directly, and the
+// recovery stays: a Rust panic marks the module itself (worker-rs's panic hook sets
+// `criticalError` in `globalThis.__worker_init_state`, and wasm-bindgen re-instantiates an
+// aborted module on its next call), a trap seen here marks it the same way, and a request that
+// finds it marked goes through the Proxy once, which re-creates the module. The Durable Object
+// classes are re-exported as they are, so their bindings still find them.
 import RustWorker, { TaskRunner, TokenBroker } from '../build/index.js';
 import { demo } from './demo.mjs';
 
 export { TaskRunner, TokenBroker };
 
-export default class Flowgate extends RustWorker {
-  fetch(request) {
-    return (this.env.DEMO === 'true' && demo(request)) || super.fetch(request);
-  }
+const rustFetch = RustWorker.prototype.fetch;
+const initState = globalThis.__worker_init_state;
+
+function markTrap(error) {
+  if (error instanceof WebAssembly.RuntimeError && initState) initState.criticalError = true;
+  throw error;
 }
+
+export default {
+  fetch(request, env, ctx) {
+    if (env.DEMO === 'true') {
+      const answer = demo(request);
+      if (answer) return answer;
+    }
+    if (!initState || initState.criticalError) return new RustWorker(ctx, env).fetch(request);
+    try {
+      return rustFetch.call({ env, ctx }, request).catch(markTrap);
+    } catch (error) {
+      return markTrap(error);
+    }
+  },
+};

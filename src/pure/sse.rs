@@ -449,6 +449,14 @@ pub fn write_event(out: &mut String, event: Option<&str>, id: Option<&str>, data
     out.push('\n');
 }
 
+/// Appends a JSON message as one event: what [`write_event`] writes for its text, serialized
+/// straight into `out` (compact JSON has no line break: control characters are escaped).
+pub fn write_json_event(out: &mut String, message: &serde_json::Value) {
+    use std::fmt::Write;
+    // Writing to a String cannot fail.
+    let _ = write!(out, "data: {message}\n\n");
+}
+
 /// A comment line (": text\n\n") used as a keep-alive / priming event: clients ignore it, but
 /// it makes proxies flush and keeps idle connections open. Multi-line text stays all comment.
 pub fn write_comment(out: &mut String, text: &str) {
@@ -1045,6 +1053,23 @@ mod tests {
         let mut out = String::new();
         write_event(&mut out, Some("a\n\ndata: evil"), Some("1\r\nevent: x"), "ok");
         assert_eq!(parse(out.as_bytes()), [ev("a  data: evil", "ok", Some("1 event: x"), None)]);
+    }
+
+    #[test]
+    fn write_json_event_writes_what_write_event_writes_for_the_text() {
+        // Line breaks and other control characters inside strings, U+2028, non-ASCII keys.
+        let messages = [
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "a\nb\r\nc\rd"}}),
+            serde_json::json!({"text": "tab\there\u{0}nul \u{2028} é", "ключ": [1, 2.5, null, true]}),
+            serde_json::json!("plain"),
+        ];
+        for m in messages {
+            let (mut direct, mut via_text) = (String::new(), String::new());
+            write_json_event(&mut direct, &m);
+            write_event(&mut via_text, None, None, &m.to_string());
+            assert_eq!(direct, via_text);
+            assert_eq!(parse(direct.as_bytes()), [data(&m.to_string())]);
+        }
     }
 
     #[test]

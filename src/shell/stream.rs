@@ -22,7 +22,7 @@ use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::server::{self, CallPlan, Progress};
 use crate::pure::mode::Mode;
 use crate::pure::outcome::{Outcome, Signal};
-use crate::pure::sse::{write_comment, write_event, SseParser};
+use crate::pure::sse::{write_comment, write_json_event, SseParser};
 
 /// Longest silence toward the client: a comment goes out after it, which keeps intermediaries
 /// from closing the stream and lets the runtime notice a client that went away (a disconnect
@@ -336,7 +336,7 @@ impl CallStream {
                     }
                     Ok(Wait::Item(Some(Relayed::Note(n)))) => {
                         self.last_chunk_ms = super::platform::now_ms();
-                        write_event(&mut out, None, None, &n.to_string());
+                        write_json_event(&mut out, &n);
                         self.phase = Phase::Relaying(rx);
                         self.share_run().await;
                         if let Some(text) = self.flush(&mut out) {
@@ -347,7 +347,7 @@ impl CallStream {
                         self.cancel.completed();
                         self.phase = Phase::Finished;
                         self.final_alone = out.is_empty();
-                        write_event(&mut out, None, None, &response.to_string());
+                        write_json_event(&mut out, &response);
                         if let Some(t) = self.usage.take() {
                             t.finish(&response);
                         }
@@ -522,7 +522,7 @@ impl CallStream {
         }
         for s in signals.drain(..) {
             if let Some(n) = server::notification(&self.plan, s, &mut self.progress) {
-                write_event(out, None, None, &n.to_string());
+                write_json_event(out, &n);
             }
         }
         self.signals = signals;
@@ -545,7 +545,7 @@ impl CallStream {
         let outcome = outcome.capped(&self.target.app_name, self.target.max_result_bytes);
         let response = server::finish_call(&self.plan, outcome, VERSION);
         self.final_alone = out.is_empty();
-        write_event(out, None, None, &response.to_string());
+        write_json_event(out, &response);
         if let Some(t) = self.usage.take() {
             t.finish(&response);
         }
