@@ -285,24 +285,19 @@ impl Deadline {
         self.timer.arm_by(self.at_ms, now);
         let mut next = stream.next();
         loop {
-            let item = match select(&mut next, self.timer.fired()).await {
-                Either::Left((item, _)) => Some(item),
-                Either::Right(_) => None,
-            };
-            return match item {
-                Some(Some(Ok(c))) => Ok(c),
-                Some(Some(Err(e))) => Err(ChunkEnd::Broken(e.to_string())),
-                Some(None) => Err(ChunkEnd::Closed),
-                // The timer fired with the clock a little behind it: wait out the rest.
-                None => {
-                    let now = super::platform::now_ms();
-                    if now >= self.at_ms {
-                        return Err(ChunkEnd::TimedOut);
-                    }
-                    self.timer.arm_by(self.at_ms, now);
-                    continue;
-                }
-            };
+            if let Either::Left((item, _)) = select(&mut next, self.timer.fired()).await {
+                return match item {
+                    Some(Ok(c)) => Ok(c),
+                    Some(Err(e)) => Err(ChunkEnd::Broken(e.to_string())),
+                    None => Err(ChunkEnd::Closed),
+                };
+            }
+            // The timer fired with the clock a little behind it: wait out the rest.
+            let now = super::platform::now_ms();
+            if now >= self.at_ms {
+                return Err(ChunkEnd::TimedOut);
+            }
+            self.timer.arm_by(self.at_ms, now);
         }
     }
 }
