@@ -428,6 +428,10 @@ fn ascii_str(bytes: &[u8]) -> &str {
 ///
 /// Line breaks inside `event` or `id` become spaces, so a value taken from a backend can never
 /// inject fields or end the event early. Line ends in `data` arrive at the client as `\n`.
+///
+/// The relay writes only JSON messages ([`write_json_event`]) and comments; this general form
+/// is the reference they are tested against, and writes the parser's round-trip inputs.
+#[cfg(test)]
 pub fn write_event(out: &mut String, event: Option<&str>, id: Option<&str>, data: &str) {
     for (name, value) in [("event", event), ("id", id)] {
         if let Some(value) = value {
@@ -449,7 +453,7 @@ pub fn write_event(out: &mut String, event: Option<&str>, id: Option<&str>, data
     out.push('\n');
 }
 
-/// Appends a JSON message as one event: what [`write_event`] writes for its text, serialized
+/// Appends a JSON message as one event: what `write_event` writes for its text, serialized
 /// straight into `out` (compact JSON has no line break: control characters are escaped).
 pub fn write_json_event(out: &mut String, message: &serde_json::Value) {
     use std::fmt::Write;
