@@ -8,6 +8,17 @@
 /// What a masked server code is logged as.
 pub const CODE_MASK: &str = "<code>";
 
+/// The path of a URL as the runtime serializes it (WHATWG: `scheme://host[:port]/path?query`),
+/// without parsing it: the first `/` after `//` starts the path, which ends at `?` or `#`.
+pub fn of_url(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    let Some(start) = url[after_scheme..].find('/').map(|i| after_scheme + i) else {
+        return "/";
+    };
+    let path = &url[start..];
+    &path[..path.find(['?', '#']).unwrap_or(path.len())]
+}
+
 /// The path's non-empty segments: `//mcp//server/x/` and `/mcp/server/x` route alike.
 pub fn segments(path: &str) -> Vec<&str> {
     path.split('/').filter(|s| !s.is_empty()).collect()
@@ -89,6 +100,16 @@ mod tests {
 
     fn log(path: &str) -> String {
         loggable(&segments(path))
+    }
+
+    #[test]
+    fn the_path_of_a_url_is_between_the_host_and_the_query() {
+        assert_eq!(of_url("https://flowgate.example/mcp/server/x/mcp?a=1#f"), "/mcp/server/x/mcp");
+        assert_eq!(of_url("http://127.0.0.1:8787/healthz"), "/healthz");
+        assert_eq!(of_url("http://127.0.0.1:8787"), "/");
+        assert_eq!(of_url("http://h/a#x?y"), "/a");
+        assert_eq!(of_url("http://h/?q=/x"), "/");
+        assert_eq!(of_url("http://h/%2F/x"), "/%2F/x");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 use std::rc::Rc;
 
-use worker::{Context, D1Database, Env, Method, Request, Response};
+use worker::{Context, D1Database, Env, Method, Response};
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::dify::import as dify_import;
@@ -25,7 +25,7 @@ use crate::pure::usage;
 
 use super::cache;
 use super::dify;
-use super::http::{self, internal, read_json, MAX_CONSOLE_BODY};
+use super::http::{self, internal, read_json, Incoming, MAX_CONSOLE_BODY};
 use super::memo;
 use super::platform;
 use super::store::{self, AppRow, KeyInsert, NewServer, ServerRow};
@@ -35,7 +35,7 @@ type Result<T> = std::result::Result<T, ApiError>;
 /// Routes `/console/api/<rest>` for `caller` once its role allows the route; every write (and
 /// code rotation), refused ones included, is recorded in the audit log under the caller's name.
 /// `shown_path` is the path as messages may quote it.
-pub async fn handle(req: Request, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
+pub async fn handle(req: Incoming, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
     let method = req.method();
     let writes = !matches!(method, Method::Get | Method::Head | Method::Options) || rest.last() == Some(&"refresh");
     let decision = console_roles::decide(rest, method.as_ref(), caller.role);
@@ -112,7 +112,7 @@ async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16)
     }
 }
 
-async fn route(mut req: Request, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
+async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
     let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
@@ -625,7 +625,7 @@ impl Console<'_> {
     }
 
     /// The newest console writes (`?limit=1..500`, default 100).
-    async fn audit_log(&self, req: &Request) -> Result<Value> {
+    async fn audit_log(&self, req: &Incoming) -> Result<Value> {
         let url = req.url().map_err(|e| internal("reading the query", e))?;
         let mut limit = 100u32;
         if let Some((_, v)) = url.query_pairs().find(|(k, _)| k == "limit") {
@@ -808,7 +808,7 @@ impl Console<'_> {
     // ---- durable tasks ----
 
     /// `?limit=1..100` (default 50), newest first; `?before=<created_at>` pages back.
-    async fn list_tasks(&self, server_id: &str, req: &Request) -> Result<Value> {
+    async fn list_tasks(&self, server_id: &str, req: &Incoming) -> Result<Value> {
         self.server_row(server_id).await?;
         let url = req.url().map_err(|e| internal("reading the query", e))?;
         let mut limit = 50u32;
@@ -859,7 +859,7 @@ impl Console<'_> {
 
     /// `?from=&to=&step=` (`pure::usage::parse_query`): series per tool and in all, and the
     /// server's last 50 failures. This isolate's unflushed counts are written first.
-    async fn usage(&self, server_id: &str, req: &Request) -> Result<Value> {
+    async fn usage(&self, server_id: &str, req: &Incoming) -> Result<Value> {
         self.server_row(server_id).await?;
         let url = req.url().map_err(|e| internal("reading the query", e))?;
         let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();

@@ -1,12 +1,61 @@
-//! Response helpers and bounded body reading shared by every route.
+//! The incoming request, response helpers and bounded body reading shared by every route.
 
 use futures::StreamExt;
 use serde_json::Value;
-use worker::{Headers, Request, Response};
+use worker::{js_sys, wasm_bindgen_futures::JsFuture, web_sys, ByteStream, Headers, Method, Response};
 
 use crate::pure::error::ApiError;
 use crate::pure::mcp::http_rules::is_json_content_type;
 use crate::pure::quote::quote_input;
+
+/// The request a client sent, as the runtime handed it over. Not a `worker::Request`: building
+/// one reads `request.cf`, which the runtime materializes from JSON on first read (about a tenth
+/// of a `/healthz`'s CPU in the profile) and which Flowgate never uses.
+pub struct Incoming {
+    raw: web_sys::Request,
+    method: Method,
+    headers: Headers,
+}
+
+impl Incoming {
+    pub fn new(raw: web_sys::Request) -> Incoming {
+        let method = Method::from(raw.method());
+        let headers = Headers(raw.headers());
+        Incoming { raw, method, headers }
+    }
+
+    pub fn method(&self) -> Method {
+        self.method.clone()
+    }
+
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    /// The raw URL, as the runtime serialized it.
+    pub fn url_text(&self) -> String {
+        self.raw.url()
+    }
+
+    /// The URL, parsed (for its origin or query).
+    pub fn url(&self) -> worker::Result<url::Url> {
+        let text = self.raw.url();
+        text.parse().map_err(|e| worker::Error::RustError(format!("the request URL does not parse: {e}")))
+    }
+
+    /// The whole body (its length known beforehand or none sent), in one read by the runtime.
+    async fn bytes(&mut self) -> worker::Result<Vec<u8>> {
+        let read = self.raw.array_buffer().map_err(worker::Error::from)?;
+        let buffer = JsFuture::from(read).await.map_err(worker::Error::from)?;
+        Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+    }
+
+    /// The body as a stream of chunks; `Err` when there is none.
+    fn stream(&mut self) -> worker::Result<ByteStream> {
+        let body = self.raw.body().ok_or_else(|| worker::Error::RustError("the request has no body".into()))?;
+        Ok(ByteStream::from(body))
+    }
+}
 
 /// Largest console request body accepted.
 pub const MAX_CONSOLE_BODY: usize = 1 << 20;
@@ -49,12 +98,12 @@ pub enum BodyError {
 /// A request body of at most `limit` bytes. An announced length is judged before reading, and
 /// the runtime reads such a body in one piece; a body sent without one (chunked) is read chunk
 /// by chunk and abandoned as soon as it passes the limit, so it is never held whole.
-pub async fn body_capped(req: &mut Request, limit: usize) -> Result<Vec<u8>, BodyError> {
+pub async fn body_capped(req: &mut Incoming, limit: usize) -> Result<Vec<u8>, BodyError> {
     let announced = req.headers().get("content-length").ok().flatten().and_then(|l| l.trim().parse::<usize>().ok());
     if announced.is_some_and(|n| n > limit) {
         return Err(BodyError::TooLarge);
     }
-    if announced.is_some() || req.inner().body().is_none() {
+    if announced.is_some() || req.raw.body().is_none() {
         let bytes = req.bytes().await.map_err(|e| BodyError::Unreadable(e.to_string()))?;
         return if bytes.len() > limit { Err(BodyError::TooLarge) } else { Ok(bytes) };
     }
@@ -71,7 +120,7 @@ pub async fn body_capped(req: &mut Request, limit: usize) -> Result<Vec<u8>, Bod
 }
 
 /// Reads a JSON body of at most `limit` bytes. An empty body reads as `{}` when `empty_ok`.
-pub async fn read_json(req: &mut Request, limit: usize, empty_ok: bool) -> Result<Value, ApiError> {
+pub async fn read_json(req: &mut Incoming, limit: usize, empty_ok: bool) -> Result<Value, ApiError> {
     let bytes = match body_capped(req, limit).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => return Err(too_large(limit)),

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use serde_json::Value;
-use worker::{Context, Env, Headers, Method, Request, Response};
+use worker::{Context, Env, Headers, Method, Response};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
@@ -28,7 +28,7 @@ use crate::pure::quote::plain_or_quoted;
 
 use super::cache;
 use super::call::{call_backend, call_streamed, target_of};
-use super::http::BodyError;
+use super::http::{BodyError, Incoming};
 use super::resource_server;
 use super::store;
 use super::stream::{stop_run, Opening};
@@ -43,7 +43,7 @@ pub const MAX_BODY: usize = 1 << 20;
 const ALLOWED_HEADERS: &str =
     "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
 
-pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
+pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
     // Usage metrics go to D1 from here when due, after the response (never per call).
     super::usage::maybe_flush(env, ctx);
     let origin = header(&req, "origin");
@@ -328,7 +328,7 @@ pub async fn handle(mut req: Request, env: &Env, ctx: &Context, code: &str) -> w
 /// state machine (bundle size).
 #[allow(clippy::type_complexity)]
 fn oauth_gate<'a>(
-    req: &'a Request,
+    req: &'a Incoming,
     env: &'a Env,
     def: &'a ServerDefinition,
     code: &'a str,
@@ -629,7 +629,7 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
 }
 
 /// The base of this Worker's MCP URLs: `PUBLIC_URL`, else the request's origin.
-fn public_base(req: &Request, env: &Env) -> Result<String, String> {
+fn public_base(req: &Incoming, env: &Env) -> Result<String, String> {
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
     let public_url = env.var(crate::pure::config::PUBLIC_URL).ok().map(|v| v.to_string());
     crate::pure::config::public_base(public_url.as_deref(), &origin)
@@ -637,7 +637,7 @@ fn public_base(req: &Request, env: &Env) -> Result<String, String> {
 
 /// `GET` the RFC 9728 protected resource metadata of an `oauth` server (404 for other
 /// servers and unknown codes): where MCP clients learn which authorization server to use.
-pub async fn resource_metadata(req: Request, env: &Env, ctx: &Context, code: &str) -> Result<Response, ApiError> {
+pub async fn resource_metadata(req: Incoming, env: &Env, ctx: &Context, code: &str) -> Result<Response, ApiError> {
     if req.method() != Method::Get {
         return Err(ApiError::method_not_allowed(req.method().as_ref(), "this metadata", "GET"));
     }
@@ -655,7 +655,7 @@ pub async fn resource_metadata(req: Request, env: &Env, ctx: &Context, code: &st
     Ok(resp)
 }
 
-fn header(req: &Request, name: &str) -> Option<String> {
+fn header(req: &Incoming, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()
 }
 

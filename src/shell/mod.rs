@@ -25,7 +25,7 @@ mod upstream_tasks;
 mod usage;
 
 use serde_json::json;
-use worker::{event, Context, Env, Request, Response};
+use worker::{event, web_sys, Context, Env, Response};
 
 use crate::pure::admin;
 use crate::pure::console_access;
@@ -34,6 +34,7 @@ use crate::pure::console_tokens;
 use crate::pure::error::ApiError;
 use crate::pure::path;
 use crate::pure::quote::quote_input;
+use http::Incoming;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -43,15 +44,16 @@ fn start() {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response> {
+async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<Response> {
+    let req = Incoming::new(req);
     let request_id = log::begin();
     outbound::guard_from_env(&env);
     let started = platform::now_ms();
     let method = req.method();
     // One canonical form of the path, computed once: the router matches its segments and the
     // log line (and any message quoting the path) shows the same segments, codes masked.
-    let raw_path = req.path();
-    let segments = path::segments(&raw_path);
+    let url = req.url_text();
+    let segments = path::segments(path::of_url(&url));
     let shown_path = path::loggable(&segments);
     let mut resp = route(req, &env, &ctx, &segments, &shown_path).await?;
     resp.headers_mut().set("x-request-id", &request_id)?;
@@ -74,7 +76,7 @@ async fn fetch(req: Request, env: Env, ctx: Context) -> worker::Result<Response>
 }
 
 async fn route(
-    req: Request,
+    req: Incoming,
     env: &Env,
     ctx: &Context,
     segments: &[&str],
@@ -112,7 +114,7 @@ async fn route(
 /// bootstrap admin, or a named console token (`fgc_…`, looked up by its hash). A wrong token
 /// counts against the client's address in the `ADMIN_AUTH_LIMIT` rate limiter; over the limit
 /// the answer is 429 instead of 401.
-async fn check_admin(req: &Request, env: &Env, ctx: &Context) -> Result<Identity, ApiError> {
+async fn check_admin(req: &Incoming, env: &Env, ctx: &Context) -> Result<Identity, ApiError> {
     let expected = env.secret("ADMIN_TOKEN").map(|s| s.to_string()).ok();
     let header = req.headers().get("authorization").ok().flatten();
     let mut failure = match admin::check(expected.as_deref(), header.as_deref()) {
@@ -152,14 +154,14 @@ async fn check_admin(req: &Request, env: &Env, ctx: &Context) -> Result<Identity
 
 /// A request that brings no console credential at all: no Authorization header, no Access
 /// assertion.
-fn anonymous(req: &Request) -> bool {
+fn anonymous(req: &Incoming) -> bool {
     let has = |name: &str| req.headers().get(name).ok().flatten().is_some();
     !has("authorization") && !has(console_access::ASSERTION_HEADER)
 }
 
 /// Counts a failed console authentication against the client's address; `Err` (429) once the
 /// address is over the `ADMIN_AUTH_LIMIT`.
-async fn throttle_attempt(req: &Request, env: &Env) -> Result<(), ApiError> {
+async fn throttle_attempt(req: &Incoming, env: &Env) -> Result<(), ApiError> {
     let ip = req.headers().get("cf-connecting-ip").ok().flatten();
     let key = admin::throttle_key(ip.as_deref());
     match ratelimit::allow_in(env, platform::ADMIN_AUTH_LIMIT, &key).await {

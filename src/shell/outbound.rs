@@ -4,13 +4,15 @@
 //! never go to another origin), no call waits forever, and no answer is read past its cap.
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::time::Duration;
 
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
+use wasm_bindgen::JsCast;
 use worker::{js_sys, wasm_bindgen, wasm_bindgen_futures, web_sys};
-use worker::{ByteStream, Delay, Headers, Method, Response, ResponseBody};
+use worker::{ByteStream, Headers, Method};
 
 use super::timer::Timer;
 use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
@@ -53,6 +55,34 @@ pub enum SendError {
     TooLarge(usize),
 }
 
+/// A backend's answer as the runtime gave it: its status and headers read once, its body not yet.
+/// Not a `worker::Response`, whose conversion reads `cf` and `webSocket` and takes the body
+/// stream out (a whole-body read would then need a new `Response` around it). It keeps the
+/// exchange's one timer and abort switch for the body's read (see [`text`]).
+pub struct Answer {
+    raw: web_sys::Response,
+    headers: Headers,
+    status: u16,
+    deadline: Deadline,
+    controller: web_sys::AbortController,
+}
+
+impl Answer {
+    pub fn status_code(&self) -> u16 {
+        self.status
+    }
+
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    /// The body, chunk by chunk.
+    pub fn stream(&mut self) -> worker::Result<ByteStream> {
+        let body = self.raw.body().ok_or_else(|| worker::Error::RustError("the answer has no body".into()))?;
+        Ok(ByteStream::from(body))
+    }
+}
+
 /// Sends `method url` with `headers` and an optional JSON body; the final answer's headers must
 /// arrive within `timeout`, redirects included.
 pub async fn send(
@@ -61,7 +91,7 @@ pub async fn send(
     headers: Headers,
     body: Option<&Value>,
     timeout: Duration,
-) -> Result<Response, SendError> {
+) -> Result<Answer, SendError> {
     let body = body.map(Value::to_string);
     send_text(method, url, headers, body, timeout, CrossOrigin::WithoutCredentials).await
 }
@@ -84,22 +114,19 @@ pub async fn send_text(
     mut body: Option<String>,
     timeout: Duration,
     cross_origin: CrossOrigin,
-) -> Result<Response, SendError> {
+) -> Result<Answer, SendError> {
     let allow = private_allow();
     let mut target = parse_outbound(url, &allow).map_err(SendError::Unreachable)?;
-    let deadline = super::platform::now_ms() + timeout.as_millis() as u64;
+    let mut deadline = Deadline::after(timeout);
     let mut hops = 0u8;
     loop {
-        let left = Duration::from_millis(deadline.saturating_sub(super::platform::now_ms()));
-        if left.is_zero() {
-            return Err(SendError::TimedOut);
-        }
-        let resp = fetch_once(method.clone(), target.as_str(), &headers, body.as_deref(), left).await?;
-        let status = resp.status_code();
+        let resp = fetch_once(method.clone(), target.as_str(), &headers, body.as_deref(), deadline).await?;
+        let status = resp.status;
         if !is_redirect(status) {
             return Ok(resp);
         }
-        let location = resp.headers().get("location").ok().flatten();
+        let location = resp.headers.get("location").ok().flatten();
+        deadline = resp.deadline;
         match follow_redirect(&target, status, method == Method::Post, location.as_deref(), hops, &allow) {
             Redirect::Follow { url, method_becomes_get, same_origin } => {
                 if method_becomes_get {
@@ -142,13 +169,14 @@ extern "C" {
     fn global_fetch(url: &str, init: &web_sys::RequestInit) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
 }
 
+/// One request, no redirect followed, its answer's headers within `deadline` (then aborted).
 async fn fetch_once(
     method: Method,
     url: &str,
     headers: &Headers,
     body: Option<&str>,
-    timeout: Duration,
-) -> Result<Response, SendError> {
+    mut deadline: Deadline,
+) -> Result<Answer, SendError> {
     let unreachable = |e: wasm_bindgen::JsValue| SendError::Unreachable(scrub(&worker::Error::from(e).to_string()));
     let init = web_sys::RequestInit::new();
     init.set_method(method.as_ref());
@@ -160,12 +188,15 @@ async fn fetch_once(
     let controller = web_sys::AbortController::new().map_err(unreachable)?;
     init.set_signal(Some(&controller.signal()));
     let sent = wasm_bindgen_futures::JsFuture::from(global_fetch(url, &init).map_err(unreachable)?);
-    let deadline = Delay::from(timeout);
-    futures::pin_mut!(deadline);
-    match select(sent, deadline).await {
-        Either::Left((Ok(resp), _)) => Ok(Response::from(web_sys::Response::from(resp))),
-        Either::Left((Err(e), _)) => Err(unreachable(e)),
-        Either::Right(_) => {
+    match deadline.race(sent).await {
+        Some(Ok(resp)) => {
+            let raw: web_sys::Response = resp.unchecked_into();
+            let headers = Headers(raw.headers());
+            let status = raw.status();
+            Ok(Answer { raw, headers, status, deadline, controller })
+        }
+        Some(Err(e)) => Err(unreachable(e)),
+        None => {
             controller.abort();
             Err(SendError::TimedOut)
         }
@@ -177,59 +208,53 @@ fn scrub(message: &str) -> String {
     crate::pure::url::scrub_urls(message)
 }
 
-/// Reads a response body as text, at most `cap` bytes, within `timeout`. A body announced or
-/// found to be longer is not read further: `TooLarge(cap)`.
-pub async fn text(resp: &mut Response, timeout: Duration, cap: usize) -> Result<String, SendError> {
-    let announced = resp.headers().get("content-length").ok().flatten().and_then(|l| l.trim().parse::<usize>().ok());
+/// Reads an answer's body as text, at most `cap` bytes, within `timeout` (the exchange's timer
+/// re-armed, not a new one). A body announced or found to be longer is not read further:
+/// `TooLarge(cap)`. A read that runs out of time is aborted.
+pub async fn text(resp: &mut Answer, timeout: Duration, cap: usize) -> Result<String, SendError> {
+    let announced = resp.headers.get("content-length").ok().flatten().and_then(|l| l.trim().parse::<usize>().ok());
     if announced.is_some_and(|n| n > cap) {
         return Err(SendError::TooLarge(cap));
     }
+    resp.deadline.reset_after(timeout);
+    let read = read_capped(resp, announced, cap).await;
+    if matches!(read, Err(SendError::TimedOut)) {
+        resp.controller.abort();
+    }
+    read.map(into_text)
+}
+
+async fn read_capped(resp: &mut Answer, announced: Option<usize>, cap: usize) -> Result<Vec<u8>, SendError> {
+    let broken = |e: wasm_bindgen::JsValue| SendError::Unreachable(scrub(&worker::Error::from(e).to_string()));
     // Announced and within the cap, and not decoded on the way (a small compressed body can
     // inflate without bound): the runtime reads it whole, with no crossing per chunk.
     let encoded =
-        resp.headers().get("content-encoding").ok().flatten().is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
+        resp.headers.get("content-encoding").ok().flatten().is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
     if announced.is_some() && !encoded {
-        if let ResponseBody::Stream(body) = resp.body() {
-            return whole(body, timeout, cap).await;
+        let read = wasm_bindgen_futures::JsFuture::from(resp.raw.array_buffer().map_err(broken)?);
+        let buffer = resp.deadline.race(read).await.ok_or(SendError::TimedOut)?.map_err(broken)?;
+        let bytes = js_sys::Uint8Array::new(&buffer);
+        if bytes.length() as usize > cap {
+            return Err(SendError::TooLarge(cap));
         }
+        return Ok(bytes.to_vec());
     }
-    let mut stream = resp.stream().map_err(|e| SendError::Unreachable(scrub(&e.to_string())))?;
-    let mut deadline = Deadline::after(timeout);
+    let Some(body) = resp.raw.body() else { return Ok(Vec::new()) };
+    let mut stream = ByteStream::from(body);
     let mut bytes = Vec::with_capacity(announced.unwrap_or(0).min(cap));
     loop {
-        match deadline.next_chunk(&mut stream).await {
+        match resp.deadline.next_chunk(&mut stream).await {
             Ok(chunk) => {
                 if bytes.len() + chunk.len() > cap {
                     return Err(SendError::TooLarge(cap));
                 }
                 bytes.extend_from_slice(&chunk);
             }
-            Err(ChunkEnd::Closed) => break,
+            Err(ChunkEnd::Closed) => return Ok(bytes),
             Err(ChunkEnd::TimedOut) => return Err(SendError::TimedOut),
             Err(ChunkEnd::Broken(e)) => return Err(SendError::Unreachable(scrub(&e))),
         }
     }
-    Ok(into_text(bytes))
-}
-
-/// A body whose length was announced, read by the runtime in one piece within `timeout`.
-async fn whole(body: &web_sys::ReadableStream, timeout: Duration, cap: usize) -> Result<String, SendError> {
-    let broken = |e: wasm_bindgen::JsValue| SendError::Unreachable(scrub(&worker::Error::from(e).to_string()));
-    let read =
-        web_sys::Response::new_with_opt_readable_stream(Some(body)).and_then(|r| r.array_buffer()).map_err(broken)?;
-    let read = wasm_bindgen_futures::JsFuture::from(read);
-    let deadline = Delay::from(timeout);
-    futures::pin_mut!(deadline);
-    let buffer = match select(read, deadline).await {
-        Either::Left((Ok(buffer), _)) => buffer,
-        Either::Left((Err(e), _)) => return Err(broken(e)),
-        Either::Right(_) => return Err(SendError::TimedOut),
-    };
-    let bytes = js_sys::Uint8Array::new(&buffer);
-    if bytes.length() as usize > cap {
-        return Err(SendError::TooLarge(cap));
-    }
-    Ok(into_text(bytes.to_vec()))
 }
 
 /// A body as text, invalid UTF-8 replaced (an answer is shown, not rejected, for it).
@@ -271,33 +296,39 @@ impl Deadline {
         Deadline { at_ms: super::platform::now_ms() + wait.as_millis() as u64, timer: Timer::default() }
     }
 
+    /// Moves the deadline to `wait` from now, keeping the timer (an armed one that fires
+    /// earlier is kept too: the waits re-check when it fires).
+    pub fn reset_after(&mut self, wait: Duration) {
+        self.at_ms = super::platform::now_ms() + wait.as_millis() as u64;
+    }
+
     /// Milliseconds left, 0 once it has passed.
     pub fn left_ms(&self) -> u64 {
         self.at_ms.saturating_sub(super::platform::now_ms())
     }
 
-    /// The next chunk of a body, unless the deadline comes first.
-    pub async fn next_chunk(&mut self, stream: &mut ByteStream) -> Result<Vec<u8>, ChunkEnd> {
-        let now = super::platform::now_ms();
-        if now >= self.at_ms {
-            return Err(ChunkEnd::TimedOut);
-        }
-        self.timer.arm_by(self.at_ms, now);
-        let mut next = stream.next();
+    /// `work`'s output, or `None` when the deadline comes first.
+    pub async fn race<F: Future + Unpin>(&mut self, mut work: F) -> Option<F::Output> {
         loop {
-            if let Either::Left((item, _)) = select(&mut next, self.timer.fired()).await {
-                return match item {
-                    Some(Ok(c)) => Ok(c),
-                    Some(Err(e)) => Err(ChunkEnd::Broken(e.to_string())),
-                    None => Err(ChunkEnd::Closed),
-                };
-            }
-            // The timer fired with the clock a little behind it: wait out the rest.
             let now = super::platform::now_ms();
             if now >= self.at_ms {
-                return Err(ChunkEnd::TimedOut);
+                return None;
             }
             self.timer.arm_by(self.at_ms, now);
+            if let Either::Left((out, _)) = select(&mut work, self.timer.fired()).await {
+                return Some(out);
+            }
+            // The timer fired: the deadline has passed, or the clock is a little behind it.
+        }
+    }
+
+    /// The next chunk of a body, unless the deadline comes first.
+    pub async fn next_chunk(&mut self, stream: &mut ByteStream) -> Result<Vec<u8>, ChunkEnd> {
+        match self.race(stream.next()).await {
+            Some(Some(Ok(c))) => Ok(c),
+            Some(Some(Err(e))) => Err(ChunkEnd::Broken(e.to_string())),
+            Some(None) => Err(ChunkEnd::Closed),
+            None => Err(ChunkEnd::TimedOut),
         }
     }
 }

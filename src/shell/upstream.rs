@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use serde_json::{json, Value};
-use worker::{ByteStream, Env, Headers, Method, Response};
+use worker::{ByteStream, Env, Headers, Method};
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -37,7 +37,7 @@ use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::mcp::version::Version;
 use crate::pure::outcome::Outcome;
 
-use super::outbound::{self, ChunkEnd, Deadline, SendError};
+use super::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
 use super::secrets;
 use super::VERSION;
 
@@ -247,7 +247,7 @@ impl<'a> Client<'a> {
         headers: &dyn Fn() -> Result<Headers, String>,
         body: &Value,
         timeout: Duration,
-    ) -> Result<Response, SendError> {
+    ) -> Result<Answer, SendError> {
         let resp =
             outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await?;
         let status = resp.status_code();
@@ -755,7 +755,7 @@ impl<'a> Client<'a> {
 /// session), a stream that closes after giving an event id is resumed (SEP-1699): after its
 /// `retry` wait, a GET with `Last-Event-ID` continues it, up to MAX_RESUMES times in the timeout.
 async fn read_reply(
-    mut resp: Response,
+    mut resp: Answer,
     reader: &mut ReplyReader,
     timeout: Duration,
     max_result_bytes: usize,
