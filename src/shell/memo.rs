@@ -6,7 +6,8 @@
 //! console tokens by hash, for a few seconds, so a burst of console calls reads D1 once (their
 //! use recorded at most once per token and hour, like client keys); and upstream MCP apps'
 //! catalogs, so a hot `resources/list` or `prompts/list` reads no KV; and, for a second, the
-//! server codes the rate limiter refused, so a flood over the limit costs no binding call each.
+//! server codes the rate limiter refused, so a flood over the limit costs no binding call each;
+//! and sealed credentials opened, for a minute, so a hot app's call runs no AES per call.
 //!
 //! Revocation: a console write updates the memo of the isolate that made it at once; every
 //! other isolate serves its copy for at most `DEFINITION_MEMO_SECONDS` (default 5), then once
@@ -53,6 +54,12 @@ const RUN_WINDOW_MS: u64 = 3_600_000;
 const RATE_REFUSED_CAPACITY: usize = 1024;
 const RATE_REFUSED_MS: u64 = 1_000;
 
+/// Sealed credentials one isolate keeps opened, and for how long. A sealed text opens to the
+/// same value for the isolate's life (its keys are the deployment's secrets); the window only
+/// bounds how long a credential no call uses stays in memory.
+const OPENED_CAPACITY: usize = 256;
+const OPENED_MS: u64 = 60_000;
+
 /// Upstream apps whose catalog one isolate keeps.
 const CATALOGS_CAPACITY: usize = 512;
 
@@ -65,6 +72,20 @@ thread_local! {
     static CONSOLE_TOKENS: RefCell<Memo<Rc<Identity>>> = RefCell::new(Memo::new(CONSOLE_TOKENS_CAPACITY));
     static CONSOLE_TOKENS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(CONSOLE_TOKENS_CAPACITY));
     static RATE_REFUSED: RefCell<Memo<()>> = RefCell::new(Memo::new(RATE_REFUSED_CAPACITY));
+    static OPENED: RefCell<Memo<Rc<str>>> = RefCell::new(Memo::new(OPENED_CAPACITY));
+}
+
+/// The value `sealed` opened to on this isolate within the last minute.
+pub fn opened(sealed: &str, now_ms: u64) -> Option<Rc<str>> {
+    match OPENED.with(|m| m.borrow_mut().get(sealed, now_ms, OPENED_MS)) {
+        Lookup::Fresh(v) => Some(v),
+        // Opening again is the refresh.
+        Lookup::Refresh(_) | Lookup::Missing => None,
+    }
+}
+
+pub fn remember_opened(sealed: &str, value: Rc<str>, now_ms: u64) {
+    OPENED.with(|m| m.borrow_mut().put(sealed, value, now_ms));
 }
 
 /// How long a memoized definition is served without looking again (`DEFINITION_MEMO_SECONDS`,

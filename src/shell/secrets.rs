@@ -1,5 +1,8 @@
 //! Backend credentials: a whole-string `$NAME` names a Worker secret or variable; a literal is
-//! stored sealed (AES-256-GCM under `SECRETS_KEY`, see `pure::sealed`) and opened at call time.
+//! stored sealed (AES-256-GCM under `SECRETS_KEY`, see `pure::sealed`) and opened at call time
+//! (kept opened for a minute in the isolate's memo: a hot app's calls run no AES each).
+
+use std::rc::Rc;
 
 use serde_json::Value;
 use worker::Env;
@@ -29,7 +32,13 @@ pub fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
 /// or a sealing problem, never a value.
 pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
     if sealed::is_sealed(value) {
-        return sealed::open(&keys(env)?, value);
+        let now = super::platform::now_ms();
+        if let Some(plain) = super::memo::opened(value, now) {
+            return Ok(plain.to_string());
+        }
+        let plain = sealed::open(&keys(env)?, value)?;
+        super::memo::remember_opened(value, Rc::from(plain.as_str()), now);
+        return Ok(plain);
     }
     if !is_secret_ref(value) {
         return Ok(value.to_string());
