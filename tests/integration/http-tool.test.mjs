@@ -102,6 +102,9 @@ describe('one-piece answers', () => {
     ['error400', /the tool 'Weather' failed \(HTTP 400\): Invalid location format\. Expected 'City, State'\./],
     ['error500', /the tool 'Weather' failed \(HTTP 500\): upstream exploded/],
     ['not_json', /the tool 'Weather' answered with text\/html; charset=utf-8 instead of application\/json/],
+    // 204 and no body: read as an empty answer (it used to fail as "could not reach ... body is
+    // not streamable", blaming the network for what the tool said).
+    ['no_content', /the tool 'Weather' answered with no Content-Type instead of application\/json/],
     ['wrong_content_type', /the tool 'Weather' answered with text\/plain; charset=utf-8 instead of application\/json/],
     ['rate_limited', /the tool 'Weather' failed \(HTTP 429\): slow down; retry after 7 s/],
   ];

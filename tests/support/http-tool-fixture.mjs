@@ -27,6 +27,7 @@
 //   'error400'            400 {"error":"Invalid location format. Expected 'City, State'."}
 //   'error500'            500 {"error":"upstream exploded"}
 //   'not_json'            200 text/html; charset=utf-8  <html>oops</html>
+//   'no_content'          204, no Content-Type, no body
 //   'wrong_content_type'  200 text/plain; charset=utf-8  JSON.stringify(result)
 //   'rate_limited'        429 {"error":"slow down"}, header Retry-After: 7
 // Streaming (body.stream === true and behaviour 'ok'): 200,
@@ -94,7 +95,7 @@ import { STATUS_CODES } from 'node:http';
 
 import { listenLoopback, readBody } from './loopback-server.mjs';
 
-const BEHAVIOURS = new Set(['ok', 'error400', 'error500', 'not_json', 'wrong_content_type', 'rate_limited']);
+const BEHAVIOURS = new Set(['ok', 'error400', 'error500', 'not_json', 'no_content', 'wrong_content_type', 'rate_limited']);
 const STREAM_BEHAVIOURS = new Set(['ok', 'end_early']);
 const RESULT_SHAPES = new Set(['nested', 'flat']);
 
@@ -259,6 +260,11 @@ export async function startHttpTool() {
         return send(res, 500, { error: 'upstream exploded' });
       case 'rate_limited':
         return send(res, 429, { error: 'slow down' }, { 'Retry-After': '7' });
+      case 'no_content':
+        // No body at all: the runtime hands Flowgate a response whose body is null.
+        record.status = 204;
+        res.writeHead(204);
+        return res.end();
       case 'not_json':
         record.status = 200;
         res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' });
