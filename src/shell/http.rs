@@ -39,8 +39,7 @@ impl Incoming {
 
     /// The URL, parsed (for its origin or query).
     pub fn url(&self) -> worker::Result<url::Url> {
-        let text = self.raw.url();
-        text.parse().map_err(|e| worker::Error::RustError(format!("the request URL does not parse: {e}")))
+        self.url_text().parse().map_err(|e| worker::Error::RustError(format!("the request URL does not parse: {e}")))
     }
 
     /// The whole body (its length known beforehand or none sent), in one read by the runtime.
