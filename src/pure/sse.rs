@@ -110,7 +110,7 @@ impl SseParser {
 
     /// One copy of the parser for every caller (a generic one would be compiled into the
     /// Worker once per call site); one indirect call per event costs nothing next to a line.
-    fn feed_dyn(&mut self, chunk: &[u8], mut emit: &mut dyn FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
+    fn feed_dyn(&mut self, chunk: &[u8], emit: &mut dyn FnMut(SseEventRef<'_>)) -> Result<(), SseError> {
         let mut chunk = chunk;
         if !self.bom_done {
             chunk = self.skip_bom(chunk);
@@ -127,43 +127,72 @@ impl SseParser {
         // The current event's first data line while it is still only in this chunk.
         let mut pending: Option<&str> = None;
         let max = self.max_event_bytes;
-        loop {
-            let (end, ascii) = match chunk.first() {
-                // A blank line, as after every event: no need to look further.
-                Some(b'\n' | b'\r') => (0, true),
-                _ => match line_end(chunk) {
-                    (Some(end), ascii) => (end, ascii),
-                    (None, _) => break,
-                },
-            };
-            self.check(self.line.len() + end)?;
-            if self.line.is_empty() {
-                // The whole line is in this chunk: parse it in place, without copying.
-                self.event.line(&chunk[..end], ascii, &mut pending, max, &mut emit)?;
-            } else {
+        let rest = 'lines: {
+            if !self.line.is_empty() {
+                // A line begun in an earlier chunk: completed from this one, parsed from `line`.
+                let Some(end) = line_end(chunk) else { break 'lines chunk };
+                self.check(self.line.len() + end)?;
                 self.line.extend_from_slice(&chunk[..end]);
-                self.event.keep(&mut pending);
                 let mut from_line = None;
-                let fed = self.event.line(&self.line, false, &mut from_line, max, &mut emit);
+                let fed = self.event.line(&self.line, None, &mut from_line, max, emit);
                 self.event.keep(&mut from_line);
                 fed?;
                 self.line.clear();
+                chunk = &chunk[self.next_line_start(chunk, end)..];
             }
-            let mut next = end + 1;
-            if chunk[end] == b'\r' {
-                match chunk.get(next) {
-                    Some(b'\n') => next += 1,
-                    None => self.after_cr = true,
-                    Some(_) => {}
+            // The rest of the chunk, which starts at a line start, is checked for UTF-8 in one
+            // call rather than one per line: std's check is fast over long runs but slow to
+            // start. A character cut by the chunk's end is left out; it belongs to the
+            // unfinished last line anyway (a line end is ASCII).
+            let whole = chunk.len() - last_char_len(chunk);
+            let text = match std::str::from_utf8(&chunk[..whole]) {
+                Ok(text) => text,
+                // Invalid bytes (rare): the lines before them are text, the others are checked
+                // one by one.
+                Err(e) => std::str::from_utf8(&chunk[..e.valid_up_to()]).unwrap_or_default(),
+            };
+            let mut at = 0;
+            loop {
+                let end = match chunk.get(at) {
+                    // A blank line, as after every event: no need to look further.
+                    Some(b'\n' | b'\r') => at,
+                    Some(_) => match line_end(&chunk[at..]) {
+                        Some(len) => at + len,
+                        None => break,
+                    },
+                    None => break,
+                };
+                self.check(end - at)?;
+                if end == at {
+                    self.event.dispatch(pending.take(), emit);
+                } else {
+                    // In place, without copying; as text if it lies in the part checked above.
+                    self.event.line(&chunk[at..end], text.get(at..end), &mut pending, max, emit)?;
                 }
+                at = self.next_line_start(chunk, end);
             }
-            chunk = &chunk[next..];
-        }
+            &chunk[at..]
+        };
         // The chunk is going away: what the event still borrows from it is copied now.
         self.event.keep(&mut pending);
-        self.check(self.line.len() + chunk.len())?;
-        self.line.extend_from_slice(chunk);
+        self.check(self.line.len() + rest.len())?;
+        self.line.extend_from_slice(rest);
         Ok(())
+    }
+
+    /// Steps over the line end at `chunk[end]`: CRLF is one line end, and so is a CR that ends
+    /// the chunk with an LF that opens the next one.
+    #[inline(always)]
+    fn next_line_start(&mut self, chunk: &[u8], end: usize) -> usize {
+        let next = end + 1;
+        if chunk[end] == b'\r' {
+            match chunk.get(next) {
+                Some(b'\n') => return next + 1,
+                None => self.after_cr = true,
+                Some(_) => {}
+            }
+        }
+        next
     }
 
     /// End of stream. A last event that has data but no terminating blank line IS dispatched
@@ -187,12 +216,12 @@ impl SseParser {
         let max = self.max_event_bytes;
         let mut pending = None;
         if !self.line.is_empty() {
-            let fed = self.event.line(&self.line, false, &mut pending, max, emit);
+            let fed = self.event.line(&self.line, None, &mut pending, max, emit);
             self.event.keep(&mut pending);
             fed?;
         }
         // As if the missing blank line had arrived.
-        self.event.line(b"", true, &mut pending, max, emit)
+        self.event.line(b"", Some(""), &mut pending, max, emit)
     }
 
     /// Consumes BOM bytes at the start of the stream; a BOM split across chunks is matched
@@ -270,21 +299,49 @@ impl EventBuf {
         }
     }
 
-    /// Applies one complete line (without its line end). A first data line that is valid
-    /// UTF-8 is not copied but left in `pending`, borrowed from `line`.
+    /// Applies one complete line (without its line end); `line_text` is the same line when it
+    /// is known to be valid UTF-8. A first data line that is valid UTF-8 is not copied but left
+    /// in `pending`, borrowed from `line`. (Inlined: the usual event's data line is handled
+    /// here, any other line in [`EventBuf::field`].)
+    #[inline(always)]
     fn line<'c>(
         &mut self,
         line: &'c [u8],
-        ascii: bool,
+        line_text: Option<&'c str>,
         pending: &mut Option<&'c str>,
         max: usize,
         emit: &mut dyn FnMut(SseEventRef<'_>),
     ) -> Result<(), SseError> {
-        let Some(&first) = line.first() else {
+        if line.is_empty() {
             self.dispatch(pending.take(), emit);
             return Ok(());
-        };
-        if first == b':' {
+        }
+        // (A byte pattern: "z" would make `strip_prefix` a call to `memcmp`.)
+        if let (
+            0,
+            [b'd', b'a', b't', b'a', b':', b' ', value @ ..] | [b'd', b'a', b't', b'a', b':', value @ ..],
+            Some(text),
+        ) = (self.data_lines, line, line_text)
+        {
+            if let Some(value) = text.get(line.len() - value.len()..) {
+                *pending = Some(value);
+                self.pending_len = value.len();
+                self.data_lines = 1;
+                return Ok(());
+            }
+        }
+        self.field(line, line_text, pending, max)
+    }
+
+    /// [`EventBuf::line`] for a line that is not blank.
+    fn field<'c>(
+        &mut self,
+        line: &'c [u8],
+        line_text: Option<&'c str>,
+        pending: &mut Option<&'c str>,
+        max: usize,
+    ) -> Result<(), SseError> {
+        if line.first() == Some(&b':') {
             return Ok(());
         }
         // The colon is a few bytes in (a field name), so a byte loop beats a search call.
@@ -297,7 +354,10 @@ impl EventBuf {
         };
         // Splitting at an ASCII ':' never cuts a character, so decoding the value alone gives
         // the same text as decoding the whole line.
-        let text = if ascii { Ok(ascii_str(value)) } else { std::str::from_utf8(value) };
+        let text = match line_text.and_then(|t| t.get(line.len() - value.len()..)) {
+            Some(text) => Ok(text),
+            None => std::str::from_utf8(value),
+        };
         if self.data_lines == 0 && name == b"data" {
             if let Ok(text) = text {
                 *pending = Some(text);
@@ -358,68 +418,55 @@ impl EventBuf {
     }
 }
 
-/// Finds the first CR or LF in `bytes`, and says whether every byte before it is ASCII (then
-/// that line is valid UTF-8 without a second pass over it). Plain integer operations on 8-byte
-/// words, four at a time where no byte is below 0x0E: the same code in the wasm as on the host,
-/// and, built for size as we are, much faster than calling `memchr2` per line.
+/// How many bytes at the end of `bytes` belong to a non-ASCII character, complete or not: 0 when
+/// it ends with an ASCII byte.
+fn last_char_len(bytes: &[u8]) -> usize {
+    // Back over up to three continuation bytes (10xxxxxx) to the leading byte (11xxxxxx).
+    let continued = bytes.iter().rev().take(3).take_while(|&&b| b & 0xC0 == 0x80).count();
+    match bytes.len().checked_sub(continued + 1).map(|i| bytes[i]) {
+        Some(0xC0..) => continued + 1,
+        _ => continued,
+    }
+}
+
+/// Finds the first CR or LF in `bytes`: each byte below 0x0E found is checked, since in text
+/// they are almost only line ends.
+fn line_end(bytes: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    loop {
+        let at = from + first_below_0e(bytes.get(from..)?)?;
+        if matches!(bytes[at], b'\n' | b'\r') {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+}
+
+/// Finds the first byte below 0x0E (LF is 0x0A, CR 0x0D). Plain integer operations on 8-byte
+/// words, four at a time: the same code in the wasm as on the host, and faster than calling
+/// `memchr2` per line on the host (the `memchr` crate built for size is slow to start) and in
+/// a wasm without simd128.
 #[inline(always)]
-fn line_end(bytes: &[u8]) -> (Option<usize>, bool) {
+fn first_below_0e(bytes: &[u8]) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    /// High bit set in some byte exactly when some byte is below 0x0E (LF is 0x0A, CR 0x0D),
-    /// which in text is almost only a line end.
-    fn low(w: u64) -> u64 {
-        w.wrapping_sub(ONES * 0x0E) & !w
+    /// The high bit set of each byte below 0x0E, and of no byte before the first one: a borrow
+    /// only runs on from a byte that is below 0x0E. (A 0x0E after one may be set too.)
+    #[inline(always)]
+    fn low(w: &[u8; 8]) -> u64 {
+        let w = u64::from_le_bytes(*w);
+        w.wrapping_sub(ONES * 0x0E) & !w & (ONES * 0x80)
     }
     let (words, tail) = bytes.as_chunks::<8>();
     let (quads, _) = words.as_chunks::<4>();
-    // The high bits of every byte passed so far: one set means a non-ASCII byte.
-    let mut high = 0u64;
-    // In words; a multiple of 4 (a quad's start) at the top of the loop.
-    let mut i = 0;
-    while i < words.len() {
-        let from = i / 4;
-        let rest = quads.get(from..).unwrap_or_default();
-        let skipped = rest.iter().position(|[a, b, c, d]| {
-            // (Spelled out: `map` over the quad stays a loop over a stack copy when built for size.)
-            let (a, b, c, d) =
-                (u64::from_le_bytes(*a), u64::from_le_bytes(*b), u64::from_le_bytes(*c), u64::from_le_bytes(*d));
-            if (low(a) | low(b) | low(c) | low(d)) & HIGH != 0 {
-                return true;
-            }
-            high |= a | b | c | d;
-            false
-        });
-        // A quad with a candidate, or the last few words: one word at a time, each candidate
-        // byte by byte.
-        i = 4 * (from + skipped.unwrap_or(rest.len()));
-        let words_left = words.get(i..).unwrap_or_default();
-        for word in words_left.iter().take(4) {
-            let w = u64::from_le_bytes(*word);
-            if low(w) & HIGH != 0 {
-                if let Some(j) = word.iter().position(|&b| b == b'\n' || b == b'\r') {
-                    let before = w & !(u64::MAX << (8 * j));
-                    return (Some(i * 8 + j), (high | before) & HIGH == 0);
-                }
-            }
-            high |= w;
-            i += 1;
+    let quad = quads.iter().position(|[a, b, c, d]| low(a) | low(b) | low(c) | low(d) != 0);
+    let from = 4 * quad.unwrap_or(quads.len());
+    for (i, word) in words[from..].iter().enumerate() {
+        let found = low(word);
+        if found != 0 {
+            return Some((from + i) * 8 + found.trailing_zeros() as usize / 8);
         }
     }
-    for (j, &b) in tail.iter().enumerate() {
-        if b == b'\n' || b == b'\r' {
-            return (Some(i * 8 + j), high & HIGH == 0);
-        }
-        high |= u64::from(b);
-    }
-    (None, false)
-}
-
-/// Bytes [`line_end`] found to be all ASCII, as text. Checked all the same (no `unsafe` in the
-/// parser of what backends send): `from_utf8` takes its ASCII fast path here.
-fn ascii_str(bytes: &[u8]) -> &str {
-    debug_assert!(bytes.is_ascii());
-    std::str::from_utf8(bytes).unwrap_or_default()
+    tail.iter().position(|&b| b < 0x0E).map(|j| words.len() * 8 + j)
 }
 
 /// Appends one event in SSE wire format to `out`: optional `event:` and `id:` lines, the data
@@ -486,7 +533,7 @@ fn push_line(out: &mut String, name: &str, value: &str) {
 fn for_each_line(text: &str, mut f: impl FnMut(usize, &str)) {
     let mut rest = text;
     let mut i = 0;
-    while let (Some(end), _) = line_end(rest.as_bytes()) {
+    while let Some(end) = line_end(rest.as_bytes()) {
         f(i, &rest[..end]);
         i += 1;
         let skip = if rest[end..].starts_with("\r\n") { 2 } else { 1 };
@@ -864,6 +911,61 @@ mod tests {
         parser.feed_each(b"c\n\ndata: d\n", |e| seen.push(e.to_owned())).unwrap();
         parser.feed_each(b"\n", |e| seen.push(e.to_owned())).unwrap();
         assert_eq!(seen, vec![data("a\nbc"), data("d")]);
+    }
+
+    #[test]
+    fn lines_after_a_line_completed_from_the_last_chunk_are_handed_over_from_the_chunk() {
+        let mut parser = SseParser::new(1024);
+        let mut seen = Vec::new();
+        for chunk in [&b"data: one\n\ndata: h\xC3"[..], b"\xA9\n\nid: 7\ndata: \xE6\x91\x98 three\n\n"] {
+            parser
+                .feed_each(chunk, |e| seen.push((e.to_owned(), chunk.as_ptr_range().contains(&e.data.as_ptr()))))
+                .unwrap();
+        }
+        // "hé" was cut inside its "é": joined in the parser's buffer. The next event is a view of
+        // the chunk again, non-ASCII and all.
+        assert_eq!(seen, vec![(data("one"), true), (data("hé"), false), (ev("", "摘 three", Some("7"), None), true)]);
+    }
+
+    #[test]
+    fn invalid_bytes_in_a_chunk_spoil_only_their_own_line() {
+        let long = "x".repeat(40);
+        let mut input = format!("data: {long}\n\ndata: a").into_bytes();
+        input.push(0xFF);
+        input.extend(format!("b\nevent: é\n\ndata: {long}é\n\n").bytes());
+        let expected = Ok(vec![data(&long), ev("é", "a\u{FFFD}b", None, None), data(&format!("{long}é"))]);
+        assert_all_chunkings("invalid in the middle", 1024, &input, &expected);
+    }
+
+    #[test]
+    fn control_bytes_that_are_not_line_ends_stay_in_the_line() {
+        // Bytes below 0x0E other than CR and LF, at every position of the 8-byte words (read
+        // four at a time) of the line search, and 0x0E right after them.
+        for pad in 0..40 {
+            let value = format!("{}\t\0\x0E\x0B\x0C\x01\x0E{}", "y".repeat(pad), "z".repeat(40 - pad));
+            let input = format!("data: {value}\r\n\r\ndata:{value}\r\r");
+            let expected = Ok(vec![data(&value), data(&value)]);
+            assert_all_chunkings(&format!("pad {pad}"), 1024, input.as_bytes(), &expected);
+        }
+    }
+
+    #[test]
+    fn last_char_len_counts_a_cut_or_whole_last_character() {
+        for (bytes, len) in [
+            (&b""[..], 0),
+            (b"a", 0),
+            (b"a\xC3", 1),
+            (b"a\xC3\xA9", 2),
+            (b"\xE6\x91", 2),
+            (b"\xE6\x91\x98", 3),
+            (b"\xF0\x9F\x8E", 3),
+            (b"\xF0\x9F\x8E\x89", 4),
+            (b"a\x80", 1),
+            (b"\x80\x80\x80\x80", 3),
+            (b"\xFF", 1),
+        ] {
+            assert_eq!(last_char_len(bytes), len, "{bytes:?}");
+        }
     }
 
     #[test]
