@@ -60,8 +60,13 @@ impl DifyStream {
             return;
         }
         // Most of a stream is token-sized events that are skipped (`text_chunk`, `ping`) or
-        // appended (`message`): those are read without building the event. The few that say
-        // more, and anything the head cannot read, are built whole below.
+        // appended (`message`). A skipped one is known by its opening, as Dify writes every
+        // event, and not read further once the run's task id is known (so a malformed one
+        // among them goes unreported); the appended ones are read without building the event.
+        // The few that say more, and anything the head cannot read, are built whole below.
+        if self.task_id.is_some() && leading_event(data).is_some_and(|e| !is_read(e)) {
+            return;
+        }
         if let Ok(head) = serde_json::from_str::<Head<'_>>(data) {
             if self.task_id.is_none() {
                 self.task_id = head.task_id.map(Cow::into_owned);
@@ -79,7 +84,7 @@ impl DifyStream {
                     let d = head.data.unwrap_or_default();
                     return out.push(node_finished(d.title.as_deref(), d.status.as_deref()));
                 }
-                "agent_thought" | "message_end" | "workflow_finished" | "error" => {}
+                e if is_read(e) => {}
                 _ => return,
             }
         }
@@ -245,6 +250,40 @@ fn text(v: &Value) -> String {
     v.as_str().unwrap_or("").to_string()
 }
 
+/// The events this reader acts on; any other is skipped.
+fn is_read(event: &str) -> bool {
+    matches!(
+        event,
+        "message"
+            | "agent_message"
+            | "message_replace"
+            | "node_started"
+            | "node_finished"
+            | "agent_thought"
+            | "message_end"
+            | "workflow_finished"
+            | "error"
+    )
+}
+
+/// The event's name when `data` opens with it (`{"event": "text_chunk", ...`) and names it only
+/// there: a later `"event"` (a repeated key, which a JSON read would take instead) or an escape
+/// in the name leaves it to the JSON read. Bytes, not chars: this runs for every event.
+fn leading_event(data: &str) -> Option<&str> {
+    fn skip_space(b: &[u8]) -> &[u8] {
+        let n = b.iter().take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r')).count();
+        &b[n..]
+    }
+    let rest = skip_space(data.as_bytes().strip_prefix(b"{")?);
+    let rest = skip_space(skip_space(rest.strip_prefix(b"\"event\"")?).strip_prefix(b":")?);
+    let rest = rest.strip_prefix(b"\"")?;
+    let len = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+    // Between ASCII bytes, so on character boundaries.
+    let start = data.len() - rest.len();
+    let (name, after) = (data.get(start..start + len)?, data.get(start + len..)?);
+    (after.starts_with('"') && !after[1..].contains("\"event\"")).then_some(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,6 +323,42 @@ mod tests {
         assert_eq!(n.answer, "ab");
         n.on_event(r#"{"event": "message_end", "task_id": "t"}"#, &mut out);
         assert_eq!(n.finish(), Outcome::Ok { text: "ab".into(), structured: Some(json!({"answer": "ab"})) });
+    }
+
+    #[test]
+    fn skipped_events_are_known_by_their_opening() {
+        for (data, name) in [
+            (r#"{"event": "text_chunk", "data": {"text": "x"}}"#, Some("text_chunk")),
+            (r#"{"event":"ping"}"#, Some("ping")),
+            (" {\n \"event\" :\t\"tts_message\", \"audio\": \"AAAA\"}".trim_start(), Some("tts_message")),
+            // A text quoting "event" is still text.
+            (r#"{"event": "text_chunk", "data": {"text": "an \"event\" here"}}"#, Some("text_chunk")),
+            // Left to the JSON read: a repeated or nested key, an escape, another first key.
+            (r#"{"event": "ping", "event": "message", "answer": "b"}"#, None),
+            (r#"{"event": "text_chunk", "data": {"event": "x"}}"#, None),
+            (r#"{"event": "mess\u0061ge", "answer": "b"}"#, None),
+            (r#"{"task_id": "t", "event": "text_chunk"}"#, None),
+            (r#"{"event": 7}"#, None),
+            (r#"{"event": "unterminated"#, None),
+        ] {
+            assert_eq!(leading_event(data), name, "{data}");
+        }
+        // What the opening says is what the JSON read says, for events read and skipped alike.
+        let mut fast = DifyStream::new(Mode::Chat, 100);
+        let mut out = Vec::new();
+        fast.on_event(r#"{"event": "text_chunk", "task_id": "t1", "data": {"text": "zzz"}}"#, &mut out);
+        assert_eq!(fast.task_id(), Some("t1"), "the first events are read for the task id");
+        for data in [
+            r#"{"event": "text_chunk", "data": {"text": "zzz"}}"#,
+            r#"{"event": "ping", "event": "message", "answer": "b"}"#,
+            r#"{"event": "mess\u0061ge", "answer": "c"}"#,
+            r#"{"event": "message", "answer": "d"}"#,
+            r#"{"event": "tts_message", "audio": "AAAA"}"#,
+        ] {
+            fast.on_event(data, &mut out);
+        }
+        assert_eq!(fast.answer, "bcd");
+        assert!(out.is_empty());
     }
 
     #[test]
