@@ -324,13 +324,20 @@ impl EventBuf {
         ) = (self.data_lines, line, line_text)
         {
             if let Some(value) = text.get(line.len() - value.len()..) {
-                *pending = Some(value);
-                self.pending_len = value.len();
-                self.data_lines = 1;
+                self.borrow_first_data_line(value, pending);
                 return Ok(());
             }
         }
         self.field(line, line_text, pending, max)
+    }
+
+    /// The event's first data line, left borrowed in `pending` (copied only if the event
+    /// outlives the chunk, or another data line follows).
+    #[inline(always)]
+    fn borrow_first_data_line<'c>(&mut self, text: &'c str, pending: &mut Option<&'c str>) {
+        *pending = Some(text);
+        self.pending_len = text.len();
+        self.data_lines = 1;
     }
 
     /// [`EventBuf::line`] for a line that is not blank.
@@ -360,9 +367,7 @@ impl EventBuf {
         };
         if self.data_lines == 0 && name == b"data" {
             if let Ok(text) = text {
-                *pending = Some(text);
-                self.pending_len = text.len();
-                self.data_lines = 1;
+                self.borrow_first_data_line(text, pending);
                 return Ok(());
             }
         }
