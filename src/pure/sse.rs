@@ -7,9 +7,15 @@
 //!   (no last-event-id carried across events), so a relayed event never inherits a stale id;
 //! - at end of stream a last event that has data but no terminating blank line is still
 //!   dispatched, because backends often close the connection right after the final `data:`;
-//! - each event is capped in size, so a backend cannot make us buffer without bound.
+//! - each event is capped in size, so a backend cannot make us buffer without bound;
+//! - an event's data is handed over as bytes, not decoded: whoever reads it checks its UTF-8
+//!   (a JSON reader does as it reads strings, see [`read_json`]), so a relay that skips most
+//!   events by their opening never checks their text at all.
 
+use std::borrow::Cow;
 use std::fmt;
+
+use serde::de::DeserializeOwned;
 
 /// Only skipped at the very start of a stream; anywhere else it is ordinary content.
 const BOM: &[u8; 3] = b"\xEF\xBB\xBF";
@@ -20,7 +26,8 @@ pub struct SseEvent {
     /// `""` when the stream gave no `event:` field; clients treat that as `"message"`, and so
     /// must callers, rather than us inventing a name the backend never sent.
     pub event: String,
-    /// Data lines joined with `\n` (the final line end removed), as `EventSource` delivers it.
+    /// Data lines joined with `\n` (the final line end removed), as `EventSource` delivers it:
+    /// invalid UTF-8 decoded as U+FFFD.
     pub data: String,
     /// Only the `id:` given in this event: we do not carry a last-event-id across events.
     pub id: Option<String>,
@@ -57,16 +64,38 @@ impl std::error::Error for SseError {}
 pub struct SseEventRef<'a> {
     /// As [`SseEvent::event`].
     pub event: &'a str,
-    /// As [`SseEvent::data`].
-    pub data: &'a str,
+    /// As [`SseEvent::data`], but the bytes as sent, UTF-8 not yet checked: read it with
+    /// [`read_json`] or [`SseEventRef::data_text`].
+    pub data: &'a [u8],
     pub id: Option<&'a str>,
     pub retry: Option<u64>,
 }
 
-impl SseEventRef<'_> {
-    pub fn to_owned(self) -> SseEvent {
-        SseEvent { event: self.event.into(), data: self.data.into(), id: self.id.map(Into::into), retry: self.retry }
+impl<'a> SseEventRef<'a> {
+    /// The data as text, invalid UTF-8 decoded as U+FFFD (as `EventSource` does); borrowed
+    /// when it is valid.
+    pub fn data_text(&self) -> Cow<'a, str> {
+        String::from_utf8_lossy(self.data)
     }
+
+    pub fn to_owned(self) -> SseEvent {
+        SseEvent {
+            event: self.event.into(),
+            data: self.data_text().into_owned(),
+            id: self.id.map(Into::into),
+            retry: self.retry,
+        }
+    }
+}
+
+/// Reads an event's data as JSON. serde_json checks the UTF-8 of each string it reads, so valid
+/// data is checked once; data with invalid bytes is read as `EventSource` would deliver it
+/// (U+FFFD), so a backend's stray byte costs a character, not the message.
+pub fn read_json<T: DeserializeOwned>(data: &[u8]) -> serde_json::Result<T> {
+    serde_json::from_slice(data).or_else(|e| match std::str::from_utf8(data) {
+        Ok(_) => Err(e),
+        Err(_) => serde_json::from_str(&String::from_utf8_lossy(data)),
+    })
 }
 
 /// Incremental parser: bytes arrive in arbitrary chunks, so it keeps only the current partial
@@ -125,7 +154,7 @@ impl SseParser {
             }
         }
         // The current event's first data line while it is still only in this chunk.
-        let mut pending: Option<&str> = None;
+        let mut pending: Option<&[u8]> = None;
         let max = self.max_event_bytes;
         let rest = 'lines: {
             if !self.line.is_empty() {
@@ -134,23 +163,12 @@ impl SseParser {
                 self.check(self.line.len() + end)?;
                 self.line.extend_from_slice(&chunk[..end]);
                 let mut from_line = None;
-                let fed = self.event.line(&self.line, None, &mut from_line, max, emit);
+                let fed = self.event.line(&self.line, &mut from_line, max, emit);
                 self.event.keep(&mut from_line);
                 fed?;
                 self.line.clear();
                 chunk = &chunk[self.next_line_start(chunk, end)..];
             }
-            // The rest of the chunk, which starts at a line start, is checked for UTF-8 in one
-            // call rather than one per line: std's check is fast over long runs but slow to
-            // start. A character cut by the chunk's end is left out; it belongs to the
-            // unfinished last line anyway (a line end is ASCII).
-            let whole = chunk.len() - last_char_len(chunk);
-            let text = match std::str::from_utf8(&chunk[..whole]) {
-                Ok(text) => text,
-                // Invalid bytes (rare): the lines before them are text, the others are checked
-                // one by one.
-                Err(e) => std::str::from_utf8(&chunk[..e.valid_up_to()]).unwrap_or_default(),
-            };
             let mut at = 0;
             loop {
                 let end = match chunk.get(at) {
@@ -166,8 +184,8 @@ impl SseParser {
                 if end == at {
                     self.event.dispatch(pending.take(), emit);
                 } else {
-                    // In place, without copying; as text if it lies in the part checked above.
-                    self.event.line(&chunk[at..end], text.get(at..end), &mut pending, max, emit)?;
+                    // In place, without copying.
+                    self.event.line(&chunk[at..end], &mut pending, max, emit)?;
                 }
                 at = self.next_line_start(chunk, end);
             }
@@ -216,12 +234,12 @@ impl SseParser {
         let max = self.max_event_bytes;
         let mut pending = None;
         if !self.line.is_empty() {
-            let fed = self.event.line(&self.line, None, &mut pending, max, emit);
+            let fed = self.event.line(&self.line, &mut pending, max, emit);
             self.event.keep(&mut pending);
             fed?;
         }
         // As if the missing blank line had arrived.
-        self.event.line(b"", Some(""), &mut pending, max, emit)
+        self.event.line(b"", &mut pending, max, emit)
     }
 
     /// Consumes BOM bytes at the start of the stream; a BOM split across chunks is matched
@@ -258,7 +276,7 @@ impl SseParser {
 struct EventBuf {
     event_type: String,
     /// The data so far, except a first line still borrowed from the chunk (`pending`).
-    data: String,
+    data: Vec<u8>,
     /// The length of that borrowed first line, so the cap counts it.
     pending_len: usize,
     /// `data` lines so far: they are joined with '\n', and an event with none is dropped.
@@ -292,23 +310,21 @@ impl EventBuf {
 
     /// Copies a borrowed first data line into `data`, before what it borrows from goes away or
     /// another data line is appended to it.
-    fn keep(&mut self, pending: &mut Option<&str>) {
+    fn keep(&mut self, pending: &mut Option<&[u8]>) {
         if let Some(first) = pending.take() {
-            self.data.push_str(first);
+            self.data.extend_from_slice(first);
             self.pending_len = 0;
         }
     }
 
-    /// Applies one complete line (without its line end); `line_text` is the same line when it
-    /// is known to be valid UTF-8. A first data line that is valid UTF-8 is not copied but left
-    /// in `pending`, borrowed from `line`. (Inlined: the usual event's data line is handled
+    /// Applies one complete line (without its line end). A first data line is not copied but
+    /// left in `pending`, borrowed from `line`. (Inlined: the usual event's data line is handled
     /// here, any other line in [`EventBuf::field`].)
     #[inline(always)]
     fn line<'c>(
         &mut self,
         line: &'c [u8],
-        line_text: Option<&'c str>,
-        pending: &mut Option<&'c str>,
+        pending: &mut Option<&'c [u8]>,
         max: usize,
         emit: &mut dyn FnMut(SseEventRef<'_>),
     ) -> Result<(), SseError> {
@@ -317,37 +333,19 @@ impl EventBuf {
             return Ok(());
         }
         // (A byte pattern: "z" would make `strip_prefix` a call to `memcmp`.)
-        if let (
-            0,
-            [b'd', b'a', b't', b'a', b':', b' ', value @ ..] | [b'd', b'a', b't', b'a', b':', value @ ..],
-            Some(text),
-        ) = (self.data_lines, line, line_text)
+        if let (0, [b'd', b'a', b't', b'a', b':', b' ', value @ ..] | [b'd', b'a', b't', b'a', b':', value @ ..]) =
+            (self.data_lines, line)
         {
-            if let Some(value) = text.get(line.len() - value.len()..) {
-                self.borrow_first_data_line(value, pending);
-                return Ok(());
-            }
+            *pending = Some(value);
+            self.pending_len = value.len();
+            self.data_lines = 1;
+            return Ok(());
         }
-        self.field(line, line_text, pending, max)
+        self.field(line, pending, max)
     }
 
-    /// The event's first data line, left borrowed in `pending` (copied only if the event
-    /// outlives the chunk, or another data line follows).
-    #[inline(always)]
-    fn borrow_first_data_line<'c>(&mut self, text: &'c str, pending: &mut Option<&'c str>) {
-        *pending = Some(text);
-        self.pending_len = text.len();
-        self.data_lines = 1;
-    }
-
-    /// [`EventBuf::line`] for a line that is not blank.
-    fn field<'c>(
-        &mut self,
-        line: &'c [u8],
-        line_text: Option<&'c str>,
-        pending: &mut Option<&'c str>,
-        max: usize,
-    ) -> Result<(), SseError> {
+    /// [`EventBuf::line`] for a line that is not blank and not the event's first data line.
+    fn field(&mut self, line: &[u8], pending: &mut Option<&[u8]>, max: usize) -> Result<(), SseError> {
         if line.first() == Some(&b':') {
             return Ok(());
         }
@@ -359,35 +357,21 @@ impl EventBuf {
             },
             None => (line, &[][..]),
         };
-        // Splitting at an ASCII ':' never cuts a character, so decoding the value alone gives
-        // the same text as decoding the whole line.
-        let text = match line_text.and_then(|t| t.get(line.len() - value.len()..)) {
-            Some(text) => Ok(text),
-            None => std::str::from_utf8(value),
-        };
-        if self.data_lines == 0 && name == b"data" {
-            if let Ok(text) = text {
-                self.borrow_first_data_line(text, pending);
-                return Ok(());
+        if name == b"data" {
+            self.keep(pending);
+            if self.data_lines > 0 {
+                self.data.push(b'\n');
             }
+            self.data.extend_from_slice(value);
+            self.data_lines += 1;
+            return Ok(());
         }
-        // Valid UTF-8 is borrowed, not copied.
-        let value = match text {
-            Ok(text) => std::borrow::Cow::Borrowed(text),
-            Err(_) => String::from_utf8_lossy(value),
-        };
+        // The other fields are short, and few events have them: decoded here.
+        let value = String::from_utf8_lossy(value);
         match name {
             b"event" => {
                 self.event_type.clear();
                 self.event_type.push_str(&value);
-            }
-            b"data" => {
-                self.keep(pending);
-                if self.data_lines > 0 {
-                    self.data.push('\n');
-                }
-                self.data.push_str(&value);
-                self.data_lines += 1;
             }
             b"id" if !value.contains('\0') => {
                 self.id.clear();
@@ -402,7 +386,7 @@ impl EventBuf {
             }
             _ => {}
         }
-        // Invalid bytes decode to 3-byte U+FFFD, so the fields can outgrow the line they came from.
+        // Invalid bytes decode to 3-byte U+FFFD, so these fields can outgrow their line.
         if self.size() > max {
             return Err(SseError::EventTooLarge { limit: max });
         }
@@ -410,7 +394,7 @@ impl EventBuf {
     }
 
     /// A blank line ends the event; one without data is dropped, as `EventSource` does.
-    fn dispatch(&mut self, pending: Option<&str>, emit: &mut dyn FnMut(SseEventRef<'_>)) {
+    fn dispatch(&mut self, pending: Option<&[u8]>, emit: &mut dyn FnMut(SseEventRef<'_>)) {
         if self.data_lines > 0 {
             emit(SseEventRef {
                 event: &self.event_type,
@@ -423,55 +407,11 @@ impl EventBuf {
     }
 }
 
-/// How many bytes at the end of `bytes` belong to a non-ASCII character, complete or not: 0 when
-/// it ends with an ASCII byte.
-fn last_char_len(bytes: &[u8]) -> usize {
-    // Back over up to three continuation bytes (10xxxxxx) to the leading byte (11xxxxxx).
-    let continued = bytes.iter().rev().take(3).take_while(|&&b| b & 0xC0 == 0x80).count();
-    match bytes.len().checked_sub(continued + 1).map(|i| bytes[i]) {
-        Some(0xC0..) => continued + 1,
-        _ => continued,
-    }
-}
-
-/// Finds the first CR or LF in `bytes`: each byte below 0x0E found is checked, since in text
-/// they are almost only line ends.
-fn line_end(bytes: &[u8]) -> Option<usize> {
-    let mut from = 0;
-    loop {
-        let at = from + first_below_0e(bytes.get(from..)?)?;
-        if matches!(bytes[at], b'\n' | b'\r') {
-            return Some(at);
-        }
-        from = at + 1;
-    }
-}
-
-/// Finds the first byte below 0x0E (LF is 0x0A, CR 0x0D). Plain integer operations on 8-byte
-/// words, four at a time: the same code in the wasm as on the host, and faster than calling
-/// `memchr2` per line on the host (the `memchr` crate built for size is slow to start) and in
-/// a wasm without simd128.
+/// Finds the first CR or LF in `bytes`: `memchr2`, which is vector code on the host and, with
+/// simd128 (the Worker is built with it), in the wasm.
 #[inline(always)]
-fn first_below_0e(bytes: &[u8]) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    /// The high bit set of each byte below 0x0E, and of no byte before the first one: a borrow
-    /// only runs on from a byte that is below 0x0E. (A 0x0E after one may be set too.)
-    #[inline(always)]
-    fn low(w: &[u8; 8]) -> u64 {
-        let w = u64::from_le_bytes(*w);
-        w.wrapping_sub(ONES * 0x0E) & !w & (ONES * 0x80)
-    }
-    let (words, tail) = bytes.as_chunks::<8>();
-    let (quads, _) = words.as_chunks::<4>();
-    let quad = quads.iter().position(|[a, b, c, d]| low(a) | low(b) | low(c) | low(d) != 0);
-    let from = 4 * quad.unwrap_or(quads.len());
-    for (i, word) in words[from..].iter().enumerate() {
-        let found = low(word);
-        if found != 0 {
-            return Some((from + i) * 8 + found.trailing_zeros() as usize / 8);
-        }
-    }
-    tail.iter().position(|&b| b < 0x0E).map(|j| words.len() * 8 + j)
+fn line_end(bytes: &[u8]) -> Option<usize> {
+    memchr::memchr2(b'\n', b'\r', bytes)
 }
 
 /// Appends one event in SSE wire format to `out`: optional `event:` and `id:` lines, the data
@@ -944,32 +884,13 @@ mod tests {
 
     #[test]
     fn control_bytes_that_are_not_line_ends_stay_in_the_line() {
-        // Bytes below 0x0E other than CR and LF, at every position of the 8-byte words (read
-        // four at a time) of the line search, and 0x0E right after them.
+        // Bytes below 0x0E other than CR and LF, at every position of a 32-byte vector of the
+        // line search and across its edges, and 0x0E right after them.
         for pad in 0..40 {
             let value = format!("{}\t\0\x0E\x0B\x0C\x01\x0E{}", "y".repeat(pad), "z".repeat(40 - pad));
             let input = format!("data: {value}\r\n\r\ndata:{value}\r\r");
             let expected = Ok(vec![data(&value), data(&value)]);
             assert_all_chunkings(&format!("pad {pad}"), 1024, input.as_bytes(), &expected);
-        }
-    }
-
-    #[test]
-    fn last_char_len_counts_a_cut_or_whole_last_character() {
-        for (bytes, len) in [
-            (&b""[..], 0),
-            (b"a", 0),
-            (b"a\xC3", 1),
-            (b"a\xC3\xA9", 2),
-            (b"\xE6\x91", 2),
-            (b"\xE6\x91\x98", 3),
-            (b"\xF0\x9F\x8E", 3),
-            (b"\xF0\x9F\x8E\x89", 4),
-            (b"a\x80", 1),
-            (b"\x80\x80\x80\x80", 3),
-            (b"\xFF", 1),
-        ] {
-            assert_eq!(last_char_len(bytes), len, "{bytes:?}");
         }
     }
 
@@ -1077,12 +998,21 @@ mod tests {
     }
 
     #[test]
-    fn invalid_bytes_growing_into_replacement_characters_count() {
-        // 10 invalid bytes become 30 bytes of U+FFFD: the line fits, the decoded data does not.
+    fn invalid_bytes_count_as_bytes_in_data_and_as_replacement_characters_in_other_fields() {
+        // Data is held as the bytes sent: the 15-byte line fits a cap of 15, and its 10 invalid
+        // bytes count 10 (they become 30 bytes of U+FFFD only when the data is read as text).
         let mut input = b"data:".to_vec();
         input.extend([0xFF; 10]);
+        input.extend(b"\n\n");
+        assert_eq!(parse_chunks(15, [input.as_slice()]), Ok(vec![data(&"\u{FFFD}".repeat(10))]));
+        assert_eq!(parse_chunks(14, [input.as_slice()]), Err(SseError::EventTooLarge { limit: 14 }));
+        // An event type is decoded as it is read: 10 invalid bytes become 30 bytes of U+FFFD, so
+        // the line fits and the decoded field does not.
+        let mut input = b"event:".to_vec();
+        input.extend([0xFF; 10]);
+        input.extend(b"\ndata: x\n\n");
         assert_eq!(parse_chunks(20, [input.as_slice()]), Err(SseError::EventTooLarge { limit: 20 }));
-        assert_eq!(parse_chunks(31, [input.as_slice()]), Ok(vec![data(&"\u{FFFD}".repeat(10))]));
+        assert_eq!(parse_chunks(37, [input.as_slice()]), Ok(vec![ev(&"\u{FFFD}".repeat(10), "x", None, None)]));
     }
 
     #[test]
@@ -1181,6 +1111,23 @@ mod tests {
             assert_eq!(direct, via_text);
             assert_eq!(parse(direct.as_bytes()), [data(&m.to_string())]);
         }
+    }
+
+    #[test]
+    fn data_is_handed_over_as_sent_and_read_as_text_with_replacement_characters() {
+        let chunk = b"data: {\"text\": \"caf\xC3\xA9 \xFF ok\"}\n\n";
+        let mut seen = Vec::new();
+        SseParser::new(1024).feed_each(chunk, |e| seen.push((e.data.to_vec(), e.data_text().into_owned()))).unwrap();
+        assert_eq!(seen, [(chunk[6..chunk.len() - 2].to_vec(), "{\"text\": \"café \u{FFFD} ok\"}".to_string())]);
+        // JSON: valid data is read as it is, data with a stray byte as its text would read, and
+        // what is not JSON stays an error either way.
+        assert_eq!(read_json::<serde_json::Value>(b"{\"a\": \"\xC3\xA9\"}").unwrap(), serde_json::json!({"a": "é"}));
+        assert_eq!(
+            read_json::<serde_json::Value>(&chunk[6..chunk.len() - 2]).unwrap(),
+            serde_json::json!({"text": "café \u{FFFD} ok"})
+        );
+        assert!(read_json::<serde_json::Value>(b"{not json").is_err());
+        assert!(read_json::<serde_json::Value>(b"{not \xFF json").is_err());
     }
 
     #[test]

@@ -514,7 +514,7 @@ impl CallStream {
         fed.map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.target.app_name))
     }
 
-    fn take_event(&mut self, data: &str, out: &mut String) {
+    fn take_event(&mut self, data: &[u8], out: &mut String) {
         let mut signals = std::mem::take(&mut self.signals);
         self.interp.on_event(data, &mut signals);
         if self.cancel.task_id.is_none() {

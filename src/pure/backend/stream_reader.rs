@@ -14,7 +14,8 @@ pub enum StreamReader {
 }
 
 impl StreamReader {
-    pub fn on_event(&mut self, data: &str, out: &mut Vec<Signal>) {
+    /// `data` as the SSE parser hands it over: bytes, UTF-8 checked by the reader as it reads.
+    pub fn on_event(&mut self, data: &[u8], out: &mut Vec<Signal>) {
         match self {
             StreamReader::Dify(s) => s.on_event(data, out),
             StreamReader::Tool(s) => s.on_event(data, out),

@@ -3,12 +3,16 @@
 //! answer text (capped), the last thought (capped) and the final outputs are kept.
 
 use std::borrow::Cow;
+use std::sync::LazyLock;
+
+use memchr::memmem;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::pure::mode::Mode;
 use crate::pure::outcome::{truncate, Outcome, Signal};
+use crate::pure::sse::read_json;
 
 /// Longest log message built from one event (thoughts, observations).
 const MAX_LOG_TEXT: usize = 2000;
@@ -55,8 +59,8 @@ impl DifyStream {
     }
 
     /// Takes one SSE event's `data`. Unknown events are ignored, as Dify adds events often.
-    pub fn on_event(&mut self, data: &str, out: &mut Vec<Signal>) {
-        if self.done.is_some() || data.trim().is_empty() {
+    pub fn on_event(&mut self, data: &[u8], out: &mut Vec<Signal>) {
+        if self.done.is_some() || data.trim_ascii().is_empty() {
             return;
         }
         // Most of a stream is token-sized events that are skipped (`text_chunk`, `ping`) or
@@ -67,7 +71,9 @@ impl DifyStream {
         if self.task_id.is_some() && leading_event(data).is_some_and(|e| !is_read(e)) {
             return;
         }
-        if let Ok(head) = serde_json::from_str::<Head<'_>>(data) {
+        // (serde_json checks the UTF-8 of what it reads; data with invalid bytes fails here and
+        // is read whole below, with replacement characters.)
+        if let Ok(head) = serde_json::from_slice::<Head<'_>>(data) {
             if self.task_id.is_none() {
                 self.task_id = head.task_id.map(Cow::into_owned);
             }
@@ -84,11 +90,11 @@ impl DifyStream {
                     let d = head.data.unwrap_or_default();
                     return out.push(node_finished(d.title.as_deref(), d.status.as_deref()));
                 }
-                e if is_read(e) => {}
+                e if is_read(e.as_bytes()) => {}
                 _ => return,
             }
         }
-        let Ok(v) = serde_json::from_str::<Value>(data) else {
+        let Ok(v) = read_json::<Value>(data) else {
             self.malformed += 1;
             out.push(Signal::Log {
                 level: "warning",
@@ -251,38 +257,41 @@ fn text(v: &Value) -> String {
 }
 
 /// The events this reader acts on; any other is skipped.
-fn is_read(event: &str) -> bool {
+fn is_read(event: &[u8]) -> bool {
     matches!(
         event,
-        "message"
-            | "agent_message"
-            | "message_replace"
-            | "node_started"
-            | "node_finished"
-            | "agent_thought"
-            | "message_end"
-            | "workflow_finished"
-            | "error"
+        b"message"
+            | b"agent_message"
+            | b"message_replace"
+            | b"node_started"
+            | b"node_finished"
+            | b"agent_thought"
+            | b"message_end"
+            | b"workflow_finished"
+            | b"error"
     )
 }
 
 /// The event's name when `data` opens with it (`{"event": "text_chunk", ...`) and names it only
 /// there: a later `"event"` (a repeated key, which a JSON read would take instead) or an escape
 /// in the name leaves it to the JSON read. Bytes, not chars: this runs for every event.
-fn leading_event(data: &str) -> Option<&str> {
+fn leading_event(data: &[u8]) -> Option<&[u8]> {
     fn skip_space(b: &[u8]) -> &[u8] {
         let n = b.iter().take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r')).count();
         &b[n..]
     }
-    let rest = skip_space(data.as_bytes().strip_prefix(b"{")?);
-    let rest = skip_space(skip_space(rest.strip_prefix(b"\"event\"")?).strip_prefix(b":")?);
-    let rest = rest.strip_prefix(b"\"")?;
+    // (Byte patterns: "z" leaves `strip_prefix` a call to `memcmp`.)
+    let [b'{', rest @ ..] = data else { return None };
+    let [b'"', b'e', b'v', b'e', b'n', b't', b'"', rest @ ..] = skip_space(rest) else { return None };
+    let [b':', rest @ ..] = skip_space(rest) else { return None };
+    let [b'"', rest @ ..] = skip_space(rest) else { return None };
     let len = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
-    // Between ASCII bytes, so on character boundaries.
-    let start = data.len() - rest.len();
-    let (name, after) = (data.get(start..start + len)?, data.get(start + len..)?);
-    (after.starts_with('"') && !after[1..].contains("\"event\"")).then_some(name)
+    let (name, after) = rest.split_at(len);
+    (after[0] == b'"' && EVENT_KEY.find(&after[1..]).is_none()).then_some(name)
 }
+
+/// The searcher for a later `"event"` key, built once: building one costs more than a search.
+static EVENT_KEY: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b"\"event\""));
 
 #[cfg(test)]
 mod tests {
@@ -292,7 +301,7 @@ mod tests {
         let mut s = DifyStream::new(mode, max);
         let mut out = Vec::new();
         for e in events {
-            s.on_event(&e.to_string(), &mut out);
+            s.on_event(e.to_string().as_bytes(), &mut out);
         }
         (s.finish(), out)
     }
@@ -302,27 +311,38 @@ mod tests {
         let mut s = DifyStream::new(Mode::Chat, 100);
         let mut out = Vec::new();
         // Escaped text is decoded (an owned head), plain text borrowed: both appended.
-        s.on_event(r#"{"event": "message", "task_id": "t9", "answer": "caf\u00e9 \"ok\" "}"#, &mut out);
-        s.on_event(r#"{"event": "message", "answer": "plain", "extra": {"deep": [1, 2, {"x": null}]}}"#, &mut out);
+        s.on_event(r#"{"event": "message", "task_id": "t9", "answer": "caf\u00e9 \"ok\" "}"#.as_bytes(), &mut out);
+        s.on_event(
+            r#"{"event": "message", "answer": "plain", "extra": {"deep": [1, 2, {"x": null}]}}"#.as_bytes(),
+            &mut out,
+        );
         assert_eq!(s.task_id(), Some("t9"));
         assert_eq!(s.answer, "café \"ok\" plain");
         // Fields of another type than the head expects: read whole, as before (a numeric task
         // id is not a task id; the answer chunk still counts).
         let mut n = DifyStream::new(Mode::Chat, 100);
-        n.on_event(r#"{"event": "message", "task_id": 7, "answer": "a"}"#, &mut out);
+        n.on_event(r#"{"event": "message", "task_id": 7, "answer": "a"}"#.as_bytes(), &mut out);
         assert_eq!(n.task_id(), None);
         assert_eq!(n.answer, "a");
         // A repeated key (the whole read keeps the last) and skipped events change nothing else.
-        n.on_event(r#"{"event": "ping", "event": "message", "answer": "b"}"#, &mut out);
-        n.on_event(r#"{"event": "text_chunk", "data": {"text": "zzz"}}"#, &mut out);
-        n.on_event(r#"{"event": "tts_message", "audio": "AAAA"}"#, &mut out);
+        n.on_event(r#"{"event": "ping", "event": "message", "answer": "b"}"#.as_bytes(), &mut out);
+        n.on_event(r#"{"event": "text_chunk", "data": {"text": "zzz"}}"#.as_bytes(), &mut out);
+        n.on_event(r#"{"event": "tts_message", "audio": "AAAA"}"#.as_bytes(), &mut out);
         assert_eq!(n.answer, "ab");
         // Not JSON at all: still skipped with one warning, whatever the head made of it.
-        n.on_event(r#"{"event": "message", "answer": "c""#, &mut out);
+        n.on_event(r#"{"event": "message", "answer": "c""#.as_bytes(), &mut out);
         assert_eq!(n.malformed_events(), 1);
         assert_eq!(n.answer, "ab");
-        n.on_event(r#"{"event": "message_end", "task_id": "t"}"#, &mut out);
-        assert_eq!(n.finish(), Outcome::Ok { text: "ab".into(), structured: Some(json!({"answer": "ab"})) });
+        // A stray byte (the parser hands data over unchecked): the text read with a replacement
+        // character, as a browser would show it; skipped events are not read at all.
+        n.on_event(b"{\"event\": \"message\", \"answer\": \"\xFF!\"}", &mut out);
+        n.on_event(b"{\"event\": \"text_chunk\", \"data\": {\"text\": \"\xFF\"}}", &mut out);
+        assert_eq!(n.malformed_events(), 1);
+        n.on_event(r#"{"event": "message_end", "task_id": "t"}"#.as_bytes(), &mut out);
+        assert_eq!(
+            n.finish(),
+            Outcome::Ok { text: "ab\u{FFFD}!".into(), structured: Some(json!({"answer": "ab\u{FFFD}!"})) }
+        );
     }
 
     #[test]
@@ -341,12 +361,12 @@ mod tests {
             (r#"{"event": 7}"#, None),
             (r#"{"event": "unterminated"#, None),
         ] {
-            assert_eq!(leading_event(data), name, "{data}");
+            assert_eq!(leading_event(data.as_bytes()), name.map(str::as_bytes), "{data}");
         }
         // What the opening says is what the JSON read says, for events read and skipped alike.
         let mut fast = DifyStream::new(Mode::Chat, 100);
         let mut out = Vec::new();
-        fast.on_event(r#"{"event": "text_chunk", "task_id": "t1", "data": {"text": "zzz"}}"#, &mut out);
+        fast.on_event(r#"{"event": "text_chunk", "task_id": "t1", "data": {"text": "zzz"}}"#.as_bytes(), &mut out);
         assert_eq!(fast.task_id(), Some("t1"), "the first events are read for the task id");
         for data in [
             r#"{"event": "text_chunk", "data": {"text": "zzz"}}"#,
@@ -355,7 +375,7 @@ mod tests {
             r#"{"event": "message", "answer": "d"}"#,
             r#"{"event": "tts_message", "audio": "AAAA"}"#,
         ] {
-            fast.on_event(data, &mut out);
+            fast.on_event(data.as_bytes(), &mut out);
         }
         assert_eq!(fast.answer, "bcd");
         assert!(out.is_empty());
@@ -366,7 +386,7 @@ mod tests {
         let signals = |data: &str| {
             let mut s = DifyStream::new(Mode::Workflow, 100);
             let mut out = Vec::new();
-            s.on_event(data, &mut out);
+            s.on_event(data.as_bytes(), &mut out);
             out
         };
         let started = |node: &str, ty: &str| Signal::Log {
@@ -482,9 +502,9 @@ mod tests {
         assert_eq!(run(Mode::Chat, &early, 100).0, Outcome::Failed("the backend stream ended before a result".into()));
         let mut s = DifyStream::new(Mode::Chat, 100);
         let mut out = Vec::new();
-        s.on_event("{not json", &mut out);
-        s.on_event(&json!({"event": "message", "answer": "ok", "task_id": "tid"}).to_string(), &mut out);
-        s.on_event(&json!({"event": "message_end"}).to_string(), &mut out);
+        s.on_event("{not json".as_bytes(), &mut out);
+        s.on_event(json!({"event": "message", "answer": "ok", "task_id": "tid"}).to_string().as_bytes(), &mut out);
+        s.on_event(json!({"event": "message_end"}).to_string().as_bytes(), &mut out);
         assert_eq!(s.malformed_events(), 1);
         assert_eq!(s.task_id(), Some("tid"));
         assert!(s.is_done());

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::pure::outcome::{truncate, Outcome, Signal};
+use crate::pure::sse::read_json;
 
 use super::call::error_text;
 
@@ -28,11 +29,11 @@ impl HttpToolStream {
         self.done.is_some()
     }
 
-    pub fn on_event(&mut self, data: &str, out: &mut Vec<Signal>) {
-        if self.done.is_some() || data.trim().is_empty() {
+    pub fn on_event(&mut self, data: &[u8], out: &mut Vec<Signal>) {
+        if self.done.is_some() || data.trim_ascii().is_empty() {
             return;
         }
-        let Ok(Value::Object(mut v)) = serde_json::from_str::<Value>(data) else {
+        let Ok(Value::Object(mut v)) = read_json::<Value>(data) else {
             self.malformed += 1;
             out.push(Signal::Log {
                 level: "warning",
@@ -95,7 +96,7 @@ mod tests {
             let mut s = HttpToolStream::new("w");
             let mut out = Vec::new();
             for e in events {
-                s.on_event(e, &mut out);
+                s.on_event(e.as_bytes(), &mut out);
             }
             (s.finish(), out)
         };

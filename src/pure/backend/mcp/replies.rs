@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::pure::sse::{SseEventRef, SseParser};
+use crate::pure::sse::{read_json, SseEventRef, SseParser};
 
 use super::error::upstream_error_message;
 
@@ -154,10 +154,10 @@ impl ReplyReader {
         }
         match e.event {
             // The first one counts: a later one cannot redirect the session's posts.
-            "endpoint" if self.endpoint.is_none() => self.endpoint = Some(e.data.trim().to_string()),
-            "" | "message" if !self.done && !e.data.trim().is_empty() => {
-                let v: Value = serde_json::from_str(e.data)
-                    .map_err(|err| format!("the upstream sent an event that is not JSON ({err})"))?;
+            "endpoint" if self.endpoint.is_none() => self.endpoint = Some(e.data_text().trim().to_string()),
+            "" | "message" if !self.done && !e.data.trim_ascii().is_empty() => {
+                let v: Value =
+                    read_json(e.data).map_err(|err| format!("the upstream sent an event that is not JSON ({err})"))?;
                 let items = match v {
                     Value::Array(items) => items,
                     other => vec![other],
@@ -298,6 +298,14 @@ mod tests {
         assert_eq!(r.resume(), Some(("a", 1000)));
         r.feed_sse(b"id: b\nretry: 99999999\ndata:\n\n", &mut out).unwrap();
         assert_eq!(r.resume(), Some(("b", 60_000)));
+    }
+
+    #[test]
+    fn sse_message_with_a_stray_byte_arrives_with_a_replacement_character() {
+        let mut r = ReplyReader::new(json!(1));
+        let mut out = Vec::new();
+        r.feed_sse(b"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"t\":\"a\xFFb\"}}\n\n", &mut out).unwrap();
+        assert_eq!(out, [Incoming::Response(json!({"jsonrpc":"2.0","id":1,"result":{"t":"a\u{FFFD}b"}}))]);
     }
 
     #[test]
