@@ -84,3 +84,26 @@ export async function workerCpu(target, url, req, opts) {
   const us = Object.fromEntries(Object.entries(ticks).map(([k, t]) => [k, (t * 1e6) / TICKS_PER_S / requests]));
   return { requests, connections, warmup, bad, firstBad, seconds, identified, roles, ticks, us, foreign };
 }
+
+/**
+ * Several measurements of one target and request (workerCpu, taken at different times) as one:
+ * requests, ticks and seconds summed, the CPU per request over them all; `foreign` the worst.
+ */
+export function combineCpu(parts) {
+  const sum = (f) => parts.reduce((a, p) => a + f(p), 0);
+  const requests = sum((p) => p.requests);
+  const ticks = Object.fromEntries(Object.keys(parts[0].ticks).map((k) => [k, sum((p) => p.ticks[k])]));
+  const us = Object.fromEntries(Object.entries(ticks).map(([k, t]) => [k, (t * 1e6) / TICKS_PER_S / requests]));
+  return {
+    ...parts[0],
+    passes: parts.length,
+    requests,
+    bad: sum((p) => p.bad),
+    firstBad: parts.map((p) => p.firstBad).find(Boolean) ?? '',
+    seconds: sum((p) => p.seconds),
+    identified: parts.every((p) => p.identified),
+    ticks,
+    us,
+    foreign: Math.max(...parts.map((p) => p.foreign)),
+  };
+}
