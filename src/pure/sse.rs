@@ -474,7 +474,7 @@ fn push_line(out: &mut String, name: &str, value: &str) {
 
 /// Splits on the same line ends the parser accepts (CRLF counted once); always yields at least
 /// one, possibly empty, line so that empty text still produces a line. (JSON text, what we
-/// write, is one line: the parser's word-at-a-time scan finds that fast.)
+/// write, is one line: one vector search.)
 fn for_each_line(text: &str, mut f: impl FnMut(usize, &str)) {
     let mut rest = text;
     let mut i = 0;
@@ -736,9 +736,9 @@ mod tests {
         }
     }
 
-    /// Streams built from SSE's own pieces, with runs long enough to cross the 8- and 32-byte
-    /// words the line scan reads, non-ASCII and invalid bytes, and the control bytes below 0x0E
-    /// the scan looks at twice.
+    /// Streams built from SSE's own pieces, with runs long enough to cross the 16- and 32-byte
+    /// vectors the line search reads, non-ASCII and invalid bytes, and control bytes that are
+    /// not line ends.
     fn random_stream(rng: &mut Rng) -> Vec<u8> {
         const PIECES: [&[u8]; 28] = [
             b"data",
