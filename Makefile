@@ -4,10 +4,6 @@ SHELL := /bin/bash
 PORT ?= 8787
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
-# worker-build would download these; point it at the ones setup installs.
-export WASM_BINDGEN_BIN := $(HOME)/.cargo/bin/wasm-bindgen
-export ESBUILD_BIN := $(CURDIR)/node_modules/.bin/esbuild
-export WASM_OPT_BIN := $(CURDIR)/node_modules/.bin/wasm-opt
 export WRANGLER_SEND_METRICS := false
 
 # wrangler 4 needs Node >= 22.12; setup installs Node 22 from npm.
@@ -31,12 +27,11 @@ setup-browser:
 
 build: setup build/index.js dist/console/index.html
 
-# The cdylib is the `wasm` crate (see wasm/Cargo.toml); its output goes to build/ as before.
-# worker-build keeps the wasm name section (function names for stack traces); it is ~13% of
-# the gzip bundle, so it is dropped.
-build/index.js: $(SOURCES) scripts/strip-wasm-names.mjs
-	worker-build --release --out-dir ../build wasm
-	$(NODE22) scripts/strip-wasm-names.mjs build/index_bg.wasm
+# The cdylib is the `wasm` crate (see wasm/Cargo.toml), built by scripts/build-wasm.sh: std
+# compiled with it for size when rust-src is there, and the wasm name section dropped (~13% of
+# the gzip bundle).
+build/index.js: $(SOURCES) scripts/build-wasm.sh scripts/strip-wasm-names.mjs
+	scripts/build-wasm.sh build
 
 # The web console: static assets in dist/ (wrangler.toml [assets]), not in the wasm.
 dist/console/index.html: $(CONSOLE_SOURCES) scripts/build-console.mjs
@@ -102,5 +97,5 @@ bench: build
 # only (bench/profile.mjs says more). Not part of `make test`.
 .PHONY: profile
 profile: setup
-	worker-build --release --out-dir ../target/named wasm
+	scripts/build-wasm.sh target/named --keep-names
 	PROFILE_BUILD=target/named $(NODE22) bench/profile.mjs

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what building and testing Flowgate needs, skipping whatever is already there:
-# the wasm target, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
+# the wasm target, rust-src, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
 # (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and a
 # Python virtualenv (.venv) with the official MCP Python SDK for the integration tests, and
 # with --browser Debian's chromium for the web console's browser test.
@@ -15,6 +15,13 @@ say() { echo "setup: $*" >&2; }
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   say "adding the wasm32-unknown-unknown target"
   rustup target add wasm32-unknown-unknown
+fi
+
+# The standard library's source: scripts/build-wasm.sh compiles std with the Worker, for a
+# smaller bundle. Without it (rustup offline, say) the build uses the prebuilt std instead.
+if ! rustup component list --installed | grep -qx 'rust-src'; then
+  say "adding the rust-src component (std built with the Worker, for size)"
+  rustup component add rust-src || say "rust-src could not be added: the Worker is built with the prebuilt std (a larger bundle)"
 fi
 
 if [ "$(worker-build --version 2>/dev/null)" != "$WORKER_BUILD_VERSION" ]; then

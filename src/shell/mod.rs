@@ -40,6 +40,9 @@ pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 #[event(start)]
 fn start() {
+    // Panic messages in the log. A Worker built with `-Cpanic=immediate-abort`
+    // (scripts/build-wasm.sh) has none: its panics trap at once, without calling a hook.
+    #[cfg(not(panic = "immediate-abort"))]
     console_error_panic_hook::set_once();
 }
 

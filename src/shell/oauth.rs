@@ -10,8 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use wasm_bindgen::JsValue;
-use worker::{durable_object, DurableObject, Env, Headers, Method, Request, RequestInit, Response, State};
+use worker::{durable_object, DurableObject, Env, Headers, Method, Request, Response, State};
 
 use crate::pure::backend::mcp::client_assertion;
 use crate::pure::backend::mcp::discovery::{self as disc, AuthMethod, Challenge, Reaction};
@@ -61,13 +60,11 @@ async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> 
         .map_err(fail)?
         .get_stub()
         .map_err(fail)?;
-    let mut init = RequestInit::new();
     let mcp = app.backend.as_mcp();
     let oauth = mcp.and_then(|c| c.oauth.as_ref());
     let body =
         json!({"app_name": app.name, "oauth": oauth, "mcp_url": mcp.map(|c| c.url.as_str()), "challenge": challenge});
-    init.with_method(Method::Post).with_body(Some(JsValue::from_str(&body.to_string())));
-    let req = Request::new_with_init("https://oauth/token", &init).map_err(fail)?;
+    let req = super::platform::post_request("https://oauth/token", &body.to_string()).map_err(fail)?;
     let mut resp = stub.fetch_with_request(req).await.map_err(fail)?;
     let answer: Value = resp.json().await.map_err(fail)?;
     match answer["token"].as_object() {

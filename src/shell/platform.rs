@@ -45,6 +45,16 @@ pub fn now_ms() -> u64 {
     worker::js_sys::Date::now() as u64
 }
 
+/// A POST of `body` (JSON text) to `url`, for a Durable Object stub's `fetch_with_request`.
+/// Built as a `web_sys::Request`: `worker::Request::new_with_init` also converts the init's
+/// `cf` options (image resizing and more), code the bundle otherwise does without.
+pub fn post_request(url: &str, body: &str) -> worker::Result<worker::Request> {
+    let init = web_sys::RequestInit::new();
+    init.set_method("POST");
+    init.set_body(&wasm_bindgen::JsValue::from_str(body));
+    Ok(web_sys::Request::new_with_str_and_init(url, &init)?.into())
+}
+
 /// Seconds since the epoch.
 pub fn now_s() -> i64 {
     (now_ms() / 1000) as i64

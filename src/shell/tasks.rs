@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
-use worker::{durable_object, Delay, DurableObject, Env, Method, Request, RequestInit, Response, State};
+use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, State};
 
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::dify::run_status;
@@ -684,9 +684,7 @@ pub fn new_task_id() -> Result<String, getrandom::Error> {
 /// Asks a task's Durable Object; `Ok(None)` when the task does not exist for this server.
 pub async fn call(env: &Env, task_id: &str, call: &TaskCall) -> worker::Result<Option<TaskAnswer>> {
     let stub = env.durable_object(super::platform::TASKS)?.id_from_name(task_id)?.get_stub()?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post).with_body(Some(JsValue::from_str(&serde_json::to_string(call)?)));
-    let req = Request::new_with_init("https://task/", &init)?;
+    let req = super::platform::post_request("https://task/", &serde_json::to_string(call)?)?;
     let mut resp = stub.fetch_with_request(req).await?;
     match resp.status_code() {
         200 => Ok(Some(resp.json::<TaskAnswer>().await?)),
