@@ -32,7 +32,10 @@ if [ -z "${FLOWGATE_PREBUILT_STD:-}" ] && [ -d "$(rustc --print sysroot)/lib/rus
   export CARGO_UNSTABLE_BUILD_STD=std,panic_abort
   export CARGO_UNSTABLE_BUILD_STD_FEATURES=optimize_for_size
   # Only the wasm target gets these: with --target, cargo keeps RUSTFLAGS off build scripts.
-  export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-Zunstable-options -Cpanic=immediate-abort"
+  # A rustc without the immediate-abort strategy (it came in late 2025) keeps panic=abort.
+  if rustc -Zunstable-options -Cpanic=immediate-abort --print cfg --target wasm32-unknown-unknown >/dev/null 2>&1; then
+    export RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-Zunstable-options -Cpanic=immediate-abort"
+  fi
 else
   echo "build-wasm: building with the prebuilt std (no rust-src, or FLOWGATE_PREBUILT_STD): a larger bundle" >&2
 fi

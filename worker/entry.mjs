@@ -6,10 +6,11 @@
 // every request the runtime builds an instance, a Proxy around it and another around its `fetch`,
 // only to notice a wasm trap and re-create the module on the next request. That costs about a
 // tenth of a small request's CPU, so requests call the class's own `fetch` directly, and the
-// recovery stays: a Rust panic marks the module itself (worker-rs's panic hook sets
-// `criticalError` in `globalThis.__worker_init_state`, and wasm-bindgen re-instantiates an
-// aborted module on its next call), a trap seen here marks it the same way, and a request that
-// finds it marked goes through the Proxy once, which re-creates the module. The Durable Object
+// recovery stays: a Rust panic is a wasm trap (scripts/build-wasm.sh builds with
+// -Cpanic=immediate-abort; a prebuilt-std build's panic hook first sets `criticalError` in
+// `globalThis.__worker_init_state` itself), a trap seen here or by the glue's error listener
+// marks the module, and a request that finds it marked goes through the Proxy once, which
+// re-creates the module. The Durable Object
 // classes are re-exported as they are, so their bindings still find them.
 import RustWorker, { TaskRunner, TokenBroker } from '../build/index.js';
 import { demo } from './demo.mjs';
