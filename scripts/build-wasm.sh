@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Worker (worker-build on the `wasm` crate) into OUT_DIR, relative to the repository.
+# Builds the Worker (worker-build on the `wasm` crate) into OUT_DIR (relative to the repository,
+# or absolute).
 #
 #   scripts/build-wasm.sh OUT_DIR [--keep-names]
 #
@@ -8,8 +9,9 @@
 # feature, enabled here with RUSTC_BOOTSTRAP for this build only), so that:
 #   - std and core are built for size (optimize_for_size) and LTO'd with Flowgate;
 #   - a panic aborts at once (-Cpanic=immediate-abort): no panic message formatting, no
-#     locations, no hook. Flowgate's request paths do not panic (see README, "Bad input"); a
-#     panic would end the isolate with "RuntimeError: unreachable" instead of its message.
+#     locations, no hook. Flowgate's request paths answer errors rather than panic (no
+#     unwrap or expect in src/shell); a panic would end the isolate with "RuntimeError:
+#     unreachable" instead of its message.
 # Together 39 KiB less gzip bundle (506 → 467 KiB for the wasm at the time), and no slower in
 # alternating CPU runs. Without rust-src the prebuilt std is used and the bundle is that much
 # larger; FLOWGATE_PREBUILT_STD=1 asks for that build.

@@ -1,5 +1,6 @@
 //! The Worker platform's names and clock, in one place: the binding names wrangler.toml
-//! declares, the keys Flowgate writes in KV, and the time (every "now" of the shell).
+//! declares, the keys Flowgate writes in KV, the time (every "now" of the shell), and the
+//! request a Durable Object is sent.
 
 /// D1: the registry (apps, servers, hashed codes, end users, task rows).
 pub const D1: &str = "DB";
