@@ -6,7 +6,7 @@
 // Worker was busy. A tool for finding the next cut, not a benchmark: sampling perturbs timing.
 //
 //   PROFILE_BUILD=/path/to/dir-with-index.js (default build/; a named build makes wasm frames
-//   readable: `worker-build --release --out-dir /tmp/named wasm` keeps the names)
+//   readable: `scripts/build-wasm.sh /tmp/named --keep-names` keeps the names)
 //   PROFILE_KIND=tools/list | tools/call | tools/call-stream | healthz (default tools/list;
 //   tools/call-stream: the bench's streamed call, a 100-node workflow relayed with progress)
 //   PROFILE_SECONDS (default 8), PROFILE_TOP (default 40), PROFILE_CONCURRENCY (default 16)
