@@ -332,7 +332,7 @@ pub fn parse_jwt(token: &str) -> Result<Jwt<'_>, TokenError> {
 }
 
 fn decode_json(part: &str) -> Option<Value> {
-    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(part).ok()?).ok()
+    serde_json::from_str(&String::from_utf8(URL_SAFE_NO_PAD.decode(part).ok()?).ok()?).ok()
 }
 
 /// What a verified token says: who is calling, and until when this holds.

@@ -44,8 +44,12 @@ pub struct TaskSpec {
 /// asking: a task is reachable only through the server that created it. On a server that
 /// authenticates its callers (client keys) it also names the caller (`owner`): the task is then
 /// reachable only by the caller that created it.
+///
+/// On the wire an object with `op` beside the operation's fields. It is read through
+/// [`WireCall`], a plain struct: serde reads an internally tagged enum by buffering the object
+/// first, which would compile a second reader of [`TaskSpec`] into the Worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
+#[serde(tag = "op", rename_all = "snake_case", try_from = "WireCall")]
 pub enum TaskCall {
     Create {
         spec: Box<TaskSpec>,
@@ -68,6 +72,41 @@ pub enum TaskCall {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         owner: Option<String>,
     },
+}
+
+/// A [`TaskCall`] as read: every operation's fields, each optional.
+#[derive(Deserialize)]
+struct WireCall {
+    op: String,
+    spec: Option<Box<TaskSpec>>,
+    ttl_ms: Option<u64>,
+    server_id: Option<String>,
+    timeout_ms: Option<u64>,
+    owner: Option<String>,
+}
+
+impl TryFrom<WireCall> for TaskCall {
+    type Error = String;
+
+    fn try_from(w: WireCall) -> Result<Self, String> {
+        let WireCall { op, spec, ttl_ms, server_id, timeout_ms, owner } = w;
+        let missing = |field: &str| format!("missing field `{field}` of op `{op}`");
+        let server_id = server_id.ok_or_else(|| missing("server_id"));
+        Ok(match op.as_str() {
+            "create" => TaskCall::Create {
+                spec: spec.ok_or_else(|| missing("spec"))?,
+                ttl_ms: ttl_ms.ok_or_else(|| missing("ttl_ms"))?,
+            },
+            "get" => TaskCall::Get { server_id: server_id?, owner },
+            "wait" => TaskCall::Wait {
+                server_id: server_id?,
+                timeout_ms: timeout_ms.ok_or_else(|| missing("timeout_ms"))?,
+                owner,
+            },
+            "cancel" => TaskCall::Cancel { server_id: server_id?, owner },
+            other => return Err(format!("unknown op `{other}`")),
+        })
+    }
 }
 
 impl TaskCall {
@@ -189,6 +228,32 @@ mod tests {
         // An unknown operation or a missing server is refused, not guessed.
         assert!(serde_json::from_value::<TaskCall>(json!({"op": "delete", "server_id": "s"})).is_err());
         assert!(serde_json::from_value::<TaskCall>(json!({"op": "get"})).is_err());
+    }
+
+    #[test]
+    fn every_call_reads_back_as_written_and_a_bad_one_says_what_is_wrong() {
+        let spec: TaskSpec = serde_json::from_value(json!({
+            "task_id": "t", "server_id": "s1", "tool": "T", "kind": "run_to_completion",
+            "app": {"id": "a", "name": "A", "description": "", "mode": "workflow",
+                    "backend": {"base_url": "http://x", "api_key": "k"}, "user_input_form": [], "outputs": []},
+            "version": "2025-11-25", "path": "/workflows/run", "body": {"inputs": {"q": 1}}, "user": "alice"
+        }))
+        .unwrap();
+        let calls = [
+            TaskCall::Create { spec: Box::new(spec), ttl_ms: 60_000 },
+            TaskCall::Get { server_id: "s1".into(), owner: Some("alice".into()) },
+            TaskCall::Wait { server_id: "s1".into(), timeout_ms: 5, owner: None },
+            TaskCall::Cancel { server_id: "s1".into(), owner: None },
+        ];
+        for call in calls {
+            let text = serde_json::to_string(&call).unwrap();
+            assert_eq!(serde_json::from_str::<TaskCall>(&text).unwrap(), call, "{text}");
+        }
+        let err = |v: Value| serde_json::from_value::<TaskCall>(v).unwrap_err().to_string();
+        assert_eq!(err(json!({"op": "create", "ttl_ms": 1})), "missing field `spec` of op `create`");
+        assert_eq!(err(json!({"op": "wait", "server_id": "s"})), "missing field `timeout_ms` of op `wait`");
+        assert_eq!(err(json!({"op": "delete", "server_id": "s"})), "unknown op `delete`");
+        assert!(err(json!({"server_id": "s"})).contains("missing field `op`"));
     }
 
     #[test]

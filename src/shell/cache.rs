@@ -9,7 +9,7 @@
 
 use std::rc::Rc;
 
-use worker::{Context, D1Database, Env, KvStore};
+use worker::{Context, D1Database, Env};
 
 use crate::pure::mcp::prepared::Prepared;
 use crate::pure::memo::Lookup;
@@ -18,6 +18,7 @@ use crate::pure::definition::{refill_verdict, Refill, ServerDefinition, TTL_SECO
 use crate::pure::error::ApiError;
 
 use super::http::internal;
+use super::kv::Kv;
 use super::platform;
 use super::store::{self, ServerRow};
 
@@ -25,8 +26,8 @@ pub fn key(code_hash: &str) -> String {
     platform::server_key(code_hash)
 }
 
-fn kv(env: &Env) -> Result<KvStore, ApiError> {
-    env.kv(platform::KV).map_err(|e| internal("opening the KV cache", e))
+fn kv(env: &Env) -> Result<Kv, ApiError> {
+    Kv::open(env).map_err(|e| internal("opening the KV cache", e))
 }
 
 /// Rewrites the entry of `server` from D1 (and this isolate's memo).
@@ -103,7 +104,7 @@ async fn load(
 /// The definition behind a code hash: KV first (`true`), then D1 (`false`: the caller writes it
 /// back). `None` when no server has this code.
 async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition, bool)>, ApiError> {
-    let cached = kv(env)?.get(&key(code_hash)).text().await.map_err(|e| internal("reading the KV cache", e))?;
+    let cached = kv(env)?.get_text(&key(code_hash)).await.map_err(|e| internal("reading the KV cache", e))?;
     if let Some(def) = cached.as_deref().and_then(ServerDefinition::from_cache) {
         return Ok(Some((def, true)));
     }
@@ -132,11 +133,5 @@ pub async fn refill_after_miss(env: &Env, code_hash: &str, def: &ServerDefinitio
 /// Writes a definition read from D1 back to KV.
 pub async fn refill(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), ApiError> {
     let text = serde_json::to_string(def).map_err(|e| internal("encoding a server definition", e))?;
-    kv(env)?
-        .put(&key(code_hash), text)
-        .map_err(|e| internal("writing the KV cache", e))?
-        .expiration_ttl(TTL_SECONDS)
-        .execute()
-        .await
-        .map_err(|e| internal("writing the KV cache", e))
+    kv(env)?.put(&key(code_hash), &text, TTL_SECONDS).await.map_err(|e| internal("writing the KV cache", e))
 }

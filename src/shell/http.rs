@@ -143,8 +143,10 @@ pub async fn read_json(req: &mut Incoming, limit: usize, empty_ok: bool) -> Resu
             ),
         ));
     }
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|e| ApiError::new(400, "invalid_json", format!("the body is not UTF-8 text: {e}")))?;
     // serde_json's message gives a position, never the input; bounded anyway.
-    serde_json::from_slice(&bytes).map_err(|e| {
+    serde_json::from_str(text).map_err(|e| {
         let why: String = e.to_string().chars().take(200).collect();
         ApiError::new(400, "invalid_json", format!("the body is not valid JSON: {why}"))
     })

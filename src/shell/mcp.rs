@@ -114,7 +114,11 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body could not be read: {e}"))
         }
     };
-    let body: Value = match serde_json::from_slice(&bytes) {
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body is not UTF-8 text ({e})")),
+    };
+    let body: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body is not valid JSON ({e})")),
     };
@@ -587,11 +591,11 @@ async fn load_catalogs(def: &ServerDefinition, env: &Env) -> Catalogs {
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).
 /// Stops the run a `notifications/cancelled` names: found in this isolate's memory, else in KV.
 async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
-    let Ok(kv) = env.kv(super::platform::KV) else { return };
+    let Ok(kv) = super::kv::Kv::open(env) else { return };
     let here = super::memo::take_run(key, super::platform::now_ms()).and_then(|r| serde_json::from_str(&r).ok());
     let record: Value = match here {
         Some(r) => r,
-        None => match kv.get(key).json::<Value>().await {
+        None => match kv.get_json::<Value>(key).await {
             Ok(Some(r)) => r,
             _ => return,
         },

@@ -6,6 +6,8 @@ mod client_assertion;
 mod console;
 mod dify;
 mod http;
+mod js_json;
+mod kv;
 mod log;
 mod mcp;
 mod memo;

@@ -17,6 +17,7 @@ use crate::pure::backend::mcp::discovery::{self as disc, AuthMethod, Challenge, 
 use crate::pure::backend::mcp::oauth::{self as up, OAuthConfig, OAuthToken, TokenTarget};
 use crate::pure::definition::AppDefinition;
 
+use super::js_json::{storage_get, storage_put};
 use super::outbound::{self, CrossOrigin, SendError};
 use super::secrets;
 
@@ -106,7 +107,7 @@ impl DurableObject for TokenBroker {
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         super::outbound::guard_from_env(&self.env);
-        let body: Value = req.json().await.unwrap_or(Value::Null);
+        let body: Value = serde_json::from_str(&req.text().await?).unwrap_or(Value::Null);
         let app = body["app_name"].as_str().unwrap_or("app").to_string();
         let env = self.env.clone();
         let cfg = match OAuthConfig::from_value(&body["oauth"], &|v| secrets::resolve(&env, v)) {
@@ -143,7 +144,7 @@ impl TokenBroker {
         if let Some(t) = self.token.borrow().clone() {
             return Ok(Some(t));
         }
-        let stored = self.state.storage().get::<OAuthToken>(STORAGE_KEY).await?;
+        let stored = storage_get::<OAuthToken>(&self.state.as_raw().storage()?, STORAGE_KEY).await?;
         *self.token.borrow_mut() = stored.clone();
         Ok(stored)
     }
@@ -248,7 +249,7 @@ impl TokenBroker {
             Some(Err(e)) => return Ok(Err(format!("the OAuth token endpoint of app '{app}': {e}"))),
             None => return Ok(Err(format!("the OAuth token endpoint of app '{app}' did not answer JSON"))),
         };
-        self.state.storage().put(STORAGE_KEY, &token).await?;
+        storage_put(&self.state.as_raw().storage()?, STORAGE_KEY, &token).await?;
         *self.token.borrow_mut() = Some(token.clone());
         Ok(Ok(token))
     }

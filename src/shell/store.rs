@@ -14,6 +14,7 @@ use crate::pure::form::form_to_dify;
 use crate::pure::oauth_resource::OAuthSettings;
 
 use super::http::internal;
+use super::js_json::{all_rows, first_row};
 
 /// One deploy serves one tenant today; the column keeps Dify's uniqueness rule
 /// `(tenant_id, app_id)` and room for more.
@@ -154,13 +155,12 @@ const SERVER_COLUMNS: &str =
 
 pub async fn list_apps(db: &D1Database) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
-    let res = stmt(db, &sql, &[s(TENANT)])?.all().await.map_err(|e| internal("listing apps", e))?;
-    res.results().map_err(|e| internal("reading apps", e))
+    all_rows(&stmt(db, &sql, &[s(TENANT)])?).await.map_err(|e| internal("listing apps", e))
 }
 
 pub async fn get_app(db: &D1Database, id: &str) -> Result<Option<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE id = ?1 AND tenant_id = ?2");
-    stmt(db, &sql, &[s(id), s(TENANT)])?.first(None).await.map_err(|e| internal("reading an app", e))
+    first_row(&stmt(db, &sql, &[s(id), s(TENANT)])?).await.map_err(|e| internal("reading an app", e))
 }
 
 pub async fn insert_app(db: &D1Database, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
@@ -224,8 +224,7 @@ pub async fn servers_of_app(db: &D1Database, app_id: &str) -> Result<Vec<ServerR
         "SELECT {} FROM mcp_servers s JOIN mcp_server_apps sa ON sa.server_id = s.id WHERE sa.app_id = ?1",
         prefixed(SERVER_COLUMNS, "s.")
     );
-    let res = stmt(db, &sql, &[s(app_id)])?.all().await.map_err(|e| internal("finding the app's servers", e))?;
-    res.results().map_err(|e| internal("reading servers", e))
+    all_rows(&stmt(db, &sql, &[s(app_id)])?).await.map_err(|e| internal("finding the app's servers", e))
 }
 
 fn prefixed(columns: &str, prefix: &str) -> String {
@@ -234,19 +233,18 @@ fn prefixed(columns: &str, prefix: &str) -> String {
 
 pub async fn get_server(db: &D1Database, id: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE id = ?1 AND tenant_id = ?2");
-    stmt(db, &sql, &[s(id), s(TENANT)])?.first(None).await.map_err(|e| internal("reading a server", e))
+    first_row(&stmt(db, &sql, &[s(id), s(TENANT)])?).await.map_err(|e| internal("reading a server", e))
 }
 
 pub async fn get_server_of_app(db: &D1Database, app_id: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE app_id = ?1 AND tenant_id = ?2");
-    stmt(db, &sql, &[s(app_id), s(TENANT)])?.first(None).await.map_err(|e| internal("reading a server", e))
+    first_row(&stmt(db, &sql, &[s(app_id), s(TENANT)])?).await.map_err(|e| internal("reading a server", e))
 }
 
 /// Every server: one-app (Dify-style, also reachable under their app) and multi-app alike.
 pub async fn list_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 ORDER BY created_at, id");
-    let res = stmt(db, &sql, &[s(TENANT)])?.all().await.map_err(|e| internal("listing servers", e))?;
-    res.results().map_err(|e| internal("reading servers", e))
+    all_rows(&stmt(db, &sql, &[s(TENANT)])?).await.map_err(|e| internal("listing servers", e))
 }
 
 pub async fn app_ids_of_server(db: &D1Database, server_id: &str) -> Result<Vec<String>> {
@@ -254,11 +252,13 @@ pub async fn app_ids_of_server(db: &D1Database, server_id: &str) -> Result<Vec<S
     struct Row {
         app_id: String,
     }
-    let res = stmt(db, "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position", &[s(server_id)])?
-        .all()
-        .await
-        .map_err(|e| internal("listing a server's apps", e))?;
-    let rows: Vec<Row> = res.results().map_err(|e| internal("reading a server's apps", e))?;
+    let rows: Vec<Row> = all_rows(&stmt(
+        db,
+        "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position",
+        &[s(server_id)],
+    )?)
+    .await
+    .map_err(|e| internal("listing a server's apps", e))?;
     Ok(rows.into_iter().map(|r| r.app_id).collect())
 }
 
@@ -377,8 +377,8 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
         "SELECT {} FROM apps a JOIN mcp_server_apps sa ON sa.app_id = a.id WHERE sa.server_id = ?1 ORDER BY sa.position",
         prefixed(APP_COLUMNS, "a.")
     );
-    let res = stmt(db, &sql, &[s(&server.id)])?.all().await.map_err(|e| internal("reading a server's apps", e))?;
-    let apps: Vec<AppRow> = res.results().map_err(|e| internal("reading a server's apps", e))?;
+    let apps: Vec<AppRow> =
+        all_rows(&stmt(db, &sql, &[s(&server.id)])?).await.map_err(|e| internal("reading a server's apps", e))?;
     let mode = server.auth_mode();
     // Only a key server's keys are read: the other modes never look at them.
     let keys = if mode == AuthMode::Key { key_hashes(db, &server.id).await? } else { Vec::new() };
@@ -411,8 +411,8 @@ async fn key_hashes(db: &D1Database, server_id: &str) -> Result<Vec<ClientKey>> 
         key_hash: String,
     }
     let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid";
-    let res = stmt(db, sql, &[s(server_id)])?.all().await.map_err(|e| internal("reading a server's client keys", e))?;
-    let rows: Vec<Row> = res.results().map_err(|e| internal("reading a server's client keys", e))?;
+    let rows: Vec<Row> =
+        all_rows(&stmt(db, sql, &[s(server_id)])?).await.map_err(|e| internal("reading a server's client keys", e))?;
     Ok(rows.into_iter().map(|r| ClientKey { id: r.id, name: r.name, hash: r.key_hash }).collect())
 }
 
@@ -442,13 +442,12 @@ const KEY_COLUMNS: &str = "id, name, hint, created_at, last_used_at";
 /// A server's client keys for the console, oldest first.
 pub async fn list_keys(db: &D1Database, server_id: &str) -> Result<Vec<KeyRow>> {
     let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid");
-    let res = stmt(db, &sql, &[s(server_id)])?.all().await.map_err(|e| internal("listing client keys", e))?;
-    res.results().map_err(|e| internal("reading client keys", e))
+    all_rows(&stmt(db, &sql, &[s(server_id)])?).await.map_err(|e| internal("listing client keys", e))
 }
 
 pub async fn get_key(db: &D1Database, server_id: &str, key_id: &str) -> Result<Option<KeyRow>> {
     let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 AND id = ?2");
-    stmt(db, &sql, &[s(server_id), s(key_id)])?.first(None).await.map_err(|e| internal("reading a client key", e))
+    first_row(&stmt(db, &sql, &[s(server_id), s(key_id)])?).await.map_err(|e| internal("reading a client key", e))
 }
 
 pub struct NewKey<'a> {
@@ -500,7 +499,7 @@ pub async fn touch_key(db: &D1Database, key_id: &str, now: i64) -> Result<()> {
 
 pub async fn get_server_by_code_hash(db: &D1Database, code_hash: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE code_hash = ?1");
-    stmt(db, &sql, &[s(code_hash)])?.first(None).await.map_err(|e| internal("looking up a server code", e))
+    first_row(&stmt(db, &sql, &[s(code_hash)])?).await.map_err(|e| internal("looking up a server code", e))
 }
 
 /// Records that a client used a server (the `user` sent to its backends). A row is found by
@@ -525,18 +524,16 @@ pub async fn list_tasks(db: &D1Database, server_id: &str, before: i64, limit: u3
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND created_at < ?2 ORDER BY created_at DESC LIMIT ?3"
     );
-    let res = stmt(db, &sql, &[s(server_id), n(before), n(i64::from(limit))])?
-        .all()
+    let rows: Vec<Value> = all_rows(&stmt(db, &sql, &[s(server_id), n(before), n(i64::from(limit))])?)
         .await
         .map_err(|e| internal("listing tasks", e))?;
-    let rows: Vec<Value> = res.results().map_err(|e| internal("reading tasks", e))?;
     Ok(rows.into_iter().map(task_json).collect())
 }
 
 pub async fn get_task(db: &D1Database, server_id: &str, task_id: &str) -> Result<Option<Value>> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND id = ?2");
     let row: Option<Value> =
-        stmt(db, &sql, &[s(server_id), s(task_id)])?.first(None).await.map_err(|e| internal("reading a task", e))?;
+        first_row(&stmt(db, &sql, &[s(server_id), s(task_id)])?).await.map_err(|e| internal("reading a task", e))?;
     Ok(row.map(task_json))
 }
 
@@ -565,8 +562,7 @@ pub async fn record_audit(
 
 pub async fn audit_log(db: &D1Database, limit: u32) -> Result<Vec<Value>> {
     let sql = "SELECT at, request_id, actor, action, target, status FROM audit_log ORDER BY id DESC LIMIT ?1";
-    let res = stmt(db, sql, &[n(i64::from(limit))])?.all().await.map_err(|e| internal("reading the audit log", e))?;
-    res.results().map_err(|e| internal("reading the audit log", e))
+    all_rows(&stmt(db, sql, &[n(i64::from(limit))])?).await.map_err(|e| internal("reading the audit log", e))
 }
 
 pub async fn update_app_backend(db: &D1Database, id: &str, backend: &Value, now: i64) -> Result<()> {
@@ -618,8 +614,7 @@ const TOKEN_COLUMNS: &str = "id, name, role, hint, created_by, created_at, last_
 
 pub async fn list_console_tokens(db: &D1Database) -> Result<Vec<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens ORDER BY created_at, name");
-    let res = stmt(db, &sql, &[])?.all().await.map_err(|e| internal("listing console tokens", e))?;
-    res.results().map_err(|e| internal("listing console tokens", e))
+    all_rows(&stmt(db, &sql, &[])?).await.map_err(|e| internal("listing console tokens", e))
 }
 
 pub async fn count_console_tokens(db: &D1Database) -> Result<usize> {
@@ -627,8 +622,7 @@ pub async fn count_console_tokens(db: &D1Database) -> Result<usize> {
     struct Count {
         n: f64,
     }
-    let row: Option<Count> = stmt(db, "SELECT COUNT(*) AS n FROM console_tokens", &[])?
-        .first(None)
+    let row: Option<Count> = first_row(&stmt(db, "SELECT COUNT(*) AS n FROM console_tokens", &[])?)
         .await
         .map_err(|e| internal("counting console tokens", e))?;
     Ok(row.map_or(0, |c| c.n as usize))
@@ -636,7 +630,7 @@ pub async fn count_console_tokens(db: &D1Database) -> Result<usize> {
 
 pub async fn get_console_token(db: &D1Database, id: &str) -> Result<Option<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens WHERE id = ?1");
-    stmt(db, &sql, &[s(id)])?.first(None).await.map_err(|e| internal("reading a console token", e))
+    first_row(&stmt(db, &sql, &[s(id)])?).await.map_err(|e| internal("reading a console token", e))
 }
 
 /// The hash of a token, for forgetting it from the isolate's memo when it is revoked.
@@ -645,8 +639,7 @@ pub async fn console_token_hash(db: &D1Database, id: &str) -> Result<Option<Stri
     struct Hash {
         token_hash: String,
     }
-    let row: Option<Hash> = stmt(db, "SELECT token_hash FROM console_tokens WHERE id = ?1", &[s(id)])?
-        .first(None)
+    let row: Option<Hash> = first_row(&stmt(db, "SELECT token_hash FROM console_tokens WHERE id = ?1", &[s(id)])?)
         .await
         .map_err(|e| internal("reading a console token", e))?;
     Ok(row.map(|h| h.token_hash))
@@ -654,8 +647,7 @@ pub async fn console_token_hash(db: &D1Database, id: &str) -> Result<Option<Stri
 
 /// The token whose SHA-256 is `hash`: one indexed read (the column is UNIQUE).
 pub async fn console_token_by_hash(db: &D1Database, hash: &str) -> Result<Option<ConsoleTokenAuth>> {
-    stmt(db, "SELECT id, name, role FROM console_tokens WHERE token_hash = ?1", &[s(hash)])?
-        .first(None)
+    first_row(&stmt(db, "SELECT id, name, role FROM console_tokens WHERE token_hash = ?1", &[s(hash)])?)
         .await
         .map_err(|e| internal("looking up a console token", e))
 }

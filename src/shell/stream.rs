@@ -438,12 +438,9 @@ impl CallStream {
         }
         let Some(record) = self.unshared.take() else { return };
         let ttl = self.target.total.as_secs().max(60);
-        let put = match self.env.kv(super::platform::KV) {
-            Ok(kv) => match kv.put(&self.plan.cancel_key, record) {
-                Ok(p) => p.expiration_ttl(ttl).execute().await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            },
-            Err(e) => Err(e.to_string()),
+        let put = match super::kv::Kv::open(&self.env) {
+            Ok(kv) => kv.put(&self.plan.cancel_key, &record, ttl).await,
+            Err(e) => Err(e),
         };
         if let Err(e) = put {
             super::log::error(&format!("recording a run for cancellation: {e}"));

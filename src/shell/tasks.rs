@@ -26,11 +26,13 @@ use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, T
 use crate::pure::task_contract::{Kind, McpTaskStatus, TaskAnswer, TaskCall, TaskSpec};
 
 use super::call::{run_to_completion, target_of};
+use super::js_json::{storage_get, storage_put};
 use super::outbound::{self, SendError};
 use super::stream::{request_headers, send_failed, Target};
 use super::upstream::{upstream_of, Client as UpstreamClient};
 use super::VERSION;
 use crate::pure::backend::mcp::config::ToolsetRole;
+use worker::worker_sys::DurableObjectStorage;
 
 const STORAGE_KEY: &str = "task";
 /// Longest single wait of `tasks/result` inside the Durable Object (the Worker repeats it).
@@ -115,7 +117,8 @@ impl DurableObject for TaskRunner {
 
     async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
         super::outbound::guard_from_env(&self.env);
-        let call: TaskCall = match req.json().await {
+        // Read as text: workers-rs's Request::json walks the parsed value with serde_wasm_bindgen.
+        let call: TaskCall = match serde_json::from_str(&req.text().await?) {
             Ok(c) => c,
             Err(e) => return Response::error(format!("not a task call: {e}"), 400),
         };
@@ -225,13 +228,17 @@ fn answer(rec: &Record, was_terminal: bool) -> TaskAnswer {
 }
 
 impl TaskRunner {
+    fn storage(&self) -> worker::Result<DurableObjectStorage> {
+        Ok(self.state.as_raw().storage()?)
+    }
+
     async fn load(&self) -> worker::Result<Option<Record>> {
-        self.state.storage().get::<Record>(STORAGE_KEY).await
+        storage_get(&self.storage()?, STORAGE_KEY).await
     }
 
     /// Stores the record, mirrors it to D1 and arms the next alarm.
     async fn save(&self, rec: &Record) -> worker::Result<()> {
-        self.state.storage().put(STORAGE_KEY, rec).await?;
+        storage_put(&self.storage()?, STORAGE_KEY, rec).await?;
         match rec.state.next_wake_ms() {
             Some(at) => self.alarm_at(at).await?,
             None => self.state.storage().delete_alarm().await?,
@@ -267,7 +274,7 @@ impl TaskRunner {
             dify_task_id: None,
         };
         // Durable before the client hears of it; the first alarm starts the work.
-        self.state.storage().put(STORAGE_KEY, &rec).await?;
+        storage_put(&self.storage()?, STORAGE_KEY, &rec).await?;
         self.alarm_at(super::platform::now_ms()).await?;
         write_row(&self.env, &rec).await;
         Response::from_json(&answer(&rec, false))

@@ -37,6 +37,7 @@ use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::mcp::version::Version;
 use crate::pure::outcome::Outcome;
 
+use super::kv::Kv;
 use super::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
 use super::secrets;
 use super::VERSION;
@@ -170,9 +171,8 @@ impl<'a> Client<'a> {
     /// an old server and never on 401/403.
     pub async fn connect(&mut self, use_cache: bool) -> Result<(), String> {
         if use_cache {
-            if let Ok(kv) = self.env.kv(super::platform::KV) {
-                if let Ok(Some(s)) =
-                    kv.get(&session_key(&self.up.app_id, &self.up.session_scope)).json::<Session>().await
+            if let Ok(kv) = Kv::open(self.env) {
+                if let Ok(Some(s)) = kv.get_json::<Session>(&session_key(&self.up.app_id, &self.up.session_scope)).await
                 {
                     if s.transport == Transport::StreamableHttp {
                         self.conn = Some(Conn::Http(s));
@@ -204,17 +204,15 @@ impl<'a> Client<'a> {
     }
 
     async fn remember(&self, session: &Session) {
-        let Ok(kv) = self.env.kv(super::platform::KV) else { return };
+        let Ok(kv) = Kv::open(self.env) else { return };
         let Ok(text) = serde_json::to_string(session) else { return };
-        if let Ok(put) = kv.put(&session_key(&self.up.app_id, &self.up.session_scope), text) {
-            if let Err(e) = put.expiration_ttl(SESSION_TTL_S).execute().await {
-                super::log::error(&format!("caching an upstream session: {e}"));
-            }
+        if let Err(e) = kv.put(&session_key(&self.up.app_id, &self.up.session_scope), &text, SESSION_TTL_S).await {
+            super::log::error(&format!("caching an upstream session: {e}"));
         }
     }
 
     async fn forget(&self) {
-        if let Ok(kv) = self.env.kv(super::platform::KV) {
+        if let Ok(kv) = Kv::open(self.env) {
             let _ = kv.delete(&session_key(&self.up.app_id, &self.up.session_scope)).await;
         }
     }
@@ -833,9 +831,9 @@ fn send_error_text(e: SendError) -> String {
 
 /// An upstream app's tool list: KV first, else fetched (and cached for the app's TTL).
 pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Vec<Value>, String> {
-    let kv = env.kv(super::platform::KV).map_err(|e| e.to_string())?;
+    let kv = Kv::open(env).map_err(|e| e.to_string())?;
     if !refresh {
-        if let Ok(Some(list)) = kv.get(&tools_key(&app.id)).json::<Vec<Value>>().await {
+        if let Ok(Some(list)) = kv.get_json::<Vec<Value>>(&tools_key(&app.id)).await {
             return Ok(list);
         }
     }
@@ -845,7 +843,7 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
     let mut client = Client::new(&upstream, env);
     if refresh {
         // A refresh starts from a new session; a cached old one is ended first.
-        if let Ok(Some(old)) = kv.get(&session_key(&app.id, "")).json::<Session>().await {
+        if let Ok(Some(old)) = kv.get_json::<Session>(&session_key(&app.id, "")).await {
             client.conn = Some(Conn::Http(old));
             client.close().await;
         }
@@ -853,9 +851,7 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
     client.connect(!refresh).await?;
     let list = client.list_tools().await?;
     let ttl = app.backend.as_mcp().map_or(DEFAULT_TOOLS_TTL_S, McpConfig::tools_ttl_seconds);
-    if let Ok(put) = kv.put(&tools_key(&app.id), serde_json::to_string(&list).map_err(|e| e.to_string())?) {
-        let _ = put.expiration_ttl(ttl).execute().await;
-    }
+    let _ = kv.put(&tools_key(&app.id), &serde_json::to_string(&list).map_err(|e| e.to_string())?, ttl).await;
     Ok(list)
 }
 
@@ -1042,12 +1038,12 @@ fn ask_client(
 pub async fn catalog_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Rc<Catalog>, String> {
     let (now, fresh_ms) = (super::platform::now_ms(), super::memo::fresh_ms(env));
     let key = super::platform::upstream_catalog_key(&app.id);
-    let kv = env.kv(super::platform::KV).map_err(|e| e.to_string())?;
+    let kv = Kv::open(env).map_err(|e| e.to_string())?;
     if !refresh {
         if let Some(c) = super::memo::catalog(&app.id, now, fresh_ms) {
             return Ok(c);
         }
-        if let Ok(Some(c)) = kv.get(&key).json::<Catalog>().await {
+        if let Ok(Some(c)) = kv.get_json::<Catalog>(&key).await {
             let c = Rc::new(c);
             super::memo::remember_catalog(&app.id, Rc::clone(&c), now);
             return Ok(c);
@@ -1070,10 +1066,8 @@ pub async fn catalog_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result
         *c.items_mut(list) = client.list_all(list).await?;
     }
     let ttl = app.backend.as_mcp().map_or(DEFAULT_TOOLS_TTL_S, McpConfig::tools_ttl_seconds);
-    if let Ok(put) = kv.put(&key, serde_json::to_string(&c).map_err(|e| e.to_string())?) {
-        if let Err(e) = put.expiration_ttl(ttl).execute().await {
-            super::log::error(&format!("caching the catalog of upstream app '{}': {e}", app.name));
-        }
+    if let Err(e) = kv.put(&key, &serde_json::to_string(&c).map_err(|e| e.to_string())?, ttl).await {
+        super::log::error(&format!("caching the catalog of upstream app '{}': {e}", app.name));
     }
     let c = Rc::new(c);
     super::memo::remember_catalog(&app.id, Rc::clone(&c), super::platform::now_ms());

@@ -15,6 +15,7 @@ use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step};
 use crate::pure::mcp::tools::{tools_with, Upstreams};
 use crate::pure::usage::{self, failure_of, Aggregate, Arg, Call, Query, Row, Statement, UNKNOWN_TOOL};
 
+use super::js_json::all_rows;
 use super::platform;
 
 const DEFAULT_FLUSH_SECONDS: u64 = 60;
@@ -214,7 +215,7 @@ pub async fn read(db: &D1Database, server_id: &str, q: &Query) -> Result<(Vec<Ro
         args: vec![Arg::Text(server_id.to_string()), Arg::Int(q.from), Arg::Int(q.to)],
     };
     let failures = Statement { sql: usage::FAILURES_SQL.to_string(), args: vec![Arg::Text(server_id.to_string())] };
-    let rows: Vec<Value> = bind(db, &select)?.all().await.and_then(|r| r.results()).map_err(|e| e.to_string())?;
-    let failed: Vec<Value> = bind(db, &failures)?.all().await.and_then(|r| r.results()).map_err(|e| e.to_string())?;
+    let rows: Vec<Value> = all_rows(&bind(db, &select)?).await.map_err(|e| e.to_string())?;
+    let failed: Vec<Value> = all_rows(&bind(db, &failures)?).await.map_err(|e| e.to_string())?;
     Ok((rows.iter().filter_map(Row::from_json).collect(), failed.iter().map(usage::failure_json).collect()))
 }

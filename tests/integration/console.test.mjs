@@ -118,6 +118,7 @@ describe('app validation', () => {
 
   test('bodies that are not JSON objects', async () => {
     assertJsonError(await fg.console('/apps', { method: 'POST', body: '{"name": ' , headers: { 'content-type': 'application/json' } }), 400, 'invalid_json', /not valid JSON/);
+    assertJsonError(await fg.console('/apps', { method: 'POST', body: Buffer.from('{"name": "\xe9"}', 'latin1'), headers: { 'content-type': 'application/json' } }), 400, 'invalid_json', /not UTF-8 text: invalid utf-8 sequence of 1 bytes from index 10/);
     assertJsonError(await fg.console('/apps', { method: 'POST', body: '[1,2]', headers: { 'content-type': 'application/json' } }), 400, 'bad_request', /JSON object/);
     assertJsonError(await fg.console('/apps', { method: 'POST', body: 'name=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415, 'unsupported_media_type', /application\/json/);
     assertJsonError(await fg.console('/apps', { method: 'POST', body: '', headers: { 'content-type': 'application/json' } }), 400, 'bad_request', /empty/);

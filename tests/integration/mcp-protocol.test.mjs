@@ -52,6 +52,7 @@ function assertRpcError(r, status, code, id, mention) {
 describe('bad input gets a precise error', () => {
   const cases = [
     ['parse error', () => rpc(url, '{"jsonrpc": "2.0", "id": 1, "method": '), 400, -32700, null, /Parse error/],
+    ['body not UTF-8', () => rpc(url, Buffer.from('{"jsonrpc": "2.0", "id": 1, "method": "\xff"}', 'latin1')), 400, -32700, null, /Parse error: the body is not UTF-8 text \(invalid utf-8 sequence of 1 bytes from index 39\)/],
     ['wrong content type', () => rpc(url, JSON.stringify(req('ping')), { 'content-type': 'text/plain' }), 415, -32600, null, /application\/json/],
     ['oversized body', () => rpc(url, JSON.stringify(req('ping', { pad: 'x'.repeat(1_100_000) }))), 413, -32600, null, /Too Large/],
     ['not acceptable', () => rpc(url, req('ping'), { accept: 'text/html' }), 406, -32600, null, /Accept/],

@@ -44,7 +44,7 @@ export async function rpc(url, body, headers = {}) {
   const res = await fetch(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers },
-    body: typeof body === 'string' ? body : JSON.stringify(body),
+    body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body),
   });
   if ((res.headers.get('content-type') ?? '').includes('text/event-stream')) {
     const text = await res.text();

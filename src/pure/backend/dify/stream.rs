@@ -71,9 +71,9 @@ impl DifyStream {
         if self.task_id.is_some() && leading_event(data).is_some_and(|e| !is_read(e)) {
             return;
         }
-        // (serde_json checks the UTF-8 of what it reads; data with invalid bytes fails here and
-        // is read whole below, with replacement characters.)
-        if let Ok(head) = serde_json::from_slice::<Head<'_>>(data) {
+        // (Data with invalid bytes is read whole below, with replacement characters.)
+        let head = std::str::from_utf8(data).ok().and_then(|text| serde_json::from_str::<Head<'_>>(text).ok());
+        if let Some(head) = head {
             if self.task_id.is_none() {
                 self.task_id = head.task_id.map(Cow::into_owned);
             }
