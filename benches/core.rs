@@ -355,7 +355,7 @@ fn mcp_rows(budget: Duration, rows: &mut Vec<Row>, raw: &mut serde_json::Map<Str
         let prepared = Prepared::new(server_with(n));
         let body = serde_json::to_vec(&list).unwrap();
         let ns = ns_per_op(budget, || {
-            let msg: Value = serde_json::from_slice(black_box(&body)).unwrap();
+            let msg: Value = serde_json::from_str(std::str::from_utf8(black_box(&body)).unwrap()).unwrap();
             match handle_with(&prepared.def, &Upstreams::default(), &msg, &h, "0.1.0") {
                 Step::ToolsList { id, version } => response_text(&id, &prepared.tools_list(version, "0.1.0")),
                 other => panic!("a hot tools/list is a ToolsList step: {other:?}"),
@@ -369,7 +369,7 @@ fn mcp_rows(budget: Duration, rows: &mut Vec<Row>, raw: &mut serde_json::Map<Str
         let def = server_with(10);
         let body = serde_json::to_vec(&list).unwrap();
         let ns = ns_per_op(budget, || {
-            let msg: Value = serde_json::from_slice(black_box(&body)).unwrap();
+            let msg: Value = serde_json::from_str(std::str::from_utf8(black_box(&body)).unwrap()).unwrap();
             match handle(&def, &msg, &h, "0.1.0") {
                 Step::Reply { body: Some(b), .. } => serde_json::to_vec(&b).unwrap(),
                 _ => Vec::new(),
