@@ -230,17 +230,21 @@ mod tests {
         assert!(serde_json::from_value::<TaskCall>(json!({"op": "get"})).is_err());
     }
 
-    #[test]
-    fn every_call_reads_back_as_written_and_a_bad_one_says_what_is_wrong() {
-        let spec: TaskSpec = serde_json::from_value(json!({
+    /// A task of server `s1` created by the caller `alice`, sending `body` to a workflow.
+    fn alices_spec(body: Value) -> TaskSpec {
+        serde_json::from_value(json!({
             "task_id": "t", "server_id": "s1", "tool": "T", "kind": "run_to_completion",
             "app": {"id": "a", "name": "A", "description": "", "mode": "workflow",
                     "backend": {"base_url": "http://x", "api_key": "k"}, "user_input_form": [], "outputs": []},
-            "version": "2025-11-25", "path": "/workflows/run", "body": {"inputs": {"q": 1}}, "user": "alice"
+            "version": "2025-11-25", "path": "/workflows/run", "body": body, "user": "alice"
         }))
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn every_call_reads_back_as_written_and_a_bad_one_says_what_is_wrong() {
         let calls = [
-            TaskCall::Create { spec: Box::new(spec), ttl_ms: 60_000 },
+            TaskCall::Create { spec: Box::new(alices_spec(json!({"inputs": {"q": 1}}))), ttl_ms: 60_000 },
             TaskCall::Get { server_id: "s1".into(), owner: Some("alice".into()) },
             TaskCall::Wait { server_id: "s1".into(), timeout_ms: 5, owner: None },
             TaskCall::Cancel { server_id: "s1".into(), owner: None },
@@ -258,13 +262,7 @@ mod tests {
 
     #[test]
     fn a_task_is_reached_through_its_server_and_by_its_caller() {
-        let spec: TaskSpec = serde_json::from_value(json!({
-            "task_id": "t", "server_id": "s1", "tool": "T", "kind": "run_to_completion",
-            "app": {"id": "a", "name": "A", "description": "", "mode": "workflow",
-                    "backend": {"base_url": "http://x", "api_key": "k"}, "user_input_form": [], "outputs": []},
-            "version": "2025-11-25", "path": "/workflows/run", "body": {}, "user": "alice"
-        }))
-        .unwrap();
+        let spec = alices_spec(json!({}));
         let get = |server: &str, owner: Option<&str>| TaskCall::Get {
             server_id: server.into(),
             owner: owner.map(str::to_string),
