@@ -14,15 +14,12 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::worker_sys::DurableObjectStorage;
 use worker::{D1PreparedStatement, Error, Result};
 
-#[wasm_bindgen(inline_js = "
-export function stored_json(v) {
-  return JSON.stringify(v, (_, x) => (x instanceof Map ? Object.fromEntries(x) : x));
-}")]
+#[wasm_bindgen(module = "/worker/stored-json.mjs")]
 extern "C" {
     /// `JSON.stringify`, with a `Map` written as an object: the storage records of deploys
     /// before this one were written by serde_wasm_bindgen, which stores a JSON object as a
-    /// `Map`. `undefined` for `undefined`.
-    #[wasm_bindgen(catch)]
+    /// `Map` (tests/integration/stored-json.test.mjs). `undefined` for `undefined`.
+    #[wasm_bindgen(catch, js_name = storedJson)]
     fn stored_json(value: &JsValue) -> std::result::Result<JsValue, JsValue>;
 }
 
