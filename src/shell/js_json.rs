@@ -11,8 +11,7 @@ use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 use worker::js_sys::{Promise, Reflect, JSON};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::worker_sys::DurableObjectStorage;
-use worker::{D1PreparedStatement, Error, Result};
+use worker::{D1PreparedStatement, Error, Result, State};
 
 #[wasm_bindgen(module = "/worker/stored-json.mjs")]
 extern "C" {
@@ -23,16 +22,13 @@ extern "C" {
     fn stored_json(value: &JsValue) -> std::result::Result<JsValue, JsValue>;
 }
 
-/// The JSON text of a value the platform returned; `None` for `null` or `undefined`.
-fn text_of(value: &JsValue) -> Result<Option<String>> {
+/// A value the platform returned, read through its JSON text; `None` for `null` or `undefined`.
+fn read<T: DeserializeOwned>(value: &JsValue) -> Result<Option<T>> {
     if value.is_null() || value.is_undefined() {
         return Ok(None);
     }
-    Ok(stored_json(value)?.as_string())
-}
-
-fn read<T: DeserializeOwned>(text: &str) -> Result<T> {
-    serde_json::from_str(text).map_err(|e| Error::RustError(format!("a stored value does not read: {e}")))
+    let Some(text) = stored_json(value)?.as_string() else { return Ok(None) };
+    serde_json::from_str(&text).map(Some).map_err(|e| Error::RustError(format!("a stored value does not read: {e}")))
 }
 
 async fn settle(promise: std::result::Result<Promise, JsValue>) -> Result<JsValue> {
@@ -42,28 +38,22 @@ async fn settle(promise: std::result::Result<Promise, JsValue>) -> Result<JsValu
 /// Every row of a D1 query.
 pub async fn all_rows<T: DeserializeOwned>(stmt: &D1PreparedStatement) -> Result<Vec<T>> {
     let result = settle(stmt.inner().all()).await?;
-    let rows = Reflect::get(&result, &JsValue::from_str("results"))?;
-    match text_of(&rows)? {
-        Some(text) => read(&text),
-        None => Ok(Vec::new()),
-    }
+    Ok(read(&Reflect::get(&result, &JsValue::from_str("results"))?)?.unwrap_or_default())
 }
 
 /// The first row of a D1 query; `None` when there is none.
 pub async fn first_row<T: DeserializeOwned>(stmt: &D1PreparedStatement) -> Result<Option<T>> {
-    let row = settle(stmt.inner().first(None)).await?;
-    text_of(&row)?.map(|text| read(&text)).transpose()
+    read(&settle(stmt.inner().first(None)).await?)
 }
 
 /// The value stored under `key` in a Durable Object's storage.
-pub async fn storage_get<T: DeserializeOwned>(storage: &DurableObjectStorage, key: &str) -> Result<Option<T>> {
-    let value = settle(storage.get(key)).await?;
-    text_of(&value)?.map(|text| read(&text)).transpose()
+pub async fn storage_get<T: DeserializeOwned>(state: &State, key: &str) -> Result<Option<T>> {
+    read(&settle(state.as_raw().storage()?.get(key)).await?)
 }
 
 /// Stores `value` under `key` in a Durable Object's storage, as the plain object its JSON
 /// parses to (what deploys before this one read, too).
-pub async fn storage_put<T: Serialize>(storage: &DurableObjectStorage, key: &str, value: &T) -> Result<()> {
+pub async fn storage_put<T: Serialize>(state: &State, key: &str, value: &T) -> Result<()> {
     let text = serde_json::to_string(value).map_err(|e| Error::RustError(format!("a value to store: {e}")))?;
-    settle(storage.put(key, JSON::parse(&text)?)).await.map(drop)
+    settle(state.as_raw().storage()?.put(key, JSON::parse(&text)?)).await.map(drop)
 }

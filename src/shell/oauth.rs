@@ -144,7 +144,7 @@ impl TokenBroker {
         if let Some(t) = self.token.borrow().clone() {
             return Ok(Some(t));
         }
-        let stored = storage_get::<OAuthToken>(&self.state.as_raw().storage()?, STORAGE_KEY).await?;
+        let stored = storage_get::<OAuthToken>(&self.state, STORAGE_KEY).await?;
         *self.token.borrow_mut() = stored.clone();
         Ok(stored)
     }
@@ -249,7 +249,7 @@ impl TokenBroker {
             Some(Err(e)) => return Ok(Err(format!("the OAuth token endpoint of app '{app}': {e}"))),
             None => return Ok(Err(format!("the OAuth token endpoint of app '{app}' did not answer JSON"))),
         };
-        storage_put(&self.state.as_raw().storage()?, STORAGE_KEY, &token).await?;
+        storage_put(&self.state, STORAGE_KEY, &token).await?;
         *self.token.borrow_mut() = Some(token.clone());
         Ok(Ok(token))
     }

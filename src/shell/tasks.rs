@@ -32,7 +32,6 @@ use super::stream::{request_headers, send_failed, Target};
 use super::upstream::{upstream_of, Client as UpstreamClient};
 use super::VERSION;
 use crate::pure::backend::mcp::config::ToolsetRole;
-use worker::worker_sys::DurableObjectStorage;
 
 const STORAGE_KEY: &str = "task";
 /// Longest single wait of `tasks/result` inside the Durable Object (the Worker repeats it).
@@ -228,17 +227,13 @@ fn answer(rec: &Record, was_terminal: bool) -> TaskAnswer {
 }
 
 impl TaskRunner {
-    fn storage(&self) -> worker::Result<DurableObjectStorage> {
-        Ok(self.state.as_raw().storage()?)
-    }
-
     async fn load(&self) -> worker::Result<Option<Record>> {
-        storage_get(&self.storage()?, STORAGE_KEY).await
+        storage_get(&self.state, STORAGE_KEY).await
     }
 
     /// Stores the record, mirrors it to D1 and arms the next alarm.
     async fn save(&self, rec: &Record) -> worker::Result<()> {
-        storage_put(&self.storage()?, STORAGE_KEY, rec).await?;
+        storage_put(&self.state, STORAGE_KEY, rec).await?;
         match rec.state.next_wake_ms() {
             Some(at) => self.alarm_at(at).await?,
             None => self.state.storage().delete_alarm().await?,
@@ -274,7 +269,7 @@ impl TaskRunner {
             dify_task_id: None,
         };
         // Durable before the client hears of it; the first alarm starts the work.
-        storage_put(&self.storage()?, STORAGE_KEY, &rec).await?;
+        storage_put(&self.state, STORAGE_KEY, &rec).await?;
         self.alarm_at(super::platform::now_ms()).await?;
         write_row(&self.env, &rec).await;
         Response::from_json(&answer(&rec, false))
