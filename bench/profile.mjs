@@ -15,6 +15,7 @@
 //   (PROFILE_REQUESTS per kind, default 2000: more for a steadier number).
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import { SourceMap } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -22,6 +23,7 @@ import { freePort, repoRoot } from '../tests/support/harness.mjs';
 import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
 import { publish, registerApp } from '../tests/support/flowgate-setup.mjs';
 import { workerCpu } from './lib/workercpu.mjs';
+import { ensureWrk } from './lib/wrk.mjs';
 import { applyMigrations, getOk, snapshotFlowgate, startWorker } from './lib/workers.mjs';
 
 const KIND = process.env.PROFILE_KIND ?? 'tools/list';
@@ -81,6 +83,7 @@ const lua = (body, headers) =>
   Object.entries(headers).map(([k, v]) => `wrk.headers[${JSON.stringify(k)}] = ${JSON.stringify(v)}`).join('\n') + '\n';
 
 async function main() {
+  if (process.env.PROFILE_MODE !== 'cpu') ensureWrk(); // the CPU mode sends its requests itself
   const snap = snapshotFlowgate({ rateLimit: process.env.PROFILE_NO_RATELIMIT !== '1' });
   const build = process.env.PROFILE_BUILD;
   if (build) {
@@ -134,7 +137,7 @@ async function main() {
     const { profile } = await cdp.send('Profiler.stop');
     cdp.close();
     log(`wrk: ${(/Requests\/sec:\s+([\d.]+)/.exec(out) ?? [])[1]} req/s`);
-    report(profile);
+    report(profile, bundleMap(snap.dir));
   } finally {
     // PROFILE_LOG=text: print the Worker's last log lines that contain it (for instrumented builds).
     if (process.env.PROFILE_LOG && fg) console.log(fg.log().split('\n').filter((l) => l.includes(process.env.PROFILE_LOG) || process.env.PROFILE_LOG === '*').slice(-8).join('\n'));
@@ -163,20 +166,59 @@ async function findInspectorPort(fg) {
   throw new Error('cannot find the inspector port');
 }
 
-function report(profile) {
+/**
+ * Where the frames of wrangler's bundle (`entry.js`, one minified file) come from: its source
+ * map, read before the snapshot is removed. Without it every JS frame of the bundle would count
+ * as the runtime's: the wasm-bindgen glue (build/index.js), Flowgate's own JS (worker/) and
+ * wrangler dev's middleware, which a deployed Worker does not run, are all in that one file.
+ */
+function bundleMap(dir) {
+  const tmp = path.join(dir, '.wrangler', 'tmp');
+  let best = null;
+  for (const d of fs.existsSync(tmp) ? fs.readdirSync(tmp) : []) {
+    const f = path.join(tmp, d, 'entry.js.map');
+    if (fs.existsSync(f) && (!best || fs.statSync(f).mtimeMs > fs.statSync(best).mtimeMs)) best = f;
+  }
+  if (!best) {
+    log('no source map of the bundle found: its frames are counted as the runtime\'s');
+    return null;
+  }
+  const map = new SourceMap(JSON.parse(fs.readFileSync(best, 'utf8')));
+  const glue = fs.readFileSync(path.join(dir, 'build', 'index.js'), 'utf8').split('\n');
+  return (line, column) => {
+    const e = map.findEntry(line, column);
+    const src = e?.originalSource ?? '';
+    if (src.endsWith('build/index.js')) {
+      // The glue is minified too; its import shims are `__wbg_<js name>_<hash>:function(...){...}`,
+      // so a shim's frame is named by the last such key before it.
+      const text = glue[e.originalLine] ?? '';
+      const before = text.slice(Math.max(0, e.originalColumn - 300), e.originalColumn + 12);
+      const shim = [...before.matchAll(/__wbg_([A-Za-z0-9_$]+?)_[0-9a-f]{16}:/g)].pop();
+      return { kind: 'JS glue (wasm-bindgen, build/index.js)', label: shim ? `glue: ${shim[1]}` : `glue${e.name ? `: ${e.name}` : ''}` };
+    }
+    if (src.includes('/worker/')) return { kind: "Flowgate's JS (worker/)", label: `${path.basename(src)}:${e.originalLine + 1}` };
+    if (src) return { kind: "wrangler dev's middleware (not in a deployed Worker)", label: `${path.basename(src)}:${e.originalLine + 1}` };
+    return null;
+  };
+}
+
+function report(profile, mapFrame) {
   const self = new Map();
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const counts = new Map();
   for (const s of profile.samples) counts.set(s, (counts.get(s) ?? 0) + 1);
   let busy = 0;
   let total = 0;
+  const kindOf = new Map(); // key → kind, for the frames the bundle's source map placed
   for (const [id, n] of counts) {
     const node = byId.get(id);
     const f = node.callFrame;
     const name = f.functionName || '(anonymous)';
     const where = f.url ? path.basename(f.url) : '';
+    const mapped = where === 'entry.js' && mapFrame ? mapFrame(f.lineNumber, f.columnNumber) : null;
+    if (mapped) kindOf.set(`${mapped.label}  [${mapped.kind}]`, mapped.kind);
     const at = where && !where.includes(".wasm") ? `:${f.lineNumber + 1}:${f.columnNumber + 1}` : "";
-    const key = `${name}${where ? `  [${where}${at}]` : ''}`;
+    const key = mapped ? `${mapped.label}  [${mapped.kind}]` : `${name}${where ? `  [${where}${at}]` : ''}`;
     total += n;
     if (name === '(idle)' || name === '(program)' || name === '(garbage collector)') {
       if (name !== '(idle)') busy += n;
@@ -190,7 +232,7 @@ function report(profile) {
   const kinds = new Map();
   for (const [k, n] of self) {
     if (k.startsWith('(idle)')) continue;
-    const kind = k.includes('.wasm') ? "Flowgate's wasm" : k.includes('[index.js') ? 'JS glue (wasm-bindgen shim)' : k.includes('[cloudflare-internal') ? 'bindings (cloudflare-internal)' : k.startsWith('(program)') ? '(program: runtime outside JS)' : k.startsWith('(garbage') ? '(garbage collector)' : 'runtime built-ins (fetch, Response, Headers, ...)';
+    const kind = kindOf.get(k) ?? (k.includes('.wasm') ? "Flowgate's wasm" : k.includes('[index.js') ? 'JS glue (wasm-bindgen shim)' : k.includes('[cloudflare-internal') ? 'bindings (cloudflare-internal)' : k.startsWith('(program)') ? '(program: runtime outside JS)' : k.startsWith('(garbage') ? '(garbage collector)' : 'runtime built-ins (fetch, Response, Headers, ...)');
     kinds.set(kind, (kinds.get(kind) ?? 0) + n);
   }
   const rows = [...self.entries()].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, TOP);

@@ -28,6 +28,7 @@ import { repoRoot, runWrangler } from '../tests/support/harness.mjs';
 import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
 import { parseSse, publish, registerApp } from '../tests/support/flowgate-setup.mjs';
 import { cpuMeter } from './lib/cpu.mjs';
+import { ensureWrk, wrkVersion } from './lib/wrk.mjs';
 import { combineCpu, workerCpu } from './lib/workercpu.mjs';
 import { applyMigrations, getOk, initializeOk, peerConfig, rssBytes, snapshotFlowgate, startWorker } from './lib/workers.mjs';
 
@@ -77,37 +78,6 @@ const log = (...a) => process.stderr.write(`[bench] ${a.join(' ')}\n`);
 
 // ---------------------------------------------------------------------------------------------
 // wrk
-
-function ensureWrk() {
-  const has = () => {
-    try {
-      execFileSync('wrk', ['-v'], { stdio: 'ignore' });
-      return true;
-    } catch (e) {
-      return e.code !== 'ENOENT'; // `wrk -v` exits 1 after printing its version
-    }
-  };
-  if (has()) return;
-  log('installing wrk (apt-get install -y wrk)');
-  const sudo = process.getuid?.() === 0 ? [] : ['sudo'];
-  const apt = (args) => execFileSync(sudo[0] ?? 'apt-get', [...(sudo.length ? ['apt-get'] : []), ...args], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-  try {
-    apt(['install', '-y', '-q', 'wrk']);
-  } catch {
-    apt(['update', '-q']);
-    apt(['install', '-y', '-q', 'wrk']);
-  }
-  if (!has()) throw new Error('wrk is still not available after apt-get install');
-}
-
-const wrkVersion = () => {
-  try {
-    execFileSync('wrk', ['-v'], { encoding: 'utf8' });
-  } catch (e) {
-    return String(e.stdout ?? '').split('\n')[0].trim();
-  }
-  return 'wrk';
-};
 
 let specSeq = 0;
 const specDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-bench-wrk-'));
