@@ -41,6 +41,8 @@ const STREAM_MB = num('BENCH_STREAM_MB', 50);
 const CPU_REQUESTS = num('BENCH_CPU_REQUESTS', 2000);
 const CPU_CONCURRENCY = num('BENCH_CPU_CONCURRENCY', CONCURRENCY);
 const CPU_WARMUP = num('BENCH_CPU_WARMUP', 200);
+// Seconds of blocking calls a Flowgate restarted without the binding gets before its rows.
+const BARE_WARMUP_S = num('BENCH_BARE_WARMUP', 5);
 // CLK_TCK is 100: a measurement needs a few hundred ticks for a ±1 % reading. Rounds of
 // CPU_REQUESTS go on until the measured process took CPU_MIN_TICKS, at most CPU_MAX_ROUNDS.
 const CPU_MIN_TICKS = 200;
@@ -542,50 +544,68 @@ async function main() {
     }
 
     // 5c. What the rate-limit binding costs: the same Flowgate, same state, restarted without
-    // the binding, and the Worker CPU per blocking tools/call measured again (healthz as the
-    // floor). The peer has no binding, so this is Flowgate's MCP work like for like.
-    for (const t of running.splice(0)) await t.stop();
+    // the binding, and a blocking tools/call measured again: throughput, added latency at one
+    // connection and Worker CPU (healthz as the floor). The peer keeps running and is measured
+    // again in turns with it, so that both sides of these rows come from the same minutes; the
+    // restarted Flowgate first gets BARE_WARMUP_S of calls (V8 tiers a fresh module's hot wasm
+    // functions up as they run: measured at once, it read below the Flowgate with the binding).
+    // The peer has no binding, so this is Flowgate's MCP work like for like.
+    for (const t of running.splice(0)) {
+      if (t === peer) running.push(t);
+      else await t.stop();
+    }
     if (!NO_RATELIMIT) {
       const bare = snapshotFlowgate({ rateLimit: false });
       try {
         const fgBare = await startWorker({ config: bare.config, persistDir, vars: fgVars, probe: getOk('/healthz'), label: 'flowgate' });
         running.push(fgBare);
-        const t = Object.assign(fgBare, { name: 'flowgate', mcpUrl: fgBare.url + fgPath });
-        const bareGroups = () => [fgBare.pgid];
-        const callReq = mcpRequests('flowgate')['tools/call'];
-        // Throughput, and the added latency at one connection over its own /healthz, as in step
-        // 5 (the peer's from step 5: the same requests, earlier).
-        for (const [key, url, req, connections] of [
-          [`tools/call c${CONCURRENCY}`, t.mcpUrl, callReq, CONCURRENCY],
-          ['healthz c1', `${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }, 1],
-          ['tools/call c1', t.mcpUrl, callReq, 1],
-        ]) {
-          const spec = specFile(req);
-          await waitQuiet(bareGroups);
-          if (WARMUP_S > 0) await wrk({ url, spec, seconds: WARMUP_S, connections });
-          const meter = cpuMeter(bareGroups);
-          const r = await wrk({ url, spec, seconds: DURATION_S, connections });
-          r.cpu = meter.stop();
-          results.load[`flowgate-bare ${key}`] = r;
-          log(`${`flowgate without the rate-limit binding: ${key.replace(/ c(\d+)$/, ' (c=$1)')}`.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50_ms.toFixed(2).padStart(6)} ms${r.bad || r.errors_total ? `  BAD ${r.bad} ERR ${r.errors_total} ${r.first_bad}` : ''}`);
+        const pair = {
+          'flowgate-bare': Object.assign(fgBare, { name: 'flowgate', mcpUrl: fgBare.url + fgPath }),
+          'peer-again': targets.peer,
+        };
+        const bareGroups = () => [fgBare.pgid, peer.pgid];
+        const health = { method: 'GET', headers: {}, expect: ['ok'] };
+        const kindReq = (who, kind) => (kind === 'healthz' ? [`${pair[who].url}/healthz`, health] : [pair[who].mcpUrl, mcpRequests(pair[who].name)['tools/call']]);
+        {
+          const [url, req] = kindReq('flowgate-bare', 'tools/call');
+          await wrk({ url, spec: specFile(req), seconds: BARE_WARMUP_S, connections: CONCURRENCY });
         }
-        // In passes too: its CPU work is again a difference (tools/call minus /healthz).
-        const bareParts = {};
-        for (let pass = 1; pass <= CPU_PASSES; pass++) {
-          for (const [kind, url, req] of [
-            ['healthz', `${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }],
-            ['tools/call', t.mcpUrl, callReq],
-          ]) {
-            const c = await workerCpu(t, url, req, cpuPass(bareGroups));
-            (bareParts[kind] ??= []).push(c);
-            log(`${`flowgate without the rate-limit binding: Worker CPU ${kind} (pass ${pass}/${CPU_PASSES})`.padEnd(52)} ${c.us.measured.toFixed(0).padStart(6)} µs/request${c.bad ? `  BAD ${c.bad} ${c.firstBad}` : ''}`);
+        // Throughput, and the added latency at one connection over each one's own /healthz.
+        for (const [kind, connections] of [['tools/call', CONCURRENCY], ['healthz', 1], ['tools/call', 1]]) {
+          for (const who of Object.keys(pair)) {
+            const [url, req] = kindReq(who, kind);
+            const spec = specFile(req);
+            await waitQuiet(bareGroups);
+            if (WARMUP_S > 0) await wrk({ url, spec, seconds: WARMUP_S, connections });
+            const meter = cpuMeter(bareGroups);
+            const r = await wrk({ url, spec, seconds: DURATION_S, connections });
+            r.cpu = meter.stop();
+            results.load[`${who} ${kind} c${connections}`] = r;
+            const what = who === 'peer-again' ? 'the peer, again' : 'flowgate without the rate-limit binding';
+            log(`${`${what}: ${kind} (c=${connections})`.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50_ms.toFixed(2).padStart(6)} ms${r.bad || r.errors_total ? `  BAD ${r.bad} ERR ${r.errors_total} ${r.first_bad}` : ''}`);
           }
         }
-        results.workerCpu.bare = Object.fromEntries(Object.entries(bareParts).map(([kind, parts]) => [kind, combineCpu(parts)]));
+        // In passes too, the two in turns: its CPU work is again a difference (tools/call minus /healthz).
+        const bareParts = { 'flowgate-bare': {}, 'peer-again': {} };
+        for (let pass = 1; pass <= CPU_PASSES; pass++) {
+          for (const kind of ['healthz', 'tools/call']) {
+            for (const who of Object.keys(pair)) {
+              const [url, req] = kindReq(who, kind);
+              const c = await workerCpu(pair[who], url, req, cpuPass(bareGroups));
+              (bareParts[who][kind] ??= []).push(c);
+              log(`${`${who}: Worker CPU ${kind} (pass ${pass}/${CPU_PASSES})`.padEnd(52)} ${c.us.measured.toFixed(0).padStart(6)} µs/request${c.bad ? `  BAD ${c.bad} ${c.firstBad}` : ''}`);
+            }
+          }
+        }
+        const combined = (who) => Object.fromEntries(Object.entries(bareParts[who]).map(([kind, parts]) => [kind, combineCpu(parts)]));
+        results.workerCpu.bare = combined('flowgate-bare');
+        results.workerCpu.peerAgain = combined('peer-again');
       } finally {
         for (const t of running.splice(0)) await t.stop();
         bare.remove();
       }
+    } else {
+      for (const t of running.splice(0)) await t.stop();
     }
 
     // 6. Cold starts: spawn wrangler dev → first successful MCP initialize, alternating.
@@ -683,8 +703,8 @@ function report(r) {
   }
   const bareCall = L[`flowgate-bare tools/call c${C}`];
   if (bareCall) {
-    const p = L[`peer tools/call c${C}`];
-    row(`tools/call (blocking, JSON) without the rate-limit binding: throughput (c=${C}; Flowgate restarted without it after the load runs)`, x(bareCall.rps / p.rps), rps(bareCall.rps) + bad(bareCall), rps(p.rps) + bad(p));
+    const p = L[`peer-again tools/call c${C}`];
+    row(`tools/call (blocking, JSON) without the rate-limit binding: throughput (c=${C}; Flowgate restarted without it after the load runs, the peer measured again in turns with it)`, x(bareCall.rps / p.rps), rps(bareCall.rps) + bad(bareCall), rps(p.rps) + bad(p));
   }
   // Each Worker against its own floor: the same runtime path with no MCP work.
   for (const m of ['tools/list', 'tools/call']) {
@@ -708,7 +728,8 @@ function report(r) {
     const [bh, bc] = [L['flowgate-bare healthz c1'], L[`flowgate-bare ${m} c1`]];
     if (bh && bc) {
       const ab = bc.p50_ms - bh.p50_ms;
-      row(`${name} without the rate-limit binding: p50 added over the same Worker's GET /healthz (c=1)`, ap > 0 ? x(ab / ap) : 'n/a', `${signed(ab)} (${ms(bc.p50_ms)})${bad(bc)}`, c1('peer'));
+      const ap2 = added('peer-again');
+      row(`${name} without the rate-limit binding: p50 added over the same Worker's GET /healthz (c=1; the peer measured again in turns)`, ap2 > 0 ? x(ab / ap2) : 'n/a', `${signed(ab)} (${ms(bc.p50_ms)})${bad(bc)}`, c1('peer-again'));
     }
   }
   for (const c of [1, C]) {
@@ -747,10 +768,12 @@ function report(r) {
     }
     if (WC.bare) {
       // Measured after a restart without the binding: its own healthz floor, same requests.
+      // Against the peer measured again in the same passes (its first numbers are from earlier).
+      const P = WC.peerAgain;
       const bareWork = WC.bare['tools/call'].us.measured - WC.bare.healthz.us.measured;
-      const wp = WC.peer['tools/call'].us.measured - WC.peer.healthz.us.measured;
+      const wp = P['tools/call'].us.measured - P.healthz.us.measured;
       const binding = WC.flowgate['tools/call'].us.measured - WC.flowgate.healthz.us.measured - bareWork;
-      row(`Worker CPU per request: tools/call (blocking, JSON) without the rate-limit binding (c=${cc})`, x(WC.bare['tools/call'].us.measured / WC.peer['tools/call'].us.measured), cell(WC.bare['tools/call']), cell(WC.peer['tools/call']));
+      row(`Worker CPU per request: tools/call (blocking, JSON) without the rate-limit binding (c=${cc}; the peer measured again in turns)`, x(WC.bare['tools/call'].us.measured / P['tools/call'].us.measured), cell(WC.bare['tools/call']), cell(P['tools/call']));
       row(`MCP work per request: tools/call (blocking, JSON) without the rate-limit binding, minus GET /healthz`, bareWork > 0 && wp > 0 ? x(bareWork / wp) : 'n/a', us(bareWork), us(wp));
       row(`the rate-limit binding's cost per tools/call (local simulator: with minus without)`, 'n/a', us(binding), 'no binding');
     }
@@ -819,7 +842,7 @@ function workerCpuNote(WC) {
     (identified
       ? "of the workerd process that runs the Worker (told from wrangler's proxy by its command line: the proxy is the one listening on the dev port). "
       : 'the sum of all workerd processes of each `wrangler dev` (the Worker\'s and wrangler\'s proxy could not be told apart). ') +
-    "That process also runs miniflare's local simulators of KV, D1 and the rate limiter, so Flowgate's binding calls are counted in its numbers: a rate-limit check per tools/call (tools/list and ping skip it); no KV read while the isolate's memo of the definition is fresh (one per server code every few seconds otherwise, off the response path) and no D1 write per call (end users are recorded once per server, user and hour per isolate). The peer uses no bindings; the rows \"without the rate-limit binding\" come from the same Flowgate restarted without it. " +
+    `That process also runs miniflare's local simulators of KV, D1 and the rate limiter, so Flowgate's binding calls are counted in its numbers: a rate-limit check per tools/call (tools/list and ping skip it); no KV read while the isolate's memo of the definition is fresh (one per server code every few seconds otherwise, off the response path) and no D1 write per call (end users are recorded once per server, user and hour per isolate). The peer uses no bindings; the rows \"without the rate-limit binding\" come from the same Flowgate restarted without it, given ${BARE_WARMUP_S} s of calls first, and measured in turns with the peer again. ` +
     (identified ? `Wrangler's proxy (not counted) took ${proxy('flowgate')} µs per request (/healthz / tools/list / tools/call) in front of Flowgate and ${proxy('peer')} µs in front of the peer. ` : '') +
     `Other processes took at most ${(foreign * 100).toFixed(0)}% of the machine's CPU during these runs.`
   );
