@@ -560,7 +560,9 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
       if (left <= 0) return 'time';
       const why = await pause(res, ctx, { ms: Math.min(RUN_PING_INTERVAL_MS, left) });
       if (why !== 'time') return why;
-      if (Date.now() < until && !(await emit(res, ctx, { raw: PING_FRAME }))) return 'closed';
+      // No ping in the run's last moments: a timer can fire a millisecond before the clock
+      // reaches `until`, and a ping then would land on the run's end (the next event follows).
+      if (until - Date.now() > RUN_PING_INTERVAL_MS / 10 && !(await emit(res, ctx, { raw: PING_FRAME }))) return 'closed';
     }
   }
 
