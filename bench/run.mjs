@@ -457,21 +457,22 @@ async function main() {
     }, 1000);
     const load = {};
     const groups = () => [fg.pgid, peer.pgid];
-    const measure = async (url, spec, connections) => {
-      const meter = cpuMeter(groups);
+    // `ours`: the process groups whose CPU is the bench's own (the Workers running now).
+    const measure = async (url, spec, connections, ours) => {
+      const meter = cpuMeter(ours);
       const r = await wrk({ url, spec, seconds: DURATION_S, connections });
       r.cpu = meter.stop();
       return r;
     };
-    const run = async (label, url, req, connections) => {
+    const run = async (label, url, req, connections, ours = groups) => {
       const spec = specFile(req);
-      await waitQuiet(groups);
+      await waitQuiet(ours);
       if (WARMUP_S > 0) await wrk({ url, spec, seconds: WARMUP_S, connections });
-      let r = await measure(url, spec, connections);
+      let r = await measure(url, spec, connections, ours);
       if (r.cpu.foreign > BUSY_SHARE) {
         log(`${label}: other processes took ${(r.cpu.foreign * 100).toFixed(0)}% of the CPU; measuring again once it is quiet`);
-        const quiet = await waitQuiet(groups);
-        const again = await measure(url, spec, connections);
+        const quiet = await waitQuiet(ours);
+        const again = await measure(url, spec, connections, ours);
         again.retried = { firstForeign: r.cpu.foreign, quiet };
         if (again.cpu.foreign < r.cpu.foreign) r = again;
         else r.retried = again.retried;
@@ -551,7 +552,7 @@ async function main() {
     // functions up as they run: measured at once, it read below the Flowgate with the binding).
     // The peer has no binding, so this is Flowgate's MCP work like for like.
     for (const t of running.splice(0)) {
-      if (t === peer) running.push(t);
+      if (t === peer && !NO_RATELIMIT) running.push(t);
       else await t.stop();
     }
     if (!NO_RATELIMIT) {
@@ -574,15 +575,8 @@ async function main() {
         for (const [kind, connections] of [['tools/call', CONCURRENCY], ['healthz', 1], ['tools/call', 1]]) {
           for (const who of Object.keys(pair)) {
             const [url, req] = kindReq(who, kind);
-            const spec = specFile(req);
-            await waitQuiet(bareGroups);
-            if (WARMUP_S > 0) await wrk({ url, spec, seconds: WARMUP_S, connections });
-            const meter = cpuMeter(bareGroups);
-            const r = await wrk({ url, spec, seconds: DURATION_S, connections });
-            r.cpu = meter.stop();
-            results.load[`${who} ${kind} c${connections}`] = r;
-            const what = who === 'peer-again' ? 'the peer, again' : 'flowgate without the rate-limit binding';
-            log(`${`${what}: ${kind} (c=${connections})`.padEnd(44)} ${r.rps.toFixed(0).padStart(6)} req/s  p50 ${r.p50_ms.toFixed(2).padStart(6)} ms${r.bad || r.errors_total ? `  BAD ${r.bad} ERR ${r.errors_total} ${r.first_bad}` : ''}`);
+            const what = who === 'peer-again' ? 'the peer, again' : 'flowgate without the binding';
+            results.load[`${who} ${kind} c${connections}`] = await run(`${what}: ${kind} (c=${connections})`, url, req, connections, bareGroups);
           }
         }
         // In passes too, the two in turns: its CPU work is again a difference (tools/call minus /healthz).
@@ -604,8 +598,6 @@ async function main() {
         for (const t of running.splice(0)) await t.stop();
         bare.remove();
       }
-    } else {
-      for (const t of running.splice(0)) await t.stop();
     }
 
     // 6. Cold starts: spawn wrangler dev → first successful MCP initialize, alternating.
