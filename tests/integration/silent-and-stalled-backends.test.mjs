@@ -8,7 +8,8 @@
 // app or HTTP tool is fully silent went unnoticed. Without them a client that went away is not
 // seen (a disconnect shows only on a write) and the run goes on until idle_timeout_seconds.
 //
-// timeout_seconds on the blocking path after the headers: only a backend that never sends its
+// timeout_seconds on the blocking path after the headers (chunked, and with the length announced:
+// the two ways a one-piece answer is read): only a backend that never sends its
 // headers was tested (first_byte_timeout_seconds, or the 'slow' Dify behaviour), so reading
 // the body of a one-piece answer with no deadline went unnoticed: a backend that sends its
 // headers and then stalls held the client for as long as the connection lasted.
@@ -76,38 +77,45 @@ describe('a silent Dify stream', () => {
 });
 
 describe('a blocking call whose answer stalls after its headers', () => {
-  test('ends at timeout_seconds with isError naming the setting', async () => {
-    const path = `/stalls-after-headers-${++serial}`;
-    const endpoint = hostile.route(path, async (_req, res) => {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.write('{"answer": "half'); // and nothing more, until the test ends
-      await new Promise((r) => res.once('close', r));
-    });
-    const manifest = { name: 'staller', description: 'Stalls', parameters: [{ name: 'q', type: 'string', required: false, form: 'llm' }] };
-    const created = await fg.console('/apps', {
-      method: 'POST',
-      body: { name: `Staller${serial}`, description: 'd', mode: 'http-tool', backend: { api_endpoint: endpoint, manifest, timeout_seconds: 2, first_byte_timeout_seconds: 1 } },
-    });
-    assert.equal(created.status, 201, created.text);
-    const { url } = await publish(fg, created.json.id, { description: 'd' });
-    const started = Date.now();
-    let res;
-    try {
-      res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', accept: 'application/json', ...V },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: `Staller${serial}`, arguments: { q: 'x' } } }),
-        signal: AbortSignal.timeout(20_000),
+  // Both ways a one-piece answer is read: an announced length is read whole by the runtime, a
+  // chunked one chunk by chunk (worker/outbound.mjs); each must end at the deadline.
+  for (const [framing, head] of [
+    ['chunked', {}],
+    ['with its length announced', { 'content-length': '1000' }],
+  ]) {
+    test(`ends at timeout_seconds with isError naming the setting (${framing})`, async () => {
+      const path = `/stalls-after-headers-${++serial}`;
+      const endpoint = hostile.route(path, async (_req, res) => {
+        res.writeHead(200, { 'content-type': 'application/json', ...head });
+        res.write('{"answer": "half'); // and nothing more, until the test ends
+        await new Promise((r) => res.once('close', r));
       });
-    } catch (e) {
-      assert.fail(`no answer ${Date.now() - started} ms after a call with timeout_seconds: 2 (${e.name})`);
-    }
-    const body = await res.json();
-    assert.equal(hostile.requestsTo(path).length, 1);
-    assert.equal(body.result.isError, true, JSON.stringify(body));
-    assert.match(body.result.content[0].text, /did not answer within 2 s \(the app's timeout_seconds\)/);
-    assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
-  });
+      const manifest = { name: 'staller', description: 'Stalls', parameters: [{ name: 'q', type: 'string', required: false, form: 'llm' }] };
+      const created = await fg.console('/apps', {
+        method: 'POST',
+        body: { name: `Staller${serial}`, description: 'd', mode: 'http-tool', backend: { api_endpoint: endpoint, manifest, timeout_seconds: 2, first_byte_timeout_seconds: 1 } },
+      });
+      assert.equal(created.status, 201, created.text);
+      const { url } = await publish(fg, created.json.id, { description: 'd' });
+      const started = Date.now();
+      let res;
+      try {
+        res = await fetch(url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json', ...V },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: `Staller${serial}`, arguments: { q: 'x' } } }),
+          signal: AbortSignal.timeout(20_000),
+        });
+      } catch (e) {
+        assert.fail(`no answer ${Date.now() - started} ms after a call with timeout_seconds: 2 (${e.name})`);
+      }
+      const body = await res.json();
+      assert.equal(hostile.requestsTo(path).length, 1);
+      assert.equal(body.result.isError, true, JSON.stringify(body));
+      assert.match(body.result.content[0].text, /did not answer within 2 s \(the app's timeout_seconds\)/);
+      assert.ok(Date.now() - started < 10_000, `took ${Date.now() - started} ms`);
+    });
+  }
 });
 
 async function waitFor(fn, ms = 10_000) {
