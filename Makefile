@@ -100,3 +100,9 @@ bench: build
 profile: setup
 	scripts/build-wasm.sh target/named --keep-names
 	PROFILE_BUILD=target/named $(NODE22) bench/profile.mjs
+
+# Worker CPU per request of this checkout's build against another's (COMPARE_WITH=<checkout with
+# its build/ made>), both loaded at once: whether a change saves CPU (bench/compare.mjs).
+.PHONY: compare
+compare: build
+	$(NODE22) bench/compare.mjs

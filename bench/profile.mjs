@@ -11,8 +11,9 @@
 //   tools/call-stream: the bench's streamed call, a 100-node workflow relayed with progress)
 //   PROFILE_SECONDS (default 8), PROFILE_TOP (default 40), PROFILE_CONCURRENCY (default 16)
 //   PROFILE_MODE=cpu: no profiler; the workerd CPU per request (bench/lib/workercpu.mjs) of
-//   /healthz, tools/list and a blocking tools/call, for a quick A/B of two builds
-//   (PROFILE_REQUESTS per kind, default 2000: more for a steadier number).
+//   /healthz, tools/list and a blocking tools/call (PROFILE_REQUESTS per kind, default 2000).
+//   To tell whether a change saves CPU, `make compare` (bench/compare.mjs) loads both builds at
+//   once: alternating runs of this mode move by ±20 % on a shared VM.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import { SourceMap } from 'node:module';

@@ -29,7 +29,7 @@ import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
 import { parseSse, publish, registerApp } from '../tests/support/flowgate-setup.mjs';
 import { cpuMeter } from './lib/cpu.mjs';
 import { ensureWrk, wrkVersion } from './lib/wrk.mjs';
-import { combineCpu, workerCpu } from './lib/workercpu.mjs';
+import { combineCpu, workerCpuTogether } from './lib/workercpu.mjs';
 import { applyMigrations, getOk, initializeOk, peerConfig, rssBytes, snapshotFlowgate, startWorker } from './lib/workers.mjs';
 
 const num = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
@@ -39,7 +39,9 @@ const CONCURRENCY = num('BENCH_CONCURRENCY', 16);
 const COLD_RUNS = num('BENCH_COLD_RUNS', 3);
 const STREAM_MB = num('BENCH_STREAM_MB', 50);
 const CPU_REQUESTS = num('BENCH_CPU_REQUESTS', 2000);
-const CPU_CONCURRENCY = num('BENCH_CPU_CONCURRENCY', CONCURRENCY);
+// Concurrent requests to each Worker while Flowgate and the peer are measured together (the
+// two together make BENCH_CONCURRENCY, as in the load runs).
+const CPU_CONCURRENCY = num('BENCH_CPU_CONCURRENCY', Math.max(1, Math.round(CONCURRENCY / 2)));
 const CPU_WARMUP = num('BENCH_CPU_WARMUP', 200);
 // Seconds of blocking calls a Flowgate restarted without the binding gets before its rows.
 const BARE_WARMUP_S = num('BENCH_BARE_WARMUP', 5);
@@ -47,10 +49,10 @@ const BARE_WARMUP_S = num('BENCH_BARE_WARMUP', 5);
 // CPU_REQUESTS go on until the measured process took CPU_MIN_TICKS, at most CPU_MAX_ROUNDS.
 const CPU_MIN_TICKS = 200;
 const CPU_MAX_ROUNDS = 5;
-// The Worker CPU rows are measured in CPU_PASSES passes over every kind and both Workers in
-// turn, each pass with a CPU_PASSES-th of the requests and ticks, and summed: a slow drift of
-// the machine then falls on Flowgate and the peer, and on /healthz and the MCP requests, alike
-// (the MCP work is a difference of two such numbers, so a drift between them would show in it).
+// The Worker CPU rows are measured with Flowgate and the peer loaded at once (so a drift of the
+// machine falls on both alike), in CPU_PASSES passes over every kind, each pass with a
+// CPU_PASSES-th of the requests and ticks, and summed: a slow drift then also falls on /healthz
+// and the MCP requests alike (the MCP work is a difference of two such numbers).
 const CPU_PASSES = num('BENCH_CPU_PASSES', 3);
 const CORE = process.env.BENCH_CORE !== '0';
 const MEMORY_WARMUP_STREAMS = 3; // long streams per target before the baseline (V8's heap settles after a few)
@@ -512,8 +514,8 @@ async function main() {
     }
     results.load = load;
 
-    // 5b. Worker CPU per request: a fixed number of requests per kind, Flowgate and the peer
-    // alternating; CPU of the workerd process that runs each Worker.
+    // 5b. Worker CPU per request: a fixed number of requests per kind to Flowgate and the peer,
+    // both loaded at once (workerCpuTogether); CPU of the workerd process that runs each Worker.
     const trimCpu = setInterval(() => {
       dify.requests.length = 0;
       dify.runs.clear();
@@ -522,15 +524,19 @@ async function main() {
     try {
       const kinds = { healthz: null, 'tools/list': 'tools/list', 'tools/call': 'tools/call' };
       const parts = { flowgate: {}, peer: {} };
+      const job = (name, method) => {
+        const t = targets[name];
+        const [url, req] = method ? [t.mcpUrl, mcpRequests(name)[method]] : [`${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }];
+        return { target: t, url, req };
+      };
       for (let pass = 1; pass <= CPU_PASSES; pass++) {
         for (const [kind, method] of Object.entries(kinds)) {
-          for (const name of ['flowgate', 'peer']) {
-            const t = targets[name];
-            const [url, req] = method ? [t.mcpUrl, mcpRequests(name)[method]] : [`${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }];
-            const c = await workerCpu(t, url, req, cpuPass(groups));
+          const measured = await workerCpuTogether([job('flowgate', method), job('peer', method)], cpuPass(groups));
+          for (const [i, name] of ['flowgate', 'peer'].entries()) {
+            const c = measured[i];
             (parts[name][kind] ??= []).push(c);
             log(
-              `${`${name} Worker CPU ${kind} (c=${c.connections}, pass ${pass}/${CPU_PASSES})`.padEnd(52)} ${c.us.measured.toFixed(0).padStart(6)} µs/request over ${c.requests} requests (${c.ticks.measured} ticks, ` +
+              `${`${name} Worker CPU ${kind} (c=${c.connections} each, pass ${pass}/${CPU_PASSES})`.padEnd(52)} ${c.us.measured.toFixed(0).padStart(6)} µs/request over ${c.requests} requests (${c.ticks.measured} ticks, ` +
                 `${c.identified ? `the Worker's workerd; proxy ${c.us.proxy.toFixed(0)} µs` : 'all workerd processes summed'})` +
                 `${c.bad ? `  BAD ${c.bad} ${c.firstBad}` : ''}`,
             );
@@ -547,9 +553,10 @@ async function main() {
     // 5c. What the rate-limit binding costs: the same Flowgate, same state, restarted without
     // the binding, and a blocking tools/call measured again: throughput, added latency at one
     // connection and Worker CPU (healthz as the floor). The peer keeps running and is measured
-    // again in turns with it, so that both sides of these rows come from the same minutes; the
-    // restarted Flowgate first gets BARE_WARMUP_S of calls (V8 tiers a fresh module's hot wasm
-    // functions up as they run: measured at once, it read below the Flowgate with the binding).
+    // again with it (in turns for throughput and latency, loaded at once for CPU), so that both
+    // sides of these rows come from the same minutes; the restarted Flowgate first gets
+    // BARE_WARMUP_S of calls (V8 tiers a fresh module's hot wasm functions up as they run:
+    // measured at once, it read below the Flowgate with the binding).
     // The peer has no binding, so this is Flowgate's MCP work like for like.
     for (const t of running.splice(0)) {
       if (t === peer && !NO_RATELIMIT) running.push(t);
@@ -579,13 +586,17 @@ async function main() {
             results.load[`${who} ${kind} c${connections}`] = await run(`${what}: ${kind} (c=${connections})`, url, req, connections, bareGroups);
           }
         }
-        // In passes too, the two in turns: its CPU work is again a difference (tools/call minus /healthz).
+        // In passes too, the two loaded at once: its CPU work is again a difference (tools/call minus /healthz).
         const bareParts = { 'flowgate-bare': {}, 'peer-again': {} };
         for (let pass = 1; pass <= CPU_PASSES; pass++) {
           for (const kind of ['healthz', 'tools/call']) {
-            for (const who of Object.keys(pair)) {
+            const jobs = Object.keys(pair).map((who) => {
               const [url, req] = kindReq(who, kind);
-              const c = await workerCpu(pair[who], url, req, cpuPass(bareGroups));
+              return { target: pair[who], url, req };
+            });
+            const measured = await workerCpuTogether(jobs, cpuPass(bareGroups));
+            for (const [i, who] of Object.keys(pair).entries()) {
+              const c = measured[i];
               (bareParts[who][kind] ??= []).push(c);
               log(`${`${who}: Worker CPU ${kind} (pass ${pass}/${CPU_PASSES})`.padEnd(52)} ${c.us.measured.toFixed(0).padStart(6)} µs/request${c.bad ? `  BAD ${c.bad} ${c.firstBad}` : ''}`);
             }
@@ -749,7 +760,7 @@ function report(r) {
     for (const [k, label] of Object.entries(kinds)) {
       const [f, p] = [WC.flowgate[k], WC.peer[k]];
       const ratio = f.us.measured / p.us.measured;
-      row(`Worker CPU per request: ${label} (c=${cc})`, x(ratio), cell(f), cell(p));
+      row(`Worker CPU per request: ${label} (c=${cc} each, both Workers loaded at once)`, x(ratio), cell(f), cell(p));
     }
     // The issue's measure: the CPU per request minus the same Worker's per /healthz.
     for (const k of ['tools/list', 'tools/call']) {
@@ -765,7 +776,7 @@ function report(r) {
       const bareWork = WC.bare['tools/call'].us.measured - WC.bare.healthz.us.measured;
       const wp = P['tools/call'].us.measured - P.healthz.us.measured;
       const binding = WC.flowgate['tools/call'].us.measured - WC.flowgate.healthz.us.measured - bareWork;
-      row(`Worker CPU per request: tools/call (blocking, JSON) without the rate-limit binding (c=${cc}; the peer measured again in turns)`, x(WC.bare['tools/call'].us.measured / P['tools/call'].us.measured), cell(WC.bare['tools/call']), cell(P['tools/call']));
+      row(`Worker CPU per request: tools/call (blocking, JSON) without the rate-limit binding (c=${cc} each; the peer measured again, loaded at once with it)`, x(WC.bare['tools/call'].us.measured / P['tools/call'].us.measured), cell(WC.bare['tools/call']), cell(P['tools/call']));
       row(`MCP work per request: tools/call (blocking, JSON) without the rate-limit binding, minus GET /healthz`, bareWork > 0 && wp > 0 ? x(bareWork / wp) : 'n/a', us(bareWork), us(wp));
       row(`the rate-limit binding's cost per tools/call (local simulator: with minus without)`, 'n/a', us(binding), 'no binding');
     }
@@ -830,11 +841,11 @@ function workerCpuNote(WC) {
   const proxy = (t) => ['healthz', 'tools/list', 'tools/call'].map((k) => WC[t][k].us.proxy.toFixed(0)).join(' / ');
   const foreign = Math.max(...all.map((c) => c.foreign));
   return (
-    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests at ${w.connections} concurrent, sent from Node's fetch with every answer checked, in ${w.passes} passes over every kind and both Workers in turn (each pass: ${w.warmup} warm-up requests, then rounds of ${Math.ceil(CPU_REQUESTS / CPU_PASSES)} until ≥ ${Math.ceil(CPU_MIN_TICKS / CPU_PASSES)} ticks), summed, so that the machine's drifts fall on every row alike; ` +
+    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests at ${w.connections} concurrent to each Worker, sent from Node's fetch with every answer checked, Flowgate and the peer loaded at once so that each pair of numbers comes from the same seconds of the machine, in ${w.passes} passes over every kind (each pass: ${w.warmup} warm-up requests, then rounds of ${Math.ceil(CPU_REQUESTS / CPU_PASSES)} until ≥ ${Math.ceil(CPU_MIN_TICKS / CPU_PASSES)} ticks), summed, so that the machine's drifts fall on every row alike; ` +
     (identified
       ? "of the workerd process that runs the Worker (told from wrangler's proxy by its command line: the proxy is the one listening on the dev port). "
       : 'the sum of all workerd processes of each `wrangler dev` (the Worker\'s and wrangler\'s proxy could not be told apart). ') +
-    `That process also runs miniflare's local simulators of KV, D1 and the rate limiter, so Flowgate's binding calls are counted in its numbers: a rate-limit check per tools/call (tools/list and ping skip it); no KV read while the isolate's memo of the definition is fresh (one per server code every few seconds otherwise, off the response path) and no D1 write per call (end users are recorded once per server, user and hour per isolate). The peer uses no bindings; the rows \"without the rate-limit binding\" come from the same Flowgate restarted without it, given ${BARE_WARMUP_S} s of calls first, and measured in turns with the peer again. ` +
+    `That process also runs miniflare's local simulators of KV, D1 and the rate limiter, so Flowgate's binding calls are counted in its numbers: a rate-limit check per tools/call (tools/list and ping skip it); no KV read while the isolate's memo of the definition is fresh (one per server code every few seconds otherwise, off the response path) and no D1 write per call (end users are recorded once per server, user and hour per isolate). The peer uses no bindings; the rows \"without the rate-limit binding\" come from the same Flowgate restarted without it, given ${BARE_WARMUP_S} s of calls first, and measured with the peer again (in turns for throughput and latency, loaded at once for CPU). ` +
     (identified ? `Wrangler's proxy (not counted) took ${proxy('flowgate')} µs per request (/healthz / tools/list / tools/call) in front of Flowgate and ${proxy('peer')} µs in front of the peer. ` : '') +
     `Other processes took at most ${(foreign * 100).toFixed(0)}% of the machine's CPU during these runs.`
   );

@@ -4,6 +4,12 @@
 //   const c = await workerCpu(target, url, req, { requests: 2000, connections: 16, ... });
 //   c.us.measured → CPU µs per request of the Worker's workerd (or of all of them, !c.identified)
 //
+//   const [f, p] = await workerCpuTogether([{ target, url, req }, { target: peer, ... }], opts);
+//   the same for two Workers loaded at once, over the same window: a ratio of the two is then
+//   not moved by the machine's speed drifting between two measurements (on a shared VM the same
+//   Worker's CPU per request moved by ±20 % between runs a minute apart; measured together, the
+//   ratio of two identical Workers stayed within ±5 %).
+//
 // `target` is what startWorker (workers.mjs) returns; `req` is {method, headers, body, expect}
 // as for the wrk spec files of run.mjs.
 import { cpuMeter, cpuTicks, TICKS_PER_S } from './cpu.mjs';
@@ -55,34 +61,50 @@ export async function sendFixed(url, req, count, connections) {
  * ticks: {worker, proxy, all, measured}, us: {same, per request}, foreign}.
  */
 export async function workerCpu(target, url, req, opts) {
+  return (await workerCpuTogether([{ target, url, req }], opts))[0];
+}
+
+/**
+ * workerCpu for several `jobs` ({target, url, req}) at once: every round sends `requests` to each
+ * Worker concurrently (`connections` each), and rounds go on until every one's measured
+ * processes took `minTicks`; each Worker's ticks are read over the same window. One result per
+ * job, in order.
+ */
+export async function workerCpuTogether(jobs, opts) {
   const { requests: round = 2000, connections = 16, warmup = 200, minTicks = 200, maxRounds = 5, groups = () => [], beforeMeasuring = async () => {} } = opts;
-  const roles = target.workerdRoles();
-  const all = [...roles.worker, ...roles.proxy, ...roles.unknown];
-  if (!all.length) throw new Error(`${target.name ?? target.url}: no workerd process found in its process group`);
-  const identified = roles.worker.length === 1 && roles.proxy.length === 1 && roles.unknown.length === 0;
-  const measured = identified ? roles.worker : all;
-  if (warmup > 0) await sendFixed(url, req, warmup, connections);
+  const each = jobs.map(({ target }) => {
+    const roles = target.workerdRoles();
+    const all = [...roles.worker, ...roles.proxy, ...roles.unknown];
+    if (!all.length) throw new Error(`${target.name ?? target.url}: no workerd process found in its process group`);
+    const identified = roles.worker.length === 1 && roles.proxy.length === 1 && roles.unknown.length === 0;
+    const sets = { worker: roles.worker, proxy: roles.proxy, all, measured: identified ? roles.worker : all };
+    return { roles, identified, sets, requests: 0, bad: 0, firstBad: '' };
+  });
+  if (warmup > 0) await Promise.all(jobs.map(({ url, req }) => sendFixed(url, req, warmup, connections)));
   await beforeMeasuring();
-  const sets = { worker: roles.worker, proxy: roles.proxy, all, measured };
-  const before = Object.fromEntries(Object.entries(sets).map(([k, pids]) => [k, cpuTicks(pids)]));
+  for (const e of each) e.before = Object.fromEntries(Object.entries(e.sets).map(([k, pids]) => [k, cpuTicks(pids)]));
   const meter = cpuMeter(groups);
   const started = performance.now();
-  let requests = 0;
-  let bad = 0;
-  let firstBad = '';
+  let rounds = 0;
   do {
-    const r = await sendFixed(url, req, round, connections);
-    requests += r.requests;
-    bad += r.bad;
-    firstBad ||= r.firstBad;
+    const sent = await Promise.all(jobs.map(({ url, req }) => sendFixed(url, req, round, connections)));
+    sent.forEach((r, i) => {
+      each[i].requests += r.requests;
+      each[i].bad += r.bad;
+      each[i].firstBad ||= r.firstBad;
+    });
+    rounds += 1;
     // Work a Worker does after answering (waitUntil) belongs to the request too.
     await sleep(300);
-  } while (cpuTicks(measured) - before.measured < minTicks && requests < round * maxRounds);
+  } while (each.some((e) => cpuTicks(e.sets.measured) - e.before.measured < minTicks) && rounds < maxRounds);
   const seconds = (performance.now() - started) / 1000;
   const { foreign } = meter.stop();
-  const ticks = Object.fromEntries(Object.entries(sets).map(([k, pids]) => [k, cpuTicks(pids) - before[k]]));
-  const us = Object.fromEntries(Object.entries(ticks).map(([k, t]) => [k, (t * 1e6) / TICKS_PER_S / requests]));
-  return { requests, connections, warmup, bad, firstBad, seconds, identified, roles, ticks, us, foreign };
+  return each.map((e) => {
+    const ticks = Object.fromEntries(Object.entries(e.sets).map(([k, pids]) => [k, cpuTicks(pids) - e.before[k]]));
+    const us = Object.fromEntries(Object.entries(ticks).map(([k, t]) => [k, (t * 1e6) / TICKS_PER_S / e.requests]));
+    const { requests, bad, firstBad, identified, roles } = e;
+    return { requests, connections, warmup, together: jobs.length, bad, firstBad, seconds, identified, roles, ticks, us, foreign };
+  });
 }
 
 /**

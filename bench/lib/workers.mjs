@@ -20,15 +20,16 @@ export const BENCH_RATE_LIMIT = 1_000_000_000;
 
 /**
  * Copies build/, worker/ and migrations/ and a wrangler.toml without [build] and [assets] into a temp dir; returns {dir,
- * config, remove()}. rateLimit: false drops the [[ratelimits]] binding altogether.
+ * config, remove()}. rateLimit: false drops the [[ratelimits]] binding altogether. `root`: the
+ * checkout to copy them from (another one's build, for bench/compare.mjs).
  */
-export function snapshotFlowgate({ rateLimit = true } = {}) {
+export function snapshotFlowgate({ rateLimit = true, root = repoRoot } = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-bench-'));
-  fs.cpSync(path.join(repoRoot, 'build'), path.join(dir, 'build'), { recursive: true, filter: (src) => !src.includes(`${path.sep}.tmp`) });
-  fs.cpSync(path.join(repoRoot, 'migrations'), path.join(dir, 'migrations'), { recursive: true });
+  fs.cpSync(path.join(root, 'build'), path.join(dir, 'build'), { recursive: true, filter: (src) => !src.includes(`${path.sep}.tmp`) });
+  fs.cpSync(path.join(root, 'migrations'), path.join(dir, 'migrations'), { recursive: true });
   // wrangler.toml's `main` (worker/entry.mjs, which imports ../build/index.js).
-  fs.cpSync(path.join(repoRoot, 'worker'), path.join(dir, 'worker'), { recursive: true });
-  const toml = fs.readFileSync(path.join(repoRoot, 'wrangler.toml'), 'utf8');
+  fs.cpSync(path.join(root, 'worker'), path.join(dir, 'worker'), { recursive: true });
+  const toml = fs.readFileSync(path.join(root, 'wrangler.toml'), 'utf8');
   const out = [];
   let table = '';
   for (let line of toml.split('\n')) {
