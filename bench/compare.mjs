@@ -14,13 +14,11 @@
 // round, its median and the ratio of the sums. A kind whose code neither build changed
 // (/healthz, usually) shows how far apart two equal Workers read on this machine.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 
 import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
-import { publish, registerApp } from '../tests/support/flowgate-setup.mjs';
+import { startBenchFlowgate } from './lib/bench-flowgate.mjs';
 import { workerCpuTogether } from './lib/workercpu.mjs';
-import { applyMigrations, getOk, snapshotFlowgate, startWorker } from './lib/workers.mjs';
 
 const other = process.env.COMPARE_WITH;
 if (!other || !fs.existsSync(path.join(other, 'build', 'index.js'))) {
@@ -30,38 +28,22 @@ if (!other || !fs.existsSync(path.join(other, 'build', 'index.js'))) {
 const ROUNDS = Number(process.env.COMPARE_ROUNDS ?? 8);
 const REQUESTS = Number(process.env.COMPARE_REQUESTS ?? 1500);
 const KINDS = (process.env.COMPARE_KINDS ?? 'healthz,tools/list,tools/call').split(',');
-const ADMIN_TOKEN = 'bench-admin-token-for-local-runs-only';
-const SECRETS_KEY = '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff';
 const log = (m) => process.stderr.write(`compare: ${m}\n`);
-
-/** One Flowgate from `root`'s build, with the bench's one-node workflow published. */
-async function start(root, label, dify) {
-  const snap = snapshotFlowgate({ rateLimit: process.env.COMPARE_NO_RATELIMIT !== '1', root });
-  const persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-compare-'));
-  await applyMigrations(snap.config, persistDir);
-  const fg = await startWorker({ config: snap.config, persistDir, vars: { ADMIN_TOKEN, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY }, probe: getOk('/healthz'), label });
-  const form = [{ 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 1000 } }];
-  const { app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Bench Flow', form, nodes: [{ title: 'Step 1', type: 'llm' }], outputs: [{ variable: 'echo', type: 'object' }] });
-  const { code } = await publish(fg, app.id, { description: 'Summarises text', parameters: { text: 'The text to summarise' } });
-  const mcp = `${fg.url}/mcp/server/${code}/mcp`;
-  const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-06-18' };
-  const requests = {
-    healthz: { url: `${fg.url}/healthz`, req: { method: 'GET', headers: {}, expect: ['ok'] } },
-    'tools/list': { url: mcp, req: { headers, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, expect: ['Bench_Flow'] } },
-    'tools/call': { url: mcp, req: { headers: { ...headers, Accept: 'application/json' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' } } }, expect: ['"result"'] } },
-  };
-  return { fg, job: (kind) => ({ target: fg, ...requests[kind] }), remove: snap.remove };
-}
 
 async function main() {
   const dify = await startDifyFixture();
   const sides = [];
   try {
-    sides.push(await start(undefined, 'this checkout', dify), await start(path.resolve(other), 'COMPARE_WITH', dify));
+    const rateLimit = process.env.COMPARE_NO_RATELIMIT !== '1';
+    sides.push(
+      await startBenchFlowgate({ dify, rateLimit, label: 'this checkout' }),
+      await startBenchFlowgate({ dify, rateLimit, root: path.resolve(other), label: 'COMPARE_WITH' }),
+    );
+    const job = (side, kind) => ({ target: side.fg, url: side.requests[kind].url, req: side.requests[kind] });
     const us = { this: {}, other: {} };
     for (let round = 1; round <= ROUNDS; round++) {
       for (const kind of KINDS) {
-        const [a, b] = await workerCpuTogether([sides[0].job(kind), sides[1].job(kind)], { requests: REQUESTS, connections: 8, warmup: round === 1 ? 300 : 0, minTicks: 0, maxRounds: 1 });
+        const [a, b] = await workerCpuTogether([job(sides[0], kind), job(sides[1], kind)], { requests: REQUESTS, connections: 8, warmup: round === 1 ? 300 : 0, minTicks: 0, maxRounds: 1 });
         for (const c of [a, b]) if (c.bad) log(`${kind}: ${c.bad} bad answers (${c.firstBad})`);
         (us.this[kind] ??= []).push(a.us.measured);
         (us.other[kind] ??= []).push(b.us.measured);
@@ -79,8 +61,7 @@ async function main() {
       );
     }
   } finally {
-    await Promise.allSettled([...sides.map((s) => s.fg.stop()), dify.stop()]);
-    for (const s of sides) s.remove();
+    await Promise.allSettled([...sides.map((s) => s.stop()), dify.stop()]);
   }
 }
 

@@ -20,19 +20,15 @@ import { SourceMap } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 
-import { freePort, repoRoot } from '../tests/support/harness.mjs';
 import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
-import { publish, registerApp } from '../tests/support/flowgate-setup.mjs';
+import { MCP_HEADERS, startBenchFlowgate, toolsCall } from './lib/bench-flowgate.mjs';
 import { workerCpu } from './lib/workercpu.mjs';
 import { ensureWrk } from './lib/wrk.mjs';
-import { applyMigrations, getOk, snapshotFlowgate, startWorker } from './lib/workers.mjs';
 
 const KIND = process.env.PROFILE_KIND ?? 'tools/list';
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 8);
 const TOP = Number(process.env.PROFILE_TOP ?? 40);
 const CONCURRENCY = Number(process.env.PROFILE_CONCURRENCY ?? 16);
-const ADMIN_TOKEN = 'bench-admin-token-for-local-runs-only';
-const SECRETS_KEY = '00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff';
 
 const log = (m) => process.stderr.write(`profile: ${m}\n`);
 
@@ -85,42 +81,28 @@ const lua = (body, headers) =>
 
 async function main() {
   if (process.env.PROFILE_MODE !== 'cpu') ensureWrk(); // the CPU mode sends its requests itself
-  const snap = snapshotFlowgate({ rateLimit: process.env.PROFILE_NO_RATELIMIT !== '1' });
-  const build = process.env.PROFILE_BUILD;
-  if (build) {
-    fs.rmSync(path.join(snap.dir, 'build'), { recursive: true, force: true });
-    fs.cpSync(build, path.join(snap.dir, 'build'), { recursive: true, filter: (s) => !s.includes(`${path.sep}.tmp`) });
-  }
-  const persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-profile-'));
   const dify = await startDifyFixture();
-  let fg;
+  let bench;
   try {
-    await applyMigrations(snap.config, persistDir);
-    fg = await startWorker({ config: snap.config, persistDir, vars: { ADMIN_TOKEN, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY }, probe: getOk('/healthz'), label: 'flowgate' });
-    const form = [{ 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 1000 } }];
     // The streamed kind runs the bench's 100-node workflow; the others one node.
-    const nodeCount = KIND === 'tools/call-stream' ? 100 : 1;
-    const nodes = Array.from({ length: nodeCount }, (_, i) => ({ title: `Step ${i + 1}`, type: i === nodeCount - 1 ? 'llm' : 'code' }));
-    const { app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Bench Flow', form, nodes, outputs: [{ variable: 'echo', type: 'object' }] });
-    const { code } = await publish(fg, app.id, { description: 'Summarises text', parameters: { text: 'The text to summarise' } });
-    const mcpUrl = `${fg.url}/mcp/server/${code}/mcp`;
-    const headers = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream', 'MCP-Protocol-Version': '2025-06-18' };
+    bench = await startBenchFlowgate({
+      dify,
+      build: process.env.PROFILE_BUILD,
+      rateLimit: process.env.PROFILE_NO_RATELIMIT !== '1',
+      nodeCount: KIND === 'tools/call-stream' ? 100 : 1,
+    });
+    const { fg, mcpUrl, requests } = bench;
     const script =
       KIND === 'healthz'
         ? 'wrk.method = "GET"\n'
         : KIND === 'tools/call-stream'
-          ? lua({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' }, _meta: { progressToken: 'p' } } }, headers)
+          ? lua(toolsCall({ progressToken: 'p' }), MCP_HEADERS)
           : KIND === 'tools/call'
-          ? lua({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' } } }, { ...headers, Accept: 'application/json' })
-          : lua({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, headers);
+          ? lua(toolsCall(), { ...MCP_HEADERS, Accept: 'application/json' })
+          : lua({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, MCP_HEADERS);
     const url = KIND === 'healthz' ? `${fg.url}/healthz` : mcpUrl;
     if (process.env.PROFILE_MODE === 'cpu') {
-      const reqs = {
-        healthz: { method: 'GET', url: `${fg.url}/healthz` },
-        'tools/list': { headers, body: { jsonrpc: '2.0', id: 1, method: 'tools/list' }, url: mcpUrl, expect: ['Bench_Flow'] },
-        'tools/call': { headers: { ...headers, Accept: 'application/json' }, body: { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Bench_Flow', arguments: { text: 'hello' } } }, url: mcpUrl, expect: ['"result"'] },
-      };
-      for (const [kind, req] of Object.entries(reqs)) {
+      for (const [kind, req] of Object.entries(requests)) {
         const c = await workerCpu(fg, req.url, req, { requests: Number(process.env.PROFILE_REQUESTS ?? 2000), connections: CONCURRENCY, warmup: 300, minTicks: 300 });
         console.log(`${kind}: ${c.us.measured.toFixed(0)} µs CPU per request (${c.requests} requests, ${c.bad} bad${c.firstBad ? ': ' + c.firstBad : ''})`);
       }
@@ -138,14 +120,13 @@ async function main() {
     const { profile } = await cdp.send('Profiler.stop');
     cdp.close();
     log(`wrk: ${(/Requests\/sec:\s+([\d.]+)/.exec(out) ?? [])[1]} req/s`);
-    report(profile, bundleMap(snap.dir));
+    report(profile, bundleMap(bench.snapDir));
   } finally {
     // PROFILE_LOG=text: print the Worker's last log lines that contain it (for instrumented builds).
+    const fg = bench?.fg;
     if (process.env.PROFILE_LOG && fg) console.log(fg.log().split('\n').filter((l) => l.includes(process.env.PROFILE_LOG) || process.env.PROFILE_LOG === '*').slice(-8).join('\n'));
-    await fg?.stop();
+    await bench?.stop();
     await dify.stop();
-    snap.remove();
-    fs.rmSync(persistDir, { recursive: true, force: true });
   }
 }
 
