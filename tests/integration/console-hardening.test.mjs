@@ -6,7 +6,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startFlowgate } from '../support/harness.mjs';
+import { startFlowgate, startOfRateWindow } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
 
@@ -86,8 +86,7 @@ describe('admin authentication', () => {
   });
 
   test('failed attempts are throttled per client address: 429 with Retry-After, then 401 elsewhere', async () => {
-    // The local simulator counts in windows aligned to the wall clock's minutes: start early in one.
-    while (Date.now() % 60_000 > 45_000) await new Promise((r) => setTimeout(r, 500));
+    await startOfRateWindow();
     // wrangler dev (miniflare) keeps a CF-Connecting-IP the client sends and sets it only when it
     // is absent, so the tests can speak for several addresses. On Cloudflare's network the edge
     // overwrites it with the real client address.

@@ -3,7 +3,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
-import { startFlowgate } from '../support/harness.mjs';
+import { startFlowgate, startOfRateWindow } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { startHttpTool } from '../support/http-tool-fixture.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
@@ -241,7 +241,9 @@ describe('rate limit', () => {
       const r = await rpc(url, { jsonrpc: '2.0', id: i, method }, { 'mcp-protocol-version': '2025-06-18' });
       assert.equal(r.status, 200, `${method} #${i}: ${r.text}`);
     }
-    // A tools/call counts (even one of an unknown tool, which fails before any backend).
+    // A tools/call counts (even one of an unknown tool, which fails before any backend). The
+    // calls and the refusals after them must fall in one of the simulator's windows.
+    await startOfRateWindow();
     const call = (i) => rpc(url, { jsonrpc: '2.0', id: i, method: 'tools/call', params: { name: 'no_such_tool', arguments: {} } }, { 'mcp-protocol-version': '2025-06-18' });
     const statuses = [];
     let limited;

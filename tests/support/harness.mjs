@@ -130,6 +130,17 @@ export async function readResponse(res) {
   return { status: res.status, headers: res.headers, text, json };
 }
 
+/**
+ * Waits until at least `needMs` are left in the current window of the local rate-limit
+ * simulator, which counts in windows aligned to the wall clock (`floor(now / period)`). A test
+ * that spends a budget and then expects a refusal must do both in one window: one that crossed
+ * a boundary would see the budget whole again.
+ */
+export async function startOfRateWindow(needMs = 15_000, periodMs = 60_000) {
+  if (needMs >= periodMs) throw new Error(`startOfRateWindow: ${needMs} ms cannot fit in a ${periodMs} ms window`);
+  while (periodMs - (Date.now() % periodMs) < needMs) await new Promise((r) => setTimeout(r, 250));
+}
+
 /** The sealing key of test deployments (a fixed value: tests only). */
 export const TEST_SECRETS_KEY = '0f'.repeat(32);
 
