@@ -30,7 +30,7 @@ import { parseSse, publish, registerApp } from '../tests/support/flowgate-setup.
 import { cpuMeter } from './lib/cpu.mjs';
 import { ensureWrk, wrkVersion } from './lib/wrk.mjs';
 import { combineCpu, workerCpuTogether } from './lib/workercpu.mjs';
-import { applyMigrations, getOk, initializeOk, peerConfig, rssBytes, snapshotFlowgate, startWorker } from './lib/workers.mjs';
+import { applyMigrations, floorConfig, getOk, initializeOk, peerConfig, rssBytes, snapshotFlowgate, startWorker } from './lib/workers.mjs';
 
 const num = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
 const DURATION_S = num('BENCH_DURATION', 10);
@@ -514,16 +514,22 @@ async function main() {
     }
     results.load = load;
 
-    // 5b. Worker CPU per request: a fixed number of requests per kind to Flowgate and the peer,
-    // both loaded at once (workerCpuTogether); CPU of the workerd process that runs each Worker.
+    // 5b. Worker CPU per request: a fixed number of requests per kind to Flowgate, the peer and
+    // the floor (bench/floor: the same requests answered with no MCP at all), all loaded at once
+    // (workerCpuTogether); CPU of the workerd process that runs each Worker.
     const trimCpu = setInterval(() => {
       dify.requests.length = 0;
       dify.runs.clear();
     }, 1000);
-    results.workerCpu = { flowgate: {}, peer: {} };
+    const floor = await startWorker({ config: floorConfig, vars: peerVars, probe: getOk('/healthz'), label: 'floor' });
+    running.push(floor);
+    targets.floor = Object.assign(floor, { name: 'floor', mcpUrl: `${floor.url}/mcp` });
+    const cpuNames = ['flowgate', 'peer', 'floor'];
+    const cpuGroups = () => [fg.pgid, peer.pgid, floor.pgid];
+    results.workerCpu = { flowgate: {}, peer: {}, floor: {} };
     try {
       const kinds = { healthz: null, 'tools/list': 'tools/list', 'tools/call': 'tools/call' };
-      const parts = { flowgate: {}, peer: {} };
+      const parts = { flowgate: {}, peer: {}, floor: {} };
       const job = (name, method) => {
         const t = targets[name];
         const [url, req] = method ? [t.mcpUrl, mcpRequests(name)[method]] : [`${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }];
@@ -531,8 +537,8 @@ async function main() {
       };
       for (let pass = 1; pass <= CPU_PASSES; pass++) {
         for (const [kind, method] of Object.entries(kinds)) {
-          const measured = await workerCpuTogether([job('flowgate', method), job('peer', method)], cpuPass(groups));
-          for (const [i, name] of ['flowgate', 'peer'].entries()) {
+          const measured = await workerCpuTogether(cpuNames.map((name) => job(name, method)), cpuPass(cpuGroups));
+          for (const [i, name] of cpuNames.entries()) {
             const c = measured[i];
             (parts[name][kind] ??= []).push(c);
             log(
@@ -543,7 +549,7 @@ async function main() {
           }
         }
       }
-      for (const name of ['flowgate', 'peer']) {
+      for (const name of cpuNames) {
         for (const kind of Object.keys(kinds)) results.workerCpu[name][kind] = combineCpu(parts[name][kind]);
       }
     } finally {
@@ -559,7 +565,7 @@ async function main() {
     // measured at once, it read below the Flowgate with the binding).
     // The peer has no binding, so this is Flowgate's MCP work like for like.
     for (const t of running.splice(0)) {
-      if (t === peer && !NO_RATELIMIT) running.push(t);
+      if ((t === peer || t === floor) && !NO_RATELIMIT) running.push(t);
       else await t.stop();
     }
     if (!NO_RATELIMIT) {
@@ -571,9 +577,14 @@ async function main() {
           'flowgate-bare': Object.assign(fgBare, { name: 'flowgate', mcpUrl: fgBare.url + fgPath }),
           'peer-again': targets.peer,
         };
-        const bareGroups = () => [fgBare.pgid, peer.pgid];
+        const bareGroups = () => [fgBare.pgid, peer.pgid, floor.pgid];
         const health = { method: 'GET', headers: {}, expect: ['ok'] };
-        const kindReq = (who, kind) => (kind === 'healthz' ? [`${pair[who].url}/healthz`, health] : [pair[who].mcpUrl, mcpRequests(pair[who].name)['tools/call']]);
+        // The floor joins the CPU passes only (its work is the lowest any Worker can read).
+        const cpuTargets = { ...pair, 'floor-again': targets.floor };
+        const kindReq = (who, kind) => {
+          const t = cpuTargets[who];
+          return kind === 'healthz' ? [`${t.url}/healthz`, health] : [t.mcpUrl, mcpRequests(t.name)['tools/call']];
+        };
         {
           const [url, req] = kindReq('flowgate-bare', 'tools/call');
           await wrk({ url, spec: specFile(req), seconds: BARE_WARMUP_S, connections: CONCURRENCY });
@@ -587,15 +598,15 @@ async function main() {
           }
         }
         // In passes too, the two loaded at once: its CPU work is again a difference (tools/call minus /healthz).
-        const bareParts = { 'flowgate-bare': {}, 'peer-again': {} };
+        const bareParts = { 'flowgate-bare': {}, 'peer-again': {}, 'floor-again': {} };
         for (let pass = 1; pass <= CPU_PASSES; pass++) {
           for (const kind of ['healthz', 'tools/call']) {
-            const jobs = Object.keys(pair).map((who) => {
+            const jobs = Object.keys(cpuTargets).map((who) => {
               const [url, req] = kindReq(who, kind);
-              return { target: pair[who], url, req };
+              return { target: cpuTargets[who], url, req };
             });
             const measured = await workerCpuTogether(jobs, cpuPass(bareGroups));
-            for (const [i, who] of Object.keys(pair).entries()) {
+            for (const [i, who] of Object.keys(cpuTargets).entries()) {
               const c = measured[i];
               (bareParts[who][kind] ??= []).push(c);
               log(`${`${who}: Worker CPU ${kind} (pass ${pass}/${CPU_PASSES})`.padEnd(52)} ${c.us.measured.toFixed(0).padStart(6)} µs/request${c.bad ? `  BAD ${c.bad} ${c.firstBad}` : ''}`);
@@ -605,6 +616,7 @@ async function main() {
         const combined = (who) => Object.fromEntries(Object.entries(bareParts[who]).map(([kind, parts]) => [kind, combineCpu(parts)]));
         results.workerCpu.bare = combined('flowgate-bare');
         results.workerCpu.peerAgain = combined('peer-again');
+        results.workerCpu.floorAgain = combined('floor-again');
       } finally {
         for (const t of running.splice(0)) await t.stop();
         bare.remove();
@@ -760,7 +772,7 @@ function report(r) {
     for (const [k, label] of Object.entries(kinds)) {
       const [f, p] = [WC.flowgate[k], WC.peer[k]];
       const ratio = f.us.measured / p.us.measured;
-      row(`Worker CPU per request: ${label} (c=${cc} each, both Workers loaded at once)`, x(ratio), cell(f), cell(p));
+      row(`Worker CPU per request: ${label} (c=${cc} each; Flowgate, the peer and the floor loaded at once)`, x(ratio), cell(f), cell(p));
     }
     // The issue's measure: the CPU per request minus the same Worker's per /healthz.
     for (const k of ['tools/list', 'tools/call']) {
@@ -768,6 +780,14 @@ function report(r) {
       const [wf, wp] = [work('flowgate'), work('peer')];
       const ratio = wf > 0 && wp > 0 ? wf / wp : NaN;
       row(`MCP work per request: Worker CPU per ${kinds[k]} minus per GET /healthz`, Number.isNaN(ratio) ? 'n/a' : x(ratio), us(wf), us(wp), '≤ 0.5×', flag(ratio <= 0.5));
+      if (WC.floor?.[k]) {
+        // The floor's share of the peer's work is the lowest ratio any Worker could read; above
+        // it, what each spends on MCP itself.
+        const wl = work('floor');
+        row(`the floor's work per ${kinds[k]} (bench/floor: the same requests, no MCP; CPU minus its GET /healthz, loaded at once with both): the lowest ratio any Worker can read`, wp > 0 ? x(wl / wp) : 'n/a', `floor ${us(wl)}`, us(wp));
+        const [af, ap] = [wf - wl, wp - wl];
+        row(`MCP work per ${kinds[k]} above the floor's`, af > 0 && ap > 0 ? x(af / ap) : 'n/a', us(af), us(ap));
+      }
     }
     if (WC.bare) {
       // Measured after a restart without the binding: its own healthz floor, same requests.
@@ -778,6 +798,13 @@ function report(r) {
       const binding = WC.flowgate['tools/call'].us.measured - WC.flowgate.healthz.us.measured - bareWork;
       row(`Worker CPU per request: tools/call (blocking, JSON) without the rate-limit binding (c=${cc} each; the peer measured again, loaded at once with it)`, x(WC.bare['tools/call'].us.measured / P['tools/call'].us.measured), cell(WC.bare['tools/call']), cell(P['tools/call']));
       row(`MCP work per request: tools/call (blocking, JSON) without the rate-limit binding, minus GET /healthz`, bareWork > 0 && wp > 0 ? x(bareWork / wp) : 'n/a', us(bareWork), us(wp));
+      if (WC.floorAgain) {
+        const F = WC.floorAgain;
+        const wl = F['tools/call'].us.measured - F.healthz.us.measured;
+        row(`the floor's work per tools/call (blocking, JSON), measured with these two: the lowest ratio any Worker can read`, wp > 0 ? x(wl / wp) : 'n/a', `floor ${us(wl)}`, us(wp));
+        const [af, ap] = [bareWork - wl, wp - wl];
+        row(`MCP work per tools/call (blocking, JSON) without the rate-limit binding, above the floor's`, af > 0 && ap > 0 ? x(af / ap) : 'n/a', us(af), us(ap));
+      }
       row(`the rate-limit binding's cost per tools/call (local simulator: with minus without)`, 'n/a', us(binding), 'no binding');
     }
   }
@@ -841,7 +868,7 @@ function workerCpuNote(WC) {
   const proxy = (t) => ['healthz', 'tools/list', 'tools/call'].map((k) => WC[t][k].us.proxy.toFixed(0)).join(' / ');
   const foreign = Math.max(...all.map((c) => c.foreign));
   return (
-    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests at ${w.connections} concurrent to each Worker, sent from Node's fetch with every answer checked, Flowgate and the peer loaded at once so that each pair of numbers comes from the same seconds of the machine, in ${w.passes} passes over every kind (each pass: ${w.warmup} warm-up requests, then rounds of ${Math.ceil(CPU_REQUESTS / CPU_PASSES)} until ≥ ${Math.ceil(CPU_MIN_TICKS / CPU_PASSES)} ticks), summed, so that the machine's drifts fall on every row alike; ` +
+    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests at ${w.connections} concurrent to each Worker, sent from Node's fetch with every answer checked, Flowgate, the peer and the floor (bench/floor: the same requests, no MCP) loaded at once so that each set of numbers comes from the same seconds of the machine, in ${w.passes} passes over every kind (each pass: ${w.warmup} warm-up requests, then rounds of ${Math.ceil(CPU_REQUESTS / CPU_PASSES)} until ≥ ${Math.ceil(CPU_MIN_TICKS / CPU_PASSES)} ticks), summed, so that the machine's drifts fall on every row alike; ` +
     (identified
       ? "of the workerd process that runs the Worker (told from wrangler's proxy by its command line: the proxy is the one listening on the dev port). "
       : 'the sum of all workerd processes of each `wrangler dev` (the Worker\'s and wrangler\'s proxy could not be told apart). ') +

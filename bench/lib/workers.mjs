@@ -49,6 +49,8 @@ export function snapshotFlowgate({ rateLimit = true, root = repoRoot } = {}) {
 }
 
 export const peerConfig = path.join(repoRoot, 'bench', 'peer', 'wrangler.toml');
+/** The floor (bench/floor): the bench's requests answered by a plain Worker with no MCP. */
+export const floorConfig = path.join(repoRoot, 'bench', 'floor', 'wrangler.toml');
 
 /** `wrangler d1 migrations apply DB --local` for a config into a persist dir. */
 export async function applyMigrations(config, persistDir) {

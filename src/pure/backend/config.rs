@@ -13,7 +13,7 @@ use super::dify::config::DifyConfig;
 use super::http_tool::config::HttpToolConfig;
 use super::mcp::config::McpConfig;
 pub use super::settings::Kind;
-use super::settings::TaskSettings;
+use super::settings::{Limits, TaskSettings};
 use crate::pure::mcp::tasks::TaskSupport;
 use crate::pure::mode::Mode;
 
@@ -29,11 +29,23 @@ pub enum Backend {
 impl Backend {
     /// Reads the settings of an app of `mode` (validated when stored).
     pub fn from_settings(mode: Mode, settings: &Value) -> Result<Backend, String> {
-        let read = |e: serde_json::Error| format!("the stored {} settings do not read: {e}", mode.as_str());
+        let read = |e: &dyn std::fmt::Display| format!("the stored {} settings do not read: {e}", mode.as_str());
+        // The shared settings sit flat beside each kind's own: serde reads the kind's fields,
+        // `Limits::read` and `TaskSettings::read` the shared ones.
+        let tasks = TaskSettings::read(settings).map_err(|e| read(&e))?;
+        let limits = || Limits::read(settings).map_err(|e| read(&e));
         Ok(match mode {
-            Mode::HttpTool => Backend::HttpTool(HttpToolConfig::deserialize(settings).map_err(read)?),
-            Mode::Mcp => Backend::Mcp(McpConfig::deserialize(settings).map_err(read)?),
-            _ => Backend::Dify(DifyConfig::deserialize(settings).map_err(read)?),
+            Mode::HttpTool => Backend::HttpTool(HttpToolConfig {
+                limits: limits()?,
+                tasks,
+                ..HttpToolConfig::deserialize(settings).map_err(|e| read(&e))?
+            }),
+            Mode::Mcp => Backend::Mcp(McpConfig { tasks, ..McpConfig::deserialize(settings).map_err(|e| read(&e))? }),
+            _ => Backend::Dify(DifyConfig {
+                limits: limits()?,
+                tasks,
+                ..DifyConfig::deserialize(settings).map_err(|e| read(&e))?
+            }),
         })
     }
 
@@ -120,7 +132,19 @@ mod tests {
     fn settings_of_the_wrong_shape_do_not_read() {
         let e = Backend::from_settings(Mode::Workflow, &json!({"base_url": 5})).unwrap_err();
         assert!(e.starts_with("the stored workflow settings do not read"), "{e}");
-        assert!(Backend::from_settings(Mode::Mcp, &json!({"url": "https://x", "task_support": "sometimes"})).is_err());
+        let e =
+            Backend::from_settings(Mode::Mcp, &json!({"url": "https://x", "task_support": "sometimes"})).unwrap_err();
+        assert_eq!(e, "the stored mcp settings do not read: task_support is not forbidden, optional or required");
+        let e =
+            Backend::from_settings(Mode::HttpTool, &json!({"api_endpoint": "https://t/x", "timeout_seconds": "10"}))
+                .unwrap_err();
+        assert_eq!(e, "the stored http-tool settings do not read: timeout_seconds is not a whole number");
+        let e = Backend::from_settings(
+            Mode::Workflow,
+            &json!({"base_url": "http://x/v1", "api_key": "k", "poll_interval_seconds": -1}),
+        )
+        .unwrap_err();
+        assert!(e.ends_with("poll_interval_seconds is not a whole number"), "{e}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::pure::error::Errors;
@@ -44,7 +44,7 @@ pub trait Kind {
 }
 
 /// How long a call may take and how much it may answer (Dify apps and HTTP tools).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct Limits {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<u64>,
@@ -78,6 +78,18 @@ impl Limits {
         self.max_result_bytes.map_or(DEFAULT_MAX_RESULT_BYTES, |n| n as usize)
     }
 
+    /// The limit settings of a settings object (validated when stored). The kinds keep them flat
+    /// beside their own keys; read here rather than by serde's `flatten`, which buffers the
+    /// whole object first and took about 4 KiB of the gzip bundle.
+    pub fn read(settings: &Value) -> Result<Limits, String> {
+        Ok(Limits {
+            timeout_seconds: read_u64(settings, "timeout_seconds")?,
+            first_byte_timeout_seconds: read_u64(settings, "first_byte_timeout_seconds")?,
+            idle_timeout_seconds: read_u64(settings, "idle_timeout_seconds")?,
+            max_result_bytes: read_u64(settings, "max_result_bytes")?,
+        })
+    }
+
     /// Checks the limit settings present in `obj`.
     pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
         for key in &Limits::KEYS[..3] {
@@ -97,7 +109,7 @@ impl Limits {
 }
 
 /// Whether an app's tools run as durable tasks, and how their task runner polls.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 pub struct TaskSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_support: Option<TaskSupport>,
@@ -109,6 +121,21 @@ pub struct TaskSettings {
 
 impl TaskSettings {
     pub const KEYS: [&'static str; 3] = ["task_support", "poll_interval_seconds", "input_required_poll_seconds"];
+
+    /// The task settings of a settings object (validated when stored), as [`Limits::read`].
+    pub fn read(settings: &Value) -> Result<TaskSettings, String> {
+        let task_support = match settings.get("task_support") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(
+                v.as_str().and_then(TaskSupport::parse).ok_or("task_support is not forbidden, optional or required")?,
+            ),
+        };
+        Ok(TaskSettings {
+            task_support,
+            poll_interval_seconds: read_u64(settings, "poll_interval_seconds")?,
+            input_required_poll_seconds: read_u64(settings, "input_required_poll_seconds")?,
+        })
+    }
 
     /// Checks the task settings present in `obj`.
     pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
@@ -124,6 +151,15 @@ impl TaskSettings {
             Some(Value::String(t)) if TaskSupport::parse(t).is_some() => {}
             Some(_) => errs.add("backend.task_support", "must be forbidden, optional or required"),
         }
+    }
+}
+
+/// An optional whole-number setting: absent or null is `None`, anything but a non-negative
+/// integer an error.
+fn read_u64(settings: &Value, key: &str) -> Result<Option<u64>, String> {
+    match settings.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| format!("{key} is not a whole number")),
     }
 }
 

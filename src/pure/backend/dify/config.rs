@@ -13,9 +13,9 @@ pub struct DifyConfig {
     pub base_url: String,
     /// The app's key: a sealed literal or a `$NAME` reference.
     pub api_key: String,
-    #[serde(flatten)]
+    #[serde(flatten, skip_deserializing)]
     pub limits: Limits,
-    #[serde(flatten)]
+    #[serde(flatten, skip_deserializing)]
     pub tasks: TaskSettings,
 }
 

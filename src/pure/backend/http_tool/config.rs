@@ -25,9 +25,9 @@ pub struct HttpToolConfig {
     pub form_values: Option<Map<String, Value>>,
     #[serde(default, rename = "async", skip_serializing_if = "Option::is_none")]
     pub async_endpoints: Option<AsyncEndpoints>,
-    #[serde(flatten)]
+    #[serde(flatten, skip_deserializing)]
     pub limits: Limits,
-    #[serde(flatten)]
+    #[serde(flatten, skip_deserializing)]
     pub tasks: TaskSettings,
 }
 
