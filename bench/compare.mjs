@@ -12,7 +12,9 @@
 //
 // Prints, per request kind, each one's mean CPU per request and the ratio this / other per
 // round, its median and the ratio of the sums. A kind whose code neither build changed
-// (/healthz, usually) shows how far apart two equal Workers read on this machine.
+// (/healthz, usually) shows how far apart two equal Workers read on this machine. With
+// /healthz among the kinds, also each MCP kind's work: its CPU minus /healthz's in the same
+// round (issue 12's measure), where a change of a few tens of µs is a tenth or more.
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -58,6 +60,15 @@ async function main() {
       console.log(
         `${kind}: this ${(sum(a) / a.length).toFixed(0)} µs, other ${(sum(b) / b.length).toFixed(0)} µs per request; ` +
           `this / other ${(sum(a) / sum(b)).toFixed(3)} (median of rounds ${median(ratios).toFixed(3)}; rounds ${ratios.map((r) => r.toFixed(2)).join(' ')})`,
+      );
+    }
+    if (!KINDS.includes('healthz')) return;
+    for (const kind of KINDS.filter((k) => k !== 'healthz')) {
+      const work = (side) => us[side][kind].map((x, i) => x - us[side].healthz[i]);
+      const [a, b] = [work('this'), work('other')];
+      console.log(
+        `${kind} minus /healthz (MCP work): this ${(sum(a) / a.length).toFixed(0)} µs, other ${(sum(b) / b.length).toFixed(0)} µs per request; ` +
+          `this / other ${(sum(a) / sum(b)).toFixed(3)} (rounds ${a.map((x, i) => `${x.toFixed(0)}/${b[i].toFixed(0)}`).join(' ')})`,
       );
     }
   } finally {
