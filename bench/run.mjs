@@ -775,36 +775,31 @@ function report(r) {
       row(`Worker CPU per request: ${label} (c=${cc} each; Flowgate, the peer and the floor loaded at once)`, x(ratio), cell(f), cell(p));
     }
     // The issue's measure: the CPU per request minus the same Worker's per /healthz.
+    const work = (cpu, k) => cpu[k].us.measured - cpu.healthz.us.measured;
+    const share = (a, b) => (a > 0 && b > 0 ? x(a / b) : 'n/a');
+    // The floor's share of the peer's work is the lowest ratio any Worker could read; above it,
+    // what Flowgate and the peer spend on MCP itself.
+    const floorRows = (floorCpu, k, wf, wp, bare) => {
+      if (!floorCpu?.[k]) return;
+      const wl = work(floorCpu, k);
+      row(`the floor's work per ${kinds[k]} (bench/floor: the same requests, no MCP; CPU minus its GET /healthz, ${bare ? 'measured with these two' : 'loaded at once with both'}): the lowest ratio any Worker can read`, share(wl, wp), `floor ${us(wl)}`, us(wp));
+      row(`MCP work per ${kinds[k]}${bare ? ' without the rate-limit binding' : ''} above the floor's`, share(wf - wl, wp - wl), us(wf - wl), us(wp - wl));
+    };
     for (const k of ['tools/list', 'tools/call']) {
-      const work = (t) => WC[t][k].us.measured - WC[t].healthz.us.measured;
-      const [wf, wp] = [work('flowgate'), work('peer')];
-      const ratio = wf > 0 && wp > 0 ? wf / wp : NaN;
-      row(`MCP work per request: Worker CPU per ${kinds[k]} minus per GET /healthz`, Number.isNaN(ratio) ? 'n/a' : x(ratio), us(wf), us(wp), '≤ 0.5×', flag(ratio <= 0.5));
-      if (WC.floor?.[k]) {
-        // The floor's share of the peer's work is the lowest ratio any Worker could read; above
-        // it, what each spends on MCP itself.
-        const wl = work('floor');
-        row(`the floor's work per ${kinds[k]} (bench/floor: the same requests, no MCP; CPU minus its GET /healthz, loaded at once with both): the lowest ratio any Worker can read`, wp > 0 ? x(wl / wp) : 'n/a', `floor ${us(wl)}`, us(wp));
-        const [af, ap] = [wf - wl, wp - wl];
-        row(`MCP work per ${kinds[k]} above the floor's`, af > 0 && ap > 0 ? x(af / ap) : 'n/a', us(af), us(ap));
-      }
+      const [wf, wp] = [work(WC.flowgate, k), work(WC.peer, k)];
+      row(`MCP work per request: Worker CPU per ${kinds[k]} minus per GET /healthz`, share(wf, wp), us(wf), us(wp), '≤ 0.5×', flag(wf > 0 && wp > 0 && wf / wp <= 0.5));
+      floorRows(WC.floor, k, wf, wp, false);
     }
     if (WC.bare) {
       // Measured after a restart without the binding: its own healthz floor, same requests.
       // Against the peer measured again in the same passes (its first numbers are from earlier).
       const P = WC.peerAgain;
-      const bareWork = WC.bare['tools/call'].us.measured - WC.bare.healthz.us.measured;
-      const wp = P['tools/call'].us.measured - P.healthz.us.measured;
-      const binding = WC.flowgate['tools/call'].us.measured - WC.flowgate.healthz.us.measured - bareWork;
+      const bareWork = work(WC.bare, 'tools/call');
+      const wp = work(P, 'tools/call');
+      const binding = work(WC.flowgate, 'tools/call') - bareWork;
       row(`Worker CPU per request: tools/call (blocking, JSON) without the rate-limit binding (c=${cc} each; the peer measured again, loaded at once with it)`, x(WC.bare['tools/call'].us.measured / P['tools/call'].us.measured), cell(WC.bare['tools/call']), cell(P['tools/call']));
-      row(`MCP work per request: tools/call (blocking, JSON) without the rate-limit binding, minus GET /healthz`, bareWork > 0 && wp > 0 ? x(bareWork / wp) : 'n/a', us(bareWork), us(wp));
-      if (WC.floorAgain) {
-        const F = WC.floorAgain;
-        const wl = F['tools/call'].us.measured - F.healthz.us.measured;
-        row(`the floor's work per tools/call (blocking, JSON), measured with these two: the lowest ratio any Worker can read`, wp > 0 ? x(wl / wp) : 'n/a', `floor ${us(wl)}`, us(wp));
-        const [af, ap] = [bareWork - wl, wp - wl];
-        row(`MCP work per tools/call (blocking, JSON) without the rate-limit binding, above the floor's`, af > 0 && ap > 0 ? x(af / ap) : 'n/a', us(af), us(ap));
-      }
+      row(`MCP work per request: tools/call (blocking, JSON) without the rate-limit binding, minus GET /healthz`, share(bareWork, wp), us(bareWork), us(wp));
+      floorRows(WC.floorAgain, 'tools/call', bareWork, wp, true);
       row(`the rate-limit binding's cost per tools/call (local simulator: with minus without)`, 'n/a', us(binding), 'no binding');
     }
   }

@@ -29,22 +29,22 @@ pub enum Backend {
 impl Backend {
     /// Reads the settings of an app of `mode` (validated when stored).
     pub fn from_settings(mode: Mode, settings: &Value) -> Result<Backend, String> {
-        let read = |e: &dyn std::fmt::Display| format!("the stored {} settings do not read: {e}", mode.as_str());
+        let read = |why: String| format!("the stored {} settings do not read: {why}", mode.as_str());
+        let serde = |e: serde_json::Error| read(e.to_string());
         // The shared settings sit flat beside each kind's own: serde reads the kind's fields,
         // `Limits::read` and `TaskSettings::read` the shared ones.
-        let tasks = TaskSettings::read(settings).map_err(|e| read(&e))?;
-        let limits = || Limits::read(settings).map_err(|e| read(&e));
+        let tasks = TaskSettings::read(settings).map_err(read)?;
         Ok(match mode {
             Mode::HttpTool => Backend::HttpTool(HttpToolConfig {
-                limits: limits()?,
+                limits: Limits::read(settings).map_err(read)?,
                 tasks,
-                ..HttpToolConfig::deserialize(settings).map_err(|e| read(&e))?
+                ..HttpToolConfig::deserialize(settings).map_err(serde)?
             }),
-            Mode::Mcp => Backend::Mcp(McpConfig { tasks, ..McpConfig::deserialize(settings).map_err(|e| read(&e))? }),
+            Mode::Mcp => Backend::Mcp(McpConfig { tasks, ..McpConfig::deserialize(settings).map_err(serde)? }),
             _ => Backend::Dify(DifyConfig {
-                limits: limits()?,
+                limits: Limits::read(settings).map_err(read)?,
                 tasks,
-                ..DifyConfig::deserialize(settings).map_err(|e| read(&e))?
+                ..DifyConfig::deserialize(settings).map_err(serde)?
             }),
         })
     }
