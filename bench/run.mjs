@@ -49,7 +49,7 @@ const BARE_WARMUP_S = num('BENCH_BARE_WARMUP', 5);
 // CPU_REQUESTS go on until the measured process took CPU_MIN_TICKS, at most CPU_MAX_ROUNDS.
 const CPU_MIN_TICKS = 200;
 const CPU_MAX_ROUNDS = 5;
-// The Worker CPU rows are measured with Flowgate and the peer loaded at once (so a drift of the
+// The Worker CPU rows are measured with Flowgate, the peer and the floor loaded at once (so a drift of the
 // machine falls on both alike), in CPU_PASSES passes over every kind, each pass with a
 // CPU_PASSES-th of the requests and ticks, and summed: a slow drift then also falls on /healthz
 // and the MCP requests alike (the MCP work is a difference of two such numbers).
@@ -597,7 +597,7 @@ async function main() {
             results.load[`${who} ${kind} c${connections}`] = await run(`${what}: ${kind} (c=${connections})`, url, req, connections, bareGroups);
           }
         }
-        // In passes too, the two loaded at once: its CPU work is again a difference (tools/call minus /healthz).
+        // In passes too, loaded at once with the floor: its CPU work is again a difference (tools/call minus /healthz).
         const bareParts = { 'flowgate-bare': {}, 'peer-again': {}, 'floor-again': {} };
         for (let pass = 1; pass <= CPU_PASSES; pass++) {
           for (const kind of ['healthz', 'tools/call']) {
