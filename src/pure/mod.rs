@@ -21,6 +21,7 @@ pub mod origin;
 pub mod outcome;
 pub mod path;
 pub mod quote;
+pub mod row;
 pub mod sealed;
 pub mod server;
 pub mod sse;

@@ -7,6 +7,7 @@
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use serde_json::Value;
 use wasm_bindgen::prelude::wasm_bindgen;
 use wasm_bindgen::JsValue;
 use worker::js_sys::{Promise, Reflect, JSON};
@@ -35,14 +36,14 @@ async fn settle(promise: std::result::Result<Promise, JsValue>) -> Result<JsValu
     Ok(JsFuture::from(promise?).await?)
 }
 
-/// Every row of a D1 query.
-pub async fn all_rows<T: DeserializeOwned>(stmt: &D1PreparedStatement) -> Result<Vec<T>> {
+/// Every row of a D1 query, each an object of its columns (typed by `pure::row`).
+pub async fn all_rows(stmt: &D1PreparedStatement) -> Result<Vec<Value>> {
     let result = settle(stmt.inner().all()).await?;
     Ok(read(&Reflect::get(&result, &JsValue::from_str("results"))?)?.unwrap_or_default())
 }
 
 /// The first row of a D1 query; `None` when there is none.
-pub async fn first_row<T: DeserializeOwned>(stmt: &D1PreparedStatement) -> Result<Option<T>> {
+pub async fn first_row(stmt: &D1PreparedStatement) -> Result<Option<Value>> {
     read(&settle(stmt.inner().first(None)).await?)
 }
 

@@ -1,6 +1,5 @@
 //! The registry in D1: apps, servers, and which apps each server exposes.
 
-use serde::Deserialize;
 use serde_json::{json, Map, Value};
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement};
@@ -15,6 +14,7 @@ use crate::pure::oauth_resource::OAuthSettings;
 
 use super::http::internal;
 use super::js_json::{all_rows, first_row};
+use crate::pure::row::{self, FromRow, Row};
 
 /// One deploy serves one tenant today; the column keeps Dify's uniqueness rule
 /// `(tenant_id, app_id)` and room for more.
@@ -22,7 +22,7 @@ pub const TENANT: &str = "default";
 
 pub type Result<T> = std::result::Result<T, ApiError>;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub struct AppRow {
     pub id: String,
     pub name: String,
@@ -35,7 +35,7 @@ pub struct AppRow {
     pub updated_at: i64,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub struct ServerRow {
     pub id: String,
     pub app_id: Option<String>,
@@ -54,13 +54,25 @@ pub struct ServerRow {
 }
 
 /// A client key as the console lists it (never the key, nor its hash).
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub struct KeyRow {
     pub id: String,
     pub name: String,
     pub hint: String,
     pub created_at: i64,
     pub last_used_at: Option<i64>,
+}
+
+impl FromRow for KeyRow {
+    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+        Ok(KeyRow {
+            id: row.text("id")?,
+            name: row.text("name")?,
+            hint: row.text("hint")?,
+            created_at: row.int("created_at")?,
+            last_used_at: row.opt_int("last_used_at")?,
+        })
+    }
 }
 
 impl KeyRow {
@@ -77,6 +89,22 @@ impl KeyRow {
 
 fn parse_stored(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+impl FromRow for AppRow {
+    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+        Ok(AppRow {
+            id: row.text("id")?,
+            name: row.text("name")?,
+            description: row.text("description")?,
+            mode: row.text("mode")?,
+            backend: row.text("backend")?,
+            user_input_form: row.text("user_input_form")?,
+            outputs: row.text("outputs")?,
+            created_at: row.int("created_at")?,
+            updated_at: row.int("updated_at")?,
+        })
+    }
 }
 
 impl AppRow {
@@ -116,6 +144,25 @@ impl AppRow {
     }
 }
 
+impl FromRow for ServerRow {
+    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+        Ok(ServerRow {
+            id: row.text("id")?,
+            app_id: row.opt_text("app_id")?,
+            name: row.text("name")?,
+            description: row.text("description")?,
+            code_hash: row.text("code_hash")?,
+            code_hint: row.text("code_hint")?,
+            status: row.text("status")?,
+            parameters: row.text("parameters")?,
+            created_at: row.int("created_at")?,
+            updated_at: row.int("updated_at")?,
+            client_auth: row.text("client_auth")?,
+            oauth: row.opt_text("oauth")?,
+        })
+    }
+}
+
 impl ServerRow {
     /// The stored mode; an unreadable one reads as `key` (fail closed: no key matches a server
     /// whose keys cannot be trusted to be complete).
@@ -149,18 +196,28 @@ fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatem
     db.prepare(sql).bind(args).map_err(|e| internal("preparing a registry query", e))
 }
 
+/// A query's rows as `T`; `context` says what failed, whether the query or a row's reading.
+fn typed<T: FromRow>(rows: worker::Result<Vec<Value>>, context: &str) -> Result<Vec<T>> {
+    row::read_all(&rows.map_err(|e| internal(context, e))?).map_err(|e| internal(context, e))
+}
+
+/// A query's first row as `T`, as [`typed`].
+fn typed_one<T: FromRow>(first: worker::Result<Option<Value>>, context: &str) -> Result<Option<T>> {
+    first.map_err(|e| internal(context, e))?.as_ref().map(row::read_one).transpose().map_err(|e| internal(context, e))
+}
+
 const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
 const SERVER_COLUMNS: &str =
     "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, client_auth, oauth";
 
 pub async fn list_apps(db: &D1Database) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
-    all_rows(&stmt(db, &sql, &[s(TENANT)])?).await.map_err(|e| internal("listing apps", e))
+    typed(all_rows(&stmt(db, &sql, &[s(TENANT)])?).await, "listing apps")
 }
 
 pub async fn get_app(db: &D1Database, id: &str) -> Result<Option<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE id = ?1 AND tenant_id = ?2");
-    first_row(&stmt(db, &sql, &[s(id), s(TENANT)])?).await.map_err(|e| internal("reading an app", e))
+    typed_one(first_row(&stmt(db, &sql, &[s(id), s(TENANT)])?).await, "reading an app")
 }
 
 pub async fn insert_app(db: &D1Database, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
@@ -224,7 +281,7 @@ pub async fn servers_of_app(db: &D1Database, app_id: &str) -> Result<Vec<ServerR
         "SELECT {} FROM mcp_servers s JOIN mcp_server_apps sa ON sa.server_id = s.id WHERE sa.app_id = ?1",
         prefixed(SERVER_COLUMNS, "s.")
     );
-    all_rows(&stmt(db, &sql, &[s(app_id)])?).await.map_err(|e| internal("finding the app's servers", e))
+    typed(all_rows(&stmt(db, &sql, &[s(app_id)])?).await, "finding the app's servers")
 }
 
 fn prefixed(columns: &str, prefix: &str) -> String {
@@ -233,33 +290,30 @@ fn prefixed(columns: &str, prefix: &str) -> String {
 
 pub async fn get_server(db: &D1Database, id: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE id = ?1 AND tenant_id = ?2");
-    first_row(&stmt(db, &sql, &[s(id), s(TENANT)])?).await.map_err(|e| internal("reading a server", e))
+    typed_one(first_row(&stmt(db, &sql, &[s(id), s(TENANT)])?).await, "reading a server")
 }
 
 pub async fn get_server_of_app(db: &D1Database, app_id: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE app_id = ?1 AND tenant_id = ?2");
-    first_row(&stmt(db, &sql, &[s(app_id), s(TENANT)])?).await.map_err(|e| internal("reading a server", e))
+    typed_one(first_row(&stmt(db, &sql, &[s(app_id), s(TENANT)])?).await, "reading a server")
 }
 
 /// Every server: one-app (Dify-style, also reachable under their app) and multi-app alike.
 pub async fn list_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 ORDER BY created_at, id");
-    all_rows(&stmt(db, &sql, &[s(TENANT)])?).await.map_err(|e| internal("listing servers", e))
+    typed(all_rows(&stmt(db, &sql, &[s(TENANT)])?).await, "listing servers")
 }
 
 pub async fn app_ids_of_server(db: &D1Database, server_id: &str) -> Result<Vec<String>> {
-    #[derive(Deserialize)]
-    struct Row {
-        app_id: String,
+    struct AppId(String);
+    impl FromRow for AppId {
+        fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+            Ok(AppId(row.text("app_id")?))
+        }
     }
-    let rows: Vec<Row> = all_rows(&stmt(
-        db,
-        "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position",
-        &[s(server_id)],
-    )?)
-    .await
-    .map_err(|e| internal("listing a server's apps", e))?;
-    Ok(rows.into_iter().map(|r| r.app_id).collect())
+    let sql = "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position";
+    let rows: Vec<AppId> = typed(all_rows(&stmt(db, sql, &[s(server_id)])?).await, "listing a server's apps")?;
+    Ok(rows.into_iter().map(|r| r.0).collect())
 }
 
 /// The ids among `ids` that name no app.
@@ -377,8 +431,7 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
         "SELECT {} FROM apps a JOIN mcp_server_apps sa ON sa.app_id = a.id WHERE sa.server_id = ?1 ORDER BY sa.position",
         prefixed(APP_COLUMNS, "a.")
     );
-    let apps: Vec<AppRow> =
-        all_rows(&stmt(db, &sql, &[s(&server.id)])?).await.map_err(|e| internal("reading a server's apps", e))?;
+    let apps: Vec<AppRow> = typed(all_rows(&stmt(db, &sql, &[s(&server.id)])?).await, "reading a server's apps")?;
     let mode = server.auth_mode();
     // Only a key server's keys are read: the other modes never look at them.
     let keys = if mode == AuthMode::Key { key_hashes(db, &server.id).await? } else { Vec::new() };
@@ -404,16 +457,15 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
 
 /// The client keys of a server as the MCP endpoint checks them (id, name, hash), oldest first.
 async fn key_hashes(db: &D1Database, server_id: &str) -> Result<Vec<ClientKey>> {
-    #[derive(Deserialize)]
-    struct Row {
-        id: String,
-        name: String,
-        key_hash: String,
+    struct Key(ClientKey);
+    impl FromRow for Key {
+        fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+            Ok(Key(ClientKey { id: row.text("id")?, name: row.text("name")?, hash: row.text("key_hash")? }))
+        }
     }
     let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid";
-    let rows: Vec<Row> =
-        all_rows(&stmt(db, sql, &[s(server_id)])?).await.map_err(|e| internal("reading a server's client keys", e))?;
-    Ok(rows.into_iter().map(|r| ClientKey { id: r.id, name: r.name, hash: r.key_hash }).collect())
+    let rows: Vec<Key> = typed(all_rows(&stmt(db, sql, &[s(server_id)])?).await, "reading a server's client keys")?;
+    Ok(rows.into_iter().map(|k| k.0).collect())
 }
 
 /// Sets the mode, and the issuer settings of an `oauth` server (cleared for the other modes).
@@ -442,12 +494,12 @@ const KEY_COLUMNS: &str = "id, name, hint, created_at, last_used_at";
 /// A server's client keys for the console, oldest first.
 pub async fn list_keys(db: &D1Database, server_id: &str) -> Result<Vec<KeyRow>> {
     let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid");
-    all_rows(&stmt(db, &sql, &[s(server_id)])?).await.map_err(|e| internal("listing client keys", e))
+    typed(all_rows(&stmt(db, &sql, &[s(server_id)])?).await, "listing client keys")
 }
 
 pub async fn get_key(db: &D1Database, server_id: &str, key_id: &str) -> Result<Option<KeyRow>> {
     let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 AND id = ?2");
-    first_row(&stmt(db, &sql, &[s(server_id), s(key_id)])?).await.map_err(|e| internal("reading a client key", e))
+    typed_one(first_row(&stmt(db, &sql, &[s(server_id), s(key_id)])?).await, "reading a client key")
 }
 
 pub struct NewKey<'a> {
@@ -499,7 +551,7 @@ pub async fn touch_key(db: &D1Database, key_id: &str, now: i64) -> Result<()> {
 
 pub async fn get_server_by_code_hash(db: &D1Database, code_hash: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE code_hash = ?1");
-    first_row(&stmt(db, &sql, &[s(code_hash)])?).await.map_err(|e| internal("looking up a server code", e))
+    typed_one(first_row(&stmt(db, &sql, &[s(code_hash)])?).await, "looking up a server code")
 }
 
 /// Records that a client used a server (the `user` sent to its backends). A row is found by
@@ -577,7 +629,7 @@ pub async fn update_app_backend(db: &D1Database, id: &str, backend: &Value, now:
 // ---- console tokens ----
 
 /// A console token as the console lists it (never the token, nor its hash).
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub struct ConsoleTokenRow {
     pub id: String,
     pub name: String,
@@ -586,6 +638,20 @@ pub struct ConsoleTokenRow {
     pub created_by: String,
     pub created_at: i64,
     pub last_used_at: Option<i64>,
+}
+
+impl FromRow for ConsoleTokenRow {
+    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+        Ok(ConsoleTokenRow {
+            id: row.text("id")?,
+            name: row.text("name")?,
+            role: row.text("role")?,
+            hint: row.text("hint")?,
+            created_by: row.text("created_by")?,
+            created_at: row.int("created_at")?,
+            last_used_at: row.opt_int("last_used_at")?,
+        })
+    }
 }
 
 impl ConsoleTokenRow {
@@ -603,53 +669,60 @@ impl ConsoleTokenRow {
 }
 
 /// What authenticating with a console token needs: who it is and its role.
-#[derive(Debug, Deserialize)]
+#[derive(Debug)]
 pub struct ConsoleTokenAuth {
     pub id: String,
     pub name: String,
     pub role: String,
 }
 
+impl FromRow for ConsoleTokenAuth {
+    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+        Ok(ConsoleTokenAuth { id: row.text("id")?, name: row.text("name")?, role: row.text("role")? })
+    }
+}
+
 const TOKEN_COLUMNS: &str = "id, name, role, hint, created_by, created_at, last_used_at";
 
 pub async fn list_console_tokens(db: &D1Database) -> Result<Vec<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens ORDER BY created_at, name");
-    all_rows(&stmt(db, &sql, &[])?).await.map_err(|e| internal("listing console tokens", e))
+    typed(all_rows(&stmt(db, &sql, &[])?).await, "listing console tokens")
 }
 
 pub async fn count_console_tokens(db: &D1Database) -> Result<usize> {
-    #[derive(Deserialize)]
-    struct Count {
-        n: f64,
+    struct Count(i64);
+    impl FromRow for Count {
+        fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+            Ok(Count(row.int("n")?))
+        }
     }
-    let row: Option<Count> = first_row(&stmt(db, "SELECT COUNT(*) AS n FROM console_tokens", &[])?)
-        .await
-        .map_err(|e| internal("counting console tokens", e))?;
-    Ok(row.map_or(0, |c| c.n as usize))
+    let sql = "SELECT COUNT(*) AS n FROM console_tokens";
+    let row: Option<Count> = typed_one(first_row(&stmt(db, sql, &[])?).await, "counting console tokens")?;
+    Ok(row.map_or(0, |c| c.0.max(0) as usize))
 }
 
 pub async fn get_console_token(db: &D1Database, id: &str) -> Result<Option<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens WHERE id = ?1");
-    first_row(&stmt(db, &sql, &[s(id)])?).await.map_err(|e| internal("reading a console token", e))
+    typed_one(first_row(&stmt(db, &sql, &[s(id)])?).await, "reading a console token")
 }
 
 /// The hash of a token, for forgetting it from the isolate's memo when it is revoked.
 pub async fn console_token_hash(db: &D1Database, id: &str) -> Result<Option<String>> {
-    #[derive(Deserialize)]
-    struct Hash {
-        token_hash: String,
+    struct Hash(String);
+    impl FromRow for Hash {
+        fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+            Ok(Hash(row.text("token_hash")?))
+        }
     }
-    let row: Option<Hash> = first_row(&stmt(db, "SELECT token_hash FROM console_tokens WHERE id = ?1", &[s(id)])?)
-        .await
-        .map_err(|e| internal("reading a console token", e))?;
-    Ok(row.map(|h| h.token_hash))
+    let sql = "SELECT token_hash FROM console_tokens WHERE id = ?1";
+    let row: Option<Hash> = typed_one(first_row(&stmt(db, sql, &[s(id)])?).await, "reading a console token")?;
+    Ok(row.map(|h| h.0))
 }
 
 /// The token whose SHA-256 is `hash`: one indexed read (the column is UNIQUE).
 pub async fn console_token_by_hash(db: &D1Database, hash: &str) -> Result<Option<ConsoleTokenAuth>> {
-    first_row(&stmt(db, "SELECT id, name, role FROM console_tokens WHERE token_hash = ?1", &[s(hash)])?)
-        .await
-        .map_err(|e| internal("looking up a console token", e))
+    let sql = "SELECT id, name, role FROM console_tokens WHERE token_hash = ?1";
+    typed_one(first_row(&stmt(db, sql, &[s(hash)])?).await, "looking up a console token")
 }
 
 pub struct NewConsoleToken<'a> {
