@@ -7,7 +7,7 @@
 //! SHA-256; its name (chosen by the administrator) is the caller's identity, sent to backends
 //! as the `user`.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::admin::bearer_token;
@@ -28,7 +28,7 @@ pub const MAX_KEY_NAME_CHARS: usize = 64;
 pub const MAX_KEYS_PER_SERVER: usize = 100;
 
 /// How a server's clients authenticate.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AuthMode {
     /// The server code in the URL is the only credential.
@@ -41,6 +41,15 @@ pub enum AuthMode {
     #[serde(rename = "oauth")]
     OAuth,
 }
+
+impl crate::pure::named::Named for AuthMode {
+    const ALL: &'static [Self] = &[AuthMode::None, AuthMode::Key, AuthMode::OAuth];
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(AuthMode);
 
 impl AuthMode {
     pub fn parse(s: &str) -> Option<AuthMode> {
@@ -63,15 +72,22 @@ impl AuthMode {
 
 /// A client key as the MCP endpoint knows it: its id, its name and the SHA-256 (hex) of the
 /// key. Never the key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ClientKey {
     pub id: String,
     pub name: String,
     pub hash: String,
 }
 
+impl crate::pure::fields::FromFields for ClientKey {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(ClientKey { id: f.text("id")?, name: f.text("name")?, hash: f.text("hash")? })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(ClientKey);
+
 /// A server's client authentication, as its cached definition carries it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ClientAuth {
     pub mode: AuthMode,
     #[serde(default)]
@@ -80,6 +96,13 @@ pub struct ClientAuth {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth: Option<OAuthSettings>,
 }
+
+impl crate::pure::fields::FromFields for ClientAuth {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(ClientAuth { mode: f.named("mode")?, keys: f.list("keys")?, oauth: f.opt_object("oauth")? })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(ClientAuth);
 
 /// The caller a client key identified.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! The resolved definition of a server: everything the MCP endpoint needs to answer
 //! `tools/list` and start a call, cached in KV under the SHA-256 of the server code.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::backend::config::Backend;
@@ -17,7 +17,7 @@ pub const FORMAT: u32 = 5;
 /// bounds how long an unused entry lingers.
 pub const TTL_SECONDS: u64 = 3600;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerDefinition {
     pub format: u32,
     pub server_id: String,
@@ -31,8 +31,24 @@ pub struct ServerDefinition {
     pub auth: ClientAuth,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "StoredApp")]
+impl crate::pure::fields::FromFields for ServerDefinition {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(ServerDefinition {
+            format: f.uint32("format")?,
+            server_id: f.text("server_id")?,
+            name: f.text("name")?,
+            description: f.text("description")?,
+            status: f.named("status")?,
+            parameters: f.members("parameters")?,
+            apps: f.list("apps")?,
+            auth: f.opt_object("auth")?.unwrap_or_default(),
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(ServerDefinition);
+
+/// Written by serde; read through `pure::fields`, its backend settings by `mode`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AppDefinition {
     pub id: String,
     pub name: String,
@@ -72,27 +88,15 @@ impl AppDefinition {
     }
 }
 
-/// An app definition as written, before its backend settings are read by mode.
-#[derive(Deserialize)]
-struct StoredApp {
-    id: String,
-    name: String,
-    description: String,
-    mode: Mode,
-    backend: Value,
-    user_input_form: Value,
-    outputs: Value,
-}
-
-impl TryFrom<StoredApp> for AppDefinition {
-    type Error = String;
-
-    fn try_from(a: StoredApp) -> Result<Self, String> {
-        let backend = Backend::from_settings(a.mode, &a.backend)?;
-        let StoredApp { id, name, description, mode, user_input_form, outputs, .. } = a;
-        Ok(AppDefinition::new(id, name, description, mode, backend, user_input_form, outputs))
+impl crate::pure::fields::FromFields for AppDefinition {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        let mode = f.named("mode")?;
+        let backend = Backend::from_settings(mode, &f.value("backend")?)?;
+        let (id, name, description) = (f.text("id")?, f.text("name")?, f.text("description")?);
+        Ok(AppDefinition::new(id, name, description, mode, backend, f.value("user_input_form")?, f.value("outputs")?))
     }
 }
+crate::pure::fields::deserialize_by_fields!(AppDefinition);
 
 impl ServerDefinition {
     /// Reads a cached entry; anything unreadable or of another format is a miss.

@@ -1,7 +1,7 @@
 //! The kind of an app (its `mode`): which Dify Service API mode, an HTTP tool, or another MCP
 //! server. One place, so that every module can name a kind without depending on app validation.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
     Workflow,
@@ -12,6 +12,16 @@ pub enum Mode {
     HttpTool,
     Mcp,
 }
+
+impl crate::pure::named::Named for Mode {
+    const ALL: &'static [Self] =
+        &[Mode::Workflow, Mode::Chat, Mode::AdvancedChat, Mode::AgentChat, Mode::Completion, Mode::HttpTool, Mode::Mcp];
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(Mode);
 
 const MODES: [(&str, Mode); 7] = [
     ("workflow", Mode::Workflow),

@@ -9,7 +9,7 @@
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{json_kind, Errors};
@@ -31,7 +31,7 @@ pub const JWKS_MAX_AGE_MS: u64 = 3_600_000;
 pub const MAX_SUBJECT_CHARS: usize = 255;
 
 /// A server's authorization server, as the console stores it and the definition carries it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OAuthSettings {
     /// The `iss` tokens must carry, exactly; also where the metadata is discovered.
     pub issuer: String,
@@ -45,6 +45,18 @@ pub struct OAuthSettings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwks_uri: Option<String>,
 }
+
+impl crate::pure::fields::FromFields for OAuthSettings {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(OAuthSettings {
+            issuer: f.text("issuer")?,
+            audience: f.opt_text("audience")?,
+            scopes: f.texts("scopes")?,
+            jwks_uri: f.opt_text("jwks_uri")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(OAuthSettings);
 
 impl OAuthSettings {
     pub fn to_console_json(&self) -> Value {

@@ -9,12 +9,21 @@ pub const MAX_APPS_PER_SERVER: usize = 50;
 const MAX_DESCRIPTION: usize = 4096;
 const MAX_PARAMETER_TEXT: usize = 2048;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
     Active,
     Inactive,
 }
+
+impl crate::pure::named::Named for Status {
+    const ALL: &'static [Self] = &[Status::Active, Status::Inactive];
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(Status);
 
 impl Status {
     pub fn parse(s: &str) -> Option<Status> {

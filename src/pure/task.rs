@@ -9,7 +9,7 @@
 use std::fmt;
 
 use crate::pure::error::json_kind;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Persisted errors are bounded so one chatty backend cannot bloat task storage.
@@ -54,7 +54,7 @@ impl Default for PollConfig {
 }
 
 /// Where a task is in its life; the first three are still polled, the last three are final.
-#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Serialize, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Submitted,
@@ -64,6 +64,22 @@ pub enum Status {
     Failed,
     Cancelled,
 }
+
+impl crate::pure::named::Named for Status {
+    const ALL: &'static [Self] = &[
+        Status::Submitted,
+        Status::Working,
+        Status::InputRequired,
+        Status::Completed,
+        Status::Failed,
+        Status::Cancelled,
+    ];
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(Status);
 
 impl Status {
     /// A terminal task is never polled or cancelled again; only its expiry remains.
@@ -161,8 +177,9 @@ impl fmt::Display for CancelError {
 
 impl std::error::Error for CancelError {}
 
-/// Everything stored about one task (serde JSON in Durable Object storage).
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+/// Everything stored about one task (JSON in Durable Object storage: written by serde, read
+/// by hand through `pure::fields`).
+#[derive(Serialize, Clone, Debug, PartialEq)]
 pub struct TaskState {
     pub status: Status,
     pub created_at_ms: u64,
@@ -191,6 +208,35 @@ pub struct TaskState {
     /// How long a terminal task is kept before its storage is deleted.
     pub ttl_ms: u64,
 }
+
+impl crate::pure::fields::FromFields for TaskState {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(TaskState {
+            status: f.named("status")?,
+            created_at_ms: f.uint("created_at_ms")?,
+            updated_at_ms: f.uint("updated_at_ms")?,
+            remote_id: f.opt_text("remote_id")?,
+            next_poll_at_ms: f.opt_uint("next_poll_at_ms")?,
+            poll_count: f.uint32("poll_count")?,
+            consecutive_errors: f.uint32("consecutive_errors")?,
+            last_error: f.opt_text("last_error")?,
+            result: f.opt_value("result"),
+            result_preview: f.opt_text("result_preview")?,
+            result_truncated: f.flag("result_truncated")?,
+            result_artifact: f.opt_value("result_artifact"),
+            error: f.opt_text("error")?,
+            error_code: f.opt_text("error_code")?,
+            input_required: f.opt_value("input_required"),
+            cancel_requested_at_ms: f.opt_uint("cancel_requested_at_ms")?,
+            cancel_attempts: f.uint32("cancel_attempts")?,
+            next_cancel_at_ms: f.opt_uint("next_cancel_at_ms")?,
+            last_cancel_error: f.opt_text("last_cancel_error")?,
+            completed_at_ms: f.opt_uint("completed_at_ms")?,
+            ttl_ms: f.uint("ttl_ms")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(TaskState);
 
 impl TaskState {
     /// A task whose submit call has not answered yet.

@@ -10,7 +10,7 @@ use super::mcp::tasks::{TaskOutcome, TaskView};
 use super::mcp::version::Version;
 
 /// How a task follows its backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// Dify workflow: start the run, then poll `GET /workflows/run/{id}`; stop it to cancel.
@@ -24,9 +24,23 @@ pub enum Kind {
     RunToCompletion,
 }
 
+impl crate::pure::named::Named for Kind {
+    const ALL: &'static [Self] = &[Kind::DifyWorkflow, Kind::AsyncTool, Kind::McpToolset, Kind::RunToCompletion];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::DifyWorkflow => "dify_workflow",
+            Kind::AsyncTool => "async_tool",
+            Kind::McpToolset => "mcp_toolset",
+            Kind::RunToCompletion => "run_to_completion",
+        }
+    }
+}
+crate::pure::named::deserialize_by_name!(Kind);
+
 /// What a task runs: a snapshot taken when it was created, so later app edits do not change a
 /// running task.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskSpec {
     pub task_id: String,
     pub server_id: String,
@@ -39,6 +53,23 @@ pub struct TaskSpec {
     pub body: Value,
     pub user: String,
 }
+
+impl crate::pure::fields::FromFields for TaskSpec {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(TaskSpec {
+            task_id: f.text("task_id")?,
+            server_id: f.text("server_id")?,
+            tool: f.text("tool")?,
+            kind: f.named("kind")?,
+            app: f.object("app")?,
+            version: f.named("version")?,
+            path: f.text("path")?,
+            body: f.value("body")?,
+            user: f.text("user")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(TaskSpec);
 
 /// What the Worker asks a task's Durable Object. Every operation but `Create` names the server
 /// asking: a task is reachable only through the server that created it. On a server that
@@ -75,7 +106,6 @@ pub enum TaskCall {
 }
 
 /// A [`TaskCall`] as read: every operation's fields, each optional.
-#[derive(Deserialize)]
 struct WireCall {
     op: String,
     spec: Option<Box<TaskSpec>>,
@@ -84,6 +114,20 @@ struct WireCall {
     timeout_ms: Option<u64>,
     owner: Option<String>,
 }
+
+impl crate::pure::fields::FromFields for WireCall {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(WireCall {
+            op: f.text("op")?,
+            spec: f.opt_object("spec")?.map(Box::new),
+            ttl_ms: f.opt_uint("ttl_ms")?,
+            server_id: f.opt_text("server_id")?,
+            timeout_ms: f.opt_uint("timeout_ms")?,
+            owner: f.opt_text("owner")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(WireCall);
 
 impl TryFrom<WireCall> for TaskCall {
     type Error = String;
@@ -138,7 +182,7 @@ impl TaskCall {
 }
 
 /// A task's status as MCP names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum McpTaskStatus {
     Working,
@@ -147,6 +191,21 @@ pub enum McpTaskStatus {
     Failed,
     Cancelled,
 }
+
+impl crate::pure::named::Named for McpTaskStatus {
+    const ALL: &'static [Self] = &[
+        McpTaskStatus::Working,
+        McpTaskStatus::InputRequired,
+        McpTaskStatus::Completed,
+        McpTaskStatus::Failed,
+        McpTaskStatus::Cancelled,
+    ];
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(McpTaskStatus);
 
 impl McpTaskStatus {
     /// MCP has no "submitted": a submitted task reads as working.
@@ -176,8 +235,19 @@ impl McpTaskStatus {
     }
 }
 
+/// A JSON-RPC error kept as `[code, message]` (serde's form of `(i64, String)`), or none.
+pub fn rpc_error(f: &mut crate::pure::fields::Fields, key: &str) -> Result<Option<(i64, String)>, String> {
+    let Some(v) = f.opt_value(key) else { return Ok(None) };
+    match v.as_array().map(Vec::as_slice) {
+        Some([Value::Number(code), Value::String(message)]) if code.is_i64() => {
+            Ok(code.as_i64().map(|c| (c, message.clone())))
+        }
+        _ => Err(format!("{key} is not [code, message]")),
+    }
+}
+
 /// What the Durable Object answers to every operation: the task as it stands.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TaskAnswer {
     pub task_id: String,
     pub status: McpTaskStatus,
@@ -193,6 +263,24 @@ pub struct TaskAnswer {
     /// Whether the task was already terminal when a cancel arrived.
     pub was_terminal: bool,
 }
+
+impl crate::pure::fields::FromFields for TaskAnswer {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(TaskAnswer {
+            task_id: f.text("task_id")?,
+            status: f.named("status")?,
+            status_message: f.opt_text("status_message")?,
+            created_at_ms: f.uint("created_at_ms")?,
+            updated_at_ms: f.uint("updated_at_ms")?,
+            ttl_ms: f.uint("ttl_ms")?,
+            poll_interval_ms: f.uint("poll_interval_ms")?,
+            result: f.opt_value("result"),
+            error: rpc_error(f, "error")?,
+            was_terminal: f.flag("was_terminal")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(TaskAnswer);
 
 impl TaskAnswer {
     pub fn view(&self) -> TaskView {
@@ -257,7 +345,8 @@ mod tests {
         assert_eq!(err(json!({"op": "create", "ttl_ms": 1})), "missing field `spec` of op `create`");
         assert_eq!(err(json!({"op": "wait", "server_id": "s"})), "missing field `timeout_ms` of op `wait`");
         assert_eq!(err(json!({"op": "delete", "server_id": "s"})), "unknown op `delete`");
-        assert!(err(json!({"server_id": "s"})).contains("missing field `op`"));
+        assert_eq!(err(json!({"server_id": "s"})), "op is null or missing");
+        assert_eq!(err(json!({"op": "get", "server_id": 7})), "server_id is not text");
     }
 
     #[test]
@@ -302,5 +391,34 @@ mod tests {
         assert_eq!(view.status, "failed");
         assert_eq!(view.outcome, Some(TaskOutcome::Error { code: -32603, message: "boom".into() }));
         assert!(a.status.is_terminal() && !McpTaskStatus::InputRequired.is_terminal());
+    }
+
+    #[test]
+    fn an_answer_error_reads_only_as_code_and_message() {
+        let with = |error: Value| {
+            let mut v = serde_json::to_value(TaskAnswer {
+                task_id: "t".into(),
+                status: McpTaskStatus::Working,
+                status_message: Some("s".into()),
+                created_at_ms: 1,
+                updated_at_ms: 2,
+                ttl_ms: 3,
+                poll_interval_ms: 4,
+                result: Some(json!({"content": []})),
+                error: None,
+                was_terminal: true,
+            })
+            .unwrap();
+            v["error"] = error;
+            serde_json::from_value::<TaskAnswer>(v)
+        };
+        assert_eq!(with(Value::Null).unwrap().error, None);
+        assert_eq!(with(json!([-32000, "x"])).unwrap().error, Some((-32000, "x".into())));
+        assert_eq!(with(json!([-32000, "x"])).unwrap().result, Some(json!({"content": []})));
+        for bad in [json!([1.5, "x"]), json!(["x", 1]), json!([1]), json!([1, "x", 2]), json!("x"), json!({"code": 1})]
+        {
+            let e = with(bad.clone()).unwrap_err().to_string();
+            assert_eq!(e, "error is not [code, message]", "{bad}");
+        }
     }
 }

@@ -14,7 +14,7 @@ use crate::pure::oauth_resource::OAuthSettings;
 
 use super::http::internal;
 use super::js_json::{all_rows, first_row};
-use crate::pure::row::{self, FromRow, Row};
+use crate::pure::fields::{self, Fields, FromFields};
 
 /// One deploy serves one tenant today; the column keeps Dify's uniqueness rule
 /// `(tenant_id, app_id)` and room for more.
@@ -63,14 +63,14 @@ pub struct KeyRow {
     pub last_used_at: Option<i64>,
 }
 
-impl FromRow for KeyRow {
-    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+impl FromFields for KeyRow {
+    fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
         Ok(KeyRow {
-            id: row.text("id")?,
-            name: row.text("name")?,
-            hint: row.text("hint")?,
-            created_at: row.int("created_at")?,
-            last_used_at: row.opt_int("last_used_at")?,
+            id: f.text("id")?,
+            name: f.text("name")?,
+            hint: f.text("hint")?,
+            created_at: f.int("created_at")?,
+            last_used_at: f.opt_int("last_used_at")?,
         })
     }
 }
@@ -91,18 +91,18 @@ fn parse_stored(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
-impl FromRow for AppRow {
-    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+impl FromFields for AppRow {
+    fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
         Ok(AppRow {
-            id: row.text("id")?,
-            name: row.text("name")?,
-            description: row.text("description")?,
-            mode: row.text("mode")?,
-            backend: row.text("backend")?,
-            user_input_form: row.text("user_input_form")?,
-            outputs: row.text("outputs")?,
-            created_at: row.int("created_at")?,
-            updated_at: row.int("updated_at")?,
+            id: f.text("id")?,
+            name: f.text("name")?,
+            description: f.text("description")?,
+            mode: f.text("mode")?,
+            backend: f.text("backend")?,
+            user_input_form: f.text("user_input_form")?,
+            outputs: f.text("outputs")?,
+            created_at: f.int("created_at")?,
+            updated_at: f.int("updated_at")?,
         })
     }
 }
@@ -144,21 +144,21 @@ impl AppRow {
     }
 }
 
-impl FromRow for ServerRow {
-    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+impl FromFields for ServerRow {
+    fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
         Ok(ServerRow {
-            id: row.text("id")?,
-            app_id: row.opt_text("app_id")?,
-            name: row.text("name")?,
-            description: row.text("description")?,
-            code_hash: row.text("code_hash")?,
-            code_hint: row.text("code_hint")?,
-            status: row.text("status")?,
-            parameters: row.text("parameters")?,
-            created_at: row.int("created_at")?,
-            updated_at: row.int("updated_at")?,
-            client_auth: row.text("client_auth")?,
-            oauth: row.opt_text("oauth")?,
+            id: f.text("id")?,
+            app_id: f.opt_text("app_id")?,
+            name: f.text("name")?,
+            description: f.text("description")?,
+            code_hash: f.text("code_hash")?,
+            code_hint: f.text("code_hint")?,
+            status: f.text("status")?,
+            parameters: f.text("parameters")?,
+            created_at: f.int("created_at")?,
+            updated_at: f.int("updated_at")?,
+            client_auth: f.text("client_auth")?,
+            oauth: f.opt_text("oauth")?,
         })
     }
 }
@@ -197,13 +197,13 @@ fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatem
 }
 
 /// A query's rows as `T`; `context` says what failed, whether the query or a row's reading.
-fn typed<T: FromRow>(rows: worker::Result<Vec<Value>>, context: &str) -> Result<Vec<T>> {
-    row::read_all(&rows.map_err(|e| internal(context, e))?).map_err(|e| internal(context, e))
+fn typed<T: FromFields>(rows: worker::Result<Vec<Value>>, context: &str) -> Result<Vec<T>> {
+    fields::read_all(rows.map_err(|e| internal(context, e))?).map_err(|e| internal(context, e))
 }
 
 /// A query's first row as `T`, as [`typed`].
-fn typed_one<T: FromRow>(first: worker::Result<Option<Value>>, context: &str) -> Result<Option<T>> {
-    first.map_err(|e| internal(context, e))?.as_ref().map(row::read_one).transpose().map_err(|e| internal(context, e))
+fn typed_one<T: FromFields>(first: worker::Result<Option<Value>>, context: &str) -> Result<Option<T>> {
+    first.map_err(|e| internal(context, e))?.map(fields::read).transpose().map_err(|e| internal(context, e))
 }
 
 const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
@@ -306,9 +306,9 @@ pub async fn list_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
 
 pub async fn app_ids_of_server(db: &D1Database, server_id: &str) -> Result<Vec<String>> {
     struct AppId(String);
-    impl FromRow for AppId {
-        fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
-            Ok(AppId(row.text("app_id")?))
+    impl FromFields for AppId {
+        fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
+            Ok(AppId(f.text("app_id")?))
         }
     }
     let sql = "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position";
@@ -458,9 +458,9 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
 /// The client keys of a server as the MCP endpoint checks them (id, name, hash), oldest first.
 async fn key_hashes(db: &D1Database, server_id: &str) -> Result<Vec<ClientKey>> {
     struct Key(ClientKey);
-    impl FromRow for Key {
-        fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
-            Ok(Key(ClientKey { id: row.text("id")?, name: row.text("name")?, hash: row.text("key_hash")? }))
+    impl FromFields for Key {
+        fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
+            Ok(Key(ClientKey { id: f.text("id")?, name: f.text("name")?, hash: f.text("key_hash")? }))
         }
     }
     let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid";
@@ -640,16 +640,16 @@ pub struct ConsoleTokenRow {
     pub last_used_at: Option<i64>,
 }
 
-impl FromRow for ConsoleTokenRow {
-    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
+impl FromFields for ConsoleTokenRow {
+    fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
         Ok(ConsoleTokenRow {
-            id: row.text("id")?,
-            name: row.text("name")?,
-            role: row.text("role")?,
-            hint: row.text("hint")?,
-            created_by: row.text("created_by")?,
-            created_at: row.int("created_at")?,
-            last_used_at: row.opt_int("last_used_at")?,
+            id: f.text("id")?,
+            name: f.text("name")?,
+            role: f.text("role")?,
+            hint: f.text("hint")?,
+            created_by: f.text("created_by")?,
+            created_at: f.int("created_at")?,
+            last_used_at: f.opt_int("last_used_at")?,
         })
     }
 }
@@ -676,9 +676,9 @@ pub struct ConsoleTokenAuth {
     pub role: String,
 }
 
-impl FromRow for ConsoleTokenAuth {
-    fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
-        Ok(ConsoleTokenAuth { id: row.text("id")?, name: row.text("name")?, role: row.text("role")? })
+impl FromFields for ConsoleTokenAuth {
+    fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
+        Ok(ConsoleTokenAuth { id: f.text("id")?, name: f.text("name")?, role: f.text("role")? })
     }
 }
 
@@ -691,9 +691,9 @@ pub async fn list_console_tokens(db: &D1Database) -> Result<Vec<ConsoleTokenRow>
 
 pub async fn count_console_tokens(db: &D1Database) -> Result<usize> {
     struct Count(i64);
-    impl FromRow for Count {
-        fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
-            Ok(Count(row.int("n")?))
+    impl FromFields for Count {
+        fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
+            Ok(Count(f.int("n")?))
         }
     }
     let sql = "SELECT COUNT(*) AS n FROM console_tokens";
@@ -709,9 +709,9 @@ pub async fn get_console_token(db: &D1Database, id: &str) -> Result<Option<Conso
 /// The hash of a token, for forgetting it from the isolate's memo when it is revoked.
 pub async fn console_token_hash(db: &D1Database, id: &str) -> Result<Option<String>> {
     struct Hash(String);
-    impl FromRow for Hash {
-        fn from_row(row: &Row<'_>) -> std::result::Result<Self, String> {
-            Ok(Hash(row.text("token_hash")?))
+    impl FromFields for Hash {
+        fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
+            Ok(Hash(f.text("token_hash")?))
         }
     }
     let sql = "SELECT token_hash FROM console_tokens WHERE id = ?1";

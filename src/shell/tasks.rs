@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
 use wasm_bindgen::JsValue;
 use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, State};
@@ -15,6 +15,7 @@ use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Respons
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::dify::run_status;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
+use crate::pure::fields::{Fields, FromFields};
 use crate::pure::ids;
 use crate::pure::mcp::relay::{Channel, Closed};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
@@ -37,7 +38,7 @@ const STORAGE_KEY: &str = "task";
 /// Longest single wait of `tasks/result` inside the Durable Object (the Worker repeats it).
 const WAIT_SLICE_MS: u64 = 20_000;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 struct Record {
     spec: TaskSpec,
     state: TaskState,
@@ -47,6 +48,19 @@ struct Record {
     /// Dify's task id of a workflow run, for its stop endpoint.
     dify_task_id: Option<String>,
 }
+
+impl FromFields for Record {
+    fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
+        Ok(Record {
+            spec: f.object("spec")?,
+            state: f.object("state")?,
+            result: f.opt_value("result"),
+            error: crate::pure::task_contract::rpc_error(f, "error")?,
+            dify_task_id: f.opt_text("dify_task_id")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(Record);
 
 /// The polling rules of a task: the defaults, with the app's `poll_interval_seconds` and
 /// `input_required_poll_seconds` when it sets them.

@@ -11,7 +11,7 @@
 //!   session; the upstream, which holds the call, resumes, and its result flows on the call's
 //!   own stream. AES-256-GCM makes the ticket unreadable and unforgeable by the client.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -29,7 +29,7 @@ pub const SESSION_PREFIX: &str = "fg-session.";
 const SEALED_PREFIX: &str = "enc:v1:";
 
 /// What a client declared it can answer, of what an upstream may ask for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ClientCaps {
     #[serde(rename = "s", default)]
     pub sampling: bool,
@@ -43,6 +43,19 @@ pub struct ClientCaps {
     #[serde(rename = "r", default)]
     pub roots: bool,
 }
+
+impl crate::pure::fields::FromFields for ClientCaps {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(ClientCaps {
+            sampling: f.opt_flag("s")?.unwrap_or(false),
+            sampling_tools: f.opt_flag("st")?.unwrap_or(false),
+            elicitation_form: f.opt_flag("ef")?.unwrap_or(false),
+            elicitation_url: f.opt_flag("eu")?.unwrap_or(false),
+            roots: f.opt_flag("r")?.unwrap_or(false),
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(ClientCaps);
 
 impl ClientCaps {
     /// From `capabilities` as a client declares them (`initialize`, or 2026-07-28's `_meta`).
@@ -149,7 +162,7 @@ pub fn relayed_request(request: &Value, ticket_id: String) -> Value {
 }
 
 /// Where a relayed request's answer goes: sealed into the id the client sees.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Ticket {
     /// The server the call was made through: an answer through another server is refused.
     #[serde(rename = "s")]
@@ -171,6 +184,21 @@ pub struct Ticket {
     #[serde(rename = "e")]
     pub expires_ms: u64,
 }
+
+impl crate::pure::fields::FromFields for Ticket {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(Ticket {
+            server_id: f.text("s")?,
+            app_id: f.text("a")?,
+            url: f.text("u")?,
+            session: f.object("t")?,
+            request_id: f.value("i")?,
+            scope: f.text("c")?,
+            expires_ms: f.uint("e")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(Ticket);
 
 /// A key for one purpose, from the Worker's sealing key: a ticket is never a session id.
 pub fn purpose_key(master: &[u8; 32], purpose: &str) -> [u8; 32] {
@@ -214,12 +242,19 @@ pub fn open_ticket(keys: &[[u8; 32]], token: &str, server_id: &str, now_ms: u64)
     Ok(ticket)
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
 struct SessionClaims {
     s: String,
     v: String,
     c: ClientCaps,
 }
+
+impl crate::pure::fields::FromFields for SessionClaims {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(SessionClaims { s: f.text("s")?, v: f.text("v")?, c: f.object("c")? })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(SessionClaims);
 
 /// Flowgate's `Mcp-Session-Id` for a client of `server_id` that initialized with `version` and
 /// declared `caps`: nothing is stored, the id itself says what the client declared.

@@ -19,13 +19,22 @@ pub const DEFAULT_TTL_MS: u64 = 24 * 3600 * 1000;
 pub const MIN_TTL_MS: u64 = 60 * 1000;
 pub const MAX_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskSupport {
     Forbidden,
     Optional,
     Required,
 }
+
+impl crate::pure::named::Named for TaskSupport {
+    const ALL: &'static [Self] = &[TaskSupport::Forbidden, TaskSupport::Optional, TaskSupport::Required];
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(TaskSupport);
 
 impl TaskSupport {
     pub fn parse(s: &str) -> Option<TaskSupport> {

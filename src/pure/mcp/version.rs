@@ -1,7 +1,7 @@
 //! Protocol revisions and every behaviour that differs between them. Nothing else in the
 //! crate compares version strings: it asks a `Version` what it supports.
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub enum Version {
     #[serde(rename = "2024-11-05")]
     V2024_11_05,
@@ -14,6 +14,15 @@ pub enum Version {
     #[serde(rename = "2026-07-28")]
     V2026_07_28,
 }
+
+impl crate::pure::named::Named for Version {
+    const ALL: &'static [Self] = &Version::ALL;
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(Version);
 
 use Version::*;
 

@@ -2,7 +2,7 @@
 //! resources, resource templates, prompts and skills (SEP-2640), each list read whole (every
 //! page), the way its tools are. The shell reads and caches it (`shell::upstream::catalog_of`); nothing here does IO.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::pure::mcp::jsonrpc;
@@ -15,7 +15,7 @@ pub const MAX_PAGES: usize = 50;
 pub const SKILLS_EXTENSION: &str = "io.modelcontextprotocol/skills";
 
 /// An upstream's resources, templates, prompts and skills, as it listed them, and its capabilities.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Catalog {
     /// The upstream's server capabilities (initialize or server/discover result).
     #[serde(default)]
@@ -30,6 +30,19 @@ pub struct Catalog {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<Value>,
 }
+
+impl crate::pure::fields::FromFields for Catalog {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(Catalog {
+            capabilities: f.opt_value("capabilities").unwrap_or_default(),
+            resources: f.values("resources")?,
+            resource_templates: f.values("resource_templates")?,
+            prompts: f.values("prompts")?,
+            skills: f.values("skills")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(Catalog);
 
 /// One list an upstream is asked for: its method and the key of its items in the result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

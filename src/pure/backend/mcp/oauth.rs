@@ -2,7 +2,7 @@
 //! (client_credentials or refresh_token grant) and client authentication, reading the token
 //! answer, and when to refresh. Finding the token endpoint from an `issuer` is `discovery`'s.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::pure::backend::credentials::is_secret_ref;
@@ -16,7 +16,7 @@ use super::error::quote;
 use super::headers::{header_value_problem, is_header_name};
 
 /// An access token as Flowgate keeps it (in memory or storage) between calls.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OAuthToken {
     pub access_token: String,
     pub token_type: String,
@@ -24,6 +24,18 @@ pub struct OAuthToken {
     /// A rotated refresh token, kept so the next refresh uses it.
     pub refresh_token: Option<String>,
 }
+
+impl crate::pure::fields::FromFields for OAuthToken {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(OAuthToken {
+            access_token: f.text("access_token")?,
+            token_type: f.text("token_type")?,
+            expires_at_ms: f.uint("expires_at_ms")?,
+            refresh_token: f.opt_text("refresh_token")?,
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(OAuthToken);
 
 /// `backend.oauth`: the client_credentials and refresh_token grants, with secrets resolved.
 #[derive(Clone, PartialEq)]

@@ -2,7 +2,7 @@
 //! (or, for a stateless 2026-07-28 server, `server/discover`), the requests that follow, and the
 //! headers each request carries for its session.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::pure::mcp::meta;
@@ -19,7 +19,7 @@ pub const OFFERED_VERSION: Version = Version::LATEST_WITH_INITIALIZE;
 pub const CLIENT_NAME: &str = "flowgate";
 
 /// What Flowgate keeps between requests to one upstream; stored by the shell, so serializable.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Session {
     pub transport: Transport,
     /// The negotiated revision, sent as `MCP-Protocol-Version` on every later request.
@@ -33,6 +33,19 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Value>,
 }
+
+impl crate::pure::fields::FromFields for Session {
+    fn from_fields(f: &mut crate::pure::fields::Fields) -> Result<Self, String> {
+        Ok(Session {
+            transport: f.named("transport")?,
+            protocol_version: f.text("protocol_version")?,
+            session_id: f.opt_text("session_id")?,
+            stateless: f.flag("stateless")?,
+            capabilities: f.opt_value("capabilities"),
+        })
+    }
+}
+crate::pure::fields::deserialize_by_fields!(Session);
 
 impl Session {
     /// The negotiated revision (always one Flowgate speaks, once parsed).

@@ -2,7 +2,7 @@
 //! back from Streamable HTTP to the legacy HTTP+SSE one, and what to tell a person when the first
 //! `initialize` fails (WWW-Authenticate details included).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::error::quote;
 
@@ -11,7 +11,7 @@ pub const ACCEPT: &str = "application/json, text/event-stream";
 
 /// The two HTTP transports an upstream may speak; stored in the session so later requests go
 /// the same way.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// 2025-03-26 and later: one endpoint, POST per message.
@@ -19,6 +19,15 @@ pub enum Transport {
     /// 2024-11-05 HTTP+SSE: a GET event stream plus the POST endpoint it announces.
     Sse,
 }
+
+impl crate::pure::named::Named for Transport {
+    const ALL: &'static [Self] = &[Transport::StreamableHttp, Transport::Sse];
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(Transport);
 
 impl Transport {
     /// The spelling used in `backend.transport` and in stored sessions.
