@@ -105,8 +105,12 @@ impl Fields {
 
     /// A [`Named`] enum, by its name.
     pub fn named<T: Named>(&mut self, key: &str) -> Result<T, String> {
-        let name = self.text(key)?;
-        T::from_name(&name).ok_or_else(|| format!("{key} is not a known name ({name:?})"))
+        self.opt_named(key)?.ok_or_else(|| missing(key))
+    }
+
+    pub fn opt_named<T: Named>(&mut self, key: &str) -> Result<Option<T>, String> {
+        let Some(name) = self.opt_text(key)? else { return Ok(None) };
+        T::from_name(&name).map(Some).ok_or_else(|| format!("{key} is not a known name ({name:?})"))
     }
 
     pub fn opt_flag(&mut self, key: &str) -> Result<Option<bool>, String> {
@@ -125,10 +129,27 @@ impl Fields {
 
     /// An object's members as they are (`Map`).
     pub fn members(&mut self, key: &str) -> Result<Map<String, Value>, String> {
-        match self.value(key)? {
-            Value::Object(m) => Ok(m),
-            _ => Err(format!("{key} is not a JSON object")),
+        self.opt_members(key)?.ok_or_else(|| missing(key))
+    }
+
+    pub fn opt_members(&mut self, key: &str) -> Result<Option<Map<String, Value>>, String> {
+        match self.opt_value(key) {
+            None => Ok(None),
+            Some(Value::Object(m)) => Ok(Some(m)),
+            Some(_) => Err(format!("{key} is not a JSON object")),
         }
+    }
+
+    /// An object of texts (name → text); missing or `null` is an empty one.
+    pub fn text_map(&mut self, key: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+        let members = self.opt_members(key)?.unwrap_or_default();
+        members
+            .into_iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => Ok((k, s)),
+                _ => Err(format!("{key}.{k} is not text")),
+            })
+            .collect()
     }
 
     /// A list of objects, each a `T`; missing or `null` is an empty list.
@@ -151,16 +172,23 @@ impl Fields {
 
     /// A list of texts; missing or `null` is an empty list.
     pub fn texts(&mut self, key: &str) -> Result<Vec<String>, String> {
+        Ok(self.opt_texts(key)?.unwrap_or_default())
+    }
+
+    /// A list of texts that may be missing or `null` (unlike an empty list).
+    pub fn opt_texts(&mut self, key: &str) -> Result<Option<Vec<String>>, String> {
+        let not_texts = || format!("{key} is not a list of texts");
         match self.opt_value(key) {
-            None => Ok(Vec::new()),
+            None => Ok(None),
             Some(Value::Array(items)) => items
                 .into_iter()
                 .map(|v| match v {
                     Value::String(s) => Ok(s),
-                    _ => Err(format!("{key} is not a list of texts")),
+                    _ => Err(not_texts()),
                 })
-                .collect(),
-            Some(_) => Err(format!("{key} is not a list of texts")),
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(_) => Err(not_texts()),
         }
     }
 }

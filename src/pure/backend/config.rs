@@ -6,7 +6,7 @@
 //! it into a [`Backend`], so reading a validated object cannot fail. Stored rows and cached
 //! definitions keep the console's flat JSON shape; [`Backend::from_settings`] reads it by mode.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::dify::config::DifyConfig;
@@ -14,6 +14,7 @@ use super::http_tool::config::HttpToolConfig;
 use super::mcp::config::McpConfig;
 pub use super::settings::Kind;
 use super::settings::{Limits, TaskSettings};
+use crate::pure::fields;
 use crate::pure::mcp::tasks::TaskSupport;
 use crate::pure::mode::Mode;
 
@@ -30,21 +31,20 @@ impl Backend {
     /// Reads the settings of an app of `mode` (validated when stored).
     pub fn from_settings(mode: Mode, settings: &Value) -> Result<Backend, String> {
         let read = |why: String| format!("the stored {} settings do not read: {why}", mode.as_str());
-        let serde = |e: serde_json::Error| read(e.to_string());
-        // The shared settings sit flat beside each kind's own: serde reads the kind's fields,
+        // The shared settings sit flat beside each kind's own: the kind reads its fields,
         // `Limits::read` and `TaskSettings::read` the shared ones.
         let tasks = TaskSettings::read(settings).map_err(read)?;
         Ok(match mode {
             Mode::HttpTool => Backend::HttpTool(HttpToolConfig {
                 limits: Limits::read(settings).map_err(read)?,
                 tasks,
-                ..HttpToolConfig::deserialize(settings).map_err(serde)?
+                ..fields::read(settings.clone()).map_err(read)?
             }),
-            Mode::Mcp => Backend::Mcp(McpConfig { tasks, ..McpConfig::deserialize(settings).map_err(serde)? }),
+            Mode::Mcp => Backend::Mcp(McpConfig { tasks, ..fields::read(settings.clone()).map_err(read)? }),
             _ => Backend::Dify(DifyConfig {
                 limits: Limits::read(settings).map_err(read)?,
                 tasks,
-                ..DifyConfig::deserialize(settings).map_err(serde)?
+                ..fields::read(settings.clone()).map_err(read)?
             }),
         })
     }
@@ -126,6 +126,43 @@ mod tests {
         assert_eq!(b.kind().limits().max_result_bytes(), DEFAULT_MAX_RESULT_BYTES);
         assert_eq!(b.task_support(), TaskSupport::Forbidden);
         assert_eq!(serde_json::to_value(&b).unwrap(), mcp);
+    }
+
+    /// Every setting of every kind, read and written back: the readers (`pure::fields`) and
+    /// serde's writers agree on each one's name and shape.
+    #[test]
+    fn every_setting_reads_back_as_written() {
+        let shared = json!({"timeout_seconds": 10, "first_byte_timeout_seconds": 5, "idle_timeout_seconds": 7,
+                            "max_result_bytes": 4096, "task_support": "optional", "poll_interval_seconds": 3,
+                            "input_required_poll_seconds": 9});
+        let with_shared = |mut v: Value| {
+            v.as_object_mut().unwrap().extend(shared.as_object().unwrap().clone());
+            v
+        };
+        let dify = with_shared(json!({"base_url": "https://d.example/v1", "api_key": "enc:v1:abc"}));
+        let tool = with_shared(json!({
+            "api_endpoint": "https://t.example/run", "api_key": "$TOOL_KEY", "stream": true,
+            "manifest": {"name": "m", "parameters": []}, "form_values": {"region": "eu"},
+            "async": {"status_endpoint": "https://t.example/status", "cancel_endpoint": "https://t.example/cancel"},
+        }));
+        let mut mcp = json!({
+            "url": "https://m.example/mcp", "transport": "sse", "protocol_version": "2025-06-18",
+            "headers": {"x-team": "$TEAM"}, "oauth": {"token_url": "https://a.example/token", "client_id": "c"},
+            "forward_headers": {"x-user": "x-forwarded-user"}, "on_missing": "passthrough",
+            "tool_name_prefix": false, "allowed_tools": ["a"], "denied_tools": ["b"], "allowed_resources": [],
+            "denied_resources": ["file:///x"], "allowed_prompts": ["p"], "denied_prompts": ["q"],
+            "session_init_timeout": 11, "tool_call_timeout": 12, "tools_cache_ttl_seconds": 13,
+            "task_toolsets": [{"name": "n", "submit_tool": "s", "status_tool": "t", "cancel_tool": "c"}],
+            "task_support": "required", "poll_interval_seconds": 2, "input_required_poll_seconds": 4,
+        });
+        for (mode, settings) in [(Mode::Workflow, &dify), (Mode::HttpTool, &tool), (Mode::Mcp, &mcp)] {
+            let b = Backend::from_settings(mode, settings).unwrap();
+            assert_eq!(&serde_json::to_value(&b).unwrap(), settings, "{mode:?}");
+        }
+        // The defaults are written as nothing, and read back as the defaults.
+        mcp = json!({"url": "https://m.example/mcp", "transport": "auto", "on_missing": "deny"});
+        let b = Backend::from_settings(Mode::Mcp, &mcp).unwrap();
+        assert_eq!(serde_json::to_value(&b).unwrap(), json!({"url": "https://m.example/mcp"}));
     }
 
     #[test]

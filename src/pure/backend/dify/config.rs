@@ -1,13 +1,16 @@
 //! A Dify app's settings: the Service API's base URL, the app's API key, limits and tasks.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use crate::pure::fields::{Fields, FromFields};
 use serde_json::{Map, Value};
 
 use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings};
 use crate::pure::error::Errors;
 use crate::pure::mode::Mode;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written by serde; read by `Backend::from_settings` through `pure::fields`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DifyConfig {
     /// The Service API root (`…/v1`), stored without a trailing slash so paths join cleanly.
     pub base_url: String,
@@ -17,6 +20,17 @@ pub struct DifyConfig {
     pub limits: Limits,
     #[serde(flatten, skip_deserializing)]
     pub tasks: TaskSettings,
+}
+
+impl FromFields for DifyConfig {
+    fn from_fields(f: &mut Fields) -> Result<Self, String> {
+        Ok(DifyConfig {
+            base_url: f.text("base_url")?,
+            api_key: f.text("api_key")?,
+            limits: Limits::default(),
+            tasks: TaskSettings::default(),
+        })
+    }
 }
 
 impl Kind for DifyConfig {

@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn body_has_form_values_defaults_and_stream() {
         let inputs = json!({"location": "Paris"}).as_object().unwrap().clone();
-        let config = |v| serde_json::from_value::<HttpToolConfig>(v).unwrap();
+        let config = |v| crate::pure::fields::read::<HttpToolConfig>(v).unwrap();
         let body = request_body(&config(manifest()), inputs.clone());
         assert_eq!(body, json!({"location": "Paris", "unit": "fahrenheit", "verbose": false}));
         let mut streaming = manifest();

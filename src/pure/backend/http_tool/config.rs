@@ -2,7 +2,9 @@
 //! the values of its `form` parameters, whether it streams, and the endpoints of seed 002's
 //! async protocol (docs/async-tool-protocol.md).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use crate::pure::fields::{Fields, FromFields};
 use serde_json::{Map, Value};
 
 use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings};
@@ -10,7 +12,8 @@ use crate::pure::error::Errors;
 use crate::pure::mode::Mode;
 use crate::pure::url::check_backend_url;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written by serde; read by `Backend::from_settings` through `pure::fields`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HttpToolConfig {
     pub api_endpoint: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -31,11 +34,32 @@ pub struct HttpToolConfig {
     pub tasks: TaskSettings,
 }
 
+impl FromFields for HttpToolConfig {
+    fn from_fields(f: &mut Fields) -> Result<Self, String> {
+        Ok(HttpToolConfig {
+            api_endpoint: f.text("api_endpoint")?,
+            api_key: f.opt_text("api_key")?,
+            stream: f.opt_flag("stream")?.unwrap_or(false),
+            manifest: f.opt_value("manifest"),
+            form_values: f.opt_members("form_values")?,
+            async_endpoints: f.opt_object("async")?,
+            limits: Limits::default(),
+            tasks: TaskSettings::default(),
+        })
+    }
+}
+
 /// Seed 002: `api_endpoint` submits the work, these follow and cancel it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AsyncEndpoints {
     pub status_endpoint: String,
     pub cancel_endpoint: String,
+}
+
+impl FromFields for AsyncEndpoints {
+    fn from_fields(f: &mut Fields) -> Result<Self, String> {
+        Ok(AsyncEndpoints { status_endpoint: f.text("status_endpoint")?, cancel_endpoint: f.text("cancel_endpoint")? })
+    }
 }
 
 impl Kind for HttpToolConfig {

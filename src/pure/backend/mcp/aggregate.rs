@@ -112,7 +112,7 @@ fn valid_tool_name(s: &str) -> String {
 mod tests {
     fn cfg(mut v: Value) -> McpConfig {
         v["url"] = "https://mcp.example/mcp".into();
-        serde_json::from_value(v).unwrap()
+        crate::pure::fields::read(v).unwrap()
     }
 
     use serde_json::json;

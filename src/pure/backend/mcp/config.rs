@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+use crate::pure::fields::{Fields, FromFields};
 use serde_json::{Map, Value};
 
 use super::headers::{check_forward_headers, header_value_problem, is_header_name, OnMissing};
@@ -25,7 +27,8 @@ pub const DEFAULT_CALL_TIMEOUT_S: u64 = 300;
 /// How long an upstream's tool list is reused.
 pub const DEFAULT_TOOLS_TTL_S: u64 = 300;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Written by serde; read by `Backend::from_settings` through `pure::fields`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct McpConfig {
     pub url: String,
     #[serde(default, skip_serializing_if = "is_auto")]
@@ -76,6 +79,32 @@ pub struct McpConfig {
     pub tasks: TaskSettings,
 }
 
+impl FromFields for McpConfig {
+    fn from_fields(f: &mut Fields) -> Result<Self, String> {
+        Ok(McpConfig {
+            url: f.text("url")?,
+            transport: f.opt_named("transport")?.unwrap_or_default(),
+            protocol_version: f.opt_named("protocol_version")?,
+            headers: f.text_map("headers")?,
+            oauth: f.opt_value("oauth"),
+            forward_headers: f.text_map("forward_headers")?,
+            on_missing: f.opt_named("on_missing")?.unwrap_or_default(),
+            tool_name_prefix: f.opt_flag("tool_name_prefix")?,
+            allowed_tools: f.opt_texts("allowed_tools")?,
+            denied_tools: f.texts("denied_tools")?,
+            allowed_resources: f.opt_texts("allowed_resources")?,
+            denied_resources: f.texts("denied_resources")?,
+            allowed_prompts: f.opt_texts("allowed_prompts")?,
+            denied_prompts: f.texts("denied_prompts")?,
+            session_init_timeout: f.opt_uint("session_init_timeout")?,
+            tool_call_timeout: f.opt_uint("tool_call_timeout")?,
+            tools_cache_ttl_seconds: f.opt_uint("tools_cache_ttl_seconds")?,
+            task_toolsets: f.list("task_toolsets")?,
+            tasks: TaskSettings::default(),
+        })
+    }
+}
+
 fn is_auto(t: &TransportChoice) -> bool {
     *t == TransportChoice::Auto
 }
@@ -85,12 +114,23 @@ fn is_deny(o: &OnMissing) -> bool {
 }
 
 /// Seed 002 over MCP: three upstream tools that submit, follow and cancel one piece of work.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskToolset {
     pub name: String,
     pub submit_tool: String,
     pub status_tool: String,
     pub cancel_tool: String,
+}
+
+impl FromFields for TaskToolset {
+    fn from_fields(f: &mut Fields) -> Result<Self, String> {
+        Ok(TaskToolset {
+            name: f.text("name")?,
+            submit_tool: f.text("submit_tool")?,
+            status_tool: f.text("status_tool")?,
+            cancel_tool: f.text("cancel_tool")?,
+        })
+    }
 }
 
 /// A follow-up role in seed 002's protocol: a toolset's status and cancel tools, or an async

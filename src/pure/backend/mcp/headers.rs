@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Headers Flowgate sets itself on upstream requests; forwarding them would break the protocol.
@@ -60,7 +60,7 @@ pub fn merge_headers(layers: &[&[(String, String)]]) -> Vec<(String, String)> {
 }
 
 /// What a call does when a header it forwards is missing from the client's request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OnMissing {
     /// Refuse the call, naming the header.
@@ -68,6 +68,17 @@ pub enum OnMissing {
     Deny,
     /// Call without it.
     Passthrough,
+}
+
+impl crate::pure::named::Named for OnMissing {
+    const ALL: &'static [Self] = &[OnMissing::Deny, OnMissing::Passthrough];
+
+    fn name(self) -> &'static str {
+        match self {
+            OnMissing::Deny => "deny",
+            OnMissing::Passthrough => "passthrough",
+        }
+    }
 }
 
 /// Checks `backend.forward_headers: {"<upstream header>": "<incoming header>"}` and

@@ -40,13 +40,25 @@ impl Transport {
 }
 
 /// `backend.transport`: a person may pin the transport when auto-detection guesses wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportChoice {
     #[default]
     Auto,
     StreamableHttp,
     Sse,
+}
+
+impl crate::pure::named::Named for TransportChoice {
+    const ALL: &'static [Self] = &[TransportChoice::Auto, TransportChoice::StreamableHttp, TransportChoice::Sse];
+
+    fn name(self) -> &'static str {
+        match self {
+            TransportChoice::Auto => "auto",
+            TransportChoice::StreamableHttp => "streamable-http",
+            TransportChoice::Sse => "sse",
+        }
+    }
 }
 
 impl TransportChoice {
