@@ -1,12 +1,11 @@
 //! A Dify app's settings: the Service API's base URL, the app's API key, limits and tasks.
 
 use serde::Serialize;
-
-use crate::pure::fields::{Fields, FromFields};
 use serde_json::{Map, Value};
 
 use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings};
 use crate::pure::error::Errors;
+use crate::pure::fields::{Fields, FromFields};
 use crate::pure::mode::Mode;
 
 /// Written by serde; read by `Backend::from_settings` through `pure::fields`.

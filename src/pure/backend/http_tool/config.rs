@@ -3,12 +3,11 @@
 //! async protocol (docs/async-tool-protocol.md).
 
 use serde::Serialize;
-
-use crate::pure::fields::{Fields, FromFields};
 use serde_json::{Map, Value};
 
 use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings};
 use crate::pure::error::Errors;
+use crate::pure::fields::{Fields, FromFields};
 use crate::pure::mode::Mode;
 use crate::pure::url::check_backend_url;
 

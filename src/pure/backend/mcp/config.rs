@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-
-use crate::pure::fields::{Fields, FromFields};
 use serde_json::{Map, Value};
 
 use super::headers::{check_forward_headers, header_value_problem, is_header_name, OnMissing};
@@ -15,6 +13,7 @@ use super::transport::TransportChoice;
 use crate::pure::backend::credentials::{is_secret_ref, MASK};
 use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings, MAX_TIMEOUT_SECONDS};
 use crate::pure::error::Errors;
+use crate::pure::fields::{Fields, FromFields};
 use crate::pure::mcp::version::Version;
 use crate::pure::mode::Mode;
 use crate::pure::quote::{plain_or_quoted, quote_input};
