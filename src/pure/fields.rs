@@ -1,9 +1,10 @@
 //! Types read from a JSON object by member name, by hand: D1 rows (an object of column →
-//! text, number or null), task records and stored definitions. Why not serde's derive: it
-//! compiles a reader for every type and every JSON reader, with the parser's handling of each
-//! member's type inlined in it; read through [`Fields`], a type costs one call per member, and
-//! the text is parsed by `Value`'s reader, which the Worker links anyway (the D1 rows alone
-//! were 9.5 KB of the gzip bundle).
+//! text, number or null), task records, definitions, sessions and backend settings. Why not
+//! serde's derive: it compiles a reader for every type and every JSON reader, with the parser's
+//! handling of each member's type inlined in it; read through [`Fields`], a type costs one call
+//! per member, and the text is parsed by `Value`'s reader, which the Worker links anyway. With
+//! `pure::named`, 31 KB less gzip wasm (448.0 → 416.6 KB). serde still writes these types; the
+//! tests read back what it writes.
 //!
 //! The rules are serde's: a missing member or `null` is `None` for an `Option` and an error
 //! otherwise, a member of the wrong type is an error, members not read are ignored.
