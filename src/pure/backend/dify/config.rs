@@ -15,9 +15,9 @@ pub struct DifyConfig {
     pub base_url: String,
     /// The app's key: a sealed literal or a `$NAME` reference.
     pub api_key: String,
-    #[serde(flatten, skip_deserializing)]
+    #[serde(flatten)]
     pub limits: Limits,
-    #[serde(flatten, skip_deserializing)]
+    #[serde(flatten)]
     pub tasks: TaskSettings,
 }
 

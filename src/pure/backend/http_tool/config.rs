@@ -27,9 +27,9 @@ pub struct HttpToolConfig {
     pub form_values: Option<Map<String, Value>>,
     #[serde(default, rename = "async", skip_serializing_if = "Option::is_none")]
     pub async_endpoints: Option<AsyncEndpoints>,
-    #[serde(flatten, skip_deserializing)]
+    #[serde(flatten)]
     pub limits: Limits,
-    #[serde(flatten, skip_deserializing)]
+    #[serde(flatten)]
     pub tasks: TaskSettings,
 }
 

@@ -74,7 +74,7 @@ pub struct McpConfig {
     pub tools_cache_ttl_seconds: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_toolsets: Vec<TaskToolset>,
-    #[serde(flatten, skip_deserializing)]
+    #[serde(flatten)]
     pub tasks: TaskSettings,
 }
 
