@@ -7,7 +7,9 @@
 //! tests read back what it writes.
 //!
 //! The rules are serde's: a missing member or `null` is `None` for an `Option` and an error
-//! otherwise, a member of the wrong type is an error, members not read are ignored.
+//! otherwise, a member of the wrong type is an error, members not read are ignored. One is
+//! looser: a list or map with a default (`list`, `texts`, `text_map`) reads `null` as empty,
+//! which serde's `default` refused.
 
 use serde::de::{Deserialize, Deserializer, Error};
 use serde_json::{Map, Value};
