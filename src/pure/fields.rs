@@ -26,8 +26,13 @@ pub trait FromFields: Sized {
 
 /// `value` (an object) as a `T`.
 pub fn read<T: FromFields>(value: Value) -> Result<T, String> {
+    read_with(value, T::from_fields)
+}
+
+/// `value` (an object) read by `read`: a shape used once, such as one column of a row.
+pub fn read_with<T>(value: Value, read: impl FnOnce(&mut Fields) -> Result<T, String>) -> Result<T, String> {
     match value {
-        Value::Object(members) => T::from_fields(&mut Fields(members)),
+        Value::Object(members) => read(&mut Fields(members)),
         _ => Err("is not a JSON object".into()),
     }
 }
@@ -300,6 +305,9 @@ mod tests {
         assert_eq!(err(key(json!({"size": 1.5}))), "size is not a whole number");
         assert_eq!(err(key(json!({"on": 1}))), "on is not true or false");
         assert_eq!(err(json!(["k", 1])), "is not a JSON object");
+        assert_eq!(read_with(json!({"n": 3}), |f| f.int("n")), Ok(3));
+        assert_eq!(read_with(json!({"n": "3"}), |f| f.int("n")), Err("n is not an integer".to_string()));
+        assert_eq!(read_with(json!(3), |f| f.int("n")), Err("is not a JSON object".to_string()));
         let outer = |v: Value| read::<Outer>(v).unwrap_err();
         assert_eq!(outer(json!({"mode": "nope", "key": key(json!({}))})), r#"mode is not a known name ("nope")"#);
         assert_eq!(outer(json!({"mode": "mcp", "key": key(json!({"on": null}))})), "key: on is not true or false");

@@ -203,8 +203,34 @@ fn typed<T: FromFields>(rows: worker::Result<Vec<Value>>, context: &str) -> Resu
 
 /// A query's first row as `T`, as [`typed`].
 fn typed_one<T: FromFields>(first: worker::Result<Option<Value>>, context: &str) -> Result<Option<T>> {
-    first.map_err(|e| internal(context, e))?.map(fields::read).transpose().map_err(|e| internal(context, e))
+    first_with(first, context, T::from_fields)
 }
+
+/// A query's rows, each read by `read` (a shape only that query has), as [`typed`].
+fn rows_with<T>(
+    rows: worker::Result<Vec<Value>>,
+    context: &str,
+    read: impl Fn(&mut Fields) -> ReadResult<T>,
+) -> Result<Vec<T>> {
+    let rows = rows.map_err(|e| internal(context, e))?;
+    rows.into_iter()
+        .map(|row| fields::read_with(row, &read))
+        .collect::<ReadResult<_>>()
+        .map_err(|e| internal(context, e))
+}
+
+/// A query's first row read by `read`, as [`rows_with`].
+fn first_with<T>(
+    first: worker::Result<Option<Value>>,
+    context: &str,
+    read: impl FnOnce(&mut Fields) -> ReadResult<T>,
+) -> Result<Option<T>> {
+    let first = first.map_err(|e| internal(context, e))?;
+    first.map(|row| fields::read_with(row, read)).transpose().map_err(|e| internal(context, e))
+}
+
+/// A row's reading: `Err` names the column.
+type ReadResult<T> = std::result::Result<T, String>;
 
 const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
 const SERVER_COLUMNS: &str =
@@ -305,15 +331,8 @@ pub async fn list_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
 }
 
 pub async fn app_ids_of_server(db: &D1Database, server_id: &str) -> Result<Vec<String>> {
-    struct AppId(String);
-    impl FromFields for AppId {
-        fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
-            Ok(AppId(f.text("app_id")?))
-        }
-    }
     let sql = "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position";
-    let rows: Vec<AppId> = typed(all_rows(&stmt(db, sql, &[s(server_id)])?).await, "listing a server's apps")?;
-    Ok(rows.into_iter().map(|r| r.0).collect())
+    rows_with(all_rows(&stmt(db, sql, &[s(server_id)])?).await, "listing a server's apps", |f| f.text("app_id"))
 }
 
 /// The ids among `ids` that name no app.
@@ -457,15 +476,10 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
 
 /// The client keys of a server as the MCP endpoint checks them (id, name, hash), oldest first.
 async fn key_hashes(db: &D1Database, server_id: &str) -> Result<Vec<ClientKey>> {
-    struct Key(ClientKey);
-    impl FromFields for Key {
-        fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
-            Ok(Key(ClientKey { id: f.text("id")?, name: f.text("name")?, hash: f.text("key_hash")? }))
-        }
-    }
     let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid";
-    let rows: Vec<Key> = typed(all_rows(&stmt(db, sql, &[s(server_id)])?).await, "reading a server's client keys")?;
-    Ok(rows.into_iter().map(|k| k.0).collect())
+    rows_with(all_rows(&stmt(db, sql, &[s(server_id)])?).await, "reading a server's client keys", |f| {
+        Ok(ClientKey { id: f.text("id")?, name: f.text("name")?, hash: f.text("key_hash")? })
+    })
 }
 
 /// Sets the mode, and the issuer settings of an `oauth` server (cleared for the other modes).
@@ -690,15 +704,9 @@ pub async fn list_console_tokens(db: &D1Database) -> Result<Vec<ConsoleTokenRow>
 }
 
 pub async fn count_console_tokens(db: &D1Database) -> Result<usize> {
-    struct Count(i64);
-    impl FromFields for Count {
-        fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
-            Ok(Count(f.int("n")?))
-        }
-    }
     let sql = "SELECT COUNT(*) AS n FROM console_tokens";
-    let row: Option<Count> = typed_one(first_row(&stmt(db, sql, &[])?).await, "counting console tokens")?;
-    Ok(row.map_or(0, |c| c.0.max(0) as usize))
+    let n = first_with(first_row(&stmt(db, sql, &[])?).await, "counting console tokens", |f| f.int("n"))?;
+    Ok(n.map_or(0, |n| n.max(0) as usize))
 }
 
 pub async fn get_console_token(db: &D1Database, id: &str) -> Result<Option<ConsoleTokenRow>> {
@@ -708,15 +716,8 @@ pub async fn get_console_token(db: &D1Database, id: &str) -> Result<Option<Conso
 
 /// The hash of a token, for forgetting it from the isolate's memo when it is revoked.
 pub async fn console_token_hash(db: &D1Database, id: &str) -> Result<Option<String>> {
-    struct Hash(String);
-    impl FromFields for Hash {
-        fn from_fields(f: &mut Fields) -> std::result::Result<Self, String> {
-            Ok(Hash(f.text("token_hash")?))
-        }
-    }
     let sql = "SELECT token_hash FROM console_tokens WHERE id = ?1";
-    let row: Option<Hash> = typed_one(first_row(&stmt(db, sql, &[s(id)])?).await, "reading a console token")?;
-    Ok(row.map(|h| h.0))
+    first_with(first_row(&stmt(db, sql, &[s(id)])?).await, "reading a console token", |f| f.text("token_hash"))
 }
 
 /// The token whose SHA-256 is `hash`: one indexed read (the column is UNIQUE).
