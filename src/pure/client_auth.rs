@@ -53,12 +53,7 @@ crate::pure::named::deserialize_by_name!(AuthMode);
 
 impl AuthMode {
     pub fn parse(s: &str) -> Option<AuthMode> {
-        match s {
-            "none" => Some(AuthMode::None),
-            "key" => Some(AuthMode::Key),
-            "oauth" => Some(AuthMode::OAuth),
-            _ => None,
-        }
+        <AuthMode as crate::pure::named::Named>::from_name(s)
     }
 
     pub fn as_str(self) -> &'static str {

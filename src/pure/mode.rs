@@ -1,6 +1,8 @@
 //! The kind of an app (its `mode`): which Dify Service API mode, an HTTP tool, or another MCP
 //! server. One place, so that every module can name a kind without depending on app validation.
 
+use crate::pure::named::Named;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
@@ -13,7 +15,7 @@ pub enum Mode {
     Mcp,
 }
 
-impl crate::pure::named::Named for Mode {
+impl Named for Mode {
     const ALL: &'static [Self] =
         &[Mode::Workflow, Mode::Chat, Mode::AdvancedChat, Mode::AgentChat, Mode::Completion, Mode::HttpTool, Mode::Mcp];
 
@@ -23,28 +25,26 @@ impl crate::pure::named::Named for Mode {
 }
 crate::pure::named::deserialize_by_name!(Mode);
 
-const MODES: [(&str, Mode); 7] = [
-    ("workflow", Mode::Workflow),
-    ("chat", Mode::Chat),
-    ("advanced-chat", Mode::AdvancedChat),
-    ("agent-chat", Mode::AgentChat),
-    ("completion", Mode::Completion),
-    ("http-tool", Mode::HttpTool),
-    ("mcp", Mode::Mcp),
-];
-
 impl Mode {
     /// Every mode's name, in the console's order.
     pub fn names() -> impl Iterator<Item = &'static str> {
-        MODES.iter().map(|(n, _)| *n)
+        <Mode as Named>::ALL.iter().map(|m| m.as_str())
     }
 
     pub fn parse(s: &str) -> Option<Mode> {
-        MODES.iter().find(|(n, _)| *n == s).map(|(_, m)| *m)
+        Mode::from_name(s)
     }
 
     pub fn as_str(self) -> &'static str {
-        MODES.iter().find(|(_, m)| *m == self).map_or("", |(n, _)| n)
+        match self {
+            Mode::Workflow => "workflow",
+            Mode::Chat => "chat",
+            Mode::AdvancedChat => "advanced-chat",
+            Mode::AgentChat => "agent-chat",
+            Mode::Completion => "completion",
+            Mode::HttpTool => "http-tool",
+            Mode::Mcp => "mcp",
+        }
     }
 
     /// Modes served by Dify's Service API.

@@ -27,11 +27,7 @@ crate::pure::named::deserialize_by_name!(Status);
 
 impl Status {
     pub fn parse(s: &str) -> Option<Status> {
-        match s {
-            "active" => Some(Status::Active),
-            "inactive" => Some(Status::Inactive),
-            _ => None,
-        }
+        <Status as crate::pure::named::Named>::from_name(s)
     }
 
     pub fn as_str(self) -> &'static str {

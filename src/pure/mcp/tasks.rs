@@ -38,12 +38,7 @@ crate::pure::named::deserialize_by_name!(TaskSupport);
 
 impl TaskSupport {
     pub fn parse(s: &str) -> Option<TaskSupport> {
-        match s {
-            "forbidden" => Some(TaskSupport::Forbidden),
-            "optional" => Some(TaskSupport::Optional),
-            "required" => Some(TaskSupport::Required),
-            _ => None,
-        }
+        <TaskSupport as crate::pure::named::Named>::from_name(s)
     }
 
     pub fn as_str(self) -> &'static str {

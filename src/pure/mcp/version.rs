@@ -34,7 +34,7 @@ impl Version {
     pub const LATEST_WITH_INITIALIZE: Version = V2025_11_25;
 
     pub fn parse(s: &str) -> Option<Version> {
-        Self::ALL.into_iter().find(|v| v.as_str() == s)
+        <Version as crate::pure::named::Named>::from_name(s)
     }
 
     pub fn as_str(self) -> &'static str {
