@@ -46,7 +46,7 @@ dist/console/index.html: $(CONSOLE_SOURCES) scripts/build-console.mjs
 dev: build .dev.vars
 	CI=true $(WRANGLER) d1 migrations apply DB --local
 	$(NODE22) scripts/demo-setup.mjs --url http://127.0.0.1:$(PORT) & \
-	$(WRANGLER) dev --local --ip 127.0.0.1 --port $(PORT)
+	$(WRANGLER) dev worker/dev.mjs --local --ip 127.0.0.1 --port $(PORT)
 
 # schema.sql is every migration in order: what a fresh database holds.
 schema: schema.sql

@@ -1,6 +1,6 @@
-// The Worker's entry module: the Rust Worker that worker-build generates (build/index.js), and,
-// only when DEMO=true, the built-in demo backend under /demo/ (worker/demo.mjs). Everything else,
-// and /demo/ itself without DEMO, goes to the Rust Worker unchanged.
+// The Worker's entry module (wrangler.toml's `main`): the Rust Worker that worker-build generates
+// (build/index.js). The built-in demo backend is not in it: `make dev` runs worker/dev.mjs,
+// which puts the demo in front of this module, so a deployed bundle carries none of it.
 //
 // worker-build 0.8 exports its fetch handler as a WorkerEntrypoint class wrapped in a Proxy: for
 // every request the runtime builds an instance, a Proxy around it and another around its `fetch`,
@@ -13,7 +13,6 @@
 // re-creates the module. The Durable Object
 // classes are re-exported as they are, so their bindings still find them.
 import RustWorker, { TaskRunner, TokenBroker } from '../build/index.js';
-import { demo } from './demo.mjs';
 
 export { TaskRunner, TokenBroker };
 
@@ -27,10 +26,6 @@ function markTrap(error) {
 
 export default {
   fetch(request, env, ctx) {
-    if (env.DEMO === 'true') {
-      const answer = demo(request);
-      if (answer) return answer;
-    }
     if (!initState || initState.criticalError) return new RustWorker(ctx, env).fetch(request);
     try {
       return rustFetch.call({ env, ctx }, request).catch(markTrap);

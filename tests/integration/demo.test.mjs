@@ -23,6 +23,7 @@ const ADMIN_TOKEN = 'demo-test-admin-token-for-local-tests-only';
 
 let fg; // DEMO=true
 let plain; // no DEMO
+let deployed; // DEMO=true, but wrangler.toml's entry (what `wrangler deploy` uploads)
 let dir;
 let varsFile;
 let stateFile;
@@ -33,11 +34,15 @@ before(async () => {
   stateFile = path.join(dir, 'demo-mcp-url');
   fs.writeFileSync(varsFile, `ADMIN_TOKEN=${ADMIN_TOKEN}\n# a comment\nDEMO="true"\n`);
   // DEMO is set either way: wrangler dev also reads the repo's .dev.vars, where `make dev` puts DEMO=true.
-  [fg, plain] = await Promise.all([startFlowgate({ vars: { DEMO: 'true', ADMIN_TOKEN } }), startFlowgate({ vars: { DEMO: 'false' } })]);
+  [fg, plain, deployed] = await Promise.all([
+    startFlowgate({ vars: { DEMO: 'true', ADMIN_TOKEN }, devEntry: true }),
+    startFlowgate({ vars: { DEMO: 'false' }, devEntry: true }),
+    startFlowgate({ vars: { DEMO: 'true' } }),
+  ]);
 });
 
 after(async () => {
-  await Promise.allSettled([fg?.stop(), plain?.stop()]);
+  await Promise.allSettled([fg?.stop(), plain?.stop(), deployed?.stop()]);
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 
@@ -169,7 +174,7 @@ describe('the demo, set up as make dev does', () => {
     await client.close();
     const oldPort = fg.port;
     await fg.stop({ keepState: true });
-    fg = await startFlowgate({ vars: { DEMO: 'true', ADMIN_TOKEN }, persistDir: fg.persistDir });
+    fg = await startFlowgate({ vars: { DEMO: 'true', ADMIN_TOKEN }, persistDir: fg.persistDir, devEntry: true });
     assert.notEqual(fg.port, oldPort);
     const moved = await demoSetup();
     assert.match(moved.stdout, /its code is unchanged/, moved.stdout);
@@ -208,6 +213,17 @@ describe('the demo backend', () => {
       assert.equal(r.status, 404, r.text);
       assert.equal(r.json.error, 'not_found');
       assert.match(r.json.message, /^no route (GET|POST) "\/demo\//);
+    }
+  });
+
+  test('the deployed entry has no demo: /demo/ is a 404 even with DEMO=true', async () => {
+    for (const [p, opts] of [
+      ['/demo/v1/info', { token: DEMO_KEYS.workflow }],
+      ['/demo/tool', { token: DEMO_KEYS.tool, body: { text: 'x' } }],
+    ]) {
+      const r = await deployed.fetchJson(p, opts);
+      assert.equal(r.status, 404, r.text);
+      assert.equal(r.json.error, 'not_found');
     }
   });
 

@@ -349,7 +349,9 @@ function parseJsonOutput(stdout, what) {
 /** Tries of `wrangler dev` whose port was taken before it could bind it. */
 const PORT_ATTEMPTS = 3;
 
-export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir, configure } = {}) {
+// `devEntry` runs worker/dev.mjs (what `make dev` runs: the demo backend in front when
+// DEMO=true) instead of wrangler.toml's `main`, the deployed entry.
+export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir, configure, devEntry = false } = {}) {
   // vars.ADMIN_TOKEN wins over adminToken, and whichever is used is reported back.
   adminToken = vars.ADMIN_TOKEN ?? adminToken ?? 'test-admin-token-for-local-tests-only';
   const buildEntry = path.join(repoRoot, 'build', 'index.js');
@@ -391,6 +393,7 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
       const allVars = { ADMIN_TOKEN: adminToken, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY: TEST_SECRETS_KEY, ...vars };
       const args = [
         entry, 'dev',
+        ...(devEntry ? [path.join(repoRoot, 'worker', 'dev.mjs')] : []),
         '--local',
         '--ip', '127.0.0.1',
         '--port', String(port),
