@@ -57,7 +57,8 @@ pub fn public_base(public_url: Option<&str>, request_origin: &str) -> Result<Str
         return Ok(request_origin.trim_end_matches('/').to_string());
     };
     let fix = "set it to the address MCP clients reach this Worker at, e.g. https://flowgate.example.com";
-    let url = ::url::Url::parse(raw).map_err(|e| format!("the PUBLIC_URL variable is not a URL ({e}); {fix}"))?;
+    let url = crate::pure::web_url::Url::parse(raw)
+        .map_err(|e| format!("the PUBLIC_URL variable is not a URL ({e}); {fix}"))?;
     if !matches!(url.scheme(), "https" | "http") || url.host_str().is_none() {
         return Err(format!("the PUBLIC_URL variable must be an http or https URL; {fix}"));
     }

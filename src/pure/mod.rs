@@ -33,3 +33,4 @@ pub mod test_rng;
 pub mod time;
 pub mod url;
 pub mod usage;
+pub mod web_url;

@@ -178,7 +178,7 @@ fn url_problem(s: &str) -> Option<String> {
     if let Err(why) = super::url::check_backend_url(s) {
         return Some(why.to_string());
     }
-    let url = ::url::Url::parse(s).ok()?;
+    let url = crate::pure::web_url::Url::parse(s).ok()?;
     if url.query().is_some() {
         return Some("must not have a ?query (RFC 8414)".into());
     }
@@ -191,7 +191,7 @@ fn url_problem(s: &str) -> Option<String> {
 /// Where the issuer's metadata may be, in the order tried: RFC 8414 (the well-known segment
 /// inserted before the issuer's path), then OpenID Connect Discovery (appended to it).
 pub fn metadata_urls(issuer: &str) -> Vec<String> {
-    let Ok(url) = ::url::Url::parse(issuer) else { return Vec::new() };
+    let Ok(url) = crate::pure::web_url::Url::parse(issuer) else { return Vec::new() };
     let origin = url.origin().ascii_serialization();
     let path = url.path().trim_end_matches('/');
     vec![
@@ -490,7 +490,7 @@ pub fn resource_url(public_base: &str, code: &str) -> String {
 /// resource's path (RFC 9728 §3.1), as the MCP SDKs look for it.
 pub fn resource_metadata_url(public_base: &str, code: &str) -> String {
     let base = public_base.trim_end_matches('/');
-    match ::url::Url::parse(base) {
+    match crate::pure::web_url::Url::parse(base) {
         Ok(u) => {
             let prefix = u.path().trim_end_matches('/');
             format!(

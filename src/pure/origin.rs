@@ -20,7 +20,7 @@ pub fn origin_allowed(origin: &str, host: Option<&str>, allowed: &str) -> bool {
 /// standard's host parser, so `127.attacker.example` is a domain, not loopback, and `127.1`
 /// is 127.0.0.1. A value that is more than `host[:port]` is refused.
 fn is_loopback(host: &str) -> bool {
-    let Ok(url) = url::Url::parse(&format!("http://{host}/")) else { return false };
+    let Ok(url) = crate::pure::web_url::Url::parse(&format!("http://{host}/")) else { return false };
     let only_host = url.username().is_empty()
         && url.password().is_none()
         && url.path() == "/"
@@ -28,9 +28,9 @@ fn is_loopback(host: &str) -> bool {
         && url.fragment().is_none();
     only_host
         && match url.host() {
-            Some(url::Host::Ipv4(a)) => a.is_loopback(),
-            Some(url::Host::Ipv6(a)) => a.is_loopback(),
-            Some(url::Host::Domain(d)) => d == "localhost",
+            Some(crate::pure::web_url::Host::Ipv4(a)) => a.is_loopback(),
+            Some(crate::pure::web_url::Host::Ipv6(a)) => a.is_loopback(),
+            Some(crate::pure::web_url::Host::Domain(d)) => d == "localhost",
             None => false,
         }
 }

@@ -1,14 +1,14 @@
 //! The backend URL guard: which URLs Flowgate may store and fetch.
 //!
-//! Every decision is taken on the URL as the WHATWG URL standard parses it (the `url` crate),
-//! because that is how the runtime's `fetch` reads it: a hand parser disagrees with it on
+//! Every decision is taken on the URL as the WHATWG URL standard parses it (`pure::web_url`: in
+//! the Worker the runtime's own `URL`, the parser its `fetch` uses): a hand parser disagrees on
 //! spellings such as `http://0x7f.1/`, `http://[::ffff:7f00:1]/` or `http://127.0.0.1\@evil/`.
 //! Outbound calls go through [`parse_outbound`] and fetch the `Url` it returns, so the host that
 //! was judged is the host that is connected to.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use url::{Host, ParseError, Url};
+use super::web_url::{Host, ParseError, Url};
 
 /// Why a URL was refused, as a phrase that completes "<field> ...".
 pub fn check_backend_url(s: &str) -> Result<(), &'static str> {
@@ -23,18 +23,20 @@ pub fn check_backend_url(s: &str) -> Result<(), &'static str> {
     if rest.is_empty() || rest.starts_with(['/', '\\', '?', '#']) {
         return Err("has no host");
     }
+    // The runtime's parser maps a Unicode host to its Punycode form, the host's parser (the url
+    // crate without IDNA tables) refuses it: refuse it here for both, naming the form that works.
+    let authority = &rest[..rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len())];
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    if !host.is_ascii()
+        || host.split('%').skip(1).any(|e| e.as_bytes().first().is_some_and(|b| b"89abcdefABCDEF".contains(b)))
+    {
+        return Err("has a host name with non-ASCII characters; write it in its Punycode form (xn--…)");
+    }
     let url = Url::parse(s).map_err(|e| match e {
         ParseError::EmptyHost => "has no host",
         ParseError::InvalidPort => "has an invalid port",
-        // No Unicode IDNA tables in this build (see Cargo.toml): say what works instead.
-        ParseError::IdnaError if !s.is_ascii() => {
-            "has a host name with non-ASCII characters; write it in its Punycode form (xn--…)"
-        }
-        ParseError::IdnaError
-        | ParseError::InvalidIpv4Address
-        | ParseError::InvalidIpv6Address
-        | ParseError::InvalidDomainCharacter => "has an invalid host",
-        _ => "is not a valid URL",
+        ParseError::InvalidHost => "has an invalid host",
+        ParseError::Invalid => "is not a valid URL",
     })?;
     if !is_http(&url) {
         return Err("must be an http:// or https:// URL");
@@ -177,13 +179,8 @@ impl PrivateAllow {
         if v.eq_ignore_ascii_case("true") {
             return PrivateAllow::Everything;
         }
-        let hosts = v
-            .split(',')
-            .map(str::trim)
-            .filter(|h| !h.is_empty())
-            .filter_map(|h| Host::parse(h).ok())
-            .map(|h| h.to_string())
-            .collect();
+        let hosts =
+            v.split(',').map(str::trim).filter(|h| !h.is_empty()).filter_map(super::web_url::parse_host).collect();
         PrivateAllow::Hosts(hosts)
     }
 
@@ -1120,20 +1117,24 @@ mod tests {
         assert!(private > 4_000 && public > 4_000 && invalid > 1_000, "{private} {public} {invalid}");
     }
 
-    /// The url crate is built without Unicode IDNA tables (idna_adapter 1.0, for the bundle's
-    /// size): a host with non-ASCII characters is refused; its Punycode (`xn--`) form passes.
+    /// A stored backend URL's host must be ASCII (its Punycode `xn--` form passes), written
+    /// or percent-encoded: the runtime's parser would map a Unicode name, the host's url crate
+    /// (no IDNA tables, for the bundle of the worker crate that depends on it) refuses it, and a
+    /// stored URL means the same to both. At call time each parser judges its own reading: the
+    /// runtime the Punycode name it maps to, the url crate nothing (not a URL).
     #[test]
     fn non_ascii_host_names_are_refused() {
         for s in ["https://b\u{fc}cher.example/", "https://ex%C3%A4mple.com/", "http://M\u{fc}nchen.de:8080/x"] {
-            let want = if s.is_ascii() {
-                "has an invalid host"
-            } else {
-                "has a host name with non-ASCII characters; write it in its Punycode form (xn--…)"
-            };
+            let want = "has a host name with non-ASCII characters; write it in its Punycode form (xn--…)";
             assert_eq!(check_backend_url(s), Err(want), "{s:?}");
             assert_eq!(private_host_reason(s), Some("is not a valid URL"), "{s:?}");
             assert!(parse_outbound(s, &PrivateAllow::Everything).is_err(), "{s:?}");
         }
+        assert_eq!(
+            check_backend_url("https://example.com/caf%C3%A9?q=%E2%82%AC"),
+            Ok(()),
+            "only the host must be ASCII"
+        );
         assert_eq!(check_backend_url("https://xn--bcher-kva.example/"), Ok(()));
         assert_eq!(check_backend_url("http://xn--mnchen-3ya.de:8080/x"), Ok(()));
     }

@@ -254,7 +254,7 @@ impl Console<'_> {
         let allow = super::outbound::private_allow();
         let mut urls = urls.to_vec();
         urls.retain(|(_, u)| {
-            let host = ::url::Url::parse(u).ok();
+            let host = crate::pure::web_url::Url::parse(u).ok();
             !host.as_ref().and_then(|u| u.host_str()).is_some_and(|h| allow.allows(h))
         });
         let bad = crate::pure::url::private_backend_urls(&urls);

@@ -38,8 +38,9 @@ impl Incoming {
     }
 
     /// The URL, parsed (for its origin or query).
-    pub fn url(&self) -> worker::Result<url::Url> {
-        self.url_text().parse().map_err(|e| worker::Error::RustError(format!("the request URL does not parse: {e}")))
+    pub fn url(&self) -> worker::Result<crate::pure::web_url::Url> {
+        crate::pure::web_url::Url::parse(&self.url_text())
+            .map_err(|e| worker::Error::RustError(format!("the request URL does not parse: {e}")))
     }
 
     /// The whole body (its length known beforehand or none sent), in one read by the runtime.

@@ -41,6 +41,13 @@ describe('private backends', () => {
     ['private range', { base_url: 'http://10.0.0.7/v1', api_key: 'k' }, 'backend.base_url'],
     ['cloud metadata', { base_url: 'http://169.254.169.254/latest', api_key: 'k' }, 'backend.base_url'],
     ['IPv6 loopback', { base_url: 'http://[::1]:8080/v1', api_key: 'k' }, 'backend.base_url'],
+    // Spellings the URL standard maps to a private host, judged by the runtime's own URL parser
+    // (the one its fetch uses), not by a second parser that might read them otherwise.
+    ['loopback in hex and short form', { base_url: 'http://0x7f.1/v1', api_key: 'k' }, 'backend.base_url'],
+    ['IPv4-mapped IPv6 loopback', { base_url: 'http://[::ffff:7f00:1]/v1', api_key: 'k' }, 'backend.base_url'],
+    ['percent-encoded loopback', { base_url: 'http://%31%32%37.0.0.1/v1', api_key: 'k' }, 'backend.base_url'],
+    ['a backslash before @', { base_url: 'http://127.0.0.1\\@evil.example/v1', api_key: 'k' }, 'backend.base_url'],
+    ['localhost with a trailing dot', { base_url: 'http://LOCALHOST./v1', api_key: 'k' }, 'backend.base_url'],
   ];
   for (const [label, backend, field] of cases) {
     test(`refused without ALLOW_PRIVATE_BACKENDS: ${label}`, async () => {
@@ -90,6 +97,26 @@ describe('private backends', () => {
   }
   /** An upstream app's tool list as Flowgate would have cached it while its host was public. */
   const seedTools = (appId) => fg.kvPut(`upstream-tools:${appId}`, JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }]));
+
+  test('a stored Unicode spelling of a loopback host is mapped by the runtime and not called', async () => {
+    // The console refuses a non-ASCII host (write it in Punycode); stored behind its back, the
+    // runtime's parser maps full-width digits and an ideographic full stop to 127.0.0.1, and
+    // the guard judges that.
+    const path = tools.addTool({ apiKey: 'tool-key' });
+    const port = new URL(tools.url).port;
+    const { url } = await movedApp(
+      { name: 'WideTool', mode: 'http-tool', backend: { api_endpoint: 'https://tools.example.com/x', api_key: 'tool-key', manifest: { name: 'wide', description: 'd', parameters: [] } } },
+      '$.api_endpoint',
+      `http://\uff11\uff12\uff17\u3002\uff10.\uff10.\uff11:${port}${path}`,
+    );
+    const r = await callTool(url, 'WideTool');
+    assert.equal(r.json.result.isError, true, r.text);
+    assert.match(r.json.result.content[0].text, BLOCKED);
+    assert.equal(tools.requestsFor(path).length, 0);
+    const refused = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://b\u00fccher.example/v1', api_key: 'k' }) });
+    assert.equal(refused.status, 400, refused.text);
+    assert.match(refused.json.errors[0].message, /non-ASCII characters; write it in its Punycode form/);
+  });
 
   test('an HTTP tool that became private is not called', async () => {
     const path = tools.addTool({ apiKey: 'tool-key' });

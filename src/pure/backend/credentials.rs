@@ -150,8 +150,9 @@ pub fn url_view(obj: &Map<String, Value>) -> Value {
 /// `None` when the stored value may be kept.
 pub fn origin_change(stored: &Value, new: &Value, path: &str) -> Option<String> {
     let keys = credential_url_keys(path);
-    let parse = |b: &Value, k: &str| url_at(b, k).and_then(|u| ::url::Url::parse(u).ok());
-    let before: Vec<(&str, ::url::Url)> = keys.iter().filter_map(|k| parse(stored, k).map(|u| (*k, u))).collect();
+    let parse = |b: &Value, k: &str| url_at(b, k).and_then(|u| crate::pure::web_url::Url::parse(u).ok());
+    let before: Vec<(&str, crate::pure::web_url::Url)> =
+        keys.iter().filter_map(|k| parse(stored, k).map(|u| (*k, u))).collect();
     for key in keys {
         // A new URL that does not parse is reported by the URL check itself.
         let Some(after) = parse(new, key) else { continue };
@@ -172,8 +173,8 @@ pub fn origin_change(stored: &Value, new: &Value, path: &str) -> Option<String> 
 
 /// Two origins as a person reads them: hosts (with a port when one is given), or the full
 /// origins when the schemes differ.
-fn shown_origins(a: &::url::Url, b: &::url::Url) -> (String, String) {
-    let host = |u: &::url::Url| {
+fn shown_origins(a: &crate::pure::web_url::Url, b: &crate::pure::web_url::Url) -> (String, String) {
+    let host = |u: &crate::pure::web_url::Url| {
         let h = u.host_str().unwrap_or("");
         match u.port() {
             Some(p) => format!("{h}:{p}"),

@@ -6,8 +6,8 @@
 //! `issuer` is exactly the one the admin configured, so the secret goes only to the token
 //! endpoint of that authorization server, whatever the upstream's metadata says.
 
+use crate::pure::web_url::Url;
 use serde_json::Value;
-use url::Url;
 
 use super::error::quote;
 use super::transport::auth_params;
