@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod app;
 pub mod backend;
+pub mod base64;
 pub mod client_auth;
 pub mod config;
 pub mod console_access;

@@ -7,8 +7,7 @@
 //!
 //! The signature itself is checked by the shell with WebCrypto: the bundle has no RSA or EC code.
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
+use super::base64;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
@@ -336,7 +335,7 @@ pub fn parse_jwt(token: &str) -> Result<Jwt<'_>, TokenError> {
         Some(_) => return Err(TokenError::Malformed("the token's kid is not a string")),
     };
     let claims = decode_json(p).filter(Value::is_object).ok_or(NOT_JWT)?;
-    let signature = URL_SAFE_NO_PAD.decode(s).map_err(|_| NOT_JWT)?;
+    let signature = base64::decode_url(s).map_err(|_| NOT_JWT)?;
     if signature.is_empty() {
         return Err(NOT_JWT);
     }
@@ -344,7 +343,7 @@ pub fn parse_jwt(token: &str) -> Result<Jwt<'_>, TokenError> {
 }
 
 fn decode_json(part: &str) -> Option<Value> {
-    serde_json::from_str(&String::from_utf8(URL_SAFE_NO_PAD.decode(part).ok()?).ok()?).ok()
+    serde_json::from_str(&String::from_utf8(base64::decode_url(part).ok()?).ok()?).ok()
 }
 
 /// What a verified token says: who is calling, and until when this holds.
@@ -561,11 +560,11 @@ mod tests {
     }
 
     fn b64(v: &Value) -> String {
-        URL_SAFE_NO_PAD.encode(v.to_string())
+        base64::encode_url(v.to_string())
     }
 
     fn token(header: Value, claims: Value) -> String {
-        format!("{}.{}.{}", b64(&header), b64(&claims), URL_SAFE_NO_PAD.encode([1u8, 2, 3]))
+        format!("{}.{}.{}", b64(&header), b64(&claims), base64::encode_url([1u8, 2, 3]))
     }
 
     fn claims() -> Value {
@@ -621,7 +620,7 @@ mod tests {
             format!("{}.{}.***", parts[0], parts[1]),
             format!("{}=.{}.{}", parts[0], parts[1], parts[2]),
             format!("{}.{}.{}", parts[0], b64(&json!("not an object")), parts[2]),
-            format!("{}.{}.{}", parts[0], URL_SAFE_NO_PAD.encode("{"), parts[2]),
+            format!("{}.{}.{}", parts[0], base64::encode_url("{"), parts[2]),
             format!("x.{}.{}", parts[1], parts[2]),
             "a".repeat(MAX_TOKEN_CHARS + 1),
         ] {

@@ -3,10 +3,9 @@
 //! tries the current key, then `SECRETS_KEY_PREVIOUS`, so the key can be rotated without a
 //! moment where stored credentials cannot be read.
 
+use super::base64;
 use aes_gcm::aead::{Aead, KeyInit};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use base64::Engine;
 
 const PREFIX: &str = "enc:v1:";
 
@@ -20,9 +19,8 @@ pub fn parse_key(s: &str) -> Result<[u8; 32], String> {
     let bytes = if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
         (0..32).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap_or(0)).collect::<Vec<u8>>()
     } else {
-        base64::engine::general_purpose::STANDARD
-            .decode(s)
-            .or_else(|_| URL_SAFE_NO_PAD.decode(s))
+        base64::decode(s)
+            .or_else(|_| base64::decode_url(s))
             .map_err(|_| "must be 64 hex characters or the base64 of 32 random bytes".to_string())?
     };
     bytes.try_into().map_err(|_| "must be exactly 32 bytes (64 hex characters)".to_string())
@@ -36,14 +34,14 @@ pub fn seal(key: &[u8; 32], nonce: [u8; 12], plaintext: &str) -> Result<String, 
     let mut out = Vec::with_capacity(12 + ct.len());
     out.extend_from_slice(&nonce);
     out.extend_from_slice(&ct);
-    Ok(format!("{PREFIX}{}", URL_SAFE_NO_PAD.encode(out)))
+    Ok(format!("{PREFIX}{}", base64::encode_url(out)))
 }
 
 /// Opens a sealed value with the first of `keys` that authenticates it.
 pub fn open(keys: &[[u8; 32]], sealed: &str) -> Result<String, String> {
     let data = sealed
         .strip_prefix(PREFIX)
-        .and_then(|b| URL_SAFE_NO_PAD.decode(b).ok())
+        .and_then(|b| base64::decode_url(b).ok())
         .filter(|d| d.len() > 12 + 16)
         .ok_or("the stored credential is damaged")?;
     let (nonce, ct) = data.split_at(12);
@@ -90,7 +88,7 @@ mod tests {
     #[test]
     fn keys() {
         assert_eq!(parse_key(&"ab".repeat(32)).unwrap(), [0xab; 32]);
-        let b64 = base64::engine::general_purpose::STANDARD.encode([5u8; 32]);
+        let b64 = base64::encode([5u8; 32]);
         assert_eq!(parse_key(&b64).unwrap(), [5u8; 32]);
         assert!(parse_key("too short").is_err());
     }

@@ -20,7 +20,6 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use crate::pure::backend::mcp::aggregate::{aggregate_prompts, resource_allowed, ExposedTool};
@@ -481,12 +480,11 @@ fn kind_char(list: List) -> char {
 fn encode_cursor(server_id: &str, list: List, app: usize, offset: usize) -> String {
     let body = format!("{}.{app}.{offset}", kind_char(list));
     let tag = &sha256_hex(&format!("{server_id}\n{body}"))[..16];
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{body}.{tag}"))
+    crate::pure::base64::encode_url(format!("{body}.{tag}"))
 }
 
 fn decode_cursor(server_id: &str, list: List, cursor: &str) -> Result<(usize, usize), RpcError> {
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor.as_bytes())
+    let raw = crate::pure::base64::decode_url(cursor)
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .ok_or_else(|| bad_cursor(list, "it is not valid"))?;

@@ -5,7 +5,6 @@
 
 use std::borrow::Cow;
 
-use base64::Engine;
 use serde_json::{Map, Value};
 
 use crate::pure::backend::mcp::headers::is_header_name;
@@ -87,7 +86,7 @@ pub fn encode_value(s: &str) -> String {
     if plain {
         s.to_string()
     } else {
-        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(s.as_bytes()))
+        format!("=?base64?{}?=", crate::pure::base64::encode(s))
     }
 }
 
@@ -97,8 +96,7 @@ pub fn encode_value(s: &str) -> String {
 pub fn decode_value(v: &str) -> Result<Cow<'_, str>, &'static str> {
     match v.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
         Some(inner) => {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(inner)
+            let bytes = crate::pure::base64::decode(inner)
                 .map_err(|_| "its =?base64?…?= value is not valid base64 (standard alphabet, with padding)")?;
             String::from_utf8(bytes).map(Cow::Owned).map_err(|_| "its =?base64?…?= value is not UTF-8 text")
         }

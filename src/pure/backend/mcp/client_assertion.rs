@@ -3,8 +3,7 @@
 //! algorithm, and the JWT that a token request carries as `client_assertion`. WebCrypto signs
 //! (`shell::client_assertion`); this builds what it signs.
 
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use base64::Engine;
+use crate::pure::base64;
 use serde_json::{json, Map, Value};
 
 pub use crate::pure::oauth_resource::Alg;
@@ -74,7 +73,7 @@ pub fn read_private_key(pem: &str, configured: Option<Alg>) -> Result<PrivateKey
     let body = text[body_start..].split(end.as_str()).next().filter(|_| text.contains(end.as_str()));
     let body = body.ok_or_else(|| format!("has no {end} line"))?;
     let b64: String = body.chars().filter(|c| !c.is_ascii_whitespace()).collect();
-    let der = STANDARD.decode(b64).map_err(|_| "has a PEM body that is not base64".to_string())?;
+    let der = base64::decode(b64).map_err(|_| "has a PEM body that is not base64".to_string())?;
     let kind = pkcs8_kind(&der).ok_or("is not a PKCS#8 private key (its DER structure does not read as one)")?;
     let alg = match kind {
         KeyKind::Rsa => Alg::Rs256,
@@ -192,7 +191,7 @@ pub fn finish(input: &str, signature: &[u8]) -> String {
 }
 
 pub fn b64url(bytes: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(bytes)
+    base64::encode_url(bytes)
 }
 
 /// The `aud` of an assertion: the issuer when it is named (RFC 7523bis: the authorization
@@ -227,7 +226,7 @@ FvngVFRO6od/UE/tn5P2rMLEPXWhRANCAAQo57sMF13lGunFkYp4L0CYhhjFcmWF
         info.extend([0x04, 0x02, 0x30, 0x00]);
         let mut der = vec![0x30, info.len() as u8];
         der.extend(info);
-        format!("-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n", STANDARD.encode(der))
+        format!("-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n", base64::encode(der))
     }
 
     fn oid(o: &[u8]) -> Vec<u8> {
@@ -280,7 +279,7 @@ FvngVFRO6od/UE/tn5P2rMLEPXWhRANCAAQo57sMF13lGunFkYp4L0CYhhjFcmWF
         }
         // A truncated DER (a length past the end) is not read past its end.
         let k = read_private_key(P256, None).unwrap();
-        let cut = format!("-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----", STANDARD.encode(&k.der[..40]));
+        let cut = format!("-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----", base64::encode(&k.der[..40]));
         assert!(err(&cut, None).contains("not a PKCS#8"));
     }
 
@@ -290,7 +289,7 @@ FvngVFRO6od/UE/tn5P2rMLEPXWhRANCAAQo57sMF13lGunFkYp4L0CYhhjFcmWF
             Claims { client_id: "cid", audience: "https://as.example", key_id: Some("k1"), now_s: 1000, jti: "j-1" };
         let input = signing_input(Alg::Es256, &c);
         let (h, p) = input.split_once('.').unwrap();
-        let part = |s: &str| -> Value { serde_json::from_slice(&URL_SAFE_NO_PAD.decode(s).unwrap()).unwrap() };
+        let part = |s: &str| -> Value { serde_json::from_slice(&base64::decode_url(s).unwrap()).unwrap() };
         assert_eq!(part(h), json!({"alg": "ES256", "typ": "JWT", "kid": "k1"}));
         assert_eq!(
             part(p),

@@ -8,8 +8,6 @@ use serde_json::Value;
 use crate::pure::backend::credentials::is_secret_ref;
 use crate::pure::url::check_backend_url;
 
-use base64::Engine;
-
 use super::client_assertion::{self, Alg};
 use super::discovery::AuthMethod;
 use super::error::quote;
@@ -365,7 +363,7 @@ pub fn authorization_header(token: &OAuthToken) -> (String, String) {
 pub fn basic_authorization(client_id: &str, secret: &str) -> (String, String) {
     let enc = |s: &str| form_urlencode(&[(s.to_string(), String::new())]).trim_end_matches('=').to_string();
     let pair = format!("{}:{}", enc(client_id), enc(secret));
-    ("Authorization".into(), format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))
+    ("Authorization".into(), format!("Basic {}", crate::pure::base64::encode(pair)))
 }
 
 /// `application/x-www-form-urlencoded`, as the token endpoint expects (WHATWG serializer).
@@ -665,7 +663,7 @@ mod tests {
     fn basic_credentials() {
         let (k, v) = basic_authorization("client id", "p:ss");
         assert_eq!(k, "Authorization");
-        let raw = base64::engine::general_purpose::STANDARD.decode(v.strip_prefix("Basic ").unwrap()).unwrap();
+        let raw = crate::pure::base64::decode(v.strip_prefix("Basic ").unwrap()).unwrap();
         assert_eq!(String::from_utf8(raw).unwrap(), "client+id:p%3Ass");
     }
 }
