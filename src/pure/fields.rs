@@ -30,6 +30,20 @@ pub fn read<T: FromFields>(value: Value) -> Result<T, String> {
 }
 
 /// `value` (an object) read by `read`: a shape used once, such as one column of a row.
+/// A JSON list of texts, or `None` when `value` is anything else.
+pub fn text_list(value: Value) -> Option<Vec<String>> {
+    match value {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|v| match v {
+                Value::String(s) => Some(s),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
 pub fn read_with<T>(value: Value, read: impl FnOnce(&mut Fields) -> Result<T, String>) -> Result<T, String> {
     match value {
         Value::Object(members) => read(&mut Fields(members)),
@@ -185,18 +199,9 @@ impl Fields {
 
     /// A list of texts that may be missing or `null` (unlike an empty list).
     pub fn opt_texts(&mut self, key: &str) -> Result<Option<Vec<String>>, String> {
-        let not_texts = || format!("{key} is not a list of texts");
         match self.opt_value(key) {
             None => Ok(None),
-            Some(Value::Array(items)) => items
-                .into_iter()
-                .map(|v| match v {
-                    Value::String(s) => Ok(s),
-                    _ => Err(not_texts()),
-                })
-                .collect::<Result<_, _>>()
-                .map(Some),
-            Some(_) => Err(not_texts()),
+            Some(v) => text_list(v).map(Some).ok_or_else(|| format!("{key} is not a list of texts")),
         }
     }
 }

@@ -156,8 +156,11 @@ impl Callers {
     }
     /// From a stored JSON array of 16-hex strings (anything else is skipped).
     pub fn from_stored(text: &str, full: bool) -> Callers {
-        let list: Vec<String> = serde_json::from_str(text).unwrap_or_default();
-        Callers { hashes: list.iter().filter_map(|s| u64::from_str_radix(s, 16).ok()).collect(), full }
+        let list = match serde_json::from_str(text) {
+            Ok(Value::Array(items)) => items,
+            _ => Vec::new(),
+        };
+        Callers { hashes: list.iter().filter_map(|s| u64::from_str_radix(s.as_str()?, 16).ok()).collect(), full }
     }
 }
 

@@ -39,7 +39,11 @@ async fn settle(promise: std::result::Result<Promise, JsValue>) -> Result<JsValu
 /// Every row of a D1 query, each an object of its columns (typed by `pure::row`).
 pub async fn all_rows(stmt: &D1PreparedStatement) -> Result<Vec<Value>> {
     let result = settle(stmt.inner().all()).await?;
-    Ok(read(&Reflect::get(&result, &JsValue::from_str("results"))?)?.unwrap_or_default())
+    match read(&Reflect::get(&result, &JsValue::from_str("results"))?)? {
+        Some(Value::Array(rows)) => Ok(rows),
+        None => Ok(Vec::new()),
+        Some(_) => Err(Error::RustError("a D1 result's rows are not a list".into())),
+    }
 }
 
 /// The first row of a D1 query; `None` when there is none.

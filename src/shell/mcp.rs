@@ -623,7 +623,8 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
     else {
         return;
     };
-    let Ok(session) = serde_json::from_value::<crate::pure::backend::mcp::session::Session>(record["session"].clone())
+    let Ok(session) =
+        crate::pure::fields::read::<crate::pure::backend::mcp::session::Session>(record["session"].clone())
     else {
         return;
     };

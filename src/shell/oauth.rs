@@ -70,7 +70,7 @@ async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> 
     let answer: Value = resp.json().await.map_err(fail)?;
     match answer["token"].as_object() {
         Some(_) => {
-            let token: OAuthToken = serde_json::from_value(answer["token"].clone()).map_err(|e| e.to_string())?;
+            let token: OAuthToken = crate::pure::fields::read(answer["token"].clone())?;
             Ok(up::authorization_header(&token))
         }
         None => Err(answer["error"].as_str().unwrap_or("the token endpoint failed").to_string()),

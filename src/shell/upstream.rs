@@ -833,7 +833,7 @@ fn send_error_text(e: SendError) -> String {
 pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Vec<Value>, String> {
     let kv = Kv::open(env).map_err(|e| e.to_string())?;
     if !refresh {
-        if let Ok(Some(list)) = kv.get_json::<Vec<Value>>(&tools_key(&app.id)).await {
+        if let Ok(Some(Value::Array(list))) = kv.get_json::<Value>(&tools_key(&app.id)).await {
             return Ok(list);
         }
     }

@@ -71,7 +71,7 @@ pub fn seal_handle(key: &[u8; 32], nonce: [u8; 12], h: &Handle) -> Result<String
 /// altered or made-up id, another server's task) is an unknown task, alike.
 pub fn open_handle(keys: &[[u8; 32]], token: &str, server_id: &str) -> Option<Handle> {
     let text = relay::open_as(TASK_PREFIX, keys, token)?;
-    let v: Vec<String> = serde_json::from_str(&text).ok()?;
+    let v = crate::pure::fields::text_list(serde_json::from_str(&text).ok()?)?;
     let [server, app, scope, user, upstream]: [String; 5] = v.try_into().ok()?;
     (server == server_id).then_some(Handle { server_id: server, app_id: app, scope, user, upstream_id: upstream })
 }
