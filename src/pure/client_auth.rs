@@ -178,13 +178,13 @@ pub fn is_key_shape(s: &str) -> bool {
 }
 
 /// A key drawn from `fill` (see [`mint_secret`]).
-pub fn new_key_from(fill: &mut FillBytes<'_>) -> Result<MintedSecret, getrandom::Error> {
+pub fn new_key_from(fill: &mut FillBytes<'_>) -> Result<MintedSecret, crate::pure::random::Unavailable> {
     mint_secret(fill, KEY_PREFIX, KEY_SECRET_CHARS)
 }
 
 /// A key from the platform CSPRNG.
-pub fn new_key() -> Result<MintedSecret, getrandom::Error> {
-    new_key_from(&mut getrandom::getrandom)
+pub fn new_key() -> Result<MintedSecret, crate::pure::random::Unavailable> {
+    new_key_from(&mut crate::pure::random::fill)
 }
 
 const MODES: &str = "\"none\" (the server code alone), \"key\" (a client key as well) or \"oauth\" (an OAuth \

@@ -31,13 +31,13 @@ pub fn presented_hash(header: Option<&str>) -> Option<String> {
 }
 
 /// A token drawn from `fill` (see [`mint_secret`]).
-pub fn new_token_from(fill: &mut FillBytes<'_>) -> Result<MintedSecret, getrandom::Error> {
+pub fn new_token_from(fill: &mut FillBytes<'_>) -> Result<MintedSecret, crate::pure::random::Unavailable> {
     mint_secret(fill, TOKEN_PREFIX, TOKEN_SECRET_CHARS)
 }
 
 /// A token from the platform CSPRNG.
-pub fn new_token() -> Result<MintedSecret, getrandom::Error> {
-    new_token_from(&mut getrandom::getrandom)
+pub fn new_token() -> Result<MintedSecret, crate::pure::random::Unavailable> {
+    new_token_from(&mut crate::pure::random::fill)
 }
 
 const ROLES_HINT: &str = "\"admin\" (everything), \"publisher\" (apps and servers) or \"viewer\" (read only)";

@@ -8,17 +8,17 @@ const ALPHABET: &[u8; 62] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 /// `byte % 62` is uniform (no modulo bias).
 const REJECT_FROM: u8 = 248;
 
-/// A source of random bytes (getrandom in production, a fixed sequence in tests).
-pub type FillBytes<'a> = dyn FnMut(&mut [u8]) -> Result<(), getrandom::Error> + 'a;
+/// A source of random bytes (`pure::random::fill` in production, a fixed sequence in tests).
+pub type FillBytes<'a> = dyn FnMut(&mut [u8]) -> Result<(), crate::pure::random::Unavailable> + 'a;
 
 /// A 16-character `[A-Za-z0-9]` code drawn by rejection sampling from `fill`.
-pub fn server_code_from(fill: &mut FillBytes<'_>) -> Result<String, getrandom::Error> {
+pub fn server_code_from(fill: &mut FillBytes<'_>) -> Result<String, crate::pure::random::Unavailable> {
     base62_from(fill, SERVER_CODE_LEN)
 }
 
 /// `len` characters of `[A-Za-z0-9]`, each uniform: bytes are drawn from `fill` and those at or
 /// above [`REJECT_FROM`] are rejected, so `byte % 62` has no modulo bias.
-pub fn base62_from(fill: &mut FillBytes<'_>, len: usize) -> Result<String, getrandom::Error> {
+pub fn base62_from(fill: &mut FillBytes<'_>, len: usize) -> Result<String, crate::pure::random::Unavailable> {
     let mut out = String::with_capacity(len);
     let mut buf = [0u8; 32];
     while out.len() < len {
@@ -34,8 +34,8 @@ pub fn base62_from(fill: &mut FillBytes<'_>, len: usize) -> Result<String, getra
 }
 
 /// A fresh server code from the platform CSPRNG.
-pub fn new_server_code() -> Result<String, getrandom::Error> {
-    server_code_from(&mut getrandom::getrandom)
+pub fn new_server_code() -> Result<String, crate::pure::random::Unavailable> {
+    server_code_from(&mut crate::pure::random::fill)
 }
 
 /// Whether `s` has the shape of a server code; anything else cannot match and is refused early.
@@ -61,14 +61,18 @@ pub struct MintedSecret {
 
 /// `prefix` then `chars` base62 characters drawn from `fill` without modulo bias (the server
 /// codes' sampler); the recognizable prefix lets secret scanners and people spot a leak.
-pub fn mint_secret(fill: &mut FillBytes<'_>, prefix: &str, chars: usize) -> Result<MintedSecret, getrandom::Error> {
+pub fn mint_secret(
+    fill: &mut FillBytes<'_>,
+    prefix: &str,
+    chars: usize,
+) -> Result<MintedSecret, crate::pure::random::Unavailable> {
     let secret = format!("{prefix}{}", base62_from(fill, chars)?);
     Ok(MintedSecret { hash: sha256_hex(&secret), hint: code_hint(&secret).to_string(), secret })
 }
 
 /// A fill that yields `start, start+1, …` (wrapping): the sampler's rejections made visible.
 #[cfg(test)]
-pub(crate) fn counting_fill(start: u8) -> impl FnMut(&mut [u8]) -> Result<(), getrandom::Error> {
+pub(crate) fn counting_fill(start: u8) -> impl FnMut(&mut [u8]) -> Result<(), crate::pure::random::Unavailable> {
     let mut next = start;
     move |buf: &mut [u8]| {
         for x in buf.iter_mut() {
@@ -95,9 +99,9 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// A random (v4) UUID for records.
-pub fn new_id() -> Result<String, getrandom::Error> {
+pub fn new_id() -> Result<String, crate::pure::random::Unavailable> {
     let mut b = [0u8; 16];
-    getrandom::getrandom(&mut b)?;
+    crate::pure::random::fill(&mut b)?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = hex(&b);

@@ -24,6 +24,7 @@ pub mod origin;
 pub mod outcome;
 pub mod path;
 pub mod quote;
+pub mod random;
 pub mod sealed;
 pub mod server;
 pub mod sse;

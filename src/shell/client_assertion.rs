@@ -55,7 +55,7 @@ pub async fn assertion(cfg: &OAuthConfig, token_url: &str) -> Result<String, Str
     let subtle = subtle()?;
     let crypto_key = import(&subtle, &key).await?;
     let mut jti = [0u8; 16];
-    getrandom::getrandom(&mut jti).map_err(|e| format!("has no random jti to sign with: {e}"))?;
+    crate::pure::random::fill(&mut jti).map_err(|e| format!("has no random jti to sign with: {e}"))?;
     let jti = ca::b64url(&jti);
     let claims = Claims {
         client_id: &cfg.client_id,

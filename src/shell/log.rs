@@ -21,7 +21,7 @@ pub fn begin() -> String {
     let (prefix, n) = SEQUENCE.with(|c| {
         let (prefix, n) = c.get().unwrap_or_else(|| {
             let mut b = [0u8; 4];
-            let _ = getrandom::getrandom(&mut b);
+            let _ = crate::pure::random::fill(&mut b);
             (u32::from_be_bytes(b), 0)
         });
         c.set(Some((prefix, n.wrapping_add(1))));

@@ -691,9 +691,9 @@ async fn delete_row(env: &Env, task_id: &str) {
 // ---- the Worker's side: reaching a task's Durable Object ----
 
 /// A fresh task id: 128 bits from the CSPRNG, hex.
-pub fn new_task_id() -> Result<String, getrandom::Error> {
+pub fn new_task_id() -> Result<String, crate::pure::random::Unavailable> {
     let mut b = [0u8; 16];
-    getrandom::getrandom(&mut b)?;
+    crate::pure::random::fill(&mut b)?;
     Ok(ids::hex(&b))
 }
 
