@@ -204,11 +204,14 @@ describe('the demo backend', () => {
     assert.equal(tool.status, 401);
   });
 
+  /** One request to each of the demo's backends, with its key. */
+  const DEMO_REQUESTS = [
+    ['/demo/v1/info', { token: DEMO_KEYS.workflow }],
+    ['/demo/tool', { token: DEMO_KEYS.tool, body: { text: 'x' } }],
+  ];
+
   test('without DEMO, /demo/ is the Worker’s usual JSON 404', async () => {
-    for (const [p, opts] of [
-      ['/demo/v1/info', { token: DEMO_KEYS.workflow }],
-      ['/demo/tool', { token: DEMO_KEYS.tool, body: { text: 'x' } }],
-    ]) {
+    for (const [p, opts] of DEMO_REQUESTS) {
       const r = await plain.fetchJson(p, opts);
       assert.equal(r.status, 404, r.text);
       assert.equal(r.json.error, 'not_found');
@@ -217,10 +220,7 @@ describe('the demo backend', () => {
   });
 
   test('the deployed entry has no demo: /demo/ is a 404 even with DEMO=true', async () => {
-    for (const [p, opts] of [
-      ['/demo/v1/info', { token: DEMO_KEYS.workflow }],
-      ['/demo/tool', { token: DEMO_KEYS.tool, body: { text: 'x' } }],
-    ]) {
+    for (const [p, opts] of DEMO_REQUESTS) {
       const r = await deployed.fetchJson(p, opts);
       assert.equal(r.status, 404, r.text);
       assert.equal(r.json.error, 'not_found');
