@@ -30,6 +30,13 @@ pub fn read<T: FromFields>(value: Value) -> Result<T, String> {
 }
 
 /// `value` (an object) read by `read`: a shape used once, such as one column of a row.
+pub fn read_with<T>(value: Value, read: impl FnOnce(&mut Fields) -> Result<T, String>) -> Result<T, String> {
+    match value {
+        Value::Object(members) => read(&mut Fields(members)),
+        _ => Err("is not a JSON object".into()),
+    }
+}
+
 /// A JSON list of texts, or `None` when `value` is anything else.
 pub fn text_list(value: Value) -> Option<Vec<String>> {
     match value {
@@ -41,13 +48,6 @@ pub fn text_list(value: Value) -> Option<Vec<String>> {
             })
             .collect(),
         _ => None,
-    }
-}
-
-pub fn read_with<T>(value: Value, read: impl FnOnce(&mut Fields) -> Result<T, String>) -> Result<T, String> {
-    match value {
-        Value::Object(members) => read(&mut Fields(members)),
-        _ => Err("is not a JSON object".into()),
     }
 }
 

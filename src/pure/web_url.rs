@@ -35,7 +35,7 @@ pub struct Url {
 pub enum ParseError {
     EmptyHost,
     InvalidPort,
-    /// A host name with characters outside ASCII that no parser here maps (see `Url::parse`).
+    /// A host that is not a domain, an IPv4 address or an IPv6 address the standard accepts.
     InvalidHost,
     Invalid,
 }
