@@ -23,7 +23,6 @@ pub mod oauth_resource;
 pub mod origin;
 pub mod outcome;
 pub mod path;
-pub mod prepaid;
 pub mod quote;
 pub mod random;
 pub mod sealed;

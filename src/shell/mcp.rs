@@ -166,11 +166,8 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     // alone; `ping` or `tools/list` skip the limiter). The check runs beside the definition
     // lookup (from the isolate's memo when hot), not before it.
     let counted = rate_counted(&body);
-    let (limited, served) = futures::future::join(
-        super::ratelimit::admit(env, ctx, &code_hash, counted),
-        cache::served(env, ctx, &code_hash),
-    )
-    .await;
+    let (limited, served) =
+        futures::future::join(rate_limited(env, &code_hash, counted), cache::served(env, ctx, &code_hash)).await;
     match limited {
         Ok(true) => {}
         Ok(false) => {
@@ -380,6 +377,25 @@ fn oauth_gate<'a>(
             }
         }
     })
+}
+
+/// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted (none:
+/// the limiter is not called).
+async fn rate_limited(env: &Env, code_hash: &str, messages: usize) -> Result<bool, String> {
+    // Refused a moment ago on this isolate: refused again without asking the binding.
+    if messages > 0 && super::memo::refused_lately(code_hash, super::platform::now_ms()) {
+        return Ok(false);
+    }
+    let checks = (0..messages).map(|_| super::ratelimit::allow(env, code_hash));
+    let answers = futures::future::join_all(checks).await;
+    let mut allowed = true;
+    for a in answers {
+        allowed &= a?;
+    }
+    if !allowed {
+        super::memo::remember_refusal(code_hash, super::platform::now_ms());
+    }
+    Ok(allowed)
 }
 
 /// Turns a step into (status, body), making the backend call when there is one.
