@@ -691,11 +691,14 @@ impl Console<'_> {
         if existing.iter().any(|k| k.name == name) {
             return Err(taken());
         }
-        if existing.len() >= MAX_KEYS_PER_SERVER {
-            return Err(ApiError::conflict(format!(
+        let full = || {
+            ApiError::conflict(format!(
                 "server '{}' has {MAX_KEYS_PER_SERVER} client keys, the most it may have; revoke one first",
                 row.id
-            )));
+            ))
+        };
+        if existing.len() >= MAX_KEYS_PER_SERVER {
+            return Err(full());
         }
         let id = new_id()?;
         // Two random 190-bit keys hashing alike is not expected; retry a few times anyway.
@@ -709,9 +712,10 @@ impl Console<'_> {
                 hint: &key.hint,
                 now: platform::now_s(),
             };
-            match store::insert_key(self.db, &new).await? {
+            match store::insert_key(self.db, &new, MAX_KEYS_PER_SERVER).await? {
                 KeyInsert::Stored => {}
                 KeyInsert::NameTaken => return Err(taken()),
+                KeyInsert::Full => return Err(full()),
                 KeyInsert::HashCollision => continue,
             }
             cache::write(self.env, self.db, &row).await?;
@@ -760,11 +764,11 @@ impl Console<'_> {
                 quote_input(&name)
             ))
         };
-        if store::count_console_tokens(self.db).await? >= MAX_TOKENS {
-            return Err(ApiError::conflict(format!(
+        let full = || {
+            ApiError::conflict(format!(
                 "there are {MAX_TOKENS} console tokens, the most there may be; revoke one first"
-            )));
-        }
+            ))
+        };
         let id = new_id()?;
         let created_by = caller.actor();
         // Two random 190-bit tokens hashing alike is not expected; retry a few times anyway.
@@ -779,9 +783,10 @@ impl Console<'_> {
                 created_by: &created_by,
                 now: platform::now_s(),
             };
-            match store::insert_console_token(self.db, &new).await? {
+            match store::insert_console_token(self.db, &new, MAX_TOKENS).await? {
                 KeyInsert::Stored => {}
                 KeyInsert::NameTaken => return Err(taken()),
+                KeyInsert::Full => return Err(full()),
                 KeyInsert::HashCollision => continue,
             }
             let stored = store::get_console_token(self.db, &id)

@@ -532,18 +532,31 @@ pub enum KeyInsert {
     NameTaken,
     /// Two random keys hashed alike (not expected): the caller draws another.
     HashCollision,
+    /// There are as many as the cap allows: nothing was stored.
+    Full,
 }
 
-pub async fn insert_key(db: &D1Database, new: &NewKey<'_>) -> Result<KeyInsert> {
-    let sql =
-        "INSERT INTO server_keys (id, server_id, name, key_hash, hint, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-    let args = [s(new.id), s(new.server_id), s(new.name), s(new.key_hash), s(new.hint), n(new.now)];
-    match stmt(db, sql, &args)?.run().await {
-        Ok(_) => Ok(KeyInsert::Stored),
-        Err(e) if e.to_string().contains("key_hash") => Ok(KeyInsert::HashCollision),
+/// A credential row's insert, stored only while its table (or its server's part of it) holds
+/// fewer than the cap: the count and the insert are one statement, so two creates at once
+/// cannot both take the last place, as a count read before the insert would let them.
+/// `RETURNING` gives a row when one was stored.
+async fn insert_capped(db: &D1Database, sql: &str, args: &[JsValue], column: &str, context: &str) -> Result<KeyInsert> {
+    match first_row(&stmt(db, sql, args)?).await {
+        Ok(Some(_)) => Ok(KeyInsert::Stored),
+        Ok(None) => Ok(KeyInsert::Full),
+        Err(e) if e.to_string().contains(column) => Ok(KeyInsert::HashCollision),
         Err(e) if e.to_string().contains("UNIQUE") => Ok(KeyInsert::NameTaken),
-        Err(e) => Err(internal("storing the client key", e)),
+        Err(e) => Err(internal(context, e)),
     }
+}
+
+/// Stores a client key while its server has fewer than `cap`.
+pub async fn insert_key(db: &D1Database, new: &NewKey<'_>, cap: usize) -> Result<KeyInsert> {
+    let sql = "INSERT INTO server_keys (id, server_id, name, key_hash, hint, created_at)
+               SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE (SELECT COUNT(*) FROM server_keys WHERE server_id = ?2) < ?7
+               RETURNING id";
+    let args = [s(new.id), s(new.server_id), s(new.name), s(new.key_hash), s(new.hint), n(new.now), n(cap as i64)];
+    insert_capped(db, sql, &args, "key_hash", "storing the client key").await
 }
 
 pub async fn delete_key(db: &D1Database, server_id: &str, key_id: &str) -> Result<()> {
@@ -703,12 +716,6 @@ pub async fn list_console_tokens(db: &D1Database) -> Result<Vec<ConsoleTokenRow>
     typed(all_rows(&stmt(db, &sql, &[])?).await, "listing console tokens")
 }
 
-pub async fn count_console_tokens(db: &D1Database) -> Result<usize> {
-    let sql = "SELECT COUNT(*) AS n FROM console_tokens";
-    let n = first_with(first_row(&stmt(db, sql, &[])?).await, "counting console tokens", |f| f.int("n"))?;
-    Ok(n.map_or(0, |n| n.max(0) as usize))
-}
-
 pub async fn get_console_token(db: &D1Database, id: &str) -> Result<Option<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens WHERE id = ?1");
     typed_one(first_row(&stmt(db, &sql, &[s(id)])?).await, "reading a console token")
@@ -737,16 +744,22 @@ pub struct NewConsoleToken<'a> {
 }
 
 /// Stores a token; the outcomes are those of a client key's insert.
-pub async fn insert_console_token(db: &D1Database, new: &NewConsoleToken<'_>) -> Result<KeyInsert> {
+/// Stores a console token while there are fewer than `cap`.
+pub async fn insert_console_token(db: &D1Database, new: &NewConsoleToken<'_>, cap: usize) -> Result<KeyInsert> {
     let sql = "INSERT INTO console_tokens (id, name, role, token_hash, hint, created_by, created_at)
-               VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)";
-    let args = [s(new.id), s(new.name), s(new.role), s(new.token_hash), s(new.hint), s(new.created_by), n(new.now)];
-    match stmt(db, sql, &args)?.run().await {
-        Ok(_) => Ok(KeyInsert::Stored),
-        Err(e) if e.to_string().contains("token_hash") => Ok(KeyInsert::HashCollision),
-        Err(e) if e.to_string().contains("UNIQUE") => Ok(KeyInsert::NameTaken),
-        Err(e) => Err(internal("storing the console token", e)),
-    }
+               SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE (SELECT COUNT(*) FROM console_tokens) < ?8
+               RETURNING id";
+    let args = [
+        s(new.id),
+        s(new.name),
+        s(new.role),
+        s(new.token_hash),
+        s(new.hint),
+        s(new.created_by),
+        n(new.now),
+        n(cap as i64),
+    ];
+    insert_capped(db, sql, &args, "token_hash", "storing the console token").await
 }
 
 pub async fn delete_console_token(db: &D1Database, id: &str) -> Result<()> {

@@ -212,6 +212,32 @@ describe('console', () => {
     const noToken = await fg.console(`/servers/${server.id}/keys`, { token: null });
     assert.equal(noToken.status, 401);
   });
+
+  test('at most 100 keys a server, however many are asked for at once; another server has its own 100', async () => {
+    const { server } = await workflowServer('Key cap');
+    // 110 at once: a count read before each insert would let every one of them see room.
+    const asked = await Promise.all(
+      Array.from({ length: 110 }, (_, i) => fg.console(`/servers/${server.id}/keys`, { method: 'POST', body: { name: `k${i}` } })),
+    );
+    const created = asked.filter((r) => r.status === 201);
+    issued.push(...created.map((r) => r.json.key));
+    assert.equal(created.length, 100, asked.filter((r) => r.status !== 201 && r.status !== 409).map((r) => r.text).join('\n'));
+    for (const r of asked.filter((r) => r.status !== 201)) {
+      assert.equal(r.status, 409, r.text);
+      assert.equal(r.json.error, 'conflict');
+      assert.equal(r.json.message, `server '${server.id}' has 100 client keys, the most it may have; revoke one first`);
+    }
+    assert.equal((await fg.console(`/servers/${server.id}/keys`)).json.data.length, 100);
+    const one = await fg.console(`/servers/${server.id}/keys`, { method: 'POST', body: { name: 'one-too-many' } });
+    assert.equal(one.status, 409, one.text);
+
+    // Revoking one makes room for one.
+    const first = created[0].json;
+    assert.equal((await fg.console(`/servers/${server.id}/keys/${first.id}`, { method: 'DELETE' })).status, 200);
+    await newKey(server.id, 'one-more');
+    const other = await workflowServer('Key cap, another server');
+    await newKey(other.server.id, 'k0');
+  });
 });
 
 describe('the MCP endpoint', () => {
