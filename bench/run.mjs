@@ -380,6 +380,12 @@ async function streamMemory(target, dify, apiKey) {
 // main
 
 async function main() {
+  // BENCH_REPORT_FROM=<a latest.json>: only the table, from a run's raw numbers (to read a
+  // change to the table without a run).
+  if (process.env.BENCH_REPORT_FROM) {
+    process.stdout.write(`${report(JSON.parse(fs.readFileSync(process.env.BENCH_REPORT_FROM, 'utf8')))}\n`);
+    return;
+  }
   ensureWrk();
   const mach = machine();
   const git = gitState();
@@ -777,6 +783,12 @@ function report(r) {
     // The issue's measure: the CPU per request minus the same Worker's per /healthz.
     const work = (cpu, k) => cpu[k].us.measured - cpu.healthz.us.measured;
     const share = (a, b) => (a > 0 && b > 0 ? x(a / b) : 'n/a');
+    // The MCP work's ratio in each pass alone (each pass measures all three Workers at once).
+    const passShares = (a, b, k) => {
+      const [af, ah, bf, bh] = [a[k].passUs, a.healthz.passUs, b[k].passUs, b.healthz.passUs];
+      if (!af || af.length < 2 || [ah, bf, bh].some((v) => v?.length !== af.length)) return '';
+      return af.map((v, i) => share(v - ah[i], bf[i] - bh[i])).join(', ');
+    };
     // The floor's share of the peer's work is the lowest ratio any Worker could read; above it,
     // what Flowgate and the peer spend on MCP itself.
     const floorRows = (floorCpu, k, wf, wp, bare) => {
@@ -788,6 +800,8 @@ function report(r) {
     for (const k of ['tools/list', 'tools/call']) {
       const [wf, wp] = [work(WC.flowgate, k), work(WC.peer, k)];
       row(`MCP work per request: Worker CPU per ${kinds[k]} minus per GET /healthz`, share(wf, wp), us(wf), us(wp), '≤ 0.5×', flag(wf > 0 && wp > 0 && wf / wp <= 0.5));
+      const spread = passShares(WC.flowgate, WC.peer, k);
+      if (spread) row(`… the same ratio pass by pass (how far it moves within this run)`, spread, '', '');
       floorRows(WC.floor, k, wf, wp, false);
     }
     if (WC.bare) {

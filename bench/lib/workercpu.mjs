@@ -119,6 +119,8 @@ export function combineCpu(parts) {
   return {
     ...parts[0],
     passes: parts.length,
+    // Each pass's own CPU per request (the spread within one run, beside the sum).
+    passUs: parts.map((p) => p.us.measured),
     requests,
     bad: sum((p) => p.bad),
     firstBad: parts.map((p) => p.firstBad).find(Boolean) ?? '',
