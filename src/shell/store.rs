@@ -743,8 +743,8 @@ pub struct NewConsoleToken<'a> {
     pub now: i64,
 }
 
-/// Stores a token; the outcomes are those of a client key's insert.
-/// Stores a console token while there are fewer than `cap`.
+/// Stores a console token while there are fewer than `cap`; the outcomes are those of a client
+/// key's insert.
 pub async fn insert_console_token(db: &D1Database, new: &NewConsoleToken<'_>, cap: usize) -> Result<KeyInsert> {
     let sql = "INSERT INTO console_tokens (id, name, role, token_hash, hint, created_by, created_at)
                SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE (SELECT COUNT(*) FROM console_tokens) < ?8
