@@ -64,6 +64,12 @@ pub struct FormField {
 }
 
 impl FormField {
+    /// A number field that takes whole numbers only: an HTTP tool's `integer` parameter, kept
+    /// as `"integer": true` in the Dify-shaped item (Dify's own forms have no such field).
+    pub fn is_integer(&self) -> bool {
+        self.ty == FieldType::Number && self.extra.get("integer") == Some(&Value::Bool(true))
+    }
+
     /// The item in Dify's `{"<type>": {...}}` shape.
     pub fn to_dify(&self) -> Value {
         let mut body = self.extra.clone();

@@ -159,6 +159,7 @@ impl Tool<'_> {
                     p
                 }
                 FieldType::Select => json!({"type": "string", "enum": f.options}),
+                FieldType::Number if f.is_integer() => json!({"type": "integer"}),
                 FieldType::Number => json!({"type": "number"}),
                 FieldType::Checkbox => json!({"type": "boolean"}),
                 FieldType::JsonObject => {
@@ -288,6 +289,11 @@ fn check_value(f: &FormField, v: &Value) -> Option<String> {
             )),
             None => Some(format!("argument '{var}' must be one of {} (got {})", quoted(&f.options), json_kind(v))),
         },
+        FieldType::Number if f.is_integer() => match v.as_f64() {
+            // JSON Schema's integer: any number with no fractional part (3.0 included).
+            Some(n) if v.is_i64() || v.is_u64() || n.fract() == 0.0 => None,
+            _ => Some(format!("argument '{var}' must be a whole number (got {})", describe_number(v))),
+        },
         FieldType::Number if v.is_number() => None,
         FieldType::Number => Some(format!("argument '{var}' must be a number (got {})", json_kind(v))),
         FieldType::Checkbox if v.is_boolean() => None,
@@ -295,6 +301,14 @@ fn check_value(f: &FormField, v: &Value) -> Option<String> {
         FieldType::JsonObject if v.is_object() => None,
         FieldType::JsonObject => Some(format!("argument '{var}' must be a JSON object (got {})", json_kind(v))),
         FieldType::File | FieldType::FileList | FieldType::ExternalDataTool => None,
+    }
+}
+
+fn describe_number(v: &Value) -> String {
+    if v.is_number() {
+        format!("{v}")
+    } else {
+        json_kind(v).to_string()
     }
 }
 
@@ -378,6 +392,30 @@ mod tests {
         assert!(s["properties"]["cfg"].get("title").is_none());
         assert!(s["properties"].get("doc").is_none(), "file inputs are left out");
         assert_eq!(s["required"], json!(["text"]));
+    }
+
+    #[test]
+    fn integer_number_fields_are_integer_in_the_schema_and_the_checks() {
+        let form = json!([{"number": {"variable": "days", "label": "Days", "integer": true}}, {"number": {"variable": "x", "label": "X"}}]);
+        let d = def(vec![("Weather", "http-tool", form, json!([]))]);
+        let t = &tools(&d)[0];
+        let s = t.input_schema(&d);
+        assert_eq!(s["properties"]["days"]["type"], "integer");
+        assert_eq!(s["properties"]["x"]["type"], "number");
+        for whole in [json!(3), json!(-2), json!(3.0), json!(u64::MAX)] {
+            let args = json!({"days": whole, "x": 1.5});
+            assert!(t.check_arguments(args.as_object()).is_ok(), "{whole}");
+        }
+        let bad = json!({"days": 1.5});
+        assert_eq!(
+            t.check_arguments(bad.as_object()).unwrap_err(),
+            ["argument 'days' must be a whole number (got 1.5)"]
+        );
+        let bad = json!({"days": "3"});
+        assert_eq!(
+            t.check_arguments(bad.as_object()).unwrap_err(),
+            ["argument 'days' must be a whole number (got a string)"]
+        );
     }
 
     #[test]

@@ -52,6 +52,10 @@ pub fn derive_from_manifest(backend: &Map<String, Value>, errs: &mut Errors) -> 
         match p.get("form").and_then(Value::as_str).unwrap_or("llm") {
             "llm" => {
                 let mut body = json!({"variable": name, "label": p.get("description").and_then(Value::as_str).unwrap_or(name), "required": required});
+                if ty == "integer" {
+                    // The tool's input schema says `integer`, and arguments are checked as such.
+                    body["integer"] = true.into();
+                }
                 if let Some(d) = p.get("default").filter(|d| !d.is_null()) {
                     body["default"] = d.clone();
                 }
@@ -107,9 +111,16 @@ mod tests {
             form,
             json!([
                 {"text-input": {"variable": "location", "label": "City and state", "required": true}},
-                {"number": {"variable": "days", "label": "days", "required": false, "default": 1}}
+                {"number": {"variable": "days", "label": "days", "required": false, "default": 1, "integer": true}}
             ])
         );
+        // The tool the client sees says `integer`, not `number`, and takes whole numbers only.
+        let fields = crate::pure::form::parse_form(&form, "form", &mut errs);
+        assert!(errs.is_empty() && fields[1].is_integer() && !fields[0].is_integer(), "{:?}", errs.0);
+        let mut m = manifest();
+        m["manifest"]["parameters"][1]["type"] = "number".into();
+        let (form, _) = derive_from_manifest(m.as_object().unwrap(), &mut errs);
+        assert!(!crate::pure::form::parse_form(&form, "form", &mut errs)[1].is_integer());
         assert_eq!(outputs[0], json!({"variable": "temperature", "type": "number", "description": "Now"}));
     }
 
