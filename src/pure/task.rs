@@ -19,6 +19,11 @@ pub const MAX_ERROR_CHARS: usize = 4000;
 pub const MAX_JSON_BYTES: usize = 65_536;
 /// Remote task ids are stored and echoed back on every call; 255 matches deer-flow's schema.
 pub const MAX_REMOTE_ID: usize = 255;
+/// How long a task that ended at or after the end of its TTL is kept: long enough for a client
+/// polling at the usual pace to read why it ended, and for a few tries (5, 10 and 20 s apart
+/// with the default interval) to cancel its run at the backend. Bounded, so a backend that
+/// never confirms the cancel cannot keep the task alive.
+pub const TTL_GRACE_MS: u64 = 30_000;
 
 /// How a task is polled and how much of its answer is kept; the defaults are deer-flow's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,7 +210,8 @@ pub struct TaskState {
     pub next_cancel_at_ms: Option<u64>,
     pub last_cancel_error: Option<String>,
     pub completed_at_ms: Option<u64>,
-    /// How long a terminal task is kept before its storage is deleted.
+    /// How long the task lives, counted from `created_at_ms`: a task still running at its end
+    /// is ended (`end_if_ttl_ran_out`), and its storage is deleted then (`delete_at_ms`).
     pub ttl_ms: u64,
 }
 
@@ -309,11 +315,15 @@ impl TaskState {
         }
     }
 
-    /// What the alarm at `now_ms` must do. Cancel comes before Poll; nothing when terminal or
-    /// not yet due. While a cancel is pending no poll is made: its answer would be discarded.
+    /// What the alarm at `now_ms` must do. Cancel comes before Poll; nothing when not yet due,
+    /// nor when terminal (except the cancel of a run its TTL ended). While a cancel is pending no
+    /// poll is made: its answer would be discarded.
     pub fn due_action(&self, now_ms: u64) -> Action {
         if self.status.is_terminal() {
-            return Action::None;
+            return match self.next_cancel_at_ms {
+                Some(t) if t <= now_ms => Action::Cancel,
+                _ => Action::None,
+            };
         }
         if self.cancel_requested_at_ms.is_some() {
             return match self.next_cancel_at_ms {
@@ -383,10 +393,13 @@ impl TaskState {
 
     /// The answer to a cancel call: a terminal Report ends the task (Cancelled, or Completed/Failed if the backend says it finished first); a Permanent one fails it (the cancel can never be confirmed); anything else (a non-terminal report, Transient) is retried with the same backoff keyed on cancel_attempts.
     ///
-    /// Ignored on a terminal task. For work without a remote id the shell stops the work
-    /// itself and reports `Cancelled` here.
+    /// On a terminal task only the cancel its TTL started is followed: a final answer (or a
+    /// permanent failure) ends it, anything else is retried; the task itself stays as it
+    /// ended. For work without a remote id the shell stops the work itself and reports
+    /// `Cancelled` here.
     pub fn on_cancel(&mut self, outcome: PollOutcome, cfg: &PollConfig, returned_at_ms: u64) {
         if self.status.is_terminal() {
+            self.after_ttl_cancel(outcome, cfg, returned_at_ms);
             return;
         }
         let before = self.cancel_attempts;
@@ -443,24 +456,81 @@ impl TaskState {
         }
     }
 
-    /// When the Durable Object must wake next: the earlier of next poll / next cancel; for a terminal task its expiry (completed_at + ttl) so storage is deleted after the TTL.
+    /// When the Durable Object must wake next: the earliest of next poll, next cancel and the
+    /// TTL's end (a task still running then is ended by it); for a terminal task the deletion of
+    /// its storage, or a cancel of the backend's run still due before that.
     pub fn next_wake_ms(&self) -> Option<u64> {
+        let earliest = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         if self.status.is_terminal() {
-            return self.expires_at_ms();
+            return earliest(self.delete_at_ms(), self.next_cancel_at_ms);
         }
-        match (self.next_poll_at_ms, self.next_cancel_at_ms) {
-            (Some(p), Some(c)) => Some(p.min(c)),
-            (p, c) => p.or(c),
-        }
+        earliest(earliest(self.next_poll_at_ms, self.next_cancel_at_ms), Some(self.expires_at_ms()))
     }
 
-    /// Whether a terminal task has outlived its TTL and its storage may be deleted.
-    pub fn expired(&self, now_ms: u64) -> bool {
-        self.status.is_terminal() && self.expires_at_ms().is_some_and(|t| now_ms >= t)
+    /// Whether the task's storage may be deleted: it is terminal and past `delete_at_ms`.
+    pub fn deletable(&self, now_ms: u64) -> bool {
+        self.status.is_terminal() && self.delete_at_ms().is_some_and(|t| now_ms >= t)
     }
 
-    fn expires_at_ms(&self) -> Option<u64> {
-        self.completed_at_ms.map(|c| c.saturating_add(self.ttl_ms))
+    /// The end of the task's TTL, counted from its creation (as MCP tasks count it).
+    pub fn expires_at_ms(&self) -> u64 {
+        self.created_at_ms.saturating_add(self.ttl_ms)
+    }
+
+    /// When a terminal task's storage is deleted: at the end of its TTL; a task that ended at or
+    /// after that moment (its TTL ended it, or its last answer came back later) is kept
+    /// `TTL_GRACE_MS` more, so its end can still be read and its backend's run cancelled.
+    fn delete_at_ms(&self) -> Option<u64> {
+        let completed = self.completed_at_ms?;
+        let expires = self.expires_at_ms();
+        Some(if completed >= expires { completed.saturating_add(TTL_GRACE_MS) } else { expires })
+    }
+
+    /// At the end of its TTL a task that has not finished ends `failed`, with a message naming
+    /// the TTL, and the backend's run (if one was started) is cancelled as `tasks/cancel` does,
+    /// retried with backoff until the storage is deleted. Returns whether the TTL ended it.
+    pub fn end_if_ttl_ran_out(&mut self, now_ms: u64) -> bool {
+        if self.status.is_terminal() || now_ms < self.expires_at_ms() {
+            return false;
+        }
+        let msg = format!(
+            "the task did not finish within its ttl of {} ms (counted from its creation); {}",
+            self.ttl_ms,
+            if self.remote_id.is_some() { "its run at the backend is cancelled" } else { "it was stopped" }
+        );
+        self.fail(msg, Some("ttl_expired".into()), now_ms);
+        if self.remote_id.is_some() {
+            self.cancel_requested_at_ms.get_or_insert(now_ms);
+            self.next_cancel_at_ms = Some(now_ms);
+        }
+        true
+    }
+
+    fn after_ttl_cancel(&mut self, outcome: PollOutcome, cfg: &PollConfig, returned_at_ms: u64) {
+        if self.next_cancel_at_ms.is_none() {
+            return;
+        }
+        let before = self.cancel_attempts;
+        self.cancel_attempts = before.saturating_add(1);
+        let failure = match outcome {
+            PollOutcome::Report(report) if report.is_terminal() => None,
+            PollOutcome::Report(report) => Some(format!(
+                "the backend answered the cancel with status {} instead of a final one",
+                report.remote_status()
+            )),
+            PollOutcome::Permanent(msg) => {
+                self.last_cancel_error = Some(clip_error(&msg));
+                None
+            }
+            PollOutcome::Transient(msg) => Some(msg),
+        };
+        self.next_cancel_at_ms = failure.map(|failure| {
+            self.last_cancel_error = Some(clip_error(&failure));
+            after(returned_at_ms, secs_ms(backoff_s(cfg, before)))
+        });
     }
 
     fn apply_terminal(&mut self, report: Report, cfg: &PollConfig, now_ms: u64) {
@@ -799,8 +869,9 @@ pub(crate) mod tests {
         assert_eq!(t.status, Status::Submitted);
         assert_eq!((t.created_at_ms, t.updated_at_ms, t.ttl_ms), (T0, T0, TTL));
         assert_eq!(t.due_action(u64::MAX), Action::None);
-        assert_eq!(t.next_wake_ms(), None);
-        assert!(!t.expired(u64::MAX));
+        // Only the end of its TTL is due: a task whose submit never answers still ends.
+        assert_eq!(t.next_wake_ms(), Some(T0 + TTL));
+        assert!(!t.deletable(u64::MAX));
         assert_eq!(t.status_message(&cfg()), None);
     }
 
@@ -849,7 +920,8 @@ pub(crate) mod tests {
         assert_eq!(t.next_poll_at_ms, None);
         assert_eq!(t.poll_count, 4);
         assert_eq!(t.due_action(u64::MAX), Action::None);
-        assert_eq!(t.next_wake_ms(), Some(T0 + 80 * S + TTL));
+        // Deleted at the end of the TTL, counted from the creation, not from the end.
+        assert_eq!(t.next_wake_ms(), Some(T0 + TTL));
         assert_eq!(t.status_message(&c), None);
 
         // A terminal task ignores late answers.
@@ -934,7 +1006,7 @@ pub(crate) mod tests {
         assert_eq!(t.completed_at_ms, Some(T0 + 3 * S));
         assert_eq!(t.next_cancel_at_ms, None);
         assert_eq!(t.due_action(u64::MAX), Action::None);
-        assert_eq!(t.next_wake_ms(), Some(T0 + 3 * S + TTL));
+        assert_eq!(t.next_wake_ms(), Some(T0 + TTL));
         assert_eq!(t.status_message(&c).as_deref(), Some("cancelled on request"));
         assert_eq!(t.poll_count, 0);
     }
@@ -1065,7 +1137,7 @@ pub(crate) mod tests {
         assert_eq!(t.remote_id, None);
         assert_eq!(t.result, Some(json!({"text": "hi"})));
         assert_eq!(t.completed_at_ms, Some(T0 + 4 * S));
-        assert_eq!(t.next_wake_ms(), Some(T0 + 4 * S + TTL));
+        assert_eq!(t.next_wake_ms(), Some(T0 + TTL));
         assert_eq!(t.poll_count, 0);
 
         // Ignored once terminal.
@@ -1530,7 +1602,7 @@ pub(crate) mod tests {
         assert_eq!(t.next_wake_ms(), Some(T0 + 5 * S));
         t.on_poll(running(Some(30.0)), &c, T0 + 6 * S);
         assert_eq!(t.next_wake_ms(), Some(T0 + 36 * S));
-        assert!(!t.expired(u64::MAX));
+        assert!(!t.deletable(u64::MAX));
 
         // The earlier of a poll and a cancel, should both ever be set.
         let mut both = t.clone();
@@ -1542,15 +1614,124 @@ pub(crate) mod tests {
         t.request_cancel(T0 + 7 * S).unwrap();
         assert_eq!(t.next_wake_ms(), Some(T0 + 7 * S));
         t.on_cancel(PollOutcome::Report(Report::Cancelled), &c, T0 + 8 * S);
-        let expiry = T0 + 8 * S + TTL;
+        let expiry = T0 + TTL;
         assert_eq!(t.next_wake_ms(), Some(expiry));
-        assert!(!t.expired(expiry - 1));
-        assert!(t.expired(expiry));
-        assert!(t.expired(expiry + 1));
+        assert!(!t.deletable(expiry - 1));
+        assert!(t.deletable(expiry));
+        assert!(t.deletable(expiry + 1));
 
         let mut forever = TaskState::new(T0, u64::MAX);
         forever.finished(Report::Cancelled, &c, T0);
         assert_eq!(forever.next_wake_ms(), Some(u64::MAX));
-        assert!(!forever.expired(u64::MAX - 1));
+        assert!(!forever.deletable(u64::MAX - 1));
+    }
+
+    // --- The TTL, counted from the creation ---------------------------------------------------
+
+    #[test]
+    fn a_running_task_wakes_at_its_ttl_and_is_ended_then_with_its_run_cancelled() {
+        let c = cfg();
+        let mut t = TaskState::new(T0, 60 * S);
+        t.submitted("r-1", &c, T0).unwrap();
+        // Polled every 5 s: the poll is the next wake while it comes first ...
+        assert_eq!(t.next_wake_ms(), Some(T0 + 5 * S));
+        // ... and the TTL's end is one even when a backend's hint pushes the poll past it.
+        t.on_poll(running(Some(600.0)), &c, T0 + 10 * S);
+        assert_eq!(t.next_wake_ms(), Some(T0 + 60 * S));
+
+        assert!(!t.end_if_ttl_ran_out(T0 + 60 * S - 1));
+        assert_eq!(t.status, Status::Working);
+        assert!(t.end_if_ttl_ran_out(T0 + 60 * S));
+        assert_eq!(t.status, Status::Failed);
+        assert_eq!(t.error_code.as_deref(), Some("ttl_expired"));
+        let msg = t.status_message(&c).unwrap();
+        assert!(msg.contains("ttl of 60000 ms (counted from its creation)"), "{msg}");
+        assert!(t.request_cancel(T0 + 61 * S).is_err(), "a task its TTL ended is final");
+        // Once ended, the TTL does not end it again.
+        assert!(!t.end_if_ttl_ran_out(T0 + 62 * S));
+
+        // The backend's run is cancelled at once, retried with backoff on failure ...
+        assert_eq!(t.due_action(T0 + 60 * S), Action::Cancel);
+        assert_eq!(t.next_wake_ms(), Some(T0 + 60 * S));
+        t.on_cancel(transient("HTTP 500"), &c, T0 + 61 * S);
+        assert_eq!(t.status, Status::Failed, "a cancel answer does not change how the task ended");
+        assert_eq!(t.due_action(T0 + 65 * S), Action::None);
+        assert_eq!(t.due_action(T0 + 66 * S), Action::Cancel);
+        assert_eq!(t.next_wake_ms(), Some(T0 + 66 * S));
+        t.on_cancel(PollOutcome::Report(Report::Cancelled), &c, T0 + 67 * S);
+        assert_eq!((t.status, t.cancel_attempts, t.next_cancel_at_ms), (Status::Failed, 2, None));
+        assert!(t.error.as_deref().unwrap().contains("ttl"));
+        // ... and the task is kept for the grace after it ended, then deleted.
+        assert_eq!(t.due_action(u64::MAX), Action::None);
+        assert_eq!(t.next_wake_ms(), Some(T0 + 60 * S + TTL_GRACE_MS));
+        assert!(!t.deletable(T0 + 60 * S + TTL_GRACE_MS - 1));
+        assert!(t.deletable(T0 + 60 * S + TTL_GRACE_MS));
+    }
+
+    #[test]
+    fn a_backend_that_never_confirms_the_ttl_cancel_does_not_keep_the_task() {
+        let c = cfg();
+        let mut t = TaskState::new(T0, 60 * S);
+        t.submitted("r-1", &c, T0).unwrap();
+        assert!(t.end_if_ttl_ran_out(T0 + 70 * S));
+        let mut now = T0 + 70 * S;
+        for _ in 0..20 {
+            let Some(wake) = t.next_wake_ms() else { break };
+            now = wake.max(now);
+            if t.deletable(now) {
+                break;
+            }
+            assert_eq!(t.due_action(now), Action::Cancel);
+            t.on_cancel(transient("unreachable"), &c, now);
+        }
+        assert!(t.deletable(now), "deleted within the grace although every cancel failed");
+        assert_eq!(now, T0 + 70 * S + TTL_GRACE_MS);
+        assert_eq!(t.cancel_attempts, 3, "tried at 0, 5 and 15 s into the grace");
+        // A cancel the backend can never confirm is not retried.
+        let mut t = TaskState::new(T0, 60 * S);
+        t.submitted("r-1", &c, T0).unwrap();
+        t.end_if_ttl_ran_out(T0 + 60 * S);
+        t.on_cancel(PollOutcome::Permanent("task_not_found".into()), &c, T0 + 61 * S);
+        assert_eq!((t.status, t.next_cancel_at_ms), (Status::Failed, None));
+        assert_eq!(t.next_wake_ms(), Some(T0 + 60 * S + TTL_GRACE_MS));
+    }
+
+    #[test]
+    fn the_ttl_ends_a_task_in_any_unfinished_state() {
+        let c = cfg();
+        // Not yet submitted (no remote run): ended, nothing to cancel.
+        let mut t = TaskState::new(T0, 60 * S);
+        assert!(t.end_if_ttl_ran_out(T0 + 60 * S));
+        assert_eq!((t.status, t.next_cancel_at_ms), (Status::Failed, None));
+        assert!(t.error.as_deref().unwrap().contains("it was stopped"));
+        // Waiting for input.
+        let mut t = TaskState::new(T0, 60 * S);
+        t.submitted("r-1", &c, T0).unwrap();
+        t.on_poll(
+            PollOutcome::Report(Report::InputRequired { input_required: json!({}), poll_after_s: None }),
+            &c,
+            T0 + S,
+        );
+        assert!(t.end_if_ttl_ran_out(T0 + 60 * S));
+        assert_eq!((t.status, t.input_required.clone()), (Status::Failed, None));
+        assert_eq!(t.due_action(T0 + 60 * S), Action::Cancel);
+        // Cancelling on request, the cancel failing: the TTL still ends it.
+        let mut t = TaskState::new(T0, 60 * S);
+        t.submitted("r-1", &c, T0).unwrap();
+        t.request_cancel(T0 + S).unwrap();
+        t.on_cancel(transient("HTTP 503"), &c, T0 + 2 * S);
+        assert!(t.end_if_ttl_ran_out(T0 + 60 * S));
+        assert_eq!(t.status, Status::Failed);
+        assert_eq!(t.due_action(T0 + 60 * S), Action::Cancel);
+        // A finished task is not touched, and goes at the end of its TTL, not TTL after its end.
+        let mut t = working();
+        t.on_poll(completed(json!(1)), &c, T0 + 10 * S);
+        assert!(!t.end_if_ttl_ran_out(T0 + TTL));
+        assert_eq!(t.status, Status::Completed);
+        assert_eq!(t.next_wake_ms(), Some(T0 + TTL));
+        // An answer that arrives after the TTL's end (a run longer than the TTL) is kept for the grace.
+        let mut t = TaskState::new(T0, 60 * S);
+        t.finished(Report::Completed { result: json!(1), result_artifact: None }, &c, T0 + 90 * S);
+        assert_eq!(t.next_wake_ms(), Some(T0 + 90 * S + TTL_GRACE_MS));
     }
 }

@@ -3,7 +3,9 @@
 //! alarm asks the core state machine what is due (poll or cancel), makes that one call, feeds
 //! the answer back, stores the state, mirrors it to the D1 `tasks` row and sets the next alarm.
 //! After a restart the alarm (or the next request, which re-arms a missing alarm) continues from
-//! storage; after the task's TTL its storage is deleted.
+//! storage. A task still running at the end of its TTL (counted from its creation) is ended and
+//! its backend's run cancelled; after the TTL (and the bounded grace of a task that ended late)
+//! its storage is deleted.
 
 use std::time::Duration;
 
@@ -139,7 +141,8 @@ impl DurableObject for TaskRunner {
             return self.create(*spec, ttl_ms).await;
         }
         let Some(mut rec) = self.load().await? else { return Response::error("no such task", 404) };
-        if !call.may_reach(&rec.spec) {
+        // Past its deletion time a task is gone, even before the alarm has deleted it.
+        if !call.may_reach(&rec.spec) || rec.state.deletable(super::platform::now_ms()) {
             // A task is reachable only through the server that created it (and, on a server
             // with client keys, by the caller that created it).
             return Response::error("no such task", 404);
@@ -176,10 +179,17 @@ impl DurableObject for TaskRunner {
         super::outbound::guard_from_env(&self.env);
         let Some(rec) = self.load().await? else { return Response::ok("no task") };
         let now = super::platform::now_ms();
-        if rec.state.expired(now) {
+        if rec.state.deletable(now) {
             self.state.storage().delete_all().await?;
             delete_row(&self.env, &rec.spec.task_id).await;
             return Response::ok("expired");
+        }
+        let mut rec = rec;
+        if rec.state.end_if_ttl_ran_out(now) {
+            // Ended before anything else is called; the cancel of its run is the next alarm.
+            self.settle(&mut rec);
+            self.save(&rec).await?;
+            return Response::ok("ttl ran out");
         }
         // The backend call happens on a snapshot; its answer is applied to the state as stored
         // *after* the call, so a cancel that arrived meanwhile wins (its poll result is discarded).
@@ -187,6 +197,8 @@ impl DurableObject for TaskRunner {
         let Some(mut fresh) = self.load().await? else { return Response::ok("deleted meanwhile") };
         let cfg = poll_config(&fresh.spec.app);
         apply(effect, &mut fresh, &cfg);
+        // A step longer than what was left of the TTL (a submit, a run inside the task).
+        fresh.state.end_if_ttl_ran_out(super::platform::now_ms());
         self.settle(&mut fresh);
         self.save(&fresh).await?;
         Response::ok("ok")
