@@ -9,6 +9,8 @@ use serde_json::Value;
 use worker::{Context, Env, Method};
 
 use crate::pure::backend::config::Backend;
+use crate::pure::backend::http_tool::config::AsyncEndpoints;
+use crate::pure::backend::http_tool::polled;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::server::{self, CallPlan};
@@ -69,6 +71,9 @@ pub async fn call_backend(
                 .into_final()
                 .await
         }
+        Backend::HttpTool(c) if c.async_endpoints.is_some() => {
+            polled(plan.clone(), app, target, env, Some(ctx)).into_final().await
+        }
         _ if app.streams(false) => CallStream::new(plan.clone(), target, env, ctx).into_final().await,
         _ => server::finish_call(plan, call_blocking(plan, &target).await, VERSION),
     }
@@ -86,8 +91,25 @@ pub fn call_streamed(
         resolve(&served.def, plan.app_index, env).map_err(|o| server::finish_call(&plan, o, VERSION))?;
     Ok(match &app.backend {
         Backend::Mcp(_) => CallStream::upstream(plan, target, Rc::clone(served), incoming, env, Some(ctx)),
+        Backend::HttpTool(c) if c.async_endpoints.is_some() => polled(plan, app, target, env, Some(ctx)),
         _ => CallStream::new(plan, target, env, ctx),
     })
+}
+
+/// An async HTTP tool (seed 002's endpoints) called without a task: submitted, then polled to
+/// its end within the call, at the app's `poll_interval_seconds`.
+fn polled(plan: CallPlan, app: &AppDefinition, target: Target, env: &Env, ctx: Option<&Context>) -> CallStream {
+    let endpoints = app.backend.as_http_tool().and_then(|c| c.async_endpoints.clone());
+    let interval = app.backend.tasks().poll_interval_seconds.unwrap_or(polled::DEFAULT_INTERVAL_S);
+    // `endpoints` is there: the callers match on it.
+    CallStream::polled(
+        plan,
+        target,
+        endpoints.unwrap_or(AsyncEndpoints { status_endpoint: String::new(), cancel_endpoint: String::new() }),
+        interval,
+        env,
+        ctx,
+    )
 }
 
 fn resolve<'d>(def: &'d ServerDefinition, app_index: usize, env: &Env) -> Result<(&'d AppDefinition, Target), Outcome> {
@@ -104,6 +126,9 @@ pub async fn run_to_completion(plan: &CallPlan, served: &Rc<Prepared>, env: &Env
     match &app.backend {
         Backend::Mcp(_) => {
             CallStream::upstream(plan.clone(), target, Rc::clone(served), Vec::new(), env, None).into_final().await
+        }
+        Backend::HttpTool(c) if c.async_endpoints.is_some() => {
+            polled(plan.clone(), app, target, env, None).into_final().await
         }
         _ if app.streams(false) => CallStream::detached(plan.clone(), target, env).into_final().await,
         _ => server::finish_call(plan, call_blocking(plan, &target).await, VERSION),

@@ -605,6 +605,11 @@ async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
         let _ = kv.delete(key).await;
         return;
     }
+    if record["kind"] == "async_tool" {
+        cancel_async_tool(env, def, &record).await;
+        let _ = kv.delete(key).await;
+        return;
+    }
     let (Some(task_id), Some(app_index)) = (record["task_id"].as_str(), record["app_index"].as_u64()) else { return };
     let Some(app) = def.apps.get(app_index as usize) else { return };
     let (Ok(backend), mode) = (target_of(def, app_index as usize, env), app.mode) else { return };
@@ -612,6 +617,17 @@ async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     let user = record["user"].as_str().unwrap_or_default();
     stop_run(env, &backend.base_url, &backend.api_key, mode, task_id, user, &backend.app_name).await;
     let _ = kv.delete(key).await;
+}
+
+/// Cancels an async HTTP tool's run that a call without a task was polling; the polling call
+/// then reads `cancelled` and ends.
+async fn cancel_async_tool(env: &Env, def: &ServerDefinition, record: &Value) {
+    let (Some(app_index), Some(remote)) = (record["app_index"].as_u64(), record["task_id"].as_str()) else { return };
+    let Some(app) = def.apps.get(app_index as usize) else { return };
+    let Some(endpoints) = app.backend.as_http_tool().and_then(|c| c.async_endpoints.as_ref()) else { return };
+    let Ok(target) = target_of(def, app_index as usize, env) else { return };
+    let user = record["user"].as_str().unwrap_or_default();
+    super::polled_call::cancel(&target, &endpoints.cancel_endpoint, user, remote).await;
 }
 
 /// Tells an upstream MCP server that a call a client cancelled is cancelled, on the session it

@@ -14,6 +14,7 @@ mod memo;
 mod oauth;
 mod outbound;
 mod platform;
+mod polled_call;
 mod ratelimit;
 mod relay;
 mod resource_server;

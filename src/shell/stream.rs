@@ -38,6 +38,7 @@ use super::timer::Timer;
 use super::VERSION;
 
 /// Where and how to call an app's backend, resolved from its settings for one call.
+#[derive(Clone)]
 pub struct Target {
     pub app_name: String,
     pub base_url: String,
@@ -67,6 +68,10 @@ pub enum Relayed {
     Note(Value),
     /// The final JSON-RPC response.
     Done(Value),
+    /// The record that lets a `notifications/cancelled` stop the run (an async tool's run).
+    Run(Value),
+    /// The backend answered (a status check): the call is not idle, though nothing is sent.
+    Alive,
 }
 
 /// How a call answers, once it has something to send ([`CallStream::open`]).
@@ -217,6 +222,43 @@ impl CallStream {
         call
     }
 
+    /// An async HTTP tool called without a task, polled to its end beside the relay
+    /// (`polled_call`): the relay's timeouts and keep-alives apply, and a relay that gives up
+    /// cancels the run.
+    pub fn polled(
+        plan: CallPlan,
+        target: Target,
+        endpoints: crate::pure::backend::http_tool::config::AsyncEndpoints,
+        interval_s: u64,
+        env: &Env,
+        ctx: Option<&Context>,
+    ) -> CallStream {
+        let mut call = CallStream::detached(plan, target, env);
+        call.registered = false;
+        let (tx, rx) = unbounded::<Relayed>();
+        let (abort_tx, abort_rx) = oneshot::channel::<()>();
+        call.cancel.upstream_abort = Some(abort_tx);
+        call.phase = Phase::Relaying(rx);
+        let (plan, target) = (call.plan.clone(), call.target.clone());
+        let work = async move {
+            // A dropped sender (the call completed) is not a cancellation.
+            let abort = async move {
+                if abort_rx.await.is_err() {
+                    futures::future::pending::<()>().await;
+                }
+            };
+            let send = move |r: Relayed| {
+                let _ = tx.unbounded_send(r);
+            };
+            super::polled_call::run(plan, target, endpoints, interval_s, send, abort).await;
+        };
+        match ctx {
+            Some(ctx) => ctx.wait_until(work),
+            None => worker::wasm_bindgen_futures::spawn_local(work),
+        }
+        call
+    }
+
     /// The SSE response: notifications as they happen, the final response last.
     pub fn into_response(self, headers: Headers) -> worker::Result<Response> {
         Ok(Response::from_stream(self.into_chunks())?.with_headers(headers))
@@ -333,6 +375,19 @@ impl CallStream {
                             let record = serde_json::json!({"kind": "mcp", "app_index": self.plan.app_index, "request_id": request_id, "session": session});
                             self.register(record).await;
                         }
+                    }
+                    Ok(Wait::Item(Some(Relayed::Run(record)))) => {
+                        self.last_chunk_ms = super::platform::now_ms();
+                        self.phase = Phase::Relaying(rx);
+                        if !self.registered {
+                            self.registered = true;
+                            self.register(record).await;
+                        }
+                    }
+                    Ok(Wait::Item(Some(Relayed::Alive))) => {
+                        self.last_chunk_ms = super::platform::now_ms();
+                        self.phase = Phase::Relaying(rx);
+                        self.share_run().await;
                     }
                     Ok(Wait::Item(Some(Relayed::Note(n)))) => {
                         self.last_chunk_ms = super::platform::now_ms();

@@ -576,7 +576,7 @@ async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Optio
 }
 
 #[derive(Debug)]
-enum CallError {
+pub(super) enum CallError {
     Http(u16, String),
     Other(String),
 }
@@ -594,7 +594,7 @@ impl std::fmt::Display for CallError {
 
 /// Whether a call that failed before any answer arrived is sent again at once.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Resend {
+pub(super) enum Resend {
     /// A submit: the backend may have started work, so it is never repeated.
     Never,
     /// A status read or a cancel (both idempotent): a pooled connection that the backend had
@@ -607,7 +607,7 @@ async fn get_json(backend: &Target, plan: &CallPlan, url: &str) -> Result<Value,
     call_json(backend, plan, Method::Get, url, None, Resend::Once).await
 }
 
-async fn post_json(
+pub(super) async fn post_json(
     backend: &Target,
     plan: &CallPlan,
     url: &str,

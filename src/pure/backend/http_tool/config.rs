@@ -83,9 +83,10 @@ impl Kind for HttpToolConfig {
         out
     }
 
-    /// When the tool is set to stream, whatever the client takes.
+    /// When the tool is set to stream, whatever the client takes; an async tool too (a call
+    /// without a task polls it to its end, with progress as it goes).
     fn streams(&self, _mode: Mode, _accepts_sse: bool) -> bool {
-        self.stream
+        self.stream || self.async_endpoints.is_some()
     }
 }
 

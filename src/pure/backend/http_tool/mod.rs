@@ -1,10 +1,12 @@
 //! Custom HTTP tools (seed 003, mode `http-tool`): one endpoint called with a JSON body, that
 //! answers in one piece or as an SSE stream of `thought` / `progress` / `result` events. The
-//! manifest (`manifest`), a call and its one-piece answer (`call`), a streamed answer (`stream`).
+//! manifest (`manifest`), a call and its one-piece answer (`call`), a streamed answer (`stream`),
+//! an async tool polled to its end within a call (`polled`).
 
 pub mod call;
 pub mod config;
 pub mod manifest;
+pub mod polled;
 pub mod stream;
 
 /// A backend with a manifest, as the tests of this kind use it.
