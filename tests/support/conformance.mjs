@@ -1,6 +1,7 @@
 // Running the official MCP conformance suite (it needs Node 22, which setup installs from npm).
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import os from 'node:os';
 import path from 'node:path';
 
 import { repoRoot } from './harness.mjs';
@@ -60,9 +61,31 @@ export function outcomeOf(code, out) {
 }
 
 /**
- * Records conformance outcomes of one test file in tests/conformance/results/<name>.json
- * (sorted, so an unchanged run writes the same file; commit it with the generated table); scripts/conformance-table.mjs makes
- * docs/conformance.md of all of them. `save()` runs in the file's `after`.
+ * Whether this process runs only some of its file's tests (a name pattern, a skip pattern,
+ * `--test-only`, a shard): node's test runner passes those flags to each file's process.
+ */
+export function filteredRun(execArgv = process.execArgv) {
+  return execArgv.some((a) => /^--test-(name-pattern|skip-pattern|only|shard)(=|$)/.test(a));
+}
+
+/**
+ * Where a run's outcomes go: the tracked tests/conformance/results/ (and docs/conformance.md
+ * regenerated from it) only when CONFORMANCE_WRITE=1 (`make test` sets it) and the run is not
+ * filtered, since a filtered run's outcomes are not its file's; otherwise a directory under the
+ * system's temp dir, so that running one file or one test never rewrites tracked files.
+ */
+export function resultsTarget(env = process.env, execArgv = process.execArgv) {
+  if (env.CONFORMANCE_WRITE === '1' && !filteredRun(execArgv)) {
+    return { dir: path.join(repoRoot, 'tests/conformance/results'), table: true };
+  }
+  return { dir: path.join(os.tmpdir(), 'flowgate-conformance-results'), table: false };
+}
+
+/**
+ * Records conformance outcomes of one test file in <results>/<name>.json (sorted, so an
+ * unchanged run writes the same file; commit it with the generated table);
+ * scripts/conformance-table.mjs makes docs/conformance.md of all of them. `save()` runs in the
+ * file's `after`; where it writes is `resultsTarget()`'s choice.
  */
 export function recorder(name) {
   const rows = new Map();
@@ -74,13 +97,14 @@ export function recorder(name) {
     async save() {
       if (!rows.size) return;
       const { mkdir, writeFile } = await import('node:fs/promises');
-      const dir = path.join(repoRoot, 'tests/conformance/results');
+      const { dir, table } = resultsTarget();
       await mkdir(dir, { recursive: true });
       const file = path.join(dir, `${name}.json`);
-      // The whole file's outcomes replace the last ones (a partial run records only its own).
+      // The whole file's outcomes replace the last ones.
       const key = (r) => `${r.scenario}\0${r.revision}\0${r.target}`;
       const sorted = [...rows.values()].sort((a, b) => key(a).localeCompare(key(b)));
       await writeFile(file, `${JSON.stringify(sorted, null, 1)}\n`);
+      if (!table) return;
       const { execFile: run } = await import('node:child_process');
       await new Promise((resolve) => run(NODE22, [path.join(repoRoot, 'scripts/conformance-table.mjs')], { cwd: repoRoot }, resolve));
     },
