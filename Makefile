@@ -13,7 +13,7 @@ WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
 SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs worker/stored-json.mjs
 CONSOLE_SOURCES := $(shell find console -type f)
 
-.PHONY: help setup setup-browser build dev test test-core test-integration schema check-schema clean
+.PHONY: help setup setup-browser build dev test test-core test-integration test-fixtures schema check-schema clean
 
 help:
 	@echo "make dev [PORT=8787]   build and serve Flowgate locally (wrangler dev, local D1/KV)"
@@ -67,9 +67,23 @@ test-core:
 # within INTEGRATION_TIMEOUT seconds whatever happens, so CI always gets a report.
 TEST_TIMEOUT_MS ?= 300000
 INTEGRATION_TIMEOUT ?= 1800
+# Flowgate's tests (tests/integration) and the tests of the fixtures themselves (tests/fixtures:
+# the fakes and the harness the integration tests stand on) run as two steps, each with its own
+# totals and its own PASS/FAIL line; both always run, and either failing fails the target. Only
+# this full run writes the conformance outcomes (CONFORMANCE_WRITE=1: tests/conformance/results/
+# and docs/conformance.md); a run of one file, filtered or not, leaves them as they are.
+NODE_TEST = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=2 \
+	  --test-timeout=$(TEST_TIMEOUT_MS) --test-force-exit
 test-integration: build setup-browser
-	timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=2 \
-	  --test-timeout=$(TEST_TIMEOUT_MS) --test-force-exit 'tests/integration/*.test.mjs'
+	@fixtures=PASS; flowgate=PASS; \
+	$(NODE_TEST) 'tests/fixtures/*.test.mjs' || fixtures=FAIL; \
+	CONFORMANCE_WRITE=1 $(NODE_TEST) 'tests/integration/*.test.mjs' || flowgate=FAIL; \
+	echo "fixture tests (tests/fixtures): $$fixtures"; \
+	echo "Flowgate integration tests (tests/integration): $$flowgate"; \
+	[ $$fixtures = PASS ] && [ $$flowgate = PASS ]
+
+test-fixtures: build
+	$(NODE_TEST) 'tests/fixtures/*.test.mjs'
 
 test: setup-browser check-schema test-core test-integration
 
