@@ -62,6 +62,8 @@ describe('one-piece answers', () => {
     const tool = list.json.result.tools[0];
     assert.deepEqual(Object.keys(tool.inputSchema.properties), ['location', 'days']);
     assert.deepEqual(tool.inputSchema.required, ['location']);
+    // The manifest's `integer` is JSON Schema's `integer`, not `number`.
+    assert.equal(tool.inputSchema.properties.days.type, 'integer');
     assert.equal(tool.inputSchema.properties.location.description, 'The city and state, e.g. San Francisco, CA');
     assert.deepEqual(tool.outputSchema.properties, { temperature: { type: 'number', description: 'The current temperature.' }, condition: { type: 'string' } });
 
@@ -94,7 +96,9 @@ describe('one-piece answers', () => {
     const { url, path } = await toolServer();
     const r = await rpc(url, call({ days: 'two' }), { 'mcp-protocol-version': '2025-11-25' });
     assert.equal(r.json.result.isError, true);
-    assert.match(r.json.result.content[0].text, /missing required argument 'location'.*'days' must be a number/);
+    assert.match(r.json.result.content[0].text, /missing required argument 'location'.*'days' must be a whole number \(got a string\)/);
+    const half = await rpc(url, call({ location: 'Oslo', days: 1.5 }), { 'mcp-protocol-version': '2025-11-25' });
+    assert.match(half.json.result.content[0].text, /'days' must be a whole number \(got 1\.5\)/);
     assert.equal(tools.requestsFor(path).length, 0);
   });
 
@@ -174,6 +178,93 @@ describe('streamed answers (stream: true)', () => {
     const r = await rpc(url, call({ location: 'x' }), V);
     assert.equal(r.json.result.isError, true);
     assert.match(r.json.result.content[0].text, /backend stream ended before a result/);
+  });
+});
+
+describe('async tools (submit/status/cancel) called without a task', () => {
+  /** An async fixture tool as an http-tool app whose tasks are optional: a plain call is allowed. */
+  async function asyncServer(script, backend = {}) {
+    const apiKey = 'async-key';
+    const t = tools.addAsyncTool({ apiKey, script });
+    const r = await fg.console('/apps', {
+      method: 'POST',
+      body: {
+        name: 'Weather',
+        mode: 'http-tool',
+        backend: {
+          api_endpoint: tools.url + t.submitPath,
+          api_key: apiKey,
+          async: { status_endpoint: tools.url + t.statusPath, cancel_endpoint: tools.url + t.cancelPath },
+          task_support: 'optional',
+          poll_interval_seconds: 1,
+          manifest: MANIFEST,
+          ...backend,
+        },
+      },
+    });
+    assert.equal(r.status, 201, r.text);
+    return { ...(await publish(fg, r.json.id)), ...t };
+  }
+  const RESULT = { temperature: 21, condition: 'Rain' };
+  const SCRIPT = [{ status: 'running' }, { status: 'running', poll_after_seconds: 1 }, { status: 'completed', result: RESULT }];
+
+  test('the call polls the status to the end and answers the result, with progress per check (SDK client)', async () => {
+    const { url, submitPath } = await asyncServer(SCRIPT);
+    const client = new Client({ name: 'http-tool-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    try {
+      const progress = [];
+      const r = await client.callTool({ name: 'Weather', arguments: { location: 'Oslo' } }, CallToolResultSchema, { onprogress: (p) => progress.push(p) });
+      assert.equal(r.isError, false, JSON.stringify(r));
+      assert.deepEqual(r.structuredContent, RESULT, 'the result, not the submission receipt');
+      const [task] = tools.tasksOf(submitPath);
+      assert.equal(task.statusCalls, 3);
+      assert.equal(tools.tasksOf(submitPath).length, 1, 'submitted once');
+      assert.deepEqual(progress.map((p) => p.progress), [1, 2], 'one progress notification per check that found it running');
+      assert.match(progress[0].message, /still working/);
+    } finally {
+      await client.close();
+    }
+    // A client that takes only JSON gets the same result, with no notifications.
+    const json = await rpc(url, call({ location: 'Oslo' }), { ...V, accept: 'application/json' });
+    assert.deepEqual(json.json.result.structuredContent, RESULT, json.text);
+  });
+
+  test('a failed run is a tool error naming the tool\'s message; the app\'s timeout ends a run that never does, and cancels it', async () => {
+    const failed = await asyncServer([{ status: 'running' }, { status: 'failed', error: 'no such station' }]);
+    const f = await rpc(failed.url, call({ location: 'Nowhere' }), V);
+    assert.equal(f.json.result.isError, true, f.text);
+    assert.match(f.json.result.content[0].text, /no such station/);
+
+    const stuck = await asyncServer([{ status: 'running' }], { timeout_seconds: 3 });
+    const r = await rpc(stuck.url, call({ location: 'Oslo' }), V);
+    assert.equal(r.json.result.isError, true, r.text);
+    assert.match(r.json.result.content[0].text, /did not finish within 3 s \(timeout_seconds\)/);
+    // The cancel goes out once the call gave up (an event to wait for, bounded generously).
+    for (const until = Date.now() + 20_000; !tools.tasksOf(stuck.submitPath)[0]?.cancelled && Date.now() < until; ) await new Promise((res) => setTimeout(res, 100));
+    assert.equal(tools.tasksOf(stuck.submitPath)[0].cancelled, true, 'the run was cancelled at the backend');
+  });
+
+  test('a client\'s cancellation cancels the run at the backend (SDK client, notifications/cancelled)', async () => {
+    const { url, submitPath } = await asyncServer([{ status: 'running' }]);
+    const client = new Client({ name: 'http-tool-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+    try {
+      const controller = new AbortController();
+      let checks = 0;
+      const pending = client
+        .callTool({ name: 'Weather', arguments: { location: 'Oslo' } }, CallToolResultSchema, { signal: controller.signal, onprogress: () => (checks += 1) })
+        .catch((e) => e);
+      // Cancel once the run is known to be polled (its first progress), not after a guessed time.
+      for (const until = Date.now() + 20_000; checks === 0 && Date.now() < until; ) await new Promise((res) => setTimeout(res, 50));
+      assert.ok(checks > 0, 'the call reported progress');
+      controller.abort('changed my mind');
+      assert.ok((await pending) instanceof Error);
+      for (const until = Date.now() + 20_000; !tools.tasksOf(submitPath)[0]?.cancelled && Date.now() < until; ) await new Promise((res) => setTimeout(res, 100));
+      assert.equal(tools.tasksOf(submitPath)[0].cancelled, true, 'the run was cancelled at the backend');
+    } finally {
+      await client.close();
+    }
   });
 });
 

@@ -96,22 +96,33 @@ async function follow(url, taskId, done, ms = 30_000) {
   }
 }
 
-// A finished task's storage is deleted after its TTL. The shortest TTL is the 1-minute floor
-// (a client's ttl of 1 s is clamped to it): the first test of this file finishes such a task,
-// the last one waits for it to disappear, so the minute passes while the tests in between run.
+// A task's TTL counts from its creation: a finished task's storage is deleted at its end, and a
+// task still running then is ended. The shortest TTL is the 1-minute floor (a client's ttl of
+// 1 s is clamped to it): the first test of this file starts two tasks (one whose run takes 20 s,
+// with the 1-minute TTL, and one whose run never ends, with 90 s), the last two wait for their
+// ends, so the minutes pass while the tests in between run.
 const shortLived = {};
+const neverDone = {};
 
 test('ttl is clamped to 1 minute … 7 days (default 1 day); a finished task stays readable within it', async () => {
   const { url, server } = await workflowServer('Ttl Clamp');
   const ttlOf = async (task) => (await rpc(url, call('Ttl_Clamp', { text: 'x' }, task), V)).json.result.task;
   assert.equal((await ttlOf({ ttl: 30 * 24 * 3600 * 1000 })).ttl, 7 * 24 * 3600 * 1000, '30 days are capped at 7');
   assert.equal((await ttlOf({})).ttl, 24 * 3600 * 1000, 'the default is a day');
-  const short = await ttlOf({ ttl: 1000 });
-  assert.equal(short.ttl, 60_000, '1 s is raised to the 1-minute floor');
-  const { task } = await follow(url, short.taskId, (t) => t.status === 'completed');
-  assert.equal(task.ttl, 60_000);
-  assert.equal((await fg.console(`/servers/${server.id}/tasks/${short.taskId}`)).status, 200);
-  Object.assign(shortLived, { url, server, taskId: short.taskId, expiresAt: Date.parse(task.lastUpdatedAt) + task.ttl });
+  const { task } = await follow(url, (await ttlOf({ ttl: 1000 })).taskId, (t) => t.status === 'completed');
+  assert.equal(task.ttl, 60_000, '1 s is raised to the 1-minute floor');
+  assert.equal((await fg.console(`/servers/${server.id}/tasks/${task.taskId}`)).status, 200);
+
+  // A run of 20 s: counted from its end, the TTL would keep the task 20 s longer.
+  const slow = await workflowServer('Long Run', { runDurationMs: 20_000 });
+  const short = (await rpc(slow.url, call('Long_Run', { text: 'x' }, { ttl: 1000 }), V)).json.result.task;
+  assert.equal(short.ttl, 60_000);
+  Object.assign(shortLived, { ...slow, taskId: short.taskId, createdAt: Date.parse(short.createdAt), expiresAt: Date.parse(short.createdAt) + short.ttl });
+
+  const stuck = await asyncToolServer('Never Done', [{ status: 'running' }]);
+  const created = (await rpc(stuck.url, call('Never_Done', { city: 'Oslo' }, { ttl: 90_000 }), V)).json.result.task;
+  assert.equal(created.ttl, 90_000);
+  Object.assign(neverDone, { ...stuck, taskId: created.taskId, expiresAt: Date.parse(created.createdAt) + created.ttl });
 });
 
 describe('2025-11-25 through the official SDK client', () => {
@@ -227,25 +238,31 @@ describe('seed-002 async tools', () => {
     const statusCalls = tools.callsFor(submitPath).filter((c) => c.kind === 'status');
     const gaps = statusCalls.slice(1).map((c, i) => (c.at - statusCalls[i].at) / 1000);
     assert.equal(gaps.length, 3);
-    // The durations are the behaviour: a gap can only come late (alarms and calls take time on
-    // a loaded machine), so the lower bound is tight and the upper one generous, yet still
-    // below what a wrong rule would give (no backoff: 1, 1, 1; an off-by-one: 2, 4, 8).
+    // The durations are the behaviour, and an alarm only ever fires late (a loaded 2-core
+    // machine delays alarms and calls by seconds), so only the lower bounds are tight: they
+    // alone tell the rule from no backoff (1, 1, 1) and make the gaps grow. Comparing one gap
+    // with the next is not done: a late first poll would make a right rule look flat. The
+    // upper bound only says the poller came back at all (each is half a minute over); the exact
+    // doubling, off-by-ones included, is pinned by pure::task's unit tests of `backoff_s`.
     for (const [gap, want] of gaps.map((g, i) => [g, [1, 2, 4][i]])) {
-      assert.ok(gap >= want - 0.05 && gap < want + 3, `gaps ${gaps.join(', ')} s`);
+      assert.ok(gap >= want - 0.05 && gap < want + 30, `gaps ${gaps.join(', ')} s`);
     }
-    assert.ok(gaps[1] >= gaps[0] + 0.5 && gaps[2] >= gaps[1] + 1, `gaps ${gaps.join(', ')} s do not grow`);
   });
 
   test('a status read that loses its connection is sent again at once, not counted as an error', async () => {
-    const { url, submitPath } = await asyncToolServer('Dropped', [{ drop: true }, { status: 'completed', result: { temperature: 3 } }]);
+    const { url, server, submitPath } = await asyncToolServer('Dropped', [{ drop: true }, { status: 'completed', result: { temperature: 3 } }]);
     const task = await createTask(url, 'Dropped', { city: 'x' });
     const { task: done } = await follow(url, task.taskId, (t) => t.status === 'completed');
     assert.doesNotMatch(done.statusMessage ?? '', /degraded|connection/i);
     const statusCalls = tools.callsFor(submitPath).filter((c) => c.kind === 'status');
     assert.equal(statusCalls.length, 2);
-    // Sent again at once: an error would have waited the 1 s backoff first.
-    const gap = (statusCalls[1].at - statusCalls[0].at) / 1000;
-    assert.ok(gap < 0.5, `the second status call came ${gap} s after the first`);
+    // Sent again within the same poll, not after a backoff: the task applied one status answer
+    // (the resent one's), and no error. A dropped read counted as an error would show two polls
+    // and the error, whatever the timing (no wall-clock bound: load only delays the resend).
+    const row = await fg.console(`/servers/${server.id}/tasks/${task.taskId}`);
+    assert.equal(row.json.poll_count, 1, JSON.stringify(row.json));
+    assert.equal(row.json.consecutive_errors, 0);
+    assert.equal(row.json.last_error ?? null, null);
   });
 
   test('a remote id over 255 characters fails the task and cancels the work it started', async () => {
@@ -361,20 +378,68 @@ describe('isolation and the console', () => {
   });
 });
 
-test('a finished task is deleted after its TTL: storage, D1 row and console entry', { timeout: 240_000 }, async () => {
-  const { url, server, taskId, expiresAt } = shortLived;
+test('a finished task is deleted at the end of its TTL, counted from its creation, not its end: storage, D1 row and console entry', { timeout: 240_000 }, async () => {
+  const { url, server, taskId, createdAt, expiresAt } = shortLived;
   assert.ok(taskId, 'the first test of this file did not run');
-  assert.equal((await rpc(url, taskReq('tasks/get', taskId), V)).json.result.status, 'completed', 'gone before its TTL ran out');
-  // Wait for the deletion itself (the alarm set for the expiry), with a generous deadline.
-  const left = expiresAt - Date.now();
-  if (left > 0) await new Promise((r) => setTimeout(r, left));
+  const { task } = await follow(url, taskId, (t) => t.status === 'completed', Math.max(0, expiresAt - Date.now()));
+  const completedAt = Date.parse(task.lastUpdatedAt);
+  assert.ok(completedAt >= createdAt + 19_000, `the run took only ${completedAt - createdAt} ms: the check below would prove nothing`);
+  // The Worker answers "unknown task" from the TTL's end on, by its own clock (the alarm that
+  // deletes the storage may come later), so both bounds are sharp: not before the TTL counted
+  // from the creation, and before the TTL counted from the end (≥ 19 s later) would be.
   let r;
-  for (const until = Date.now() + 120_000; Date.now() < until; await new Promise((res) => setTimeout(res, 1000))) {
+  let goneAt;
+  for (const until = completedAt + 60_000; Date.now() < until; await new Promise((res) => setTimeout(res, 250))) {
+    r = await rpc(url, taskReq('tasks/get', taskId), V);
+    if (r.json.error) {
+      goneAt = Date.now();
+      break;
+    }
+    assert.equal(r.json.result.status, 'completed');
+  }
+  assert.equal(r.json.error?.code, -32602, `still there ${Date.now() - expiresAt} ms after its TTL from creation: ${r.text}`);
+  assert.match(r.json.error.message, /unknown task/);
+  assert.ok(goneAt >= expiresAt, `gone ${expiresAt - goneAt} ms before its TTL ran out`);
+  // The alarm deletes the D1 row (and so the console entry): waited for, bounded generously.
+  let shown;
+  for (const until = Date.now() + 30_000; Date.now() < until; await new Promise((res) => setTimeout(res, 500))) {
+    shown = await fg.console(`/servers/${server.id}/tasks/${taskId}`);
+    if (shown.status === 404) break;
+  }
+  assert.equal(shown.status, 404);
+  assert.deepEqual(await fg.d1(`SELECT id FROM tasks WHERE id = '${taskId}'`), []);
+});
+
+test('a task still running at the end of its TTL (from creation) fails naming it, its run is cancelled, and it is deleted after a bounded grace', { timeout: 240_000 }, async () => {
+  const { url, server, submitPath, taskId, expiresAt } = neverDone;
+  assert.ok(taskId, 'the first test of this file did not run');
+  // The run never finishes: the TTL is what ends the task (its alarm is set for the TTL's end).
+  const { task } = await follow(url, taskId, (t) => t.status !== 'working', Math.max(0, expiresAt - Date.now()) + 60_000);
+  const endedAt = Date.now();
+  // Lower bound only (a loaded machine makes the end later, never earlier): not before the TTL.
+  assert.ok(endedAt >= expiresAt, `ended ${expiresAt - endedAt} ms before its TTL ran out`);
+  assert.equal(task.status, 'failed', JSON.stringify(task));
+  assert.match(task.statusMessage, /did not finish within its ttl of 90000 ms \(counted from its creation\)/);
+  const result = await rpc(url, taskReq('tasks/result', taskId), V);
+  assert.equal(result.json.result.isError, true, result.text);
+  assert.match(result.json.result.content[0].text, /ttl of 90000 ms/);
+  // The backend's run is cancelled as tasks/cancel would (an event to wait for, bounded).
+  for (const until = Date.now() + 20_000; !tools.tasksOf(submitPath)[0]?.cancelled && Date.now() < until; ) await new Promise((r) => setTimeout(r, 250));
+  assert.equal(tools.tasksOf(submitPath)[0].cancelled, true, 'the run at the backend was cancelled');
+  // Then it is deleted: the grace is 30 s after it ended; the deadline adds 60 s for a loaded machine.
+  let r;
+  for (const until = endedAt + 90_000; Date.now() < until; await new Promise((res) => setTimeout(res, 1000))) {
     r = await rpc(url, taskReq('tasks/get', taskId), V);
     if (r.json.error) break;
   }
   assert.equal(r.json.error?.code, -32602, r.text);
   assert.match(r.json.error.message, /unknown task/);
-  assert.equal((await fg.console(`/servers/${server.id}/tasks/${taskId}`)).status, 404);
+  let shown;
+  for (const until = Date.now() + 30_000; Date.now() < until; await new Promise((res) => setTimeout(res, 500))) {
+    shown = await fg.console(`/servers/${server.id}/tasks/${taskId}`);
+    if (shown.status === 404) break;
+  }
+  assert.equal(shown.status, 404);
   assert.deepEqual(await fg.d1(`SELECT id FROM tasks WHERE id = '${taskId}'`), []);
 });
+
