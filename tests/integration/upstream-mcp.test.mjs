@@ -410,11 +410,13 @@ describe('credentials', () => {
   });
 
   test('OAuth: the token is reused until near expiry, then refreshed once under concurrent calls', async () => {
-    // Refreshed 60 s (the default skew) before it expires: 8 s after it was issued, long enough
-    // for the first two calls on a loaded machine. Then the test waits for that moment itself,
+    // Refreshed 60 s (the default skew) before it expires: 25 s after it was issued. The first
+    // two calls must both fall in that window, which used to be 8 s and could close on a loaded
+    // 2-core machine (two calls through wrangler, one with a 300 ms token fetch); 25 s is
+    // ample, at the price of a longer wait below. Then the test waits for that moment itself,
     // read from the token endpoint's own record, with a margin (later is harmless: the token
-    // is valid for 68 s).
-    const LIFETIME_S = 68;
+    // is valid for 85 s).
+    const LIFETIME_S = 85;
     const DUE_MS = (LIFETIME_S - 60) * 1000;
     ups.oauth.setExpiresIn(LIFETIME_S);
     ups.oauth.setTokenDelayMs(300);
