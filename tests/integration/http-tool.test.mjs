@@ -245,6 +245,34 @@ describe('async tools (submit/status/cancel) called without a task', () => {
     assert.equal(tools.tasksOf(stuck.submitPath)[0].cancelled, true, 'the run was cancelled at the backend');
   });
 
+  test('notifications/cancelled alone (the stream stays open) cancels the run, and the call ends', async () => {
+    const { url, submitPath } = await asyncServer([{ status: 'running' }]);
+    const headers = { 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'async-cancel-test/1', ...V };
+    const body = { jsonrpc: '2.0', id: 78, method: 'tools/call', params: { name: 'Weather', arguments: { location: 'Oslo' }, _meta: { progressToken: 'p' } } };
+    const res = await fetch(url, { method: 'POST', headers, body: JSON.stringify(body) });
+    const reader = res.body.getReader();
+    // Read up to the first progress notification: the run was recorded for cancellation once
+    // submitted, before its first status check (an event, not a guessed time).
+    let seen = '';
+    while (!seen.includes('notifications/progress')) {
+      const { value, done } = await reader.read();
+      assert.ok(!done, `the stream ended before any progress: ${seen}`);
+      seen += new TextDecoder().decode(value);
+    }
+    const note = await rpc(url, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 78, reason: 'test' } }, { 'user-agent': 'async-cancel-test/1', ...V });
+    assert.equal(note.status, 202);
+    for (const until = Date.now() + 20_000; !tools.tasksOf(submitPath)[0]?.cancelled && Date.now() < until; ) await new Promise((res) => setTimeout(res, 100));
+    assert.equal(tools.tasksOf(submitPath)[0].cancelled, true, 'the run was cancelled at the backend');
+    // The stream was left open: the next status check reads `cancelled` and ends the call.
+    let rest = '';
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      rest += new TextDecoder().decode(value);
+    }
+    assert.match(rest, /the tool 'Weather' cancelled the run before it finished/);
+  });
+
   test('a client\'s cancellation cancels the run at the backend (SDK client, notifications/cancelled)', async () => {
     const { url, submitPath } = await asyncServer([{ status: 'running' }]);
     const client = new Client({ name: 'http-tool-test', version: '1.0.0' });
