@@ -102,14 +102,12 @@ fn polled(plan: CallPlan, app: &AppDefinition, target: Target, env: &Env, ctx: O
     let endpoints = app.backend.as_http_tool().and_then(|c| c.async_endpoints.clone());
     let interval = app.backend.tasks().poll_interval_seconds.unwrap_or(polled::DEFAULT_INTERVAL_S);
     // `endpoints` is there: the callers match on it.
-    CallStream::polled(
-        plan,
-        target,
-        endpoints.unwrap_or(AsyncEndpoints { status_endpoint: String::new(), cancel_endpoint: String::new() }),
-        interval,
-        env,
-        ctx,
-    )
+    let endpoints =
+        endpoints.unwrap_or(AsyncEndpoints { status_endpoint: String::new(), cancel_endpoint: String::new() });
+    let (work_plan, work_target) = (plan.clone(), target.clone());
+    CallStream::beside(plan, target, env, ctx, move |send, abort| {
+        super::polled_call::run(work_plan, work_target, endpoints, interval, send, abort)
+    })
 }
 
 fn resolve<'d>(def: &'d ServerDefinition, app_index: usize, env: &Env) -> Result<(&'d AppDefinition, Target), Outcome> {

@@ -7,6 +7,7 @@ mod console;
 mod dify;
 mod http;
 mod js_json;
+mod json_call;
 mod kv;
 mod log;
 mod mcp;

@@ -18,8 +18,8 @@ use crate::pure::mcp::server::{self, CallPlan, Progress};
 use crate::pure::outcome::Outcome;
 use crate::pure::task::{self, PollOutcome};
 
+use super::json_call::{post_json, Resend};
 use super::stream::{Relayed, Target};
-use super::tasks::{post_json, Resend};
 use super::VERSION;
 
 /// Runs the call to its end (`Relayed::Done`), or until `abort` (then the run is cancelled).
@@ -28,7 +28,7 @@ pub async fn run(
     target: Target,
     endpoints: AsyncEndpoints,
     interval_s: u64,
-    send: impl Fn(Relayed),
+    send: Box<dyn Fn(Relayed)>,
     abort: impl Future<Output = ()>,
 ) {
     futures::pin_mut!(abort);

@@ -222,16 +222,16 @@ impl CallStream {
         call
     }
 
-    /// An async HTTP tool called without a task, polled to its end beside the relay
-    /// (`polled_call`): the relay's timeouts and keep-alives apply, and a relay that gives up
-    /// cancels the run.
-    pub fn polled(
+    /// Work that runs beside the relay and reports to it (an async HTTP tool polled to its end,
+    /// `polled_call`): the relay's timeouts and keep-alives apply, and `work` gets a sender for
+    /// what it has and a future that resolves when the relay gives up (the timeout, the client
+    /// gone), upon which it stops. Kept alive by `ctx` when there is a client connection to lose.
+    pub fn beside<F: std::future::Future<Output = ()> + 'static>(
         plan: CallPlan,
         target: Target,
-        endpoints: crate::pure::backend::http_tool::config::AsyncEndpoints,
-        interval_s: u64,
         env: &Env,
         ctx: Option<&Context>,
+        work: impl FnOnce(Box<dyn Fn(Relayed)>, futures::future::LocalBoxFuture<'static, ()>) -> F,
     ) -> CallStream {
         let mut call = CallStream::detached(plan, target, env);
         call.registered = false;
@@ -239,19 +239,16 @@ impl CallStream {
         let (abort_tx, abort_rx) = oneshot::channel::<()>();
         call.cancel.upstream_abort = Some(abort_tx);
         call.phase = Phase::Relaying(rx);
-        let (plan, target) = (call.plan.clone(), call.target.clone());
-        let work = async move {
-            // A dropped sender (the call completed) is not a cancellation.
-            let abort = async move {
-                if abort_rx.await.is_err() {
-                    futures::future::pending::<()>().await;
-                }
-            };
-            let send = move |r: Relayed| {
-                let _ = tx.unbounded_send(r);
-            };
-            super::polled_call::run(plan, target, endpoints, interval_s, send, abort).await;
-        };
+        // A dropped sender (the call completed) is not a cancellation.
+        let abort = Box::pin(async move {
+            if abort_rx.await.is_err() {
+                futures::future::pending::<()>().await;
+            }
+        });
+        let send = Box::new(move |r: Relayed| {
+            let _ = tx.unbounded_send(r);
+        });
+        let work = work(send, abort);
         match ctx {
             Some(ctx) => ctx.wait_until(work),
             None => worker::wasm_bindgen_futures::spawn_local(work),
