@@ -665,7 +665,7 @@ fn header(req: &Incoming, name: &str) -> Option<String> {
 }
 
 fn allowed_origins(env: &Env) -> String {
-    super::platform::setting(env, "ALLOWED_ORIGINS").map(|v| v.to_string()).unwrap_or_default()
+    super::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS).map(|v| v.to_string()).unwrap_or_default()
 }
 
 fn with_cors(headers: &Headers, origin: Option<&str>) -> worker::Result<()> {
