@@ -139,6 +139,19 @@ pub fn public_base(public_url: Option<&str>, request_origin: &str) -> Result<Str
     Ok(raw.trim_end_matches('/').to_string())
 }
 
+/// The base of an `oauth` server's resource URL (its tokens' audience, its metadata address):
+/// `PUBLIC_URL` alone. The request's `Host` header is the client's to choose, so a token minted
+/// for another deployment's address would otherwise pass here.
+pub fn oauth_public_base(public_url: Option<&str>) -> Result<String, String> {
+    if public_url.map(str::trim).is_none_or(str::is_empty) {
+        return Err("this MCP server uses OAuth, whose token audience and metadata address come from \
+                    the PUBLIC_URL variable, which is not set; its administrator sets PUBLIC_URL to the \
+                    address MCP clients reach this Worker at, e.g. https://flowgate.example.com"
+            .to_string());
+    }
+    public_base(public_url, "")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +185,16 @@ mod tests {
 
     fn allow(prefix: Option<&str>, names: Option<&str>) -> RefPolicy {
         RefPolicy::from_settings(prefix, names)
+    }
+
+    #[test]
+    fn oauth_servers_need_the_public_url() {
+        for unset in [None, Some(""), Some("  ")] {
+            let e = oauth_public_base(unset).unwrap_err();
+            assert!(e.contains("PUBLIC_URL variable, which is not set"), "{e}");
+        }
+        assert_eq!(oauth_public_base(Some("https://fg.example/")).unwrap(), "https://fg.example");
+        assert!(oauth_public_base(Some("fg.example")).unwrap_err().starts_with("the PUBLIC_URL variable"));
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::backend::mcp::config::McpConfig;
 use crate::pure::client_auth::{self, AuthMode, MAX_KEYS_PER_SERVER};
 use crate::pure::config;
+use crate::pure::console_access;
 use crate::pure::console_roles::{self, Identity, NamedToken, Role};
 use crate::pure::console_tokens::{self, MAX_TOKENS};
 use crate::pure::definition::AppDefinition;
@@ -158,7 +159,10 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
         (["apps", id, "server"], Method::Delete) => (200, c.delete_app_server(id).await?),
         (["apps", _, "server"], _) => return not_allowed("GET, POST, PUT, DELETE"),
         // Dify's route is a GET keyed by the server id; POST is accepted too, and so is the app id.
-        (["apps", id, "server", "refresh"], Method::Get | Method::Post) => (200, c.rotate_app_server(id).await?),
+        (["apps", id, "server", "refresh"], Method::Get | Method::Post) => {
+            console_access::writing_get(caller, method.as_ref(), &path)?;
+            (200, c.rotate_app_server(id).await?)
+        }
         (["apps", _, "server", "refresh"], _) => return not_allowed("GET, POST"),
         (["servers"], Method::Get) => (200, c.list_servers().await?),
         (["servers"], Method::Post) => {
@@ -171,7 +175,10 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
         }
         (["servers", id], Method::Delete) => (200, c.delete_server(id).await?),
         (["servers", _], _) => return not_allowed("GET, PUT, DELETE"),
-        (["servers", id, "refresh"], Method::Get | Method::Post) => (200, c.rotate_server(id).await?),
+        (["servers", id, "refresh"], Method::Get | Method::Post) => {
+            console_access::writing_get(caller, method.as_ref(), &path)?;
+            (200, c.rotate_server(id).await?)
+        }
         (["servers", _, "refresh"], _) => return not_allowed("GET, POST"),
         (["servers", id, "auth"], Method::Get) => (200, c.get_auth(id).await?),
         (["servers", id, "auth"], Method::Put) => {

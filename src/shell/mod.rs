@@ -195,7 +195,11 @@ async fn access_identity(env: &Env, assertion: &str) -> Result<Option<Identity>,
     })?;
     let Some(config) = config else { return Ok(None) };
     let bearer = format!("Bearer {assertion}");
-    match resource_server::authenticate(&config.settings, "console-access", &config.audience, Some(&bearer)).await {
+    // A service token's assertion has an empty `sub`: it is named by its `common_name`.
+    let subject = crate::pure::oauth_resource::Subject::SubOrCommonName;
+    match resource_server::authenticate_as(&config.settings, "console-access", &config.audience, Some(&bearer), subject)
+        .await
+    {
         resource_server::Outcome::Caller(sub) => {
             // Verified above; read again only for the user's email.
             let user = crate::pure::oauth_resource::parse_jwt(assertion)
