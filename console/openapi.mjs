@@ -45,6 +45,7 @@ const ERROR_TEXT = {
   413: 'The body is larger than the console accepts.',
   415: 'The body is not `application/json`.',
   422: 'The backend refused or could not be read (imports from Dify, upstream MCP tool lists).',
+  405: 'Not allowed for this caller: a GET that writes (`…/refresh`) from a caller Cloudflare Access signed in (`method_not_allowed`; `Allow: POST`).',
   429: 'Too many failed authentications from this address (`too_many_attempts`; `Retry-After`).',
   503: 'The console is off (`console_disabled`: no usable ADMIN_TOKEN), `PUBLIC_URL` is unusable (`misconfigured`), or storage failed (`storage_unavailable`).',
 };
@@ -132,8 +133,8 @@ const paths = {
     op(m, 'publisher', 'Rotate the server code (Dify keys this by server id; an app id works too)', {
       params: [id('app_id', 'A server id, or the id of an app with a server.')],
       answer: schema('ServerWithCode'),
-      errors: [404],
-      description: m === 'get' ? "Dify's route: a GET that writes, so it needs a publisher." : undefined,
+      errors: m === 'get' ? [404, 405] : [404],
+      description: m === 'get' ? "Dify's route: a GET that writes, so it needs a publisher, and a caller that sends an `Authorization` header (a caller Cloudflare Access signed in uses POST)." : undefined,
     }),
   ),
   '/servers': [
@@ -153,7 +154,8 @@ const paths = {
     op(m, 'publisher', 'Rotate the server code: the old one stops working at once', {
       params: [SERVER],
       answer: schema('ServerWithCode'),
-      errors: [404],
+      errors: m === 'get' ? [404, 405] : [404],
+      description: m === 'get' ? 'A GET that writes: a caller Cloudflare Access signed in uses POST.' : undefined,
     }),
   ),
   '/servers/{server_id}/auth': [

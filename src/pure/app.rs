@@ -63,15 +63,15 @@ pub fn outputs_to_json(outputs: &[OutputVar]) -> Value {
 /// Validates a create (`stored_backend = None`) or replace body. On replace, a credential sent
 /// back as `"***"` keeps the stored value (while the backend's origin stays the same).
 pub fn validate_app(body: &Value, stored_backend: Option<&Value>) -> Result<AppSpec, ApiError> {
-    validate_app_in(body, stored_backend, None)
+    validate_app_in(body, stored_backend, &config::RefPolicy::default())
 }
 
-/// [`validate_app`] on a Worker whose `SECRET_REF_PREFIX` is `ref_prefix`: `$NAME` references
-/// must start with it.
+/// [`validate_app`] on a Worker that allows the `$NAME` references of `refs` (the default
+/// allows none).
 pub fn validate_app_in(
     body: &Value,
     stored_backend: Option<&Value>,
-    ref_prefix: Option<&str>,
+    refs: &config::RefPolicy,
 ) -> Result<AppSpec, ApiError> {
     let Some(obj) = body.as_object() else {
         return Err(ApiError::bad_request("the body must be a JSON object"));
@@ -117,7 +117,7 @@ pub fn validate_app_in(
         }
         (Some(mode), Some(b)) => {
             let mut b = b.clone();
-            validate_backend(mode, &mut b, stored_backend, ref_prefix, &mut errs);
+            validate_backend(mode, &mut b, stored_backend, refs, &mut errs);
             b
         }
         (None, Some(b)) => b.clone(),
@@ -249,8 +249,8 @@ fn parse_outputs(v: &Value, errs: &mut Errors) -> Vec<OutputVar> {
 
 /// Checks a backend object for `mode` in place: each kind's own settings (`backend::*::config`),
 /// then the credentials (`"***"` resolved against the stored backend, `$NAME` references
-/// against Flowgate's own names and the prefix).
-fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, ref_prefix: Option<&str>, errs: &mut Errors) {
+/// against the deployment's [`config::RefPolicy`]).
+fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, refs: &config::RefPolicy, errs: &mut Errors) {
     let Some(obj) = b.as_object_mut() else { return };
     match mode {
         Mode::HttpTool => http_tool_config::validate(obj, errs),
@@ -264,6 +264,10 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, ref_prefi
             errs.add(shown_path(path), "must be a string");
             return;
         };
+        if crate::pure::sealed::is_sealed(s) {
+            errs.add(shown_path(path), crate::pure::sealed::REFUSED_FROM_CONSOLE);
+            return;
+        }
         if s == MASK {
             let kept = stored.and_then(|st| credential_at(st, path).map(|old| (st, old)));
             match kept {
@@ -278,7 +282,7 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, ref_prefi
         }
         let Some(s) = slot.as_str() else { return };
         if is_secret_ref(s) {
-            if let Some(why) = config::reference_problem(&s[1..], ref_prefix) {
+            if let Some(why) = refs.problem(&s[1..]) {
                 errs.add(shown_path(path), format!("refers to {s}, {why}"));
             }
         } else if s.starts_with('$') {
@@ -300,6 +304,7 @@ fn shown_path(path: &str) -> String {
 mod tests {
     use super::*;
     use crate::pure::backend::credentials::{mask_backend, seal_literals};
+    use crate::pure::config::RefPolicy;
     use serde_json::json;
 
     fn workflow() -> Value {
@@ -548,7 +553,8 @@ mod tests {
             assert!(err.message.contains(needle) && !err.message.contains("MIGH"), "{}", err.message);
         }
         // A reference is checked when it is used; "***" keeps the stored key on the same issuer only.
-        assert!(validate_app(&app("$UPSTREAM_KEY", "ES256"), None).is_ok());
+        let allowed = RefPolicy::from_settings(None, Some("UPSTREAM_KEY"));
+        assert!(validate_app_in(&app("$UPSTREAM_KEY", "ES256"), None, &allowed).is_ok());
         assert_eq!(replace(&app("***", "ES256"), &sealed).unwrap().backend["oauth"]["private_key"], "enc:v1:k");
         let mut moved = app("***", "ES256");
         moved["backend"]["oauth"]["issuer"] = json!("https://elsewhere.example");
@@ -588,18 +594,45 @@ mod tests {
     }
 
     #[test]
-    fn the_secret_ref_prefix_rule() {
+    fn secret_references_follow_the_deployments_policy() {
         let mut body = workflow();
         body["backend"]["api_key"] = json!("$DIFY_KEY");
-        assert!(validate_app_in(&body, None, None).is_ok());
-        let err = validate_app_in(&body, None, Some("BACKEND_")).unwrap_err();
+        // Deny by default: neither SECRET_REF_PREFIX nor SECRET_REF_NAMES is set.
+        let err = validate_app(&body, None).unwrap_err();
+        assert_eq!(fields(err.clone()), ["backend.api_key"]);
+        assert!(err.message.contains("allows no $NAME references"), "{}", err.message);
+        let prefix = RefPolicy::from_settings(Some("BACKEND_"), None);
+        let err = validate_app_in(&body, None, &prefix).unwrap_err();
         assert_eq!(fields(err.clone()), ["backend.api_key"]);
         assert!(err.message.contains("start with BACKEND_"), "{}", err.message);
+        assert!(validate_app_in(&body, None, &RefPolicy::from_settings(None, Some("DIFY_KEY"))).is_ok());
         body["backend"]["api_key"] = json!("$BACKEND_DIFY_KEY");
-        assert!(validate_app_in(&body, None, Some("BACKEND_")).is_ok());
+        assert!(validate_app_in(&body, None, &prefix).is_ok());
         // Literals are not references: the rule does not touch them.
         body["backend"]["api_key"] = json!("app-literal");
-        assert!(validate_app_in(&body, None, Some("BACKEND_")).is_ok());
+        assert!(validate_app(&body, None).is_ok());
+    }
+
+    #[test]
+    fn sealed_values_are_refused_from_the_console() {
+        let sealed = "enc:v1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+        let mut body = workflow();
+        body["backend"]["api_key"] = json!(sealed);
+        let err = validate_app(&body, None).unwrap_err();
+        assert_eq!(fields(err.clone()), ["backend.api_key"]);
+        assert!(err.message.contains("sealed value"), "{}", err.message);
+        // On a replace too, where a stored sealed value exists.
+        let stored = json!({"base_url": "http://127.0.0.1:5001/v1/", "api_key": sealed});
+        assert_eq!(fields(validate_app(&body, Some(&stored)).unwrap_err()), ["backend.api_key"]);
+        // "***" keeps the stored sealed value: that is not one arriving from the console.
+        body["backend"]["api_key"] = json!("***");
+        assert_eq!(validate_app(&body, Some(&stored)).unwrap().backend["api_key"], sealed);
+        let mcp = json!({"name": "m", "mode": "mcp", "backend": {"url": "https://m.example/mcp",
+                         "headers": {"X-Key": sealed}, "oauth": {"token_url": "https://a.example/t", "client_id": "c", "client_secret": sealed}}});
+        assert_eq!(
+            fields(validate_app(&mcp, None).unwrap_err()),
+            ["backend.headers.X-Key", "backend.oauth.client_secret"]
+        );
     }
 
     #[test]

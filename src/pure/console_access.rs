@@ -5,7 +5,8 @@
 //! `ACCESS_TEAM_DOMAIN` and `ACCESS_AUD` (both, or Access is off); `ACCESS_ROLE` is the role
 //! Access users get (default `admin`: the Access policy already decides who gets in).
 
-use super::console_roles::Role;
+use super::console_roles::{Identity, Role};
+use super::error::ApiError;
 use super::oauth_resource::{OAuthSettings, TokenError};
 
 /// The request header Access puts its signed assertion in.
@@ -67,7 +68,8 @@ pub fn config(
 }
 
 /// The name an Access user goes by in the audit log: the assertion's `email` when it has one
-/// (a person), else its `sub` (a service token has no email).
+/// (a person), else `sub`, the caller the assertion verified as (a service token has no email,
+/// and its `common_name`, the token's Client ID, stands for the empty `sub`).
 pub fn user_name(claims: &serde_json::Value, sub: &str) -> String {
     match claims.get("email").and_then(|e| e.as_str()).map(str::trim).filter(|e| !e.is_empty()) {
         Some(email) => email.chars().take(254).collect(),
@@ -87,6 +89,21 @@ pub fn refusal(error: Option<&TokenError>) -> String {
     format!(
         "the Cloudflare Access assertion (Cf-Access-Jwt-Assertion) was refused: {why}; sign in through Access again"
     )
+}
+
+/// A console GET that writes (Dify's `GET …/refresh`, kept for callers that send a token) is
+/// refused to a caller Access let in: the browser sends Access's cookie with a GET another site
+/// starts (a link, an image), which could rotate a server code behind the user's back.
+pub fn writing_get(caller: &Identity, method: &str, path: &str) -> Result<(), ApiError> {
+    if method != "GET" || caller.access_user.is_none() {
+        return Ok(());
+    }
+    let mut e = ApiError::method_not_allowed(method, path, "POST");
+    e.message = format!(
+        "GET is not allowed on {path} for a caller signed in through Cloudflare Access (another site could \
+         make the browser send it): use POST; GET is kept for callers that send an Authorization header"
+    );
+    Err(e)
 }
 
 #[cfg(test)]
@@ -124,6 +141,20 @@ mod tests {
         assert!(refusal(Some(&TokenError::Expired)).contains("has expired"));
         assert!(refusal(None)
             .starts_with("the Cloudflare Access assertion (Cf-Access-Jwt-Assertion) was refused: it is not"));
+    }
+
+    #[test]
+    fn a_get_that_writes_is_for_token_callers_only() {
+        let access = Identity::access(Role::Admin, "ada@example.com".into());
+        let e = writing_get(&access, "GET", "\"/console/api/servers/s1/refresh\"").unwrap_err();
+        assert_eq!((e.status, e.allow), (405, Some("POST")));
+        assert!(
+            e.message.contains("signed in through Cloudflare Access") && e.message.contains("use POST"),
+            "{}",
+            e.message
+        );
+        assert!(writing_get(&access, "POST", "p").is_ok());
+        assert!(writing_get(&Identity::bootstrap(), "GET", "p").is_ok());
     }
 
     #[test]

@@ -353,6 +353,16 @@ pub struct Verified {
     pub exp: i64,
 }
 
+/// Which claim names the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subject {
+    /// `sub` (an MCP server's OAuth tokens).
+    Sub,
+    /// `sub`, else `common_name` when `sub` is empty or absent: the assertion of a Cloudflare
+    /// Access service token has an empty `sub` and names the token (its Client ID) there.
+    SubOrCommonName,
+}
+
 /// Checks the claims of a token whose signature verified: `iss` (exactly the issuer), `aud`
 /// (a string or a list holding `audience`), `exp` (required) and `nbf` with [`SKEW_SECONDS`],
 /// `sub`, and the required scopes (`scope`, space-separated, or `scp` as a list or string).
@@ -361,6 +371,17 @@ pub fn check_claims(
     settings: &OAuthSettings,
     audience: &str,
     now_s: i64,
+) -> Result<Verified, TokenError> {
+    check_claims_as(claims, settings, audience, now_s, Subject::Sub)
+}
+
+/// [`check_claims`], the caller named by the `subject` claim(s).
+pub fn check_claims_as(
+    claims: &Value,
+    settings: &OAuthSettings,
+    audience: &str,
+    now_s: i64,
+    subject: Subject,
 ) -> Result<Verified, TokenError> {
     if claims.get("iss").and_then(Value::as_str) != Some(settings.issuer.as_str()) {
         return Err(TokenError::WrongIssuer);
@@ -386,7 +407,11 @@ pub fn check_claims(
             return Err(TokenError::NotYetValid);
         }
     }
-    let sub = claims.get("sub").and_then(Value::as_str).unwrap_or_default();
+    let text = |name: &str| claims.get(name).and_then(Value::as_str).unwrap_or_default();
+    let sub = match text("sub") {
+        "" if subject == Subject::SubOrCommonName => text("common_name"),
+        s => s,
+    };
     if sub.is_empty() || sub.len() > MAX_SUBJECT_CHARS || !sub.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         return Err(TokenError::BadSubject);
     }
@@ -668,6 +693,20 @@ mod tests {
             assert_eq!(ok(with("sub", bad.clone())), Err(TokenError::BadSubject), "{bad}");
         }
         assert_eq!(ok(without("sub")), Err(TokenError::BadSubject));
+        // An MCP server's tokens are named by sub alone; an Access service token's assertion
+        // (empty sub) by its common_name, and only where that is asked for.
+        let plus = |mut c: Value, k: &str, v: Value| {
+            c[k] = v;
+            c
+        };
+        let service = plus(with("sub", json!("")), "common_name", json!("abc.access"));
+        assert_eq!(ok(service.clone()), Err(TokenError::BadSubject));
+        let as_access = |c: &Value| check_claims_as(c, &s, AUD, NOW, Subject::SubOrCommonName).map(|v| v.sub);
+        assert_eq!(as_access(&service), Ok("abc.access".into()));
+        assert_eq!(as_access(&plus(without("sub"), "common_name", json!("abc.access"))), Ok("abc.access".into()));
+        assert_eq!(as_access(&plus(claims(), "common_name", json!("other"))), Ok("alice".into()), "sub first");
+        assert_eq!(as_access(&with("sub", json!(""))), Err(TokenError::BadSubject));
+        assert_eq!(as_access(&plus(service.clone(), "common_name", json!("a\nb"))), Err(TokenError::BadSubject));
         // A configured audience replaces the MCP URL.
         let custom = OAuthSettings { audience: Some("api://flowgate".into()), ..settings(&[]) };
         assert_eq!(

@@ -13,6 +13,12 @@ pub fn is_sealed(s: &str) -> bool {
     s.starts_with(PREFIX)
 }
 
+/// Why a credential arriving through the console may not be a sealed value (completing "the
+/// field …"): Flowgate opens sealed values and sends them to the app's backend, so one copied
+/// from a database export would be decrypted for whoever chose that backend.
+pub const REFUSED_FROM_CONSOLE: &str = "is a sealed value (enc:v1:…), which Flowgate never takes from the console: \
+     send the credential itself (Flowgate seals it), a $NAME reference, or \"***\" to keep the stored one";
+
 /// A 32-byte key from its configured form: 64 hex characters or base64 of 32 bytes.
 pub fn parse_key(s: &str) -> Result<[u8; 32], String> {
     let s = s.trim();

@@ -13,6 +13,7 @@ use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::backend::mcp::config::McpConfig;
 use crate::pure::client_auth::{self, AuthMode, MAX_KEYS_PER_SERVER};
 use crate::pure::config;
+use crate::pure::console_access;
 use crate::pure::console_roles::{self, Identity, NamedToken, Role};
 use crate::pure::console_tokens::{self, MAX_TOKENS};
 use crate::pure::definition::AppDefinition;
@@ -119,13 +120,8 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
     let public_url = env.var(config::PUBLIC_URL).ok().map(|v| v.to_string());
     let path = quote_input(shown_path);
     let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
-    let ref_prefix = env.var(config::SECRET_REF_PREFIX).ok().map(|v| v.to_string());
-    let c = Console {
-        env,
-        db: &db,
-        public_base: config::public_base(public_url.as_deref(), &origin),
-        ref_prefix: ref_prefix.as_deref(),
-    };
+    let refs = super::secrets::ref_policy(env);
+    let c = Console { env, db: &db, public_base: config::public_base(public_url.as_deref(), &origin), refs: &refs };
     let (status, body) = match (rest, &method) {
         // The index: where the OpenAPI document of this API is (a static asset, see wrangler.toml),
         // and who the caller is (the web console asks it to learn whether Access signed it in).
@@ -163,7 +159,10 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
         (["apps", id, "server"], Method::Delete) => (200, c.delete_app_server(id).await?),
         (["apps", _, "server"], _) => return not_allowed("GET, POST, PUT, DELETE"),
         // Dify's route is a GET keyed by the server id; POST is accepted too, and so is the app id.
-        (["apps", id, "server", "refresh"], Method::Get | Method::Post) => (200, c.rotate_app_server(id).await?),
+        (["apps", id, "server", "refresh"], Method::Get | Method::Post) => {
+            console_access::writing_get(caller, method.as_ref(), &path)?;
+            (200, c.rotate_app_server(id).await?)
+        }
         (["apps", _, "server", "refresh"], _) => return not_allowed("GET, POST"),
         (["servers"], Method::Get) => (200, c.list_servers().await?),
         (["servers"], Method::Post) => {
@@ -176,7 +175,10 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
         }
         (["servers", id], Method::Delete) => (200, c.delete_server(id).await?),
         (["servers", _], _) => return not_allowed("GET, PUT, DELETE"),
-        (["servers", id, "refresh"], Method::Get | Method::Post) => (200, c.rotate_server(id).await?),
+        (["servers", id, "refresh"], Method::Get | Method::Post) => {
+            console_access::writing_get(caller, method.as_ref(), &path)?;
+            (200, c.rotate_server(id).await?)
+        }
         (["servers", _, "refresh"], _) => return not_allowed("GET, POST"),
         (["servers", id, "auth"], Method::Get) => (200, c.get_auth(id).await?),
         (["servers", id, "auth"], Method::Put) => {
@@ -227,8 +229,8 @@ struct Console<'a> {
     db: &'a D1Database,
     /// Where MCP URLs point: `PUBLIC_URL`, or the request's origin (`Err`: PUBLIC_URL is unusable).
     public_base: std::result::Result<String, String>,
-    /// `SECRET_REF_PREFIX`: `$NAME` references must start with it.
-    ref_prefix: Option<&'a str>,
+    /// The `$NAME` references this Worker allows.
+    refs: &'a config::RefPolicy,
 }
 
 impl Console<'_> {
@@ -292,7 +294,7 @@ impl Console<'_> {
     }
 
     async fn create_app(&self, body: &Value) -> Result<Value> {
-        let mut spec = app::validate_app_in(body, None, self.ref_prefix)?;
+        let mut spec = app::validate_app_in(body, None, self.refs)?;
         self.check_private(&spec.config.urls())?;
         self.check_signing_key(&spec).await?;
         self.seal(&mut spec)?;
@@ -327,13 +329,18 @@ impl Console<'_> {
         }
         let base = base_url.trim_end_matches('/');
         self.check_private(&[("backend.base_url", base)])?;
+        // A sealed value would be opened and sent to `base_url`: a credential from the console is
+        // never taken as already sealed.
+        if crate::pure::sealed::is_sealed(api_key) {
+            return Err(field_error("api_key", crate::pure::sealed::REFUSED_FROM_CONSOLE));
+        }
         let key = super::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e))?;
         let info = dify::get_json(base, &key, "/info").await?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;
         let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key, body.get("outputs"))
             .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;
         // Dify's form may hold what Flowgate refuses; say so as an import problem.
-        let mut spec = app::validate_app_in(&app_body, None, self.ref_prefix).map_err(|e| {
+        let mut spec = app::validate_app_in(&app_body, None, self.refs).map_err(|e| {
             ApiError::new(
                 422,
                 "unsupported_dify_app",
@@ -369,7 +376,7 @@ impl Console<'_> {
 
     async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {
         let row = self.app_row(id).await?;
-        let mut spec = app::validate_app_in(body, Some(&row.backend()), self.ref_prefix)?;
+        let mut spec = app::validate_app_in(body, Some(&row.backend()), self.refs)?;
         self.check_private(&spec.config.urls())?;
         self.check_signing_key(&spec).await?;
         self.seal(&mut spec)?;

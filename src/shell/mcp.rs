@@ -198,7 +198,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     // about the server is told or done; a refusal writes nothing.
     let authorization = if def.auth.mode != AuthMode::None { header(&req, "authorization") } else { None };
     if def.auth.mode == AuthMode::OAuth {
-        match oauth_gate(&req, env, def, code, authorization.as_deref(), &echo_id, cors.as_deref()).await {
+        match oauth_gate(env, def, code, authorization.as_deref(), &echo_id, cors.as_deref()).await {
             Ok(sub) => {
                 oauth_caller = sub;
                 h.identity = Some(&oauth_caller);
@@ -332,7 +332,6 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
 /// state machine (bundle size).
 #[allow(clippy::type_complexity)]
 fn oauth_gate<'a>(
-    req: &'a Incoming,
     env: &'a Env,
     def: &'a ServerDefinition,
     code: &'a str,
@@ -352,7 +351,7 @@ fn oauth_gate<'a>(
                     .into(),
             );
         };
-        let base = match public_base(req, env) {
+        let base = match oauth_base(env) {
             Ok(b) => b,
             Err(why) => return unavailable(why),
         };
@@ -649,11 +648,10 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
     upstream::Client::new(&up, env).notify_cancelled(&target, request_id, "the client cancelled the call").await;
 }
 
-/// The base of this Worker's MCP URLs: `PUBLIC_URL`, else the request's origin.
-fn public_base(req: &Incoming, env: &Env) -> Result<String, String> {
-    let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
-    let public_url = env.var(crate::pure::config::PUBLIC_URL).ok().map(|v| v.to_string());
-    crate::pure::config::public_base(public_url.as_deref(), &origin)
+/// The base of an `oauth` server's resource URL: `PUBLIC_URL`, never the request's `Host`.
+fn oauth_base(env: &Env) -> Result<String, String> {
+    let public_url = super::platform::setting(env, crate::pure::config::PUBLIC_URL);
+    crate::pure::config::oauth_public_base(public_url.as_deref())
 }
 
 /// `GET` the RFC 9728 protected resource metadata of an `oauth` server (404 for other
@@ -668,7 +666,7 @@ pub async fn resource_metadata(req: Incoming, env: &Env, ctx: &Context, code: &s
     let Some((settings, def)) = prepared.as_ref().and_then(|p| Some((p.def.auth.oauth.as_ref()?, &p.def))) else {
         return Err(ApiError::not_found("no MCP server with this code uses OAuth"));
     };
-    let base = public_base(&req, env).map_err(|why| ApiError::new(503, "misconfigured", why))?;
+    let base = oauth_base(env).map_err(|why| ApiError::new(503, "misconfigured", why))?;
     let doc = oauth_resource::resource_metadata(&oauth_resource::resource_url(&base, code), settings, &def.name);
     let resp = super::http::json(200, &doc).map_err(|e| super::http::internal("the metadata", e))?;
     // Public, and read by browser-based clients from other origins.
@@ -681,7 +679,7 @@ fn header(req: &Incoming, name: &str) -> Option<String> {
 }
 
 fn allowed_origins(env: &Env) -> String {
-    super::platform::setting(env, "ALLOWED_ORIGINS").map(|v| v.to_string()).unwrap_or_default()
+    super::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS).map(|v| v.to_string()).unwrap_or_default()
 }
 
 fn with_cors(headers: &Headers, origin: Option<&str>) -> worker::Result<()> {

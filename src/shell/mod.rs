@@ -67,7 +67,7 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     // Refused and failed requests are always logged; every request with LOG_REQUESTS=all (the
     // platform's own invocation logs already record each request, and a log line per request
     // costs time on the hot path).
-    let all = platform::setting(&env, "LOG_REQUESTS").is_some_and(|v| &*v == "all");
+    let all = platform::setting(&env, crate::pure::config::LOG_REQUESTS).is_some_and(|v| &*v == "all");
     if all || resp.status_code() >= 400 {
         log::info(
             "request",
@@ -122,7 +122,7 @@ async fn route(
 /// counts against the client's address in the `ADMIN_AUTH_LIMIT` rate limiter; over the limit
 /// the answer is 429 instead of 401.
 async fn check_admin(req: &Incoming, env: &Env, ctx: &Context) -> Result<Identity, ApiError> {
-    let expected = env.secret("ADMIN_TOKEN").map(|s| s.to_string()).ok();
+    let expected = env.secret(crate::pure::config::ADMIN_TOKEN).map(|s| s.to_string()).ok();
     let header = req.headers().get("authorization").ok().flatten();
     let mut failure = match admin::check(expected.as_deref(), header.as_deref()) {
         Ok(()) => return Ok(Identity::bootstrap()),
@@ -188,16 +188,20 @@ async fn throttle_attempt(req: &Incoming, env: &Env) -> Result<(), ApiError> {
 async fn access_identity(env: &Env, assertion: &str) -> Result<Option<Identity>, ApiError> {
     let setting = |name| platform::setting(env, name);
     let config = console_access::config(
-        setting("ACCESS_TEAM_DOMAIN").as_deref(),
-        setting("ACCESS_AUD").as_deref(),
-        setting("ACCESS_ROLE").as_deref(),
+        setting(crate::pure::config::ACCESS_TEAM_DOMAIN).as_deref(),
+        setting(crate::pure::config::ACCESS_AUD).as_deref(),
+        setting(crate::pure::config::ACCESS_ROLE).as_deref(),
     )
     .map_err(|why| {
         ApiError::new(503, "access_misconfigured", format!("Cloudflare Access sign-in is misconfigured: {why}"))
     })?;
     let Some(config) = config else { return Ok(None) };
     let bearer = format!("Bearer {assertion}");
-    match resource_server::authenticate(&config.settings, "console-access", &config.audience, Some(&bearer)).await {
+    // A service token's assertion has an empty `sub`: it is named by its `common_name`.
+    let subject = crate::pure::oauth_resource::Subject::SubOrCommonName;
+    match resource_server::authenticate_as(&config.settings, "console-access", &config.audience, Some(&bearer), subject)
+        .await
+    {
         resource_server::Outcome::Caller(sub) => {
             // Verified above; read again only for the user's email.
             let user = crate::pure::oauth_resource::parse_jwt(assertion)

@@ -30,7 +30,7 @@ pub const ERROR_BODY_CAP: usize = 64 * 1024;
 const CROSS_ORIGIN_HEADERS: [&str; 5] = ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"];
 
 fn setting(env: &worker::Env) -> Option<String> {
-    super::platform::setting(env, "ALLOW_PRIVATE_BACKENDS").map(|v| v.to_string())
+    super::platform::setting(env, crate::pure::config::ALLOW_PRIVATE_BACKENDS).map(|v| v.to_string())
 }
 
 /// Reads `ALLOW_PRIVATE_BACKENDS` for this event. `true` when every private backend is allowed

@@ -2,18 +2,9 @@
 //! declares, the keys Flowgate writes in KV, the time (every "now" of the shell), and the
 //! request a Durable Object is sent.
 
-/// D1: the registry (apps, servers, hashed codes, end users, task rows).
-pub const D1: &str = "DB";
-/// KV: server definitions, upstream sessions and tool lists, running calls to cancel.
-pub const KV: &str = "CACHE";
-/// Durable Objects: one `TaskRunner` per durable task.
-pub const TASKS: &str = "TASKS";
-/// Durable Objects: one `TokenBroker` per upstream app with OAuth.
-pub const OAUTH: &str = "OAUTH";
-/// Rate limiting: MCP requests per server code.
-pub const MCP_RATE_LIMIT: &str = "MCP_RATE_LIMIT";
-/// Rate limiting: wrong admin tokens per client address.
-pub const ADMIN_AUTH_LIMIT: &str = "ADMIN_AUTH_LIMIT";
+// The bindings wrangler.toml declares, under the names the shell uses for them (the names are
+// rows of `pure::config::SETTINGS`).
+pub use crate::pure::config::{ADMIN_AUTH_LIMIT, CACHE as KV, DB as D1, MCP_RATE_LIMIT, OAUTH, TASKS};
 
 /// The KV key of a server's definition, by the SHA-256 of its code.
 pub fn server_key(code_hash: &str) -> String {

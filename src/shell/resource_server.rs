@@ -17,8 +17,8 @@ use crate::pure::admin::bearer_token;
 use crate::pure::ids::sha256_hex;
 use crate::pure::memo::{Lookup, Memo};
 use crate::pure::oauth_resource::{
-    check_claims, jwks_uri_of, may_refetch, metadata_urls, parse_jwks, parse_jwt, select_key, Jwk, OAuthSettings,
-    TokenError, JWKS_MAX_AGE_MS,
+    check_claims_as, jwks_uri_of, may_refetch, metadata_urls, parse_jwks, parse_jwt, select_key, Jwk, OAuthSettings,
+    Subject, TokenError, JWKS_MAX_AGE_MS,
 };
 
 use super::outbound::{self, CrossOrigin, SendError};
@@ -77,6 +77,18 @@ pub enum Outcome {
 /// Decides a request's `Authorization` header for a server whose tokens must come from
 /// `settings.issuer` for `audience`.
 pub async fn authenticate(settings: &OAuthSettings, server_id: &str, audience: &str, header: Option<&str>) -> Outcome {
+    authenticate_as(settings, server_id, audience, header, Subject::Sub).await
+}
+
+/// [`authenticate`], the caller named by the `subject` claim(s) (`server_id` keeps the tokens
+/// remembered for one use apart from another's).
+pub async fn authenticate_as(
+    settings: &OAuthSettings,
+    server_id: &str,
+    audience: &str,
+    header: Option<&str>,
+    subject: Subject,
+) -> Outcome {
     let header_sent = header.is_some_and(|h| !h.trim().is_empty());
     let Some(token) = header.and_then(bearer_token) else {
         return Outcome::Refused { error: None, header_sent };
@@ -102,7 +114,7 @@ pub async fn authenticate(settings: &OAuthSettings, server_id: &str, audience: &
     };
     // Claims first: an expired or foreign token costs no key fetch and no signature check. A
     // missing scope is told only once the signature holds (403 is for the issuer's tokens).
-    let claims = check_claims(&jwt.claims, settings, audience, now_s);
+    let claims = check_claims_as(&jwt.claims, settings, audience, now_s, subject);
     if let Err(e) = &claims {
         if *e != TokenError::InsufficientScope {
             return refused(e.clone());

@@ -18,7 +18,7 @@ fn secret_or_var(env: &Env, name: &str) -> Option<String> {
 /// The sealing keys: the current one first, then the previous one (during a rotation).
 pub fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
     let mut keys = Vec::new();
-    for name in ["SECRETS_KEY", "SECRETS_KEY_PREVIOUS"] {
+    for name in [config::SECRETS_KEY, config::SECRETS_KEY_PREVIOUS] {
         // Read once per isolate: a call that opens a sealed credential asks every time.
         if let Some(k) = super::platform::setting(env, name).filter(|k| !k.trim().is_empty()) {
             keys.push(sealed::parse_key(&k).map_err(|e| format!("the {name} secret {e}"))?);
@@ -27,9 +27,19 @@ pub fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
     Ok(keys)
 }
 
+/// Which `$NAME` references this Worker allows (`SECRET_REF_PREFIX`, `SECRET_REF_NAMES`; none
+/// when neither is set).
+pub fn ref_policy(env: &Env) -> config::RefPolicy {
+    let read = |name| super::platform::setting(env, name);
+    config::RefPolicy::from_settings(
+        read(config::SECRET_REF_PREFIX).as_deref(),
+        read(config::SECRET_REF_NAMES).as_deref(),
+    )
+}
+
 /// The credential's value. `Err` completes "the credential …": it names a missing `$NAME`, a
-/// reference that is not allowed (Flowgate's own configuration, or outside `SECRET_REF_PREFIX`)
-/// or a sealing problem, never a value.
+/// reference that is not allowed (Flowgate's own configuration, or not allowed by
+/// `SECRET_REF_PREFIX` / `SECRET_REF_NAMES`) or a sealing problem, never a value.
 pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
     if sealed::is_sealed(value) {
         let now = super::platform::now_ms();
@@ -45,9 +55,8 @@ pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
     }
     let name = &value[1..];
     // Checked again at call time: an app stored before a rule existed (or written to D1 by
-    // other means) must not reach Flowgate's own secrets either.
-    let prefix = env.var(config::SECRET_REF_PREFIX).ok().map(|v| v.to_string());
-    if let Some(why) = config::reference_problem(name, prefix.as_deref()) {
+    // other means) must not reach a secret the deployment did not allow.
+    if let Some(why) = ref_policy(env).problem(name) {
         return Err(format!("refers to ${name}, {why}"));
     }
     secret_or_var(env, name)

@@ -36,7 +36,7 @@ thread_local! {
 /// `USAGE_FLUSH_SECONDS`: how often an isolate writes its counts (0: on every request, tests).
 /// Read once per isolate (`platform::setting`): every MCP request asks.
 pub fn flush_seconds(env: &Env) -> u64 {
-    super::platform::setting(env, "USAGE_FLUSH_SECONDS")
+    super::platform::setting(env, crate::pure::config::USAGE_FLUSH_SECONDS)
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(DEFAULT_FLUSH_SECONDS)
 }

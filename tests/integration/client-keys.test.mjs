@@ -497,3 +497,20 @@ test('no client key reaches the Worker\'s logs or its storage', async () => {
     assert.deepEqual(fg.stateFilesContaining(key.slice(4)), [], 'nor stored');
   }
 });
+
+describe('mode oauth needs PUBLIC_URL', () => {
+  test('without it an oauth server answers 503 naming PUBLIC_URL: the audience never comes from the Host header', async () => {
+    const { server, url } = await workflowServer('Audience');
+    const set = await fg.console(`/servers/${server.id}/auth`, { method: 'PUT', body: { mode: 'oauth', oauth: { issuer: 'https://auth.example.com' } } });
+    assert.equal(set.status, 200, set.text);
+    const r = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { ...V, authorization: 'Bearer x.y.z' });
+    assert.equal(r.status, 503, r.text);
+    assert.match(r.json.error.message, /^Service unavailable: this MCP server uses OAuth, whose token audience .* the PUBLIC_URL variable, which is not set/);
+    const u = new URL(url);
+    const meta = await fetch(`${u.origin}/.well-known/oauth-protected-resource${u.pathname}`);
+    const body = await meta.json();
+    assert.equal(meta.status, 503, JSON.stringify(body));
+    assert.equal(body.error, 'misconfigured');
+    assert.match(body.message, /PUBLIC_URL variable, which is not set/);
+  });
+});

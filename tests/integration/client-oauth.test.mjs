@@ -13,7 +13,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 
-import { startFlowgate } from '../support/harness.mjs';
+import { OWN_URL, startFlowgate } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
 import { newKey, signJwt, startOAuthIssuer } from '../support/oauth-issuer.mjs';
@@ -28,7 +28,7 @@ let ups;
 let as;
 
 before(async () => {
-  [fg, dify, ups, as] = await Promise.all([startFlowgate(), startDifyFixture(), startUpstreams(), startOAuthIssuer({ clients: CLIENTS })]);
+  [fg, dify, ups, as] = await Promise.all([startFlowgate({ vars: { PUBLIC_URL: OWN_URL } }), startDifyFixture(), startUpstreams(), startOAuthIssuer({ clients: CLIENTS })]);
 });
 
 after(async () => {

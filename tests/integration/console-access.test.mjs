@@ -12,6 +12,7 @@ import { chromium } from 'playwright-core';
 
 import { startFlowgate } from '../support/harness.mjs';
 import { newKey, startOAuthIssuer } from '../support/oauth-issuer.mjs';
+import { rpc } from '../support/flowgate-setup.mjs';
 
 const AUD = 'access-aud-tag-0123456789abcdef';
 const CHROMIUM = '/usr/bin/chromium';
@@ -54,9 +55,49 @@ describe('an Access assertion signs the caller in', () => {
     const audit = (await fg.console('/audit?limit=20')).json.data;
     const entry = audit.find((e) => e.action === 'POST /apps' && e.status === 201);
     assert.equal(entry?.actor, 'access:ada@example.com', JSON.stringify(audit.slice(0, 3)));
-    // A service token has no email: its sub names it.
-    const svc = await asAccess(fg, '/', assertion({ email: undefined, sub: 'svc-token-7' }));
-    assert.equal(svc.json.caller.actor, 'access:svc-token-7');
+    // A person without an email is named by the sub.
+    const noEmail = await asAccess(fg, '/', assertion({ email: undefined, sub: 'user-uuid-7' }));
+    assert.equal(noEmail.json.caller.actor, 'access:user-uuid-7');
+  });
+
+  test('a service token (empty sub, its Client ID in common_name) gets in with ACCESS_ROLE', async () => {
+    // What Access signs for a request that presented CF-Access-Client-Id / CF-Access-Client-Secret.
+    const svc = assertion({ email: undefined, sub: '', common_name: '88bf3b6d86161464f6509f7219099e57.access', type: 'app' });
+    const index = await asAccess(fg, '/', svc);
+    assert.equal(index.status, 200, index.text);
+    assert.deepEqual(index.json.caller, { actor: 'access:88bf3b6d86161464f6509f7219099e57.access', role: 'publisher' });
+    const created = await asAccess(fg, '/apps', svc, {
+      method: 'POST',
+      body: { name: 'Via a service token', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: 'k' } },
+    });
+    assert.equal(created.status, 201, created.text);
+    // Neither a sub nor a common_name: nobody to name, refused.
+    const nobody = await asAccess(fg, '/', assertion({ email: undefined, sub: '' }));
+    assert.equal(nobody.status, 401, nobody.text);
+    assert.match(nobody.json.message, /no usable sub claim/);
+  });
+
+  test('a GET that writes (…/refresh) is refused to Access callers, who use POST; token callers keep GET', async () => {
+    const app = await fg.console('/apps', { method: 'POST', body: { name: 'Rotated', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: 'k' } } });
+    assert.equal(app.status, 201, app.text);
+    const server = await fg.console(`/apps/${app.json.id}/server`, { method: 'POST', body: {} });
+    assert.equal(server.status, 201, server.text);
+    const code = server.json.server_code;
+    for (const p of [`/servers/${server.json.id}/refresh`, `/apps/${app.json.id}/server/refresh`]) {
+      const r = await asAccess(fg, p, assertion());
+      assert.equal(r.status, 405, `${p}: ${r.text}`);
+      assert.equal(r.headers.get('allow'), 'POST');
+      assert.match(r.json.message, /^GET is not allowed on .* for a caller signed in through Cloudflare Access .*: use POST/);
+    }
+    // The code was not rotated: its MCP URL still answers.
+    const ping = await rpc(server.json.mcp_url, { jsonrpc: '2.0', id: 1, method: 'ping' }, { 'mcp-protocol-version': '2025-06-18' });
+    assert.equal(ping.status, 200, ping.text);
+    const posted = await asAccess(fg, `/servers/${server.json.id}/refresh`, assertion(), { method: 'POST' });
+    assert.equal(posted.status, 200, posted.text);
+    assert.notEqual(posted.json.server_code, code);
+    const byToken = await fg.console(`/servers/${server.json.id}/refresh`);
+    assert.equal(byToken.status, 200, byToken.text);
+    assert.notEqual(byToken.json.server_code, posted.json.server_code);
   });
 
   test('the role is ACCESS_ROLE: an admin-only route is refused, naming the Access user', async () => {

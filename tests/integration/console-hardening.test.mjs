@@ -1,8 +1,9 @@
 // Console hardening, round 2: admin authentication (the Bearer scheme in any case, the RFC 6750
 // challenge, failed attempts throttled per client address, a too-short ADMIN_TOKEN refused),
-// credentials that do not follow a backend to another origin, `$NAME` references to Flowgate's
-// own configuration and the SECRET_REF_PREFIX rule, PUBLIC_URL, bounded quoting of client input,
-// and server codes masked in log lines whatever the spelling of the path.
+// credentials that do not follow a backend to another origin, `$NAME` references (denied unless
+// SECRET_REF_PREFIX or SECRET_REF_NAMES allows them, never to Flowgate's own configuration),
+// sealed values never taken from the console, PUBLIC_URL, bounded quoting of client input, and
+// server codes masked in log lines whatever the spelling of the path.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -14,9 +15,10 @@ const PUBLIC_URL = 'https://flowgate.example.com';
 const AUTH_LIMIT = 3;
 const PREFIXED_KEY = 'app-prefixed-literal-key-77';
 const OTHER_SECRET = 'value-of-a-secret-outside-the-prefix';
+const LISTED_KEY = 'app-listed-by-name-key-58';
 
 let fg; // ADMIN_AUTH_LIMIT of 3 a minute, every request logged, PUBLIC_URL (with a trailing slash)
-let pre; // SECRET_REF_PREFIX=BACKEND_, no PUBLIC_URL
+let pre; // SECRET_REF_PREFIX=BACKEND_, SECRET_REF_NAMES=LISTED_KEY, no PUBLIC_URL
 let dify;
 
 before(async () => {
@@ -29,7 +31,9 @@ before(async () => {
         return toml.replace(from, `simple = { limit = ${AUTH_LIMIT}, period = 60 }`);
       },
     }),
-    startFlowgate({ vars: { SECRET_REF_PREFIX: 'BACKEND_', BACKEND_DIFY_KEY: PREFIXED_KEY, OTHER_KEY: OTHER_SECRET } }),
+    startFlowgate({
+      vars: { SECRET_REF_PREFIX: 'BACKEND_', SECRET_REF_NAMES: 'LISTED_KEY', BACKEND_DIFY_KEY: PREFIXED_KEY, OTHER_KEY: OTHER_SECRET, LISTED_KEY },
+    }),
     startDifyFixture(),
   ]);
 });
@@ -255,7 +259,8 @@ describe('SECRET_REF_PREFIX', () => {
       400,
       'validation_failed',
       'backend.api_key: refers to $OTHER_KEY, but on this Worker backend credentials may only refer to secrets whose ' +
-        'names start with BACKEND_ (SECRET_REF_PREFIX); store it as BACKEND_OTHER_KEY and refer to $BACKEND_OTHER_KEY',
+        'names start with BACKEND_ (SECRET_REF_PREFIX) or are listed in SECRET_REF_NAMES; store it as BACKEND_OTHER_KEY ' +
+        'and refer to $BACKEND_OTHER_KEY, or list OTHER_KEY in SECRET_REF_NAMES',
     );
     // Own names stay refused whatever the prefix.
     assertJsonError(await pre.console('/apps', { method: 'POST', body: workflow({ base_url: dify.baseUrl, api_key: '$ADMIN_TOKEN' }) }), 400, 'validation_failed', /own configuration/);
@@ -277,6 +282,77 @@ describe('SECRET_REF_PREFIX', () => {
     assert.equal(r.json.result.isError, true, r.text);
     assert.match(r.json.result.content[0].text, /refers to \$OTHER_KEY, but on this Worker backend credentials may only refer to secrets whose names start with BACKEND_/);
     assert.ok(!r.text.includes(OTHER_SECRET));
+  });
+
+  test('SECRET_REF_NAMES allows the names it lists, beside the prefix', async () => {
+    dify.addApp({ mode: 'workflow', name: 'Listed', user_input_form: [], apiKey: LISTED_KEY });
+    const ok = await pre.console('/apps', { method: 'POST', body: workflow({ base_url: dify.baseUrl, api_key: '$LISTED_KEY' }, { name: 'Listed' }) });
+    assert.equal(ok.status, 201, ok.text);
+    const { url } = await publish(pre, ok.json.id);
+    const r = await rpc(url, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Listed', arguments: {} } }, { 'mcp-protocol-version': '2025-06-18', accept: 'application/json' });
+    assert.equal(r.json.result.isError, false, r.text);
+    assert.ok(dify.requestsFor(LISTED_KEY).length > 0);
+  });
+});
+
+describe('$NAME references are denied by default', () => {
+  const denied = (name) =>
+    new RegExp(`refers to \\$${name}, but this Worker allows no \\$NAME references until an admin allows them: set the SECRET_REF_PREFIX variable .* or list ${name} in the SECRET_REF_NAMES variable`);
+
+  test('with neither SECRET_REF_PREFIX nor SECRET_REF_NAMES, a reference is refused when stored', async () => {
+    const r = await fg.console('/apps', { method: 'POST', body: workflow({ base_url: dify.baseUrl, api_key: '$DIFY_KEY' }) });
+    assertJsonError(r, 400, 'validation_failed', denied('DIFY_KEY'));
+    assert.deepEqual(r.json.errors.map((e) => e.field), ['backend.api_key']);
+    const mcp = await fg.console('/apps', {
+      method: 'POST',
+      body: { name: 'm', mode: 'mcp', backend: { url: 'http://127.0.0.1:9/mcp', headers: { 'X-Team-Key': '$TEAM_KEY' } } },
+    });
+    assertJsonError(mcp, 400, 'validation_failed', denied('TEAM_KEY'));
+    assert.deepEqual(mcp.json.errors.map((e) => e.field), ['backend.headers.X-Team-Key']);
+  });
+
+  test('an import naming a secret sends nothing', async () => {
+    const seen = dify.requests.length;
+    const r = await fg.console('/apps/import', { method: 'POST', body: { base_url: dify.baseUrl, api_key: '$BACKEND_DIFY_KEY' } });
+    assertJsonError(r, 400, 'validation_failed', denied('BACKEND_DIFY_KEY'));
+    assert.deepEqual(r.json.errors.map((e) => e.field), ['api_key']);
+    assert.equal(dify.requests.length, seen, 'nothing reached the backend');
+  });
+
+  test('an app stored with a reference before the rule fails at call time, naming the settings', async () => {
+    const { app } = await registerApp(fg, dify, { name: 'Older', form: [] });
+    await fg.d1(`UPDATE apps SET backend = '{"base_url":"${dify.baseUrl}","api_key":"$BACKEND_DIFY_KEY"}' WHERE id = '${app.id}'`);
+    const { code } = await publish(fg, app.id);
+    const seen = dify.requests.length;
+    const r = await rpc(`${fg.url}/mcp/server/${code}/mcp`, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'Older', arguments: {} } }, { 'mcp-protocol-version': '2025-06-18', accept: 'application/json' });
+    assert.equal(r.json.result.isError, true, r.text);
+    assert.match(r.json.result.content[0].text, new RegExp(`^the API key of app 'Older' ${denied('BACKEND_DIFY_KEY').source}`));
+    assert.equal(dify.requests.length, seen, 'nothing reached the backend');
+  });
+});
+
+describe('sealed values never come from the console', () => {
+  const sealedRefused = /^(backend\.)?api_key: is a sealed value \(enc:v1:…\), which Flowgate never takes from the console/;
+
+  test("another app's sealed key is refused on create, replace and import", async () => {
+    const victim = await fg.console('/apps', { method: 'POST', body: workflow({ base_url: dify.baseUrl, api_key: 'victim-literal-key-31' }, { name: 'Victim' }) });
+    assert.equal(victim.status, 201, victim.text);
+    const [row] = await fg.d1(`SELECT backend FROM apps WHERE id = '${victim.json.id}'`);
+    const sealed = JSON.parse(row.backend).api_key;
+    assert.match(sealed, /^enc:v1:/);
+
+    const created = await fg.console('/apps', { method: 'POST', body: workflow({ base_url: 'http://127.0.0.1:9/v1', api_key: sealed }, { name: 'Thief' }) });
+    assertJsonError(created, 400, 'validation_failed', sealedRefused);
+    assert.deepEqual(created.json.errors.map((e) => e.field), ['backend.api_key']);
+    const replaced = await fg.console(`/apps/${victim.json.id}`, { method: 'PUT', body: workflow({ base_url: dify.baseUrl, api_key: sealed }, { name: 'Victim' }) });
+    assertJsonError(replaced, 400, 'validation_failed', sealedRefused);
+
+    const seen = dify.requests.length;
+    const imported = await fg.console('/apps/import', { method: 'POST', body: { base_url: dify.baseUrl, api_key: sealed } });
+    assertJsonError(imported, 400, 'validation_failed', sealedRefused);
+    assert.deepEqual(imported.json.errors.map((e) => e.field), ['api_key']);
+    assert.equal(dify.requests.length, seen, 'nothing reached the backend');
+    assert.equal(dify.requestsFor('victim-literal-key-31').length, 0, 'the sealed key was never opened for a caller');
   });
 });
 

@@ -16,7 +16,7 @@ const MISSING = '00000000-0000-4000-8000-000000000000';
 let fg;
 
 before(async () => {
-  fg = await startFlowgate();
+  fg = await startFlowgate({ vars: { SECRET_REF_NAMES: 'SOME_KEY' } });
 });
 
 after(async () => {

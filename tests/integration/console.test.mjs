@@ -13,7 +13,7 @@ let fg;
 let dify;
 
 before(async () => {
-  [fg, dify] = await Promise.all([startFlowgate(), startDifyFixture()]);
+  [fg, dify] = await Promise.all([startFlowgate({ vars: { SECRET_REF_NAMES: 'DIFY_KEY' } }), startDifyFixture()]);
 });
 
 after(async () => {

@@ -18,7 +18,7 @@ let ups;
 before(async () => {
   [fg, open, dify, tools, ups] = await Promise.all([
     startFlowgate({
-      vars: { ALLOW_PRIVATE_BACKENDS: 'false', RATE_LIMIT_PERIOD_SECONDS: '60' },
+      vars: { ALLOW_PRIVATE_BACKENDS: 'false', RATE_LIMIT_PERIOD_SECONDS: '60', SECRET_REF_NAMES: 'K' },
       configure: (toml) => toml.replace('simple = { limit = 600, period = 60 }', 'simple = { limit = 5, period = 60 }'),
     }),
     startFlowgate({ vars: { LOG_REQUESTS: 'all' } }),
@@ -326,7 +326,7 @@ test('secrets at rest: a key rotation keeps every credential readable (previous 
 });
 
 test('without SECRETS_KEY a literal credential is refused, a $NAME reference is fine', async () => {
-  const inst = await startFlowgate({ vars: { SECRETS_KEY: '' } });
+  const inst = await startFlowgate({ vars: { SECRETS_KEY: '', SECRET_REF_PREFIX: 'DIFY_' } });
   try {
     const lit = await inst.console('/apps', { method: 'POST', body: { name: 'L', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: 'app-literal' } } });
     assert.equal(lit.status, 400);

@@ -15,7 +15,7 @@ let url; // an active workflow server
 let chatUrl;
 
 before(async () => {
-  [fg, dify] = await Promise.all([startFlowgate({ vars: { ALLOWED_ORIGINS: ALLOWED, SECRET_DIFY_KEY: 'unused' } }), startDifyFixture()]);
+  [fg, dify] = await Promise.all([startFlowgate({ vars: { ALLOWED_ORIGINS: ALLOWED, SECRET_DIFY_KEY: 'unused', SECRET_REF_NAMES: 'NOT_SET_ANYWHERE' } }), startDifyFixture()]);
   const { app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Echo Flow' });
   ({ url } = await publish(fg, app.id));
   const chat = await registerApp(fg, dify, { mode: 'chat', name: 'Chatty' });

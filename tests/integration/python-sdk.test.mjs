@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 
-import { repoRoot, startFlowgate, startProcessGroup } from '../support/harness.mjs';
+import { OWN_URL, repoRoot, startFlowgate, startProcessGroup } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { FORM, publish, registerApp } from '../support/flowgate-setup.mjs';
 import { startOAuthIssuer } from '../support/oauth-issuer.mjs';
@@ -35,7 +35,7 @@ let dify;
 
 before(async () => {
   if (MISSING) throw new Error(MISSING);
-  [fg, dify] = await Promise.all([startFlowgate(), startDifyFixture()]);
+  [fg, dify] = await Promise.all([startFlowgate({ vars: { PUBLIC_URL: OWN_URL } }), startDifyFixture()]);
 });
 
 test('the MCP Python SDK is installed in .venv at the pinned version (scripts/setup.sh)', async () => {

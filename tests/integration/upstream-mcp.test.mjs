@@ -18,7 +18,7 @@ let fg;
 let ups;
 
 before(async () => {
-  [fg, ups] = await Promise.all([startFlowgate({ vars: { TEAM_KEY: 'team-secret-123' } }), startUpstreams()]);
+  [fg, ups] = await Promise.all([startFlowgate({ vars: { TEAM_KEY: 'team-secret-123', SECRET_REF_NAMES: 'TEAM_KEY' } }), startUpstreams()]);
 });
 
 after(async () => {

@@ -144,6 +144,9 @@ export async function startOfRateWindow(needMs = 15_000, periodMs = 60_000) {
 /** The sealing key of test deployments (a fixed value: tests only). */
 export const TEST_SECRETS_KEY = '0f'.repeat(32);
 
+/** A var value that stands for the instance's own URL (`vars: { PUBLIC_URL: OWN_URL }`): the port is drawn at start. */
+export const OWN_URL = '{flowgate-own-url}';
+
 export function freePort() {
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
@@ -403,11 +406,11 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
         ...configArgs,
       ];
       // wrangler splits KEY:VALUE at the first ':' (values may contain ':' and spaces).
-      for (const [k, v] of Object.entries(allVars)) args.push('--var', `${k}:${String(v)}`);
+      url = `http://127.0.0.1:${port}`;
+      for (const [k, v] of Object.entries(allVars)) args.push('--var', `${k}:${String(v).replaceAll(OWN_URL, url)}`);
 
       started = Date.now();
       proc = startProcessGroup(node, args, { label: 'wrangler dev', unref: true });
-      url = `http://127.0.0.1:${port}`;
 
       let exitedEarly = null;
       proc.exited.then((r) => (exitedEarly = r));

@@ -14,7 +14,7 @@ const OWN = {
   'http-tool': ['api_endpoint', 'api_key', 'stream', 'manifest', 'form_values'],
   mcp: ['url', 'transport', 'protocol_version', 'headers'],
 };
-const MASK_HINT = '*** is the stored credential, never shown: keep it to leave it unchanged, or type a new one. $NAME refers to a Worker secret.';
+const MASK_HINT = '*** is the stored credential, never shown: keep it to leave it unchanged, or type a new one. $NAME refers to a Worker secret the deployment allows (SECRET_REF_PREFIX or SECRET_REF_NAMES).';
 /** The MCP revisions an upstream app may be pinned to (`backend.protocol_version`). */
 const REVISIONS = ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 const kind = (mode) => (DIFY_MODES.includes(mode) ? 'dify' : mode);
