@@ -236,8 +236,9 @@ fn check_step(msg: &Value, step: &Step) {
         }
         Step::Cancel { key } => assert!(key.starts_with("cancel:"), "{key}"),
         // Only a response whose id is a relay ticket; the ticket is opened by the shell.
-        Step::Answer { token, message } => {
+        Step::Answer { token, message, user } => {
             assert!(token.starts_with(flowgate::pure::mcp::relay::TICKET_PREFIX), "{token}");
+            assert!(!user.is_empty(), "an answer names its caller");
             assert!(message.get("method").is_none(), "{message}");
         }
         Step::ToolsList { id, .. } => assert_eq!(Some(id), msg.get("id")),

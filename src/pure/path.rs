@@ -25,14 +25,13 @@ pub fn segments(path: &str) -> Vec<&str> {
 }
 
 /// The canonical path as logged: `/` + the segments, the segment after `mcp/server` (in any
-/// case or encoding) and any segment that holds something shaped like a server code (a run of
-/// exactly 16 ASCII letters and digits, also after percent-decoding) replaced by `<code>`.
+/// case or encoding) and every segment that [`holds_code`] replaced by `<code>`.
 pub fn loggable(segments: &[&str]) -> String {
     let mut out = String::new();
     for (i, seg) in segments.iter().enumerate() {
         out.push('/');
         let after_mcp_server = i >= 2 && is_word(segments[i - 2], "mcp") && is_word(segments[i - 1], "server");
-        if after_mcp_server || holds_code_shape(seg) {
+        if after_mcp_server || holds_code(seg) {
             out.push_str(CODE_MASK);
         } else {
             out.push_str(seg);
@@ -44,31 +43,51 @@ pub fn loggable(segments: &[&str]) -> String {
     out
 }
 
+/// Rounds of percent-decoding a segment is taken through, looking for a fixed point: a segment
+/// still changing after this many (a code under more levels of encoding) is masked whole.
+pub const MAX_DECODE_ROUNDS: usize = 8;
+
+/// Whether `seg` may hold a server code, so that it must not be logged: some spelling of it (as
+/// sent, or after each round of percent-decoding, `%2f` and `%2F` alike, up to its fixed point)
+/// has a run of ASCII letters and digits long enough to contain a code (16 or more: a code
+/// inside a longer run, `a<code>` or `<code>0`, is caught too); or it has not reached its fixed
+/// point within [`MAX_DECODE_ROUNDS`]. One run is let through: exactly 32 lowercase hex digits,
+/// the shape of a task id (a code is all lowercase hex digits once in about 2.6 billion).
+pub fn holds_code(seg: &str) -> bool {
+    let mut spelling = seg.to_string();
+    for _ in 0..=MAX_DECODE_ROUNDS {
+        if has_code_run(&spelling) {
+            return true;
+        }
+        let next = percent_decode(&spelling);
+        if next == spelling {
+            return false;
+        }
+        spelling = next;
+    }
+    true
+}
+
+fn has_code_run(s: &str) -> bool {
+    let task_id = |run: &str| run.len() == 32 && run.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    s.split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|run| run.len() >= crate::pure::ids::SERVER_CODE_LEN && !task_id(run))
+}
+
 /// `seg` is `word` in any case, percent-encoded or not.
 fn is_word(seg: &str, word: &str) -> bool {
-    decodings(seg).iter().any(|d| d.eq_ignore_ascii_case(word))
-}
-
-/// The segment holds a run of exactly 16 ASCII alphanumerics, as sent or after one to three
-/// rounds of percent-decoding (so `%41…` or `%2541…` spellings are caught too).
-fn holds_code_shape(seg: &str) -> bool {
-    decodings(seg).iter().any(|d| {
-        d.split(|c: char| !c.is_ascii_alphanumeric()).any(|run| run.len() == crate::pure::ids::SERVER_CODE_LEN)
-    })
-}
-
-/// `seg` and its percent-decodings, until nothing changes (at most three rounds).
-fn decodings(seg: &str) -> Vec<String> {
-    let mut out = vec![seg.to_string()];
-    for _ in 0..3 {
-        let Some(last) = out.last() else { break };
-        let next = percent_decode(last);
-        if &next == last {
-            break;
+    let mut spelling = seg.to_string();
+    for _ in 0..=MAX_DECODE_ROUNDS {
+        if spelling.eq_ignore_ascii_case(word) {
+            return true;
         }
-        out.push(next);
+        let next = percent_decode(&spelling);
+        if next == spelling {
+            return false;
+        }
+        spelling = next;
     }
-    out
+    false
 }
 
 /// `%XX` sequences decoded (invalid UTF-8 replaced); malformed escapes kept as they are.
@@ -95,6 +114,7 @@ pub fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pure::test_rng::Rng;
 
     const CODE: &str = "AbCdEfGh12345678";
 
@@ -135,6 +155,11 @@ mod tests {
             format!("/x/{CODE}.json"),
             format!("/x/server%2F{CODE}%2Fmcp"),
             format!("/console/api/apps/{CODE}"),
+            // A code inside a longer run, and under four levels of encoding.
+            format!("/mcps/server/{CODE}0/mcp"),
+            format!("/y/a{CODE}"),
+            format!("/y/%25252541{}", &CODE[1..]),
+            format!("/y/x%2525252f{CODE}"),
         ] {
             let logged = log(&path);
             assert!(!logged.contains(&CODE[4..]), "{path} logged as {logged}");
@@ -142,6 +167,91 @@ mod tests {
         }
         assert_eq!(log(&format!("//mcp/server/{CODE}/mcp")), "/mcp/server/<code>/mcp");
         assert_eq!(log(&format!("/MCP/Server/{CODE}/mcp/x")), "/MCP/Server/<code>/mcp/x");
+    }
+
+    /// `s` percent-encoded once: `%` always (so each level decodes back to the one before),
+    /// other bytes now and then, the hex digits in either case.
+    fn encode_once(rng: &mut Rng, s: &str) -> String {
+        let mut out = String::new();
+        for b in s.bytes() {
+            if b == b'%' || rng.chance(30) {
+                let hex = format!("{b:02X}");
+                out.push('%');
+                out.push_str(&if rng.chance(50) { hex.to_lowercase() } else { hex });
+            } else {
+                out.push(b as char);
+            }
+        }
+        out
+    }
+
+    fn random_run(rng: &mut Rng, alphabet: &[u8], max: u64) -> String {
+        (0..rng.below(max + 1)).map(|_| *rng.pick(alphabet) as char).collect()
+    }
+
+    #[test]
+    fn a_code_anywhere_in_a_run_and_under_any_encoding_up_to_the_bound_is_masked() {
+        const ALNUM: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+        const ANY: &[u8] = b"ABCxyz019-._~!$&'()*+,;=:@/%";
+        let mut rng = Rng(0x5eed_c0de);
+        for _ in 0..4000 {
+            let code: String = (0..16).map(|_| *rng.pick(ALNUM) as char).collect();
+            // Letters and digits on either side (a longer run), or anything else.
+            let (before, after) = if rng.chance(50) {
+                (random_run(&mut rng, ALNUM, 6), random_run(&mut rng, ALNUM, 6))
+            } else {
+                (random_run(&mut rng, ANY, 6), random_run(&mut rng, ANY, 6))
+            };
+            let mut seg = format!("{before}{code}{after}");
+            for _ in 0..rng.below(MAX_DECODE_ROUNDS as u64 + 1) {
+                seg = encode_once(&mut rng, &seg);
+            }
+            let first = random_run(&mut rng, b"abcmps", 5);
+            let path = format!("/{first}/{seg}/mcp");
+            let logged = log(&path);
+            assert!(!logged.contains(&code), "{path} logged as {logged}");
+            assert!(logged.contains(CODE_MASK), "{path} logged as {logged}");
+        }
+    }
+
+    #[test]
+    fn encodings_past_the_bound_are_masked_whole_and_short_runs_are_not() {
+        // Every byte encoded at every level: no run grows past two characters.
+        let encode = |seg: &str, levels: usize| {
+            (0..levels).fold(seg.to_string(), |s, _| s.bytes().map(|b| format!("%{b:02x}")).collect::<String>())
+        };
+        let at_bound = encode("a-b", MAX_DECODE_ROUNDS);
+        assert_eq!(log(&format!("/x/{at_bound}")), format!("/x/{at_bound}"));
+        // Past the bound, a segment is masked whole whatever it decodes to.
+        let past = encode("a-b", MAX_DECODE_ROUNDS + 1);
+        assert!(!holds_code_within_bound(&past));
+        assert_eq!(log(&format!("/x/{past}")), "/x/<code>");
+        // A partly encoded segment lengthens its runs (`%73` → `%2573` → `%252573`): deeply
+        // encoded, it is masked like a code; under a few levels, it is not.
+        let partly = (0..3).fold("short-name".to_string(), |s, _| s.replace('%', "%25").replacen('s', "%73", 1));
+        assert_eq!(log(&format!("/x/{partly}")), format!("/x/{partly}"));
+        // Runs shorter than a code, however many, are logged as they are.
+        let mut rng = Rng(0xfeed);
+        for _ in 0..2000 {
+            let seg: Vec<String> = (0..rng.below(6) + 1).map(|_| random_run(&mut rng, b"aB9", 15)).collect();
+            let path = format!("/console/{}", seg.join("-"));
+            assert_eq!(log(&path), path.trim_end_matches('/'));
+        }
+    }
+
+    /// [`holds_code`] without its bound: whether some decoding holds a code-length run.
+    fn holds_code_within_bound(seg: &str) -> bool {
+        let mut s = seg.to_string();
+        loop {
+            if s.split(|c: char| !c.is_ascii_alphanumeric()).any(|r| r.len() >= 16) {
+                return true;
+            }
+            let next = percent_decode(&s);
+            if next == s {
+                return false;
+            }
+            s = next;
+        }
     }
 
     #[test]

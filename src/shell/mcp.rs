@@ -447,7 +447,9 @@ async fn run(
             let body = upstream::forward(&fwd, def, env, incoming).await;
             (server::call_status(fwd.version, &body), Some(body))
         }
-        Step::Answer { token, message } => upstream::deliver_answer(env, def, incoming, &token, &message).await,
+        Step::Answer { token, message, user } => {
+            upstream::deliver_answer(env, def, incoming, &token, &message, &user).await
+        }
     }
 }
 

@@ -52,9 +52,10 @@ pub fn session_id_for(env: &Env, def: &ServerDefinition, request: &Value, respon
     relay::seal_session(&key, nonce().ok()?, &def.server_id, version, caps).ok()
 }
 
-/// Opens the id a client answered, for `server_id`; `Err` says why it is refused.
-pub fn open_ticket(env: &Env, token: &str, server_id: &str) -> Result<Ticket, String> {
-    relay::open_ticket(&keys(env, TICKETS), token, server_id, super::platform::now_ms())
+/// Opens the id a client answered, for `server_id` and the answering client's backend `user`;
+/// `Err` says why it is refused.
+pub fn open_ticket(env: &Env, token: &str, server_id: &str, user: &str) -> Result<Ticket, String> {
+    relay::open_ticket(&keys(env, TICKETS), token, server_id, user, super::platform::now_ms())
 }
 
 /// The id a relayed request goes to the client under.

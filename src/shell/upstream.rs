@@ -882,7 +882,8 @@ pub async fn call(
         }
         _ => return server::finish_call(plan, Outcome::Failed("not an upstream MCP call".into()), VERSION),
     };
-    let bind = [def.server_id.as_str(), app.id.as_str(), "tools/call", name, upstream.session_scope.as_str()];
+    let scope = upstream.session_scope.as_str();
+    let bind = [def.server_id.as_str(), app.id.as_str(), "tools/call", name, scope, plan.user.as_str()];
     if let Err(e) = super::relay::open_state(env, &mut input, bind) {
         return e.to_response(&plan.id);
     }
@@ -1026,6 +1027,7 @@ fn ask_client(
         session: session.clone(),
         request_id: request.get("id").cloned().unwrap_or(Value::Null),
         scope: up.session_scope.clone(),
+        caller: relay::caller_hash(&plan.user),
         expires_ms: super::platform::now_ms() + up.call_timeout.as_millis() as u64,
     };
     let token = super::relay::seal_ticket(env, &ticket).map_err(|why| refuse(&why))?;
@@ -1087,7 +1089,8 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
         Err(e) => return server::forward_failed(fwd, &e),
     };
     let name = fwd.name.as_deref().or_else(|| fwd.params.get("name").and_then(Value::as_str)).unwrap_or_default();
-    let bind = [def.server_id.as_str(), app.id.as_str(), fwd.method, name, upstream.session_scope.as_str()];
+    let scope = upstream.session_scope.as_str();
+    let bind = [def.server_id.as_str(), app.id.as_str(), fwd.method, name, scope, fwd.user.as_str()];
     let mut params = fwd.params.clone();
     if let Err(e) = super::relay::open_state(env, &mut params, bind) {
         return e.to_response(&fwd.id);
@@ -1108,19 +1111,21 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
 
 /// Takes a client's answer to a relayed request to the upstream that asked, on the session the
 /// call runs on: (202, nothing) once the upstream took it, else an HTTP error with a JSON-RPC
-/// error saying why (no id: the message answered was a response).
+/// error saying why (no id: the message answered was a response). `user` is the answering
+/// client's backend `user`: the request must have been relayed to it.
 pub async fn deliver_answer(
     env: &Env,
     def: &ServerDefinition,
     incoming: &[(String, String)],
     token: &str,
     answer: &Value,
+    user: &str,
 ) -> (u16, Option<Value>) {
     let refuse = |status: u16, why: String| {
         let e = json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::pure::mcp::jsonrpc::INVALID_REQUEST, "message": why}});
         (status, Some(e))
     };
-    let ticket = match super::relay::open_ticket(env, token, &def.server_id) {
+    let ticket = match super::relay::open_ticket(env, token, &def.server_id, user) {
         Ok(t) => t,
         Err(why) => return refuse(400, format!("Answer refused: {why}")),
     };

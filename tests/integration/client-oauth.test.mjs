@@ -221,6 +221,30 @@ describe('the MCP endpoint', () => {
     assert.equal(dify.requestsFor(s.apiKey).at(-1).body.user, 'es-user');
   });
 
+  // Found by planting a bug: a remembered token accepted past its exp went unnoticed. A token
+  // is accepted up to 60 s past exp (clock skew), so one minted 57 s past it is valid, verified
+  // and remembered at once, and past the skew four seconds later: then it is refused, though
+  // this isolate remembered it (the memo keeps its exp and judges every hit by it).
+  test('a remembered token is refused once it has expired', async () => {
+    const s = await oauthServer('Memo expiry');
+    const meta = metadataUrl(s.url);
+    const exp = Math.floor(Date.now() / 1000) - 57;
+    const token = as.mint({ aud: s.url, sub: 'soon-gone', exp, iat: exp - 300 });
+    for (let i = 0; i < 3; i++) assert.equal((await ping(s.url, bearer(token), `valid-${i}`)).status, 200, 'accepted, and remembered');
+    await sleep((exp + 60 + 2) * 1000 - Date.now());
+    assertRefused(await ping(s.url, bearer(token), 'expired'), {
+      id: 'expired',
+      challenge: `Bearer resource_metadata="${meta}", error="invalid_token", error_description="the token has expired"`,
+      message: /^Unauthorized: /,
+    });
+    const before = dify.requestsFor(s.apiKey).length;
+    assertRefused(await callTool(s.url, s.tool, bearer(token), 'expired-call'), {
+      id: 'expired-call',
+      challenge: `Bearer resource_metadata="${meta}", error="invalid_token", error_description="the token has expired"`,
+    });
+    assert.equal(dify.requestsFor(s.apiKey).length, before, 'no backend work');
+  });
+
   test('bad tokens are refused with 401 invalid_token (403 insufficient_scope), before any backend work', async () => {
     const s = await oauthServer('Refusals');
     const scoped = await oauthServer('Scoped', { scopes: ['mcp:tools', 'read'] });

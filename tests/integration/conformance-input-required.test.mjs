@@ -2,8 +2,8 @@
 // `input-required-result-*` scenario through Flowgate in front of a 2026-07-28 upstream fixture
 // that implements the reference server's fixture tools, and straight against the fixture, so a
 // failure through Flowgate is Flowgate's. Then what the scenarios cannot see: the client gets
-// Flowgate's sealed requestState and the upstream its own back; a state is bound to its server
-// and tool; an input request the client did not declare the capability for is refused.
+// Flowgate's sealed requestState and the upstream its own back; a state is bound to its server,
+// tool and caller (another client key of the same server cannot continue the round); an input request the client did not declare the capability for is refused.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -35,12 +35,23 @@ let fg;
 let up;
 let url;
 let otherUrl;
+let keyedUrl;
+const keyOf = {};
 
 before(async () => {
   [fg, up] = await Promise.all([startFlowgate(), startInputRequiredUpstream()]);
   const app = await upstreamApp(fg, 'Asker', { url: up.url, tool_name_prefix: false }, 'A 2026-07-28 upstream that asks for input');
   ({ url } = await serverOf(fg, 'Asking', [app]));
   ({ url: otherUrl } = await serverOf(fg, 'Other', [app]));
+  // A server whose clients authenticate with keys: alice and bob.
+  const keyed = await serverOf(fg, 'Keyed', [app]);
+  keyedUrl = keyed.url;
+  assert.equal((await fg.console(`/servers/${keyed.id}/auth`, { method: 'PUT', body: { mode: 'key' } })).status, 200);
+  for (const name of ['alice', 'bob']) {
+    const k = await fg.console(`/servers/${keyed.id}/keys`, { method: 'POST', body: { name } });
+    assert.equal(k.status, 201, k.text);
+    keyOf[name] = k.json.key;
+  }
 });
 
 after(async () => {
@@ -102,4 +113,21 @@ test('an input request the client did not declare the capability for is refused 
   // prompts/get too.
   const p = await call('prompts/get', { name: 'test_input_required_result_prompt' }, { caps: {} });
   assert.equal(p.error?.code, -32021, JSON.stringify(p));
+});
+
+test('a requestState is bound to its caller: client key bob cannot continue alice\'s round, and is not told whose it is', async () => {
+  const tool = 'test_input_required_result_request_state';
+  const keyedCall = (params, who) => rpc2026(keyedUrl, 'tools/call', params, { caps: { elicitation: {}, sampling: {}, roots: {} }, headers: { authorization: `Bearer ${keyOf[who]}` } });
+  const first = await keyedCall({ name: tool, arguments: {} }, 'alice');
+  assert.equal(first.result?.resultType, 'input_required', JSON.stringify(first));
+  const sealed = first.result.requestState;
+  const before = up.requests.length;
+  const answer = { name: tool, arguments: {}, inputResponses: { confirm: { action: 'accept', content: { ok: true } } }, requestState: sealed };
+  const bob = await keyedCall(answer, 'bob');
+  assert.equal(bob.error?.code, -32602, JSON.stringify(bob));
+  assert.match(bob.error.message, /another client/);
+  assert.doesNotMatch(JSON.stringify(bob), /alice/, 'the refusal does not say whose the state is');
+  assert.equal(up.requests.length, before, 'bob\'s retry did not reach the upstream');
+  const alice = await keyedCall(answer, 'alice');
+  assert.match(alice.result?.content?.[0]?.text ?? '', /state-ok/, JSON.stringify(alice));
 });

@@ -199,6 +199,59 @@ describe('request ids and logs', () => {
     assert.ok(!ours.includes(apiKey), 'no API key in the logs');
   });
 
+  // Found by planting a bug: a server code written to a log line on the 401 path went unnoticed
+  // (only a success was checked). Every refusal and error path, each request's line awaited,
+  // then every line Flowgate wrote searched for the codes, keys and API keys in play.
+  test('no server code or secret is logged on any refusal or error path', async () => {
+    const { app: a, apiKey } = await registerApp(open, dify, { mode: 'workflow', name: 'Log paths', form: [] });
+    const { url, code } = await publish(open, a.id);
+    const failing = await registerApp(open, dify, { mode: 'workflow', name: 'Log failures', form: [], behaviour: 'http500' });
+    const failed = await publish(open, failing.app.id);
+    const keyed = await registerApp(open, dify, { mode: 'workflow', name: 'Log keyed', form: [] });
+    const k = await publish(open, keyed.app.id);
+    assert.equal((await open.console(`/servers/${k.server.id}/auth`, { method: 'PUT', body: { mode: 'key' } })).status, 200);
+    const key = (await open.console(`/servers/${k.server.id}/keys`, { method: 'POST', body: { name: 'logger' } })).json.key;
+    assert.match(key ?? '', /^fgk_/);
+    const limited = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'app-limited-secret' }) });
+    const l = await publish(fg, limited.json.id);
+    const secrets = [code, failed.code, k.code, l.code, apiKey, failing.apiKey, keyed.apiKey, key, 'app-limited-secret'];
+    const base = new URL(url).origin;
+    const V = { 'mcp-protocol-version': '2025-06-18' };
+    const list = { jsonrpc: '2.0', id: 1, method: 'tools/list' };
+    const call = (name) => ({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name, arguments: {} } });
+    const paths = [
+      ['401 without a key', 401, () => rpc(k.url, list, V)],
+      ['401 with a wrong key', 401, () => rpc(k.url, list, { ...V, authorization: `Bearer fgk_${'x'.repeat(32)}` })],
+      ['403 foreign Origin', 403, () => rpc(url, list, { ...V, origin: 'https://evil.example' })],
+      ['404 code in a longer run', 404, () => rpc(`${base}/mcps/server/${code}0/mcp`, list, V)],
+      ['404 code after a letter', 404, () => rpc(`${base}/y/a${code}`, list, V)],
+      ['404 code under four encodings', 404, () => rpc(`${base}/y/%25252541${code.slice(1)}`, list, V)],
+      ['404 code with one more character', 404, () => rpc(url.replace(code, `${code}x`), list, V)],
+      ['405 GET', 405, () => fetch(url, { headers: { accept: 'text/event-stream', ...V } })],
+      ['413 too large', 413, () => rpc(url, JSON.stringify({ ...list, pad: 'x'.repeat(1 << 20) }), V)],
+      ['backend failure', 200, () => rpc(failed.url, call('Log_failures'), V)],
+    ];
+    const check = async (instance, label, status, send) => {
+      const r = await send();
+      assert.equal(r.status, status, `${label}: ${r.text}`);
+      const rid = r.headers.get('x-request-id');
+      await waitFor(() => ownLines(instance).some((l) => l.request_id === rid), `the line of ${label}`);
+      const ours = ownLines(instance).map((l) => JSON.stringify(l)).join('\n');
+      for (const secret of secrets) assert.ok(!ours.includes(secret), `${label}: a code or secret was logged`);
+      return r;
+    };
+    for (const [label, status, send] of paths) await check(open, label, status, send);
+    // 429: past the limit (5 a minute on `fg`), within one of the limiter's windows.
+    await startOfRateWindow();
+    let refused;
+    for (let i = 0; i < 8 && !refused; i++) {
+      const r = await rpc(l.url, call('no_such_tool'), V);
+      if (r.status === 429) refused = r;
+    }
+    assert.ok(refused, 'the limit was reached');
+    await check(fg, '429', 429, async () => refused);
+  });
+
   test('without LOG_REQUESTS=all only refused and failed requests are logged', async () => {
     const quiet = [await fg.fetchJson('/healthz'), await fg.console('/apps')];
     const loud = [await fg.fetchJson('/nope'), await fg.console('/apps', { token: 'not-the-token' })];

@@ -198,6 +198,36 @@ describe('transport', () => {
     assert.equal(notes.status, 202);
   });
 
+  // Found by planting a bug: an Origin check skipped for older revisions went unnoticed (only a
+  // ping without a revision was tested). Each revision as it says which one it speaks: in
+  // `initialize` (before 2026-07-28), in MCP-Protocol-Version afterwards, and in `_meta` too
+  // from 2026-07-28.
+  for (const revision of ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25', '2026-07-28']) {
+    test(`a browser Origin not in ALLOWED_ORIGINS is refused for ${revision}; a listed one is served`, async () => {
+      const sends = [];
+      if (revision !== '2026-07-28') {
+        const init = req('initialize', { protocolVersion: revision, capabilities: {}, clientInfo: { name: 'origin-test', version: '1' } }, 30);
+        sends.push(['initialize', (origin) => rpc(url, init, { origin })]);
+        sends.push(['tools/list with the header', (origin) => rpc(url, req('tools/list', {}, 31), { origin, 'mcp-protocol-version': revision })]);
+      } else {
+        const meta = { 'io.modelcontextprotocol/protocolVersion': revision, 'io.modelcontextprotocol/clientCapabilities': {}, 'io.modelcontextprotocol/clientInfo': { name: 'origin-test', version: '1' } };
+        const headers = { 'mcp-protocol-version': revision, 'mcp-method': 'tools/list' };
+        sends.push(['tools/list', (origin) => rpc(url, req('tools/list', { _meta: meta }, 32), { origin, ...headers })]);
+      }
+      for (const [what, send] of sends) {
+        for (const origin of ['https://evil.example', 'http://localhost:1', 'null']) {
+          const refused = await send(origin);
+          assert.equal(refused.status, 403, `${what} from ${origin}: ${refused.text}`);
+          assert.equal(refused.json.error.code, -32600);
+          assert.match(refused.json.error.message, /is not allowed; add it to ALLOWED_ORIGINS/);
+        }
+        const served = await send(ALLOWED);
+        assert.equal(served.status, 200, `${what} from ${ALLOWED}: ${served.text}`);
+        assert.ok(served.json.result, `${what}: ${served.text}`);
+      }
+    });
+  }
+
   test('GET and DELETE get 405 with Allow; CORS preflight and allowed origins work', async () => {
     for (const method of ['GET', 'DELETE']) {
       const r = await fetch(url, { method, headers: { accept: 'text/event-stream' } });

@@ -2,7 +2,8 @@
 // roots) reach Flowgate's client over the call's SSE stream when the client declared the
 // capability, and the client's answer, POSTed back to Flowgate, reaches the upstream; otherwise
 // the upstream gets an error naming why. Relayed ids are sealed: altered, made up, or another
-// server's ids are refused.
+// server's ids are refused, and so are answers by another client (another client key, or on a
+// server without client authentication another client name) than the one the call was made by.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -236,6 +237,11 @@ describe('answers', () => {
     assert.equal(elsewhere.status, 400, elsewhere.text);
     assert.match(elsewhere.json.error.message, /relayed through another MCP server/);
 
+    // Another client of the same server (without client authentication: another client name).
+    const otherClient = await rpc(url, answer(request.id), { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid, 'user-agent': 'someone-else/1.0' });
+    assert.equal(otherClient.status, 400, otherClient.text);
+    assert.match(otherClient.json.error.message, /relayed to another client/);
+
     const noResult = await post(url, { jsonrpc: '2.0', id: request.id, result: 'text' });
     assert.equal(noResult.status, 400);
     assert.match(noResult.json.error.message, /needs a `result` object/);
@@ -245,5 +251,52 @@ describe('answers', () => {
     let final;
     for (let m = await next(); m; m = await next()) if (m.id === 5) final = m;
     assert.equal(final.result.content[0].text, 'LLM response: raw answer');
+  });
+});
+
+describe('answers on a server with client keys', () => {
+  test('client key bob cannot answer a request relayed to alice\'s call, and is not told whose it is', async () => {
+    const app = await fg.console('/apps', {
+      method: 'POST',
+      body: { name: 'KeyedAsker', description: 'd', mode: 'mcp', backend: { url: ups.everything.url, tool_name_prefix: false } },
+    });
+    assert.equal(app.status, 201, app.text);
+    const server = await publish(fg, app.json.id);
+    assert.equal((await fg.console(`/servers/${server.server.id}/auth`, { method: 'PUT', body: { mode: 'key' } })).status, 200);
+    const keys = {};
+    for (const name of ['alice', 'bob']) {
+      const k = await fg.console(`/servers/${server.server.id}/keys`, { method: 'POST', body: { name } });
+      assert.equal(k.status, 201, k.text);
+      keys[name] = { authorization: `Bearer ${k.json.key}` };
+    }
+    const init = await rpc(server.url, { jsonrpc: '2.0', id: 0, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: { sampling: {} }, clientInfo: { name: 'raw', version: '1' } } }, keys.alice);
+    assert.equal(init.status, 200, init.text);
+    const sid = init.headers.get('mcp-session-id');
+    const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid };
+    const res = await fetch(server.url, {
+      method: 'POST',
+      headers: { ...headers, ...keys.alice },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'keyed' } } }),
+    });
+    assert.equal(res.status, 200);
+    const next = sseReader(res);
+    let request;
+    while (!request) {
+      const m = await next();
+      assert.ok(m, 'the stream ended before the relayed request');
+      if (m.method === 'sampling/createMessage') request = m;
+    }
+    const answer = { jsonrpc: '2.0', id: request.id, result: { role: 'assistant', content: { type: 'text', text: 'alice answers' }, model: 'm' } };
+    const before = answersUpstream().length;
+    const bob = await rpc(server.url, answer, { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid, ...keys.bob });
+    assert.equal(bob.status, 400, bob.text);
+    assert.match(bob.json.error.message, /relayed to another client/);
+    assert.doesNotMatch(bob.text, /alice/, 'the refusal does not say whose the call is');
+    assert.equal(answersUpstream().length, before, 'bob\'s answer did not reach the upstream');
+    const alice = await rpc(server.url, answer, { 'mcp-protocol-version': '2025-11-25', 'mcp-session-id': sid, ...keys.alice });
+    assert.equal(alice.status, 202, alice.text);
+    let final;
+    for (let m = await next(); m; m = await next()) if (m.id === 7) final = m;
+    assert.equal(final.result.content[0].text, 'LLM response: alice answers');
   });
 });

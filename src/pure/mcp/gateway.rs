@@ -71,6 +71,9 @@ pub struct Forward {
     pub name: Option<String>,
     /// URIs left out of a `resources/directory/read` result (the app's `denied_resources`).
     pub hide: Vec<String>,
+    /// The backend `user` of the caller (`server::end_user`, set by the server): an upstream's
+    /// `requestState` is sealed to it.
+    pub user: String,
 }
 
 /// What a gateway request comes to: a result Flowgate has, or a request to forward.
@@ -361,6 +364,7 @@ impl<'a> Gateway<'a> {
             params,
             name,
             hide: Vec::new(),
+            user: String::new(),
         })))
     }
 

@@ -2,10 +2,11 @@
 //! without state. An upstream that needs input answers `resultType: "input_required"` with
 //! `inputRequests` and an opaque `requestState`; the client retries the same request with
 //! `inputResponses` and that state. Flowgate hands the client its own `requestState` instead:
-//! `fg-state.` + AES-256-GCM over {server, app, method, name, forwarded-credential scope,
-//! expiry, the upstream's state}. The retry is opened on any isolate and the upstream gets its
-//! own state back, so a client can neither read it, alter it, nor take it to another server,
-//! app, tool or set of credentials.
+//! `fg-state.` + AES-256-GCM over {server, app, method, name, forwarded-credential scope, the
+//! caller (`relay::caller_hash`), expiry, the upstream's state}. The retry is opened on any
+//! isolate and the upstream gets its own state back, so a client can neither read it, alter it,
+//! nor take it to another server, app, tool or set of credentials; nor can another client of
+//! the same server continue the round with it.
 
 use serde_json::{json, Map, Value};
 
@@ -19,9 +20,13 @@ pub const STATE_PREFIX: &str = "fg-state.";
 /// How long a client has to answer (a person may be filling in a form).
 pub const STATE_TTL_MS: u64 = 3_600_000;
 
-/// What a state is bound to: server id, app id, method, name (tool, prompt or URI), and the
-/// hash of the forwarded credentials (empty when none).
-pub type Bind<'a> = [&'a str; 5];
+/// What a state is bound to: server id, app id, method, name (tool, prompt or URI), the hash
+/// of the forwarded credentials (empty when none), and the caller's backend `user` (sealed as
+/// its `relay::caller_hash`).
+pub type Bind<'a> = [&'a str; 6];
+
+/// How many claims a sealed state holds: the bound ones, the expiry and the upstream's state.
+const CLAIMS: usize = 8;
 
 fn invalid(why: &str) -> RpcError {
     RpcError::new(200, INVALID_PARAMS, format!("Invalid params: {why}"))
@@ -68,25 +73,31 @@ pub fn open_state(params: &mut Map<String, Value>, keys: &[[u8; 32]], bind: Bind
     let Some(token) = params.get("requestState").and_then(Value::as_str) else { return Ok(()) };
     let claims: Vec<Value> = relay::open_as(STATE_PREFIX, keys, token)
         .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(|c: &Vec<Value>| c.len() == 7)
+        .filter(|c: &Vec<Value>| c.len() == CLAIMS)
         .ok_or_else(|| {
             invalid("`requestState` is not one Flowgate gave (altered, made up, or sealed with a key it no longer has)")
         })?;
-    let bound: Vec<&str> = claims[..5].iter().map(|v| v.as_str().unwrap_or_default()).collect();
+    let bound: Vec<&str> = claims[..6].iter().map(|v| v.as_str().unwrap_or_default()).collect();
     if bound[0] != bind[0] {
         return Err(invalid("`requestState` was given by another MCP server"));
     }
-    if bound != bind {
+    if bound[5] != relay::caller_hash(bind[5]) {
+        return Err(invalid(
+            "`requestState` was given to another client: only the client that got it (the same client key, OAuth \
+             subject, or client name) can send it back",
+        ));
+    }
+    if bound[..5] != bind[..5] {
         return Err(invalid(
             "`requestState` was given for another request (another app, tool, prompt or resource, or other forwarded credentials)",
         ));
     }
-    if claims[5].as_u64().is_none_or(|e| now_ms > e) {
+    if claims[6].as_u64().is_none_or(|e| now_ms > e) {
         return Err(invalid(
             "`requestState` has expired (a client has an hour to answer); send the request again without it",
         ));
     }
-    params.insert("requestState".into(), claims[6].clone());
+    params.insert("requestState".into(), claims[7].clone());
     Ok(())
 }
 
@@ -143,7 +154,8 @@ pub fn seal_result(
             "Internal error: Flowgate has no SECRETS_KEY to seal the upstream's requestState with",
         )
     })?;
-    let claims = json!([bind[0], bind[1], bind[2], bind[3], bind[4], now_ms + STATE_TTL_MS, state]);
+    let caller = relay::caller_hash(bind[5]);
+    let claims = json!([bind[0], bind[1], bind[2], bind[3], bind[4], caller, now_ms + STATE_TTL_MS, state]);
     let sealed = relay::seal_as(STATE_PREFIX, key, nonce, &claims.to_string())
         .map_err(|e| RpcError::new(200, INTERNAL_ERROR, format!("Internal error: {e}")))?;
     result["requestState"] = sealed.into();
@@ -160,7 +172,7 @@ mod tests {
     use super::*;
 
     const K: [u8; 32] = [8u8; 32];
-    const B: Bind = ["srv", "app", "tools/call", "ask", ""];
+    const B: Bind = ["srv", "app", "tools/call", "ask", "", "alice"];
 
     fn asking(state: Option<&str>) -> Value {
         let mut r = json!({"resultType": "input_required", "inputRequests": {
@@ -206,10 +218,16 @@ mod tests {
         open_state(&mut p, &[K], B, 2_000).unwrap();
         assert_eq!(p["requestState"], "upstream-secret");
         let msg = |b: Bind, now: u64, t: &str| open_state(&mut retry(t), &[K], b, now).unwrap_err().message;
-        assert!(msg(["other", "app", "tools/call", "ask", ""], 0, &token).contains("another MCP server"));
-        assert!(msg(["srv", "app", "tools/call", "other", ""], 0, &token).contains("another request"));
-        assert!(msg(["srv", "app", "tools/call", "ask", "creds"], 0, &token).contains("another request"));
+        assert!(msg(["other", "app", "tools/call", "ask", "", "alice"], 0, &token).contains("another MCP server"));
+        assert!(msg(["srv", "app", "tools/call", "other", "", "alice"], 0, &token).contains("another request"));
+        assert!(msg(["srv", "app", "tools/call", "ask", "creds", "alice"], 0, &token).contains("another request"));
         assert!(msg(B, 1_000 + STATE_TTL_MS + 1, &token).contains("expired"));
+        // Bound to its caller: another client of the same server (another key, another OAuth
+        // subject, another client name) cannot continue the round, and is not told whose it is.
+        for other in ["bob", "", "alice "] {
+            let m = msg(["srv", "app", "tools/call", "ask", "", other], 0, &token);
+            assert!(m.contains("another client") && !m.contains("alice"), "{m}");
+        }
         assert!(msg(B, 0, &format!("{token}-TAMPERED")).contains("not one Flowgate gave"));
         assert!(msg(B, 0, "upstream-secret").contains("not one Flowgate gave"));
         assert!(open_state(&mut retry(&token), &[[9; 32]], B, 0).is_err());

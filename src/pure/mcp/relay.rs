@@ -6,7 +6,9 @@
 //!   carried afterwards in Flowgate's sealed `Mcp-Session-Id`; see [`seal_session`]), and
 //!   whether the call has a stream to carry a request at all ([`Channel`]).
 //! - A relayed request goes to the client with a sealed id, its [`Ticket`]: the upstream, the
-//!   session and the request id the answer belongs to, bound to the server. Whichever isolate
+//!   session and the request id the answer belongs to, bound to the server and to the caller
+//!   (the hash of the client's backend `user`: a client key's name, an OAuth `sub`, or the
+//!   client identity of a server without client authentication). Whichever isolate
 //!   receives the client's answer opens the ticket and posts the answer to the upstream on that
 //!   session; the upstream, which holds the call, resumes, and its result flows on the call's
 //!   own stream. AES-256-GCM makes the ticket unreadable and unforgeable by the client.
@@ -181,6 +183,10 @@ pub struct Ticket {
     /// carry the same ones.
     #[serde(rename = "c")]
     pub scope: String,
+    /// The caller the request was relayed to ([`caller_hash`] of its backend `user`): an
+    /// answer by another client of the same server is refused.
+    #[serde(rename = "o")]
+    pub caller: String,
     #[serde(rename = "e")]
     pub expires_ms: u64,
 }
@@ -194,11 +200,22 @@ impl crate::pure::fields::FromFields for Ticket {
             session: f.object("t")?,
             request_id: f.value("i")?,
             scope: f.text("c")?,
+            caller: f.text("o")?,
             expires_ms: f.uint("e")?,
         })
     }
 }
 crate::pure::fields::deserialize_by_fields!(Ticket);
+
+/// What a sealed id carries of its caller (relay tickets, `input_required` states): a hash of
+/// the client's backend `user` (a client key's name, an OAuth `sub`, or the per-client identity
+/// of a server without client authentication), so the id names no one even to Flowgate's logs.
+pub fn caller_hash(user: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"flowgate-caller\n");
+    h.update(user.as_bytes());
+    h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// A key for one purpose, from the Worker's sealing key: a ticket is never a session id.
 pub fn purpose_key(master: &[u8; 32], purpose: &str) -> [u8; 32] {
@@ -228,13 +245,19 @@ pub fn seal_ticket(key: &[u8; 32], nonce: [u8; 12], ticket: &Ticket) -> Result<S
     seal_as(TICKET_PREFIX, key, nonce, &text)
 }
 
-/// Opens a relayed request's id, for `server_id`, at `now_ms`; `Err` says why it is refused.
-pub fn open_ticket(keys: &[[u8; 32]], token: &str, server_id: &str, now_ms: u64) -> Result<Ticket, String> {
+/// Opens a relayed request's id, for `server_id` and the answering client's backend `user`, at
+/// `now_ms`; `Err` says why it is refused (never whose the request was).
+pub fn open_ticket(keys: &[[u8; 32]], token: &str, server_id: &str, user: &str, now_ms: u64) -> Result<Ticket, String> {
     let ticket: Ticket = open_as(TICKET_PREFIX, keys, token)
         .and_then(|t| serde_json::from_str(&t).ok())
         .ok_or("the id is not one Flowgate gave to a request it relayed (altered, made up, or sealed with a key it no longer has)")?;
     if ticket.server_id != server_id {
         return Err("the request was relayed through another MCP server".into());
+    }
+    if ticket.caller != caller_hash(user) {
+        return Err("the request was relayed to another client: only the client that made the call (the same client \
+                    key, OAuth subject, or client name) can answer it"
+            .into());
     }
     if now_ms > ticket.expires_ms {
         return Err("the call that asked has ended (its tool_call_timeout ran out)".into());
@@ -313,6 +336,7 @@ mod tests {
             },
             request_id: json!(0),
             scope: String::new(),
+            caller: caller_hash("alice"),
             expires_ms: 10_000,
         }
     }
@@ -378,27 +402,32 @@ mod tests {
     fn tickets_round_trip_and_refuse_what_they_should() {
         let id = seal_ticket(&K, [1; 12], &ticket()).unwrap();
         assert!(id.starts_with(TICKET_PREFIX) && !id.contains("sess-9") && !id.contains("up.example"));
-        let opened = open_ticket(&[K], &id, "srv-1", 9_999).unwrap();
+        let opened = open_ticket(&[K], &id, "srv-1", "alice", 9_999).unwrap();
         assert_eq!(opened.session.session_id.as_deref(), Some("sess-9"));
         assert_eq!(opened.session.capabilities, None, "left out of the id");
         assert_eq!(opened.request_id, json!(0));
         // Rotation: the previous key still opens it.
-        assert!(open_ticket(&[OTHER, K], &id, "srv-1", 0).is_ok());
-        assert!(open_ticket(&[OTHER], &id, "srv-1", 0).unwrap_err().contains("not one Flowgate gave"));
-        assert!(open_ticket(&[K], &id, "srv-2", 0).unwrap_err().contains("another MCP server"));
-        assert!(open_ticket(&[K], &id, "srv-1", 10_001).unwrap_err().contains("ended"));
+        assert!(open_ticket(&[OTHER, K], &id, "srv-1", "alice", 0).is_ok());
+        assert!(open_ticket(&[OTHER], &id, "srv-1", "alice", 0).unwrap_err().contains("not one Flowgate gave"));
+        assert!(open_ticket(&[K], &id, "srv-2", "alice", 0).unwrap_err().contains("another MCP server"));
+        assert!(open_ticket(&[K], &id, "srv-1", "alice", 10_001).unwrap_err().contains("ended"));
+        // Bound to its caller: another client of the same server is refused, and not told whose.
+        let bob = open_ticket(&[K], &id, "srv-1", "bob", 0).unwrap_err();
+        assert!(bob.contains("another client") && !bob.contains("alice"), "{bob}");
+        assert!(open_ticket(&[K], &id, "srv-1", "", 0).unwrap_err().contains("another client"));
+        assert!(!id.contains(&caller_hash("alice")), "the caller is sealed too");
         // Any altered character is refused.
         let mut bytes = id.clone().into_bytes();
         for i in [TICKET_PREFIX.len() + 3, bytes.len() - 1] {
             let original = bytes[i];
             bytes[i] = if original == b'A' { b'B' } else { b'A' };
-            assert!(open_ticket(&[K], std::str::from_utf8(&bytes).unwrap(), "srv-1", 0).is_err());
+            assert!(open_ticket(&[K], std::str::from_utf8(&bytes).unwrap(), "srv-1", "alice", 0).is_err());
             bytes[i] = original;
         }
-        assert!(open_ticket(&[K], "fg-relay.made-up", "srv-1", 0).is_err());
+        assert!(open_ticket(&[K], "fg-relay.made-up", "srv-1", "alice", 0).is_err());
         // A session id is not a ticket, even under the same key.
         let session = seal_session(&K, [2; 12], "srv-1", "2025-11-25", ClientCaps::default()).unwrap();
-        assert!(open_ticket(&[K], &session, "srv-1", 0).is_err());
+        assert!(open_ticket(&[K], &session, "srv-1", "alice", 0).is_err());
     }
 
     #[test]

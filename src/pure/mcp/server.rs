@@ -74,8 +74,9 @@ pub enum Step {
     /// names: make it, then answer with [`forwarded_response`].
     Forward(Box<Forward>),
     /// The client's answer to a request Flowgate relayed from an upstream: `token` is the id it
-    /// answers (a sealed `relay::Ticket`); open it and take the answer to the upstream.
-    Answer { token: String, message: Value },
+    /// answers (a sealed `relay::Ticket`); open it and take the answer to the upstream, if
+    /// `user` (the answering client's backend `user`) is the caller it was relayed to.
+    Answer { token: String, message: Value, user: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,7 +254,11 @@ pub fn handle_full(
             // An answer to a request Flowgate relayed; any other response answers nothing it
             // asked, and is dropped.
             return match msg.get("id").and_then(Value::as_str).filter(|i| i.starts_with(relay::TICKET_PREFIX)) {
-                Some(token) => Step::Answer { token: token.to_string(), message: msg.clone() },
+                Some(token) => Step::Answer {
+                    token: token.to_string(),
+                    message: msg.clone(),
+                    user: end_user(def, &client_name(&Map::new(), h), h),
+                },
                 None => Step::Reply { status: 202, body: None },
             };
         }
@@ -283,7 +288,10 @@ pub fn handle_full(
         },
         methods::TOOLS_CALL => return call_tool(def, upstreams, id, params, version, h, server_version),
         m if gateway::METHODS.contains(&m) => match Gateway::new(def, catalogs).answer(id, m, params, version) {
-            Ok(Answer::Forward(f)) => return Step::Forward(f),
+            Ok(Answer::Forward(mut f)) => {
+                f.user = end_user(def, &client_name(params, h), h);
+                return Step::Forward(f);
+            }
             Ok(Answer::Result(r)) => Ok(r),
             Err(e) => Err(e),
         },

@@ -571,6 +571,11 @@ fn upstream_catalogs_declare_capabilities_and_route_requests() {
     let read = json!({"jsonrpc": "2.0", "id": 2, "method": "resources/read", "params": {"uri": "a://b"}});
     let Step::Forward(fwd) = run(&read, &headers(Some("2025-06-18"))) else { panic!("not forwarded") };
     assert_eq!((fwd.app_index, fwd.method), (0, "resources/read"));
+    // The caller, whose `requestState` an upstream's round trip is sealed to.
+    assert_eq!(fwd.user, caller_of(&def(), &read, &headers(Some("2025-06-18"))));
+    let alice = RequestHeaders { identity: Some("alice"), ..headers(Some("2025-06-18")) };
+    let Step::Forward(fwd_alice) = run(&read, &alice) else { panic!("not forwarded") };
+    assert_eq!(fwd_alice.user, "alice");
     let ok =
         json!({"jsonrpc": "2.0", "id": 9, "result": {"contents": [{"uri": "a://b", "text": "t"}], "_meta": {"x": 1}}});
     let r = forwarded_response(&fwd, "Up", &ok, "v");
@@ -599,12 +604,16 @@ fn relayed_answers_and_what_a_call_may_relay() {
     // answers nothing Flowgate asked.
     let answer = json!({"jsonrpc": "2.0", "id": "fg-relay.abc", "result": {"action": "accept"}});
     match handle(&d, &answer, &headers(Some("2025-06-18")), "v") {
-        Step::Answer { token, message } => {
+        Step::Answer { token, message, user } => {
             assert_eq!(token, "fg-relay.abc");
             assert_eq!(message, answer);
+            assert_eq!(user, caller_of(&d, &answer, &headers(Some("2025-06-18"))));
+            assert!(user.starts_with("mcp-"), "{user}");
         }
         other => panic!("{other:?}"),
     }
+    let alice = RequestHeaders { identity: Some("alice"), ..headers(Some("2025-06-18")) };
+    assert!(matches!(handle(&d, &answer, &alice, "v"), Step::Answer { user, .. } if user == "alice"));
     let stray = json!({"jsonrpc": "2.0", "id": "fg-other", "result": {}});
     assert_eq!(body(handle(&d, &stray, &headers(None), "v")), (202, Value::Null));
 
