@@ -1,7 +1,8 @@
 //! OAuth for upstream MCP servers (`client_credentials` and `refresh_token` grants): one
-//! `TokenBroker` Durable Object per app, origin and backend (`binding::token_broker_name`) holds the token, so every isolate reuses it until it
-//! is about to expire, and concurrent refreshes are coalesced (requests that arrive while one
-//! refresh is in flight wait for it and take its token). With `oauth.issuer` the broker also
+//! `TokenBroker` Durable Object per app, origin and backend (`binding::token_broker_name`)
+//! holds the token, so every isolate reuses it until it is about to expire, and concurrent
+//! refreshes are coalesced (requests that arrive while one refresh is in flight wait for it
+//! and take its token). With `oauth.issuer` the broker also
 //! finds the token endpoint (`pure::backend::mcp::discovery` decides, this only fetches, every
 //! fetch through the outbound guard), and a 401/403 challenge from the upstream makes it drop
 //! the rejected token and ask again with the challenge's scope and metadata.
