@@ -523,10 +523,45 @@ mod tests {
         let kept = replace(&put("https://mcp.example/v2/mcp", "https://auth.example/oauth/token"), &stored).unwrap();
         assert_eq!(kept.backend["headers"]["X.Dotted"], "enc:v1:d");
         assert_eq!(kept.backend["oauth"]["client_secret"], "enc:v1:s");
+        // The token minted with the stored secret goes to `url`: moving `url` needs the secret
+        // again, even with `token_url` where it was.
         let err = replace(&put("https://other.example/mcp", "https://auth.example/token"), &stored).unwrap_err();
-        assert_eq!(fields(err), ["backend.headers.X-Key", "backend.headers.X.Dotted"]);
+        assert_eq!(fields(err), ["backend.headers.X-Key", "backend.headers.X.Dotted", "backend.oauth.client_secret"]);
         let err = replace(&put("https://mcp.example/mcp", "https://steal.example/token"), &stored).unwrap_err();
         assert_eq!(fields(err), ["backend.oauth.client_secret"]);
+    }
+
+    #[test]
+    fn an_oauth_secret_is_bound_to_the_url_its_token_goes_to() {
+        let stored = json!({"url": "https://mcp.example/mcp",
+                            "oauth": {"token_url": "https://auth.example/token", "client_id": "c", "client_secret": "enc:v1:s"}});
+        let put = |url: &str| {
+            json!({"name": "m", "mode": "mcp", "backend": {"url": url,
+                   "oauth": {"token_url": "https://auth.example/token", "client_id": "c", "client_secret": "***"}}})
+        };
+        let err = replace(&put("https://attacker.example/mcp"), &stored).unwrap_err();
+        assert_eq!(
+            field_messages(err),
+            [(
+                "backend.oauth.client_secret".to_string(),
+                "the backend's origin changed (mcp.example → attacker.example); send the credential again".to_string()
+            )]
+        );
+        // Not even to the token endpoint's own origin: the token is bound to where it was used.
+        assert!(replace(&put("https://auth.example/mcp"), &stored).is_err());
+        assert_eq!(
+            replace(&put("https://mcp.example/v2"), &stored).unwrap().backend["oauth"]["client_secret"],
+            "enc:v1:s"
+        );
+        let mut sent_again = put("https://attacker.example/mcp");
+        sent_again["backend"]["oauth"]["client_secret"] = json!("new-secret");
+        assert!(replace(&sent_again, &stored).is_ok());
+        // The same for an issuer's secret, the private key and the refresh token.
+        let stored = json!({"url": "https://mcp.example/mcp",
+                            "oauth": {"issuer": "https://as.example", "grant_type": "refresh_token", "client_id": "c", "refresh_token": "enc:v1:r"}});
+        let moved = json!({"name": "m", "mode": "mcp", "backend": {"url": "https://attacker.example/mcp",
+                           "oauth": {"issuer": "https://as.example", "grant_type": "refresh_token", "client_id": "c", "refresh_token": "***"}}});
+        assert_eq!(fields(replace(&moved, &stored).unwrap_err()), ["backend.oauth.refresh_token"]);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use serde_json::Value;
 use worker::{Context, Env, Headers, Method, Response};
 
 use crate::pure::backend::config::Backend;
+use crate::pure::backend::mcp::binding::{Caller as UpstreamCaller, CALLER_ENTRY};
 use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::error::ApiError;
@@ -197,11 +198,19 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     // Client authentication (`pure::client_auth`, `pure::oauth_resource`) before anything else
     // about the server is told or done; a refusal writes nothing.
     let authorization = if def.auth.mode != AuthMode::None { header(&req, "authorization") } else { None };
+    // Who the caller is, for the upstream sessions it may use (`pure::backend::mcp::binding`).
+    let anonymous = UpstreamCaller::Anonymous {
+        session: session_id.as_deref().filter(|_| h.session_caps.is_some()),
+        address: caller.as_deref(),
+        agent: ua.as_deref(),
+    };
+    let mut caller_tag = anonymous.tag();
     if def.auth.mode == AuthMode::OAuth {
         match oauth_gate(env, def, code, authorization.as_deref(), &echo_id, cors.as_deref()).await {
             Ok(sub) => {
                 oauth_caller = sub;
                 h.identity = Some(&oauth_caller);
+                caller_tag = UpstreamCaller::Subject(&oauth_caller).tag();
             }
             Err(refused) => return refused,
         }
@@ -210,6 +219,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             Ok(None) => {}
             Ok(Some(key)) => {
                 h.identity = Some(key.name);
+                caller_tag = UpstreamCaller::Key(key.key_id).tag();
                 record_key_use(ctx, env, key.key_id);
             }
             Err(refusal) => {
@@ -239,7 +249,13 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     // A client key or an OAuth token is Flowgate's credential: it is never forwarded upstream.
     let keyed = def.auth.mode != AuthMode::None;
     let incoming: Vec<(String, String)> = if has_upstreams {
-        req.headers().entries().filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization"))).collect()
+        let mut headers: Vec<(String, String)> = req
+            .headers()
+            .entries()
+            .filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization")))
+            .collect();
+        headers.push((CALLER_ENTRY.to_string(), caller_tag));
+        headers
     } else {
         Vec::new()
     };

@@ -1,7 +1,8 @@
 //! OAuth for upstream MCP servers (`client_credentials` and `refresh_token` grants): one
-//! `TokenBroker` Durable Object per app holds the token, so every isolate reuses it until it
-//! is about to expire, and concurrent refreshes are coalesced (requests that arrive while one
-//! refresh is in flight wait for it and take its token). With `oauth.issuer` the broker also
+//! `TokenBroker` Durable Object per app, origin and backend (`binding::token_broker_name`)
+//! holds the token, so every isolate reuses it until it is about to expire, and concurrent
+//! refreshes are coalesced (requests that arrive while one refresh is in flight wait for it
+//! and take its token). With `oauth.issuer` the broker also
 //! finds the token endpoint (`pure::backend::mcp::discovery` decides, this only fetches, every
 //! fetch through the outbound guard), and a 401/403 challenge from the upstream makes it drop
 //! the rejected token and ask again with the challenge's scope and metadata.
@@ -12,6 +13,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use worker::{durable_object, DurableObject, Env, Headers, Method, Request, Response, State};
 
+use crate::pure::backend::mcp::binding::token_broker_name;
 use crate::pure::backend::mcp::client_assertion;
 use crate::pure::backend::mcp::discovery::{self as disc, AuthMethod, Challenge, Reaction};
 use crate::pure::backend::mcp::oauth::{self as up, OAuthConfig, OAuthToken, TokenTarget};
@@ -54,14 +56,17 @@ pub async fn reauthorize(
 
 async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> Result<(String, String), String> {
     let fail = |e: worker::Error| format!("the OAuth token of app '{}' could not be obtained: {e}", app.name);
+    let mcp = app.backend.as_mcp();
+    // One broker per origin and backend: a token is only ever sent where it was obtained for,
+    // and a changed backend starts with none.
+    let name = mcp.map_or_else(|| app.id.clone(), |c| token_broker_name(&app.id, c));
     let stub = env
         .durable_object(super::platform::OAUTH)
         .map_err(fail)?
-        .id_from_name(&app.id)
+        .id_from_name(&name)
         .map_err(fail)?
         .get_stub()
         .map_err(fail)?;
-    let mcp = app.backend.as_mcp();
     let oauth = mcp.and_then(|c| c.oauth.as_ref());
     let body =
         json!({"app_name": app.name, "oauth": oauth, "mcp_url": mcp.map(|c| c.url.as_str()), "challenge": challenge});

@@ -11,14 +11,10 @@ pub fn server_key(code_hash: &str) -> String {
     format!("server:{code_hash}")
 }
 
-/// The KV key of an upstream app's reusable Streamable HTTP session; `scope` separates the
-/// sessions of different forwarded credentials (empty: none forwarded).
+/// The KV key of an upstream app's reusable Streamable HTTP session; `scope`
+/// (`binding::session_scope`) separates origins, backends, callers and forwarded credentials.
 pub fn upstream_session_key(app_id: &str, scope: &str) -> String {
-    if scope.is_empty() {
-        format!("upstream-session:{app_id}")
-    } else {
-        format!("upstream-session:{app_id}:{scope}")
-    }
+    format!("upstream-session:{app_id}:{scope}")
 }
 
 /// The KV key of an upstream app's tool list.

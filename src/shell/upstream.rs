@@ -15,6 +15,7 @@ use worker::{ByteStream, Env, Headers, Method};
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use crate::pure::backend::mcp::binding;
 use crate::pure::backend::mcp::catalog::{self, Catalog, List};
 use crate::pure::backend::mcp::config::{McpConfig, DEFAULT_TOOLS_TTL_S};
 use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem, merge_headers};
@@ -63,9 +64,8 @@ pub struct Upstream {
     pub call_timeout: Duration,
     /// Static, OAuth and forwarded headers, merged in that order of precedence.
     pub headers: Vec<(String, String)>,
-    /// Which cached session this request may use: one per forwarded credential (hashed), so
-    /// end users whose own credentials are forwarded never share an upstream session; empty
-    /// when nothing is forwarded.
+    /// Which cached session this request may use (`binding::session_scope`): one per origin
+    /// and backend, caller and forwarded credential, so callers never share an upstream session.
     pub session_scope: String,
     /// The app's `max_result_bytes`: bounds how much of one answer is read.
     pub max_result_bytes: usize,
@@ -103,12 +103,10 @@ pub async fn upstream_of(
     };
     let oauth_app = (!oauth.is_empty() && !forwarded.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")))
         .then(|| app.clone());
-    let session_scope = if forwarded.is_empty() {
-        String::new()
-    } else {
-        let joined: String = forwarded.iter().map(|(k, v)| format!("{}\n{v}\n", k.to_ascii_lowercase())).collect();
-        crate::pure::ids::sha256_hex(&joined)[..32].to_string()
-    };
+    // Keyed by origin, backend, caller and forwarded credentials (`binding`): a session is
+    // never reused across callers nor sent to another upstream.
+    let caller = incoming.and_then(|lookup| lookup(binding::CALLER_ENTRY));
+    let session_scope = binding::session_scope(b, caller.as_deref(), &forwarded);
     Ok(Upstream {
         app_name: app.name.clone(),
         app_id: app.id.clone(),
@@ -843,7 +841,7 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
     let mut client = Client::new(&upstream, env);
     if refresh {
         // A refresh starts from a new session; a cached old one is ended first.
-        if let Ok(Some(old)) = kv.get_json::<Session>(&session_key(&app.id, "")).await {
+        if let Ok(Some(old)) = kv.get_json::<Session>(&session_key(&app.id, &upstream.session_scope)).await {
             client.conn = Some(Conn::Http(old));
             client.close().await;
         }
@@ -1144,7 +1142,8 @@ pub async fn deliver_answer(
     if up.session_scope != ticket.scope {
         return refuse(
             400,
-            "Answer refused: it must carry the same forwarded credentials as the call that asked".into(),
+            "Answer refused: it must come from the caller of the call that asked, with the same forwarded credentials"
+                .into(),
         );
     }
     let target = (ticket.session, ticket.url);

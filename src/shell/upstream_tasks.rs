@@ -51,7 +51,7 @@ async fn run(
             200,
             jsonrpc::INVALID_PARAMS,
             format!(
-                "Invalid params: task {} was started with other forwarded credentials; send the same ones",
+                "Invalid params: task {} was started by another caller, with other forwarded credentials or before the app changed; poll it as the caller that started it",
                 req.task_id
             ),
         ));

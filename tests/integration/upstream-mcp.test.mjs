@@ -60,9 +60,13 @@ describe('transports', () => {
   test('auto picks Streamable HTTP with a session for a stateful upstream, and reuses the session', async () => {
     const { url } = await mcpApp('Stateful', { url: ups.stateful.url });
     const before = ups.stateful.sessions().length;
+    const n = ups.stateful.requests.length;
     for (let i = 0; i < 3; i++) assert.equal((await call(url, 'Stateful_echo', { text: `n${i}` })).json.result.structuredContent.text, `n${i}`);
-    assert.equal(ups.stateful.sessions().length - before, 1, 'one session for all calls');
-    const posts = ups.stateful.requests.filter((r) => r.method === 'POST' && r.body?.method === 'tools/call');
+    // The tool list is read in a session of the app's own; the caller's calls share one other.
+    assert.ok(ups.stateful.sessions().length - before <= 2, 'a session for the list and one for the caller');
+    const posts = ups.stateful.requests.slice(n).filter((r) => r.method === 'POST' && r.body?.method === 'tools/call');
+    assert.equal(posts.length, 3);
+    assert.equal(new Set(posts.map((r) => r.headers['mcp-session-id'])).size, 1, 'one session for all calls');
     assert.ok(posts.every((r) => r.headers['mcp-session-id'] && r.headers['mcp-protocol-version']));
     assert.equal(ups.stateful.requests.filter((r) => r.method === 'GET').length, 0);
   });
@@ -136,11 +140,15 @@ describe('transports', () => {
     assert.ok(renewed && !expired.includes(renewed));
     assert.deepEqual(ups.stateful.sessions(), [renewed]);
 
-    // A refresh ends the session it replaces.
+    // A refresh ends the list's session it replaces (a caller's session is the caller's).
     assert.equal((await fg.console(`/apps/${app.id}/tools/refresh`, { method: 'POST' })).status, 200);
-    assert.ok(ups.stateful.closedSessions.includes(renewed), 'the old session got a DELETE');
-    const [current] = ups.stateful.sessions();
-    assert.ok(current && current !== renewed);
+    const [listed] = ups.stateful.sessions().filter((s) => s !== renewed);
+    assert.ok(listed, 'the refresh read the list in a new session');
+    assert.equal((await fg.console(`/apps/${app.id}/tools/refresh`, { method: 'POST' })).status, 200);
+    assert.ok(ups.stateful.closedSessions.includes(listed), 'the old session got a DELETE');
+    assert.ok(!ups.stateful.closedSessions.includes(renewed), "the caller's session lives on");
+    const [current] = ups.stateful.sessions().filter((s) => s !== renewed);
+    assert.ok(current && current !== listed);
 
     // An upstream that does not let clients end sessions answers the DELETE 405: the refresh
     // still succeeds, and calls go on with a new session.
@@ -155,7 +163,7 @@ describe('transports', () => {
       const k = ups.stateful.requests.length;
       assert.equal((await call(url, 'Resumer_echo', { text: '3' })).json.result.structuredContent.text, '3');
       const used = ups.stateful.requests.slice(k).find((r) => r.body?.method === 'tools/call').headers['mcp-session-id'];
-      assert.ok(used && used !== current, 'the refresh started a new session');
+      assert.equal(used, renewed, "the call goes on in the caller's own session");
     } finally {
       ups.stateful.refuseDelete(false);
     }
@@ -178,7 +186,8 @@ describe('transports', () => {
       assert.match(r.json.result.content[0].text, /Forgetful keeps rejecting its session \(404\)/);
       const seen = upstream.seen.slice(n).map((m) => m.method);
       assert.equal(seen.filter((m) => m === 'tools/call').length, 2, seen.join());
-      assert.equal(seen.filter((m) => m === 'initialize').length, 1, seen.join());
+      // The caller's own session (the list's is not shared), then once more after the 404.
+      assert.equal(seen.filter((m) => m === 'initialize').length, 2, seen.join());
     } finally {
       await upstream.close();
     }

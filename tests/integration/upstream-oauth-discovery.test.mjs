@@ -260,7 +260,8 @@ describe('backend.protocol_version', () => {
     const r = await call(url, 'Pinned_now');
     assert.equal(r.json.result?.content?.[0]?.text, 'now', r.text);
     const posts = modern.requests;
-    assert.deepEqual(posts.map((p) => p.body.method), ['server/discover', 'tools/list', 'tools/call']);
+    // The list is read in the app's own session, the call in the caller's: each discovers.
+    assert.deepEqual(posts.map((p) => p.body.method), ['server/discover', 'tools/list', 'server/discover', 'tools/call']);
     for (const p of posts) {
       assert.equal(p.headers['mcp-protocol-version'], '2026-07-28', p.body.method);
       assert.equal(p.headers['mcp-method'], p.body.method);

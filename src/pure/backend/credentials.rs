@@ -94,18 +94,20 @@ pub fn mask_backend(backend: &Value) -> Value {
     }
     b
 }
-/// The settings that say where each kind of credential is sent: `api_key` goes to a Dify app's
-/// `base_url`, or to an HTTP tool's `api_endpoint` and its async status and cancel endpoints;
-/// an MCP app's `headers` go to its `url`; the OAuth secrets go to `oauth.token_url`, or to the
-/// token endpoint of `oauth.issuer` (discovery accepts no other issuer). The private key never
-/// leaves Flowgate, but what it signs is for that endpoint alone, so it is bound the same way.
-fn credential_url_keys(path: &str) -> &'static [&'static str] {
+/// The settings that say where each kind of credential is sent, one group per destination
+/// (within a group, any origin the group already went to may be reused): `api_key` goes to a
+/// Dify app's `base_url`, or to an HTTP tool's `api_endpoint` and its async status and cancel
+/// endpoints; an MCP app's `headers` go to its `url`; the OAuth secrets go to `oauth.token_url`,
+/// or to the token endpoint of `oauth.issuer` (discovery accepts no other issuer), and the
+/// access token minted with them goes to `url`, so they are bound to both. The private key
+/// never leaves Flowgate, but what it signs is for that endpoint alone, so it is bound the same way.
+fn credential_destinations(path: &str) -> &'static [&'static [&'static str]] {
     if path == "backend.api_key" {
-        &["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint"]
+        &[&["base_url", "api_endpoint", "async.status_endpoint", "async.cancel_endpoint"]]
     } else if path.starts_with("backend.headers.") {
-        &["url"]
+        &[&["url"]]
     } else if path.starts_with("backend.oauth.") {
-        &["oauth.token_url", "oauth.issuer"]
+        &[&["oauth.token_url", "oauth.issuer"], &["url"]]
     } else {
         &[]
     }
@@ -149,7 +151,11 @@ pub fn url_view(obj: &Map<String, Value>) -> Value {
 /// and port) the `stored` settings never sent it to. A path change on the same origin is fine.
 /// `None` when the stored value may be kept.
 pub fn origin_change(stored: &Value, new: &Value, path: &str) -> Option<String> {
-    let keys = credential_url_keys(path);
+    credential_destinations(path).iter().find_map(|keys| destination_change(stored, new, keys))
+}
+
+/// [`origin_change`] for one destination of a credential, named by its URL settings `keys`.
+fn destination_change(stored: &Value, new: &Value, keys: &[&str]) -> Option<String> {
     let parse = |b: &Value, k: &str| url_at(b, k).and_then(|u| crate::pure::web_url::Url::parse(u).ok());
     let before: Vec<(&str, crate::pure::web_url::Url)> =
         keys.iter().filter_map(|k| parse(stored, k).map(|u| (*k, u))).collect();

@@ -3,6 +3,7 @@
 //!
 //! - `config`: the app's settings, typed, and their checks;
 //! - `transport`: which transport to try first, when to fall back, failures in words;
+//! - `binding`: which cached OAuth token and upstream session a request may use;
 //! - `session`: the handshake or discovery, the requests sent in a session and their headers;
 //! - `replies`: reading an answer whatever its form (JSON or SSE), responses and server requests;
 //! - `legacy_sse`: the legacy transport's `endpoint` event, held to the same origin;
@@ -18,6 +19,7 @@
 //! - `error`: upstream text in Flowgate's errors.
 
 pub mod aggregate;
+pub mod binding;
 pub mod catalog;
 pub mod client_assertion;
 pub mod config;
