@@ -147,7 +147,7 @@ describe('upstream resources, prompts and completions', () => {
     }
     // A denied URI that the app's template other://item/{id} matches: refused on every route.
     const denied = await rpc(url, req('resources/read', { uri: 'other://item/secret' }), V);
-    assert.equal(denied.json.error.code, -32002);
+    assert.equal(denied.json.error?.code, -32002, JSON.stringify(denied.json));
     assert.match(denied.json.error.message, /^Resource not found: other:\/\/item\/secret \(this server does not expose it: an app's denied_resources names it\)/);
     assert.deepEqual(denied.json.error.data, { uri: 'other://item/secret' });
     const completed = await rpc(url, req('completion/complete', { ref: { type: 'ref/resource', uri: 'other://item/secret' }, argument: { name: 'id', value: '' } }), V);
