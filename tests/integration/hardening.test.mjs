@@ -8,7 +8,7 @@ import { startFlowgate, startOfRateWindow } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { startHttpTool } from '../support/http-tool-fixture.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
-import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
+import { publish, registerApp, rpc, serverOf } from '../support/flowgate-setup.mjs';
 
 let fg; // a deployment without ALLOW_PRIVATE_BACKENDS, without LOG_REQUESTS, and a small rate limit
 let open; // the usual test deployment (private backends allowed), LOG_REQUESTS=all
@@ -292,18 +292,31 @@ describe('rate limit', () => {
   });
 });
 
-/** An upstream MCP server that is down: every request gets 503, and is counted. */
+/** An upstream MCP server that is down: every request gets 503, and is counted; `revive(url)`
+ * brings it back as a proxy to a live upstream. */
 async function startDeadUpstream() {
   const seen = [];
-  const server = http.createServer((req, res) => {
+  let live;
+  const server = http.createServer(async (req, res) => {
     seen.push(`${req.method} ${req.url}`);
-    req.resume();
-    res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'down for maintenance' }));
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    if (!live) {
+      res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'down for maintenance' }));
+      return;
+    }
+    const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'content-length', 'connection'].includes(k)));
+    const r = await fetch(live, { method: req.method, headers, body: req.method === 'POST' ? Buffer.concat(chunks) : undefined });
+    res.writeHead(r.status, Object.fromEntries([...r.headers].filter(([k]) => !['content-length', 'transfer-encoding', 'connection', 'content-encoding'].includes(k))));
+    res.end(Buffer.from(await r.arrayBuffer()));
   });
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${server.address().port}/mcp`,
     seen,
+    revive: (url) => {
+      live = url;
+    },
     close: () => new Promise((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
@@ -341,6 +354,14 @@ describe('rate limit and a failing upstream', () => {
       assert.ok(asked <= cost * windows, `${asked} upstream requests for 12 messages in ${Date.now() - started} ms (one attempt costs ${cost})`);
       // Ten messages pass the limit of 10 (the two above and eight more), then 429.
       assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 429, 429]);
+      // The upstream is back and the console's refresh finds it: the endpoint asks again at
+      // once (another server of the app, whose budget is whole), not after the window.
+      dead.revive(ups.stateless.url);
+      const refreshed = await limited.console(`/apps/${created.json.id}/tools/refresh`, { method: 'POST' });
+      assert.equal(refreshed.status, 200, refreshed.text);
+      const { url: again } = await serverOf(limited, 'Dead again', [created.json.id]);
+      const listed = await rpc(again, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, V);
+      assert.ok(listed.json.result.tools.some((t) => t.name === 'Dead_echo'), listed.text);
     } finally {
       await Promise.allSettled([limited.stop(), dead.close()]);
     }
