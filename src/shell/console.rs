@@ -414,7 +414,7 @@ impl Console<'_> {
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
         // The endpoint of this isolate asks again at once rather than after a failure's window.
-        super::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app.id, ""));
+        super::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app, ""));
         let exposed = aggregate(&app.name, &app.id, mcp_config(&app)?, &tools);
         let mut out = json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
@@ -424,7 +424,7 @@ impl Console<'_> {
         // in, what it exposes and the URIs another app of that server already serves.
         match super::upstream::catalog_of(&app, self.env, true).await {
             Ok(catalog) => {
-                super::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Catalog, &app.id, ""));
+                super::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Catalog, &app, ""));
                 out["capabilities"] = catalog.capabilities.clone();
                 let mut servers = Vec::new();
                 for row in store::servers_of_app(self.db, id).await? {

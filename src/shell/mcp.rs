@@ -579,7 +579,7 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
 async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
-        let key = failed_fetch::key(failed_fetch::List::Tools, &app.id, "");
+        let key = failed_fetch::key(failed_fetch::List::Tools, app, "");
         if let Some(list) = unless_failed_lately(&key, upstream::tools_of(app, env, false), |e| {
             super::log::error(&format!("listing the tools of upstream app '{}': {e}", app.name))
         })
@@ -596,7 +596,7 @@ async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
 async fn load_catalogs(def: &ServerDefinition, env: &Env) -> Catalogs {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
-        let key = failed_fetch::key(failed_fetch::List::Catalog, &app.id, "");
+        let key = failed_fetch::key(failed_fetch::List::Catalog, app, "");
         if let Some(c) = unless_failed_lately(&key, upstream::catalog_of(app, env, false), |e| {
             super::log::error(&format!("reading the catalog of upstream app '{}': {e}", app.name))
         })

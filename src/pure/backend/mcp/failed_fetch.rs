@@ -6,6 +6,9 @@
 //! upstream again while the others still do without until twice the window (`pure::memo`'s
 //! refresh), then it is forgotten.
 
+use crate::pure::definition::AppDefinition;
+use crate::pure::ids::sha256_hex;
+
 /// How long a failed fetch is remembered.
 pub const REMEMBER_MS: u64 = 5_000;
 
@@ -16,14 +19,16 @@ pub enum List {
     Catalog,
 }
 
-/// The memo key of a fetch: the list, the app, and the credential scope it is fetched with
-/// (empty: the app's own credentials, which is how lists and catalogs are read).
-pub fn key(list: List, app_id: &str, scope: &str) -> String {
+/// The memo key of a fetch: the list, the app and its settings as they are now (an app whose
+/// settings were changed, to fix them say, is asked at once), and the credential scope it is
+/// fetched with (empty: the app's own credentials, which is how lists and catalogs are read).
+pub fn key(list: List, app: &AppDefinition, scope: &str) -> String {
     let what = match list {
         List::Tools => "tools",
         List::Catalog => "catalog",
     };
-    format!("{what}\n{app_id}\n{scope}")
+    let settings = serde_json::to_string(&app.backend).unwrap_or_default();
+    format!("{what}\n{}\n{scope}\n{}", app.id, &sha256_hex(&settings)[..16])
 }
 
 #[cfg(test)]
@@ -31,25 +36,36 @@ mod tests {
     use super::*;
     use crate::pure::memo::{Lookup, Memo};
 
+    fn app(id: &str, url: &str) -> AppDefinition {
+        let settings = serde_json::json!({"url": url});
+        let backend = crate::pure::backend::config::Backend::from_settings(crate::pure::mode::Mode::Mcp, &settings);
+        let (a, b) = (serde_json::json!([]), serde_json::json!([]));
+        AppDefinition::new(id.into(), "App".into(), "".into(), crate::pure::mode::Mode::Mcp, backend.unwrap(), a, b)
+    }
+
     #[test]
-    fn keys_part_lists_apps_and_scopes() {
+    fn keys_part_lists_apps_settings_and_scopes() {
+        let (one, two) = (app("app-1", "https://a.example/mcp"), app("app-2", "https://a.example/mcp"));
+        let fixed = app("app-1", "https://b.example/mcp");
         let keys = [
-            key(List::Tools, "app-1", ""),
-            key(List::Catalog, "app-1", ""),
-            key(List::Tools, "app-2", ""),
-            key(List::Tools, "app-1", "scope"),
+            key(List::Tools, &one, ""),
+            key(List::Catalog, &one, ""),
+            key(List::Tools, &two, ""),
+            key(List::Tools, &one, "scope"),
+            key(List::Tools, &fixed, ""),
         ];
         for (i, a) in keys.iter().enumerate() {
             for b in &keys[i + 1..] {
                 assert_ne!(a, b);
             }
         }
+        assert_eq!(key(List::Tools, &one, ""), key(List::Tools, &app("app-1", "https://a.example/mcp"), ""));
     }
 
     #[test]
     fn a_failure_is_answered_from_memory_for_the_window_then_asked_again_once() {
         let mut m: Memo<()> = Memo::new(8);
-        let k = key(List::Tools, "app-1", "");
+        let k = key(List::Tools, &app("app-1", "https://a.example/mcp"), "");
         m.put(&k, (), 1_000);
         // Within the window: from memory, however many requests.
         for now in [1_000, 3_000, 1_000 + REMEMBER_MS - 1] {
