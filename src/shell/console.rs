@@ -11,6 +11,7 @@ use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::dify::import as dify_import;
 use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::backend::mcp::config::McpConfig;
+use crate::pure::backend::mcp::failed_fetch;
 use crate::pure::client_auth::{self, AuthMode, MAX_KEYS_PER_SERVER};
 use crate::pure::config;
 use crate::pure::console_access;
@@ -419,6 +420,8 @@ impl Console<'_> {
         let tools = super::upstream::tools_of(&app, self.env, true)
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
+        // The endpoint of this isolate asks again at once rather than after a failure's window.
+        super::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app, ""));
         let exposed = aggregate(&app.name, &app.id, mcp_config(&app)?, &tools);
         let mut out = json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
@@ -428,6 +431,7 @@ impl Console<'_> {
         // in, what it exposes and the URIs another app of that server already serves.
         match super::upstream::catalog_of(&app, self.env, true).await {
             Ok(catalog) => {
+                super::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Catalog, &app, ""));
                 out["capabilities"] = catalog.capabilities.clone();
                 let mut servers = Vec::new();
                 for row in store::servers_of_app(self.db, id).await? {

@@ -8,6 +8,7 @@ use worker::{Context, Env, Headers, Method, Response};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::mcp::binding::{Caller as UpstreamCaller, CALLER_ENTRY};
+use crate::pure::backend::mcp::failed_fetch;
 use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::error::ApiError;
@@ -164,25 +165,14 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     }
     // Limited per server code (its hash: the code itself is never a key anywhere), one count per
     // message that can reach past the isolate (`rate_counted`: a batch's messages as if sent
-    // alone; `ping` or `tools/list` skip the limiter). The check runs beside the definition
-    // lookup (from the isolate's memo when hot), not before it.
-    let counted = rate_counted(&body);
+    // alone; `ping` skips the limiter). The check runs beside the definition lookup (from the
+    // isolate's memo when hot), not before it; the handshake and `tools/list` count only once
+    // the definition shows upstream MCP apps, whose lists they read.
+    let counted = rate_counted(&body, false);
     let (limited, served) =
         futures::future::join(rate_limited(env, &code_hash, counted), cache::served(env, ctx, &code_hash)).await;
-    match limited {
-        Ok(true) => {}
-        Ok(false) => {
-            let after = super::ratelimit::period_seconds(env);
-            let e = RpcError::new(
-                429,
-                -32000,
-                format!("Rate limited: too many requests for this MCP server; retry after {after} s"),
-            );
-            let resp = rpc(429, &e.to_response(&echo_id), cors.as_deref())?;
-            resp.headers().set("retry-after", &after.to_string())?;
-            return Ok(resp);
-        }
-        Err(e) => super::log::error(&format!("rate limiter: {e}")),
+    if !within_limit(limited) {
+        return too_many(env, &echo_id, cors.as_deref());
     }
     let prepared = match served {
         Ok(Some(p)) => p,
@@ -193,6 +183,11 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         }
     };
     let def = &prepared.def;
+    let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
+    let list_reads = if has_upstreams { rate_counted(&body, true) - counted } else { 0 };
+    if list_reads > 0 && !within_limit(rate_limited(env, &code_hash, list_reads).await) {
+        return too_many(env, &echo_id, cors.as_deref());
+    }
     // What the client declared at initialize, if it sent Flowgate's session id (`relay`).
     h.session_caps = super::relay::session_caps(env, session_id.as_deref(), &def.server_id);
     // Client authentication (`pure::client_auth`, `pure::oauth_resource`) before anything else
@@ -240,7 +235,6 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     }
     let accepts_sse = accepts_sse(accept.as_deref());
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
-    let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
     let upstreams =
         if has_upstreams && mentions_tools(&body) { load_upstreams(def, env).await } else { Upstreams::default() };
     // Their catalogs (resources, prompts, capabilities), for the requests that need them.
@@ -392,6 +386,27 @@ fn oauth_gate<'a>(
             }
         }
     })
+}
+
+/// Whether the limiter let the request through (a limiter that fails does not refuse: logged).
+fn within_limit(answer: Result<bool, String>) -> bool {
+    answer.unwrap_or_else(|e| {
+        super::log::error(&format!("rate limiter: {e}"));
+        true
+    })
+}
+
+/// 429 with `Retry-After`, the JSON-RPC error echoing the request's id.
+fn too_many(env: &Env, echo_id: &Value, cors: Option<&str>) -> worker::Result<Response> {
+    let after = super::ratelimit::period_seconds(env);
+    let e = RpcError::new(
+        429,
+        -32000,
+        format!("Rate limited: too many requests for this MCP server; retry after {after} s"),
+    );
+    let resp = rpc(429, &e.to_response(echo_id), cors)?;
+    resp.headers().set("retry-after", &after.to_string())?;
+    Ok(resp)
 }
 
 /// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted (none:
@@ -576,33 +591,61 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
 }
 
 /// The tool lists of a server's upstream MCP apps (KV, else fetched); an upstream that cannot
-/// be reached contributes no tools, and the reason is logged.
+/// be reached contributes no tools, and the reason is logged (once per failed fetch: a failure
+/// is remembered briefly, `failed_fetch`).
 async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
-        match upstream::tools_of(app, env, false).await {
-            Ok(list) => {
-                map.insert(app.id.clone(), list);
-            }
-            Err(e) => super::log::error(&format!("listing the tools of upstream app '{}': {e}", app.name)),
+        let key = failed_fetch::key(failed_fetch::List::Tools, app, "");
+        if let Some(list) = unless_failed_lately(&key, upstream::tools_of(app, env, false), |e| {
+            super::log::error(&format!("listing the tools of upstream app '{}': {e}", app.name))
+        })
+        .await
+        {
+            map.insert(app.id.clone(), list);
         }
     }
     Upstreams(map)
 }
 
 /// The catalogs of a server's upstream MCP apps (memo, KV, else fetched); an upstream that
-/// cannot be reached offers nothing this time, and the reason is logged.
+/// cannot be reached offers nothing this time, and the reason is logged (once per failed fetch).
 async fn load_catalogs(def: &ServerDefinition, env: &Env) -> Catalogs {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
-        match upstream::catalog_of(app, env, false).await {
-            Ok(c) => {
-                map.insert(app.id.clone(), c);
-            }
-            Err(e) => super::log::error(&format!("reading the catalog of upstream app '{}': {e}", app.name)),
+        let key = failed_fetch::key(failed_fetch::List::Catalog, app, "");
+        if let Some(c) = unless_failed_lately(&key, upstream::catalog_of(app, env, false), |e| {
+            super::log::error(&format!("reading the catalog of upstream app '{}': {e}", app.name))
+        })
+        .await
+        {
+            map.insert(app.id.clone(), c);
         }
     }
     Catalogs(map)
+}
+
+/// What `fetch` gives, unless the same fetch failed on this isolate a moment ago (`memo`): then
+/// nothing, without asking the upstream. A failure is remembered and reported to `failed`.
+async fn unless_failed_lately<T>(
+    key: &str,
+    fetch: impl std::future::Future<Output = Result<T, String>>,
+    failed: impl FnOnce(&str),
+) -> Option<T> {
+    if super::memo::failed_lately(key, super::platform::now_ms()) {
+        return None;
+    }
+    match fetch.await {
+        Ok(v) => {
+            super::memo::forget_failed_fetch(key);
+            Some(v)
+        }
+        Err(e) => {
+            failed(&e);
+            super::memo::remember_failed_fetch(key, super::platform::now_ms());
+            None
+        }
+    }
 }
 
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).

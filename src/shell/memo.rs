@@ -5,7 +5,8 @@
 //! the streamed calls running here, so a cancel landing on this isolate needs no KV read; and
 //! console tokens by hash, for a few seconds, so a burst of console calls reads D1 once (their
 //! use recorded at most once per token and hour, like client keys); and upstream MCP apps'
-//! catalogs, so a hot `resources/list` or `prompts/list` reads no KV; and, for a second, the
+//! catalogs, so a hot `resources/list` or `prompts/list` reads no KV, and for a few seconds
+//! their failed fetches, so a dead upstream is not asked per request; and, for a second, the
 //! server codes the rate limiter refused, so a flood over the limit costs no binding call each;
 //! and sealed credentials opened, for a minute, so a hot app's call runs no AES per call.
 //!
@@ -20,6 +21,7 @@ use std::rc::Rc;
 use worker::Env;
 
 use crate::pure::backend::mcp::catalog::Catalog;
+use crate::pure::backend::mcp::failed_fetch;
 use crate::pure::console_roles::Identity;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::prepared::Prepared;
@@ -60,11 +62,16 @@ const RATE_REFUSED_MS: u64 = 1_000;
 const OPENED_CAPACITY: usize = 256;
 const OPENED_MS: u64 = 60_000;
 
+/// Failed fetches of upstream tool lists and catalogs one isolate remembers
+/// (`pure::backend::mcp::failed_fetch`).
+const FAILED_FETCHES_CAPACITY: usize = 512;
+
 /// Upstream apps whose catalog one isolate keeps.
 const CATALOGS_CAPACITY: usize = 512;
 
 thread_local! {
     static CATALOGS: RefCell<Memo<Rc<Catalog>>> = RefCell::new(Memo::new(CATALOGS_CAPACITY));
+    static FAILED_FETCHES: RefCell<Memo<()>> = RefCell::new(Memo::new(FAILED_FETCHES_CAPACITY));
     static DEFINITIONS: RefCell<Memo<Rc<Prepared>>> = RefCell::new(Memo::new(DEFINITIONS_CAPACITY));
     static END_USERS: RefCell<Memo<()>> = RefCell::new(Memo::new(END_USERS_CAPACITY));
     static KEYS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(KEYS_CAPACITY));
@@ -126,6 +133,22 @@ pub fn catalog(app_id: &str, now_ms: u64, fresh_ms: u64) -> Option<Rc<Catalog>> 
 
 pub fn remember_catalog(app_id: &str, catalog: Rc<Catalog>, now_ms: u64) {
     CATALOGS.with(|m| m.borrow_mut().put(app_id, catalog, now_ms));
+}
+
+/// Whether a fetch (`failed_fetch::key`) failed on this isolate within
+/// `failed_fetch::REMEMBER_MS` (past the window one request fetches again while the others
+/// still do without).
+pub fn failed_lately(key: &str, now_ms: u64) -> bool {
+    let seen = FAILED_FETCHES.with(|m| m.borrow_mut().get(key, now_ms, failed_fetch::REMEMBER_MS));
+    matches!(seen, Lookup::Fresh(()))
+}
+
+pub fn remember_failed_fetch(key: &str, now_ms: u64) {
+    FAILED_FETCHES.with(|m| m.borrow_mut().put(key, (), now_ms));
+}
+
+pub fn forget_failed_fetch(key: &str) {
+    FAILED_FETCHES.with(|m| m.borrow_mut().remove(key));
 }
 
 /// Whether this isolate has not recorded `user` of `server_id` within the hour (and now has).

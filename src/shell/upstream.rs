@@ -874,9 +874,9 @@ pub async fn call(
         Ok(u) => u,
         Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
     };
-    let (name, arguments, mut input, params, task_ttl_ms) = match &plan.request {
-        CallRequest::Mcp { tool, arguments, input, params, task_ttl_ms } => {
-            (tool.as_str(), arguments, input.clone(), params, *task_ttl_ms)
+    let (name, arguments, mut input, params, task_ttl_ms, if_offered) = match &plan.request {
+        CallRequest::Mcp { tool, arguments, input, params, task_ttl_ms, task_if_offered } => {
+            (tool.as_str(), arguments, input.clone(), params, *task_ttl_ms, *task_if_offered)
         }
         _ => return server::finish_call(plan, Outcome::Failed("not an upstream MCP call".into()), VERSION),
     };
@@ -889,6 +889,12 @@ pub async fn call(
     if let Err(e) = client.connect(true).await {
         return server::finish_call(plan, Outcome::Failed(e), VERSION);
     }
+    let task_ttl_ms =
+        match upstream_tasks::ask(task_ttl_ms, if_offered, client.capabilities().as_ref(), plan.version, name) {
+            upstream_tasks::Ask::Task(ttl) => Some(ttl),
+            upstream_tasks::Ask::Plain => None,
+            upstream_tasks::Ask::Refuse(e) => return e.to_response(&plan.id),
+        };
     // The call's request id is the client's next one (a re-initialized session may renumber
     // it; a cancel then names a request the upstream no longer has, which it ignores).
     on_start(client.last_request_id() + 1, client.http_session());

@@ -17,7 +17,7 @@ import { recorder, runConformance, scenarioPair, summary } from '../support/conf
 import { startInputRequiredUpstream } from '../support/input-required-upstream.mjs';
 import { createdTasks, EXTENSION } from '../support/tasks-2026.mjs';
 import { startTasks2025Upstream } from '../support/tasks-2025.mjs';
-import { rpc2026, serverOf, upstreamApp } from '../support/flowgate-setup.mjs';
+import { rpc, rpc2026, serverOf, upstreamApp } from '../support/flowgate-setup.mjs';
 
 const SCENARIOS = [
   'tasks-lifecycle',
@@ -42,9 +42,17 @@ let otherUrl;
 let up2025;
 let url2025;
 let appId;
+let bare; // an upstream that declares the extension, its tools no execution.taskSupport (as FastMCP does)
+let bareUrl;
 
 before(async () => {
-  [fg, up, up2025] = await Promise.all([startFlowgate(), startInputRequiredUpstream(), startTasks2025Upstream()]);
+  [fg, up, up2025, bare] = await Promise.all([
+    startFlowgate(),
+    startInputRequiredUpstream(),
+    startTasks2025Upstream(),
+    startInputRequiredUpstream({ bareTaskTools: true }),
+  ]);
+  ({ url: bareUrl } = await serverOf(fg, 'Bare tasks', [await upstreamApp(fg, 'Bare', { url: bare.url, tool_name_prefix: false })]));
   const old = await upstreamApp(fg, 'Tasker 2025', { url: up2025.url, tool_name_prefix: false }, 'A 2025-11-25 upstream (the SDK\'s task API)');
   ({ url: url2025 } = await serverOf(fg, 'Tasks 2025', [old]));
   appId = await upstreamApp(fg, 'Tasker', { url: up.url, tool_name_prefix: false }, 'A 2026-07-28 upstream that runs tasks');
@@ -54,7 +62,7 @@ before(async () => {
 
 after(async () => {
   await rec.save();
-  await Promise.allSettled([fg?.stop(), up?.close(), up2025?.close()]);
+  await Promise.allSettled([fg?.stop(), up?.close(), up2025?.close(), bare?.close()]);
 });
 
 for (const scenario of SCENARIOS) {
@@ -243,4 +251,29 @@ test('on a server with client keys, a task is reachable only with the key that s
   }
   assert.equal((await call('tasks/get', { taskId: id }, as(alice))).result?.status, 'working');
   assert.equal((await call('tasks/cancel', { taskId: id }, as(alice))).result?.resultType, 'complete');
+});
+
+test('an upstream that declares the extension but no taskSupport on its tools: the opt-in goes through, its task comes back', async () => {
+  const args = { name: 'slow_compute', arguments: { seconds: 0.2, label: 'bare' } };
+  const asked = () => bare.requests.filter((q) => q.body.method === 'tools/call' && q.body.params.name === 'slow_compute');
+  // Straight to the upstream, the opted-in call is a task.
+  const straight = await rpc2026(bare.url, 'tools/call', args, { caps: WITH_TASKS });
+  assert.equal(straight.result?.resultType, 'task', JSON.stringify(straight));
+  // Through Flowgate: the same, under Flowgate's id, and the result through tasks/get.
+  const r = await call('tools/call', args, { to: bareUrl });
+  assert.equal(r.result?.resultType, 'task', JSON.stringify(r));
+  assert.match(r.result.taskId, /^fg-task\./);
+  assert.ok(asked().at(-1).body.params._meta[CAPS].extensions[EXTENSION], 'the opt-in reached the upstream');
+  const done = await until(r.result.taskId, (t) => t.status === 'completed', { to: bareUrl });
+  assert.equal(done.result.result?.content?.[0]?.text, 'computed bare after 0.2s');
+  // Without the opt-in the upstream answers at once, and so does Flowgate.
+  const sync = await call('tools/call', { ...args, arguments: { seconds: 0, label: 'plain' } }, { to: bareUrl, caps: {} });
+  assert.equal(sync.result?.resultType, 'complete', JSON.stringify(sync));
+  assert.equal(sync.result.content[0].text, 'computed plain after 0s');
+  assert.equal(asked().at(-1).body.params._meta?.[CAPS]?.extensions?.[EXTENSION], undefined, 'no opt-in the client did not send');
+  // A 2025-11-25 client's params.task likewise: the upstream's task, in 2025-11-25 naming.
+  const old = await rpc(bareUrl, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { ...args, task: { ttl: 60_000 } } }, { 'mcp-protocol-version': '2025-11-25' });
+  assert.match(old.json?.result?.task?.taskId ?? '', /^fg-task\./, old.text);
+  assert.equal(typeof old.json.result.task.ttl, 'number');
+  assert.ok(asked().at(-1).body.params._meta[CAPS].extensions[EXTENSION], 'asked for a task the 2026-07-28 way');
 });

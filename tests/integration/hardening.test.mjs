@@ -2,12 +2,13 @@
 // the audit log of console writes, rate limiting per server code.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import http from 'node:http';
 
 import { startFlowgate, startOfRateWindow } from '../support/harness.mjs';
 import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { startHttpTool } from '../support/http-tool-fixture.mjs';
 import { startUpstreams } from '../support/mcp-upstreams.mjs';
-import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
+import { publish, registerApp, rpc, serverOf } from '../support/flowgate-setup.mjs';
 
 let fg; // a deployment without ALLOW_PRIVATE_BACKENDS, without LOG_REQUESTS, and a small rate limit
 let open; // the usual test deployment (private backends allowed), LOG_REQUESTS=all
@@ -341,6 +342,82 @@ describe('rate limit', () => {
     const other = await fg.console('/apps', { method: 'POST', body: app({ base_url: 'https://api.dify.ai/v1', api_key: 'k' }) });
     const { url: url2 } = await publish(fg, other.json.id);
     assert.equal((await rpc(url2, { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'no_such_tool', arguments: {} } }, { 'mcp-protocol-version': '2025-06-18' })).status, 200);
+  });
+});
+
+/** An upstream MCP server that is down: every request gets 503, and is counted; `revive(url)`
+ * brings it back as a proxy to a live upstream. */
+async function startDeadUpstream() {
+  const seen = [];
+  let live;
+  const server = http.createServer(async (req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    if (!live) {
+      res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'down for maintenance' }));
+      return;
+    }
+    const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'content-length', 'connection'].includes(k)));
+    const r = await fetch(live, { method: req.method, headers, body: req.method === 'POST' ? Buffer.concat(chunks) : undefined });
+    res.writeHead(r.status, Object.fromEntries([...r.headers].filter(([k]) => !['content-length', 'transfer-encoding', 'connection', 'content-encoding'].includes(k))));
+    res.end(Buffer.from(await r.arrayBuffer()));
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/mcp`,
+    seen,
+    revive: (url) => {
+      live = url;
+    },
+    close: () => new Promise((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+describe('rate limit and a failing upstream', () => {
+  test('tools/list and the handshake of a server with a dead upstream count, and ask the upstream a bounded number of times', async () => {
+    const [limited, dead] = await Promise.all([
+      startFlowgate({ configure: (toml) => toml.replace('simple = { limit = 600, period = 60 }', 'simple = { limit = 10, period = 60 }') }),
+      startDeadUpstream(),
+    ]);
+    try {
+      const created = await limited.console('/apps', { method: 'POST', body: { name: 'Dead', mode: 'mcp', description: 'down', backend: { url: dead.url } } });
+      assert.equal(created.status, 201, created.text);
+      const { url } = await publish(limited, created.json.id);
+      await startOfRateWindow();
+      const V = { 'mcp-protocol-version': '2025-06-18' };
+      const init = { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'hardening', version: '1' } };
+      const send = (i, method) => rpc(url, { jsonrpc: '2.0', id: i, method, ...(method === 'initialize' ? { params: init } : {}) }, V);
+      // What one failed fetch of each list costs the upstream.
+      const before = dead.seen.length;
+      assert.equal((await send(0, 'tools/list')).status, 200);
+      const toolsCost = dead.seen.length - before;
+      assert.equal((await send(1, 'initialize')).status, 200);
+      const cost = dead.seen.length - before;
+      assert.ok(toolsCost > 0 && cost > toolsCost, `each list was asked for once: ${dead.seen.join(', ')}`);
+      const started = Date.now();
+      const statuses = [];
+      for (let i = 2; i < 12; i++) statuses.push((await send(i, i % 2 ? 'initialize' : 'tools/list')).status);
+      // A failed fetch is remembered for 5 s: at most one more attempt per list and window.
+      const windows = Math.ceil((Date.now() - started) / 5000) + 1;
+      const asked = dead.seen.length - before;
+      assert.ok(asked <= cost * windows, `${asked} upstream requests for 12 messages in ${Date.now() - started} ms (one attempt costs ${cost})`);
+      // Ten messages pass the limit of 10 (the two above and eight more), then 429.
+      assert.deepEqual(statuses, [200, 200, 200, 200, 200, 200, 200, 200, 429, 429]);
+      // The upstream is back and the console's refresh finds it: the endpoint asks again at
+      // once (another server of the app, whose budget is whole), not after the window.
+      dead.revive(ups.stateless.url);
+      const refreshed = await limited.console(`/apps/${created.json.id}/tools/refresh`, { method: 'POST' });
+      assert.equal(refreshed.status, 200, refreshed.text);
+      const { url: again } = await serverOf(limited, 'Dead again', [created.json.id]);
+      const listed = await rpc(again, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, V);
+      assert.ok(listed.json.result.tools.some((t) => t.name === 'Dead_echo'), listed.text);
+    } finally {
+      await Promise.allSettled([limited.stop(), dead.close()]);
+    }
   });
 });
 

@@ -37,7 +37,7 @@ before(async () => {
   const everything = await createApp({ name: 'Everything', backend: { url: ups.everything.url } });
   const other = await createApp({
     name: 'Other',
-    backend: { url: ups.catalog.url, denied_resources: ['other://secret'], denied_prompts: ['hidden'] },
+    backend: { url: ups.catalog.url, denied_resources: ['other://secret', 'other://item/secret'], denied_prompts: ['hidden'] },
   });
   otherAppId = other.id;
   const r = await fg.console('/servers', { method: 'POST', body: { name: 'Gateway', description: 'Two upstreams', app_ids: [everything.id, other.id] } });
@@ -145,6 +145,20 @@ describe('upstream resources, prompts and completions', () => {
       assert.equal(r.json.error.code, -32602, name);
       assert.match(r.json.error.message, new RegExp(`Unknown prompt: ${name}\\. This server has: Everything_test_simple_prompt`));
     }
+    // A denied URI that the app's template other://item/{id} matches: refused on every route.
+    const denied = await rpc(url, req('resources/read', { uri: 'other://item/secret' }), V);
+    assert.equal(denied.json.error?.code, -32002, JSON.stringify(denied.json));
+    assert.match(denied.json.error.message, /^Resource not found: other:\/\/item\/secret \(this server does not expose it: an app's denied_resources names it\)/);
+    assert.deepEqual(denied.json.error.data, { uri: 'other://item/secret' });
+    const completed = await rpc(url, req('completion/complete', { ref: { type: 'ref/resource', uri: 'other://item/secret' }, argument: { name: 'id', value: '' } }), V);
+    assert.equal(completed.json.error.code, -32602);
+    assert.match(completed.json.error.message, /other:\/\/item\/secret \(an app of this server denies it\)/);
+    const subscribed = await rpc(url, req('resources/subscribe', { uri: 'other://item/secret' }), V);
+    assert.equal(subscribed.json.error.code, -32601);
+    const mentions = ups.catalog.requests.filter((r) => JSON.stringify(r.body ?? {}).includes('other://item/secret'));
+    assert.equal(mentions.length, 0, 'a denied URI is never forwarded, even where a template matches it');
+    assert.equal((await client.readResource({ uri: 'other://item/8' })).contents[0].text, 'item 8 from catalog', 'the template still serves other URIs');
+
     const sub = await rpc(url, req('resources/subscribe', { uri: 'test://watched-resource' }), V);
     assert.equal(sub.json.error.code, -32601);
     assert.match(sub.json.error.message, /stateless/);

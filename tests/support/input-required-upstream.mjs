@@ -150,7 +150,7 @@ function checkHeaders(headers, msg) {
   }
 }
 
-function handle(msg, headers, skills) {
+function handle(msg, headers, skills, { bareTaskTools }) {
   checkHeaders(headers, msg);
   const p = msg.params ?? {};
   const done = (r) => ({ resultType: 'complete', ...r });
@@ -167,7 +167,9 @@ function handle(msg, headers, skills) {
         _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'input-required-upstream', version: '1.0.0' } },
       });
     case 'tools/list':
-      return list('tools', [...TOOL_LIST, ...TASK_TOOL_LIST]);
+      // bareTaskTools: the task tools without execution.taskSupport (as FastMCP lists them), still
+      // run as tasks for a client that speaks the extension.
+      return list('tools', [...TOOL_LIST, ...(bareTaskTools ? TASK_TOOL_LIST.map(({ execution, ...t }) => t) : TASK_TOOL_LIST)]);
     case 'resources/list':
       return list('resources', skills.resources);
     case 'prompts/list':
@@ -202,8 +204,9 @@ function handle(msg, headers, skills) {
 }
 
 /** Starts the upstream on a free loopback port: {url, requests, skills, close()}. Its skills are
- * under `skillPrefix` (tests/support/skills-upstream.mjs). */
-export async function startInputRequiredUpstream({ skillPrefix = '' } = {}) {
+ * under `skillPrefix` (tests/support/skills-upstream.mjs); `bareTaskTools` lists its task tools
+ * without `execution.taskSupport`. */
+export async function startInputRequiredUpstream({ skillPrefix = '', bareTaskTools = false } = {}) {
   const requests = [];
   const skills = createSkills(skillPrefix);
   const server = http.createServer(async (req, res) => {
@@ -223,7 +226,7 @@ export async function startInputRequiredUpstream({ skillPrefix = '' } = {}) {
     requests.push({ headers: req.headers, body: msg });
     if (msg.id === undefined) return res.writeHead(202).end();
     try {
-      send(200, { jsonrpc: '2.0', id: msg.id, result: await handle(msg, req.headers, skills) });
+      send(200, { jsonrpc: '2.0', id: msg.id, result: await handle(msg, req.headers, skills, { bareTaskTools }) });
     } catch (e) {
       if (!(e instanceof RpcError)) return send(500, { error: String(e?.stack ?? e) });
       send(e.status, { jsonrpc: '2.0', id: msg.id, error: { code: e.code, message: e.message, ...(e.data ? { data: e.data } : {}) } });

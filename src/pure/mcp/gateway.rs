@@ -13,7 +13,9 @@
 //!   (`skills`);
 //! - a URI no app lists goes to the first app with a resource template that matches it
 //!   (RFC 6570: `{x}` one or more characters other than `/ ? #`, `{+x}` / `{#x}` any, `{?x}` /
-//!   `{&x}` the rest of the query);
+//!   `{&x}` the rest of the query), unless that app's `denied_resources` names the URI;
+//! - deny wins on every route (read, template match, skill file, directory read, completion):
+//!   a URI an app's `denied_resources` names is never sent to that app;
 //! - anything else is "resource not found", answered by Flowgate: a URI an upstream did not
 //!   list (or that `denied_resources` removed) is never forwarded.
 
@@ -22,7 +24,7 @@ use std::rc::Rc;
 
 use serde_json::{json, Map, Value};
 
-use crate::pure::backend::mcp::aggregate::{aggregate_prompts, resource_allowed, ExposedTool};
+use crate::pure::backend::mcp::aggregate::{aggregate_prompts, resource_allowed, resource_denied, ExposedTool};
 use crate::pure::backend::mcp::catalog::{self, Catalog, List};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::sha256_hex;
@@ -253,7 +255,7 @@ impl<'a> Gateway<'a> {
             "prompts/list" => self.page(catalog::PROMPTS, params, version).map(Answer::Result),
             "resources/read" => {
                 let uri = uri_param(params, "uri", method)?;
-                let app_index = self.owner_of_uri(uri).ok_or_else(|| resource_not_found(uri, version))?;
+                let app_index = self.owner_of_uri(uri).ok_or_else(|| self.not_found(uri, version))?;
                 self.forward(id, version, app_index, "resources/read", params, Some(uri.to_string()))
             }
             "prompts/get" => {
@@ -293,8 +295,9 @@ impl<'a> Gateway<'a> {
                     reference.get("uri").and_then(Value::as_str).ok_or_else(|| bad("ref/resource needs `uri`"))?;
                 let owner = self.templates.iter().find(|t| t.uri_template == uri).map(|t| t.app_index);
                 let owner = owner.or_else(|| self.owner_of_uri(uri)).ok_or_else(|| {
+                    let why = if self.denied_anywhere(uri) { " (an app of this server denies it)" } else { "" };
                     bad(&format!(
-                        "no resource template or resource of this server is {}",
+                        "no resource template or resource of this server is {}{why}",
                         plain_or_quoted(truncated(uri))
                     ))
                 })?;
@@ -337,7 +340,32 @@ impl<'a> Gateway<'a> {
         if uri.len() > MAX_URI {
             return None;
         }
-        self.templates.iter().find(|t| matches_template(&t.parts, uri)).map(|t| t.app_index)
+        self.templates
+            .iter()
+            .find(|t| !self.denies(t.app_index, uri) && matches_template(&t.parts, uri))
+            .map(|t| t.app_index)
+    }
+
+    /// Whether app `app_index`'s `denied_resources` names `uri`.
+    fn denies(&self, app_index: usize, uri: &str) -> bool {
+        self.def.apps.get(app_index).and_then(|a| a.backend.as_mcp()).is_some_and(|c| resource_denied(c, uri))
+    }
+
+    /// Whether some app of the server denies `uri` (for the error that says why it is not read).
+    fn denied_anywhere(&self, uri: &str) -> bool {
+        (0..self.def.apps.len()).any(|i| self.denies(i, uri))
+    }
+
+    /// "Resource not found" for a URI no app serves; saying so when an app denies it.
+    fn not_found(&self, uri: &str, version: Version) -> RpcError {
+        let mut e = resource_not_found(uri, version);
+        if self.denied_anywhere(uri) {
+            e.message = format!(
+                "Resource not found: {} (this server does not expose it: an app's denied_resources names it)",
+                plain_or_quoted(truncated(uri))
+            );
+        }
+        e
     }
 
     fn forward(

@@ -53,22 +53,22 @@ pub fn mentions_catalogs(body: &Value) -> bool {
 }
 
 /// How many messages of a body (one, or a batch) the per-server rate limit counts: those that
-/// can reach past the isolate (a backend, an upstream, storage, a Durable Object). The handshake,
-/// `ping`, `tools/list`, `logging/setLevel`, the client's own notifications of progress and
-/// readiness are answered from the isolate's memory (upstream lists and catalogs
-/// come from caches with their own TTL), and refusing them would cost the Worker what answering
-/// costs: a 429 saves only what is behind the Worker. So they skip the limiter, whose call is
-/// the largest part of the CPU such a request takes.
-pub fn rate_counted(body: &Value) -> usize {
+/// can reach past the isolate (a backend, an upstream, storage, a Durable Object). `ping`,
+/// `logging/setLevel`, the client's own notifications of progress and readiness are answered
+/// from the isolate's memory, and refusing them would cost the Worker what answering costs: a
+/// 429 saves only what is behind the Worker. So they skip the limiter, whose call is the largest
+/// part of the CPU such a request takes. The handshake (`initialize`, `server/discover`) and
+/// `tools/list` are answered from memory too, unless the server has upstream MCP apps
+/// (`upstream_lists`): then they read the upstreams' tool lists or catalogs (KV, else the
+/// upstream itself), and count.
+pub fn rate_counted(body: &Value, upstream_lists: bool) -> usize {
     let counts = |m: &Value| match m.get("method").and_then(Value::as_str) {
         // A client's answer to a request relayed from an upstream goes on to that upstream.
         None => m.get("result").is_some() || m.get("error").is_some(),
         Some(methods::CANCELLED) => true,
         Some(n) if n.starts_with("notifications/") => false,
-        Some(method) => !matches!(
-            method,
-            methods::INITIALIZE | methods::DISCOVER | methods::PING | methods::TOOLS_LIST | methods::SET_LEVEL
-        ),
+        Some(methods::INITIALIZE | methods::DISCOVER | methods::TOOLS_LIST) => upstream_lists,
+        Some(method) => !matches!(method, methods::PING | methods::SET_LEVEL),
     };
     match body {
         Value::Array(items) => items.iter().filter(|m| counts(m)).count(),
@@ -119,7 +119,14 @@ mod tests {
             "notifications/initialized",
             "notifications/progress",
         ] {
-            assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "method": cheap})), 0, "{cheap}");
+            assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "method": cheap}), false), 0, "{cheap}");
+        }
+        // With upstream MCP apps, the handshake and tools/list read their lists: counted.
+        for m in ["initialize", "server/discover", "tools/list"] {
+            assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "method": m}), true), 1, "{m}");
+        }
+        for cheap in ["ping", "logging/setLevel", "notifications/initialized"] {
+            assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "method": cheap}), true), 0, "{cheap}");
         }
         for costly in [
             "tools/call",
@@ -134,20 +141,27 @@ mod tests {
             "notifications/cancelled",
             "no/such/method",
         ] {
-            assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "method": costly})), 1, "{costly}");
+            for upstreams in [false, true] {
+                assert_eq!(
+                    rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "method": costly}), upstreams),
+                    1,
+                    "{costly}"
+                );
+            }
         }
         // Not JSON-RPC: refused in memory. A response may go on to an upstream: counted.
-        assert_eq!(rate_counted(&json!(42)), 0);
-        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1})), 0);
-        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "result": {}})), 1);
-        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "no"}})), 1);
+        assert_eq!(rate_counted(&json!(42), true), 0);
+        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1}), true), 0);
+        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "result": {}}), false), 1);
+        assert_eq!(rate_counted(&json!({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "no"}}), false), 1);
         let batch = json!([
             {"jsonrpc": "2.0", "id": 1, "method": "ping"},
             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "x"}},
             {"jsonrpc": "2.0", "id": 3, "method": "tools/list"},
             {"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": "t"}}
         ]);
-        assert_eq!(rate_counted(&batch), 2);
+        assert_eq!(rate_counted(&batch, false), 2);
+        assert_eq!(rate_counted(&batch, true), 3);
     }
 
     #[test]

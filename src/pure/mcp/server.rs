@@ -135,13 +135,16 @@ pub enum CallRequest {
     /// `params`: the `Mcp-Param-*` headers the call carries to a 2026-07-28 upstream
     /// (`param_headers::outgoing`; empty for most tools).
     /// `task_ttl_ms`: the client asked for a task, so the upstream is asked to run one
-    /// (`upstream_tasks`); it keeps the task and Flowgate relays it.
+    /// (`upstream_tasks`); it keeps the task and Flowgate relays it. `task_if_offered`: only if
+    /// the upstream declares the tasks extension (a tool without `execution.taskSupport`,
+    /// `upstream_tasks::ask`).
     Mcp {
         tool: String,
         arguments: Value,
         input: Map<String, Value>,
         params: Vec<(String, String)>,
         task_ttl_ms: Option<u64>,
+        task_if_offered: bool,
     },
 }
 
@@ -183,6 +186,7 @@ impl CallRequest {
                 input: Map::new(),
                 params: Vec::new(),
                 task_ttl_ms: None,
+                task_if_offered: false,
             }),
             Mode::HttpTool => Some(CallRequest::HttpTool { body: body.clone() }),
             _ => Some(CallRequest::Dify { path: DIFY_PATHS.into_iter().find(|p| *p == path)?, body: body.clone() }),
@@ -674,6 +678,7 @@ fn call_tool(
                     input,
                     params,
                     task_ttl_ms: None,
+                    task_if_offered: false,
                 }
             }
             Err(e) => return error_step(id, e),
@@ -693,12 +698,25 @@ fn call_tool(
         asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
     let cancel_key = cancel_key(def, &user, h.caller, id);
     let mut decision = tasks::decide(version, tool.task_support(), &tool.name, params);
+    let toolset = |name: &str| tool.app.backend.as_mcp().is_some_and(|m| m.toolset_of(name).is_some());
+    // An upstream tool that declares no task support: its upstream may still run it as a task
+    // (the 2026-07-28 extension lets the server decide), so the client's opt-in goes along.
+    let mut if_offered = false;
+    if let (Some(e), CallRequest::Mcp { tool: upstream_tool, .. }) = (&tool.upstream, &request) {
+        if let Some(ttl_ms) =
+            upstream_tasks::undeclared_opt_in(&e.tool, version, params).filter(|_| !toolset(upstream_tool))
+        {
+            decision = Decision::Task { ttl_ms };
+            if_offered = true;
+        }
+    }
     // An upstream's own task tool runs as the upstream's task, relayed; not as one of Flowgate's.
-    if let (Decision::Task { ttl_ms }, CallRequest::Mcp { tool: upstream_tool, task_ttl_ms, .. }) =
+    if let (Decision::Task { ttl_ms }, CallRequest::Mcp { tool: upstream_tool, task_ttl_ms, task_if_offered, .. }) =
         (&decision, &mut request)
     {
-        if tool.app.backend.as_mcp().is_none_or(|m| m.toolset_of(upstream_tool).is_none()) {
+        if !toolset(upstream_tool) {
             *task_ttl_ms = Some(*ttl_ms);
+            *task_if_offered = if_offered;
             decision = Decision::Sync;
         }
     }

@@ -85,6 +85,59 @@ pub fn upstream_support(tool: &Value) -> TaskSupport {
         .unwrap_or(TaskSupport::Forbidden)
 }
 
+/// The task a client asked for on a call of an upstream tool that declares no
+/// `execution.taskSupport` (the 2026-07-28 extension lets the server decide per call, and
+/// FastMCP lists its tools so): the TTL to ask the upstream with, if the client opted in (the
+/// extension in its `_meta`, or a 2025-11-25 `params.task`). Whether the upstream is asked is
+/// decided once its capabilities are known ([`ask`]).
+pub fn undeclared_opt_in(tool: &Value, version: Version, params: &Map<String, Value>) -> Option<u64> {
+    if tool.pointer("/execution/taskSupport").is_some() {
+        return None;
+    }
+    match tasks::decide(version, TaskSupport::Optional, "", params) {
+        tasks::Decision::Task { ttl_ms } => Some(ttl_ms),
+        _ => None,
+    }
+}
+
+/// What an upstream `tools/call` carries, once the session shows the upstream's capabilities.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// Ask for a task with this TTL; the upstream answers a task or a plain result.
+    Task(u64),
+    Plain,
+    /// The client asked for a task the tool cannot give (a 2025-11-25 client's `params.task`).
+    Refuse(RpcError),
+}
+
+/// `task_ttl_ms`: the client's task, if any; `if_offered`: only if the upstream declares the
+/// 2026-07-28 tasks extension (the tool declares no task support, [`undeclared_opt_in`]).
+pub fn ask(
+    task_ttl_ms: Option<u64>,
+    if_offered: bool,
+    capabilities: Option<&Value>,
+    client: Version,
+    tool: &str,
+) -> Ask {
+    let Some(ttl) = task_ttl_ms else { return Ask::Plain };
+    let extension = capabilities.and_then(|c| c.get("extensions")).and_then(|e| e.get(tasks::EXTENSION)).is_some();
+    if !if_offered || extension {
+        return Ask::Task(ttl);
+    }
+    if client.is_stateless() {
+        // A 2026-07-28 client only declared it speaks the extension: a plain call is its answer.
+        return Ask::Plain;
+    }
+    Ask::Refuse(RpcError::new(
+        200,
+        jsonrpc::METHOD_NOT_FOUND,
+        format!(
+            "Tool '{tool}' does not support task-augmented calls (neither it nor its upstream declares task support); \
+             call it without params.task"
+        ),
+    ))
+}
+
 /// Whether an upstream's capabilities offer tasks for `tools/call` (the 2026-07-28 extension,
 /// or 2025-11-25's `tasks.requests.tools.call`).
 pub fn offers_tasks(capabilities: &Value) -> bool {
@@ -399,5 +452,39 @@ mod tests {
         assert_eq!(p["_meta"], json!({(meta::CLIENT_CAPABILITIES): {"extensions": {(tasks::EXTENSION): {}}}}));
         let p = upstream_request("tasks/get", "u1", &client, Version::V2025_11_25);
         assert_eq!(p, obj(json!({"taskId": "u1"})));
+    }
+
+    #[test]
+    fn an_undeclared_tool_is_asked_for_a_task_only_when_its_upstream_declares_the_extension() {
+        use crate::pure::mcp::jsonrpc;
+        let ext = json!({"tools": {}, "extensions": {(tasks::EXTENSION): {}}});
+        let v2025 = json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}});
+        let bare = json!({"tools": {}});
+        let (new, old) = (Version::V2026_07_28, Version::V2025_11_25);
+        assert_eq!(ask(Some(9), true, Some(&ext), new, "t"), Ask::Task(9));
+        assert_eq!(ask(Some(9), true, Some(&ext), old, "t"), Ask::Task(9));
+        // Without the extension (a 2025-11-25 upstream reads an undeclared tool as forbidden).
+        for caps in [Some(&v2025), Some(&bare), None] {
+            assert_eq!(ask(Some(9), true, caps, new, "t"), Ask::Plain);
+            assert!(
+                matches!(ask(Some(9), true, caps, old, "t"), Ask::Refuse(e) if e.code == jsonrpc::METHOD_NOT_FOUND)
+            );
+        }
+        // A declared task tool is asked regardless; no opt-in, no task.
+        assert_eq!(ask(Some(9), false, Some(&bare), new, "t"), Ask::Task(9));
+        assert_eq!(ask(None, true, Some(&ext), new, "t"), Ask::Plain);
+
+        // The opt-in of an undeclared tool: the extension (2026-07-28) or params.task (2025-11-25).
+        let caps = json!({"extensions": {(tasks::EXTENSION): {}}});
+        let opted: Map<String, Value> =
+            serde_json::from_value(json!({"_meta": {(meta::CLIENT_CAPABILITIES): caps}})).unwrap();
+        let tool = json!({"name": "t"});
+        assert_eq!(undeclared_opt_in(&tool, new, &opted), Some(tasks::DEFAULT_TTL_MS));
+        assert_eq!(undeclared_opt_in(&tool, new, &Map::new()), None);
+        let task: Map<String, Value> = serde_json::from_value(json!({"task": {"ttl": 120_000}})).unwrap();
+        assert_eq!(undeclared_opt_in(&tool, old, &task), Some(120_000));
+        assert_eq!(undeclared_opt_in(&tool, Version::V2025_06_18, &task), None);
+        let declared = json!({"name": "t", "execution": {"taskSupport": "forbidden"}});
+        assert_eq!(undeclared_opt_in(&declared, new, &opted), None, "a tool that says forbidden means it");
     }
 }

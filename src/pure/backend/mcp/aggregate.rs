@@ -50,15 +50,21 @@ pub fn aggregate_prompts(app_name: &str, app_id: &str, config: &McpConfig, promp
 /// Whether a resource URI or a template's URI template passes `allowed_resources` /
 /// `denied_resources` (matched as the upstream lists it; absent: all; denied wins).
 pub fn resource_allowed(config: &McpConfig, uri: &str) -> bool {
-    config.allowed_resources.as_ref().is_none_or(|a| a.iter().any(|n| n == uri))
-        && !config.denied_resources.iter().any(|n| n == uri)
+    config.allowed_resources.as_ref().is_none_or(|a| a.iter().any(|n| n == uri)) && !resource_denied(config, uri)
+}
+
+/// Whether `denied_resources` names a URI (or URI template). Deny wins on every route: such a
+/// URI is never sent to the app, whether the app listed it, a template of the app matches it, it
+/// lies in a skill's directory, or a completion names it.
+pub fn resource_denied(config: &McpConfig, uri: &str) -> bool {
+    config.denied_resources.iter().any(|n| n == uri)
 }
 
 /// Whether a file of an exposed skill (SEP-2640) is routed: everything under the skill's
 /// directory goes with the skill (whose SKILL.md passed [`resource_allowed`]) except the URIs
 /// `denied_resources` names; `allowed_resources` need not list each file.
 pub fn skill_file_allowed(config: &McpConfig, uri: &str) -> bool {
-    !config.denied_resources.iter().any(|n| n == uri)
+    !resource_denied(config, uri)
 }
 
 /// Named items (`name` field) as exposed: prefixed with the app's name when `prefix`, filtered

@@ -16,7 +16,8 @@
 //!   denied);
 //! - `catalog`: what else the upstream offers (capabilities, resources, templates, prompts);
 //! - `downgrade`: tools and results as a client of an older revision may see them;
-//! - `error`: upstream text in Flowgate's errors.
+//! - `error`: upstream text in Flowgate's errors;
+//! - `failed_fetch`: a failed tool list or catalog fetch, remembered briefly.
 
 pub mod aggregate;
 pub mod binding;
@@ -26,6 +27,7 @@ pub mod config;
 pub mod discovery;
 pub mod downgrade;
 pub mod error;
+pub mod failed_fetch;
 pub mod headers;
 pub mod legacy_sse;
 pub mod oauth;

@@ -473,3 +473,61 @@ fn directory_results_leave_out_denied_children() {
     let f = forward(g.answer(&json!(1), "resources/directory/read", &params(json!({"uri": "skill://alpha/x/t"})), V26));
     assert_eq!(f.hide, ["skill://alpha/x/t/secret.md"]);
 }
+
+#[test]
+fn deny_wins_on_every_route_to_a_resource() {
+    let (mut d, mut c) = two();
+    // Beta denies a URI its own template matches, and a template of its own.
+    d.apps[1] = mcp_app(
+        "b",
+        "Beta",
+        json!({"denied_resources": ["beta://one", "beta://item/7/data", "beta://open/{x}", "any://x/secret"]}),
+    );
+    let mut beta = catalog("beta", true);
+    beta.resource_templates.push(json!({"uriTemplate": "beta://open/{x}", "name": "open"}));
+    beta.resource_templates.push(json!({"uriTemplate": "any://{+rest}", "name": "any"}));
+    c.0.insert("b".into(), Rc::new(beta));
+    let g = Gateway::new(&d, &c);
+    let id = json!(1);
+    let read = |uri: &str| g.answer(&id, "resources/read", &params(json!({"uri": uri})), V);
+    // Read through the template: refused by Flowgate, saying why.
+    for uri in ["beta://item/7/data", "any://x/secret"] {
+        let e = read(uri).unwrap_err();
+        assert_eq!((e.code, e.data.clone()), (-32002, Some(json!({"uri": uri}))), "{uri}");
+        assert!(e.message.starts_with("Resource not found") && e.message.contains("denied_resources"), "{}", e.message);
+    }
+    // Other URIs of the same templates still go to Beta.
+    assert_eq!(forward(read("beta://item/8/data")).app_index, 1);
+    assert_eq!(forward(read("any://x/public")).app_index, 1);
+    // Completion: neither the denied URI nor the denied template (which `any://{+rest}` matches
+    // as a string) reaches Beta.
+    let complete = |uri: &str| {
+        g.answer(
+            &id,
+            "completion/complete",
+            &params(json!({"ref": {"type": "ref/resource", "uri": uri}, "argument": {"name": "x", "value": ""}})),
+            V,
+        )
+    };
+    for uri in ["beta://item/7/data", "any://x/secret"] {
+        let e = complete(uri).unwrap_err();
+        assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains("denies it"), "{uri}: {}", e.message);
+    }
+    assert_eq!(forward(complete("beta://item/{id}/data")).app_index, 1);
+    // Subscribe is refused whatever the URI: nothing to forward.
+    let e = g.answer(&id, "resources/subscribe", &params(json!({"uri": "beta://item/7/data"})), V).unwrap_err();
+    assert_eq!(e.code, jsonrpc::METHOD_NOT_FOUND);
+
+    // A URI one app denies goes to a later app whose template matches it (its own resource), as
+    // a listed URI does.
+    d.apps[0] = mcp_app("a", "Alpha", json!({"denied_resources": ["shared://item/1/data"]}));
+    let (mut a, mut b) = (catalog("alpha", false), catalog("beta", false));
+    a.resource_templates = vec![json!({"uriTemplate": "shared://item/{id}/data", "name": "a"})];
+    b.resource_templates = vec![json!({"uriTemplate": "shared://{+rest}", "name": "b"})];
+    c.0.insert("a".into(), Rc::new(a));
+    c.0.insert("b".into(), Rc::new(b));
+    let g = Gateway::new(&d, &c);
+    let read = |uri: &str| g.answer(&id, "resources/read", &params(json!({"uri": uri})), V);
+    assert_eq!(forward(read("shared://item/1/data")).app_index, 1);
+    assert_eq!(forward(read("shared://item/2/data")).app_index, 0);
+}

@@ -533,6 +533,7 @@ fn call_requests_round_trip_through_a_stored_task() {
         input: Map::new(),
         params: vec![],
         task_ttl_ms: None,
+        task_if_offered: false,
     };
     for (mode, req) in [(Mode::Chat, dify), (Mode::HttpTool, tool), (Mode::Mcp, mcp)] {
         let (path, body) = req.to_stored();
@@ -677,7 +678,29 @@ fn an_upstreams_task_tools_run_as_its_tasks() {
         ttl(run(&with_ext("maybe"), &stateless_headers("tools/call", Some("maybe")))),
         Some(tasks::DEFAULT_TTL_MS)
     );
-    assert_eq!(ttl(run(&with_ext("greet"), &stateless_headers("tools/call", Some("greet")))), None);
+    // A tool that declares no task support: the opt-in goes along, used if the upstream offers
+    // the extension (decided by the shell once the session shows it).
+    let asked = |step: Step| match step {
+        Step::Call(plan) => match plan.request {
+            CallRequest::Mcp { task_ttl_ms, task_if_offered, .. } => (task_ttl_ms, task_if_offered),
+            other => panic!("not an upstream call: {other:?}"),
+        },
+        other => panic!("not a call: {other:?}"),
+    };
+    assert_eq!(
+        asked(run(&with_ext("greet"), &stateless_headers("tools/call", Some("greet")))),
+        (Some(tasks::DEFAULT_TTL_MS), true)
+    );
+    assert_eq!(
+        asked(run(&with_ext("slow"), &stateless_headers("tools/call", Some("slow")))),
+        (Some(tasks::DEFAULT_TTL_MS), false),
+        "a declared task tool is asked for a task whatever the capabilities say"
+    );
+    let plain = stateless("tools/call", json!({"name": "greet", "arguments": {}}));
+    assert_eq!(asked(run(&plain, &stateless_headers("tools/call", Some("greet")))), (None, false));
+    let v1 = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "greet", "arguments": {}, "task": {"ttl": 120_000}}});
+    assert_eq!(asked(run(&v1, &headers(Some("2025-11-25")))), (Some(120_000), true), "not refused: passed on");
     let plain = stateless("tools/call", json!({"name": "maybe", "arguments": {}}));
     assert_eq!(ttl(run(&plain, &stateless_headers("tools/call", Some("maybe")))), None, "optional runs sync");
     let plain = stateless("tools/call", json!({"name": "slow", "arguments": {}}));
