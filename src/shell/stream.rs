@@ -183,43 +183,21 @@ impl CallStream {
         env: &Env,
         ctx: Option<&Context>,
     ) -> CallStream {
-        let mut call = CallStream::detached(plan, target, env);
-        call.registered = false;
-        let (tx, rx) = unbounded::<Relayed>();
-        let (abort_tx, abort_rx) = oneshot::channel::<()>();
-        call.cancel.upstream_abort = Some(abort_tx);
-        call.phase = Phase::Relaying(rx);
-        let (plan, env) = (call.plan.clone(), env.clone());
-        let work = async move {
-            // A dropped sender (the call completed) is not a cancellation.
-            let abort = async move {
-                if abort_rx.await.is_err() {
-                    futures::future::pending::<()>().await;
-                }
-            };
-            let (started, notes) = (tx.clone(), tx.clone());
+        let (call_plan, call_env) = (plan.clone(), env.clone());
+        CallStream::beside(plan, target, env, ctx, move |send, abort| async move {
             let response = super::upstream::call(
-                &plan,
+                &call_plan,
                 &served.def,
-                &env,
+                &call_env,
                 &incoming,
-                &mut |request_id, session| {
-                    let _ = started.unbounded_send(Relayed::Started { request_id, session });
-                },
-                &mut |n| {
-                    let _ = notes.unbounded_send(Relayed::Note(n));
-                },
+                &mut |request_id, session| send(Relayed::Started { request_id, session }),
+                &mut |n| send(Relayed::Note(n)),
                 abort,
             )
             .await;
-            // A relay that went away closed the channel; the call has ended either way.
-            let _ = tx.unbounded_send(Relayed::Done(response));
-        };
-        match ctx {
-            Some(ctx) => ctx.wait_until(work),
-            None => worker::wasm_bindgen_futures::spawn_local(work),
-        }
-        call
+            // A relay that went away dropped its receiver; the call has ended either way.
+            send(Relayed::Done(response));
+        })
     }
 
     /// Work that runs beside the relay and reports to it (an async HTTP tool polled to its end,
