@@ -8,6 +8,21 @@
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+mod console_bodies;
+mod input;
+mod list_cursor;
+mod oauth_jwt;
+mod param_headers;
+mod sealed_ids;
+mod uri_template;
+
+pub use console_bodies::console_bodies;
+pub use list_cursor::list_cursor;
+pub use oauth_jwt::oauth_jwt;
+pub use param_headers::param_headers;
+pub use sealed_ids::sealed_ids;
+pub use uri_template::uri_template;
+
 use serde_json::{json, Map, Value};
 
 use flowgate::pure::app::validate_app;
