@@ -85,18 +85,24 @@ test-integration: build setup-browser
 test-fixtures: build
 	$(NODE_TEST) 'tests/fixtures/*.test.mjs'
 
-test: setup-browser check-schema test-core test-integration
+test: setup-browser check-schema test-core test-fuzz test-integration
 
 clean:
 	rm -rf build dist target/wasm32-unknown-unknown
 
-# Fuzzing (cargo-fuzz on stable via RUSTC_BOOTSTRAP): each target for FUZZ_SECONDS, two at a
-# time; see scripts/fuzz.sh for running one target. Not part of `make test`; `cargo test`
-# replays the committed corpus (tests/fuzz_corpus.rs).
+# Fuzzing (cargo-fuzz on stable via RUSTC_BOOTSTRAP; scripts/fuzz.sh installs it when missing):
+# `make fuzz` runs each target for FUZZ_SECONDS, two at a time; `make test-fuzz` (part of
+# `make test`) builds every target and runs each for FUZZ_SMOKE_SECONDS with a fixed seed over
+# its committed corpus, so a target that crashes or no longer builds fails the tests. See
+# scripts/fuzz.sh for one target, docs/fuzzing.md for what each covers and the last long run.
 FUZZ_SECONDS ?= 600
-.PHONY: fuzz
+FUZZ_SMOKE_SECONDS ?= 5
+.PHONY: fuzz test-fuzz
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+test-fuzz:
+	scripts/fuzz.sh --smoke $(FUZZ_SMOKE_SECONDS)
 
 # Benchmarks: Flowgate against a peer Worker written with the official MCP TypeScript SDK
 # (bench/peer), both under `wrangler dev --local`, loaded with wrk (installed from Debian when

@@ -11,12 +11,18 @@ mod fuzz_targets;
 /// A fuzz target's name (its corpus directory) and what it does with one input.
 type Target = (&'static str, fn(&[u8]));
 
-const TARGETS: [Target; 5] = [
+const TARGETS: [Target; 11] = [
     ("jsonrpc_envelope", fuzz_targets::jsonrpc_envelope),
     ("sse_parser", fuzz_targets::sse_parser),
     ("arguments", fuzz_targets::arguments),
     ("form_schema", fuzz_targets::form_schema),
     ("url_guard", fuzz_targets::url_guard),
+    ("oauth_jwt", fuzz_targets::oauth_jwt),
+    ("sealed_ids", fuzz_targets::sealed_ids),
+    ("list_cursor", fuzz_targets::list_cursor),
+    ("uri_template", fuzz_targets::uri_template),
+    ("param_headers", fuzz_targets::param_headers),
+    ("console_bodies", fuzz_targets::console_bodies),
 ];
 
 fn corpus_files(target: &str) -> Vec<PathBuf> {
@@ -64,6 +70,57 @@ fn form_schema_corpus() {
 #[test]
 fn url_guard_corpus() {
     replay(TARGETS[4].0, TARGETS[4].1);
+}
+
+#[test]
+fn oauth_jwt_corpus() {
+    replay(TARGETS[5].0, TARGETS[5].1);
+}
+
+#[test]
+fn sealed_ids_corpus() {
+    replay(TARGETS[6].0, TARGETS[6].1);
+}
+
+#[test]
+fn list_cursor_corpus() {
+    replay(TARGETS[7].0, TARGETS[7].1);
+}
+
+#[test]
+fn uri_template_corpus() {
+    replay(TARGETS[8].0, TARGETS[8].1);
+}
+
+#[test]
+fn param_headers_corpus() {
+    replay(TARGETS[9].0, TARGETS[9].1);
+}
+
+#[test]
+fn console_bodies_corpus() {
+    replay(TARGETS[10].0, TARGETS[10].1);
+}
+
+/// Every fuzz target (a file of fuzz/fuzz_targets/, a [[bin]] of fuzz/Cargo.toml) is replayed
+/// here: a target added without its corpus and replay, or left out of the fuzz build, fails.
+#[test]
+fn every_fuzz_target_is_built_and_replayed() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let manifest = fs::read_to_string(root.join("Cargo.toml")).expect("fuzz/Cargo.toml");
+    let mut files: Vec<String> = fs::read_dir(root.join("fuzz_targets"))
+        .expect("fuzz/fuzz_targets")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8 name"))
+        .filter_map(|n| n.strip_suffix(".rs").map(String::from))
+        .collect();
+    files.sort();
+    let mut replayed: Vec<String> = TARGETS.iter().map(|(t, _)| t.to_string()).collect();
+    replayed.sort();
+    assert_eq!(files, replayed, "fuzz/fuzz_targets/ and the TARGETS replayed here differ");
+    for t in &files {
+        let bin = format!("[[bin]]\nname = \"{t}\"\npath = \"fuzz_targets/{t}.rs\"");
+        assert!(manifest.contains(&bin), "fuzz/Cargo.toml has no [[bin]] for {t}");
+    }
 }
 
 /// Every target directory is replayed, and nothing else sits in fuzz/corpus unreplayed.

@@ -26,9 +26,9 @@ pub fn quote_input(s: &str) -> String {
 }
 
 /// A name taken from client input (an object key, a method, a tool name) inside a message: as it is when it is
-/// short and plain, quoted with [`quote_input`] otherwise.
+/// short and plain, quoted with [`quote_input`] otherwise (and when empty, so it shows).
 pub fn plain_or_quoted(s: &str) -> String {
-    if s.chars().count() <= MAX_QUOTED_CHARS && !s.chars().any(needs_escape) {
+    if !s.is_empty() && s.chars().count() <= MAX_QUOTED_CHARS && !s.chars().any(needs_escape) {
         s.to_string()
     } else {
         quote_input(s)
@@ -100,5 +100,12 @@ mod tests {
             assert!(plain_or_quoted(s).starts_with('"'), "{s:?}");
         }
         assert_eq!(plain_or_quoted("plain-name_1.0"), "plain-name_1.0");
+    }
+
+    /// An empty key shown as is leaves nothing to read ("…; : is not a server field"); found by
+    /// the console_bodies fuzz target.
+    #[test]
+    fn an_empty_name_is_quoted() {
+        assert_eq!(plain_or_quoted(""), "\"\"");
     }
 }

@@ -48,7 +48,8 @@ pub fn open(keys: &[[u8; 32]], sealed: &str) -> Result<String, String> {
     let data = sealed
         .strip_prefix(PREFIX)
         .and_then(|b| base64::decode_url(b).ok())
-        .filter(|d| d.len() > 12 + 16)
+        // Nonce and tag at least (an empty value seals to just these).
+        .filter(|d| d.len() >= 12 + 16)
         .ok_or("the stored credential is damaged")?;
     let (nonce, ct) = data.split_at(12);
     for key in keys {
@@ -79,6 +80,15 @@ mod tests {
         assert!(open(&[K2], &sealed).unwrap_err().contains("SECRETS_KEY"));
         // Different nonces give different ciphertexts for the same secret.
         assert_ne!(sealed, seal(&K1, [2u8; 12], "app-secret").unwrap());
+    }
+
+    /// An empty value seals to nonce and tag alone, and opens (found by the sealed_ids fuzz
+    /// target: it was called damaged).
+    #[test]
+    fn an_empty_value_round_trips() {
+        let sealed = seal(&K1, [4u8; 12], "").unwrap();
+        assert_eq!(open(&[K1], &sealed), Ok(String::new()));
+        assert!(open(&[K2], &sealed).is_err());
     }
 
     #[test]

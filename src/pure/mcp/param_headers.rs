@@ -79,10 +79,14 @@ fn primitive(ty: Option<&Value>) -> bool {
 }
 
 /// A value as an MCP header carries it: as is when it is visible ASCII (spaces inside allowed),
-/// else (control characters, non-ASCII, leading or trailing whitespace)
-/// `=?base64?<standard base64 of its UTF-8>?=`.
+/// else (control characters, non-ASCII, leading or trailing whitespace, or the shape of the
+/// encoded form itself, which the receiver would decode) `=?base64?<standard base64 of its
+/// UTF-8>?=`.
 pub fn encode_value(s: &str) -> String {
-    let plain = s.bytes().all(|b| (0x20..0x7F).contains(&b)) && !s.starts_with(' ') && !s.ends_with(' ');
+    let plain = s.bytes().all(|b| (0x20..0x7F).contains(&b))
+        && !s.starts_with(' ')
+        && !s.ends_with(' ')
+        && encoded_part(s).is_none();
     if plain {
         s.to_string()
     } else {
@@ -94,7 +98,7 @@ pub fn encode_value(s: &str) -> String {
 /// decoded (strict: standard alphabet, canonical padding, UTF-8), anything else is literal
 /// and must be visible ASCII. `Err` says what is wrong, without repeating the value.
 pub fn decode_value(v: &str) -> Result<Cow<'_, str>, &'static str> {
-    match v.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?=")) {
+    match encoded_part(v) {
         Some(inner) => {
             let bytes = crate::pure::base64::decode(inner)
                 .map_err(|_| "its =?base64?…?= value is not valid base64 (standard alphabet, with padding)")?;
@@ -103,6 +107,11 @@ pub fn decode_value(v: &str) -> Result<Cow<'_, str>, &'static str> {
         None if v.bytes().all(|b| b == b'\t' || (0x20..0x7F).contains(&b)) => Ok(Cow::Borrowed(v)),
         None => Err("it has characters that are not visible ASCII; such values must be sent =?base64?…?="),
     }
+}
+
+/// The base64 of a value in the encoded form `=?base64?…?=`.
+fn encoded_part(v: &str) -> Option<&str> {
+    v.strip_prefix("=?base64?").and_then(|r| r.strip_suffix("?="))
 }
 
 /// An argument as a header shows it: strings as they are, numbers and booleans as JSON writes
@@ -260,6 +269,18 @@ mod tests {
         for s in ["Hello, 世界", " x", "a\nb", "plain"] {
             assert_eq!(decode_value(&encode_value(s)).unwrap(), s, "round trip");
         }
+    }
+
+    /// A plain value shaped like the encoded form would be decoded by the receiver (found by
+    /// the param_headers fuzz target): it is encoded too.
+    #[test]
+    fn a_value_that_looks_encoded_is_encoded() {
+        for s in ["=?base64?YQ==?=", "=?base64?!!?=", "=?base64??="] {
+            assert_eq!(decode_value(&encode_value(s)).as_deref(), Ok(s), "round trip of {s:?}");
+        }
+        assert_eq!(encode_value("=?base64?YQ==?="), "=?base64?PT9iYXNlNjQ/WVE9PT89?=");
+        // Only the whole form: a prefix alone stays plain (the receiver reads it literally).
+        assert_eq!(encode_value("=?base64?x"), "=?base64?x");
     }
 
     #[test]

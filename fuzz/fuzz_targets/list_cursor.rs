@@ -1,0 +1,6 @@
+#![no_main]
+//! See `flowgate_fuzz::list_cursor` for what one input goes through and what is checked.
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| flowgate_fuzz::list_cursor(data));

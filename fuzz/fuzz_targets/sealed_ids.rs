@@ -1,0 +1,6 @@
+#![no_main]
+//! See `flowgate_fuzz::sealed_ids` for what one input goes through and what is checked.
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| flowgate_fuzz::sealed_ids(data));
