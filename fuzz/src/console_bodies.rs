@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use flowgate::pure::app::validate_app_in;
 use flowgate::pure::client_auth::{validate_auth_body, validate_key_body, AuthMode, MAX_KEY_NAME_CHARS};
+use flowgate::pure::config::RefPolicy;
 use flowgate::pure::console_roles::Role;
 use flowgate::pure::console_tokens::{validate_token_body, MAX_TOKEN_NAME_CHARS};
 use flowgate::pure::error::ApiError;
@@ -47,8 +48,10 @@ pub fn console_bodies(data: &[u8]) {
     }
     let stored = json!({"base_url": "https://dify.example/v1", "api_key": SECRET,
                         "url": "https://mcp.example/mcp", "api_endpoint": "https://tool.example/run"});
-    for (stored, prefix) in [(None, None), (Some(&stored), Some("FG_"))] {
-        match validate_app_in(&body, stored, prefix) {
+    // Deny-by-default references, and references allowed by a prefix.
+    let (deny_all, prefixed) = (RefPolicy::from_settings(None, None), RefPolicy::from_settings(Some("FG_"), None));
+    for (stored, refs) in [(None, &deny_all), (Some(&stored), &prefixed)] {
+        match validate_app_in(&body, stored, refs) {
             Ok(spec) => {
                 assert!(!spec.name.trim().is_empty(), "{body}");
                 assert!(spec.backend.is_object(), "{body}");
@@ -59,7 +62,7 @@ pub fn console_bodies(data: &[u8]) {
     // The same body with the credential sent back masked, as the console does on an edit.
     if let Some(b) = body.get_mut("backend").and_then(Value::as_object_mut) {
         b.insert("api_key".into(), "***".into());
-        if let Err(e) = validate_app_in(&body, Some(&stored), None) {
+        if let Err(e) = validate_app_in(&body, Some(&stored), &deny_all) {
             check_error(&e, &body);
             if !body.to_string().contains(SECRET) {
                 assert!(!e.to_json().to_string().contains(SECRET), "the stored credential shown: {e:?}");

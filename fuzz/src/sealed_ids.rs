@@ -48,7 +48,7 @@ fn opens(token: &str, bind: ir::Bind, now_ms: u64) -> [bool; 5] {
     params.insert("requestState".into(), token.into());
     [
         upstream_tasks::open_handle(worker_keys(TASKS), token, srv).is_some(),
-        relay::open_ticket(worker_keys(TICKETS), token, srv, now_ms).is_ok(),
+        relay::open_ticket(worker_keys(TICKETS), token, srv, bind[5], now_ms).is_ok(),
         relay::open_session(worker_keys(SESSIONS), token, srv).is_some(),
         ir::open_state(&mut params, worker_keys(STATES), bind, now_ms).is_ok(),
         sealed::open(&masters, token).is_ok(),
@@ -61,7 +61,7 @@ pub fn sealed_ids(data: &[u8]) {
     let raw = String::from_utf8_lossy(data);
     for prefix in ["", TASK_PREFIX, TICKET_PREFIX, SESSION_PREFIX, STATE_PREFIX, "enc:v1:"] {
         let token = format!("{prefix}{raw}");
-        assert_eq!(opens(&token, ["srv-1", "a1", "tools/call", "t", ""], 0), [false; 5], "{token:?} opened");
+        assert_eq!(opens(&token, ["srv-1", "a1", "tools/call", "t", "", "alice"], 0), [false; 5], "{token:?} opened");
     }
 
     // 2. Values taken from the input, sealed, then opened, moved and altered.
@@ -77,8 +77,13 @@ pub fn sealed_ids(data: &[u8]) {
     let only_foreign = [FOREIGN];
 
     // Sealed under the previous key (a rotation happened since): still opens.
-    let handle =
-        Handle { server_id: srv.clone(), app_id: app.clone(), scope: scope.clone(), user, upstream_id: other.clone() };
+    let handle = Handle {
+        server_id: srv.clone(),
+        app_id: app.clone(),
+        scope: scope.clone(),
+        user: user.clone(),
+        upstream_id: other.clone(),
+    };
     let task = upstream_tasks::seal_handle(&keys(TASKS, &[PREVIOUS])[0], nonce, &handle).expect("sealing a handle");
     assert!(task.starts_with(TASK_PREFIX));
     assert_eq!(upstream_tasks::open_handle(&keys(TASKS, &masters), &task, &srv), Some(handle.clone()));
@@ -111,16 +116,20 @@ pub fn sealed_ids(data: &[u8]) {
         },
         request_id: if how & 1 != 0 { Value::from(other.clone()) } else { Value::from(now_ms) },
         scope: scope.clone(),
+        caller: relay::caller_hash(&user),
         expires_ms,
     };
     let relayed = relay::seal_ticket(&keys(TICKETS, &masters)[0], nonce, &ticket).expect("sealing a ticket");
     let mut expected = ticket.clone();
     expected.session.capabilities = None;
-    assert_eq!(relay::open_ticket(&keys(TICKETS, &masters), &relayed, &srv, expires_ms), Ok(expected));
-    assert!(relay::open_ticket(&keys(TICKETS, &masters), &relayed, &srv, expires_ms + 1).is_err());
-    assert!(relay::open_ticket(&keys(TICKETS, &masters), &relayed, &other_srv, now_ms).is_err());
+    let other_user = format!("{user}-other");
+    assert_eq!(relay::open_ticket(&keys(TICKETS, &masters), &relayed, &srv, &user, expires_ms), Ok(expected));
+    assert!(relay::open_ticket(&keys(TICKETS, &masters), &relayed, &srv, &user, expires_ms + 1).is_err());
+    assert!(relay::open_ticket(&keys(TICKETS, &masters), &relayed, &other_srv, &user, now_ms).is_err());
+    // Bound to the caller: another client of the same server never answers it.
+    assert!(relay::open_ticket(&keys(TICKETS, &masters), &relayed, &srv, &other_user, now_ms).is_err());
 
-    let bind = [srv.as_str(), app.as_str(), "tools/call", other.as_str(), scope.as_str()];
+    let bind = [srv.as_str(), app.as_str(), "tools/call", other.as_str(), scope.as_str(), user.as_str()];
     let upstream_state = Value::from(r.rest_text());
     let mut result = json!({"resultType": "input_required", "inputRequests": {}, "requestState": upstream_state});
     ir::seal_result(&mut result, caps, Some(&keys(STATES, &masters)[0]), nonce, bind, now_ms).expect("sealing a state");
@@ -132,9 +141,11 @@ pub fn sealed_ids(data: &[u8]) {
     };
     assert_eq!(open_state(&state, bind, now_ms + STATE_TTL_MS), Ok(upstream_state));
     assert!(open_state(&state, bind, now_ms + STATE_TTL_MS + 1).is_err());
-    let elsewhere = [other_srv.as_str(), bind[1], bind[2], bind[3], bind[4]];
+    let elsewhere = [other_srv.as_str(), bind[1], bind[2], bind[3], bind[4], bind[5]];
     assert!(open_state(&state, elsewhere, now_ms).is_err());
-    let other_tool = [bind[0], bind[1], bind[2], "another-tool", bind[4]];
+    let by_another = [bind[0], bind[1], bind[2], bind[3], bind[4], other_user.as_str()];
+    assert!(open_state(&state, by_another, now_ms).is_err());
+    let other_tool = [bind[0], bind[1], bind[2], "another-tool", bind[4], bind[5]];
     if bind[3] != "another-tool" {
         assert!(open_state(&state, other_tool, now_ms).is_err());
     }
