@@ -17,7 +17,8 @@ CONSOLE_SOURCES := $(shell find console -type f)
 
 help:
 	@echo "make dev [PORT=8787]   build and serve Flowgate locally (wrangler dev, local D1/KV)"
-	@echo "make test              run every test (core, schema, integration)"
+	@echo "make test              run every test (core, schema, fuzz smoke, fixtures, integration)"
+	@echo "make fuzz              fuzz every target for FUZZ_SECONDS (600) each (docs/fuzzing.md)"
 
 setup:
 	@scripts/setup.sh
