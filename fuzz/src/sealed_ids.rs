@@ -31,37 +31,66 @@ fn keys(purpose: &str, masters: &[[u8; 32]]) -> Vec<[u8; 32]> {
     masters.iter().map(|m| relay::purpose_key(m, purpose)).collect()
 }
 
-/// Each purpose's keys from [CURRENT, PREVIOUS], derived once.
-fn worker_keys(purpose: &str) -> &'static [[u8; 32]] {
-    static KEYS: std::sync::OnceLock<Vec<Vec<[u8; 32]>>> = std::sync::OnceLock::new();
-    let all =
-        KEYS.get_or_init(|| [TASKS, TICKETS, SESSIONS, STATES].iter().map(|p| keys(p, &[CURRENT, PREVIOUS])).collect());
-    &all[[TASKS, TICKETS, SESSIONS, STATES].iter().position(|p| *p == purpose).expect("a purpose")]
+/// A Worker's keys: its masters and each purpose's keys derived from them.
+struct KeySet {
+    masters: Vec<[u8; 32]>,
+    /// By purpose, in the order of [`PURPOSES`].
+    derived: Vec<Vec<[u8; 32]>>,
 }
 
-/// What each opener says of `token`, for the request `bind` describes (server `bind[0]`):
-/// `true` when it opened.
-fn opens(token: &str, bind: ir::Bind, now_ms: u64) -> [bool; 5] {
-    let masters = [CURRENT, PREVIOUS];
+const PURPOSES: [&str; 4] = [TASKS, TICKETS, SESSIONS, STATES];
+
+impl KeySet {
+    fn new(masters: &[[u8; 32]]) -> KeySet {
+        KeySet { masters: masters.to_vec(), derived: PURPOSES.iter().map(|p| keys(p, masters)).collect() }
+    }
+
+    fn of(&self, purpose: &str) -> &[[u8; 32]] {
+        &self.derived[PURPOSES.iter().position(|p| *p == purpose).expect("a purpose")]
+    }
+}
+
+/// [CURRENT, PREVIOUS]: what this target seals with (derived once).
+fn worker_keys() -> &'static KeySet {
+    static KEYS: std::sync::OnceLock<KeySet> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| KeySet::new(&[CURRENT, PREVIOUS]))
+}
+
+/// A Worker's keys that this target never seals with. Made-up tokens are opened under these:
+/// libFuzzer copies the bytes the target compares into later inputs, so a token the target
+/// sealed under [`worker_keys`] in one run can come back as another run's input and rightly
+/// open there; under keys nothing was ever sealed with, opening would be a forgery.
+fn unseen_keys() -> &'static KeySet {
+    static KEYS: std::sync::OnceLock<KeySet> = std::sync::OnceLock::new();
+    KEYS.get_or_init(|| KeySet::new(&[[0x44; 32], [0x55; 32]]))
+}
+
+/// What each opener with `keys` says of `token`, for the request `bind` describes (server
+/// `bind[0]`): `true` when it opened.
+fn opens(keys: &KeySet, token: &str, bind: ir::Bind, now_ms: u64) -> [bool; 5] {
     let srv = bind[0];
     let mut params = Map::new();
     params.insert("requestState".into(), token.into());
     [
-        upstream_tasks::open_handle(worker_keys(TASKS), token, srv).is_some(),
-        relay::open_ticket(worker_keys(TICKETS), token, srv, bind[5], now_ms).is_ok(),
-        relay::open_session(worker_keys(SESSIONS), token, srv).is_some(),
-        ir::open_state(&mut params, worker_keys(STATES), bind, now_ms).is_ok(),
-        sealed::open(&masters, token).is_ok(),
+        upstream_tasks::open_handle(keys.of(TASKS), token, srv).is_some(),
+        relay::open_ticket(keys.of(TICKETS), token, srv, bind[5], now_ms).is_ok(),
+        relay::open_session(keys.of(SESSIONS), token, srv).is_some(),
+        ir::open_state(&mut params, keys.of(STATES), bind, now_ms).is_ok(),
+        sealed::open(&keys.masters, token).is_ok(),
     ]
 }
 
 pub fn sealed_ids(data: &[u8]) {
-    // 1. The input as a token, bare and behind each prefix: nothing opens (a forgery would
-    //    need the key).
+    // 1. The input as a token, bare and behind each prefix: nothing opens under keys nothing
+    //    was sealed with (a forgery would need the key).
     let raw = String::from_utf8_lossy(data);
     for prefix in ["", TASK_PREFIX, TICKET_PREFIX, SESSION_PREFIX, STATE_PREFIX, "enc:v1:"] {
         let token = format!("{prefix}{raw}");
-        assert_eq!(opens(&token, ["srv-1", "a1", "tools/call", "t", "", "alice"], 0), [false; 5], "{token:?} opened");
+        assert_eq!(
+            opens(unseen_keys(), &token, ["srv-1", "a1", "tools/call", "t", "", "alice"], 0),
+            [false; 5],
+            "{token:?} opened"
+        );
     }
 
     // 2. Values taken from the input, sealed, then opened, moved and altered.
@@ -164,10 +193,14 @@ pub fn sealed_ids(data: &[u8]) {
             let moved = format!("{prefix}{body}");
             let mut expect = [false; 5];
             expect[i] = i == j;
-            assert_eq!(opens(&moved, bind, now_ms), expect, "{moved:?} (sealed as {:?})", prefixes[i]);
+            assert_eq!(opens(worker_keys(), &moved, bind, now_ms), expect, "{moved:?} (sealed as {:?})", prefixes[i]);
         }
         if let Some(changed) = tampered(token, how, pos, to) {
-            assert_eq!(opens(&changed, bind, now_ms), [false; 5], "{token:?} altered to {changed:?} opened");
+            assert_eq!(
+                opens(worker_keys(), &changed, bind, now_ms),
+                [false; 5],
+                "{token:?} altered to {changed:?} opened"
+            );
         }
     }
 }
