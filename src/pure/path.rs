@@ -54,18 +54,24 @@ pub const MAX_DECODE_ROUNDS: usize = 8;
 /// point within [`MAX_DECODE_ROUNDS`]. One run is let through: exactly 32 lowercase hex digits,
 /// the shape of a task id (a code is all lowercase hex digits once in about 2.6 billion).
 pub fn holds_code(seg: &str) -> bool {
+    some_spelling(seg, has_code_run).unwrap_or(true)
+}
+
+/// Whether some spelling of `seg` (as sent, then after each round of percent-decoding until it
+/// stops changing) passes `test`; `None` when it was still changing after [`MAX_DECODE_ROUNDS`].
+fn some_spelling(seg: &str, test: impl Fn(&str) -> bool) -> Option<bool> {
     let mut spelling = seg.to_string();
     for _ in 0..=MAX_DECODE_ROUNDS {
-        if has_code_run(&spelling) {
-            return true;
+        if test(&spelling) {
+            return Some(true);
         }
         let next = percent_decode(&spelling);
         if next == spelling {
-            return false;
+            return Some(false);
         }
         spelling = next;
     }
-    true
+    None
 }
 
 fn has_code_run(s: &str) -> bool {
@@ -76,18 +82,7 @@ fn has_code_run(s: &str) -> bool {
 
 /// `seg` is `word` in any case, percent-encoded or not.
 fn is_word(seg: &str, word: &str) -> bool {
-    let mut spelling = seg.to_string();
-    for _ in 0..=MAX_DECODE_ROUNDS {
-        if spelling.eq_ignore_ascii_case(word) {
-            return true;
-        }
-        let next = percent_decode(&spelling);
-        if next == spelling {
-            return false;
-        }
-        spelling = next;
-    }
-    false
+    some_spelling(seg, |s| s.eq_ignore_ascii_case(word)).unwrap_or(false)
 }
 
 /// `%XX` sequences decoded (invalid UTF-8 replaced); malformed escapes kept as they are.
