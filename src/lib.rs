@@ -6,6 +6,9 @@
 //! wasm32 build.
 
 pub mod pure;
+pub mod runtime;
+#[cfg(test)]
+mod sim;
 
 #[cfg(target_arch = "wasm32")]
 mod shell;

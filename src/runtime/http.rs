@@ -1,0 +1,278 @@
+//! The HTTP vocabulary of the boundary: methods, headers, bodies (whole or streamed), and the
+//! requests and responses the shell receives, sends and answers with. Plain Rust values: the
+//! runtime converts at its edge, once per message.
+
+use std::pin::Pin;
+
+use futures::{Stream, StreamExt};
+
+use super::{Fut, Result, RuntimeError};
+
+/// A body read chunk by chunk.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>>>>>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Post,
+    Put,
+    Patch,
+    Delete,
+    Options,
+    Other(String),
+}
+
+impl Method {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Patch => "PATCH",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Other(m) => m,
+        }
+    }
+}
+
+impl AsRef<str> for Method {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for Method {
+    fn from(m: String) -> Method {
+        match m.to_ascii_uppercase().as_str() {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "PATCH" => Method::Patch,
+            "DELETE" => Method::Delete,
+            "OPTIONS" => Method::Options,
+            _ => Method::Other(m),
+        }
+    }
+}
+
+impl From<&str> for Method {
+    fn from(m: &str) -> Method {
+        Method::from(m.to_string())
+    }
+}
+
+/// Header fields in order, names compared without regard to case (stored lowercase).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Headers {
+    fields: Vec<(String, String)>,
+}
+
+impl Headers {
+    pub fn new() -> Headers {
+        Headers::default()
+    }
+
+    /// The field's value; several fields of one name are joined with ", " (as `fetch`'s
+    /// `Headers.get` does).
+    pub fn get(&self, name: &str) -> Option<String> {
+        let mut found = self.fields.iter().filter(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str());
+        let first = found.next()?;
+        match found.next() {
+            None => Some(first.to_string()),
+            Some(second) => {
+                let mut all = format!("{first}, {second}");
+                for v in found {
+                    all.push_str(", ");
+                    all.push_str(v);
+                }
+                Some(all)
+            }
+        }
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
+    }
+
+    /// Replaces every field of `name` with one.
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.delete(name);
+        self.append(name, value);
+    }
+
+    pub fn append(&mut self, name: &str, value: &str) {
+        self.fields.push((name.to_ascii_lowercase(), value.to_string()));
+    }
+
+    pub fn delete(&mut self, name: &str) {
+        self.fields.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+    }
+
+    /// Every field, name (lowercase) and value, in order.
+    pub fn entries(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.fields.iter().cloned()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.fields.iter().map(|(n, v)| (n.as_str(), v.as_str()))
+    }
+}
+
+impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for Headers {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(iter: I) -> Headers {
+        let mut h = Headers::new();
+        for (n, v) in iter {
+            h.append(n.as_ref(), v.as_ref());
+        }
+        h
+    }
+}
+
+/// A body the runtime still holds: read whole in one call, or chunk by chunk.
+pub trait PlatformBody {
+    fn whole(self: Box<Self>) -> Fut<'static, Result<Vec<u8>>>;
+    fn chunks(self: Box<Self>) -> ByteStream;
+}
+
+/// A message body.
+pub enum Body {
+    Empty,
+    Bytes(Vec<u8>),
+    Stream(ByteStream),
+    Platform(Box<dyn PlatformBody>),
+}
+
+impl Body {
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Body::Empty)
+    }
+
+    /// The whole body (for one with an announced length, or a small one).
+    pub async fn bytes(self) -> Result<Vec<u8>> {
+        match self {
+            Body::Empty => Ok(Vec::new()),
+            Body::Bytes(b) => Ok(b),
+            Body::Platform(p) => p.whole().await,
+            Body::Stream(mut s) => {
+                let mut all = Vec::new();
+                while let Some(chunk) = s.next().await {
+                    all.extend_from_slice(&chunk?);
+                }
+                Ok(all)
+            }
+        }
+    }
+
+    /// The body chunk by chunk.
+    pub fn into_stream(self) -> ByteStream {
+        match self {
+            Body::Empty => Box::pin(futures::stream::empty()),
+            Body::Bytes(b) => Box::pin(futures::stream::once(async move { Ok(b) })),
+            Body::Stream(s) => s,
+            Body::Platform(p) => p.chunks(),
+        }
+    }
+}
+
+/// A request: the client's, or one to a Durable Object.
+pub struct Request {
+    pub method: Method,
+    pub url: String,
+    pub headers: Headers,
+    pub body: Body,
+}
+
+impl Request {
+    /// A POST of JSON text (a Durable Object call).
+    pub fn post(url: &str, json: String) -> Request {
+        let mut headers = Headers::new();
+        headers.set("content-type", "application/json");
+        Request { method: Method::Post, url: url.to_string(), headers, body: Body::Bytes(json.into_bytes()) }
+    }
+
+    /// The body as text (a Durable Object call's JSON).
+    pub async fn text(self) -> Result<String> {
+        let bytes = self.body.bytes().await?;
+        String::from_utf8(bytes).map_err(|_| RuntimeError::from("the request body is not UTF-8"))
+    }
+}
+
+/// A response: the shell's answer to its client, or a Durable Object's to the shell.
+pub struct Response {
+    status: u16,
+    headers: Headers,
+    body: Body,
+}
+
+impl Response {
+    pub fn new(status: u16, headers: Headers, body: Body) -> Response {
+        Response { status, headers, body }
+    }
+
+    pub fn from_bytes(bytes: Vec<u8>) -> Response {
+        Response { status: 200, headers: Headers::new(), body: Body::Bytes(bytes) }
+    }
+
+    pub fn from_stream(stream: ByteStream) -> Response {
+        Response { status: 200, headers: Headers::new(), body: Body::Stream(stream) }
+    }
+
+    /// A JSON body, `content-type: application/json`.
+    pub fn from_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Response> {
+        let bytes = serde_json::to_vec(value).map_err(|e| RuntimeError(format!("a JSON body: {e}")))?;
+        let mut resp = Response::from_bytes(bytes);
+        resp.headers.set("content-type", "application/json");
+        Ok(resp)
+    }
+
+    /// A plain-text body with `status`.
+    pub fn text_with_status(text: impl Into<String>, status: u16) -> Response {
+        let mut resp = Response::from_bytes(text.into().into_bytes());
+        resp.headers.set("content-type", "text/plain;charset=UTF-8");
+        resp.status = status;
+        resp
+    }
+
+    pub fn empty() -> Response {
+        Response { status: 200, headers: Headers::new(), body: Body::Empty }
+    }
+
+    pub fn with_status(mut self, status: u16) -> Response {
+        self.status = status;
+        self
+    }
+
+    /// Sets each of `headers` (replacing fields of the same name).
+    pub fn with_headers(mut self, headers: Headers) -> Response {
+        for (n, v) in headers.fields {
+            self.headers.set(&n, &v);
+        }
+        self
+    }
+
+    pub fn status_code(&self) -> u16 {
+        self.status
+    }
+
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    pub fn headers_mut(&mut self) -> &mut Headers {
+        &mut self.headers
+    }
+
+    pub fn into_parts(self) -> (u16, Headers, Body) {
+        (self.status, self.headers, self.body)
+    }
+
+    /// The body as text.
+    pub async fn text(self) -> Result<String> {
+        let bytes = self.body.bytes().await?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
