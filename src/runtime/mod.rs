@@ -42,6 +42,12 @@ impl From<String> for RuntimeError {
     }
 }
 
+impl From<serde_json::Error> for RuntimeError {
+    fn from(e: serde_json::Error) -> RuntimeError {
+        RuntimeError(format!("JSON: {e}"))
+    }
+}
+
 impl From<&str> for RuntimeError {
     fn from(s: &str) -> RuntimeError {
         RuntimeError(s.to_string())
@@ -123,6 +129,9 @@ pub enum SignError {
 
 /// The platform, as the shell uses it. Every method is one platform call; policy stays above.
 pub trait Runtime {
+    /// Runs `work` to its end beside the current event (a Durable Object's background work).
+    fn spawn(&self, work: Fut<'static, ()>);
+
     /// A plain-text var or secret of the Worker (`None`: not set).
     fn setting(&self, name: &str) -> Option<String>;
 
@@ -198,8 +207,47 @@ impl Env {
         Env { rt: current() }
     }
 
+    /// An `Env` on `rt` (the simulator's, or the Worker's at its entry points).
+    pub fn new(rt: Rc<dyn Runtime>) -> Env {
+        Env { rt }
+    }
+
     pub fn runtime(&self) -> &dyn Runtime {
         &*self.rt
+    }
+
+    /// The D1 database bound as `binding`.
+    pub fn d1(&self, binding: &'static str) -> Db {
+        Db { env: self.clone(), binding }
+    }
+}
+
+/// A D1 database: statements in, rows (JSON objects of their columns) out.
+#[derive(Clone)]
+pub struct Db {
+    env: Env,
+    binding: &'static str,
+}
+
+impl Db {
+    /// Every row of the query.
+    pub async fn all(&self, stmt: Statement) -> Result<Vec<serde_json::Value>> {
+        self.env.rt.d1_rows(self.binding, stmt).await
+    }
+
+    /// The first row of the query; `None` when there is none.
+    pub async fn first(&self, stmt: Statement) -> Result<Option<serde_json::Value>> {
+        Ok(self.all(stmt).await?.into_iter().next())
+    }
+
+    /// Runs one statement; the rows it changed.
+    pub async fn run(&self, stmt: Statement) -> Result<u64> {
+        Ok(self.batch(vec![stmt]).await?.first().copied().unwrap_or(0))
+    }
+
+    /// Statements run in one transaction, all or none; the rows each changed.
+    pub async fn batch(&self, stmts: Vec<Statement>) -> Result<Vec<u64>> {
+        self.env.rt.d1_batch(self.binding, stmts).await
     }
 }
 
@@ -211,6 +259,16 @@ pub fn now_ms() -> u64 {
 /// Random bytes from the installed runtime.
 pub fn fill_random(buf: &mut [u8]) -> Result<(), crate::pure::random::Unavailable> {
     current().fill_random(buf).map_err(|_| crate::pure::random::Unavailable)
+}
+
+/// Sends one request through the installed runtime.
+pub fn fetch(req: Outbound) -> Fut<'static, Result<Fetched>> {
+    current().fetch(req)
+}
+
+/// Runs `work` beside the current event, through the installed runtime.
+pub fn spawn(work: impl std::future::Future<Output = ()> + 'static) {
+    current().spawn(Box::pin(work));
 }
 
 /// One log line through the installed runtime.
@@ -270,4 +328,16 @@ pub trait Worker {
     fn open_object(&self, namespace: &str, storage: Rc<dyn ObjectStorage>, env: Env) -> Option<Rc<dyn ObjectHandler>>;
     /// Forgets everything the isolate keeps in memory (an isolate evicted and started again).
     fn evict_isolate(&self);
+}
+
+/// The value stored under `key` in a Durable Object's storage, read from its JSON.
+pub async fn storage_get<T: serde::de::DeserializeOwned>(storage: &dyn ObjectStorage, key: &str) -> Result<Option<T>> {
+    let Some(text) = storage.get(key).await? else { return Ok(None) };
+    serde_json::from_str(&text).map(Some).map_err(|e| RuntimeError(format!("a stored value does not read: {e}")))
+}
+
+/// Stores `value` under `key` in a Durable Object's storage, as JSON.
+pub async fn storage_put<T: serde::Serialize>(storage: &dyn ObjectStorage, key: &str, value: &T) -> Result<()> {
+    let text = serde_json::to_string(value).map_err(|e| RuntimeError(format!("a value to store: {e}")))?;
+    storage.put(key, &text).await
 }

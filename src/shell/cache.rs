@@ -9,7 +9,7 @@
 
 use std::rc::Rc;
 
-use worker::{Context, D1Database, Env};
+use crate::runtime::{Context, Db, Env};
 
 use crate::pure::mcp::prepared::Prepared;
 use crate::pure::memo::Lookup;
@@ -31,7 +31,7 @@ fn kv(env: &Env) -> Result<Kv, ApiError> {
 }
 
 /// Rewrites the entry of `server` from D1 (and this isolate's memo).
-pub async fn write(env: &Env, db: &D1Database, server: &ServerRow) -> Result<(), ApiError> {
+pub async fn write(env: &Env, db: &Db, server: &ServerRow) -> Result<(), ApiError> {
     let def = store::load_definition(db, server).await?;
     refill(env, &server.code_hash, &def).await?;
     super::memo::remember(&server.code_hash, def, platform::now_ms());
@@ -108,7 +108,7 @@ async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition,
     if let Some(def) = cached.as_deref().and_then(ServerDefinition::from_cache) {
         return Ok(Some((def, true)));
     }
-    let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
+    let db = env.d1(platform::D1);
     match store::get_server_by_code_hash(&db, code_hash).await? {
         Some(row) => Ok(Some((store::load_definition(&db, &row).await?, false))),
         None => Ok(None),
@@ -119,7 +119,7 @@ async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition,
 /// entry back if a console write changed the server meanwhile (see `refill_verdict`).
 pub async fn refill_after_miss(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), ApiError> {
     refill(env, code_hash, def).await?;
-    let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
+    let db = env.d1(platform::D1);
     let now = match store::get_server_by_code_hash(&db, code_hash).await? {
         Some(row) => Some(store::load_definition(&db, &row).await?),
         None => None,

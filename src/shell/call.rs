@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use serde_json::Value;
-use worker::{Context, Env, Method};
+use crate::runtime::{Context, Env, Method};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::http_tool::config::AsyncEndpoints;
@@ -149,8 +149,8 @@ async fn call_blocking(plan: &CallPlan, b: &Target) -> Outcome {
         Err(e) => return send_failed(plan, b, e),
     };
     let status = resp.status_code();
-    let retry_after = resp.headers().get("retry-after").ok().flatten();
-    let content_type = resp.headers().get("content-type").ok().flatten().unwrap_or_default();
+    let retry_after = resp.headers().get("retry-after");
+    let content_type = resp.headers().get("content-type").unwrap_or_default();
     let left = b.total.saturating_sub(Duration::from_millis(super::platform::now_ms().saturating_sub(started)));
     match outbound::text(&mut resp, left, outbound::one_piece_cap(b.max_result_bytes)).await {
         Ok(text) => read_whole(plan, b, status, &content_type, retry_after.as_deref(), &text)

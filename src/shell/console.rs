@@ -5,7 +5,7 @@
 use serde_json::{json, Map, Value};
 use std::rc::Rc;
 
-use worker::{Context, D1Database, Env, Method, Response};
+use crate::runtime::{Context, Db, Env, Method, Response};
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::dify::import as dify_import;
@@ -63,7 +63,7 @@ pub async fn token_identity(env: &Env, ctx: &Context, hash: &str) -> Result<Opti
     let identity = match memo::console_token(hash, now) {
         Some(known) => Identity::clone(&known),
         None => {
-            let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
+            let db = env.d1(platform::D1);
             let Some(row) = store::console_token_by_hash(&db, hash).await? else {
                 memo::forget_console_token(hash);
                 return Ok(None);
@@ -82,7 +82,7 @@ pub async fn token_identity(env: &Env, ctx: &Context, hash: &str) -> Result<Opti
         if memo::first_use_of_console_token(&token.id, now) {
             let (env, id) = (env.clone(), token.id.clone());
             ctx.wait_until(async move {
-                let Ok(db) = env.d1(platform::D1) else { return };
+                let db = env.d1(platform::D1);
                 if let Err(e) = store::touch_console_token(&db, &id, platform::now_s()).await {
                     super::log::error(&format!("recording a console token's use: {}", e.message));
                 }
@@ -93,7 +93,7 @@ pub async fn token_identity(env: &Env, ctx: &Context, hash: &str) -> Result<Opti
 }
 
 async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16) {
-    let Ok(db) = env.d1(platform::D1) else { return };
+    let db = env.d1(platform::D1);
     // Ids are replaced in the action so that actions group; the first id is the target.
     let is_id = |s: &str| s.len() >= 16 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
     let action =
@@ -115,10 +115,10 @@ async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16)
 }
 
 async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
-    let db = env.d1(platform::D1).map_err(|e| internal("opening the D1 registry", e))?;
+    let db = env.d1(platform::D1);
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
-    let public_url = env.var(config::PUBLIC_URL).ok().map(|v| v.to_string());
+    let public_url = env.runtime().setting(config::PUBLIC_URL);
     let path = quote_input(shown_path);
     let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
     let refs = super::secrets::ref_policy(env);
@@ -214,7 +214,7 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
         (["tokens", _], _) => return not_allowed("DELETE"),
         _ => return Err(ApiError::not_found(format!("no console route {} {path}", method.as_ref()))),
     };
-    http::json(status, &body).map_err(|e| internal("writing the response", e))
+    Ok(http::json(status, &body))
 }
 
 fn field_error(field: &str, message: &str) -> ApiError {
@@ -227,7 +227,7 @@ fn new_id() -> Result<String> {
 
 struct Console<'a> {
     env: &'a Env,
-    db: &'a D1Database,
+    db: &'a Db,
     /// Where MCP URLs point: `PUBLIC_URL`, or the request's origin (`Err`: PUBLIC_URL is unusable).
     public_base: std::result::Result<String, String>,
     /// The `$NAME` references this Worker allows.
@@ -637,7 +637,7 @@ impl Console<'_> {
 
     /// The newest console writes (`?limit=1..500`, default 100).
     async fn audit_log(&self, req: &Incoming) -> Result<Value> {
-        let url = req.url().map_err(|e| internal("reading the query", e))?;
+        let url = req.url()?;
         let mut limit = 100u32;
         if let Some((_, v)) = url.query_pairs().find(|(k, _)| k == "limit") {
             limit = match v.parse::<u32>() {
@@ -821,7 +821,7 @@ impl Console<'_> {
     /// `?limit=1..100` (default 50), newest first; `?before=<created_at>` pages back.
     async fn list_tasks(&self, server_id: &str, req: &Incoming) -> Result<Value> {
         self.server_row(server_id).await?;
-        let url = req.url().map_err(|e| internal("reading the query", e))?;
+        let url = req.url()?;
         let mut limit = 50u32;
         let mut before = i64::MAX;
         for (k, v) in url.query_pairs() {
@@ -872,7 +872,7 @@ impl Console<'_> {
     /// server's last 50 failures. This isolate's unflushed counts are written first.
     async fn usage(&self, server_id: &str, req: &Incoming) -> Result<Value> {
         self.server_row(server_id).await?;
-        let url = req.url().map_err(|e| internal("reading the query", e))?;
+        let url = req.url()?;
         let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
         let q =
             usage::parse_query(&pairs, platform::now_s()).map_err(|(field, message)| field_error(field, &message))?;

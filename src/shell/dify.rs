@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use serde_json::Value;
-use worker::{Headers, Method};
+use crate::runtime::{Headers, Method};
 
 use super::outbound::{self, SendError};
 
@@ -22,7 +22,7 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
     let url = format!("{base_url}{path}");
     // Messages name the host and path, never a query string that may carry a key.
     let shown = format!("{}{path}", crate::pure::url::host_for_display(base_url));
-    let headers = Headers::new();
+    let mut headers = Headers::new();
     let auth = format!("Bearer {api_key}");
     headers.set("authorization", &auth).and_then(|_| headers.set("accept", "application/json")).map_err(|_| {
         import_error("invalid_api_key", "the API key contains characters not allowed in an HTTP header".into())

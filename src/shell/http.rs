@@ -2,26 +2,23 @@
 
 use futures::StreamExt;
 use serde_json::Value;
-use worker::{js_sys, wasm_bindgen_futures::JsFuture, web_sys, ByteStream, Headers, Method, Response};
 
 use crate::pure::error::ApiError;
 use crate::pure::mcp::http_rules::is_json_content_type;
 use crate::pure::quote::quote_input;
+use crate::runtime::{Body, Headers, Method, Request, Response};
 
-/// The request a client sent, as the runtime handed it over. Not a `worker::Request`: building
-/// one reads `request.cf`, which the runtime materializes from JSON on first read (about a tenth
-/// of a `/healthz`'s CPU in the profile) and which Flowgate never uses.
+/// The request a client sent.
 pub struct Incoming {
-    raw: web_sys::Request,
     method: Method,
+    url: String,
     headers: Headers,
+    body: Body,
 }
 
 impl Incoming {
-    pub fn new(raw: web_sys::Request) -> Incoming {
-        let method = Method::from(raw.method());
-        let headers = Headers(raw.headers());
-        Incoming { raw, method, headers }
+    pub fn new(req: Request) -> Incoming {
+        Incoming { method: req.method, url: req.url, headers: req.headers, body: req.body }
     }
 
     pub fn method(&self) -> Method {
@@ -34,48 +31,42 @@ impl Incoming {
 
     /// The raw URL, as the runtime serialized it.
     pub fn url_text(&self) -> String {
-        self.raw.url()
+        self.url.clone()
     }
 
     /// The URL, parsed (for its origin or query).
-    pub fn url(&self) -> worker::Result<crate::pure::web_url::Url> {
-        crate::pure::web_url::Url::parse(&self.url_text())
-            .map_err(|e| worker::Error::RustError(format!("the request URL does not parse: {e}")))
+    pub fn url(&self) -> Result<crate::pure::web_url::Url, ApiError> {
+        crate::pure::web_url::Url::parse(&self.url)
+            .map_err(|e| ApiError::bad_request(format!("the request URL does not parse: {e}")))
     }
 
-    /// The whole body (its length known beforehand or none sent), in one read by the runtime.
-    async fn bytes(&mut self) -> worker::Result<Vec<u8>> {
-        let read = self.raw.array_buffer().map_err(worker::Error::from)?;
-        let buffer = JsFuture::from(read).await.map_err(worker::Error::from)?;
-        Ok(js_sys::Uint8Array::new(&buffer).to_vec())
-    }
-
-    /// The body as a stream of chunks; `Err` when there is none.
-    fn stream(&mut self) -> worker::Result<ByteStream> {
-        let body = self.raw.body().ok_or_else(|| worker::Error::RustError("the request has no body".into()))?;
-        Ok(ByteStream::from(body))
+    /// The body, taken (a second take reads as empty).
+    fn take_body(&mut self) -> Body {
+        std::mem::replace(&mut self.body, Body::Empty)
     }
 }
 
 /// Largest console request body accepted.
 pub const MAX_CONSOLE_BODY: usize = 1 << 20;
 
-pub fn json(status: u16, body: &Value) -> worker::Result<Response> {
-    let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    headers.set("cache-control", "no-store")?;
-    Ok(Response::from_bytes(serde_json::to_vec(body)?)?.with_status(status).with_headers(headers))
+pub fn json(status: u16, body: &Value) -> Response {
+    // A `Value` always serializes.
+    let mut resp = Response::from_bytes(serde_json::to_vec(body).unwrap_or_default()).with_status(status);
+    let headers = resp.headers_mut();
+    headers.set("content-type", "application/json");
+    headers.set("cache-control", "no-store");
+    resp
 }
 
-pub fn error(err: &ApiError) -> worker::Result<Response> {
-    let resp = json(err.status, &err.to_json())?;
+pub fn error(err: &ApiError) -> Response {
+    let mut resp = json(err.status, &err.to_json());
     if let Some(allow) = err.allow {
-        resp.headers().set("allow", allow)?;
+        resp.headers_mut().set("allow", allow);
     }
     for (name, value) in &err.headers {
-        resp.headers().set(name, value)?;
+        resp.headers_mut().set(name, value);
     }
-    Ok(resp)
+    resp
 }
 
 /// Storage and platform failures: logged in full, reported without internals.
@@ -99,15 +90,16 @@ pub enum BodyError {
 /// the runtime reads such a body in one piece; a body sent without one (chunked) is read chunk
 /// by chunk and abandoned as soon as it passes the limit, so it is never held whole.
 pub async fn body_capped(req: &mut Incoming, limit: usize) -> Result<Vec<u8>, BodyError> {
-    let announced = req.headers().get("content-length").ok().flatten().and_then(|l| l.trim().parse::<usize>().ok());
+    let announced = req.headers().get("content-length").and_then(|l| l.trim().parse::<usize>().ok());
     if announced.is_some_and(|n| n > limit) {
         return Err(BodyError::TooLarge);
     }
-    if announced.is_some() || req.raw.body().is_none() {
-        let bytes = req.bytes().await.map_err(|e| BodyError::Unreadable(e.to_string()))?;
+    let body = req.take_body();
+    if announced.is_some() || body.is_empty() {
+        let bytes = body.bytes().await.map_err(|e| BodyError::Unreadable(e.to_string()))?;
         return if bytes.len() > limit { Err(BodyError::TooLarge) } else { Ok(bytes) };
     }
-    let mut stream = req.stream().map_err(|e| BodyError::Unreadable(e.to_string()))?;
+    let mut stream = body.into_stream();
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| BodyError::Unreadable(e.to_string()))?;
@@ -133,7 +125,7 @@ pub async fn read_json(req: &mut Incoming, limit: usize, empty_ok: bool) -> Resu
             Err(ApiError::bad_request("the request body is empty; send a JSON object"))
         };
     }
-    let content_type = req.headers().get("content-type").ok().flatten().unwrap_or_default();
+    let content_type = req.headers().get("content-type").unwrap_or_default();
     if !is_json_content_type(&content_type) {
         return Err(ApiError::new(
             415,

@@ -3,7 +3,7 @@
 //! answer, if it may be repeated; its answer read under the app's limits.
 
 use serde_json::Value;
-use worker::Method;
+use crate::runtime::Method;
 
 use crate::pure::mcp::server::CallPlan;
 

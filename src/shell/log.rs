@@ -6,7 +6,6 @@
 use std::cell::RefCell;
 
 use serde_json::{json, Value};
-use worker::console_log;
 
 thread_local! {
     static REQUEST_ID: RefCell<String> = const { RefCell::new(String::new()) };
@@ -21,7 +20,7 @@ pub fn begin() -> String {
     let (prefix, n) = SEQUENCE.with(|c| {
         let (prefix, n) = c.get().unwrap_or_else(|| {
             let mut b = [0u8; 4];
-            let _ = crate::pure::random::fill(&mut b);
+            let _ = crate::runtime::fill_random(&mut b);
             (u32::from_be_bytes(b), 0)
         });
         c.set(Some((prefix, n.wrapping_add(1))));
@@ -41,7 +40,7 @@ fn line(level: &str, msg: &str, fields: Value) {
     if let (Some(o), Value::Object(f)) = (o.as_object_mut(), fields) {
         o.extend(f);
     }
-    console_log!("{o}");
+    crate::runtime::log_line(&o.to_string());
 }
 
 pub fn info(msg: &str, fields: Value) {
@@ -50,4 +49,9 @@ pub fn info(msg: &str, fields: Value) {
 
 pub fn error(msg: &str) {
     line("error", msg, Value::Null);
+}
+
+/// Forgets this isolate's request sequence (an isolate started again).
+pub fn forget_sequence() {
+    SEQUENCE.with(|c| c.set(None));
 }

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use serde_json::Value;
-use worker::{Context, Env, Headers, Method, Response};
+use crate::runtime::{Context, Env, Headers, Method, Response};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::mcp::binding::{Caller as UpstreamCaller, CALLER_ENTRY};
@@ -45,7 +45,7 @@ pub const MAX_BODY: usize = 1 << 20;
 const ALLOWED_HEADERS: &str =
     "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
 
-pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> worker::Result<Response> {
+pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> crate::runtime::Result<Response> {
     // Usage metrics go to D1 from here when due, after the response (never per call).
     super::usage::maybe_flush(env, ctx);
     let origin = header(&req, "origin");
@@ -72,7 +72,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
                 format!("Method not allowed: {} (this MCP endpoint takes POST)", m.as_ref()),
             );
             let resp = rpc(405, &e.to_response(&Value::Null), cors.as_deref())?;
-            resp.headers().set("allow", "POST, OPTIONS")?;
+            resp.headers_mut().set("allow", "POST, OPTIONS");
             return Ok(resp);
         }
     }
@@ -220,7 +220,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             Err(refusal) => {
                 let e = RpcError::new(Refusal::STATUS, jsonrpc::INVALID_REQUEST, refusal.message());
                 let resp = rpc(Refusal::STATUS, &e.to_response(&echo_id), cors.as_deref())?;
-                resp.headers().set("www-authenticate", &refusal.challenge())?;
+                resp.headers_mut().set("www-authenticate", &refusal.challenge());
                 return Ok(resp);
             }
         }
@@ -290,9 +290,9 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
                 match call_streamed(*plan, &prepared, env, ctx, incoming) {
                     Ok(call) => {
                         let call = call.with_usage(Some(ticket.streamed()));
-                        let headers = Headers::new();
-                        headers.set("content-type", "text/event-stream")?;
-                        headers.set("cache-control", "no-cache")?;
+                        let mut headers = Headers::new();
+                        headers.set("content-type", "text/event-stream");
+                        headers.set("cache-control", "no-cache");
                         with_cors(&headers, cors.as_deref())?;
                         if !version.is_stateless() {
                             return call.into_response(headers);
@@ -326,7 +326,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
                         }
                         let resp = rpc(status, &v, cors.as_deref())?;
                         if let Some(sid) = super::relay::session_id_for(env, def, single, &v) {
-                            resp.headers().set("mcp-session-id", &sid)?;
+                            resp.headers_mut().set("mcp-session-id", &sid);
                         }
                         Ok(resp)
                     }
@@ -348,7 +348,7 @@ fn oauth_gate<'a>(
     authorization: Option<&'a str>,
     echo_id: &'a Value,
     cors: Option<&'a str>,
-) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Rc<str>, worker::Result<Response>>> + 'a>> {
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Rc<str>, crate::runtime::Result<Response>>> + 'a>> {
     Box::pin(async move {
         let unavailable = |why: String| {
             let e = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {why}"));
@@ -376,7 +376,7 @@ fn oauth_gate<'a>(
                 let metadata = oauth_resource::resource_metadata_url(&base, code);
                 let challenge = oauth_resource::challenge(&metadata, settings, error.as_ref());
                 Err(rpc(status, &e.to_response(echo_id), cors).and_then(|resp| {
-                    resp.headers().set("www-authenticate", &challenge)?;
+                    resp.headers_mut().set("www-authenticate", &challenge);
                     Ok(resp)
                 }))
             }
@@ -397,7 +397,7 @@ fn within_limit(answer: Result<bool, String>) -> bool {
 }
 
 /// 429 with `Retry-After`, the JSON-RPC error echoing the request's id.
-fn too_many(env: &Env, echo_id: &Value, cors: Option<&str>) -> worker::Result<Response> {
+fn too_many(env: &Env, echo_id: &Value, cors: Option<&str>) -> crate::runtime::Result<Response> {
     let after = super::ratelimit::period_seconds(env);
     let e = RpcError::new(
         429,
@@ -405,7 +405,7 @@ fn too_many(env: &Env, echo_id: &Value, cors: Option<&str>) -> worker::Result<Re
         format!("Rate limited: too many requests for this MCP server; retry after {after} s"),
     );
     let resp = rpc(429, &e.to_response(echo_id), cors)?;
-    resp.headers().set("retry-after", &after.to_string())?;
+    resp.headers_mut().set("retry-after", &after.to_string());
     Ok(resp)
 }
 
@@ -493,7 +493,7 @@ fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &Call
     let (env, server_id, user, name) =
         (env.clone(), def.server_id.clone(), plan.user.clone(), plan.client_name.clone());
     ctx.wait_until(async move {
-        let Ok(db) = env.d1(super::platform::D1) else { return };
+        let db = env.d1(super::platform::D1);
         let now = super::platform::now_s();
         if let Err(e) = store::touch_end_user(&db, &server_id, &user, &name, now).await {
             super::log::error(&format!("recording an end user: {}", e.message));
@@ -509,7 +509,7 @@ fn record_key_use(ctx: &Context, env: &Env, key_id: &str) {
     }
     let (env, key_id) = (env.clone(), key_id.to_string());
     ctx.wait_until(async move {
-        let Ok(db) = env.d1(super::platform::D1) else { return };
+        let db = env.d1(super::platform::D1);
         if let Err(e) = store::touch_key(&db, &key_id, super::platform::now_s()).await {
             super::log::error(&format!("recording a client key's use: {}", e.message));
         }
@@ -731,59 +731,59 @@ pub async fn resource_metadata(req: Incoming, env: &Env, ctx: &Context, code: &s
     let doc = oauth_resource::resource_metadata(&oauth_resource::resource_url(&base, code), settings, &def.name);
     let resp = super::http::json(200, &doc).map_err(|e| super::http::internal("the metadata", e))?;
     // Public, and read by browser-based clients from other origins.
-    let _ = resp.headers().set("access-control-allow-origin", "*");
+    resp.headers_mut().set("access-control-allow-origin", "*");
     Ok(resp)
 }
 
 fn header(req: &Incoming, name: &str) -> Option<String> {
-    req.headers().get(name).ok().flatten()
+    req.headers().get(name)
 }
 
 fn allowed_origins(env: &Env) -> String {
     super::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS).map(|v| v.to_string()).unwrap_or_default()
 }
 
-fn with_cors(headers: &Headers, origin: Option<&str>) -> worker::Result<()> {
+fn with_cors(headers: &Headers, origin: Option<&str>) -> crate::runtime::Result<()> {
     if let Some(o) = origin {
-        headers.set("access-control-allow-origin", o)?;
-        headers.set("vary", "Origin")?;
-        headers.set("access-control-expose-headers", "mcp-session-id, mcp-protocol-version, www-authenticate")?;
+        headers.set("access-control-allow-origin", o);
+        headers.set("vary", "Origin");
+        headers.set("access-control-expose-headers", "mcp-session-id, mcp-protocol-version, www-authenticate");
     }
     Ok(())
 }
 
-fn preflight(origin: Option<&str>, requested: Option<String>) -> worker::Result<Response> {
-    let headers = Headers::new();
+fn preflight(origin: Option<&str>, requested: Option<String>) -> crate::runtime::Result<Response> {
+    let mut headers = Headers::new();
     with_cors(&headers, origin)?;
-    headers.set("access-control-allow-methods", "POST, OPTIONS")?;
+    headers.set("access-control-allow-methods", "POST, OPTIONS");
     headers.set("access-control-allow-headers", &allowed_headers(ALLOWED_HEADERS, requested.as_deref()))?;
-    headers.set("access-control-max-age", "86400")?;
-    headers.set("allow", "POST, OPTIONS")?;
+    headers.set("access-control-max-age", "86400");
+    headers.set("allow", "POST, OPTIONS");
     Ok(Response::empty()?.with_status(204).with_headers(headers))
 }
 
-fn rpc(status: u16, body: &Value, origin: Option<&str>) -> worker::Result<Response> {
+fn rpc(status: u16, body: &Value, origin: Option<&str>) -> crate::runtime::Result<Response> {
     rpc_bytes(status, serde_json::to_vec(body)?, origin)
 }
 
-fn rpc_text(status: u16, body: String, origin: Option<&str>) -> worker::Result<Response> {
+fn rpc_text(status: u16, body: String, origin: Option<&str>) -> crate::runtime::Result<Response> {
     rpc_bytes(status, body.into_bytes(), origin)
 }
 
-fn rpc_bytes(status: u16, body: Vec<u8>, origin: Option<&str>) -> worker::Result<Response> {
-    let headers = Headers::new();
-    headers.set("content-type", "application/json")?;
-    headers.set("cache-control", "no-store")?;
+fn rpc_bytes(status: u16, body: Vec<u8>, origin: Option<&str>) -> crate::runtime::Result<Response> {
+    let mut headers = Headers::new();
+    headers.set("content-type", "application/json");
+    headers.set("cache-control", "no-store");
     with_cors(&headers, origin)?;
     Ok(Response::from_bytes(body)?.with_status(status).with_headers(headers))
 }
 
-fn accepted(origin: Option<&str>) -> worker::Result<Response> {
+fn accepted(origin: Option<&str>) -> crate::runtime::Result<Response> {
     empty(202, origin)
 }
 
-fn empty(status: u16, origin: Option<&str>) -> worker::Result<Response> {
-    let headers = Headers::new();
+fn empty(status: u16, origin: Option<&str>) -> crate::runtime::Result<Response> {
+    let mut headers = Headers::new();
     with_cors(&headers, origin)?;
     Ok(Response::empty()?.with_status(status).with_headers(headers))
 }

@@ -18,7 +18,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use worker::Env;
+use crate::runtime::Env;
 
 use crate::pure::backend::mcp::catalog::Catalog;
 use crate::pure::backend::mcp::failed_fetch;
@@ -213,4 +213,18 @@ pub fn refused_lately(code_hash: &str, now_ms: u64) -> bool {
 
 pub fn remember_refusal(code_hash: &str, now_ms: u64) {
     RATE_REFUSED.with(|m| m.borrow_mut().put(code_hash, (), now_ms));
+}
+
+/// Forgets everything this isolate kept (an isolate started again).
+pub fn forget_all() {
+    CATALOGS.with(|m| *m.borrow_mut() = Memo::new(CATALOGS_CAPACITY));
+    FAILED_FETCHES.with(|m| *m.borrow_mut() = Memo::new(FAILED_FETCHES_CAPACITY));
+    DEFINITIONS.with(|m| *m.borrow_mut() = Memo::new(DEFINITIONS_CAPACITY));
+    END_USERS.with(|m| *m.borrow_mut() = Memo::new(END_USERS_CAPACITY));
+    KEYS_USED.with(|m| *m.borrow_mut() = Memo::new(KEYS_CAPACITY));
+    RUNS.with(|m| *m.borrow_mut() = Memo::new(RUNS_CAPACITY));
+    CONSOLE_TOKENS.with(|m| *m.borrow_mut() = Memo::new(CONSOLE_TOKENS_CAPACITY));
+    CONSOLE_TOKENS_USED.with(|m| *m.borrow_mut() = Memo::new(CONSOLE_TOKENS_CAPACITY));
+    RATE_REFUSED.with(|m| *m.borrow_mut() = Memo::new(RATE_REFUSED_CAPACITY));
+    OPENED.with(|m| *m.borrow_mut() = Memo::new(OPENED_CAPACITY));
 }

@@ -6,7 +6,6 @@ mod client_assertion;
 mod console;
 mod dify;
 mod http;
-mod js_json;
 mod json_call;
 mod kv;
 mod log;
@@ -23,13 +22,13 @@ mod secrets;
 mod store;
 mod stream;
 mod tasks;
-mod timer;
 mod upstream;
 mod upstream_tasks;
 mod usage;
 
+use std::rc::Rc;
+
 use serde_json::json;
-use worker::{event, web_sys, Context, Env, Response};
 
 use crate::pure::admin;
 use crate::pure::console_access;
@@ -38,23 +37,41 @@ use crate::pure::console_tokens;
 use crate::pure::error::ApiError;
 use crate::pure::path;
 use crate::pure::quote::quote_input;
+use crate::runtime::{Context, Env, Fut, Method, ObjectHandler, ObjectStorage, Request, Response};
 use http::Incoming;
 
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-#[event(start)]
-fn start() {
-    // Panic messages in the log. A Worker built with `-Cpanic=immediate-abort`
-    // (scripts/build-wasm.sh) has none: its panics trap at once, without calling a hook.
-    #[cfg(not(panic = "immediate-abort"))]
-    console_error_panic_hook::set_once();
+/// The Worker, as the runtime calls it: requests, and the Durable Object classes.
+pub struct Flowgate;
+
+impl crate::runtime::Worker for Flowgate {
+    fn serve(&self, req: Request, env: Env, ctx: Context) -> Fut<'static, Response> {
+        Box::pin(async move { serve(req, &env, &ctx).await })
+    }
+
+    fn open_object(&self, namespace: &str, storage: Rc<dyn ObjectStorage>, env: Env) -> Option<Rc<dyn ObjectHandler>> {
+        match namespace {
+            platform::TASKS => Some(Rc::new(tasks::TaskRunner::new(storage, env))),
+            platform::OAUTH => Some(Rc::new(oauth::TokenBroker::new(storage, env))),
+            _ => None,
+        }
+    }
+
+    fn evict_isolate(&self) {
+        memo::forget_all();
+        platform::forget_settings();
+        log::forget_sequence();
+        usage::forget_pending();
+        resource_server::forget_keys();
+    }
 }
 
-#[event(fetch)]
-async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<Response> {
+/// One client request, start to end: routed, answered, logged.
+pub async fn serve(req: Request, env: &Env, ctx: &Context) -> Response {
     let req = Incoming::new(req);
     let request_id = log::begin();
-    outbound::guard_from_env(&env);
+    outbound::guard_from_env(env);
     let started = platform::now_ms();
     let method = req.method();
     // One canonical form of the path, computed once: the router matches its segments and the
@@ -62,12 +79,12 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
     let url = req.url_text();
     let segments = path::segments(path::of_url(&url));
     let shown_path = path::loggable(&segments);
-    let mut resp = route(req, &env, &ctx, &segments, &shown_path).await?;
-    resp.headers_mut().set("x-request-id", &request_id)?;
+    let mut resp = route(req, env, ctx, &segments, &shown_path).await;
+    resp.headers_mut().set("x-request-id", &request_id);
     // Refused and failed requests are always logged; every request with LOG_REQUESTS=all (the
     // platform's own invocation logs already record each request, and a log line per request
     // costs time on the hot path).
-    let all = platform::setting(&env, crate::pure::config::LOG_REQUESTS).is_some_and(|v| &*v == "all");
+    let all = platform::setting(env, crate::pure::config::LOG_REQUESTS).is_some_and(|v| &*v == "all");
     if all || resp.status_code() >= 400 {
         log::info(
             "request",
@@ -79,20 +96,12 @@ async fn fetch(req: web_sys::Request, env: Env, ctx: Context) -> worker::Result<
             }),
         );
     }
-    Ok(resp)
+    resp
 }
 
-async fn route(
-    req: Incoming,
-    env: &Env,
-    ctx: &Context,
-    segments: &[&str],
-    shown_path: &str,
-) -> worker::Result<Response> {
+async fn route(req: Incoming, env: &Env, ctx: &Context, segments: &[&str], shown_path: &str) -> Response {
     let result = match segments {
-        ["healthz"] => {
-            http::json(200, &json!({ "status": "ok", "version": VERSION })).map_err(|e| http::internal("healthz", e))
-        }
+        ["healthz"] => Ok(http::json(200, &json!({ "status": "ok", "version": VERSION }))),
         ["mcp", "server", code, "mcp"] => return mcp::handle(req, env, ctx, code).await,
         // RFC 9728 metadata of an `oauth` server: the well-known form, and beside the endpoint.
         [".well-known", "oauth-protected-resource", "mcp", "server", code, "mcp"]
@@ -101,9 +110,8 @@ async fn route(
         }
         // The index without credentials: where the API's document is, and no caller (the web
         // console asks it first, to learn whether Cloudflare Access already signed the user in).
-        ["console", "api"] if req.method() == worker::Method::Get && anonymous(&req) => {
-            http::json(200, &json!({ "openapi": "/console/api/openapi.json", "version": VERSION, "caller": null }))
-                .map_err(|e| http::internal("console index", e))
+        ["console", "api"] if req.method() == Method::Get && anonymous(&req) => {
+            Ok(http::json(200, &json!({ "openapi": "/console/api/openapi.json", "version": VERSION, "caller": null })))
         }
         ["console", "api", rest @ ..] => match check_admin(&req, env, ctx).await {
             Ok(identity) => console::handle(req, env, &identity, rest, shown_path).await,
@@ -112,7 +120,7 @@ async fn route(
         _ => Err(ApiError::not_found(format!("no route {} {}", req.method().as_ref(), quote_input(shown_path)))),
     };
     match result {
-        Ok(resp) => Ok(resp),
+        Ok(resp) => resp,
         Err(e) => http::error(&e),
     }
 }
@@ -122,8 +130,8 @@ async fn route(
 /// counts against the client's address in the `ADMIN_AUTH_LIMIT` rate limiter; over the limit
 /// the answer is 429 instead of 401.
 async fn check_admin(req: &Incoming, env: &Env, ctx: &Context) -> Result<Identity, ApiError> {
-    let expected = env.secret(crate::pure::config::ADMIN_TOKEN).map(|s| s.to_string()).ok();
-    let header = req.headers().get("authorization").ok().flatten();
+    let expected = env.runtime().setting(crate::pure::config::ADMIN_TOKEN);
+    let header = req.headers().get("authorization");
     let mut failure = match admin::check(expected.as_deref(), header.as_deref()) {
         Ok(()) => return Ok(Identity::bootstrap()),
         Err(f) => f,
@@ -131,7 +139,7 @@ async fn check_admin(req: &Incoming, env: &Env, ctx: &Context) -> Result<Identit
     // No Authorization header: Cloudflare Access's signed assertion, when Access is configured
     // (it works without ADMIN_TOKEN; a too-short ADMIN_TOKEN keeps the console off regardless).
     if matches!(failure, admin::AuthFailure::NotConfigured | admin::AuthFailure::NoToken { header_sent: false }) {
-        if let Some(assertion) = req.headers().get(console_access::ASSERTION_HEADER).ok().flatten() {
+        if let Some(assertion) = req.headers().get(console_access::ASSERTION_HEADER) {
             match access_identity(env, &assertion).await {
                 Ok(Some(identity)) => return Ok(identity),
                 // Access is not configured: the header means nothing here.
@@ -162,14 +170,14 @@ async fn check_admin(req: &Incoming, env: &Env, ctx: &Context) -> Result<Identit
 /// A request that brings no console credential at all: no Authorization header, no Access
 /// assertion.
 fn anonymous(req: &Incoming) -> bool {
-    let has = |name: &str| req.headers().get(name).ok().flatten().is_some();
+    let has = |name: &str| req.headers().get(name).is_some();
     !has("authorization") && !has(console_access::ASSERTION_HEADER)
 }
 
 /// Counts a failed console authentication against the client's address; `Err` (429) once the
 /// address is over the `ADMIN_AUTH_LIMIT`.
 async fn throttle_attempt(req: &Incoming, env: &Env) -> Result<(), ApiError> {
-    let ip = req.headers().get("cf-connecting-ip").ok().flatten();
+    let ip = req.headers().get("cf-connecting-ip");
     let key = admin::throttle_key(ip.as_deref());
     match ratelimit::allow_in(env, platform::ADMIN_AUTH_LIMIT, &key).await {
         Ok(true) => Ok(()),

@@ -11,7 +11,11 @@ use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use worker::{durable_object, DurableObject, Env, Headers, Method, Request, Response, State};
+use std::rc::Rc;
+
+use crate::runtime::{
+    storage_get, storage_put, Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response, RuntimeError,
+};
 
 use crate::pure::backend::mcp::binding::token_broker_name;
 use crate::pure::backend::mcp::client_assertion;
@@ -19,7 +23,6 @@ use crate::pure::backend::mcp::discovery::{self as disc, AuthMethod, Challenge, 
 use crate::pure::backend::mcp::oauth::{self as up, OAuthConfig, OAuthToken, TokenTarget};
 use crate::pure::definition::AppDefinition;
 
-use super::js_json::{storage_get, storage_put};
 use super::outbound::{self, CrossOrigin, SendError};
 use super::secrets;
 
@@ -55,24 +58,17 @@ pub async fn reauthorize(
 }
 
 async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> Result<(String, String), String> {
-    let fail = |e: worker::Error| format!("the OAuth token of app '{}' could not be obtained: {e}", app.name);
+    let fail = |e: RuntimeError| format!("the OAuth token of app '{}' could not be obtained: {e}", app.name);
     let mcp = app.backend.as_mcp();
     // One broker per origin and backend: a token is only ever sent where it was obtained for,
     // and a changed backend starts with none.
     let name = mcp.map_or_else(|| app.id.clone(), |c| token_broker_name(&app.id, c));
-    let stub = env
-        .durable_object(super::platform::OAUTH)
-        .map_err(fail)?
-        .id_from_name(&name)
-        .map_err(fail)?
-        .get_stub()
-        .map_err(fail)?;
     let oauth = mcp.and_then(|c| c.oauth.as_ref());
     let body =
         json!({"app_name": app.name, "oauth": oauth, "mcp_url": mcp.map(|c| c.url.as_str()), "challenge": challenge});
-    let req = super::platform::post_request("https://oauth/token", &body.to_string()).map_err(fail)?;
-    let mut resp = stub.fetch_with_request(req).await.map_err(fail)?;
-    let answer: Value = resp.json().await.map_err(fail)?;
+    let req = Request::post("https://oauth/token", body.to_string());
+    let resp = env.runtime().object_fetch(super::platform::OAUTH, &name, req).await.map_err(fail)?;
+    let answer: Value = serde_json::from_str(&resp.text().await.map_err(fail)?).map_err(|e| fail(e.into()))?;
     match answer["token"].as_object() {
         Some(_) => {
             let token: OAuthToken = crate::pure::fields::read(answer["token"].clone())?;
@@ -82,9 +78,10 @@ async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> 
     }
 }
 
-#[durable_object]
+/// The Durable Object class that holds an upstream app's OAuth token (bound as `OAUTH`, class
+/// `TokenBroker`): one per app, origin and backend.
 pub struct TokenBroker {
-    state: State,
+    storage: Rc<dyn ObjectStorage>,
     env: Env,
     token: RefCell<Option<OAuthToken>>,
     /// Set while a refresh is in flight (the object is single-threaded, so this is the lock).
@@ -97,10 +94,22 @@ pub struct TokenBroker {
     last_scope: RefCell<Option<String>>,
 }
 
-impl DurableObject for TokenBroker {
-    fn new(state: State, env: Env) -> Self {
+impl ObjectHandler for TokenBroker {
+    fn fetch(&self, req: Request) -> Fut<'_, Response> {
+        Box::pin(async move {
+            self.answer(req).await.unwrap_or_else(|e| Response::text_with_status(format!("the token broker failed: {e}"), 500))
+        })
+    }
+
+    fn alarm(&self) -> Fut<'_, crate::runtime::Result<()>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl TokenBroker {
+    pub fn new(storage: Rc<dyn ObjectStorage>, env: Env) -> Self {
         TokenBroker {
-            state,
+            storage,
             env,
             token: RefCell::new(None),
             refreshing: Cell::new(false),
@@ -110,7 +119,7 @@ impl DurableObject for TokenBroker {
         }
     }
 
-    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+    async fn answer(&self, req: Request) -> crate::runtime::Result<Response> {
         super::outbound::guard_from_env(&self.env);
         let body: Value = serde_json::from_str(&req.text().await?).unwrap_or(Value::Null);
         let app = body["app_name"].as_str().unwrap_or("app").to_string();
@@ -128,7 +137,7 @@ impl DurableObject for TokenBroker {
         }
         // One refresh at a time: later callers wait for it and take its token.
         while self.refreshing.get() {
-            worker::Delay::from(Duration::from_millis(20)).await;
+            crate::runtime::sleep(20).await;
         }
         if let Some(t) = self.valid(&cfg).await? {
             return Response::from_json(&json!({"token": t}));
@@ -142,25 +151,23 @@ impl DurableObject for TokenBroker {
             Err(e) => Response::from_json(&json!({"error": e})),
         }
     }
-}
 
-impl TokenBroker {
-    async fn current(&self) -> worker::Result<Option<OAuthToken>> {
+    async fn current(&self) -> crate::runtime::Result<Option<OAuthToken>> {
         if let Some(t) = self.token.borrow().clone() {
             return Ok(Some(t));
         }
-        let stored = storage_get::<OAuthToken>(&self.state, STORAGE_KEY).await?;
+        let stored = storage_get::<OAuthToken>(&*self.storage, STORAGE_KEY).await?;
         *self.token.borrow_mut() = stored.clone();
         Ok(stored)
     }
 
-    async fn valid(&self, cfg: &OAuthConfig) -> worker::Result<Option<OAuthToken>> {
+    async fn valid(&self, cfg: &OAuthConfig) -> crate::runtime::Result<Option<OAuthToken>> {
         Ok(self.current().await?.filter(|t| !up::needs_refresh(t, super::platform::now_ms(), cfg.refresh_skew_seconds)))
     }
 
     /// A challenge from the upstream: the token it refused is dropped (unless another request
     /// already replaced it), and its hints are kept for the next token request.
-    async fn take_challenge(&self, cfg: &OAuthConfig, c: &Value) -> worker::Result<()> {
+    async fn take_challenge(&self, cfg: &OAuthConfig, c: &Value) -> crate::runtime::Result<()> {
         let rejected = c["rejected"].as_str().unwrap_or_default();
         let current = self.current().await?;
         let sent = current.as_ref().map(up::authorization_header).map(|(_, v)| crate::pure::ids::sha256_hex(&v));
@@ -182,7 +189,7 @@ impl TokenBroker {
         *self.hint.borrow_mut() = Challenge { resource_metadata, scope, error: None };
         // A refresh token does not outlive the access token the upstream refused.
         *self.token.borrow_mut() = None;
-        self.state.storage().delete(STORAGE_KEY).await?;
+        self.storage.delete(STORAGE_KEY).await?;
         Ok(())
     }
 
@@ -204,7 +211,7 @@ impl TokenBroker {
         Ok(t)
     }
 
-    async fn refresh(&self, cfg: &OAuthConfig, app: &str, mcp_url: &str) -> worker::Result<Result<OAuthToken, String>> {
+    async fn refresh(&self, cfg: &OAuthConfig, app: &str, mcp_url: &str) -> crate::runtime::Result<Result<OAuthToken, String>> {
         // Another request may have refreshed while this one waited.
         if let Some(t) = self.valid(cfg).await? {
             return Ok(Ok(t));
@@ -226,11 +233,11 @@ impl TokenBroker {
             }
         }
         let form = up::form_urlencode(&fields);
-        let headers = Headers::new();
-        headers.set("content-type", "application/x-www-form-urlencoded")?;
-        headers.set("accept", "application/json")?;
+        let mut headers = Headers::new();
+        headers.set("content-type", "application/x-www-form-urlencoded");
+        headers.set("accept", "application/json");
         if let Some((k, v)) = up::token_request_auth(cfg, &target) {
-            headers.set(&k, &v)?;
+            headers.set(&k, &v);
         }
         let sent = send(&target.token_url, headers, form).await;
         let (status, text) = match sent {
@@ -254,7 +261,7 @@ impl TokenBroker {
             Some(Err(e)) => return Ok(Err(format!("the OAuth token endpoint of app '{app}': {e}"))),
             None => return Ok(Err(format!("the OAuth token endpoint of app '{app}' did not answer JSON"))),
         };
-        storage_put(&self.state, STORAGE_KEY, &token).await?;
+        storage_put(&*self.storage, STORAGE_KEY, &token).await?;
         *self.token.borrow_mut() = Some(token.clone());
         Ok(Ok(token))
     }
@@ -306,7 +313,7 @@ async fn discover(cfg: &OAuthConfig, issuer: &str, mcp_url: &str, hinted: Option
 /// GETs a metadata document: `Some` JSON, `None` when there is none there (a 4xx), Err when the
 /// place could not be reached or did not answer JSON.
 async fn get_json(url: &str) -> Result<Option<Value>, String> {
-    let headers = Headers::new();
+    let mut headers = Headers::new();
     headers.set("accept", "application/json").map_err(|e| e.to_string())?;
     let at = crate::pure::url::host_for_display(url);
     let sent =

@@ -10,11 +10,9 @@ use std::time::Duration;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
-use wasm_bindgen::JsCast;
-use worker::{js_sys, wasm_bindgen, wasm_bindgen_futures, web_sys};
-use worker::{ByteStream, Headers, Method};
 
-use super::timer::Timer;
+use crate::runtime::timer::Timer;
+use crate::runtime::{Abort, Body, ByteStream, Env, Fetched, Headers, Method, Outbound};
 use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
 
 thread_local! {
@@ -29,13 +27,13 @@ pub const ERROR_BODY_CAP: usize = 64 * 1024;
 /// and forwarded credential headers, user ids) stays with the origin the app names.
 const CROSS_ORIGIN_HEADERS: [&str; 5] = ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"];
 
-fn setting(env: &worker::Env) -> Option<String> {
+fn setting(env: &Env) -> Option<String> {
     super::platform::setting(env, crate::pure::config::ALLOW_PRIVATE_BACKENDS).map(|v| v.to_string())
 }
 
 /// Reads `ALLOW_PRIVATE_BACKENDS` for this event. `true` when every private backend is allowed
 /// (`ALLOW_PRIVATE_BACKENDS=true`); a list of hosts allows just those.
-pub fn guard_from_env(env: &worker::Env) -> bool {
+pub fn guard_from_env(env: &Env) -> bool {
     let s = setting(env);
     let all = matches!(PrivateAllow::from_setting(s.as_deref()), PrivateAllow::Everything);
     ALLOW_PRIVATE.with(|a| *a.borrow_mut() = s);
@@ -56,15 +54,13 @@ pub enum SendError {
 }
 
 /// A backend's answer as the runtime gave it: its status and headers read once, its body not yet.
-/// Not a `worker::Response`, whose conversion reads `cf` and `webSocket` and takes the body
-/// stream out (a whole-body read would then need a new `Response` around it). It keeps the
-/// exchange's one timer and abort switch for the body's read (see [`text`]).
+/// It keeps the exchange's one timer and abort switch for the body's read (see [`text`]).
 pub struct Answer {
-    raw: web_sys::Response,
+    body: Body,
     headers: Headers,
     status: u16,
     deadline: Deadline,
-    controller: web_sys::AbortController,
+    abort: Box<dyn Abort>,
 }
 
 impl Answer {
@@ -76,10 +72,14 @@ impl Answer {
         &self.headers
     }
 
-    /// The body, chunk by chunk.
-    pub fn stream(&mut self) -> worker::Result<ByteStream> {
-        let body = self.raw.body().ok_or_else(|| worker::Error::RustError("the answer has no body".into()))?;
-        Ok(ByteStream::from(body))
+    /// The body, chunk by chunk (taken: a second call reads nothing).
+    pub fn stream(&mut self) -> ByteStream {
+        std::mem::replace(&mut self.body, Body::Empty).into_stream()
+    }
+
+    /// Stops the exchange: its body is not read further.
+    pub fn abort(&self) {
+        self.abort.abort();
     }
 }
 
@@ -125,7 +125,7 @@ pub async fn send_text(
         if !is_redirect(status) {
             return Ok(resp);
         }
-        let location = resp.headers.get("location").ok().flatten();
+        let location = resp.headers.get("location");
         deadline = resp.deadline;
         match follow_redirect(&target, status, method == Method::Post, location.as_deref(), hops, &allow) {
             Redirect::Follow { url, method_becomes_get, same_origin } => {
@@ -151,22 +151,10 @@ pub async fn send_text(
 }
 
 fn cross_origin_headers(headers: &Headers, with_body: bool) -> Headers {
-    let kept = Headers::new();
-    for (k, v) in headers.entries() {
-        let k = k.to_ascii_lowercase();
-        if CROSS_ORIGIN_HEADERS.contains(&k.as_str()) && (with_body || k != "content-type") {
-            let _ = kept.set(&k, &v);
-        }
-    }
-    kept
-}
-
-#[wasm_bindgen::prelude::wasm_bindgen]
-extern "C" {
-    /// The global `fetch(url, init)`: no `Request` object to build, and none of the getters
-    /// (`cf`, ...) that wrapping one in a `worker::Request` reads.
-    #[wasm_bindgen(catch, js_name = fetch)]
-    fn global_fetch(url: &str, init: &web_sys::RequestInit) -> Result<js_sys::Promise, wasm_bindgen::JsValue>;
+    headers
+        .iter()
+        .filter(|(k, _)| CROSS_ORIGIN_HEADERS.contains(k) && (with_body || *k != "content-type"))
+        .collect()
 }
 
 /// One request, no redirect followed, its answer's headers within `deadline` (then aborted).
@@ -177,29 +165,12 @@ async fn fetch_once(
     body: Option<&str>,
     mut deadline: Deadline,
 ) -> Result<Answer, SendError> {
-    let unreachable = |e: wasm_bindgen::JsValue| SendError::Unreachable(scrub(&worker::Error::from(e).to_string()));
-    let init = web_sys::RequestInit::new();
-    init.set_method(method.as_ref());
-    init.set_headers(&headers.0);
-    init.set_redirect(web_sys::RequestRedirect::Manual);
-    if let Some(b) = body {
-        init.set_body(&wasm_bindgen::JsValue::from_str(b));
-    }
-    let controller = web_sys::AbortController::new().map_err(unreachable)?;
-    init.set_signal(Some(&controller.signal()));
-    let sent = wasm_bindgen_futures::JsFuture::from(global_fetch(url, &init).map_err(unreachable)?);
-    match deadline.race(sent).await {
-        Some(Ok(resp)) => {
-            let raw: web_sys::Response = resp.unchecked_into();
-            let headers = Headers(raw.headers());
-            let status = raw.status();
-            Ok(Answer { raw, headers, status, deadline, controller })
-        }
-        Some(Err(e)) => Err(unreachable(e)),
-        None => {
-            controller.abort();
-            Err(SendError::TimedOut)
-        }
+    let request = Outbound { method, url: url.to_string(), headers: headers.clone(), body: body.map(str::to_string) };
+    // Dropping the pending fetch (the deadline came first) cancels it.
+    match deadline.race(crate::runtime::fetch(request)).await {
+        Some(Ok(Fetched { status, headers, body, abort })) => Ok(Answer { body, headers, status, deadline, abort }),
+        Some(Err(e)) => Err(SendError::Unreachable(scrub(&e.0))),
+        None => Err(SendError::TimedOut),
     }
 }
 
@@ -212,35 +183,36 @@ fn scrub(message: &str) -> String {
 /// re-armed, not a new one). A body announced or found to be longer is not read further:
 /// `TooLarge(cap)`. A read that runs out of time is aborted.
 pub async fn text(resp: &mut Answer, timeout: Duration, cap: usize) -> Result<String, SendError> {
-    let announced = resp.headers.get("content-length").ok().flatten().and_then(|l| l.trim().parse::<usize>().ok());
+    let announced = resp.headers.get("content-length").and_then(|l| l.trim().parse::<usize>().ok());
     if announced.is_some_and(|n| n > cap) {
         return Err(SendError::TooLarge(cap));
     }
     resp.deadline.reset_after(timeout);
     let read = read_capped(resp, announced, cap).await;
     if matches!(read, Err(SendError::TimedOut)) {
-        resp.controller.abort();
+        resp.abort.abort();
     }
     read.map(into_text)
 }
 
 async fn read_capped(resp: &mut Answer, announced: Option<usize>, cap: usize) -> Result<Vec<u8>, SendError> {
-    let broken = |e: wasm_bindgen::JsValue| SendError::Unreachable(scrub(&worker::Error::from(e).to_string()));
     // Announced and within the cap, and not decoded on the way (a small compressed body can
     // inflate without bound): the runtime reads it whole, with no crossing per chunk.
-    let encoded =
-        resp.headers.get("content-encoding").ok().flatten().is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
+    let encoded = resp.headers.get("content-encoding").is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
+    let body = std::mem::replace(&mut resp.body, Body::Empty);
     if announced.is_some() && !encoded {
-        let read = wasm_bindgen_futures::JsFuture::from(resp.raw.array_buffer().map_err(broken)?);
-        let buffer = resp.deadline.race(read).await.ok_or(SendError::TimedOut)?.map_err(broken)?;
-        let bytes = js_sys::Uint8Array::new(&buffer);
-        if bytes.length() as usize > cap {
+        let bytes = resp
+            .deadline
+            .race(body.bytes())
+            .await
+            .ok_or(SendError::TimedOut)?
+            .map_err(|e| SendError::Unreachable(scrub(&e.0)))?;
+        if bytes.len() > cap {
             return Err(SendError::TooLarge(cap));
         }
-        return Ok(bytes.to_vec());
+        return Ok(bytes);
     }
-    let Some(body) = resp.raw.body() else { return Ok(Vec::new()) };
-    let mut stream = ByteStream::from(body);
+    let mut stream = body.into_stream();
     let mut bytes = Vec::with_capacity(announced.unwrap_or(0).min(cap));
     loop {
         match resp.deadline.next_chunk(&mut stream).await {
@@ -308,7 +280,8 @@ impl Deadline {
     }
 
     /// `work`'s output, or `None` when the deadline comes first.
-    pub async fn race<F: Future + Unpin>(&mut self, mut work: F) -> Option<F::Output> {
+    pub async fn race<F: Future>(&mut self, work: F) -> Option<F::Output> {
+        let mut work = std::pin::pin!(work);
         loop {
             let now = super::platform::now_ms();
             if now >= self.at_ms {
@@ -326,7 +299,7 @@ impl Deadline {
     pub async fn next_chunk(&mut self, stream: &mut ByteStream) -> Result<Vec<u8>, ChunkEnd> {
         match self.race(stream.next()).await {
             Some(Some(Ok(c))) => Ok(c),
-            Some(Some(Err(e))) => Err(ChunkEnd::Broken(e.to_string())),
+            Some(Some(Err(e))) => Err(ChunkEnd::Broken(e.0)),
             Some(None) => Err(ChunkEnd::Closed),
             None => Err(ChunkEnd::TimedOut),
         }

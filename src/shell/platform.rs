@@ -2,6 +2,8 @@
 //! declares, the keys Flowgate writes in KV, the time (every "now" of the shell), and the
 //! request a Durable Object is sent.
 
+use crate::runtime::Env;
+
 // The bindings wrangler.toml declares, under the names the shell uses for them (the names are
 // rows of `pure::config::SETTINGS`).
 pub use crate::pure::config::{ADMIN_AUTH_LIMIT, CACHE as KV, DB as D1, MCP_RATE_LIMIT, OAUTH, TASKS};
@@ -27,20 +29,9 @@ pub fn upstream_catalog_key(app_id: &str) -> String {
     format!("upstream-catalog:{app_id}")
 }
 
-/// Milliseconds since the epoch. `Date.now()`, one call into JavaScript (`worker::Date::now`
-/// makes a Date object and asks it: two, and an allocation; a call reads the clock a dozen times).
+/// Milliseconds since the epoch, by the runtime's clock.
 pub fn now_ms() -> u64 {
-    worker::js_sys::Date::now() as u64
-}
-
-/// A POST of `body` (JSON text) to `url`, for a Durable Object stub's `fetch_with_request`.
-/// Built as a `web_sys::Request`: `worker::Request::new_with_init` also converts the init's
-/// `cf` options (image resizing and more), code the bundle otherwise does without.
-pub fn post_request(url: &str, body: &str) -> worker::Result<worker::Request> {
-    let init = web_sys::RequestInit::new();
-    init.set_method("POST");
-    init.set_body(&wasm_bindgen::JsValue::from_str(body));
-    Ok(web_sys::Request::new_with_str_and_init(url, &init)?.into())
+    crate::runtime::now_ms()
 }
 
 /// Seconds since the epoch.
@@ -59,16 +50,16 @@ thread_local! {
 /// A plain-text var (or secret) of the Worker, read from `env` once per isolate: an isolate runs
 /// one version of the Worker, whose vars do not change under it, and each read is several
 /// crossings into JavaScript that the hot path otherwise paid on every request.
-pub fn setting(env: &worker::Env, name: &'static str) -> Option<std::rc::Rc<str>> {
+pub fn setting(env: &Env, name: &'static str) -> Option<std::rc::Rc<str>> {
     if let Some(v) = SETTINGS.with(|s| s.borrow().iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())) {
         return v;
     }
-    let v = env
-        .var(name)
-        .map(|v| v.to_string())
-        .or_else(|_| env.secret(name).map(|v| v.to_string()))
-        .ok()
-        .map(std::rc::Rc::from);
+    let v = env.runtime().setting(name).map(std::rc::Rc::from);
     SETTINGS.with(|s| s.borrow_mut().push((name, v.clone())));
     v
+}
+
+/// Forgets the settings this isolate read (an isolate started again).
+pub fn forget_settings() {
+    SETTINGS.with(|s| s.borrow_mut().clear());
 }

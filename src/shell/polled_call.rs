@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::future::{select, Either};
 use serde_json::{json, Value};
-use worker::{Delay, Headers, Method};
+use crate::runtime::{Headers, Method};
 
 use crate::pure::backend::http_tool::config::AsyncEndpoints;
 use crate::pure::backend::http_tool::polled::{self, Next};
@@ -52,7 +52,7 @@ pub async fn run(
     // The first check comes soon: many runs are short.
     let mut wait_ms = polled::wait_ms(Some(1.0), interval_s);
     for polls in 1u32.. {
-        if first(Delay::from(Duration::from_millis(wait_ms)), &mut abort).await.is_none() {
+        if first(crate::runtime::sleep(wait_ms), &mut abort).await.is_none() {
             return cancel(&target, &endpoints.cancel_endpoint, &plan.user, &remote).await;
         }
         let ask = json!({"task_id": remote});
@@ -94,7 +94,7 @@ async fn first<T>(work: impl Future<Output = T>, abort: &mut (impl Future<Output
 
 /// Cancels the run at the backend's cancel endpoint (best effort: errors are only logged).
 pub async fn cancel(target: &Target, cancel_url: &str, user: &str, remote: &str) {
-    let headers = Headers::new();
+    let mut headers = Headers::new();
     let set = headers
         .set("content-type", "application/json")
         .and_then(|_| headers.set("x-dify-conversation-id", user))

@@ -4,7 +4,7 @@
 //! delivery of an answer is `upstream::deliver_answer`).
 
 use serde_json::{Map, Value};
-use worker::Env;
+use crate::runtime::Env;
 
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::input_required::{self as ir, Bind};

@@ -7,11 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use wasm_bindgen::{JsCast, JsValue};
-use worker::js_sys::{self, Reflect, JSON};
-use worker::wasm_bindgen_futures::JsFuture;
-use worker::web_sys::{Crypto, CryptoKey};
-use worker::{Headers, Method};
+use crate::runtime::{Headers, Method};
 
 use crate::pure::admin::bearer_token;
 use crate::pure::ids::sha256_hex;
@@ -49,6 +45,12 @@ thread_local! {
 }
 
 type Isolate<V> = std::thread::LocalKey<RefCell<Memo<V>>>;
+
+/// Forgets the verified tokens and signing keys (an isolate started again).
+pub fn forget_keys() {
+    TOKENS.with(|m| *m.borrow_mut() = Memo::new(TOKENS_CAPACITY));
+    JWKS.with(|m| *m.borrow_mut() = Memo::new(JWKS_CAPACITY));
+}
 
 // Out of line: the memo's code once per kind of value, not at every use (bundle size).
 #[inline(never)]
@@ -212,8 +214,8 @@ async fn discover_jwks_uri(issuer: &str) -> Result<String, String> {
 
 /// A GET through the outbound guard; the body of a 200 answer.
 async fn get(url: &str) -> Result<String, String> {
-    let headers = Headers::new();
-    let _ = headers.set("accept", "application/json");
+    let mut headers = Headers::new();
+    headers.set("accept", "application/json");
     let mut resp = outbound::send_text(Method::Get, url, headers, None, FETCH_TIMEOUT, CrossOrigin::WithoutCredentials)
         .await
         .map_err(send_error)?;
@@ -239,16 +241,9 @@ async fn verify(
     data: &[u8],
     alg: crate::pure::oauth_resource::Alg,
 ) -> Result<bool, String> {
-    let js = |e: JsValue| format!("{e:?}");
-    let crypto: Crypto = Reflect::get(&js_sys::global(), &JsValue::from_str("crypto")).map_err(js)?.unchecked_into();
-    let subtle = crypto.subtle();
-    let jwk: js_sys::Object = JSON::parse(&key.public_jwk).map_err(js)?.unchecked_into();
-    let import: js_sys::Object = JSON::parse(alg.import_params()).map_err(js)?.unchecked_into();
-    let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
-    let imported = subtle.import_key_with_object("jwk", &jwk, &import, false, &usages).map_err(js)?;
-    let crypto_key: CryptoKey = JsFuture::from(imported).await.map_err(js)?.unchecked_into();
-    let params: js_sys::Object = JSON::parse(alg.verify_params()).map_err(js)?.unchecked_into();
-    let verified =
-        subtle.verify_with_object_and_u8_array_and_u8_array(&params, &crypto_key, signature, data).map_err(js)?;
-    Ok(JsFuture::from(verified).await.map_err(js)?.as_bool() == Some(true))
+    crate::runtime::Env::current()
+        .runtime()
+        .verify_signature(&key.public_jwk, alg.import_params(), alg.verify_params(), signature, data)
+        .await
+        .map_err(|e| e.0)
 }

@@ -5,14 +5,14 @@
 use std::rc::Rc;
 
 use serde_json::Value;
-use worker::Env;
+use crate::runtime::Env;
 
 use crate::pure::backend::credentials::{is_secret_ref, seal_literals};
 use crate::pure::config;
 use crate::pure::sealed;
 
 fn secret_or_var(env: &Env, name: &str) -> Option<String> {
-    env.secret(name).map(|s| s.to_string()).or_else(|_| env.var(name).map(|v| v.to_string())).ok()
+    env.runtime().setting(name)
 }
 
 /// The sealing keys: the current one first, then the previous one (during a rotation).

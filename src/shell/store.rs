@@ -1,8 +1,7 @@
 //! The registry in D1: apps, servers, and which apps each server exposes.
 
 use serde_json::{json, Map, Value};
-use wasm_bindgen::JsValue;
-use worker::{D1Database, D1PreparedStatement};
+use crate::runtime::{Db, RuntimeError, SqlValue, Statement};
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::config::Backend;
@@ -13,7 +12,6 @@ use crate::pure::form::form_to_dify;
 use crate::pure::oauth_resource::OAuthSettings;
 
 use super::http::internal;
-use super::js_json::{all_rows, first_row};
 use crate::pure::fields::{self, Fields, FromFields};
 
 /// One deploy serves one tenant today; the column keeps Dify's uniqueness rule
@@ -184,31 +182,31 @@ impl ServerRow {
     }
 }
 
-fn s(v: &str) -> JsValue {
-    JsValue::from_str(v)
+fn s(v: &str) -> SqlValue {
+    SqlValue::Text(v.to_string())
 }
 
-fn n(v: i64) -> JsValue {
-    JsValue::from_f64(v as f64)
+fn n(v: i64) -> SqlValue {
+    SqlValue::Int(v)
 }
 
-fn stmt(db: &D1Database, sql: &str, args: &[JsValue]) -> Result<D1PreparedStatement> {
-    db.prepare(sql).bind(args).map_err(|e| internal("preparing a registry query", e))
+fn stmt(sql: &str, args: &[SqlValue]) -> Statement {
+    Statement::new(sql, args.to_vec())
 }
 
 /// A query's rows as `T`; `context` says what failed, whether the query or a row's reading.
-fn typed<T: FromFields>(rows: worker::Result<Vec<Value>>, context: &str) -> Result<Vec<T>> {
+fn typed<T: FromFields>(rows: crate::runtime::Result<Vec<Value>>, context: &str) -> Result<Vec<T>> {
     fields::read_all(rows.map_err(|e| internal(context, e))?).map_err(|e| internal(context, e))
 }
 
 /// A query's first row as `T`, as [`typed`].
-fn typed_one<T: FromFields>(first: worker::Result<Option<Value>>, context: &str) -> Result<Option<T>> {
+fn typed_one<T: FromFields>(first: crate::runtime::Result<Option<Value>>, context: &str) -> Result<Option<T>> {
     first_with(first, context, T::from_fields)
 }
 
 /// A query's rows, each read by `read` (a shape only that query has), as [`typed`].
 fn rows_with<T>(
-    rows: worker::Result<Vec<Value>>,
+    rows: crate::runtime::Result<Vec<Value>>,
     context: &str,
     read: impl Fn(&mut Fields) -> ReadResult<T>,
 ) -> Result<Vec<T>> {
@@ -221,7 +219,7 @@ fn rows_with<T>(
 
 /// A query's first row read by `read`, as [`rows_with`].
 fn first_with<T>(
-    first: worker::Result<Option<Value>>,
+    first: crate::runtime::Result<Option<Value>>,
     context: &str,
     read: impl FnOnce(&mut Fields) -> ReadResult<T>,
 ) -> Result<Option<T>> {
@@ -236,24 +234,24 @@ const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form
 const SERVER_COLUMNS: &str =
     "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, client_auth, oauth";
 
-pub async fn list_apps(db: &D1Database) -> Result<Vec<AppRow>> {
+pub async fn list_apps(db: &Db) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
-    typed(all_rows(&stmt(db, &sql, &[s(TENANT)])?).await, "listing apps")
+    typed(db.all(stmt(&sql, &[s(TENANT)])).await, "listing apps")
 }
 
-pub async fn get_app(db: &D1Database, id: &str) -> Result<Option<AppRow>> {
+pub async fn get_app(db: &Db, id: &str) -> Result<Option<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE id = ?1 AND tenant_id = ?2");
-    typed_one(first_row(&stmt(db, &sql, &[s(id), s(TENANT)])?).await, "reading an app")
+    typed_one(db.first(stmt(&sql, &[s(id), s(TENANT)])).await, "reading an app")
 }
 
-pub async fn insert_app(db: &D1Database, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
+pub async fn insert_app(db: &Db, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
     let sql = "INSERT INTO apps (id, tenant_id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at)
                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)";
-    stmt(db, sql, &app_args(id, spec, now))?.run().await.map_err(|e| internal("storing the app", e))?;
+    db.run(stmt(sql, &app_args(id, spec, now))).await.map_err(|e| internal("storing the app", e))?;
     Ok(())
 }
 
-fn app_args(id: &str, spec: &AppSpec, now: i64) -> [JsValue; 9] {
+fn app_args(id: &str, spec: &AppSpec, now: i64) -> [SqlValue; 9] {
     [
         s(id),
         s(TENANT),
@@ -268,33 +266,29 @@ fn app_args(id: &str, spec: &AppSpec, now: i64) -> [JsValue; 9] {
 }
 
 /// Replaces an app; Dify-style servers take their name from their app, so they follow it.
-pub async fn update_app(db: &D1Database, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
+pub async fn update_app(db: &Db, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
     let update = "UPDATE apps SET name = ?3, description = ?4, mode = ?5, backend = ?6, user_input_form = ?7,
                   outputs = ?8, updated_at = ?9 WHERE id = ?1 AND tenant_id = ?2";
     let rename = "UPDATE mcp_servers SET name = ?2, updated_at = ?3 WHERE app_id = ?1";
-    db.batch(vec![stmt(db, update, &app_args(id, spec, now))?, stmt(db, rename, &[s(id), s(&spec.name), n(now)])?])
+    db.batch(vec![stmt(update, &app_args(id, spec, now)), stmt(rename, &[s(id), s(&spec.name), n(now)])])
         .await
         .map_err(|e| internal("updating the app", e))?;
     Ok(())
 }
 
 /// Deletes an app with its Dify-style server and its place in multi-app servers.
-pub async fn delete_app(db: &D1Database, id: &str) -> Result<()> {
+pub async fn delete_app(db: &Db, id: &str) -> Result<()> {
     db.batch(vec![
-        stmt(db, "DELETE FROM mcp_server_apps WHERE app_id = ?1", &[s(id)])?,
-        stmt(
-            db,
-            "DELETE FROM mcp_server_apps WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)",
+        stmt("DELETE FROM mcp_server_apps WHERE app_id = ?1", &[s(id)]),
+        stmt("DELETE FROM mcp_server_apps WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)",
             &[s(id)],
-        )?,
-        stmt(db, "DELETE FROM end_users WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)])?,
-        stmt(
-            db,
-            "DELETE FROM server_keys WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)",
+        ),
+        stmt("DELETE FROM end_users WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)]),
+        stmt("DELETE FROM server_keys WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)",
             &[s(id)],
-        )?,
-        stmt(db, "DELETE FROM mcp_servers WHERE app_id = ?1", &[s(id)])?,
-        stmt(db, "DELETE FROM apps WHERE id = ?1 AND tenant_id = ?2", &[s(id), s(TENANT)])?,
+        ),
+        stmt("DELETE FROM mcp_servers WHERE app_id = ?1", &[s(id)]),
+        stmt("DELETE FROM apps WHERE id = ?1 AND tenant_id = ?2", &[s(id), s(TENANT)]),
     ])
     .await
     .map_err(|e| internal("deleting the app", e))?;
@@ -302,41 +296,41 @@ pub async fn delete_app(db: &D1Database, id: &str) -> Result<()> {
 }
 
 /// The servers that expose an app (their cache entries change when the app does).
-pub async fn servers_of_app(db: &D1Database, app_id: &str) -> Result<Vec<ServerRow>> {
+pub async fn servers_of_app(db: &Db, app_id: &str) -> Result<Vec<ServerRow>> {
     let sql = format!(
         "SELECT {} FROM mcp_servers s JOIN mcp_server_apps sa ON sa.server_id = s.id WHERE sa.app_id = ?1",
         prefixed(SERVER_COLUMNS, "s.")
     );
-    typed(all_rows(&stmt(db, &sql, &[s(app_id)])?).await, "finding the app's servers")
+    typed(db.all(stmt(&sql, &[s(app_id)])).await, "finding the app's servers")
 }
 
 fn prefixed(columns: &str, prefix: &str) -> String {
     columns.split(", ").map(|c| format!("{prefix}{c}")).collect::<Vec<_>>().join(", ")
 }
 
-pub async fn get_server(db: &D1Database, id: &str) -> Result<Option<ServerRow>> {
+pub async fn get_server(db: &Db, id: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE id = ?1 AND tenant_id = ?2");
-    typed_one(first_row(&stmt(db, &sql, &[s(id), s(TENANT)])?).await, "reading a server")
+    typed_one(db.first(stmt(&sql, &[s(id), s(TENANT)])).await, "reading a server")
 }
 
-pub async fn get_server_of_app(db: &D1Database, app_id: &str) -> Result<Option<ServerRow>> {
+pub async fn get_server_of_app(db: &Db, app_id: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE app_id = ?1 AND tenant_id = ?2");
-    typed_one(first_row(&stmt(db, &sql, &[s(app_id), s(TENANT)])?).await, "reading a server")
+    typed_one(db.first(stmt(&sql, &[s(app_id), s(TENANT)])).await, "reading a server")
 }
 
 /// Every server: one-app (Dify-style, also reachable under their app) and multi-app alike.
-pub async fn list_servers(db: &D1Database) -> Result<Vec<ServerRow>> {
+pub async fn list_servers(db: &Db) -> Result<Vec<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 ORDER BY created_at, id");
-    typed(all_rows(&stmt(db, &sql, &[s(TENANT)])?).await, "listing servers")
+    typed(db.all(stmt(&sql, &[s(TENANT)])).await, "listing servers")
 }
 
-pub async fn app_ids_of_server(db: &D1Database, server_id: &str) -> Result<Vec<String>> {
+pub async fn app_ids_of_server(db: &Db, server_id: &str) -> Result<Vec<String>> {
     let sql = "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position";
-    rows_with(all_rows(&stmt(db, sql, &[s(server_id)])?).await, "listing a server's apps", |f| f.text("app_id"))
+    rows_with(db.all(stmt(sql, &[s(server_id)])).await, "listing a server's apps", |f| f.text("app_id"))
 }
 
 /// The ids among `ids` that name no app.
-pub async fn missing_apps(db: &D1Database, ids: &[String]) -> Result<Vec<String>> {
+pub async fn missing_apps(db: &Db, ids: &[String]) -> Result<Vec<String>> {
     let mut missing = Vec::new();
     for id in ids {
         if get_app(db, id).await?.is_none() {
@@ -360,16 +354,14 @@ pub struct NewServer<'a> {
 
 /// Inserts a server and its app list in one transaction. `Ok(false)` when the code hash
 /// collided (the caller draws a new code).
-pub async fn insert_server(db: &D1Database, new: &NewServer<'_>) -> Result<bool> {
+pub async fn insert_server(db: &Db, new: &NewServer<'_>) -> Result<bool> {
     let insert = "INSERT INTO mcp_servers (id, tenant_id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at)
                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?9)";
-    let mut batch = vec![stmt(
-        db,
-        insert,
+    let mut batch = vec![stmt(insert,
         &[
             s(new.id),
             s(TENANT),
-            new.app_id.map_or(JsValue::NULL, s),
+            new.app_id.map_or(SqlValue::Null, s),
             s(new.name),
             s(new.description),
             s(new.code_hash),
@@ -377,8 +369,8 @@ pub async fn insert_server(db: &D1Database, new: &NewServer<'_>) -> Result<bool>
             s(&Value::Object(new.parameters.clone()).to_string()),
             n(new.now),
         ],
-    )?];
-    batch.extend(server_app_rows(db, new.id, new.app_ids)?);
+    )];
+    batch.extend(server_app_rows(new.id, new.app_ids));
     match db.batch(batch).await {
         Ok(_) => Ok(true),
         Err(e) if is_code_collision(&e) => Ok(false),
@@ -389,18 +381,16 @@ pub async fn insert_server(db: &D1Database, new: &NewServer<'_>) -> Result<bool>
     }
 }
 
-fn is_code_collision(e: &worker::Error) -> bool {
+fn is_code_collision(e: &RuntimeError) -> bool {
     e.to_string().contains("code_hash")
 }
 
-fn server_app_rows(db: &D1Database, server_id: &str, app_ids: &[String]) -> Result<Vec<D1PreparedStatement>> {
+fn server_app_rows(server_id: &str, app_ids: &[String]) -> Vec<Statement> {
     app_ids
         .iter()
         .enumerate()
         .map(|(i, app_id)| {
-            stmt(
-                db,
-                "INSERT INTO mcp_server_apps (server_id, app_id, position) VALUES (?1, ?2, ?3)",
+            stmt("INSERT INTO mcp_server_apps (server_id, app_id, position) VALUES (?1, ?2, ?3)",
                 &[s(server_id), s(app_id), n(i as i64)],
             )
         })
@@ -408,36 +398,34 @@ fn server_app_rows(db: &D1Database, server_id: &str, app_ids: &[String]) -> Resu
 }
 
 /// Writes the editable fields of a server (and, when given, its app list) in one transaction.
-pub async fn update_server(db: &D1Database, row: &ServerRow, app_ids: Option<&[String]>, now: i64) -> Result<()> {
-    let mut batch = vec![stmt(
-        db,
-        "UPDATE mcp_servers SET name = ?2, description = ?3, status = ?4, parameters = ?5, updated_at = ?6 WHERE id = ?1",
+pub async fn update_server(db: &Db, row: &ServerRow, app_ids: Option<&[String]>, now: i64) -> Result<()> {
+    let mut batch = vec![stmt("UPDATE mcp_servers SET name = ?2, description = ?3, status = ?4, parameters = ?5, updated_at = ?6 WHERE id = ?1",
         &[s(&row.id), s(&row.name), s(&row.description), s(&row.status), s(&row.parameters), n(now)],
-    )?];
+    )];
     if let Some(ids) = app_ids {
-        batch.push(stmt(db, "DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(&row.id)])?);
-        batch.extend(server_app_rows(db, &row.id, ids)?);
+        batch.push(stmt("DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(&row.id)]));
+        batch.extend(server_app_rows(&row.id, ids));
     }
     db.batch(batch).await.map_err(|e| internal("updating the server", e))?;
     Ok(())
 }
 
 /// Replaces the code hash; `Ok(false)` on a collision.
-pub async fn rotate_code(db: &D1Database, id: &str, code_hash: &str, code_hint: &str, now: i64) -> Result<bool> {
+pub async fn rotate_code(db: &Db, id: &str, code_hash: &str, code_hint: &str, now: i64) -> Result<bool> {
     let sql = "UPDATE mcp_servers SET code_hash = ?2, code_hint = ?3, updated_at = ?4 WHERE id = ?1";
-    match stmt(db, sql, &[s(id), s(code_hash), s(code_hint), n(now)])?.run().await {
+    match db.run(stmt(sql, &[s(id), s(code_hash), s(code_hint), n(now)])).await {
         Ok(_) => Ok(true),
         Err(e) if is_code_collision(&e) => Ok(false),
         Err(e) => Err(internal("rotating the server code", e)),
     }
 }
 
-pub async fn delete_server(db: &D1Database, id: &str) -> Result<()> {
+pub async fn delete_server(db: &Db, id: &str) -> Result<()> {
     db.batch(vec![
-        stmt(db, "DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(id)])?,
-        stmt(db, "DELETE FROM end_users WHERE server_id = ?1", &[s(id)])?,
-        stmt(db, "DELETE FROM server_keys WHERE server_id = ?1", &[s(id)])?,
-        stmt(db, "DELETE FROM mcp_servers WHERE id = ?1", &[s(id)])?,
+        stmt("DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(id)]),
+        stmt("DELETE FROM end_users WHERE server_id = ?1", &[s(id)]),
+        stmt("DELETE FROM server_keys WHERE server_id = ?1", &[s(id)]),
+        stmt("DELETE FROM mcp_servers WHERE id = ?1", &[s(id)]),
     ])
     .await
     .map_err(|e| internal("deleting the server", e))?;
@@ -445,12 +433,12 @@ pub async fn delete_server(db: &D1Database, id: &str) -> Result<()> {
 }
 
 /// Everything the MCP endpoint needs about a server, read from D1.
-pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<ServerDefinition> {
+pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefinition> {
     let sql = format!(
         "SELECT {} FROM apps a JOIN mcp_server_apps sa ON sa.app_id = a.id WHERE sa.server_id = ?1 ORDER BY sa.position",
         prefixed(APP_COLUMNS, "a.")
     );
-    let apps: Vec<AppRow> = typed(all_rows(&stmt(db, &sql, &[s(&server.id)])?).await, "reading a server's apps")?;
+    let apps: Vec<AppRow> = typed(db.all(stmt(&sql, &[s(&server.id)])).await, "reading a server's apps")?;
     let mode = server.auth_mode();
     // Only a key server's keys are read: the other modes never look at them.
     let keys = if mode == AuthMode::Key { key_hashes(db, &server.id).await? } else { Vec::new() };
@@ -475,16 +463,16 @@ pub async fn load_definition(db: &D1Database, server: &ServerRow) -> Result<Serv
 }
 
 /// The client keys of a server as the MCP endpoint checks them (id, name, hash), oldest first.
-async fn key_hashes(db: &D1Database, server_id: &str) -> Result<Vec<ClientKey>> {
+async fn key_hashes(db: &Db, server_id: &str) -> Result<Vec<ClientKey>> {
     let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid";
-    rows_with(all_rows(&stmt(db, sql, &[s(server_id)])?).await, "reading a server's client keys", |f| {
+    rows_with(db.all(stmt(sql, &[s(server_id)])).await, "reading a server's client keys", |f| {
         Ok(ClientKey { id: f.text("id")?, name: f.text("name")?, hash: f.text("key_hash")? })
     })
 }
 
 /// Sets the mode, and the issuer settings of an `oauth` server (cleared for the other modes).
 pub async fn set_auth_mode(
-    db: &D1Database,
+    db: &Db,
     id: &str,
     mode: AuthMode,
     oauth: Option<&OAuthSettings>,
@@ -493,11 +481,10 @@ pub async fn set_auth_mode(
     let sql = "UPDATE mcp_servers SET client_auth = ?2, oauth = ?3, updated_at = ?4 WHERE id = ?1";
     let oauth = match oauth.map(serde_json::to_string).transpose() {
         Ok(Some(text)) => s(&text),
-        Ok(None) => JsValue::NULL,
+        Ok(None) => SqlValue::Null,
         Err(e) => return Err(internal("encoding the oauth settings", e)),
     };
-    stmt(db, sql, &[s(id), s(mode.as_str()), oauth, n(now)])?
-        .run()
+    db.run(stmt(sql, &[s(id), s(mode.as_str()), oauth, n(now)]))
         .await
         .map_err(|e| internal("setting the client authentication mode", e))?;
     Ok(())
@@ -506,14 +493,14 @@ pub async fn set_auth_mode(
 const KEY_COLUMNS: &str = "id, name, hint, created_at, last_used_at";
 
 /// A server's client keys for the console, oldest first.
-pub async fn list_keys(db: &D1Database, server_id: &str) -> Result<Vec<KeyRow>> {
+pub async fn list_keys(db: &Db, server_id: &str) -> Result<Vec<KeyRow>> {
     let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid");
-    typed(all_rows(&stmt(db, &sql, &[s(server_id)])?).await, "listing client keys")
+    typed(db.all(stmt(&sql, &[s(server_id)])).await, "listing client keys")
 }
 
-pub async fn get_key(db: &D1Database, server_id: &str, key_id: &str) -> Result<Option<KeyRow>> {
+pub async fn get_key(db: &Db, server_id: &str, key_id: &str) -> Result<Option<KeyRow>> {
     let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 AND id = ?2");
-    typed_one(first_row(&stmt(db, &sql, &[s(server_id), s(key_id)])?).await, "reading a client key")
+    typed_one(db.first(stmt(&sql, &[s(server_id), s(key_id)])).await, "reading a client key")
 }
 
 pub struct NewKey<'a> {
@@ -540,8 +527,8 @@ pub enum KeyInsert {
 /// fewer than the cap: the count and the insert are one statement, so two creates at once
 /// cannot both take the last place, as a count read before the insert would let them.
 /// `RETURNING` gives a row when one was stored.
-async fn insert_capped(db: &D1Database, sql: &str, args: &[JsValue], column: &str, context: &str) -> Result<KeyInsert> {
-    match first_row(&stmt(db, sql, args)?).await {
+async fn insert_capped(db: &Db, sql: &str, args: &[SqlValue], column: &str, context: &str) -> Result<KeyInsert> {
+    match db.first(stmt(sql, args)).await {
         Ok(Some(_)) => Ok(KeyInsert::Stored),
         Ok(None) => Ok(KeyInsert::Full),
         Err(e) if e.to_string().contains(column) => Ok(KeyInsert::HashCollision),
@@ -551,7 +538,7 @@ async fn insert_capped(db: &D1Database, sql: &str, args: &[JsValue], column: &st
 }
 
 /// Stores a client key while its server has fewer than `cap`.
-pub async fn insert_key(db: &D1Database, new: &NewKey<'_>, cap: usize) -> Result<KeyInsert> {
+pub async fn insert_key(db: &Db, new: &NewKey<'_>, cap: usize) -> Result<KeyInsert> {
     let sql = "INSERT INTO server_keys (id, server_id, name, key_hash, hint, created_at)
                SELECT ?1, ?2, ?3, ?4, ?5, ?6 WHERE (SELECT COUNT(*) FROM server_keys WHERE server_id = ?2) < ?7
                RETURNING id";
@@ -559,38 +546,35 @@ pub async fn insert_key(db: &D1Database, new: &NewKey<'_>, cap: usize) -> Result
     insert_capped(db, sql, &args, "key_hash", "storing the client key").await
 }
 
-pub async fn delete_key(db: &D1Database, server_id: &str, key_id: &str) -> Result<()> {
-    stmt(db, "DELETE FROM server_keys WHERE server_id = ?1 AND id = ?2", &[s(server_id), s(key_id)])?
-        .run()
+pub async fn delete_key(db: &Db, server_id: &str, key_id: &str) -> Result<()> {
+    db.run(stmt("DELETE FROM server_keys WHERE server_id = ?1 AND id = ?2", &[s(server_id), s(key_id)]))
         .await
         .map_err(|e| internal("revoking the client key", e))?;
     Ok(())
 }
 
 /// Records that a key was used (called at most once per key and hour per isolate).
-pub async fn touch_key(db: &D1Database, key_id: &str, now: i64) -> Result<()> {
-    stmt(db, "UPDATE server_keys SET last_used_at = ?2 WHERE id = ?1", &[s(key_id), n(now)])?
-        .run()
+pub async fn touch_key(db: &Db, key_id: &str, now: i64) -> Result<()> {
+    db.run(stmt("UPDATE server_keys SET last_used_at = ?2 WHERE id = ?1", &[s(key_id), n(now)]))
         .await
         .map_err(|e| internal("recording a client key's use", e))?;
     Ok(())
 }
 
-pub async fn get_server_by_code_hash(db: &D1Database, code_hash: &str) -> Result<Option<ServerRow>> {
+pub async fn get_server_by_code_hash(db: &Db, code_hash: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE code_hash = ?1");
-    typed_one(first_row(&stmt(db, &sql, &[s(code_hash)])?).await, "looking up a server code")
+    typed_one(db.first(stmt(&sql, &[s(code_hash)])).await, "looking up a server code")
 }
 
 /// Records that a client used a server (the `user` sent to its backends). A row is found by
 /// server and user: a client key's name is a user on every server that has a key of that name,
 /// so the row's id is made from both (rows written before client keys have the user as id).
-pub async fn touch_end_user(db: &D1Database, server_id: &str, user: &str, name: &str, now: i64) -> Result<()> {
+pub async fn touch_end_user(db: &Db, server_id: &str, user: &str, name: &str, now: i64) -> Result<()> {
     let sql = "INSERT INTO end_users (id, server_id, session_key, name, created_at, last_seen_at)
                VALUES (?1, ?2, ?3, ?4, ?5, ?5)
                ON CONFLICT (server_id, session_key) DO UPDATE SET last_seen_at = excluded.last_seen_at";
     let id = format!("eu-{}", &crate::pure::ids::sha256_hex(&format!("{server_id}\n{user}"))[..32]);
-    stmt(db, sql, &[s(&id), s(server_id), s(user), s(name), n(now)])?
-        .run()
+    db.run(stmt(sql, &[s(&id), s(server_id), s(user), s(name), n(now)]))
         .await
         .map_err(|e| internal("recording an end user", e))?;
     Ok(())
@@ -599,20 +583,20 @@ pub async fn touch_end_user(db: &D1Database, server_id: &str, user: &str, name: 
 const TASK_COLUMNS: &str = "id, app_id, tool, status, status_message, created_at, updated_at, poll_count, consecutive_errors, last_error, next_poll_at, degraded, cancel_requested, completed_at";
 
 /// Task rows for the console (booleans as booleans), newest first.
-pub async fn list_tasks(db: &D1Database, server_id: &str, before: i64, limit: u32) -> Result<Vec<Value>> {
+pub async fn list_tasks(db: &Db, server_id: &str, before: i64, limit: u32) -> Result<Vec<Value>> {
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND created_at < ?2 ORDER BY created_at DESC LIMIT ?3"
     );
-    let rows: Vec<Value> = all_rows(&stmt(db, &sql, &[s(server_id), n(before), n(i64::from(limit))])?)
+    let rows: Vec<Value> = db.all(stmt(&sql, &[s(server_id), n(before), n(i64::from(limit))]))
         .await
         .map_err(|e| internal("listing tasks", e))?;
     Ok(rows.into_iter().map(task_json).collect())
 }
 
-pub async fn get_task(db: &D1Database, server_id: &str, task_id: &str) -> Result<Option<Value>> {
+pub async fn get_task(db: &Db, server_id: &str, task_id: &str) -> Result<Option<Value>> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND id = ?2");
     let row: Option<Value> =
-        first_row(&stmt(db, &sql, &[s(server_id), s(task_id)])?).await.map_err(|e| internal("reading a task", e))?;
+        db.first(stmt(&sql, &[s(server_id), s(task_id)])).await.map_err(|e| internal("reading a task", e))?;
     Ok(row.map(task_json))
 }
 
@@ -625,7 +609,7 @@ fn task_json(mut row: Value) -> Value {
 }
 
 pub async fn record_audit(
-    db: &D1Database,
+    db: &Db,
     request_id: &str,
     actor: &str,
     action: &str,
@@ -634,20 +618,19 @@ pub async fn record_audit(
     at: i64,
 ) -> Result<()> {
     let sql = "INSERT INTO audit_log (at, request_id, actor, action, target, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
-    let args = [n(at), s(request_id), s(actor), s(action), target.map_or(JsValue::NULL, s), n(i64::from(status))];
-    stmt(db, sql, &args)?.run().await.map_err(|e| internal("writing the audit log", e))?;
+    let args = [n(at), s(request_id), s(actor), s(action), target.map_or(SqlValue::Null, s), n(i64::from(status))];
+    db.run(stmt(sql, &args)).await.map_err(|e| internal("writing the audit log", e))?;
     Ok(())
 }
 
-pub async fn audit_log(db: &D1Database, limit: u32) -> Result<Vec<Value>> {
+pub async fn audit_log(db: &Db, limit: u32) -> Result<Vec<Value>> {
     let sql = "SELECT at, request_id, actor, action, target, status FROM audit_log ORDER BY id DESC LIMIT ?1";
-    all_rows(&stmt(db, sql, &[n(i64::from(limit))])?).await.map_err(|e| internal("reading the audit log", e))
+    db.all(stmt(sql, &[n(i64::from(limit))])).await.map_err(|e| internal("reading the audit log", e))
 }
 
-pub async fn update_app_backend(db: &D1Database, id: &str, backend: &Value, now: i64) -> Result<()> {
+pub async fn update_app_backend(db: &Db, id: &str, backend: &Value, now: i64) -> Result<()> {
     let sql = "UPDATE apps SET backend = ?2, updated_at = ?3 WHERE id = ?1";
-    stmt(db, sql, &[s(id), s(&backend.to_string()), n(now)])?
-        .run()
+    db.run(stmt(sql, &[s(id), s(&backend.to_string()), n(now)]))
         .await
         .map_err(|e| internal("updating an app", e))?;
     Ok(())
@@ -711,26 +694,26 @@ impl FromFields for ConsoleTokenAuth {
 
 const TOKEN_COLUMNS: &str = "id, name, role, hint, created_by, created_at, last_used_at";
 
-pub async fn list_console_tokens(db: &D1Database) -> Result<Vec<ConsoleTokenRow>> {
+pub async fn list_console_tokens(db: &Db) -> Result<Vec<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens ORDER BY created_at, name");
-    typed(all_rows(&stmt(db, &sql, &[])?).await, "listing console tokens")
+    typed(db.all(stmt(&sql, &[])).await, "listing console tokens")
 }
 
-pub async fn get_console_token(db: &D1Database, id: &str) -> Result<Option<ConsoleTokenRow>> {
+pub async fn get_console_token(db: &Db, id: &str) -> Result<Option<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens WHERE id = ?1");
-    typed_one(first_row(&stmt(db, &sql, &[s(id)])?).await, "reading a console token")
+    typed_one(db.first(stmt(&sql, &[s(id)])).await, "reading a console token")
 }
 
 /// The hash of a token, for forgetting it from the isolate's memo when it is revoked.
-pub async fn console_token_hash(db: &D1Database, id: &str) -> Result<Option<String>> {
+pub async fn console_token_hash(db: &Db, id: &str) -> Result<Option<String>> {
     let sql = "SELECT token_hash FROM console_tokens WHERE id = ?1";
-    first_with(first_row(&stmt(db, sql, &[s(id)])?).await, "reading a console token", |f| f.text("token_hash"))
+    first_with(db.first(stmt(sql, &[s(id)])).await, "reading a console token", |f| f.text("token_hash"))
 }
 
 /// The token whose SHA-256 is `hash`: one indexed read (the column is UNIQUE).
-pub async fn console_token_by_hash(db: &D1Database, hash: &str) -> Result<Option<ConsoleTokenAuth>> {
+pub async fn console_token_by_hash(db: &Db, hash: &str) -> Result<Option<ConsoleTokenAuth>> {
     let sql = "SELECT id, name, role FROM console_tokens WHERE token_hash = ?1";
-    typed_one(first_row(&stmt(db, sql, &[s(hash)])?).await, "looking up a console token")
+    typed_one(db.first(stmt(sql, &[s(hash)])).await, "looking up a console token")
 }
 
 pub struct NewConsoleToken<'a> {
@@ -745,7 +728,7 @@ pub struct NewConsoleToken<'a> {
 
 /// Stores a console token while there are fewer than `cap`; the outcomes are those of a client
 /// key's insert.
-pub async fn insert_console_token(db: &D1Database, new: &NewConsoleToken<'_>, cap: usize) -> Result<KeyInsert> {
+pub async fn insert_console_token(db: &Db, new: &NewConsoleToken<'_>, cap: usize) -> Result<KeyInsert> {
     let sql = "INSERT INTO console_tokens (id, name, role, token_hash, hint, created_by, created_at)
                SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 WHERE (SELECT COUNT(*) FROM console_tokens) < ?8
                RETURNING id";
@@ -762,18 +745,16 @@ pub async fn insert_console_token(db: &D1Database, new: &NewConsoleToken<'_>, ca
     insert_capped(db, sql, &args, "token_hash", "storing the console token").await
 }
 
-pub async fn delete_console_token(db: &D1Database, id: &str) -> Result<()> {
-    stmt(db, "DELETE FROM console_tokens WHERE id = ?1", &[s(id)])?
-        .run()
+pub async fn delete_console_token(db: &Db, id: &str) -> Result<()> {
+    db.run(stmt("DELETE FROM console_tokens WHERE id = ?1", &[s(id)]))
         .await
         .map_err(|e| internal("revoking the console token", e))?;
     Ok(())
 }
 
 /// Records that a token was used (called at most once per token and hour per isolate).
-pub async fn touch_console_token(db: &D1Database, id: &str, now: i64) -> Result<()> {
-    stmt(db, "UPDATE console_tokens SET last_used_at = ?2 WHERE id = ?1", &[s(id), n(now)])?
-        .run()
+pub async fn touch_console_token(db: &Db, id: &str, now: i64) -> Result<()> {
+    db.run(stmt("UPDATE console_tokens SET last_used_at = ?2 WHERE id = ?1", &[s(id), n(now)]))
         .await
         .map_err(|e| internal("recording a console token's use", e))?;
     Ok(())

@@ -9,7 +9,7 @@ use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
-use worker::{ByteStream, Context, Env, Headers, Method, Response};
+use crate::runtime::{ByteStream, Context, Env, Headers, Method, Response};
 
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::dify::stream::DifyStream;
@@ -34,7 +34,7 @@ const KEEPALIVE_MS: u64 = 1000;
 const SHARE_RUN_AFTER_MS: u64 = 2000;
 
 use super::outbound::{self, SendError};
-use super::timer::Timer;
+use crate::runtime::timer::Timer;
 use super::VERSION;
 
 /// Where and how to call an app's backend, resolved from its settings for one call.
@@ -229,17 +229,17 @@ impl CallStream {
         let work = work(send, abort);
         match ctx {
             Some(ctx) => ctx.wait_until(work),
-            None => worker::wasm_bindgen_futures::spawn_local(work),
+            None => crate::runtime::spawn(work),
         }
         call
     }
 
     /// The SSE response: notifications as they happen, the final response last.
-    pub fn into_response(self, headers: Headers) -> worker::Result<Response> {
+    pub fn into_response(self, headers: Headers) -> crate::runtime::Result<Response> {
         Ok(Response::from_stream(self.into_chunks())?.with_headers(headers))
     }
 
-    fn into_chunks(self) -> impl futures::Stream<Item = worker::Result<Vec<u8>>> {
+    fn into_chunks(self) -> impl futures::Stream<Item = crate::runtime::Result<Vec<u8>>> {
         futures::stream::unfold(self, |mut call| async move {
             call.next_chunk().await.map(|text| (Ok::<Vec<u8>, worker::Error>(text.into_bytes()), call))
         })
@@ -267,7 +267,7 @@ impl CallStream {
     }
 
     /// The SSE response of an [`Opening::Stream`]: its first piece, then the rest as it comes.
-    pub fn into_response_from(self, first: String, headers: Headers) -> worker::Result<Response> {
+    pub fn into_response_from(self, first: String, headers: Headers) -> crate::runtime::Result<Response> {
         let head = futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) });
         Ok(Response::from_stream(head.chain(self.into_chunks()))?.with_headers(headers))
     }
@@ -512,14 +512,14 @@ impl CallStream {
             Err(e) => return Err(send_failed(&self.plan, b, e)),
         };
         let status = resp.status_code();
-        let content_type = resp.headers().get("content-type").ok().flatten().unwrap_or_default();
+        let content_type = resp.headers().get("content-type").unwrap_or_default();
         if (200..300).contains(&status) && content_type.contains("text/event-stream") {
             return resp
                 .stream()
                 .map_err(|e| Outcome::Failed(format!("the answer of app '{}' cannot be read: {e}", b.app_name)));
         }
         // An error, or a backend that answered in one piece.
-        let retry_after = resp.headers().get("retry-after").ok().flatten();
+        let retry_after = resp.headers().get("retry-after");
         let cap = outbound::one_piece_cap(b.max_result_bytes);
         match outbound::text(&mut resp, b.idle, cap).await {
             Ok(text) => Err(read_whole(&self.plan, b, status, &content_type, retry_after.as_deref(), &text)),
@@ -584,7 +584,7 @@ impl CallStream {
 /// The headers of a backend call: the key (when there is one), and for HTTP tools the
 /// conversation and user ids of seed 003.
 pub fn request_headers(plan: &CallPlan, b: &Target) -> Result<Headers, Outcome> {
-    let headers = Headers::new();
+    let mut headers = Headers::new();
     let bad = |_| {
         Outcome::Failed(format!(
             "the credentials of app '{}' contain characters not allowed in an HTTP header",
@@ -675,7 +675,7 @@ impl Drop for CancelGuard {
 
 /// `POST {base}/…/{task_id}/stop` with `{user}`: best effort, errors only logged.
 pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &str, user: &str, app: &str) {
-    let headers = Headers::new();
+    let mut headers = Headers::new();
     let auth = format!("Bearer {key}");
     if headers.set("authorization", &auth).and_then(|_| headers.set("content-type", "application/json")).is_err() {
         return;

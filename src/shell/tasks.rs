@@ -11,8 +11,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use wasm_bindgen::JsValue;
-use worker::{durable_object, Delay, DurableObject, Env, Method, Request, Response, State};
+use std::rc::Rc;
+
+use crate::runtime::{
+    storage_get, storage_put, Env, Fut, Method, ObjectHandler, ObjectStorage, Request, Response, RuntimeError, SqlValue,
+    Statement,
+};
 
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::dify::run_status;
@@ -29,7 +33,6 @@ use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, T
 use crate::pure::task_contract::{Kind, McpTaskStatus, TaskAnswer, TaskCall, TaskSpec};
 
 use super::call::{run_to_completion, target_of};
-use super::js_json::{storage_get, storage_put};
 use super::json_call::{get_json, post_json, Resend};
 use super::outbound::{self, SendError};
 use super::stream::{request_headers, send_failed, Target};
@@ -120,33 +123,44 @@ impl Record {
     }
 }
 
-#[durable_object]
+/// The Durable Object class of a task (bound as `TASKS`, class `TaskRunner`).
 pub struct TaskRunner {
-    state: State,
+    storage: Rc<dyn ObjectStorage>,
     env: Env,
 }
 
-impl DurableObject for TaskRunner {
-    fn new(state: State, env: Env) -> Self {
-        TaskRunner { state, env }
+impl ObjectHandler for TaskRunner {
+    fn fetch(&self, req: Request) -> Fut<'_, Response> {
+        Box::pin(async move {
+            self.answer(req).await.unwrap_or_else(|e| Response::text_with_status(format!("the task failed: {e}"), 500))
+        })
     }
 
-    async fn fetch(&self, mut req: Request) -> worker::Result<Response> {
+    fn alarm(&self) -> Fut<'_, crate::runtime::Result<()>> {
+        Box::pin(self.wake())
+    }
+}
+
+impl TaskRunner {
+    pub fn new(storage: Rc<dyn ObjectStorage>, env: Env) -> TaskRunner {
+        TaskRunner { storage, env }
+    }
+
+    async fn answer(&self, req: Request) -> crate::runtime::Result<Response> {
         super::outbound::guard_from_env(&self.env);
-        // Read as text: workers-rs's Request::json walks the parsed value with serde_wasm_bindgen.
         let call: TaskCall = match serde_json::from_str(&req.text().await?) {
             Ok(c) => c,
-            Err(e) => return Response::error(format!("not a task call: {e}"), 400),
+            Err(e) => return Ok(Response::text_with_status(format!("not a task call: {e}"), 400)),
         };
         if let TaskCall::Create { spec, ttl_ms } = call {
             return self.create(*spec, ttl_ms).await;
         }
-        let Some(mut rec) = self.load().await? else { return Response::error("no such task", 404) };
+        let Some(mut rec) = self.load().await? else { return Ok(Response::text_with_status("no such task", 404)) };
         // Past its deletion time a task is gone, even before the alarm has deleted it.
         if !call.may_reach(&rec.spec) || rec.state.deletable(super::platform::now_ms()) {
             // A task is reachable only through the server that created it (and, on a server
             // with client keys, by the caller that created it).
-            return Response::error("no such task", 404);
+            return Ok(Response::text_with_status("no such task", 404));
         }
         match call {
             TaskCall::Create { .. } | TaskCall::Get { .. } => {
@@ -157,10 +171,10 @@ impl DurableObject for TaskRunner {
                 let until = super::platform::now_ms() + timeout_ms.min(WAIT_SLICE_MS);
                 self.ensure_alarm(&rec).await?;
                 while !rec.state.status.is_terminal() && super::platform::now_ms() < until {
-                    Delay::from(Duration::from_millis(250)).await;
+                    crate::runtime::sleep(250).await;
                     match self.load().await? {
                         Some(r) => rec = r,
-                        None => return Response::error("no such task", 404),
+                        None => return Ok(Response::text_with_status("no such task", 404)),
                     }
                 }
                 Response::from_json(&answer(&rec, false))
@@ -175,34 +189,35 @@ impl DurableObject for TaskRunner {
         }
     }
 
-    async fn alarm(&self) -> worker::Result<Response> {
+    /// The alarm: one due step of the task (start, poll, cancel), or its deletion.
+    async fn wake(&self) -> crate::runtime::Result<()> {
         super::log::begin();
         super::outbound::guard_from_env(&self.env);
-        let Some(rec) = self.load().await? else { return Response::ok("no task") };
+        let Some(rec) = self.load().await? else { return Ok(()) };
         let now = super::platform::now_ms();
         if rec.state.deletable(now) {
-            self.state.storage().delete_all().await?;
+            self.storage.delete_all().await?;
             delete_row(&self.env, &rec.spec.task_id).await;
-            return Response::ok("expired");
+            return Ok(());
         }
         let mut rec = rec;
         if rec.state.end_if_ttl_ran_out(now) {
             // Ended before anything else is called; the cancel of its run is the next alarm.
             self.settle(&mut rec);
             self.save(&rec).await?;
-            return Response::ok("ttl ran out");
+            return Ok(());
         }
         // The backend call happens on a snapshot; its answer is applied to the state as stored
         // *after* the call, so a cancel that arrived meanwhile wins (its poll result is discarded).
         let effect = self.step(&rec).await;
-        let Some(mut fresh) = self.load().await? else { return Response::ok("deleted meanwhile") };
+        let Some(mut fresh) = self.load().await? else { return Ok(()) };
         let cfg = poll_config(&fresh.spec.app);
         apply(effect, &mut fresh, &cfg);
         // A step longer than what was left of the TTL (a submit, a run inside the task).
         fresh.state.end_if_ttl_ran_out(super::platform::now_ms());
         self.settle(&mut fresh);
         self.save(&fresh).await?;
-        Response::ok("ok")
+        Ok(())
     }
 }
 
@@ -254,39 +269,39 @@ fn answer(rec: &Record, was_terminal: bool) -> TaskAnswer {
 }
 
 impl TaskRunner {
-    async fn load(&self) -> worker::Result<Option<Record>> {
-        storage_get(&self.state, STORAGE_KEY).await
+    async fn load(&self) -> crate::runtime::Result<Option<Record>> {
+        storage_get(&*self.storage, STORAGE_KEY).await
     }
 
     /// Stores the record, mirrors it to D1 and arms the next alarm.
-    async fn save(&self, rec: &Record) -> worker::Result<()> {
-        storage_put(&self.state, STORAGE_KEY, rec).await?;
+    async fn save(&self, rec: &Record) -> crate::runtime::Result<()> {
+        storage_put(&*self.storage, STORAGE_KEY, rec).await?;
         match rec.state.next_wake_ms() {
             Some(at) => self.alarm_at(at).await?,
-            None => self.state.storage().delete_alarm().await?,
+            None => self.storage.delete_alarm().await?,
         }
         write_row(&self.env, rec).await;
         Ok(())
     }
 
-    /// Arms the alarm for an absolute time (the runtime takes an offset from now).
-    async fn alarm_at(&self, at_ms: u64) -> worker::Result<()> {
-        self.state.storage().set_alarm(at_ms.saturating_sub(super::platform::now_ms()) as i64).await
+    /// Arms the alarm for an absolute time.
+    async fn alarm_at(&self, at_ms: u64) -> crate::runtime::Result<()> {
+        self.storage.set_alarm(at_ms).await
     }
 
     /// After a restart an alarm may be missing, or long overdue: any request re-arms it.
-    async fn ensure_alarm(&self, rec: &Record) -> worker::Result<()> {
+    async fn ensure_alarm(&self, rec: &Record) -> crate::runtime::Result<()> {
         let Some(at) = rec.state.next_wake_ms() else { return Ok(()) };
-        let armed = self.state.storage().get_alarm().await?;
-        if armed.is_none_or(|t| (t as u64) + 5000 < super::platform::now_ms()) {
+        let armed = self.storage.get_alarm().await?;
+        if armed.is_none_or(|t| t + 5000 < super::platform::now_ms()) {
             self.alarm_at(at).await?;
         }
         Ok(())
     }
 
-    async fn create(&self, spec: TaskSpec, ttl_ms: u64) -> worker::Result<Response> {
+    async fn create(&self, spec: TaskSpec, ttl_ms: u64) -> crate::runtime::Result<Response> {
         if self.load().await?.is_some() {
-            return Response::error("task exists", 409);
+            return Ok(Response::text_with_status("task exists", 409));
         }
         let rec = Record {
             spec,
@@ -296,7 +311,7 @@ impl TaskRunner {
             dify_task_id: None,
         };
         // Durable before the client hears of it; the first alarm starts the work.
-        storage_put(&self.state, STORAGE_KEY, &rec).await?;
+        storage_put(&*self.storage, STORAGE_KEY, &rec).await?;
         self.alarm_at(super::platform::now_ms()).await?;
         write_row(&self.env, &rec).await;
         Response::from_json(&answer(&rec, false))
@@ -554,7 +569,7 @@ async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Optio
     };
     let status = resp.status_code();
     if !(200..300).contains(&status) {
-        let retry_after = resp.headers().get("retry-after").ok().flatten();
+        let retry_after = resp.headers().get("retry-after");
         let text = outbound::text(&mut resp, backend.idle, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
         return Err(dify_call::read_blocking(Mode::Workflow, status, retry_after.as_deref(), &text));
     }
@@ -578,7 +593,7 @@ async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Optio
 
 /// Mirrors a task into its D1 row (best effort: the Durable Object's storage is the authority).
 async fn write_row(env: &Env, rec: &Record) {
-    let Ok(db) = env.d1(super::platform::D1) else { return };
+    let db = env.d1(super::platform::D1);
     let s = &rec.state;
     let cfg = poll_config(&rec.spec.app);
     let sql = "INSERT INTO tasks (id, server_id, app_id, tool, status, status_message, created_at, updated_at, poll_count, consecutive_errors, last_error, next_poll_at, degraded, cancel_requested, completed_at)
@@ -586,40 +601,38 @@ async fn write_row(env: &Env, rec: &Record) {
                ON CONFLICT (id) DO UPDATE SET status = excluded.status, status_message = excluded.status_message, updated_at = excluded.updated_at,
                  poll_count = excluded.poll_count, consecutive_errors = excluded.consecutive_errors, last_error = excluded.last_error,
                  next_poll_at = excluded.next_poll_at, degraded = excluded.degraded, cancel_requested = excluded.cancel_requested, completed_at = excluded.completed_at";
-    let opt_s = |v: &Option<String>| v.as_deref().map_or(JsValue::NULL, JsValue::from_str);
-    let opt_n = |v: Option<u64>| v.map_or(JsValue::NULL, |n| JsValue::from_f64(n as f64));
+    let text = |v: &str| SqlValue::Text(v.to_string());
+    let int = |n: u64| SqlValue::Int(i64::try_from(n).unwrap_or(i64::MAX));
+    let opt_s = |v: &Option<String>| v.as_deref().map_or(SqlValue::Null, text);
+    let opt_n = |v: Option<u64>| v.map_or(SqlValue::Null, int);
     let status = serde_json::to_value(s.status).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default();
     let args = [
-        JsValue::from_str(&rec.spec.task_id),
-        JsValue::from_str(&rec.spec.server_id),
-        JsValue::from_str(&rec.spec.app.id),
-        JsValue::from_str(&rec.spec.tool),
-        JsValue::from_str(&status),
+        text(&rec.spec.task_id),
+        text(&rec.spec.server_id),
+        text(&rec.spec.app.id),
+        text(&rec.spec.tool),
+        text(&status),
         opt_s(&s.status_message(&cfg)),
-        JsValue::from_f64(s.created_at_ms as f64),
-        JsValue::from_f64(s.updated_at_ms as f64),
-        JsValue::from_f64(f64::from(s.poll_count)),
-        JsValue::from_f64(f64::from(s.consecutive_errors)),
+        int(s.created_at_ms),
+        int(s.updated_at_ms),
+        int(u64::from(s.poll_count)),
+        int(u64::from(s.consecutive_errors)),
         opt_s(&s.last_error),
         opt_n(s.next_poll_at_ms.filter(|_| !s.status.is_terminal())),
-        JsValue::from_f64(if s.tracking_degraded(&cfg) { 1.0 } else { 0.0 }),
-        JsValue::from_f64(if s.cancel_requested_at_ms.is_some() { 1.0 } else { 0.0 }),
+        int(u64::from(s.tracking_degraded(&cfg))),
+        int(u64::from(s.cancel_requested_at_ms.is_some())),
         opt_n(s.completed_at_ms),
     ];
-    let result = match db.prepare(sql).bind(&args) {
-        Ok(stmt) => stmt.run().await.map(|_| ()),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = result {
+    if let Err(e) = db.run(Statement::new(sql, args.to_vec())).await {
         super::log::error(&format!("mirroring task {} to D1: {e}", rec.spec.task_id));
     }
 }
 
 async fn delete_row(env: &Env, task_id: &str) {
-    if let Ok(db) = env.d1(super::platform::D1) {
-        if let Ok(stmt) = db.prepare("DELETE FROM tasks WHERE id = ?1").bind(&[JsValue::from_str(task_id)]) {
-            let _ = stmt.run().await;
-        }
+    let db = env.d1(super::platform::D1);
+    let stmt = Statement::new("DELETE FROM tasks WHERE id = ?1", vec![SqlValue::Text(task_id.to_string())]);
+    if let Err(e) = db.run(stmt).await {
+        super::log::error(&format!("deleting task {task_id}'s row from D1: {e}"));
     }
 }
 
@@ -628,19 +641,18 @@ async fn delete_row(env: &Env, task_id: &str) {
 /// A fresh task id: 128 bits from the CSPRNG, hex.
 pub fn new_task_id() -> Result<String, crate::pure::random::Unavailable> {
     let mut b = [0u8; 16];
-    crate::pure::random::fill(&mut b)?;
+    crate::runtime::fill_random(&mut b)?;
     Ok(ids::hex(&b))
 }
 
 /// Asks a task's Durable Object; `Ok(None)` when the task does not exist for this server.
-pub async fn call(env: &Env, task_id: &str, call: &TaskCall) -> worker::Result<Option<TaskAnswer>> {
-    let stub = env.durable_object(super::platform::TASKS)?.id_from_name(task_id)?.get_stub()?;
-    let req = super::platform::post_request("https://task/", &serde_json::to_string(call)?)?;
-    let mut resp = stub.fetch_with_request(req).await?;
+pub async fn call(env: &Env, task_id: &str, call: &TaskCall) -> crate::runtime::Result<Option<TaskAnswer>> {
+    let req = Request::post("https://task/", serde_json::to_string(call)?);
+    let resp = env.runtime().object_fetch(super::platform::TASKS, task_id, req).await?;
     match resp.status_code() {
-        200 => Ok(Some(resp.json::<TaskAnswer>().await?)),
+        200 => Ok(Some(serde_json::from_str::<TaskAnswer>(&resp.text().await?)?)),
         404 => Ok(None),
-        s => Err(worker::Error::RustError(format!(
+        s => Err(RuntimeError(format!(
             "the task runner answered HTTP {s}: {}",
             resp.text().await.unwrap_or_default()
         ))),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use serde_json::{json, Value};
-use worker::{ByteStream, Env, Headers, Method};
+use crate::runtime::{ByteStream, Env, Headers, Method};
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -216,7 +216,7 @@ impl<'a> Client<'a> {
     }
 
     fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, String> {
-        let h = Headers::new();
+        let mut h = Headers::new();
         let bad = |e: worker::Error| format!("a header for upstream {} cannot be set: {e}", self.up.app_name);
         h.set("content-type", "application/json").map_err(bad)?;
         h.set("accept", ACCEPT).map_err(bad)?;
@@ -248,8 +248,8 @@ impl<'a> Client<'a> {
             outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await?;
         let status = resp.status_code();
         let Some(app) = self.up.oauth_app.as_ref().filter(|_| matches!(status, 401 | 403)) else { return Ok(resp) };
-        let www = resp.headers().get("www-authenticate").ok().flatten();
-        let used = headers().ok().and_then(|h| h.get("authorization").ok().flatten()).unwrap_or_default();
+        let www = resp.headers().get("www-authenticate");
+        let used = headers().ok().and_then(|h| h.get("authorization")).unwrap_or_default();
         match super::oauth::reauthorize(self.env, app, status, www.as_deref(), &used).await {
             Ok(h) => *self.auth.borrow_mut() = Some(h),
             // Not a challenge a token answers, or no new token: the refusal stands, with the
@@ -279,7 +279,7 @@ impl<'a> Client<'a> {
             };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
-            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let www = resp.headers().get("www-authenticate");
             let body =
                 outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             if matches!(status, 400 | 404 | 405) && self.up.protocol.is_none() {
@@ -289,7 +289,7 @@ impl<'a> Client<'a> {
             }
             return Err(InitFailure::Http { status, www_authenticate: www, body });
         }
-        let session_id = resp.headers().get("mcp-session-id").ok().flatten();
+        let session_id = resp.headers().get("mcp-session-id");
         let mut reader = ReplyReader::new(json!(id));
         let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None)
             .await
@@ -338,7 +338,7 @@ impl<'a> Client<'a> {
             if (200..300).contains(&status) {
                 break (resp, id);
             }
-            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let www = resp.headers().get("www-authenticate");
             let body =
                 outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             if status == 400 && !retried && retry_rejected_version(&body, Version::V2026_07_28) {
@@ -382,7 +382,7 @@ impl<'a> Client<'a> {
         };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
-            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let www = resp.headers().get("www-authenticate");
             let body =
                 outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             return Err(init_failure_message(&app, &InitFailure::Http { status, www_authenticate: www, body }));
@@ -552,7 +552,7 @@ impl<'a> Client<'a> {
             return Err(None);
         }
         if !(200..300).contains(&status) {
-            let www = resp.headers().get("www-authenticate").ok().flatten();
+            let www = resp.headers().get("www-authenticate");
             let text = outbound::text(&mut resp, timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             if matches!(status, 401 | 403) {
                 return Err(Some(init_failure_message(
@@ -758,7 +758,7 @@ async fn read_reply(
     on_note: &mut dyn FnMut(Value),
     resume: Option<(&str, Headers)>,
 ) -> Result<Value, String> {
-    let ct = resp.headers().get("content-type").ok().flatten().unwrap_or_default().to_ascii_lowercase();
+    let ct = resp.headers().get("content-type").unwrap_or_default().to_ascii_lowercase();
     if ct.contains("text/event-stream") {
         let mut stream = resp.stream().map_err(|e| e.to_string())?;
         let mut deadline = Deadline::after(timeout);
@@ -788,8 +788,8 @@ async fn read_reply(
                 if resumes > MAX_RESUMES || wait_ms >= left {
                     return Err(format!("the upstream's event stream closed {resumes} times without an answer"));
                 }
-                let _ = h.set("last-event-id", id);
-                worker::Delay::from(Duration::from_millis(wait_ms)).await;
+                h.set("last-event-id", id);
+                crate::runtime::sleep(wait_ms).await;
                 let left = Duration::from_millis(deadline.left_ms().max(1));
                 let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await.map_err(send_error_text)?;
                 if r.status_code() != 200 {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use worker::Env;
+use crate::runtime::Env;
 
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::backend::mcp::session::{session_request, Session};
@@ -112,7 +112,7 @@ async fn run(
                     ));
                 }
                 let poll = t.get("pollIntervalMs").and_then(Value::as_u64).unwrap_or(1000).clamp(200, 5000);
-                worker::Delay::from(Duration::from_millis(poll)).await;
+                crate::runtime::sleep(poll).await;
             }
         }
     }

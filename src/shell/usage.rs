@@ -7,15 +7,13 @@
 use std::cell::RefCell;
 
 use serde_json::Value;
-use wasm_bindgen::JsValue;
-use worker::{Context, D1Database, Env};
+use crate::runtime::{Context, Db, Env, SqlValue};
 
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step};
 use crate::pure::mcp::tools::{tools_with, Upstreams};
 use crate::pure::usage::{self, failure_of, Aggregate, Arg, Call, Query, Row, Statement, UNKNOWN_TOOL};
 
-use super::js_json::all_rows;
 use super::platform;
 
 const DEFAULT_FLUSH_SECONDS: u64 = 60;
@@ -190,32 +188,38 @@ fn take_due(now_ms: u64, interval_ms: u64) -> Option<Vec<Statement>> {
 }
 
 async fn run(env: &Env, plan: Vec<Statement>) -> Result<(), String> {
-    let db = env.d1(platform::D1).map_err(|e| e.to_string())?;
-    let statements = plan.iter().map(|s| bind(&db, s)).collect::<Result<Vec<_>, _>>()?;
+    let db = env.d1(platform::D1);
+    let statements = plan.iter().map(bind).collect();
     // One batch: D1 runs it as one transaction, so a flush is counted whole or not at all.
     db.batch(statements).await.map(|_| ()).map_err(|e| e.to_string())
 }
 
-pub fn bind(db: &D1Database, s: &Statement) -> Result<worker::D1PreparedStatement, String> {
-    let args: Vec<JsValue> = s
+/// A planned statement (`pure::usage`) as the runtime runs it.
+pub fn bind(s: &Statement) -> crate::runtime::Statement {
+    let args = s
         .args
         .iter()
         .map(|a| match a {
-            Arg::Text(t) => JsValue::from_str(t),
-            Arg::Int(n) => JsValue::from_f64(*n as f64),
+            Arg::Text(t) => SqlValue::Text(t.clone()),
+            Arg::Int(n) => SqlValue::Int(*n),
         })
         .collect();
-    db.prepare(&s.sql).bind(&args).map_err(|e| e.to_string())
+    crate::runtime::Statement::new(s.sql.clone(), args)
 }
 
 /// The stored rows of `server_id` in the query's range, and its last failures (newest first).
-pub async fn read(db: &D1Database, server_id: &str, q: &Query) -> Result<(Vec<Row>, Vec<Value>), String> {
+pub async fn read(db: &Db, server_id: &str, q: &Query) -> Result<(Vec<Row>, Vec<Value>), String> {
     let select = Statement {
         sql: usage::select_sql(q.step),
         args: vec![Arg::Text(server_id.to_string()), Arg::Int(q.from), Arg::Int(q.to)],
     };
     let failures = Statement { sql: usage::FAILURES_SQL.to_string(), args: vec![Arg::Text(server_id.to_string())] };
-    let rows: Vec<Value> = all_rows(&bind(db, &select)?).await.map_err(|e| e.to_string())?;
-    let failed: Vec<Value> = all_rows(&bind(db, &failures)?).await.map_err(|e| e.to_string())?;
+    let rows: Vec<Value> = db.all(bind(&select)).await.map_err(|e| e.to_string())?;
+    let failed: Vec<Value> = db.all(bind(&failures)).await.map_err(|e| e.to_string())?;
     Ok((rows.iter().filter_map(Row::from_json).collect(), failed.iter().map(usage::failure_json).collect()))
+}
+
+/// Forgets this isolate's unflushed counts (an isolate evicted: they are lost, as in the runtime).
+pub fn forget_pending() {
+    STATE.with(|s| *s.borrow_mut() = State::default());
 }
