@@ -98,7 +98,16 @@ impl Headers {
         self.fields.iter().any(|(n, _)| n.eq_ignore_ascii_case(name))
     }
 
-    /// Replaces every field of `name` with one.
+    /// Replaces every field of `name` with one, after checking both as `fetch`'s `Headers` does
+    /// (a token for a name; no NUL, CR or LF, and nothing past Latin-1, in a value). For values
+    /// from configuration or a client; [`Headers::set`] is for the shell's own.
+    pub fn try_set(&mut self, name: &str, value: &str) -> Result<(), InvalidHeader> {
+        check_header(name, value)?;
+        self.set(name, value.trim_matches([' ', '\t']));
+        Ok(())
+    }
+
+    /// Replaces every field of `name` with one (a name and value the shell itself chose).
     pub fn set(&mut self, name: &str, value: &str) {
         self.delete(name);
         self.append(name, value);
@@ -130,6 +139,27 @@ impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for Headers {
         }
         h
     }
+}
+
+/// A header `fetch` would refuse, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidHeader(pub &'static str);
+
+impl std::fmt::Display for InvalidHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+fn check_header(name: &str, value: &str) -> Result<(), InvalidHeader> {
+    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if name.is_empty() || !name.bytes().all(token) {
+        return Err(InvalidHeader("invalid header name"));
+    }
+    if value.chars().any(|c| matches!(c, '\0' | '\r' | '\n') || c as u32 > 0xFF) {
+        return Err(InvalidHeader("invalid header value"));
+    }
+    Ok(())
 }
 
 /// A body the runtime still holds: read whole in one call, or chunk by chunk.

@@ -21,7 +21,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 pub use futures::future::LocalBoxFuture as Fut;
-pub use http::{Body, ByteStream, Headers, Method, PlatformBody, Request, Response};
+pub use http::{Body, ByteStream, Headers, InvalidHeader, Method, PlatformBody, Request, Response};
 
 /// What the runtime said when a platform call failed (a binding, storage, the network). Never
 /// holds a secret: callers pass it to logs and, scrubbed of URLs, to clients.

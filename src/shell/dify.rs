@@ -24,7 +24,8 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
     let shown = format!("{}{path}", crate::pure::url::host_for_display(base_url));
     let mut headers = Headers::new();
     let auth = format!("Bearer {api_key}");
-    headers.set("authorization", &auth).and_then(|_| headers.set("accept", "application/json")).map_err(|_| {
+    headers.set("accept", "application/json");
+    headers.try_set("authorization", &auth).map_err(|_| {
         import_error("invalid_api_key", "the API key contains characters not allowed in an HTTP header".into())
     })?;
     let mut resp = match outbound::send(Method::Get, &url, headers, None, IMPORT_TIMEOUT).await {

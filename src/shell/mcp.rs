@@ -71,7 +71,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
                 jsonrpc::INVALID_REQUEST,
                 format!("Method not allowed: {} (this MCP endpoint takes POST)", m.as_ref()),
             );
-            let resp = rpc(405, &e.to_response(&Value::Null), cors.as_deref())?;
+            let mut resp = rpc(405, &e.to_response(&Value::Null), cors.as_deref())?;
             resp.headers_mut().set("allow", "POST, OPTIONS");
             return Ok(resp);
         }
@@ -219,7 +219,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             }
             Err(refusal) => {
                 let e = RpcError::new(Refusal::STATUS, jsonrpc::INVALID_REQUEST, refusal.message());
-                let resp = rpc(Refusal::STATUS, &e.to_response(&echo_id), cors.as_deref())?;
+                let mut resp = rpc(Refusal::STATUS, &e.to_response(&echo_id), cors.as_deref())?;
                 resp.headers_mut().set("www-authenticate", &refusal.challenge());
                 return Ok(resp);
             }
@@ -293,7 +293,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
                         let mut headers = Headers::new();
                         headers.set("content-type", "text/event-stream");
                         headers.set("cache-control", "no-cache");
-                        with_cors(&headers, cors.as_deref())?;
+                        with_cors(&mut headers, cors.as_deref())?;
                         if !version.is_stateless() {
                             return call.into_response(headers);
                         }
@@ -324,7 +324,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
                         if let Some(t) = ticket {
                             t.finish(&v);
                         }
-                        let resp = rpc(status, &v, cors.as_deref())?;
+                        let mut resp = rpc(status, &v, cors.as_deref())?;
                         if let Some(sid) = super::relay::session_id_for(env, def, single, &v) {
                             resp.headers_mut().set("mcp-session-id", &sid);
                         }
@@ -375,7 +375,7 @@ fn oauth_gate<'a>(
                 let e = RpcError::new(status, jsonrpc::INVALID_REQUEST, message);
                 let metadata = oauth_resource::resource_metadata_url(&base, code);
                 let challenge = oauth_resource::challenge(&metadata, settings, error.as_ref());
-                Err(rpc(status, &e.to_response(echo_id), cors).and_then(|resp| {
+                Err(rpc(status, &e.to_response(echo_id), cors).and_then(|mut resp| {
                     resp.headers_mut().set("www-authenticate", &challenge);
                     Ok(resp)
                 }))
@@ -404,7 +404,7 @@ fn too_many(env: &Env, echo_id: &Value, cors: Option<&str>) -> crate::runtime::R
         -32000,
         format!("Rate limited: too many requests for this MCP server; retry after {after} s"),
     );
-    let resp = rpc(429, &e.to_response(echo_id), cors)?;
+    let mut resp = rpc(429, &e.to_response(echo_id), cors)?;
     resp.headers_mut().set("retry-after", &after.to_string());
     Ok(resp)
 }
@@ -555,7 +555,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
 const MAX_RESULT_WAIT_MS: u64 = 5 * 60 * 1000;
 
 async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result<(u16, Value), RpcError> {
-    let failed = |e: worker::Error| {
+    let failed = |e: crate::runtime::RuntimeError| {
         super::log::error(&format!("task {}: {e}", req.task_id));
         RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
     };
@@ -729,7 +729,7 @@ pub async fn resource_metadata(req: Incoming, env: &Env, ctx: &Context, code: &s
     };
     let base = oauth_base(env).map_err(|why| ApiError::new(503, "misconfigured", why))?;
     let doc = oauth_resource::resource_metadata(&oauth_resource::resource_url(&base, code), settings, &def.name);
-    let resp = super::http::json(200, &doc).map_err(|e| super::http::internal("the metadata", e))?;
+    let mut resp = super::http::json(200, &doc);
     // Public, and read by browser-based clients from other origins.
     resp.headers_mut().set("access-control-allow-origin", "*");
     Ok(resp)
@@ -743,7 +743,7 @@ fn allowed_origins(env: &Env) -> String {
     super::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS).map(|v| v.to_string()).unwrap_or_default()
 }
 
-fn with_cors(headers: &Headers, origin: Option<&str>) -> crate::runtime::Result<()> {
+fn with_cors(headers: &mut Headers, origin: Option<&str>) -> crate::runtime::Result<()> {
     if let Some(o) = origin {
         headers.set("access-control-allow-origin", o);
         headers.set("vary", "Origin");
@@ -754,12 +754,12 @@ fn with_cors(headers: &Headers, origin: Option<&str>) -> crate::runtime::Result<
 
 fn preflight(origin: Option<&str>, requested: Option<String>) -> crate::runtime::Result<Response> {
     let mut headers = Headers::new();
-    with_cors(&headers, origin)?;
+    with_cors(&mut headers, origin)?;
     headers.set("access-control-allow-methods", "POST, OPTIONS");
-    headers.set("access-control-allow-headers", &allowed_headers(ALLOWED_HEADERS, requested.as_deref()))?;
+    headers.set("access-control-allow-headers", &allowed_headers(ALLOWED_HEADERS, requested.as_deref()));
     headers.set("access-control-max-age", "86400");
     headers.set("allow", "POST, OPTIONS");
-    Ok(Response::empty()?.with_status(204).with_headers(headers))
+    Ok(Response::empty().with_status(204).with_headers(headers))
 }
 
 fn rpc(status: u16, body: &Value, origin: Option<&str>) -> crate::runtime::Result<Response> {
@@ -774,8 +774,8 @@ fn rpc_bytes(status: u16, body: Vec<u8>, origin: Option<&str>) -> crate::runtime
     let mut headers = Headers::new();
     headers.set("content-type", "application/json");
     headers.set("cache-control", "no-store");
-    with_cors(&headers, origin)?;
-    Ok(Response::from_bytes(body)?.with_status(status).with_headers(headers))
+    with_cors(&mut headers, origin)?;
+    Ok(Response::from_bytes(body).with_status(status).with_headers(headers))
 }
 
 fn accepted(origin: Option<&str>) -> crate::runtime::Result<Response> {
@@ -784,6 +784,6 @@ fn accepted(origin: Option<&str>) -> crate::runtime::Result<Response> {
 
 fn empty(status: u16, origin: Option<&str>) -> crate::runtime::Result<Response> {
     let mut headers = Headers::new();
-    with_cors(&headers, origin)?;
-    Ok(Response::empty()?.with_status(status).with_headers(headers))
+    with_cors(&mut headers, origin)?;
+    Ok(Response::empty().with_status(status).with_headers(headers))
 }

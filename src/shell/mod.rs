@@ -102,7 +102,9 @@ pub async fn serve(req: Request, env: &Env, ctx: &Context) -> Response {
 async fn route(req: Incoming, env: &Env, ctx: &Context, segments: &[&str], shown_path: &str) -> Response {
     let result = match segments {
         ["healthz"] => Ok(http::json(200, &json!({ "status": "ok", "version": VERSION }))),
-        ["mcp", "server", code, "mcp"] => return mcp::handle(req, env, ctx, code).await,
+        ["mcp", "server", code, "mcp"] => {
+            return mcp::handle(req, env, ctx, code).await.unwrap_or_else(|e| http::error(&http::internal("answering", e)))
+        }
         // RFC 9728 metadata of an `oauth` server: the well-known form, and beside the endpoint.
         [".well-known", "oauth-protected-resource", "mcp", "server", code, "mcp"]
         | ["mcp", "server", code, ".well-known", "oauth-protected-resource"] => {

@@ -237,7 +237,9 @@ impl TokenBroker {
         headers.set("content-type", "application/x-www-form-urlencoded");
         headers.set("accept", "application/json");
         if let Some((k, v)) = up::token_request_auth(cfg, &target) {
-            headers.set(&k, &v);
+            if let Err(e) = headers.try_set(&k, &v) {
+                return Ok(Err(format!("backend.oauth of app '{app}': its client credentials cannot be sent ({e})")));
+            }
         }
         let sent = send(&target.token_url, headers, form).await;
         let (status, text) = match sent {
@@ -314,7 +316,7 @@ async fn discover(cfg: &OAuthConfig, issuer: &str, mcp_url: &str, hinted: Option
 /// place could not be reached or did not answer JSON.
 async fn get_json(url: &str) -> Result<Option<Value>, String> {
     let mut headers = Headers::new();
-    headers.set("accept", "application/json").map_err(|e| e.to_string())?;
+    headers.set("accept", "application/json");
     let at = crate::pure::url::host_for_display(url);
     let sent =
         outbound::send_text(Method::Get, url, headers, None, TOKEN_TIMEOUT, CrossOrigin::WithoutCredentials).await;

@@ -6,7 +6,6 @@
 //! `notifications/cancelled` cancels it through the record registered for it.
 
 use std::future::Future;
-use std::time::Duration;
 
 use futures::future::{select, Either};
 use serde_json::{json, Value};
@@ -95,13 +94,13 @@ async fn first<T>(work: impl Future<Output = T>, abort: &mut (impl Future<Output
 /// Cancels the run at the backend's cancel endpoint (best effort: errors are only logged).
 pub async fn cancel(target: &Target, cancel_url: &str, user: &str, remote: &str) {
     let mut headers = Headers::new();
+    headers.set("content-type", "application/json");
     let set = headers
-        .set("content-type", "application/json")
-        .and_then(|_| headers.set("x-dify-conversation-id", user))
-        .and_then(|_| headers.set("x-dify-user-id", user))
+        .try_set("x-dify-conversation-id", user)
+        .and_then(|_| headers.try_set("x-dify-user-id", user))
         .and_then(|_| match target.api_key.as_str() {
             "" => Ok(()),
-            key => headers.set("authorization", &format!("Bearer {key}")),
+            key => headers.try_set("authorization", &format!("Bearer {key}")),
         });
     if set.is_err() {
         return;

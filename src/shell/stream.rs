@@ -236,12 +236,12 @@ impl CallStream {
 
     /// The SSE response: notifications as they happen, the final response last.
     pub fn into_response(self, headers: Headers) -> crate::runtime::Result<Response> {
-        Ok(Response::from_stream(self.into_chunks())?.with_headers(headers))
+        Ok(Response::from_stream(Box::pin(self.into_chunks())).with_headers(headers))
     }
 
     fn into_chunks(self) -> impl futures::Stream<Item = crate::runtime::Result<Vec<u8>>> {
         futures::stream::unfold(self, |mut call| async move {
-            call.next_chunk().await.map(|text| (Ok::<Vec<u8>, worker::Error>(text.into_bytes()), call))
+            call.next_chunk().await.map(|text| (Ok::<Vec<u8>, crate::runtime::RuntimeError>(text.into_bytes()), call))
         })
     }
 
@@ -268,8 +268,8 @@ impl CallStream {
 
     /// The SSE response of an [`Opening::Stream`]: its first piece, then the rest as it comes.
     pub fn into_response_from(self, first: String, headers: Headers) -> crate::runtime::Result<Response> {
-        let head = futures::stream::once(async move { Ok::<Vec<u8>, worker::Error>(first.into_bytes()) });
-        Ok(Response::from_stream(head.chain(self.into_chunks()))?.with_headers(headers))
+        let head = futures::stream::once(async move { Ok::<Vec<u8>, crate::runtime::RuntimeError>(first.into_bytes()) });
+        Ok(Response::from_stream(Box::pin(head.chain(self.into_chunks()))).with_headers(headers))
     }
 
     /// Runs the call to its end for a client that takes only JSON: the final response alone.
@@ -498,8 +498,8 @@ impl CallStream {
     /// Starts the backend run; `Err` is the outcome when it cannot start streaming.
     async fn connect(&mut self) -> Result<ByteStream, Outcome> {
         let b = &self.target;
-        let headers = request_headers(&self.plan, b)?;
-        headers.set("accept", "text/event-stream").map_err(|e| Outcome::Failed(e.to_string()))?;
+        let mut headers = request_headers(&self.plan, b)?;
+        headers.set("accept", "text/event-stream");
         let mut body = self.plan.request.http_body().cloned().unwrap_or(Value::Null);
         if self.plan.mode.is_dify() {
             body["response_mode"] = "streaming".into();
@@ -514,9 +514,7 @@ impl CallStream {
         let status = resp.status_code();
         let content_type = resp.headers().get("content-type").unwrap_or_default();
         if (200..300).contains(&status) && content_type.contains("text/event-stream") {
-            return resp
-                .stream()
-                .map_err(|e| Outcome::Failed(format!("the answer of app '{}' cannot be read: {e}", b.app_name)));
+            return Ok(resp.stream());
         }
         // An error, or a backend that answered in one piece.
         let retry_after = resp.headers().get("retry-after");
@@ -591,14 +589,14 @@ pub fn request_headers(plan: &CallPlan, b: &Target) -> Result<Headers, Outcome> 
             b.app_name
         ))
     };
-    headers.set("content-type", "application/json").map_err(bad)?;
+    headers.set("content-type", "application/json");
     if !b.api_key.is_empty() {
-        headers.set("authorization", &format!("Bearer {}", b.api_key)).map_err(bad)?;
+        headers.try_set("authorization", &format!("Bearer {}", b.api_key)).map_err(bad)?;
     }
     if plan.mode == Mode::HttpTool {
         // MCP has no conversations; each client is one continuing conversation with the tool.
-        headers.set("x-dify-conversation-id", &plan.user).map_err(bad)?;
-        headers.set("x-dify-user-id", &plan.user).map_err(bad)?;
+        headers.try_set("x-dify-conversation-id", &plan.user).map_err(bad)?;
+        headers.try_set("x-dify-user-id", &plan.user).map_err(bad)?;
     }
     Ok(headers)
 }
@@ -677,7 +675,8 @@ impl Drop for CancelGuard {
 pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &str, user: &str, app: &str) {
     let mut headers = Headers::new();
     let auth = format!("Bearer {key}");
-    if headers.set("authorization", &auth).and_then(|_| headers.set("content-type", "application/json")).is_err() {
+    headers.set("content-type", "application/json");
+    if headers.try_set("authorization", &auth).is_err() {
         return;
     }
     let url = format!("{base}{}", dify_call::stop_path(mode, task_id));

@@ -7,7 +7,6 @@
 //! its backend's run cancelled; after the TTL (and the bounded grace of a task that ended late)
 //! its storage is deleted.
 
-use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -573,7 +572,7 @@ async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Optio
         let text = outbound::text(&mut resp, backend.idle, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
         return Err(dify_call::read_blocking(Mode::Workflow, status, retry_after.as_deref(), &text));
     }
-    let mut stream = resp.stream().map_err(|e| Outcome::Failed(e.to_string()))?;
+    let mut stream = resp.stream();
     let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
     let mut events = Vec::new();
     let mut deadline = outbound::Deadline::after(backend.idle);

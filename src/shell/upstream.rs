@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::StreamExt;
 
 use serde_json::{json, Value};
-use crate::runtime::{ByteStream, Env, Headers, Method};
+use crate::runtime::{ByteStream, Env, Headers, InvalidHeader, Method};
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -217,18 +217,18 @@ impl<'a> Client<'a> {
 
     fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, String> {
         let mut h = Headers::new();
-        let bad = |e: worker::Error| format!("a header for upstream {} cannot be set: {e}", self.up.app_name);
-        h.set("content-type", "application/json").map_err(bad)?;
-        h.set("accept", ACCEPT).map_err(bad)?;
+        let bad = |e: InvalidHeader| format!("a header for upstream {} cannot be set: {e}", self.up.app_name);
+        h.set("content-type", "application/json");
+        h.set("accept", ACCEPT);
         for (k, v) in &self.up.headers {
-            h.set(k, v).map_err(bad)?;
+            h.try_set(k, v).map_err(bad)?;
         }
         if let Some((k, v)) = self.auth.borrow().as_ref() {
-            h.set(k, v).map_err(bad)?;
+            h.try_set(k, v).map_err(bad)?;
         }
         if let Some(s) = session {
             for (k, v) in request_headers(s, method, name) {
-                h.set(k, &v).map_err(bad)?;
+                h.try_set(k, &v).map_err(bad)?;
             }
         }
         Ok(h)
@@ -365,8 +365,8 @@ impl<'a> Client<'a> {
     /// only), then initialize over it.
     async fn open_sse(&mut self, sse_url: &str) -> Result<(), String> {
         let app = self.up.app_name.clone();
-        let headers = self.headers(None, "", None)?;
-        headers.set("accept", "text/event-stream").map_err(|e| e.to_string())?;
+        let mut headers = self.headers(None, "", None)?;
+        headers.set("accept", "text/event-stream");
         let mut resp = match outbound::send(Method::Get, sse_url, headers, None, self.up.init_timeout).await {
             Ok(r) => r,
             Err(SendError::TimedOut) => {
@@ -387,7 +387,7 @@ impl<'a> Client<'a> {
                 outbound::text(&mut resp, self.up.init_timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             return Err(init_failure_message(&app, &InitFailure::Http { status, www_authenticate: www, body }));
         }
-        let mut stream = resp.stream().map_err(|e| format!("upstream {app}: {e}"))?;
+        let mut stream = resp.stream();
         let id = self.id();
         let mut reader = ReplyReader::new(json!(id));
         let mut deadline = Deadline::after(self.up.init_timeout);
@@ -534,9 +534,9 @@ impl<'a> Client<'a> {
         let app = &self.up.app_name;
         let method = body["method"].as_str().unwrap_or_default();
         let headers = || {
-            let h = self.headers(Some(session), method, name)?;
+            let mut h = self.headers(Some(session), method, name)?;
             for (k, v) in param_headers(session, params) {
-                h.set(k, v).map_err(|e| format!("the {k} header for upstream {app} cannot be set: {e}"))?;
+                h.try_set(k, v).map_err(|e| format!("the {k} header for upstream {app} cannot be set: {e}"))?;
             }
             Ok(h)
         };
@@ -570,8 +570,8 @@ impl<'a> Client<'a> {
             return Err(Some(format!("upstream {app} answered HTTP {status}: {snippet}")));
         }
         let mut reader = ReplyReader::new(json!(id));
-        let get = self.headers(Some(session), "", None).map_err(Some)?;
-        get.set("accept", "text/event-stream").map_err(|e| Some(e.to_string()))?;
+        let mut get = self.headers(Some(session), "", None).map_err(Some)?;
+        get.set("accept", "text/event-stream");
         // Named like every other upstream failure: on a multi-app server the text alone must say
         // which upstream broke off or timed out.
         read_reply(resp, &mut reader, timeout, self.up.max_result_bytes, on_note, Some((&self.up.url, get)))
@@ -756,11 +756,11 @@ async fn read_reply(
     timeout: Duration,
     max_result_bytes: usize,
     on_note: &mut dyn FnMut(Value),
-    resume: Option<(&str, Headers)>,
+    mut resume: Option<(&str, Headers)>,
 ) -> Result<Value, String> {
     let ct = resp.headers().get("content-type").unwrap_or_default().to_ascii_lowercase();
     if ct.contains("text/event-stream") {
-        let mut stream = resp.stream().map_err(|e| e.to_string())?;
+        let mut stream = resp.stream();
         let mut deadline = Deadline::after(timeout);
         let mut resumes = 0;
         loop {
@@ -780,7 +780,7 @@ async fn read_reply(
                 return Err("the upstream stream ended without an answer".into());
             }
             if closed {
-                let (Some((url, h)), Some((id, wait_ms))) = (&resume, reader.resume()) else {
+                let (Some((url, h)), Some((id, wait_ms))) = (&mut resume, reader.resume()) else {
                     return Err("the upstream closed its event stream before answering".into());
                 };
                 let left = deadline.left_ms();
@@ -788,14 +788,15 @@ async fn read_reply(
                 if resumes > MAX_RESUMES || wait_ms >= left {
                     return Err(format!("the upstream's event stream closed {resumes} times without an answer"));
                 }
-                h.set("last-event-id", id);
+                // An id `fetch` would refuse is not sent: the stream resumes from the start.
+                let _ = h.try_set("last-event-id", id);
                 crate::runtime::sleep(wait_ms).await;
                 let left = Duration::from_millis(deadline.left_ms().max(1));
                 let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await.map_err(send_error_text)?;
                 if r.status_code() != 200 {
                     return Err(format!("resuming the upstream's event stream got HTTP {}", r.status_code()));
                 }
-                stream = r.stream().map_err(|e| e.to_string())?;
+                stream = r.stream();
             }
         }
     }
