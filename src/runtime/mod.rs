@@ -175,7 +175,13 @@ pub trait Runtime {
         data: &[u8],
     ) -> Fut<'static, Result<bool>>;
     /// WebCrypto's `sign` with a PKCS#8 private key; `data: None` only checks that it imports.
-    fn sign(&self, pkcs8: &[u8], import: &str, sign: &str, data: Option<&[u8]>) -> Fut<'static, Result<Vec<u8>, SignError>>;
+    fn sign(
+        &self,
+        pkcs8: &[u8],
+        import: &str,
+        sign: &str,
+        data: Option<&[u8]>,
+    ) -> Fut<'static, Result<Vec<u8>, SignError>>;
 }
 
 thread_local! {

@@ -5,8 +5,8 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use serde_json::Value;
 use crate::runtime::{Context, Env, Method};
+use serde_json::Value;
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::http_tool::config::AsyncEndpoints;

@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use serde_json::Value;
 use crate::runtime::{Headers, Method};
+use serde_json::Value;
 
 use super::outbound::{self, SendError};
 

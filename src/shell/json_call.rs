@@ -2,8 +2,8 @@
 //! an async HTTP tool polled within a call): sent once more at once when it fails before any
 //! answer, if it may be repeated; its answer read under the app's limits.
 
-use serde_json::Value;
 use crate::runtime::Method;
+use serde_json::Value;
 
 use crate::pure::mcp::server::CallPlan;
 

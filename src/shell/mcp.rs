@@ -3,8 +3,8 @@
 
 use std::rc::Rc;
 
-use serde_json::Value;
 use crate::runtime::{Context, Env, Headers, Method, Response};
+use serde_json::Value;
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::mcp::binding::{Caller as UpstreamCaller, CALLER_ENTRY};

@@ -103,7 +103,9 @@ async fn route(req: Incoming, env: &Env, ctx: &Context, segments: &[&str], shown
     let result = match segments {
         ["healthz"] => Ok(http::json(200, &json!({ "status": "ok", "version": VERSION }))),
         ["mcp", "server", code, "mcp"] => {
-            return mcp::handle(req, env, ctx, code).await.unwrap_or_else(|e| http::error(&http::internal("answering", e)))
+            return mcp::handle(req, env, ctx, code)
+                .await
+                .unwrap_or_else(|e| http::error(&http::internal("answering", e)))
         }
         // RFC 9728 metadata of an `oauth` server: the well-known form, and beside the endpoint.
         [".well-known", "oauth-protected-resource", "mcp", "server", code, "mcp"]

@@ -97,7 +97,9 @@ pub struct TokenBroker {
 impl ObjectHandler for TokenBroker {
     fn fetch(&self, req: Request) -> Fut<'_, Response> {
         Box::pin(async move {
-            self.answer(req).await.unwrap_or_else(|e| Response::text_with_status(format!("the token broker failed: {e}"), 500))
+            self.answer(req)
+                .await
+                .unwrap_or_else(|e| Response::text_with_status(format!("the token broker failed: {e}"), 500))
         })
     }
 
@@ -211,7 +213,12 @@ impl TokenBroker {
         Ok(t)
     }
 
-    async fn refresh(&self, cfg: &OAuthConfig, app: &str, mcp_url: &str) -> crate::runtime::Result<Result<OAuthToken, String>> {
+    async fn refresh(
+        &self,
+        cfg: &OAuthConfig,
+        app: &str,
+        mcp_url: &str,
+    ) -> crate::runtime::Result<Result<OAuthToken, String>> {
         // Another request may have refreshed while this one waited.
         if let Some(t) = self.valid(cfg).await? {
             return Ok(Ok(t));

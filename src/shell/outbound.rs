@@ -11,9 +11,9 @@ use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
 
+use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
 use crate::runtime::timer::Timer;
 use crate::runtime::{Abort, Body, ByteStream, Env, Fetched, Headers, Method, Outbound};
-use crate::pure::url::{follow_redirect, is_redirect, parse_outbound, PrivateAllow, Redirect};
 
 thread_local! {
     /// `ALLOW_PRIVATE_BACKENDS` of the current event (request or alarm).
@@ -75,11 +75,6 @@ impl Answer {
     /// The body, chunk by chunk (taken: a second call reads nothing).
     pub fn stream(&mut self) -> ByteStream {
         std::mem::replace(&mut self.body, Body::Empty).into_stream()
-    }
-
-    /// Stops the exchange: its body is not read further.
-    pub fn abort(&self) {
-        self.abort.abort();
     }
 }
 
@@ -151,10 +146,7 @@ pub async fn send_text(
 }
 
 fn cross_origin_headers(headers: &Headers, with_body: bool) -> Headers {
-    headers
-        .iter()
-        .filter(|(k, _)| CROSS_ORIGIN_HEADERS.contains(k) && (with_body || *k != "content-type"))
-        .collect()
+    headers.iter().filter(|(k, _)| CROSS_ORIGIN_HEADERS.contains(k) && (with_body || *k != "content-type")).collect()
 }
 
 /// One request, no redirect followed, its answer's headers within `deadline` (then aborted).

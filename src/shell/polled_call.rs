@@ -7,9 +7,9 @@
 
 use std::future::Future;
 
+use crate::runtime::{Headers, Method};
 use futures::future::{select, Either};
 use serde_json::{json, Value};
-use crate::runtime::{Headers, Method};
 
 use crate::pure::backend::http_tool::config::AsyncEndpoints;
 use crate::pure::backend::http_tool::polled::{self, Next};

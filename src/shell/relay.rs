@@ -3,8 +3,8 @@
 //! Worker's sealing key, Flowgate's `Mcp-Session-Id` and the relayed requests' ids (the
 //! delivery of an answer is `upstream::deliver_answer`).
 
-use serde_json::{Map, Value};
 use crate::runtime::Env;
+use serde_json::{Map, Value};
 
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::input_required::{self as ir, Bind};

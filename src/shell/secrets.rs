@@ -4,8 +4,8 @@
 
 use std::rc::Rc;
 
-use serde_json::Value;
 use crate::runtime::Env;
+use serde_json::Value;
 
 use crate::pure::backend::credentials::{is_secret_ref, seal_literals};
 use crate::pure::config;

@@ -1,7 +1,7 @@
 //! The registry in D1: apps, servers, and which apps each server exposes.
 
-use serde_json::{json, Map, Value};
 use crate::runtime::{Db, RuntimeError, SqlValue, Statement};
+use serde_json::{json, Map, Value};
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::config::Backend;
@@ -280,13 +280,9 @@ pub async fn update_app(db: &Db, id: &str, spec: &AppSpec, now: i64) -> Result<(
 pub async fn delete_app(db: &Db, id: &str) -> Result<()> {
     db.batch(vec![
         stmt("DELETE FROM mcp_server_apps WHERE app_id = ?1", &[s(id)]),
-        stmt("DELETE FROM mcp_server_apps WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)",
-            &[s(id)],
-        ),
+        stmt("DELETE FROM mcp_server_apps WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)]),
         stmt("DELETE FROM end_users WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)]),
-        stmt("DELETE FROM server_keys WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)",
-            &[s(id)],
-        ),
+        stmt("DELETE FROM server_keys WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)]),
         stmt("DELETE FROM mcp_servers WHERE app_id = ?1", &[s(id)]),
         stmt("DELETE FROM apps WHERE id = ?1 AND tenant_id = ?2", &[s(id), s(TENANT)]),
     ])
@@ -357,7 +353,8 @@ pub struct NewServer<'a> {
 pub async fn insert_server(db: &Db, new: &NewServer<'_>) -> Result<bool> {
     let insert = "INSERT INTO mcp_servers (id, tenant_id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at)
                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?9)";
-    let mut batch = vec![stmt(insert,
+    let mut batch = vec![stmt(
+        insert,
         &[
             s(new.id),
             s(TENANT),
@@ -390,7 +387,8 @@ fn server_app_rows(server_id: &str, app_ids: &[String]) -> Vec<Statement> {
         .iter()
         .enumerate()
         .map(|(i, app_id)| {
-            stmt("INSERT INTO mcp_server_apps (server_id, app_id, position) VALUES (?1, ?2, ?3)",
+            stmt(
+                "INSERT INTO mcp_server_apps (server_id, app_id, position) VALUES (?1, ?2, ?3)",
                 &[s(server_id), s(app_id), n(i as i64)],
             )
         })
@@ -471,13 +469,7 @@ async fn key_hashes(db: &Db, server_id: &str) -> Result<Vec<ClientKey>> {
 }
 
 /// Sets the mode, and the issuer settings of an `oauth` server (cleared for the other modes).
-pub async fn set_auth_mode(
-    db: &Db,
-    id: &str,
-    mode: AuthMode,
-    oauth: Option<&OAuthSettings>,
-    now: i64,
-) -> Result<()> {
+pub async fn set_auth_mode(db: &Db, id: &str, mode: AuthMode, oauth: Option<&OAuthSettings>, now: i64) -> Result<()> {
     let sql = "UPDATE mcp_servers SET client_auth = ?2, oauth = ?3, updated_at = ?4 WHERE id = ?1";
     let oauth = match oauth.map(serde_json::to_string).transpose() {
         Ok(Some(text)) => s(&text),
@@ -587,7 +579,8 @@ pub async fn list_tasks(db: &Db, server_id: &str, before: i64, limit: u32) -> Re
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND created_at < ?2 ORDER BY created_at DESC LIMIT ?3"
     );
-    let rows: Vec<Value> = db.all(stmt(&sql, &[s(server_id), n(before), n(i64::from(limit))]))
+    let rows: Vec<Value> = db
+        .all(stmt(&sql, &[s(server_id), n(before), n(i64::from(limit))]))
         .await
         .map_err(|e| internal("listing tasks", e))?;
     Ok(rows.into_iter().map(task_json).collect())
@@ -630,9 +623,7 @@ pub async fn audit_log(db: &Db, limit: u32) -> Result<Vec<Value>> {
 
 pub async fn update_app_backend(db: &Db, id: &str, backend: &Value, now: i64) -> Result<()> {
     let sql = "UPDATE apps SET backend = ?2, updated_at = ?3 WHERE id = ?1";
-    db.run(stmt(sql, &[s(id), s(&backend.to_string()), n(now)]))
-        .await
-        .map_err(|e| internal("updating an app", e))?;
+    db.run(stmt(sql, &[s(id), s(&backend.to_string()), n(now)])).await.map_err(|e| internal("updating an app", e))?;
     Ok(())
 }
 

@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
+use crate::runtime::{ByteStream, Context, Env, Headers, Method, Response};
 use futures::channel::mpsc::{unbounded, UnboundedReceiver};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
 use futures::StreamExt;
 use serde_json::Value;
-use crate::runtime::{ByteStream, Context, Env, Headers, Method, Response};
 
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::dify::stream::DifyStream;
@@ -34,8 +34,8 @@ const KEEPALIVE_MS: u64 = 1000;
 const SHARE_RUN_AFTER_MS: u64 = 2000;
 
 use super::outbound::{self, SendError};
-use crate::runtime::timer::Timer;
 use super::VERSION;
+use crate::runtime::timer::Timer;
 
 /// Where and how to call an app's backend, resolved from its settings for one call.
 #[derive(Clone)]
@@ -268,7 +268,8 @@ impl CallStream {
 
     /// The SSE response of an [`Opening::Stream`]: its first piece, then the rest as it comes.
     pub fn into_response_from(self, first: String, headers: Headers) -> crate::runtime::Result<Response> {
-        let head = futures::stream::once(async move { Ok::<Vec<u8>, crate::runtime::RuntimeError>(first.into_bytes()) });
+        let head =
+            futures::stream::once(async move { Ok::<Vec<u8>, crate::runtime::RuntimeError>(first.into_bytes()) });
         Ok(Response::from_stream(Box::pin(head.chain(self.into_chunks()))).with_headers(headers))
     }
 

@@ -7,14 +7,13 @@
 //! its backend's run cancelled; after the TTL (and the bounded grace of a task that ended late)
 //! its storage is deleted.
 
-
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::rc::Rc;
 
 use crate::runtime::{
-    storage_get, storage_put, Env, Fut, Method, ObjectHandler, ObjectStorage, Request, Response, RuntimeError, SqlValue,
-    Statement,
+    storage_get, storage_put, Env, Fut, Method, ObjectHandler, ObjectStorage, Request, Response, RuntimeError,
+    SqlValue, Statement,
 };
 
 use crate::pure::backend::dify::call as dify_call;
@@ -651,9 +650,6 @@ pub async fn call(env: &Env, task_id: &str, call: &TaskCall) -> crate::runtime::
     match resp.status_code() {
         200 => Ok(Some(serde_json::from_str::<TaskAnswer>(&resp.text().await?)?)),
         404 => Ok(None),
-        s => Err(RuntimeError(format!(
-            "the task runner answered HTTP {s}: {}",
-            resp.text().await.unwrap_or_default()
-        ))),
+        s => Err(RuntimeError(format!("the task runner answered HTTP {s}: {}", resp.text().await.unwrap_or_default()))),
     }
 }

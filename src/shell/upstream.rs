@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use serde_json::{json, Value};
 use crate::runtime::{ByteStream, Env, Headers, InvalidHeader, Method};
+use serde_json::{json, Value};
 
 use std::cell::RefCell;
 use std::rc::Rc;

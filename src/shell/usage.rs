@@ -6,8 +6,8 @@
 
 use std::cell::RefCell;
 
-use serde_json::Value;
 use crate::runtime::{Context, Db, Env, SqlValue};
+use serde_json::Value;
 
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step};

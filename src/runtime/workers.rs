@@ -1,0 +1,596 @@
+//! The boundary implemented for Cloudflare Workers (workers-rs, wasm32): the Worker's entry
+//! points, its Durable Object classes, and every platform call of [`Runtime`]. The only module
+//! that names `worker`, `web_sys` or `js_sys`.
+//!
+//! Platform values are converted once, here, at the edge: requests and responses to the
+//! boundary's plain types, storage values through their JSON text (one `JSON.stringify` or
+//! `JSON.parse` in JavaScript, serde_json in Rust: workers-rs's typed reads walk a value with a
+//! call into JavaScript per field, and their deserializers were 15 KiB of the gzip bundle).
+
+use std::rc::Rc;
+
+use futures::StreamExt;
+use serde_json::Value;
+use wasm_bindgen::prelude::{wasm_bindgen, Closure};
+use wasm_bindgen::{JsCast, JsValue};
+use worker::js_sys::{self, Object, Promise, Reflect, JSON};
+use worker::wasm_bindgen_futures::JsFuture;
+use worker::{durable_object, event, web_sys, DurableObject, State};
+
+use super::{
+    Abort, Body, ByteStream, Context, Env, Fetched, Fut, Headers, Method, ObjectHandler, ObjectStorage, Outbound,
+    PlatformBody, Request, Response, Result, Runtime, RuntimeError, RuntimeTimer, SignError, SqlValue, Statement,
+    Worker,
+};
+use crate::shell::Flowgate;
+
+#[event(start)]
+fn start() {
+    // Panic messages in the log. A Worker built with `-Cpanic=immediate-abort`
+    // (scripts/build-wasm.sh) has none: its panics trap at once, without calling a hook.
+    #[cfg(not(panic = "immediate-abort"))]
+    console_error_panic_hook::set_once();
+}
+
+/// This event's runtime, installed for the shell's ambient calls (clock, log, fetch).
+fn enter(env: worker::Env) -> Env {
+    let rt: Rc<dyn Runtime> = Rc::new(Workers { env });
+    super::install(rt.clone());
+    Env::new(rt)
+}
+
+#[event(fetch)]
+async fn fetch(req: web_sys::Request, env: worker::Env, ctx: worker::Context) -> worker::Result<worker::Response> {
+    let env = enter(env);
+    let ctx = Rc::new(ctx);
+    let context = Context::new(Rc::new(move |work| ctx.wait_until(work)));
+    let resp = Flowgate.serve(incoming(req), env, context).await;
+    outgoing(resp)
+}
+
+/// A request as the boundary's value: method, URL and headers read once, the body left in the
+/// runtime until it is read. Not a `worker::Request`: building one reads `request.cf`, which the
+/// runtime materializes from JSON on first read (about a tenth of a `/healthz`'s CPU in the
+/// profile) and which Flowgate never uses.
+fn incoming(raw: web_sys::Request) -> Request {
+    let (method, url, headers) = (Method::from(raw.method()), raw.url(), headers_of(&raw.headers()));
+    let body = match raw.body() {
+        Some(_) => Body::Platform(Box::new(RequestBody(raw))),
+        None => Body::Empty,
+    };
+    Request { method, url, headers, body }
+}
+
+fn headers_of(js: &web_sys::Headers) -> Headers {
+    worker::Headers(js.clone()).entries().collect()
+}
+
+/// The boundary's headers as `fetch`'s. A field `fetch` refuses is left out and logged (the
+/// shell checks values from configuration and clients with `Headers::try_set` first).
+fn js_headers(headers: &Headers) -> worker::Headers {
+    let js = worker::Headers::new();
+    for (name, value) in headers.iter() {
+        if js.append(name, value).is_err() {
+            super::log_line(&format!(r#"{{"level":"error","msg":"a header fetch refuses was left out: {name}"}}"#));
+        }
+    }
+    js
+}
+
+fn outgoing(resp: Response) -> worker::Result<worker::Response> {
+    let (status, headers, body) = resp.into_parts();
+    let resp = match body {
+        Body::Empty => worker::Response::empty()?,
+        Body::Bytes(b) => worker::Response::from_bytes(b)?,
+        Body::Stream(s) => worker::Response::from_stream(s.map(|c| c.map_err(|e| worker::Error::RustError(e.0))))?,
+        Body::Platform(p) => {
+            worker::Response::from_stream(p.chunks().map(|c| c.map_err(|e| worker::Error::RustError(e.0))))?
+        }
+    };
+    Ok(resp.with_status(status).with_headers(js_headers(&headers)))
+}
+
+struct RequestBody(web_sys::Request);
+
+impl PlatformBody for RequestBody {
+    fn whole(self: Box<Self>) -> Fut<'static, Result<Vec<u8>>> {
+        Box::pin(async move {
+            let buffer = JsFuture::from(self.0.array_buffer().map_err(js)?).await.map_err(js)?;
+            Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+        })
+    }
+
+    fn chunks(self: Box<Self>) -> ByteStream {
+        match self.0.body() {
+            Some(body) => chunks_of(body),
+            None => Box::pin(futures::stream::empty()),
+        }
+    }
+}
+
+struct ResponseBody(web_sys::Response);
+
+impl PlatformBody for ResponseBody {
+    fn whole(self: Box<Self>) -> Fut<'static, Result<Vec<u8>>> {
+        Box::pin(async move {
+            let buffer = JsFuture::from(self.0.array_buffer().map_err(js)?).await.map_err(js)?;
+            Ok(js_sys::Uint8Array::new(&buffer).to_vec())
+        })
+    }
+
+    fn chunks(self: Box<Self>) -> ByteStream {
+        match self.0.body() {
+            Some(body) => chunks_of(body),
+            None => Box::pin(futures::stream::empty()),
+        }
+    }
+}
+
+fn chunks_of(body: web_sys::ReadableStream) -> ByteStream {
+    Box::pin(worker::ByteStream::from(body).map(|c| c.map_err(|e| RuntimeError(e.to_string()))))
+}
+
+/// A runtime error's text (an exception's name and message; never a value the shell sent).
+fn js(e: JsValue) -> RuntimeError {
+    match e.dyn_ref::<js_sys::Error>() {
+        Some(err) => RuntimeError(format!("{}: {}", String::from(err.name()), String::from(err.message()))),
+        None => RuntimeError(worker::Error::from(e).to_string()),
+    }
+}
+
+fn worker_error(e: worker::Error) -> RuntimeError {
+    RuntimeError(e.to_string())
+}
+
+#[wasm_bindgen(module = "/worker/stored-json.mjs")]
+extern "C" {
+    /// `JSON.stringify`, with a `Map` written as an object: the storage records of deploys
+    /// before this one were written by serde_wasm_bindgen, which stores a JSON object as a
+    /// `Map` (tests/integration/stored-json.test.mjs). `undefined` for `undefined`.
+    #[wasm_bindgen(catch, js_name = storedJson)]
+    fn stored_json(value: &JsValue) -> std::result::Result<JsValue, JsValue>;
+}
+
+/// A platform value's JSON text; `None` for `null` or `undefined`.
+fn json_text(value: &JsValue) -> Result<Option<String>> {
+    if value.is_null() || value.is_undefined() {
+        return Ok(None);
+    }
+    Ok(stored_json(value).map_err(js)?.as_string())
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// The global `fetch(url, init)`: no `Request` object to build, and none of the getters
+    /// (`cf`, ...) that wrapping one in a `worker::Request` reads.
+    #[wasm_bindgen(catch, js_name = fetch)]
+    fn global_fetch(url: &str, init: &web_sys::RequestInit) -> std::result::Result<Promise, JsValue>;
+
+    // The handle is whatever the runtime returns (a number in Workers), passed back as is.
+    #[wasm_bindgen(js_name = setTimeout)]
+    fn set_timeout(handler: &js_sys::Function, ms: f64) -> JsValue;
+    #[wasm_bindgen(js_name = clearTimeout)]
+    fn clear_timeout(handle: &JsValue);
+
+    /// A KV namespace binding, called structurally (the local simulator's class has another name).
+    type KvNamespace;
+    #[wasm_bindgen(method, catch)]
+    fn get(this: &KvNamespace, key: &str, kind: &str) -> std::result::Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    fn put(this: &KvNamespace, key: &str, value: &str, options: &Object) -> std::result::Result<Promise, JsValue>;
+    #[wasm_bindgen(method, catch)]
+    fn delete(this: &KvNamespace, key: &str) -> std::result::Result<Promise, JsValue>;
+}
+
+/// A `setTimeout` with one callback for its life (see `runtime::timer`).
+struct JsTimer {
+    callback: Closure<dyn FnMut()>,
+    armed: Option<JsValue>,
+}
+
+impl RuntimeTimer for JsTimer {
+    fn set(&mut self, ms: u64) {
+        self.clear();
+        self.armed = Some(set_timeout(self.callback.as_ref().unchecked_ref(), ms as f64));
+    }
+
+    fn clear(&mut self) {
+        if let Some(handle) = self.armed.take() {
+            clear_timeout(&handle);
+        }
+    }
+}
+
+struct Controller(web_sys::AbortController);
+
+impl Abort for Controller {
+    fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+/// Aborts the exchange when dropped before its answer came (a deadline won the race).
+struct AbortOnDrop(Option<web_sys::AbortController>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.abort();
+        }
+    }
+}
+
+/// The Workers platform, as the boundary's [`Runtime`].
+struct Workers {
+    env: worker::Env,
+}
+
+impl Workers {
+    fn binding(&self, name: &str) -> Result<JsValue> {
+        let b = Reflect::get(&self.env, &JsValue::from_str(name)).map_err(js)?;
+        if b.is_undefined() || b.is_null() {
+            return Err(RuntimeError(format!("the {name} binding is missing")));
+        }
+        Ok(b)
+    }
+
+    fn kv(&self, binding: &str) -> Result<KvNamespace> {
+        Ok(self.binding(binding)?.unchecked_into())
+    }
+
+    fn prepare(db: &worker::D1Database, stmt: &Statement) -> Result<worker::D1PreparedStatement> {
+        let args: Vec<JsValue> = stmt
+            .args
+            .iter()
+            .map(|a| match a {
+                SqlValue::Null => JsValue::NULL,
+                SqlValue::Int(n) => JsValue::from_f64(*n as f64),
+                SqlValue::Text(t) => JsValue::from_str(t),
+            })
+            .collect();
+        db.prepare(&stmt.sql).bind(&args).map_err(worker_error)
+    }
+}
+
+impl Runtime for Workers {
+    fn spawn(&self, work: Fut<'static, ()>) {
+        worker::wasm_bindgen_futures::spawn_local(work);
+    }
+
+    fn setting(&self, name: &str) -> Option<String> {
+        self.env.var(name).map(|v| v.to_string()).or_else(|_| self.env.secret(name).map(|v| v.to_string())).ok()
+    }
+
+    fn now_ms(&self) -> u64 {
+        // `Date.now()`, one call into JavaScript (`worker::Date::now` makes a Date object and
+        // asks it: two, and an allocation; a call reads the clock a dozen times).
+        js_sys::Date::now() as u64
+    }
+
+    fn fill_random(&self, buf: &mut [u8]) -> Result<()> {
+        crate::pure::random::fill(buf).map_err(|e| RuntimeError(e.to_string()))
+    }
+
+    fn timer(&self, on_fire: Rc<dyn Fn()>) -> Box<dyn RuntimeTimer> {
+        Box::new(JsTimer { callback: Closure::new(move || on_fire()), armed: None })
+    }
+
+    fn log(&self, line: &str) {
+        worker::console_log!("{line}");
+    }
+
+    fn fetch(&self, req: Outbound) -> Fut<'static, Result<Fetched>> {
+        Box::pin(async move {
+            let init = web_sys::RequestInit::new();
+            init.set_method(req.method.as_str());
+            init.set_headers(&js_headers(&req.headers).0);
+            init.set_redirect(web_sys::RequestRedirect::Manual);
+            if let Some(b) = &req.body {
+                init.set_body(&JsValue::from_str(b));
+            }
+            let controller = web_sys::AbortController::new().map_err(js)?;
+            init.set_signal(Some(&controller.signal()));
+            let mut guard = AbortOnDrop(Some(controller));
+            let answer = JsFuture::from(global_fetch(&req.url, &init).map_err(js)?).await.map_err(js)?;
+            let controller = guard.0.take().ok_or_else(|| RuntimeError::from("the exchange was aborted"))?;
+            let raw: web_sys::Response = answer.unchecked_into();
+            let headers = headers_of(&raw.headers());
+            let status = raw.status();
+            let body = match raw.body() {
+                Some(_) => Body::Platform(Box::new(ResponseBody(raw))),
+                None => Body::Empty,
+            };
+            Ok(Fetched { status, headers, body, abort: Box::new(Controller(controller)) })
+        })
+    }
+
+    fn kv_get(&self, binding: &str, key: &str) -> Fut<'static, Result<Option<String>>> {
+        let started = self.kv(binding).and_then(|kv| kv.get(key, "text").map_err(js));
+        Box::pin(async move { Ok(JsFuture::from(started?).await.map_err(js)?.as_string()) })
+    }
+
+    fn kv_put(&self, binding: &str, key: &str, value: &str, ttl_seconds: u64) -> Fut<'static, Result<()>> {
+        let started = self.kv(binding).and_then(|kv| {
+            let options = Object::new();
+            Reflect::set(&options, &JsValue::from_str("expirationTtl"), &JsValue::from_f64(ttl_seconds.max(60) as f64))
+                .map_err(js)?;
+            kv.put(key, value, &options).map_err(js)
+        });
+        Box::pin(async move { JsFuture::from(started?).await.map(drop).map_err(js) })
+    }
+
+    fn kv_delete(&self, binding: &str, key: &str) -> Fut<'static, Result<()>> {
+        let started = self.kv(binding).and_then(|kv| kv.delete(key).map_err(js));
+        Box::pin(async move { JsFuture::from(started?).await.map(drop).map_err(js) })
+    }
+
+    fn d1_rows(&self, binding: &str, stmt: Statement) -> Fut<'static, Result<Vec<Value>>> {
+        let prepared = self.env.d1(binding).map_err(worker_error).and_then(|db| Workers::prepare(&db, &stmt));
+        Box::pin(async move {
+            let promise = prepared?.inner().all().map_err(d1_error)?;
+            let result = JsFuture::from(promise).await.map_err(d1_error)?;
+            let rows = Reflect::get(&result, &JsValue::from_str("results")).map_err(js)?;
+            match json_text(&rows)? {
+                None => Ok(Vec::new()),
+                Some(text) => match serde_json::from_str(&text)? {
+                    Value::Array(rows) => Ok(rows),
+                    _ => Err(RuntimeError::from("a D1 result's rows are not a list")),
+                },
+            }
+        })
+    }
+
+    fn d1_batch(&self, binding: &str, stmts: Vec<Statement>) -> Fut<'static, Result<Vec<u64>>> {
+        // Called through JS: workers-rs reads a result's `meta` with serde_wasm_bindgen.
+        let started = (|| -> Result<Promise> {
+            let raw = self.binding(binding)?;
+            let db = self.env.d1(binding).map_err(worker_error)?;
+            let list = js_sys::Array::new();
+            for s in &stmts {
+                list.push(Workers::prepare(&db, s)?.inner());
+            }
+            let batch: js_sys::Function = Reflect::get(&raw, &JsValue::from_str("batch")).map_err(js)?.unchecked_into();
+            batch.call1(&raw, &list).map_err(d1_error)?.dyn_into().map_err(d1_error)
+        })();
+        Box::pin(async move {
+            let results = JsFuture::from(started?).await.map_err(d1_error)?;
+            let results: js_sys::Array = results.dyn_into().map_err(d1_error)?;
+            Ok(results.iter().map(|r| changes(&r)).collect())
+        })
+    }
+
+    fn object_fetch(&self, namespace: &str, name: &str, req: Request) -> Fut<'static, Result<Response>> {
+        let stub =
+            self.env.durable_object(namespace).and_then(|ns| ns.id_from_name(name)?.get_stub()).map_err(worker_error);
+        Box::pin(async move {
+            let stub = stub?;
+            // Built as a `web_sys::Request`: `worker::Request::new_with_init` also converts the
+            // init's `cf` options (image resizing and more), code the bundle otherwise does without.
+            let init = web_sys::RequestInit::new();
+            init.set_method(req.method.as_str());
+            init.set_headers(&js_headers(&req.headers).0);
+            let body = req.body.bytes().await?;
+            if !body.is_empty() {
+                init.set_body(&JsValue::from(js_sys::Uint8Array::from(body.as_slice())));
+            }
+            let raw = web_sys::Request::new_with_str_and_init(&req.url, &init).map_err(js)?;
+            let mut resp = stub.fetch_with_request(raw.into()).await.map_err(worker_error)?;
+            let status = resp.status_code();
+            let headers = headers_of(&resp.headers().0);
+            let bytes = resp.bytes().await.map_err(worker_error)?;
+            Ok(Response::new(status, headers, Body::Bytes(bytes)))
+        })
+    }
+
+    fn rate_limit(&self, binding: &str, key: &str) -> Fut<'static, Result<bool>> {
+        // Called through JS directly: the binding's class name differs between the runtime and
+        // the local simulator, so the typed wrapper's class check would refuse one of them.
+        let started = (|| -> Result<Option<Promise>> {
+            let Ok(binding) = self.binding(binding) else { return Ok(None) };
+            let limit = Reflect::get(&binding, &JsValue::from_str("limit")).map_err(js)?;
+            let limit: js_sys::Function =
+                limit.dyn_into().map_err(|_| RuntimeError::from("the rate limiter's limit is not a function"))?;
+            let arg = Object::new();
+            Reflect::set(&arg, &JsValue::from_str("key"), &JsValue::from_str(key)).map_err(js)?;
+            let promise = limit.call1(&binding, &arg).map_err(js)?;
+            Ok(Some(promise.dyn_into().map_err(|_| RuntimeError::from("the rate limiter did not answer a promise"))?))
+        })();
+        Box::pin(async move {
+            let Some(promise) = started? else { return Ok(true) };
+            let outcome = JsFuture::from(promise).await.map_err(js)?;
+            Ok(Reflect::get(&outcome, &JsValue::from_str("success")).ok().and_then(|v| v.as_bool()).unwrap_or(true))
+        })
+    }
+
+    fn verify_signature(
+        &self,
+        jwk: &str,
+        import: &str,
+        verify: &str,
+        signature: &[u8],
+        data: &[u8],
+    ) -> Fut<'static, Result<bool>> {
+        let (jwk, import, verify) = (jwk.to_string(), import.to_string(), verify.to_string());
+        let (signature, data) = (signature.to_vec(), data.to_vec());
+        Box::pin(async move {
+            let subtle = subtle()?;
+            let jwk: Object = JSON::parse(&jwk).map_err(js)?.unchecked_into();
+            let import: Object = JSON::parse(&import).map_err(js)?.unchecked_into();
+            let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
+            let imported = subtle.import_key_with_object("jwk", &jwk, &import, false, &usages).map_err(js)?;
+            let key: web_sys::CryptoKey = JsFuture::from(imported).await.map_err(js)?.unchecked_into();
+            let params: Object = JSON::parse(&verify).map_err(js)?.unchecked_into();
+            let verified =
+                subtle.verify_with_object_and_u8_array_and_u8_array(&params, &key, &signature, &data).map_err(js)?;
+            Ok(JsFuture::from(verified).await.map_err(js)?.as_bool() == Some(true))
+        })
+    }
+
+    fn sign(
+        &self,
+        pkcs8: &[u8],
+        import: &str,
+        sign: &str,
+        data: Option<&[u8]>,
+    ) -> Fut<'static, Result<Vec<u8>, SignError>> {
+        let (pkcs8, import, sign) = (pkcs8.to_vec(), import.to_string(), sign.to_string());
+        let data = data.map(<[u8]>::to_vec);
+        Box::pin(async move {
+            let subtle = subtle().map_err(|e| SignError::Import(e.0))?;
+            let import_err = |e: JsValue| SignError::Import(js(e).0);
+            let key_data: Object = js_sys::Uint8Array::from(pkcs8.as_slice()).unchecked_into();
+            let params: Object = JSON::parse(&import).map_err(import_err)?.unchecked_into();
+            let usages = js_sys::Array::of1(&JsValue::from_str("sign"));
+            let promise =
+                subtle.import_key_with_object("pkcs8", &key_data, &params, false, &usages).map_err(import_err)?;
+            let key: web_sys::CryptoKey = JsFuture::from(promise).await.map_err(import_err)?.unchecked_into();
+            let Some(data) = data else { return Ok(Vec::new()) };
+            let sign_err = |e: JsValue| SignError::Sign(js(e).0);
+            let params: Object = JSON::parse(&sign).map_err(sign_err)?.unchecked_into();
+            let promise = subtle.sign_with_object_and_u8_array(&params, &key, &data).map_err(sign_err)?;
+            let signature = JsFuture::from(promise).await.map_err(sign_err)?;
+            Ok(js_sys::Uint8Array::new(&signature).to_vec())
+        })
+    }
+}
+
+/// A D1 failure's text, its cause's message included (where SQLite's words are: the shell tells
+/// a unique-constraint conflict by them).
+fn d1_error(e: JsValue) -> RuntimeError {
+    let cause = Reflect::get(&e, &JsValue::from_str("cause"))
+        .ok()
+        .filter(|c| !c.is_undefined() && !c.is_null())
+        .map(|c| js(c).0);
+    let RuntimeError(text) = js(e);
+    match cause {
+        Some(c) if !text.contains(&c) => RuntimeError(format!("{text}: {c}")),
+        _ => RuntimeError(text),
+    }
+}
+
+/// The rows a D1 statement changed (`meta.changes`), read without serde_wasm_bindgen.
+fn changes(result: &JsValue) -> u64 {
+    Reflect::get(result, &JsValue::from_str("meta"))
+        .and_then(|meta| Reflect::get(&meta, &JsValue::from_str("changes")))
+        .ok()
+        .and_then(|c| c.as_f64())
+        .map_or(0, |c| c as u64)
+}
+
+fn subtle() -> Result<web_sys::SubtleCrypto> {
+    let crypto: web_sys::Crypto =
+        Reflect::get(&js_sys::global(), &JsValue::from_str("crypto")).map_err(js)?.unchecked_into();
+    Ok(crypto.subtle())
+}
+
+/// A Durable Object's storage, as the boundary's [`ObjectStorage`].
+struct Storage(State);
+
+impl ObjectStorage for Storage {
+    fn get(&self, key: &str) -> Fut<'static, Result<Option<String>>> {
+        let started = self.0.as_raw().storage().and_then(|s| s.get(key)).map_err(js);
+        Box::pin(async move { json_text(&JsFuture::from(started?).await.map_err(js)?) })
+    }
+
+    fn put(&self, key: &str, json: &str) -> Fut<'static, Result<()>> {
+        // Stored as the plain object its JSON parses to (what deploys before this one read, too).
+        let started = JSON::parse(json)
+            .map_err(js)
+            .and_then(|v| self.0.as_raw().storage().and_then(|s| s.put(key, v)).map_err(js));
+        Box::pin(async move { JsFuture::from(started?).await.map(drop).map_err(js) })
+    }
+
+    fn delete(&self, key: &str) -> Fut<'static, Result<()>> {
+        let storage = self.0.storage();
+        let key = key.to_string();
+        Box::pin(async move { storage.delete(&key).await.map(drop).map_err(worker_error) })
+    }
+
+    fn delete_all(&self) -> Fut<'static, Result<()>> {
+        let storage = self.0.storage();
+        Box::pin(async move { storage.delete_all().await.map_err(worker_error) })
+    }
+
+    fn set_alarm(&self, at_ms: u64) -> Fut<'static, Result<()>> {
+        let storage = self.0.storage();
+        let offset = at_ms as i64 - js_sys::Date::now() as i64;
+        Box::pin(async move { storage.set_alarm(offset).await.map_err(worker_error) })
+    }
+
+    fn get_alarm(&self) -> Fut<'static, Result<Option<u64>>> {
+        let storage = self.0.storage();
+        Box::pin(async move { Ok(storage.get_alarm().await.map_err(worker_error)?.map(|t| t.max(0) as u64)) })
+    }
+
+    fn delete_alarm(&self) -> Fut<'static, Result<()>> {
+        let storage = self.0.storage();
+        Box::pin(async move { storage.delete_alarm().await.map_err(worker_error) })
+    }
+}
+
+/// A Durable Object class of the shell, as workers-rs calls it: each request and alarm
+/// converted at the edge and handed to the shell's handler.
+async fn object_fetch(
+    handler: &dyn ObjectHandler,
+    env: &worker::Env,
+    req: worker::Request,
+) -> worker::Result<worker::Response> {
+    enter(env.clone());
+    let raw: web_sys::Request = JsValue::from(req.inner()).unchecked_into();
+    outgoing(handler.fetch(incoming(raw)).await)
+}
+
+async fn object_alarm(handler: &dyn ObjectHandler, env: &worker::Env) -> worker::Result<worker::Response> {
+    enter(env.clone());
+    handler.alarm().await.map_err(|e| worker::Error::RustError(e.0))?;
+    worker::Response::ok("ok")
+}
+
+fn open(namespace: &str, state: State, env: &worker::Env) -> Rc<dyn ObjectHandler> {
+    let rt = enter(env.clone());
+    let storage: Rc<dyn ObjectStorage> = Rc::new(Storage(state));
+    // Both names are bound in wrangler.toml; an unknown one is a build error, not a request's.
+    Flowgate.open_object(namespace, storage, rt).unwrap_or_else(|| panic!("no Durable Object class for {namespace}"))
+}
+
+/// The task poller's class (`TASKS`).
+#[durable_object]
+pub struct TaskRunner {
+    handler: Rc<dyn ObjectHandler>,
+    env: worker::Env,
+}
+
+impl DurableObject for TaskRunner {
+    fn new(state: State, env: worker::Env) -> Self {
+        TaskRunner { handler: open(crate::pure::config::TASKS, state, &env), env }
+    }
+
+    async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
+        object_fetch(&*self.handler, &self.env, req).await
+    }
+
+    async fn alarm(&self) -> worker::Result<worker::Response> {
+        object_alarm(&*self.handler, &self.env).await
+    }
+}
+
+/// The OAuth token broker's class (`OAUTH`).
+#[durable_object]
+pub struct TokenBroker {
+    handler: Rc<dyn ObjectHandler>,
+    env: worker::Env,
+}
+
+impl DurableObject for TokenBroker {
+    fn new(state: State, env: worker::Env) -> Self {
+        TokenBroker { handler: open(crate::pure::config::OAUTH, state, &env), env }
+    }
+
+    async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
+        object_fetch(&*self.handler, &self.env, req).await
+    }
+
+    async fn alarm(&self) -> worker::Result<worker::Response> {
+        object_alarm(&*self.handler, &self.env).await
+    }
+}
