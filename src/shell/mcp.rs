@@ -375,9 +375,9 @@ fn oauth_gate<'a>(
                 let e = RpcError::new(status, jsonrpc::INVALID_REQUEST, message);
                 let metadata = oauth_resource::resource_metadata_url(&base, code);
                 let challenge = oauth_resource::challenge(&metadata, settings, error.as_ref());
-                Err(rpc(status, &e.to_response(echo_id), cors).and_then(|mut resp| {
+                Err(rpc(status, &e.to_response(echo_id), cors).map(|mut resp| {
                     resp.headers_mut().set("www-authenticate", &challenge);
-                    Ok(resp)
+                    resp
                 }))
             }
             resource_server::Outcome::Unavailable(why) => {
