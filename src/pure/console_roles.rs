@@ -3,7 +3,7 @@
 //!
 //! The shell asks [`decide`] before it routes, so a route missing here is unreachable (404 or
 //! 405 from this table) rather than open: no console route exists without a decision. A unit
-//! test reads the router in `shell/console.rs` and fails when the two disagree.
+//! test reads the router in `shell/console/mod.rs` and fails when the two disagree.
 
 use super::error::ApiError;
 use super::quote::quote_input;
@@ -396,12 +396,12 @@ mod tests {
         );
     }
 
-    /// The router in `shell/console.rs` and [`ROUTES`] name the same routes, methods and `Allow`
+    /// The router in `shell/console/mod.rs` and [`ROUTES`] name the same routes, methods and `Allow`
     /// lists: a route added to one and not the other fails here (and a route the table lacks is
     /// unreachable at run time, never open).
     #[test]
     fn the_router_and_the_table_agree() {
-        let src = include_str!("../shell/console.rs");
+        let src = include_str!("../shell/console/mod.rs");
         let body = src.split("let (status, body) = match (rest, &method) {").nth(1).expect("the router's match");
         let body = body.split("\n    };").next().expect("the router's match ends");
         let mut router: BTreeMap<String, (Vec<String>, Option<String>)> = BTreeMap::new();

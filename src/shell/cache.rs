@@ -17,10 +17,10 @@ use crate::pure::memo::Lookup;
 use crate::pure::definition::{refill_verdict, Refill, ServerDefinition, TTL_SECONDS};
 use crate::pure::error::ApiError;
 
-use super::http::internal;
-use super::kv::Kv;
-use super::platform;
-use super::store::{self, ServerRow};
+use crate::shell::http::internal;
+use crate::shell::kv::Kv;
+use crate::shell::platform;
+use crate::shell::store::{self, ServerRow};
 
 pub fn key(code_hash: &str) -> String {
     platform::server_key(code_hash)
@@ -34,12 +34,12 @@ fn kv(env: &Env) -> Result<Kv, ApiError> {
 pub async fn write(env: &Env, db: &Db, server: &ServerRow) -> Result<(), ApiError> {
     let def = store::load_definition(db, server).await?;
     refill(env, &server.code_hash, &def).await?;
-    super::memo::remember(&server.code_hash, def, platform::now_ms());
+    crate::shell::memo::remember(&server.code_hash, def, platform::now_ms());
     Ok(())
 }
 
 pub async fn remove(env: &Env, code_hash: &str) -> Result<(), ApiError> {
-    super::memo::forget(code_hash);
+    crate::shell::memo::forget(code_hash);
     kv(env)?.delete(&key(code_hash)).await.map_err(|e| internal("deleting from the KV cache", e))
 }
 
@@ -47,8 +47,8 @@ pub async fn remove(env: &Env, code_hash: &str) -> Result<(), ApiError> {
 /// stale one is used once more while `ctx` refreshes it), else through [`resolve`]. `None`
 /// when no server has this code.
 pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<Rc<Prepared>>, ApiError> {
-    let fresh_ms = super::memo::fresh_ms(env);
-    let stale = match super::memo::definition(code_hash, platform::now_ms(), fresh_ms) {
+    let fresh_ms = crate::shell::memo::fresh_ms(env);
+    let stale = match crate::shell::memo::definition(code_hash, platform::now_ms(), fresh_ms) {
         Lookup::Fresh(p) => return Ok(Some(p)),
         Lookup::Refresh(p) => Some(p),
         Lookup::Missing => None,
@@ -62,8 +62,8 @@ pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<
                 Err(e) => Err(e),
             };
             if let Err(e) = refreshed {
-                super::memo::refresh_failed(&hash);
-                super::log::error(&format!("refreshing a definition: {}", e.message));
+                crate::shell::memo::refresh_failed(&hash);
+                crate::shell::log::error(&format!("refreshing a definition: {}", e.message));
             }
         });
         return Ok(Some(p));
@@ -73,7 +73,7 @@ pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<
         let (env, hash) = (env.clone(), code_hash.to_string());
         ctx.wait_until(async move {
             if let Err(e) = refill_after_miss(&env, &hash, &def).await {
-                super::log::error(&format!("refilling the cache: {}", e.message));
+                crate::shell::log::error(&format!("refilling the cache: {}", e.message));
             }
         });
     }
@@ -89,14 +89,14 @@ async fn load(
     fresh_ms: u64,
 ) -> Result<Option<(Rc<Prepared>, Option<ServerDefinition>)>, ApiError> {
     let Some((def, from_cache)) = resolve(env, code_hash).await? else {
-        super::memo::forget(code_hash);
+        crate::shell::memo::forget(code_hash);
         return Ok(None);
     };
     let from_d1 = (!from_cache).then(|| def.clone());
     let prepared = if fresh_ms == 0 {
         Rc::new(Prepared::new(def))
     } else {
-        super::memo::remember(code_hash, def, platform::now_ms())
+        crate::shell::memo::remember(code_hash, def, platform::now_ms())
     };
     Ok(Some((prepared, from_d1)))
 }

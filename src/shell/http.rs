@@ -71,7 +71,7 @@ pub fn error(err: &ApiError) -> Response {
 
 /// Storage and platform failures: logged in full, reported without internals.
 pub fn internal(context: &str, e: impl std::fmt::Display) -> ApiError {
-    super::log::error(&format!("{context}: {e}"));
+    crate::shell::log::error(&format!("{context}: {e}"));
     ApiError::new(
         503,
         "storage_unavailable",

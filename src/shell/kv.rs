@@ -13,7 +13,7 @@ impl Kv {
     }
 
     pub async fn get_text(&self, key: &str) -> Result<Option<String>> {
-        self.0.runtime().kv_get(super::platform::KV, key).await
+        self.0.runtime().kv_get(crate::shell::platform::KV, key).await
     }
 
     /// The value under `key` read as JSON; `Ok(None)` when there is none.
@@ -24,10 +24,10 @@ impl Kv {
 
     /// Writes `value` under `key`, to expire after `ttl_seconds` (KV's minimum is 60).
     pub async fn put(&self, key: &str, value: &str, ttl_seconds: u64) -> Result<()> {
-        self.0.runtime().kv_put(super::platform::KV, key, value, ttl_seconds.max(60)).await
+        self.0.runtime().kv_put(crate::shell::platform::KV, key, value, ttl_seconds.max(60)).await
     }
 
     pub async fn delete(&self, key: &str) -> Result<()> {
-        self.0.runtime().kv_delete(super::platform::KV, key).await
+        self.0.runtime().kv_delete(crate::shell::platform::KV, key).await
     }
 }

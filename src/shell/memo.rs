@@ -98,7 +98,7 @@ pub fn remember_opened(sealed: &str, value: Rc<str>, now_ms: u64) {
 /// How long a memoized definition is served without looking again (`DEFINITION_MEMO_SECONDS`,
 /// 0 turns the memo off).
 pub fn fresh_ms(env: &Env) -> u64 {
-    let secs = super::platform::setting(env, crate::pure::config::DEFINITION_MEMO_SECONDS)
+    let secs = crate::shell::platform::setting(env, crate::pure::config::DEFINITION_MEMO_SECONDS)
         .and_then(|v| v.trim().parse::<u64>().ok());
     secs.unwrap_or(DEFAULT_MEMO_SECONDS).min(MAX_MEMO_SECONDS) * 1000
 }

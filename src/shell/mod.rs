@@ -1,30 +1,26 @@
-//! The Worker: routing and IO around the pure core.
+//! The Worker's IO half: routing and IO around the pure core, reaching the platform only through
+//! `crate::runtime`.
+// Outside the Worker and the tests (a plain host build, the fuzz crate) nothing calls the shell.
+#![cfg_attr(not(any(test, target_arch = "wasm32")), allow(dead_code))]
 
+mod backend;
 mod cache;
 mod call;
-mod client_assertion;
 mod console;
-mod dify;
+mod endpoint;
 mod http;
-mod json_call;
 mod kv;
 mod log;
-mod mcp;
 mod memo;
-mod oauth;
 mod outbound;
 mod platform;
-mod polled_call;
 mod ratelimit;
-mod relay;
 mod resource_server;
 mod secrets;
 mod store;
-mod stream;
 mod tasks;
-mod upstream;
-mod upstream_tasks;
 mod usage;
+
 
 use std::rc::Rc;
 
@@ -53,7 +49,7 @@ impl crate::runtime::Worker for Flowgate {
     fn open_object(&self, namespace: &str, storage: Rc<dyn ObjectStorage>, env: Env) -> Option<Rc<dyn ObjectHandler>> {
         match namespace {
             platform::TASKS => Some(Rc::new(tasks::TaskRunner::new(storage, env))),
-            platform::OAUTH => Some(Rc::new(oauth::TokenBroker::new(storage, env))),
+            platform::OAUTH => Some(Rc::new(backend::mcp::oauth::TokenBroker::new(storage, env))),
             _ => None,
         }
     }
@@ -103,14 +99,14 @@ async fn route(req: Incoming, env: &Env, ctx: &Context, segments: &[&str], shown
     let result = match segments {
         ["healthz"] => Ok(http::json(200, &json!({ "status": "ok", "version": VERSION }))),
         ["mcp", "server", code, "mcp"] => {
-            return mcp::handle(req, env, ctx, code)
+            return endpoint::handle(req, env, ctx, code)
                 .await
                 .unwrap_or_else(|e| http::error(&http::internal("answering", e)))
         }
         // RFC 9728 metadata of an `oauth` server: the well-known form, and beside the endpoint.
         [".well-known", "oauth-protected-resource", "mcp", "server", code, "mcp"]
         | ["mcp", "server", code, ".well-known", "oauth-protected-resource"] => {
-            mcp::resource_metadata(req, env, ctx, code).await
+            endpoint::resource_metadata(req, env, ctx, code).await
         }
         // The index without credentials: where the API's document is, and no caller (the web
         // console asks it first, to learn whether Cloudflare Access already signed the user in).

@@ -28,7 +28,7 @@ pub const ERROR_BODY_CAP: usize = 64 * 1024;
 const CROSS_ORIGIN_HEADERS: [&str; 5] = ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"];
 
 fn setting(env: &Env) -> Option<String> {
-    super::platform::setting(env, crate::pure::config::ALLOW_PRIVATE_BACKENDS).map(|v| v.to_string())
+    crate::shell::platform::setting(env, crate::pure::config::ALLOW_PRIVATE_BACKENDS).map(|v| v.to_string())
 }
 
 /// Reads `ALLOW_PRIVATE_BACKENDS` for this event. `true` when every private backend is allowed
@@ -257,25 +257,25 @@ pub struct Deadline {
 
 impl Deadline {
     pub fn after(wait: Duration) -> Deadline {
-        Deadline { at_ms: super::platform::now_ms() + wait.as_millis() as u64, timer: Timer::default() }
+        Deadline { at_ms: crate::shell::platform::now_ms() + wait.as_millis() as u64, timer: Timer::default() }
     }
 
     /// Moves the deadline to `wait` from now, keeping the timer (an armed one that fires
     /// earlier is kept too: the waits re-check when it fires).
     pub fn reset_after(&mut self, wait: Duration) {
-        self.at_ms = super::platform::now_ms() + wait.as_millis() as u64;
+        self.at_ms = crate::shell::platform::now_ms() + wait.as_millis() as u64;
     }
 
     /// Milliseconds left, 0 once it has passed.
     pub fn left_ms(&self) -> u64 {
-        self.at_ms.saturating_sub(super::platform::now_ms())
+        self.at_ms.saturating_sub(crate::shell::platform::now_ms())
     }
 
     /// `work`'s output, or `None` when the deadline comes first.
     pub async fn race<F: Future>(&mut self, work: F) -> Option<F::Output> {
         let mut work = std::pin::pin!(work);
         loop {
-            let now = super::platform::now_ms();
+            let now = crate::shell::platform::now_ms();
             if now >= self.at_ms {
                 return None;
             }

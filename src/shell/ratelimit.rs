@@ -10,7 +10,7 @@ use crate::runtime::Env;
 /// `Ok(true)` when the request may go on (the `MCP_RATE_LIMIT` binding). A deployment without
 /// the binding is not limited.
 pub async fn allow(env: &Env, key: &str) -> Result<bool, String> {
-    allow_in(env, super::platform::MCP_RATE_LIMIT, key).await
+    allow_in(env, crate::shell::platform::MCP_RATE_LIMIT, key).await
 }
 
 /// `Ok(true)` when one more event for `key` is within the limit of the rate-limiting binding
@@ -21,7 +21,7 @@ pub async fn allow_in(env: &Env, binding: &str, key: &str) -> Result<bool, Strin
 
 /// The `Retry-After` hint and the period the binding counts over (seconds).
 pub fn period_seconds(env: &Env) -> u64 {
-    super::platform::setting(env, crate::pure::config::RATE_LIMIT_PERIOD_SECONDS)
+    crate::shell::platform::setting(env, crate::pure::config::RATE_LIMIT_PERIOD_SECONDS)
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(60)
 }

@@ -17,7 +17,7 @@ use crate::pure::oauth_resource::{
     Subject, TokenError, JWKS_MAX_AGE_MS,
 };
 
-use super::outbound::{self, CrossOrigin, SendError};
+use crate::shell::outbound::{self, CrossOrigin, SendError};
 
 /// Verified tokens one isolate remembers.
 const TOKENS_CAPACITY: usize = 4096;
@@ -95,7 +95,7 @@ pub async fn authenticate_as(
     let Some(token) = header.and_then(bearer_token) else {
         return Outcome::Refused { error: None, header_sent };
     };
-    let now_ms = super::platform::now_ms();
+    let now_ms = crate::shell::platform::now_ms();
     let now_s = (now_ms / 1000) as i64;
     // One hash names the token and everything it was checked against: a token accepted by one
     // server, or before its settings changed, is checked afresh.
@@ -132,7 +132,7 @@ pub async fn authenticate_as(
         Ok(false) => return refused(TokenError::BadSignature),
         Err(why) => {
             // A key WebCrypto will not import (a malformed JWK): the token cannot be trusted.
-            super::log::error(&format!("verifying a token of {}: {why}", settings.issuer));
+            crate::shell::log::error(&format!("verifying a token of {}: {why}", settings.issuer));
             return refused(TokenError::BadSignature);
         }
     }
@@ -180,7 +180,7 @@ async fn key_for(
         // Keys held from before still serve while the issuer cannot be reached.
         Err(why) => match held.filter(|k| k.failed.is_none()) {
             Some(keys) => {
-                super::log::error(&format!("refreshing the keys of {}: {why}", settings.issuer));
+                crate::shell::log::error(&format!("refreshing the keys of {}: {why}", settings.issuer));
                 Ok(find(&keys))
             }
             None => {

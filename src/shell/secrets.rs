@@ -20,7 +20,7 @@ pub fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
     let mut keys = Vec::new();
     for name in [config::SECRETS_KEY, config::SECRETS_KEY_PREVIOUS] {
         // Read once per isolate: a call that opens a sealed credential asks every time.
-        if let Some(k) = super::platform::setting(env, name).filter(|k| !k.trim().is_empty()) {
+        if let Some(k) = crate::shell::platform::setting(env, name).filter(|k| !k.trim().is_empty()) {
             keys.push(sealed::parse_key(&k).map_err(|e| format!("the {name} secret {e}"))?);
         }
     }
@@ -30,7 +30,7 @@ pub fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
 /// Which `$NAME` references this Worker allows (`SECRET_REF_PREFIX`, `SECRET_REF_NAMES`; none
 /// when neither is set).
 pub fn ref_policy(env: &Env) -> config::RefPolicy {
-    let read = |name| super::platform::setting(env, name);
+    let read = |name| crate::shell::platform::setting(env, name);
     config::RefPolicy::from_settings(
         read(config::SECRET_REF_PREFIX).as_deref(),
         read(config::SECRET_REF_NAMES).as_deref(),
@@ -42,12 +42,12 @@ pub fn ref_policy(env: &Env) -> config::RefPolicy {
 /// `SECRET_REF_PREFIX` / `SECRET_REF_NAMES`) or a sealing problem, never a value.
 pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
     if sealed::is_sealed(value) {
-        let now = super::platform::now_ms();
-        if let Some(plain) = super::memo::opened(value, now) {
+        let now = crate::shell::platform::now_ms();
+        if let Some(plain) = crate::shell::memo::opened(value, now) {
             return Ok(plain.to_string());
         }
         let plain = sealed::open(&keys(env)?, value)?;
-        super::memo::remember_opened(value, Rc::from(plain.as_str()), now);
+        crate::shell::memo::remember_opened(value, Rc::from(plain.as_str()), now);
         return Ok(plain);
     }
     if !is_secret_ref(value) {

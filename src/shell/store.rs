@@ -11,7 +11,7 @@ use crate::pure::error::ApiError;
 use crate::pure::form::form_to_dify;
 use crate::pure::oauth_resource::OAuthSettings;
 
-use super::http::internal;
+use crate::shell::http::internal;
 use crate::pure::fields::{self, Fields, FromFields};
 
 /// One deploy serves one tenant today; the column keeps Dify's uniqueness rule
@@ -454,7 +454,7 @@ pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefini
         apps: apps
             .iter()
             .filter_map(|a| {
-                a.to_definition().map_err(|why| super::log::error(&format!("app {} is left out: {why}", a.id))).ok()
+                a.to_definition().map_err(|why| crate::shell::log::error(&format!("app {} is left out: {why}", a.id))).ok()
             })
             .collect(),
     })

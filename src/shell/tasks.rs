@@ -30,12 +30,12 @@ use crate::pure::sse::SseParser;
 use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
 use crate::pure::task_contract::{Kind, McpTaskStatus, TaskAnswer, TaskCall, TaskSpec};
 
-use super::call::{run_to_completion, target_of};
-use super::json_call::{get_json, post_json, Resend};
-use super::outbound::{self, SendError};
-use super::stream::{request_headers, send_failed, Target};
-use super::upstream::{upstream_of, Client as UpstreamClient};
-use super::VERSION;
+use crate::shell::call::{run_to_completion, target_of};
+use crate::shell::call::json::{get_json, post_json, Resend};
+use crate::shell::outbound::{self, SendError};
+use crate::shell::call::stream::{request_headers, send_failed, Target};
+use crate::shell::backend::mcp::client::{upstream_of, Client as UpstreamClient};
+use crate::shell::VERSION;
 use crate::pure::backend::mcp::config::ToolsetRole;
 
 const STORAGE_KEY: &str = "task";
@@ -145,7 +145,7 @@ impl TaskRunner {
     }
 
     async fn answer(&self, req: Request) -> crate::runtime::Result<Response> {
-        super::outbound::guard_from_env(&self.env);
+        crate::shell::outbound::guard_from_env(&self.env);
         let call: TaskCall = match serde_json::from_str(&req.text().await?) {
             Ok(c) => c,
             Err(e) => return Ok(Response::text_with_status(format!("not a task call: {e}"), 400)),
@@ -155,7 +155,7 @@ impl TaskRunner {
         }
         let Some(mut rec) = self.load().await? else { return Ok(Response::text_with_status("no such task", 404)) };
         // Past its deletion time a task is gone, even before the alarm has deleted it.
-        if !call.may_reach(&rec.spec) || rec.state.deletable(super::platform::now_ms()) {
+        if !call.may_reach(&rec.spec) || rec.state.deletable(crate::shell::platform::now_ms()) {
             // A task is reachable only through the server that created it (and, on a server
             // with client keys, by the caller that created it).
             return Ok(Response::text_with_status("no such task", 404));
@@ -166,9 +166,9 @@ impl TaskRunner {
                 Response::from_json(&answer(&rec, false))
             }
             TaskCall::Wait { timeout_ms, .. } => {
-                let until = super::platform::now_ms() + timeout_ms.min(WAIT_SLICE_MS);
+                let until = crate::shell::platform::now_ms() + timeout_ms.min(WAIT_SLICE_MS);
                 self.ensure_alarm(&rec).await?;
-                while !rec.state.status.is_terminal() && super::platform::now_ms() < until {
+                while !rec.state.status.is_terminal() && crate::shell::platform::now_ms() < until {
                     crate::runtime::sleep(250).await;
                     match self.load().await? {
                         Some(r) => rec = r,
@@ -179,7 +179,7 @@ impl TaskRunner {
             }
             TaskCall::Cancel { .. } => {
                 let was_terminal = rec.state.status.is_terminal();
-                if !was_terminal && rec.state.request_cancel(super::platform::now_ms()).is_ok() {
+                if !was_terminal && rec.state.request_cancel(crate::shell::platform::now_ms()).is_ok() {
                     self.save(&rec).await?;
                 }
                 Response::from_json(&answer(&rec, was_terminal))
@@ -189,10 +189,10 @@ impl TaskRunner {
 
     /// The alarm: one due step of the task (start, poll, cancel), or its deletion.
     async fn wake(&self) -> crate::runtime::Result<()> {
-        super::log::begin();
-        super::outbound::guard_from_env(&self.env);
+        crate::shell::log::begin();
+        crate::shell::outbound::guard_from_env(&self.env);
         let Some(rec) = self.load().await? else { return Ok(()) };
-        let now = super::platform::now_ms();
+        let now = crate::shell::platform::now_ms();
         if rec.state.deletable(now) {
             self.storage.delete_all().await?;
             delete_row(&self.env, &rec.spec.task_id).await;
@@ -212,7 +212,7 @@ impl TaskRunner {
         let cfg = poll_config(&fresh.spec.app);
         apply(effect, &mut fresh, &cfg);
         // A step longer than what was left of the TTL (a submit, a run inside the task).
-        fresh.state.end_if_ttl_ran_out(super::platform::now_ms());
+        fresh.state.end_if_ttl_ran_out(crate::shell::platform::now_ms());
         self.settle(&mut fresh);
         self.save(&fresh).await?;
         Ok(())
@@ -237,14 +237,14 @@ fn apply(effect: Effect, rec: &mut Record, cfg: &PollConfig) {
         Effect::CancelAnswered(outcome, at) => rec.state.on_cancel(outcome, cfg, at),
         Effect::Submitted { remote, dify_task_id } => {
             rec.dify_task_id = dify_task_id;
-            if let Err(e) = rec.state.submitted(&remote, cfg, super::platform::now_ms()) {
-                super::log::error(&format!("task {}: {e}", rec.spec.task_id));
+            if let Err(e) = rec.state.submitted(&remote, cfg, crate::shell::platform::now_ms()) {
+                crate::shell::log::error(&format!("task {}: {e}", rec.spec.task_id));
             }
         }
         Effect::Finished { report, result } => {
             if !rec.state.status.is_terminal() {
                 rec.result = result;
-                rec.state.finished(report, cfg, super::platform::now_ms());
+                rec.state.finished(report, cfg, crate::shell::platform::now_ms());
             }
         }
     }
@@ -291,7 +291,7 @@ impl TaskRunner {
     async fn ensure_alarm(&self, rec: &Record) -> crate::runtime::Result<()> {
         let Some(at) = rec.state.next_wake_ms() else { return Ok(()) };
         let armed = self.storage.get_alarm().await?;
-        if armed.is_none_or(|t| t + 5000 < super::platform::now_ms()) {
+        if armed.is_none_or(|t| t + 5000 < crate::shell::platform::now_ms()) {
             self.alarm_at(at).await?;
         }
         Ok(())
@@ -303,14 +303,14 @@ impl TaskRunner {
         }
         let rec = Record {
             spec,
-            state: TaskState::new(super::platform::now_ms(), ttl_ms),
+            state: TaskState::new(crate::shell::platform::now_ms(), ttl_ms),
             result: None,
             error: None,
             dify_task_id: None,
         };
         // Durable before the client hears of it; the first alarm starts the work.
         storage_put(&*self.storage, STORAGE_KEY, &rec).await?;
-        self.alarm_at(super::platform::now_ms()).await?;
+        self.alarm_at(crate::shell::platform::now_ms()).await?;
         write_row(&self.env, &rec).await;
         Response::from_json(&answer(&rec, false))
     }
@@ -320,10 +320,10 @@ impl TaskRunner {
         if rec.state.status == Status::Submitted && rec.state.cancel_requested_at_ms.is_none() {
             return self.start(rec).await;
         }
-        match rec.state.due_action(super::platform::now_ms()) {
+        match rec.state.due_action(crate::shell::platform::now_ms()) {
             Action::None => Effect::None,
-            Action::Poll => Effect::Polled(self.poll(rec).await, super::platform::now_ms()),
-            Action::Cancel => Effect::CancelAnswered(self.cancel(rec).await, super::platform::now_ms()),
+            Action::Poll => Effect::Polled(self.poll(rec).await, crate::shell::platform::now_ms()),
+            Action::Cancel => Effect::CancelAnswered(self.cancel(rec).await, crate::shell::platform::now_ms()),
         }
     }
 
@@ -591,7 +591,7 @@ async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Optio
 
 /// Mirrors a task into its D1 row (best effort: the Durable Object's storage is the authority).
 async fn write_row(env: &Env, rec: &Record) {
-    let db = env.d1(super::platform::D1);
+    let db = env.d1(crate::shell::platform::D1);
     let s = &rec.state;
     let cfg = poll_config(&rec.spec.app);
     let sql = "INSERT INTO tasks (id, server_id, app_id, tool, status, status_message, created_at, updated_at, poll_count, consecutive_errors, last_error, next_poll_at, degraded, cancel_requested, completed_at)
@@ -622,15 +622,15 @@ async fn write_row(env: &Env, rec: &Record) {
         opt_n(s.completed_at_ms),
     ];
     if let Err(e) = db.run(Statement::new(sql, args.to_vec())).await {
-        super::log::error(&format!("mirroring task {} to D1: {e}", rec.spec.task_id));
+        crate::shell::log::error(&format!("mirroring task {} to D1: {e}", rec.spec.task_id));
     }
 }
 
 async fn delete_row(env: &Env, task_id: &str) {
-    let db = env.d1(super::platform::D1);
+    let db = env.d1(crate::shell::platform::D1);
     let stmt = Statement::new("DELETE FROM tasks WHERE id = ?1", vec![SqlValue::Text(task_id.to_string())]);
     if let Err(e) = db.run(stmt).await {
-        super::log::error(&format!("deleting task {task_id}'s row from D1: {e}"));
+        crate::shell::log::error(&format!("deleting task {task_id}'s row from D1: {e}"));
     }
 }
 
@@ -646,7 +646,7 @@ pub fn new_task_id() -> Result<String, crate::pure::random::Unavailable> {
 /// Asks a task's Durable Object; `Ok(None)` when the task does not exist for this server.
 pub async fn call(env: &Env, task_id: &str, call: &TaskCall) -> crate::runtime::Result<Option<TaskAnswer>> {
     let req = Request::post("https://task/", serde_json::to_string(call)?);
-    let resp = env.runtime().object_fetch(super::platform::TASKS, task_id, req).await?;
+    let resp = env.runtime().object_fetch(crate::shell::platform::TASKS, task_id, req).await?;
     match resp.status_code() {
         200 => Ok(Some(serde_json::from_str::<TaskAnswer>(&resp.text().await?)?)),
         404 => Ok(None),

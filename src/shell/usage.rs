@@ -14,7 +14,7 @@ use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step};
 use crate::pure::mcp::tools::{tools_with, Upstreams};
 use crate::pure::usage::{self, failure_of, Aggregate, Arg, Call, Query, Row, Statement, UNKNOWN_TOOL};
 
-use super::platform;
+use crate::shell::platform;
 
 const DEFAULT_FLUSH_SECONDS: u64 = 60;
 const PRUNE_EVERY_MS: u64 = 3_600_000;
@@ -34,7 +34,7 @@ thread_local! {
 /// `USAGE_FLUSH_SECONDS`: how often an isolate writes its counts (0: on every request, tests).
 /// Read once per isolate (`platform::setting`): every MCP request asks.
 pub fn flush_seconds(env: &Env) -> u64 {
-    super::platform::setting(env, crate::pure::config::USAGE_FLUSH_SECONDS)
+    crate::shell::platform::setting(env, crate::pure::config::USAGE_FLUSH_SECONDS)
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(DEFAULT_FLUSH_SECONDS)
 }
@@ -146,7 +146,7 @@ pub fn maybe_flush(env: &Env, ctx: &Context) {
     let env = env.clone();
     ctx.wait_until(async move {
         if let Err(e) = run(&env, plan).await {
-            super::log::error(&format!("writing usage metrics: {e}"));
+            crate::shell::log::error(&format!("writing usage metrics: {e}"));
         }
     });
 }
@@ -172,7 +172,7 @@ fn take_due(now_ms: u64, interval_ms: u64) -> Option<Vec<Statement>> {
         s.last_flush_ms = Some(now_ms);
         let pending = std::mem::take(&mut s.pending);
         if pending.dropped > 0 {
-            super::log::error(&format!(
+            crate::shell::log::error(&format!(
                 "usage metrics: {} calls not counted (more than {} series between flushes)",
                 pending.dropped,
                 crate::pure::usage::MAX_SERIES

@@ -7,11 +7,11 @@ use serde_json::Value;
 
 use crate::pure::mcp::server::CallPlan;
 
-use super::outbound::{self, SendError};
-use super::stream::{request_headers, Target};
+use crate::shell::outbound::{self, SendError};
+use crate::shell::call::stream::{request_headers, Target};
 
 #[derive(Debug)]
-pub(super) enum CallError {
+pub enum CallError {
     Http(u16, String),
     Other(String),
 }
@@ -29,7 +29,7 @@ impl std::fmt::Display for CallError {
 
 /// Whether a call that failed before any answer arrived is sent again at once.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Resend {
+pub enum Resend {
     /// A submit: the backend may have started work, so it is never repeated.
     Never,
     /// A status read or a cancel (both idempotent): a pooled connection that the backend had
@@ -38,11 +38,11 @@ pub(super) enum Resend {
     Once,
 }
 
-pub(super) async fn get_json(backend: &Target, plan: &CallPlan, url: &str) -> Result<Value, CallError> {
+pub async fn get_json(backend: &Target, plan: &CallPlan, url: &str) -> Result<Value, CallError> {
     call_json(backend, plan, Method::Get, url, None, Resend::Once).await
 }
 
-pub(super) async fn post_json(
+pub async fn post_json(
     backend: &Target,
     plan: &CallPlan,
     url: &str,

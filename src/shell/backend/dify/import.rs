@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::runtime::{Headers, Method};
 use serde_json::Value;
 
-use super::outbound::{self, SendError};
+use crate::shell::outbound::{self, SendError};
 
 use crate::pure::error::ApiError;
 

@@ -2,6 +2,9 @@
 //! backend resolved for the call, then one blocking or streamed call (Dify apps, HTTP tools) or
 //! a proxied call (upstream MCP servers), all through `outbound`.
 
+pub mod json;
+pub mod stream;
+
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -16,10 +19,10 @@ use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::outcome::Outcome;
 
-use super::outbound::{self, SendError};
-use super::secrets;
-use super::stream::{first_byte_timed_out, read_whole, request_headers, send_failed, CallStream, Target};
-use super::VERSION;
+use crate::shell::outbound::{self, SendError};
+use crate::shell::secrets;
+use crate::shell::call::stream::{first_byte_timed_out, read_whole, request_headers, send_failed, CallStream, Target};
+use crate::shell::VERSION;
 
 fn app_of(def: &ServerDefinition, app_index: usize) -> Result<&AppDefinition, Outcome> {
     def.apps
@@ -106,7 +109,7 @@ fn polled(plan: CallPlan, app: &AppDefinition, target: Target, env: &Env, ctx: O
         endpoints.unwrap_or(AsyncEndpoints { status_endpoint: String::new(), cancel_endpoint: String::new() });
     let (work_plan, work_target) = (plan.clone(), target.clone());
     CallStream::beside(plan, target, env, ctx, move |send, abort| {
-        super::polled_call::run(work_plan, work_target, endpoints, interval, send, abort)
+        crate::shell::backend::http_tool::polled::run(work_plan, work_target, endpoints, interval, send, abort)
     })
 }
 
@@ -141,7 +144,7 @@ async fn call_blocking(plan: &CallPlan, b: &Target) -> Outcome {
     let url = format!("{}{}", b.base_url, plan.request.path());
     let body = plan.request.http_body();
     // The first byte is bounded on its own, as on the streamed path; the total bounds the rest.
-    let started = super::platform::now_ms();
+    let started = crate::shell::platform::now_ms();
     let first_byte = b.first_byte.min(b.total);
     let mut resp = match outbound::send(Method::Post, &url, headers, body, first_byte).await {
         Ok(r) => r,
@@ -151,7 +154,7 @@ async fn call_blocking(plan: &CallPlan, b: &Target) -> Outcome {
     let status = resp.status_code();
     let retry_after = resp.headers().get("retry-after");
     let content_type = resp.headers().get("content-type").unwrap_or_default();
-    let left = b.total.saturating_sub(Duration::from_millis(super::platform::now_ms().saturating_sub(started)));
+    let left = b.total.saturating_sub(Duration::from_millis(crate::shell::platform::now_ms().saturating_sub(started)));
     match outbound::text(&mut resp, left, outbound::one_piece_cap(b.max_result_bytes)).await {
         Ok(text) => read_whole(plan, b, status, &content_type, retry_after.as_deref(), &text)
             .capped(&b.app_name, b.max_result_bytes),

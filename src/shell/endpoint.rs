@@ -28,16 +28,16 @@ use crate::pure::oauth_resource::{self, TokenError};
 use crate::pure::origin::origin_allowed;
 use crate::pure::quote::plain_or_quoted;
 
-use super::cache;
-use super::call::{call_backend, call_streamed, target_of};
-use super::http::{BodyError, Incoming};
-use super::resource_server;
-use super::store;
-use super::stream::{stop_run, Opening};
-use super::tasks;
-use super::upstream;
-use super::usage;
-use super::VERSION;
+use crate::shell::cache;
+use crate::shell::call::{call_backend, call_streamed, target_of};
+use crate::shell::http::{BodyError, Incoming};
+use crate::shell::resource_server;
+use crate::shell::store;
+use crate::shell::call::stream::{stop_run, Opening};
+use crate::shell::tasks;
+use crate::shell::backend::mcp::{call as upstream_call, client as upstream};
+use crate::shell::usage;
+use crate::shell::VERSION;
 use crate::pure::task_contract::{Kind, TaskCall, TaskSpec};
 
 /// Largest MCP request body accepted.
@@ -47,7 +47,7 @@ const ALLOWED_HEADERS: &str =
 
 pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> crate::runtime::Result<Response> {
     // Usage metrics go to D1 from here when due, after the response (never per call).
-    super::usage::maybe_flush(env, ctx);
+    crate::shell::usage::maybe_flush(env, ctx);
     let origin = header(&req, "origin");
     let cors = match &origin {
         None => None,
@@ -103,7 +103,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             );
         }
     }
-    let bytes = match super::http::body_capped(&mut req, MAX_BODY).await {
+    let bytes = match crate::shell::http::body_capped(&mut req, MAX_BODY).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
             return fail(
@@ -189,7 +189,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         return too_many(env, &echo_id, cors.as_deref());
     }
     // What the client declared at initialize, if it sent Flowgate's session id (`relay`).
-    h.session_caps = super::relay::session_caps(env, session_id.as_deref(), &def.server_id);
+    h.session_caps = crate::shell::backend::mcp::relay::session_caps(env, session_id.as_deref(), &def.server_id);
     // Client authentication (`pure::client_auth`, `pure::oauth_resource`) before anything else
     // about the server is told or done; a refusal writes nothing.
     let authorization = if def.auth.mode != AuthMode::None { header(&req, "authorization") } else { None };
@@ -325,7 +325,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
                             t.finish(&v);
                         }
                         let mut resp = rpc(status, &v, cors.as_deref())?;
-                        if let Some(sid) = super::relay::session_id_for(env, def, single, &v) {
+                        if let Some(sid) = crate::shell::backend::mcp::relay::session_id_for(env, def, single, &v) {
                             resp.headers_mut().set("mcp-session-id", &sid);
                         }
                         Ok(resp)
@@ -381,7 +381,7 @@ fn oauth_gate<'a>(
                 }))
             }
             resource_server::Outcome::Unavailable(why) => {
-                super::log::error(&format!("oauth server {}: {why}", def.server_id));
+                crate::shell::log::error(&format!("oauth server {}: {why}", def.server_id));
                 unavailable(format!("the authorization server's keys could not be had ({why}); retry"))
             }
         }
@@ -391,14 +391,14 @@ fn oauth_gate<'a>(
 /// Whether the limiter let the request through (a limiter that fails does not refuse: logged).
 fn within_limit(answer: Result<bool, String>) -> bool {
     answer.unwrap_or_else(|e| {
-        super::log::error(&format!("rate limiter: {e}"));
+        crate::shell::log::error(&format!("rate limiter: {e}"));
         true
     })
 }
 
 /// 429 with `Retry-After`, the JSON-RPC error echoing the request's id.
 fn too_many(env: &Env, echo_id: &Value, cors: Option<&str>) -> crate::runtime::Result<Response> {
-    let after = super::ratelimit::period_seconds(env);
+    let after = crate::shell::ratelimit::period_seconds(env);
     let e = RpcError::new(
         429,
         -32000,
@@ -413,17 +413,17 @@ fn too_many(env: &Env, echo_id: &Value, cors: Option<&str>) -> crate::runtime::R
 /// the limiter is not called).
 async fn rate_limited(env: &Env, code_hash: &str, messages: usize) -> Result<bool, String> {
     // Refused a moment ago on this isolate: refused again without asking the binding.
-    if messages > 0 && super::memo::refused_lately(code_hash, super::platform::now_ms()) {
+    if messages > 0 && crate::shell::memo::refused_lately(code_hash, crate::shell::platform::now_ms()) {
         return Ok(false);
     }
-    let checks = (0..messages).map(|_| super::ratelimit::allow(env, code_hash));
+    let checks = (0..messages).map(|_| crate::shell::ratelimit::allow(env, code_hash));
     let answers = futures::future::join_all(checks).await;
     let mut allowed = true;
     for a in answers {
         allowed &= a?;
     }
     if !allowed {
-        super::memo::remember_refusal(code_hash, super::platform::now_ms());
+        crate::shell::memo::remember_refusal(code_hash, crate::shell::platform::now_ms());
     }
     Ok(allowed)
 }
@@ -454,7 +454,7 @@ async fn run(
             }
         }
         Step::Task(req) if upstream_tasks::is_relayed(&req.task_id) => {
-            let (status, body) = super::upstream_tasks::op(&req, def, env, incoming).await;
+            let (status, body) = crate::shell::backend::mcp::tasks::op(&req, def, env, incoming).await;
             (status, Some(body))
         }
         Step::Task(req) => {
@@ -475,11 +475,11 @@ async fn run(
             (server::call_status(plan.version, &body), Some(body))
         }
         Step::Forward(fwd) => {
-            let body = upstream::forward(&fwd, def, env, incoming).await;
+            let body = upstream_call::forward(&fwd, def, env, incoming).await;
             (server::call_status(fwd.version, &body), Some(body))
         }
         Step::Answer { token, message, user } => {
-            upstream::deliver_answer(env, def, incoming, &token, &message, &user).await
+            upstream_call::deliver_answer(env, def, incoming, &token, &message, &user).await
         }
     }
 }
@@ -487,16 +487,16 @@ async fn run(
 /// Records who called, at most once per server, user and hour per isolate (`memo`): the row's
 /// `last_seen_at` is accurate to the hour, and a call costs no D1 write when the isolate is warm.
 fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &CallPlan) {
-    if !super::memo::first_sight_of_end_user(&def.server_id, &plan.user, super::platform::now_ms()) {
+    if !crate::shell::memo::first_sight_of_end_user(&def.server_id, &plan.user, crate::shell::platform::now_ms()) {
         return;
     }
     let (env, server_id, user, name) =
         (env.clone(), def.server_id.clone(), plan.user.clone(), plan.client_name.clone());
     ctx.wait_until(async move {
-        let db = env.d1(super::platform::D1);
-        let now = super::platform::now_s();
+        let db = env.d1(crate::shell::platform::D1);
+        let now = crate::shell::platform::now_s();
         if let Err(e) = store::touch_end_user(&db, &server_id, &user, &name, now).await {
-            super::log::error(&format!("recording an end user: {}", e.message));
+            crate::shell::log::error(&format!("recording an end user: {}", e.message));
         }
     });
 }
@@ -504,14 +504,14 @@ fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &Call
 /// Records that a client key was used, at most once per key and hour per isolate (`memo`), off
 /// the response path: `last_used_at` is accurate to the hour.
 fn record_key_use(ctx: &Context, env: &Env, key_id: &str) {
-    if !super::memo::first_use_of_key(key_id, super::platform::now_ms()) {
+    if !crate::shell::memo::first_use_of_key(key_id, crate::shell::platform::now_ms()) {
         return;
     }
     let (env, key_id) = (env.clone(), key_id.to_string());
     ctx.wait_until(async move {
-        let db = env.d1(super::platform::D1);
-        if let Err(e) = store::touch_key(&db, &key_id, super::platform::now_s()).await {
-            super::log::error(&format!("recording a client key's use: {}", e.message));
+        let db = env.d1(crate::shell::platform::D1);
+        if let Err(e) = store::touch_key(&db, &key_id, crate::shell::platform::now_s()).await {
+            crate::shell::log::error(&format!("recording a client key's use: {}", e.message));
         }
     });
 }
@@ -545,7 +545,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
         Ok(Some(a)) => Ok(server::task_created(plan, &a.view(), VERSION)),
         Ok(None) => Err(unavailable("the task runner refused it".into())),
         Err(e) => {
-            super::log::error(&format!("creating task: {e}"));
+            crate::shell::log::error(&format!("creating task: {e}"));
             Err(unavailable("the task runner failed".into()))
         }
     }
@@ -556,7 +556,7 @@ const MAX_RESULT_WAIT_MS: u64 = 5 * 60 * 1000;
 
 async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result<(u16, Value), RpcError> {
     let failed = |e: crate::runtime::RuntimeError| {
-        super::log::error(&format!("task {}: {e}", req.task_id));
+        crate::shell::log::error(&format!("task {}: {e}", req.task_id));
         RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
     };
     let (server_id, owner) = (def.server_id.clone(), req.owner.clone());
@@ -568,14 +568,14 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
             tasks::call(env, &req.task_id, &TaskCall::Cancel { server_id, owner }).await.map_err(failed)?
         }
         TaskOp::Result => {
-            let until = super::platform::now_ms() + MAX_RESULT_WAIT_MS;
+            let until = crate::shell::platform::now_ms() + MAX_RESULT_WAIT_MS;
             let wait = TaskCall::Wait { server_id, timeout_ms: 20_000, owner };
             loop {
                 let a = tasks::call(env, &req.task_id, &wait).await.map_err(failed)?;
                 if a.as_ref().is_none_or(|a| a.status.is_terminal()) {
                     break a;
                 }
-                if super::platform::now_ms() >= until {
+                if crate::shell::platform::now_ms() >= until {
                     return Err(RpcError::new(
                         200,
                         jsonrpc::INTERNAL_ERROR,
@@ -597,8 +597,8 @@ async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
         let key = failed_fetch::key(failed_fetch::List::Tools, app, "");
-        if let Some(list) = unless_failed_lately(&key, upstream::tools_of(app, env, false), |e| {
-            super::log::error(&format!("listing the tools of upstream app '{}': {e}", app.name))
+        if let Some(list) = unless_failed_lately(&key, upstream_call::tools_of(app, env, false), |e| {
+            crate::shell::log::error(&format!("listing the tools of upstream app '{}': {e}", app.name))
         })
         .await
         {
@@ -614,8 +614,8 @@ async fn load_catalogs(def: &ServerDefinition, env: &Env) -> Catalogs {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
         let key = failed_fetch::key(failed_fetch::List::Catalog, app, "");
-        if let Some(c) = unless_failed_lately(&key, upstream::catalog_of(app, env, false), |e| {
-            super::log::error(&format!("reading the catalog of upstream app '{}': {e}", app.name))
+        if let Some(c) = unless_failed_lately(&key, upstream_call::catalog_of(app, env, false), |e| {
+            crate::shell::log::error(&format!("reading the catalog of upstream app '{}': {e}", app.name))
         })
         .await
         {
@@ -632,17 +632,17 @@ async fn unless_failed_lately<T>(
     fetch: impl std::future::Future<Output = Result<T, String>>,
     failed: impl FnOnce(&str),
 ) -> Option<T> {
-    if super::memo::failed_lately(key, super::platform::now_ms()) {
+    if crate::shell::memo::failed_lately(key, crate::shell::platform::now_ms()) {
         return None;
     }
     match fetch.await {
         Ok(v) => {
-            super::memo::forget_failed_fetch(key);
+            crate::shell::memo::forget_failed_fetch(key);
             Some(v)
         }
         Err(e) => {
             failed(&e);
-            super::memo::remember_failed_fetch(key, super::platform::now_ms());
+            crate::shell::memo::remember_failed_fetch(key, crate::shell::platform::now_ms());
             None
         }
     }
@@ -651,8 +651,8 @@ async fn unless_failed_lately<T>(
 /// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).
 /// Stops the run a `notifications/cancelled` names: found in this isolate's memory, else in KV.
 async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
-    let Ok(kv) = super::kv::Kv::open(env) else { return };
-    let here = super::memo::take_run(key, super::platform::now_ms()).and_then(|r| serde_json::from_str(&r).ok());
+    let Ok(kv) = crate::shell::kv::Kv::open(env) else { return };
+    let here = crate::shell::memo::take_run(key, crate::shell::platform::now_ms()).and_then(|r| serde_json::from_str(&r).ok());
     let record: Value = match here {
         Some(r) => r,
         None => match kv.get_json::<Value>(key).await {
@@ -687,7 +687,7 @@ async fn cancel_async_tool(env: &Env, def: &ServerDefinition, record: &Value) {
     let Some(endpoints) = app.backend.as_http_tool().and_then(|c| c.async_endpoints.as_ref()) else { return };
     let Ok(target) = target_of(def, app_index as usize, env) else { return };
     let user = record["user"].as_str().unwrap_or_default();
-    super::polled_call::cancel(&target, &endpoints.cancel_endpoint, user, remote).await;
+    crate::shell::backend::http_tool::polled::cancel(&target, &endpoints.cancel_endpoint, user, remote).await;
 }
 
 /// Tells an upstream MCP server that a call a client cancelled is cancelled, on the session it
@@ -711,7 +711,7 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
 
 /// The base of an `oauth` server's resource URL: `PUBLIC_URL`, never the request's `Host`.
 fn oauth_base(env: &Env) -> Result<String, String> {
-    let public_url = super::platform::setting(env, crate::pure::config::PUBLIC_URL);
+    let public_url = crate::shell::platform::setting(env, crate::pure::config::PUBLIC_URL);
     crate::pure::config::oauth_public_base(public_url.as_deref())
 }
 
@@ -729,7 +729,7 @@ pub async fn resource_metadata(req: Incoming, env: &Env, ctx: &Context, code: &s
     };
     let base = oauth_base(env).map_err(|why| ApiError::new(503, "misconfigured", why))?;
     let doc = oauth_resource::resource_metadata(&oauth_resource::resource_url(&base, code), settings, &def.name);
-    let mut resp = super::http::json(200, &doc);
+    let mut resp = crate::shell::http::json(200, &doc);
     // Public, and read by browser-based clients from other origins.
     resp.headers_mut().set("access-control-allow-origin", "*");
     Ok(resp)
@@ -740,7 +740,7 @@ fn header(req: &Incoming, name: &str) -> Option<String> {
 }
 
 fn allowed_origins(env: &Env) -> String {
-    super::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS).map(|v| v.to_string()).unwrap_or_default()
+    crate::shell::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS).map(|v| v.to_string()).unwrap_or_default()
 }
 
 fn with_cors(headers: &mut Headers, origin: Option<&str>) -> crate::runtime::Result<()> {

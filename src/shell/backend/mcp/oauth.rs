@@ -23,8 +23,8 @@ use crate::pure::backend::mcp::discovery::{self as disc, AuthMethod, Challenge, 
 use crate::pure::backend::mcp::oauth::{self as up, OAuthConfig, OAuthToken, TokenTarget};
 use crate::pure::definition::AppDefinition;
 
-use super::outbound::{self, CrossOrigin, SendError};
-use super::secrets;
+use crate::shell::outbound::{self, CrossOrigin, SendError};
+use crate::shell::secrets;
 
 const STORAGE_KEY: &str = "token";
 const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -67,7 +67,7 @@ async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> 
     let body =
         json!({"app_name": app.name, "oauth": oauth, "mcp_url": mcp.map(|c| c.url.as_str()), "challenge": challenge});
     let req = Request::post("https://oauth/token", body.to_string());
-    let resp = env.runtime().object_fetch(super::platform::OAUTH, &name, req).await.map_err(fail)?;
+    let resp = env.runtime().object_fetch(crate::shell::platform::OAUTH, &name, req).await.map_err(fail)?;
     let answer: Value = serde_json::from_str(&resp.text().await.map_err(fail)?).map_err(|e| fail(e.into()))?;
     match answer["token"].as_object() {
         Some(_) => {
@@ -122,7 +122,7 @@ impl TokenBroker {
     }
 
     async fn answer(&self, req: Request) -> crate::runtime::Result<Response> {
-        super::outbound::guard_from_env(&self.env);
+        crate::shell::outbound::guard_from_env(&self.env);
         let body: Value = serde_json::from_str(&req.text().await?).unwrap_or(Value::Null);
         let app = body["app_name"].as_str().unwrap_or("app").to_string();
         let env = self.env.clone();
@@ -164,7 +164,7 @@ impl TokenBroker {
     }
 
     async fn valid(&self, cfg: &OAuthConfig) -> crate::runtime::Result<Option<OAuthToken>> {
-        Ok(self.current().await?.filter(|t| !up::needs_refresh(t, super::platform::now_ms(), cfg.refresh_skew_seconds)))
+        Ok(self.current().await?.filter(|t| !up::needs_refresh(t, crate::shell::platform::now_ms(), cfg.refresh_skew_seconds)))
     }
 
     /// A challenge from the upstream: the token it refused is dropped (unless another request
@@ -234,7 +234,7 @@ impl TokenBroker {
         let current = self.current().await?;
         let mut fields = up::token_form(cfg, &target, scope.as_deref(), current.as_ref());
         if target.auth_method == AuthMethod::PrivateKeyJwt {
-            match super::client_assertion::assertion(cfg, &target.token_url).await {
+            match crate::shell::backend::mcp::client_assertion::assertion(cfg, &target.token_url).await {
                 Ok(a) => client_assertion::add_to_form(&mut fields, a),
                 Err(e) => return Ok(Err(format!("backend.oauth.private_key of app '{app}' {e}"))),
             }
@@ -264,7 +264,7 @@ impl TokenBroker {
                 "the OAuth token endpoint of app '{app}' refused the request (HTTP {status}, {why}){hint}"
             )));
         }
-        let token = match parsed.as_ref().map(|v| up::parse_token(v, super::platform::now_ms(), cfg.default_expires_in))
+        let token = match parsed.as_ref().map(|v| up::parse_token(v, crate::shell::platform::now_ms(), cfg.default_expires_in))
         {
             Some(Ok(t)) => t,
             Some(Err(e)) => return Ok(Err(format!("the OAuth token endpoint of app '{app}': {e}"))),

@@ -17,9 +17,9 @@ use crate::pure::mcp::server::{self, CallPlan, Progress};
 use crate::pure::outcome::Outcome;
 use crate::pure::task::{self, PollOutcome};
 
-use super::json_call::{post_json, Resend};
-use super::stream::{Relayed, Target};
-use super::VERSION;
+use crate::shell::call::json::{post_json, Resend};
+use crate::shell::call::stream::{Relayed, Target};
+use crate::shell::VERSION;
 
 /// Runs the call to its end (`Relayed::Done`), or until `abort` (then the run is cancelled).
 pub async fn run(
@@ -106,12 +106,12 @@ pub async fn cancel(target: &Target, cancel_url: &str, user: &str, remote: &str)
         return;
     }
     let body = json!({"task_id": remote});
-    match super::outbound::send(Method::Post, cancel_url, headers, Some(&body), target.first_byte).await {
+    match crate::shell::outbound::send(Method::Post, cancel_url, headers, Some(&body), target.first_byte).await {
         Ok(r) if (200..300).contains(&r.status_code()) => {}
         Ok(r) => {
-            super::log::error(&format!("cancelling a run of tool '{}': HTTP {}", target.app_name, r.status_code()))
+            crate::shell::log::error(&format!("cancelling a run of tool '{}': HTTP {}", target.app_name, r.status_code()))
         }
-        Err(_) => super::log::error(&format!(
+        Err(_) => crate::shell::log::error(&format!(
             "cancelling a run of tool '{}': the cancel endpoint could not be reached",
             target.app_name
         )),

@@ -25,12 +25,12 @@ use crate::pure::quote::quote_input;
 use crate::pure::server::{validate_server, ServerBody, ServerFields, Status};
 use crate::pure::usage;
 
-use super::cache;
-use super::dify;
-use super::http::{self, internal, read_json, Incoming, MAX_CONSOLE_BODY};
-use super::memo;
-use super::platform;
-use super::store::{self, AppRow, KeyInsert, NewServer, ServerRow};
+use crate::shell::cache;
+use crate::shell::backend::dify::import as dify;
+use crate::shell::http::{self, internal, read_json, Incoming, MAX_CONSOLE_BODY};
+use crate::shell::memo;
+use crate::shell::platform;
+use crate::shell::store::{self, AppRow, KeyInsert, NewServer, ServerRow};
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -70,7 +70,7 @@ pub async fn token_identity(env: &Env, ctx: &Context, hash: &str) -> Result<Opti
             };
             // The column is CHECKed; a role this deploy does not know opens nothing.
             let Some(role) = Role::parse(&row.role) else {
-                super::log::error(&format!("console token {} has an unknown role; refused", row.id));
+                crate::shell::log::error(&format!("console token {} has an unknown role; refused", row.id));
                 return Ok(None);
             };
             let identity = Identity::named(role, NamedToken { id: row.id, name: row.name });
@@ -84,7 +84,7 @@ pub async fn token_identity(env: &Env, ctx: &Context, hash: &str) -> Result<Opti
             ctx.wait_until(async move {
                 let db = env.d1(platform::D1);
                 if let Err(e) = store::touch_console_token(&db, &id, platform::now_s()).await {
-                    super::log::error(&format!("recording a console token's use: {}", e.message));
+                    crate::shell::log::error(&format!("recording a console token's use: {}", e.message));
                 }
             });
         }
@@ -101,7 +101,7 @@ async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16)
     let target = rest.iter().find(|s| is_id(s)).map(|s| s.to_string());
     if let Err(e) = store::record_audit(
         &db,
-        &super::log::request_id(),
+        &crate::shell::log::request_id(),
         actor,
         &action,
         target.as_deref(),
@@ -110,7 +110,7 @@ async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16)
     )
     .await
     {
-        super::log::error(&format!("writing the audit log: {}", e.message));
+        crate::shell::log::error(&format!("writing the audit log: {}", e.message));
     }
 }
 
@@ -121,7 +121,7 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
     let public_url = env.runtime().setting(config::PUBLIC_URL);
     let path = quote_input(shown_path);
     let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
-    let refs = super::secrets::ref_policy(env);
+    let refs = crate::shell::secrets::ref_policy(env);
     let c = Console { env, db: &db, public_base: config::public_base(public_url.as_deref(), &origin), refs: &refs };
     let (status, body) = match (rest, &method) {
         // The index: where the OpenAPI document of this API is (a static asset, see wrangler.toml),
@@ -130,7 +130,7 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
             200,
             json!({
                 "openapi": "/console/api/openapi.json",
-                "version": super::VERSION,
+                "version": crate::shell::VERSION,
                 "caller": {"actor": caller.actor(), "role": caller.role.as_str()},
             }),
         ),
@@ -250,11 +250,11 @@ impl Console<'_> {
 
     /// Backends inside private networks are refused unless `ALLOW_PRIVATE_BACKENDS` is set.
     fn check_private(&self, urls: &[(&'static str, &str)]) -> Result<()> {
-        if super::outbound::guard_from_env(self.env) {
+        if crate::shell::outbound::guard_from_env(self.env) {
             return Ok(());
         }
         // Hosts listed in ALLOW_PRIVATE_BACKENDS (instead of `true`) are allowed, and only they.
-        let allow = super::outbound::private_allow();
+        let allow = crate::shell::outbound::private_allow();
         let mut urls = urls.to_vec();
         urls.retain(|(_, u)| {
             let host = crate::pure::web_url::Url::parse(u).ok();
@@ -276,14 +276,14 @@ impl Console<'_> {
 
     /// An upstream OAuth private key (`private_key_jwt`) must be one WebCrypto imports.
     async fn check_signing_key(&self, spec: &AppSpec) -> Result<()> {
-        super::client_assertion::check_key(self.env, &spec.backend)
+        crate::shell::backend::mcp::client_assertion::check_key(self.env, &spec.backend)
             .await
             .map_err(|e| field_error("backend.oauth.private_key", &e))
     }
 
     /// Literal credentials are stored only sealed.
     fn seal(&self, spec: &mut AppSpec) -> Result<()> {
-        super::secrets::seal_backend(self.env, &mut spec.backend).map_err(|e| match e.split_once(' ') {
+        crate::shell::secrets::seal_backend(self.env, &mut spec.backend).map_err(|e| match e.split_once(' ') {
             Some((field, message)) if field.starts_with("backend.") => field_error(field, message),
             _ => field_error("backend", &e),
         })
@@ -335,7 +335,7 @@ impl Console<'_> {
         if crate::pure::sealed::is_sealed(api_key) {
             return Err(field_error("api_key", crate::pure::sealed::REFUSED_FROM_CONSOLE));
         }
-        let key = super::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e))?;
+        let key = crate::shell::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e))?;
         let info = dify::get_json(base, &key, "/info").await?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;
         let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key, body.get("outputs"))
@@ -364,7 +364,7 @@ impl Console<'_> {
         let mut resealed = 0;
         for row in store::list_apps(self.db).await? {
             let mut backend = row.backend();
-            let changed = super::secrets::reseal_backend(self.env, &mut backend)
+            let changed = crate::shell::secrets::reseal_backend(self.env, &mut backend)
                 .map_err(|e| ApiError::new(409, "reseal_failed", e))?;
             if changed {
                 store::update_app_backend(self.db, &row.id, &backend, platform::now_s()).await?;
@@ -417,11 +417,11 @@ impl Console<'_> {
         }
         let app =
             row.to_definition().map_err(|why| ApiError::bad_request(format!("app '{id}' cannot be used: {why}")))?;
-        let tools = super::upstream::tools_of(&app, self.env, true)
+        let tools = crate::shell::backend::mcp::call::tools_of(&app, self.env, true)
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
         // The endpoint of this isolate asks again at once rather than after a failure's window.
-        super::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app, ""));
+        crate::shell::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app, ""));
         let exposed = aggregate(&app.name, &app.id, mcp_config(&app)?, &tools);
         let mut out = json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
@@ -429,25 +429,25 @@ impl Console<'_> {
         });
         // Resources, templates and prompts are re-read with the tools; per server the app is
         // in, what it exposes and the URIs another app of that server already serves.
-        match super::upstream::catalog_of(&app, self.env, true).await {
+        match crate::shell::backend::mcp::call::catalog_of(&app, self.env, true).await {
             Ok(catalog) => {
-                super::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Catalog, &app, ""));
+                crate::shell::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Catalog, &app, ""));
                 out["capabilities"] = catalog.capabilities.clone();
                 let mut servers = Vec::new();
                 for row in store::servers_of_app(self.db, id).await? {
                     let def = store::load_definition(self.db, &row).await?;
                     let mut catalogs = crate::pure::mcp::gateway::Catalogs::default();
                     for other in def.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
-                        match super::upstream::catalog_of(other, self.env, false).await {
+                        match crate::shell::backend::mcp::call::catalog_of(other, self.env, false).await {
                             Ok(c) => {
                                 catalogs.0.insert(other.id.clone(), c);
                             }
-                            Err(e) => super::log::error(&format!("catalog of upstream app '{}': {e}", other.name)),
+                            Err(e) => crate::shell::log::error(&format!("catalog of upstream app '{}': {e}", other.name)),
                         }
                     }
                     let g = crate::pure::mcp::gateway::Gateway::new(&def, &catalogs);
                     for c in g.collisions() {
-                        super::log::error(&format!("server '{}': {c}", def.name));
+                        crate::shell::log::error(&format!("server '{}': {c}", def.name));
                     }
                     servers.push(json!({
                         "server_id": def.server_id,
@@ -580,7 +580,7 @@ impl Console<'_> {
                 continue;
             };
             let names: Vec<(String, UpstreamName)> = match app.backend.as_mcp() {
-                Some(c) => match super::upstream::tools_of(&app, self.env, false).await {
+                Some(c) => match crate::shell::backend::mcp::call::tools_of(&app, self.env, false).await {
                     Ok(list) => {
                         let prefixed = c.tool_name_prefix.unwrap_or(true);
                         aggregate(&app.name, &app.id, c, &list)
@@ -859,7 +859,7 @@ impl Console<'_> {
             )));
         }
         let cancel = crate::pure::task_contract::TaskCall::Cancel { server_id: server_id.to_string(), owner: None };
-        super::tasks::call(self.env, task_id, &cancel)
+        crate::shell::tasks::call(self.env, task_id, &cancel)
             .await
             .map_err(|e| internal("cancelling the task", e))?
             .ok_or_else(|| ApiError::not_found(format!("task '{task_id}' has expired")))?;
@@ -876,15 +876,15 @@ impl Console<'_> {
         let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
         let q =
             usage::parse_query(&pairs, platform::now_s()).map_err(|(field, message)| field_error(field, &message))?;
-        if let Err(e) = super::usage::flush_now(self.env).await {
-            super::log::error(&format!("writing usage metrics: {e}"));
+        if let Err(e) = crate::shell::usage::flush_now(self.env).await {
+            crate::shell::log::error(&format!("writing usage metrics: {e}"));
         }
         let (rows, failures) =
-            super::usage::read(self.db, server_id, &q).await.map_err(|e| internal("reading usage metrics", e))?;
+            crate::shell::usage::read(self.db, server_id, &q).await.map_err(|e| internal("reading usage metrics", e))?;
         let mut out = usage::report(&q, &rows);
         out["server_id"] = json!(server_id);
         out["failures"] = Value::Array(failures);
-        out["flush_seconds"] = json!(super::usage::flush_seconds(self.env));
+        out["flush_seconds"] = json!(crate::shell::usage::flush_seconds(self.env));
         Ok(out)
     }
 

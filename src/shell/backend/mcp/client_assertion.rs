@@ -39,7 +39,7 @@ pub async fn assertion(cfg: &OAuthConfig, token_url: &str) -> Result<String, Str
         client_id: &cfg.client_id,
         audience: ca::audience(cfg.issuer.as_deref(), token_url),
         key_id: cfg.key_id.as_deref(),
-        now_s: super::platform::now_ms() / 1000,
+        now_s: crate::shell::platform::now_ms() / 1000,
         jti: &jti,
     };
     let input = ca::signing_input(key.alg, &claims);
@@ -57,7 +57,7 @@ pub async fn check_key(env: &Env, backend: &Value) -> Result<(), String> {
     if crate::pure::sealed::is_sealed(value) {
         return Ok(());
     }
-    let Ok(pem) = super::secrets::resolve(env, value) else { return Ok(()) };
+    let Ok(pem) = crate::shell::secrets::resolve(env, value) else { return Ok(()) };
     let alg = oauth["signing_alg"].as_str().and_then(Alg::parse);
     let checked = match ca::read_private_key(&pem, alg) {
         Ok(key) => sign(&key, None).await.map(|_| ()),

@@ -33,8 +33,8 @@ const KEEPALIVE_MS: u64 = 1000;
 /// its stream); a cancel on this isolate always finds it.
 const SHARE_RUN_AFTER_MS: u64 = 2000;
 
-use super::outbound::{self, SendError};
-use super::VERSION;
+use crate::shell::outbound::{self, SendError};
+use crate::shell::VERSION;
 use crate::runtime::timer::Timer;
 
 /// Where and how to call an app's backend, resolved from its settings for one call.
@@ -112,14 +112,14 @@ pub struct CallStream {
     unshared: Option<String>,
     started_ms: u64,
     /// Counted in usage metrics when the final response goes out (a client call only).
-    usage: Option<super::usage::Ticket>,
+    usage: Option<crate::shell::usage::Ticket>,
     /// Wakes a wait for the keep-alive, idle and total limits.
     timer: Timer,
 }
 
 impl CallStream {
     /// Records the call in usage metrics at its end (dropped unfinished: the client went away).
-    pub fn with_usage(mut self, ticket: Option<super::usage::Ticket>) -> CallStream {
+    pub fn with_usage(mut self, ticket: Option<crate::shell::usage::Ticket>) -> CallStream {
         self.usage = ticket;
         self
     }
@@ -144,7 +144,7 @@ impl CallStream {
     /// A call with no client connection to lose (inside a task's Durable Object): nothing
     /// watches for a disconnect.
     pub fn detached(plan: CallPlan, target: Target, env: &Env) -> CallStream {
-        let now = super::platform::now_ms();
+        let now = crate::shell::platform::now_ms();
         CallStream {
             interp: match plan.mode {
                 Mode::HttpTool => StreamReader::Tool(HttpToolStream::new(&target.app_name)),
@@ -185,7 +185,7 @@ impl CallStream {
     ) -> CallStream {
         let (call_plan, call_env) = (plan.clone(), env.clone());
         CallStream::beside(plan, target, env, ctx, move |send, abort| async move {
-            let response = super::upstream::call(
+            let response = crate::shell::backend::mcp::call::call(
                 &call_plan,
                 &served.def,
                 &call_env,
@@ -289,7 +289,7 @@ impl CallStream {
                 Phase::Finished => return None,
                 Phase::Start => match self.connect().await {
                     Ok(body) => {
-                        self.last_chunk_ms = super::platform::now_ms();
+                        self.last_chunk_ms = crate::shell::platform::now_ms();
                         self.phase = Phase::Reading(body);
                     }
                     Err(outcome) => return Some(self.finish(outcome, &mut out)),
@@ -297,7 +297,7 @@ impl CallStream {
                 Phase::Reading(mut body) => match self.wait(body.next()).await {
                     Err(timeout) => return Some(self.abort(timeout, &mut out)),
                     Ok(Wait::Item(Some(Ok(chunk)))) => {
-                        self.last_chunk_ms = super::platform::now_ms();
+                        self.last_chunk_ms = crate::shell::platform::now_ms();
                         if let Err(e) = self.take_chunk(&chunk, &mut out) {
                             return Some(self.abort(Outcome::Failed(e), &mut out));
                         }
@@ -353,7 +353,7 @@ impl CallStream {
                         }
                     }
                     Ok(Wait::Item(Some(Relayed::Run(record)))) => {
-                        self.last_chunk_ms = super::platform::now_ms();
+                        self.last_chunk_ms = crate::shell::platform::now_ms();
                         self.phase = Phase::Relaying(rx);
                         if !self.registered {
                             self.registered = true;
@@ -361,12 +361,12 @@ impl CallStream {
                         }
                     }
                     Ok(Wait::Item(Some(Relayed::Alive))) => {
-                        self.last_chunk_ms = super::platform::now_ms();
+                        self.last_chunk_ms = crate::shell::platform::now_ms();
                         self.phase = Phase::Relaying(rx);
                         self.share_run().await;
                     }
                     Ok(Wait::Item(Some(Relayed::Note(n)))) => {
-                        self.last_chunk_ms = super::platform::now_ms();
+                        self.last_chunk_ms = crate::shell::platform::now_ms();
                         write_json_event(&mut out, &n);
                         self.phase = Phase::Relaying(rx);
                         self.share_run().await;
@@ -408,7 +408,7 @@ impl CallStream {
     async fn wait<T>(&mut self, next: impl std::future::Future<Output = T>) -> Result<Wait<T>, Outcome> {
         futures::pin_mut!(next);
         loop {
-            let now = super::platform::now_ms();
+            let now = crate::shell::platform::now_ms();
             if now >= self.deadline_ms {
                 return Err(self.total_timeout());
             }
@@ -436,14 +436,14 @@ impl CallStream {
         if out.is_empty() {
             return None;
         }
-        self.last_write_ms = super::platform::now_ms();
+        self.last_write_ms = crate::shell::platform::now_ms();
         Some(std::mem::take(out))
     }
 
     /// A keep-alive on the tick, unless a deadline is what woke the wait (the loop then ends
     /// the call).
     fn keep_alive(&mut self, out: &mut String) -> Option<String> {
-        let now = super::platform::now_ms();
+        let now = crate::shell::platform::now_ms();
         if now < self.deadline_ms && now < self.last_chunk_ms + self.target.idle.as_millis() as u64 {
             write_comment(out, "keep-alive");
             self.last_write_ms = now;
@@ -457,24 +457,24 @@ impl CallStream {
     /// run `SHARE_RUN_AFTER_MS`: most calls end sooner and cost no KV write.
     async fn register(&mut self, record: Value) {
         let record = record.to_string();
-        super::memo::remember_run(&self.plan.cancel_key, record.as_str().into(), super::platform::now_ms());
+        crate::shell::memo::remember_run(&self.plan.cancel_key, record.as_str().into(), crate::shell::platform::now_ms());
         self.unshared = Some(record);
         self.share_run().await;
     }
 
     /// Writes the run's record to KV once the call is old enough (called as the call goes on).
     async fn share_run(&mut self) {
-        if self.unshared.is_none() || super::platform::now_ms() < self.started_ms + SHARE_RUN_AFTER_MS {
+        if self.unshared.is_none() || crate::shell::platform::now_ms() < self.started_ms + SHARE_RUN_AFTER_MS {
             return;
         }
         let Some(record) = self.unshared.take() else { return };
         let ttl = self.target.total.as_secs().max(60);
-        let put = match super::kv::Kv::open(&self.env) {
+        let put = match crate::shell::kv::Kv::open(&self.env) {
             Ok(kv) => kv.put(&self.plan.cancel_key, &record, ttl).await,
             Err(e) => Err(e),
         };
         if let Err(e) = put {
-            super::log::error(&format!("recording a run for cancellation: {e}"));
+            crate::shell::log::error(&format!("recording a run for cancellation: {e}"));
         }
     }
 
@@ -684,7 +684,7 @@ pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &s
     let body = serde_json::json!({ "user": user });
     match outbound::send(Method::Post, &url, headers, Some(&body), Duration::from_secs(10)).await {
         Ok(r) if (200..300).contains(&r.status_code()) => {}
-        Ok(r) => super::log::error(&format!("stopping a run of app '{app}': HTTP {}", r.status_code())),
-        Err(_) => super::log::error(&format!("stopping a run of app '{app}': the stop endpoint could not be reached")),
+        Ok(r) => crate::shell::log::error(&format!("stopping a run of app '{app}': HTTP {}", r.status_code())),
+        Err(_) => crate::shell::log::error(&format!("stopping a run of app '{app}': the stop endpoint could not be reached")),
     }
 }

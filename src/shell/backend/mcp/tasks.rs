@@ -16,8 +16,8 @@ use crate::pure::mcp::tasks;
 use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::mcp::version::Version;
 
-use super::upstream::{upstream_of, Client};
-use super::VERSION;
+use crate::shell::backend::mcp::client::{upstream_of, Client};
+use crate::shell::VERSION;
 
 /// Longest a 2025-11-25 client's `tasks/result` waits on an upstream's 2026-07-28 task (which
 /// has no blocking result) before it is told to ask again.
@@ -40,7 +40,7 @@ async fn run(
 ) -> Result<Value, RpcError> {
     let unknown = || tasks::unknown_task(&req.task_id);
     // Another client key's task is as unknown as another server's.
-    let handle = super::relay::open_task(env, &req.task_id, &def.server_id)
+    let handle = crate::shell::backend::mcp::relay::open_task(env, &req.task_id, &def.server_id)
         .filter(|h| h.belongs_to(req.owner.as_deref()))
         .ok_or_else(unknown)?;
     let app = def.apps.iter().find(|a| a.id == handle.app_id).ok_or_else(unknown)?;
@@ -98,13 +98,13 @@ async fn run(
             upstream_tasks::payload_for_client(&t)
         }
         TaskOp::Result => {
-            let start = super::platform::now_ms();
+            let start = crate::shell::platform::now_ms();
             loop {
                 let t = task.get(true).await?;
                 if upstream_tasks::is_terminal(&t) {
                     return upstream_tasks::payload_for_client(&t);
                 }
-                if super::platform::now_ms().saturating_sub(start) >= RESULT_WAIT.as_millis() as u64 {
+                if crate::shell::platform::now_ms().saturating_sub(start) >= RESULT_WAIT.as_millis() as u64 {
                     return Err(RpcError::new(
                         200,
                         jsonrpc::INTERNAL_ERROR,

@@ -21,7 +21,7 @@ const TASKS: &str = "upstream-task";
 /// The keys for one purpose, derived from `SECRETS_KEY` (then `SECRETS_KEY_PREVIOUS`): none
 /// when it is not set, and then nothing is relayed.
 fn keys(env: &Env, purpose: &str) -> Vec<[u8; 32]> {
-    let masters = super::secrets::keys(env).unwrap_or_default();
+    let masters = crate::shell::secrets::keys(env).unwrap_or_default();
     masters.iter().map(|k| relay::purpose_key(k, purpose)).collect()
 }
 
@@ -55,7 +55,7 @@ pub fn session_id_for(env: &Env, def: &ServerDefinition, request: &Value, respon
 /// Opens the id a client answered, for `server_id` and the answering client's backend `user`;
 /// `Err` says why it is refused.
 pub fn open_ticket(env: &Env, token: &str, server_id: &str, user: &str) -> Result<Ticket, String> {
-    relay::open_ticket(&keys(env, TICKETS), token, server_id, user, super::platform::now_ms())
+    relay::open_ticket(&keys(env, TICKETS), token, server_id, user, crate::shell::platform::now_ms())
 }
 
 /// The id a relayed request goes to the client under.
@@ -82,7 +82,7 @@ pub fn open_task(env: &Env, token: &str, server_id: &str) -> Option<Handle> {
 /// A client's retry for the upstream: the `requestState` in its round-trip `params` opened
 /// (`pure::mcp::input_required`), or the error the client gets.
 pub fn open_state(env: &Env, params: &mut Map<String, Value>, bind: Bind) -> Result<(), RpcError> {
-    ir::open_state(params, &keys(env, STATES), bind, super::platform::now_ms())
+    ir::open_state(params, &keys(env, STATES), bind, crate::shell::platform::now_ms())
 }
 
 /// An upstream's response for a client of `version` that sent `params`: an `input_required`
@@ -111,5 +111,5 @@ pub fn seal_state(
     }
     let key = keys(env, STATES).first().copied();
     let nonce = nonce().map_err(|e| RpcError::new(200, INTERNAL_ERROR, format!("Internal error: {e}")))?;
-    ir::seal_result(&mut response["result"], ir::declared(params), key.as_ref(), nonce, bind, super::platform::now_ms())
+    ir::seal_result(&mut response["result"], ir::declared(params), key.as_ref(), nonce, bind, crate::shell::platform::now_ms())
 }

@@ -1,0 +1,3 @@
+//! Dify apps: importing one from its Service API.
+
+pub mod import;
