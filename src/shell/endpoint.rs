@@ -28,17 +28,17 @@ use crate::pure::oauth_resource::{self, TokenError};
 use crate::pure::origin::origin_allowed;
 use crate::pure::quote::plain_or_quoted;
 
+use crate::pure::task_contract::{Kind, TaskCall, TaskSpec};
+use crate::shell::backend::mcp::{call as upstream_call, client as upstream};
 use crate::shell::cache;
+use crate::shell::call::stream::{stop_run, Opening};
 use crate::shell::call::{call_backend, call_streamed, target_of};
 use crate::shell::http::{BodyError, Incoming};
 use crate::shell::resource_server;
 use crate::shell::store;
-use crate::shell::call::stream::{stop_run, Opening};
 use crate::shell::tasks;
-use crate::shell::backend::mcp::{call as upstream_call, client as upstream};
 use crate::shell::usage;
 use crate::shell::VERSION;
-use crate::pure::task_contract::{Kind, TaskCall, TaskSpec};
 
 /// Largest MCP request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
@@ -652,7 +652,8 @@ async fn unless_failed_lately<T>(
 /// Stops the run a `notifications/cancelled` names: found in this isolate's memory, else in KV.
 async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     let Ok(kv) = crate::shell::kv::Kv::open(env) else { return };
-    let here = crate::shell::memo::take_run(key, crate::shell::platform::now_ms()).and_then(|r| serde_json::from_str(&r).ok());
+    let here =
+        crate::shell::memo::take_run(key, crate::shell::platform::now_ms()).and_then(|r| serde_json::from_str(&r).ok());
     let record: Value = match here {
         Some(r) => r,
         None => match kv.get_json::<Value>(key).await {
@@ -740,7 +741,9 @@ fn header(req: &Incoming, name: &str) -> Option<String> {
 }
 
 fn allowed_origins(env: &Env) -> String {
-    crate::shell::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS).map(|v| v.to_string()).unwrap_or_default()
+    crate::shell::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS)
+        .map(|v| v.to_string())
+        .unwrap_or_default()
 }
 
 fn with_cors(headers: &mut Headers, origin: Option<&str>) -> crate::runtime::Result<()> {

@@ -21,7 +21,6 @@ mod store;
 mod tasks;
 mod usage;
 
-
 use std::rc::Rc;
 
 use serde_json::json;

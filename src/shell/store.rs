@@ -11,8 +11,8 @@ use crate::pure::error::ApiError;
 use crate::pure::form::form_to_dify;
 use crate::pure::oauth_resource::OAuthSettings;
 
-use crate::shell::http::internal;
 use crate::pure::fields::{self, Fields, FromFields};
+use crate::shell::http::internal;
 
 /// One deploy serves one tenant today; the column keeps Dify's uniqueness rule
 /// `(tenant_id, app_id)` and room for more.
@@ -454,7 +454,9 @@ pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefini
         apps: apps
             .iter()
             .filter_map(|a| {
-                a.to_definition().map_err(|why| crate::shell::log::error(&format!("app {} is left out: {why}", a.id))).ok()
+                a.to_definition()
+                    .map_err(|why| crate::shell::log::error(&format!("app {} is left out: {why}", a.id)))
+                    .ok()
             })
             .collect(),
     })

@@ -30,13 +30,13 @@ use crate::pure::sse::SseParser;
 use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
 use crate::pure::task_contract::{Kind, McpTaskStatus, TaskAnswer, TaskCall, TaskSpec};
 
-use crate::shell::call::{run_to_completion, target_of};
-use crate::shell::call::json::{get_json, post_json, Resend};
-use crate::shell::outbound::{self, SendError};
-use crate::shell::call::stream::{request_headers, send_failed, Target};
-use crate::shell::backend::mcp::client::{upstream_of, Client as UpstreamClient};
-use crate::shell::VERSION;
 use crate::pure::backend::mcp::config::ToolsetRole;
+use crate::shell::backend::mcp::client::{upstream_of, Client as UpstreamClient};
+use crate::shell::call::json::{get_json, post_json, Resend};
+use crate::shell::call::stream::{request_headers, send_failed, Target};
+use crate::shell::call::{run_to_completion, target_of};
+use crate::shell::outbound::{self, SendError};
+use crate::shell::VERSION;
 
 const STORAGE_KEY: &str = "task";
 /// Longest single wait of `tasks/result` inside the Durable Object (the Worker repeats it).

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::pure::mcp::server::CallPlan;
 
-use crate::shell::outbound::{self, SendError};
 use crate::shell::call::stream::{request_headers, Target};
+use crate::shell::outbound::{self, SendError};
 
 #[derive(Debug)]
 pub enum CallError {

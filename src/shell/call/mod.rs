@@ -19,9 +19,9 @@ use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::server::{self, CallPlan};
 use crate::pure::outcome::Outcome;
 
+use crate::shell::call::stream::{first_byte_timed_out, read_whole, request_headers, send_failed, CallStream, Target};
 use crate::shell::outbound::{self, SendError};
 use crate::shell::secrets;
-use crate::shell::call::stream::{first_byte_timed_out, read_whole, request_headers, send_failed, CallStream, Target};
 use crate::shell::VERSION;
 
 fn app_of(def: &ServerDefinition, app_index: usize) -> Result<&AppDefinition, Outcome> {

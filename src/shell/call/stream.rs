@@ -33,9 +33,9 @@ const KEEPALIVE_MS: u64 = 1000;
 /// its stream); a cancel on this isolate always finds it.
 const SHARE_RUN_AFTER_MS: u64 = 2000;
 
+use crate::runtime::timer::Timer;
 use crate::shell::outbound::{self, SendError};
 use crate::shell::VERSION;
-use crate::runtime::timer::Timer;
 
 /// Where and how to call an app's backend, resolved from its settings for one call.
 #[derive(Clone)]
@@ -457,7 +457,11 @@ impl CallStream {
     /// run `SHARE_RUN_AFTER_MS`: most calls end sooner and cost no KV write.
     async fn register(&mut self, record: Value) {
         let record = record.to_string();
-        crate::shell::memo::remember_run(&self.plan.cancel_key, record.as_str().into(), crate::shell::platform::now_ms());
+        crate::shell::memo::remember_run(
+            &self.plan.cancel_key,
+            record.as_str().into(),
+            crate::shell::platform::now_ms(),
+        );
         self.unshared = Some(record);
         self.share_run().await;
     }
@@ -685,6 +689,8 @@ pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &s
     match outbound::send(Method::Post, &url, headers, Some(&body), Duration::from_secs(10)).await {
         Ok(r) if (200..300).contains(&r.status_code()) => {}
         Ok(r) => crate::shell::log::error(&format!("stopping a run of app '{app}': HTTP {}", r.status_code())),
-        Err(_) => crate::shell::log::error(&format!("stopping a run of app '{app}': the stop endpoint could not be reached")),
+        Err(_) => {
+            crate::shell::log::error(&format!("stopping a run of app '{app}': the stop endpoint could not be reached"))
+        }
     }
 }

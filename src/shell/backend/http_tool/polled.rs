@@ -108,9 +108,11 @@ pub async fn cancel(target: &Target, cancel_url: &str, user: &str, remote: &str)
     let body = json!({"task_id": remote});
     match crate::shell::outbound::send(Method::Post, cancel_url, headers, Some(&body), target.first_byte).await {
         Ok(r) if (200..300).contains(&r.status_code()) => {}
-        Ok(r) => {
-            crate::shell::log::error(&format!("cancelling a run of tool '{}': HTTP {}", target.app_name, r.status_code()))
-        }
+        Ok(r) => crate::shell::log::error(&format!(
+            "cancelling a run of tool '{}': HTTP {}",
+            target.app_name,
+            r.status_code()
+        )),
         Err(_) => crate::shell::log::error(&format!(
             "cancelling a run of tool '{}': the cancel endpoint could not be reached",
             target.app_name

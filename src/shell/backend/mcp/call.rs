@@ -2,43 +2,25 @@
 //! KV), a `tools/call` relayed with its notifications and the upstream's requests to the
 //! client, and the other methods the gateway forwards.
 
-
-use std::time::Duration;
-
 use futures::StreamExt;
 
-use crate::runtime::{ByteStream, Env, Headers, InvalidHeader, Method};
+use crate::runtime::Env;
 use serde_json::{json, Value};
 
-use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::pure::backend::mcp::binding;
-use crate::pure::backend::mcp::catalog::{self, Catalog, List};
+use crate::pure::backend::mcp::catalog::Catalog;
 use crate::pure::backend::mcp::config::{McpConfig, DEFAULT_TOOLS_TTL_S};
-use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem, merge_headers};
-use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
-use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
-use crate::pure::backend::mcp::session::{
-    check_pinned, discover_request, initialize_offering, initialized_notification, param_headers, parse_initialize,
-    request_headers, retry_rejected_version, session_request, stateless_session, tools_call_request,
-    tools_list_request, Session, OFFERED_VERSION,
-};
-use crate::pure::backend::mcp::transport::{
-    falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
-};
-use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
+use crate::pure::backend::mcp::session::{session_request, Session};
+use crate::pure::backend::mcp::transport::Transport;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::gateway::Forward;
 use crate::pure::mcp::relay::{self, Ticket};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
 use crate::pure::mcp::upstream_tasks::{self, Handle};
-use crate::pure::mcp::version::Version;
 use crate::pure::outcome::Outcome;
 
 use crate::shell::kv::Kv;
-use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
-use crate::shell::secrets;
 use crate::shell::VERSION;
 
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
@@ -169,10 +151,12 @@ pub async fn call(
         Some(Ok(response)) if upstream_tasks::created(&response["result"]).is_some() => {
             task_created(plan, def, &upstream, &response["result"], task_ttl_ms.is_some(), env)
         }
-        Some(Ok(mut response)) => match crate::shell::backend::mcp::relay::seal_state(env, &mut response, plan.version, &input, bind) {
-            Ok(()) => server::upstream_response(plan, &app.name, &response, VERSION),
-            Err(e) => e.to_response(&plan.id),
-        },
+        Some(Ok(mut response)) => {
+            match crate::shell::backend::mcp::relay::seal_state(env, &mut response, plan.version, &input, bind) {
+                Ok(()) => server::upstream_response(plan, &app.name, &response, VERSION),
+                Err(e) => e.to_response(&plan.id),
+            }
+        }
         Some(Err(e)) => server::finish_call(plan, Outcome::Failed(e), VERSION),
         None => {
             if let Some(target) = &target {
@@ -322,10 +306,12 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
     }
     let make = |id, s: &Session| session_request(id, fwd.method, params.clone(), s);
     match client.request(&make, fwd.name.as_deref(), &[], upstream.call_timeout, &mut |_| {}).await {
-        Ok(mut response) => match crate::shell::backend::mcp::relay::seal_state(env, &mut response, fwd.version, &params, bind) {
-            Ok(()) => server::forwarded_response(fwd, &app.name, &response, VERSION),
-            Err(e) => e.to_response(&fwd.id),
-        },
+        Ok(mut response) => {
+            match crate::shell::backend::mcp::relay::seal_state(env, &mut response, fwd.version, &params, bind) {
+                Ok(()) => server::forwarded_response(fwd, &app.name, &response, VERSION),
+                Err(e) => e.to_response(&fwd.id),
+            }
+        }
         Err(e) => server::forward_failed(fwd, &e),
     }
 }

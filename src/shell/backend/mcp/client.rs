@@ -7,8 +7,6 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
-
 use crate::runtime::{ByteStream, Env, Headers, InvalidHeader, Method};
 use serde_json::{json, Value};
 
@@ -16,8 +14,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::pure::backend::mcp::binding;
-use crate::pure::backend::mcp::catalog::{self, Catalog, List};
-use crate::pure::backend::mcp::config::{McpConfig, DEFAULT_TOOLS_TTL_S};
+use crate::pure::backend::mcp::catalog::{self, List};
 use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem, merge_headers};
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
@@ -30,18 +27,13 @@ use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
 };
 use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
-use crate::pure::definition::{AppDefinition, ServerDefinition};
-use crate::pure::mcp::gateway::Forward;
-use crate::pure::mcp::relay::{self, Ticket};
-use crate::pure::mcp::server::{self, CallPlan, CallRequest};
-use crate::pure::mcp::upstream_tasks::{self, Handle};
+use crate::pure::definition::AppDefinition;
+use crate::pure::mcp::upstream_tasks::{self};
 use crate::pure::mcp::version::Version;
-use crate::pure::outcome::Outcome;
 
 use crate::shell::kv::Kv;
 use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
 use crate::shell::secrets;
-use crate::shell::VERSION;
 
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
 const SESSION_TTL_S: u64 = 3600;
@@ -827,4 +819,3 @@ fn send_error_text(e: SendError) -> String {
         SendError::TooLarge(cap) => format!("the answer is larger than {} KiB", cap / 1024),
     }
 }
-

@@ -164,7 +164,10 @@ impl TokenBroker {
     }
 
     async fn valid(&self, cfg: &OAuthConfig) -> crate::runtime::Result<Option<OAuthToken>> {
-        Ok(self.current().await?.filter(|t| !up::needs_refresh(t, crate::shell::platform::now_ms(), cfg.refresh_skew_seconds)))
+        Ok(self
+            .current()
+            .await?
+            .filter(|t| !up::needs_refresh(t, crate::shell::platform::now_ms(), cfg.refresh_skew_seconds)))
     }
 
     /// A challenge from the upstream: the token it refused is dropped (unless another request
@@ -264,12 +267,13 @@ impl TokenBroker {
                 "the OAuth token endpoint of app '{app}' refused the request (HTTP {status}, {why}){hint}"
             )));
         }
-        let token = match parsed.as_ref().map(|v| up::parse_token(v, crate::shell::platform::now_ms(), cfg.default_expires_in))
-        {
-            Some(Ok(t)) => t,
-            Some(Err(e)) => return Ok(Err(format!("the OAuth token endpoint of app '{app}': {e}"))),
-            None => return Ok(Err(format!("the OAuth token endpoint of app '{app}' did not answer JSON"))),
-        };
+        let token =
+            match parsed.as_ref().map(|v| up::parse_token(v, crate::shell::platform::now_ms(), cfg.default_expires_in))
+            {
+                Some(Ok(t)) => t,
+                Some(Err(e)) => return Ok(Err(format!("the OAuth token endpoint of app '{app}': {e}"))),
+                None => return Ok(Err(format!("the OAuth token endpoint of app '{app}' did not answer JSON"))),
+            };
         storage_put(&*self.storage, STORAGE_KEY, &token).await?;
         *self.token.borrow_mut() = Some(token.clone());
         Ok(Ok(token))

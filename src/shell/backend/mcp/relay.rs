@@ -111,5 +111,12 @@ pub fn seal_state(
     }
     let key = keys(env, STATES).first().copied();
     let nonce = nonce().map_err(|e| RpcError::new(200, INTERNAL_ERROR, format!("Internal error: {e}")))?;
-    ir::seal_result(&mut response["result"], ir::declared(params), key.as_ref(), nonce, bind, crate::shell::platform::now_ms())
+    ir::seal_result(
+        &mut response["result"],
+        ir::declared(params),
+        key.as_ref(),
+        nonce,
+        bind,
+        crate::shell::platform::now_ms(),
+    )
 }
