@@ -30,17 +30,17 @@ use flowgate::pure::backend::config::Backend;
 use flowgate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
 use flowgate::pure::error::Errors;
 use flowgate::pure::form::{form_to_dify, parse_form};
-use flowgate::pure::mcp::jsonrpc::{classify, Message};
 use flowgate::pure::mcp::server::{
     batch_allowed, finish_call, handle, handle_with, notification, relays, task_created, task_response,
     upstream_response, CallPlan, Progress, RequestHeaders, Step,
 };
-use flowgate::pure::mcp::tasks::{TaskOutcome, TaskView, MAX_TTL_MS, MIN_TTL_MS};
 use flowgate::pure::mcp::tools::{tools, tools_with, Upstreams};
-use flowgate::pure::mcp::version::Version;
 use flowgate::pure::mode::Mode;
 use flowgate::pure::outcome::Outcome;
 use flowgate::pure::outcome::Signal;
+use flowgate::pure::protocol::jsonrpc::{classify, Message};
+use flowgate::pure::protocol::tasks::{TaskOutcome, TaskView, MAX_TTL_MS, MIN_TTL_MS};
+use flowgate::pure::protocol::version::Version;
 use flowgate::pure::sse::{SseError, SseEvent, SseParser};
 use flowgate::pure::url::{
     check_backend_url, follow_redirect, host_for_display, parse_outbound, private_host_reason, scrub_urls,

@@ -12,9 +12,9 @@ use flowgate::pure::backend::config::Backend;
 use flowgate::pure::backend::mcp::catalog::Catalog;
 use flowgate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
 use flowgate::pure::mcp::gateway::{Answer, Catalogs, Gateway, PAGE_SIZE};
-use flowgate::pure::mcp::jsonrpc::INVALID_PARAMS;
-use flowgate::pure::mcp::version::Version;
 use flowgate::pure::mode::Mode;
+use flowgate::pure::protocol::jsonrpc::INVALID_PARAMS;
+use flowgate::pure::protocol::version::Version;
 
 use super::input::tampered;
 
@@ -66,7 +66,11 @@ pub fn server(server_id: &str, counts: &[usize]) -> (ServerDefinition, Catalogs)
 /// Items per app: more than a page, none, a page and one, a few.
 const COUNTS: [usize; 4] = [250, 0, PAGE_SIZE + 1, 3];
 
-fn list(g: &Gateway, method: &str, cursor: Option<Value>) -> Result<Value, flowgate::pure::mcp::jsonrpc::RpcError> {
+fn list(
+    g: &Gateway,
+    method: &str,
+    cursor: Option<Value>,
+) -> Result<Value, flowgate::pure::protocol::jsonrpc::RpcError> {
     let mut params = Map::new();
     if let Some(c) = cursor {
         params.insert("cursor".into(), c);
@@ -138,7 +142,7 @@ thread_local! {
     };
 }
 
-fn refused(r: Result<Value, flowgate::pure::mcp::jsonrpc::RpcError>, what: &str) {
+fn refused(r: Result<Value, flowgate::pure::protocol::jsonrpc::RpcError>, what: &str) {
     match r {
         Ok(v) => panic!("{what} opened: {v}"),
         Err(e) => {

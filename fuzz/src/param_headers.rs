@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use flowgate::pure::mcp::param_headers::{check, declared, decode_value, encode_value, outgoing};
+use flowgate::pure::protocol::param_headers::{check, declared, decode_value, encode_value, outgoing};
 
 pub fn param_headers(data: &[u8]) {
     let text = String::from_utf8_lossy(data);

@@ -11,7 +11,7 @@ use serde_json::{json, Map};
 
 use flowgate::pure::backend::mcp::catalog::Catalog;
 use flowgate::pure::mcp::gateway::{Answer, Gateway, MAX_URI};
-use flowgate::pure::mcp::version::Version;
+use flowgate::pure::protocol::version::Version;
 
 use super::list_cursor::server;
 

@@ -23,6 +23,7 @@ pub mod oauth_resource;
 pub mod origin;
 pub mod outcome;
 pub mod path;
+pub mod protocol;
 pub mod quote;
 pub mod random;
 pub mod sealed;

@@ -68,9 +68,9 @@ mod tests {
         reads_what_it_writes::<crate::pure::client_auth::AuthMode>();
         reads_what_it_writes::<crate::pure::task_contract::Kind>();
         reads_what_it_writes::<crate::pure::task_contract::McpTaskStatus>();
-        reads_what_it_writes::<crate::pure::mcp::version::Version>();
+        reads_what_it_writes::<crate::pure::protocol::version::Version>();
         reads_what_it_writes::<crate::pure::task::Status>();
         reads_what_it_writes::<crate::pure::backend::mcp::transport::Transport>();
-        reads_what_it_writes::<crate::pure::mcp::tasks::TaskSupport>();
+        reads_what_it_writes::<crate::pure::protocol::tasks::TaskSupport>();
     }
 }

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::definition::AppDefinition;
-use super::mcp::tasks::{TaskOutcome, TaskView};
-use super::mcp::version::Version;
+use super::protocol::tasks::{TaskOutcome, TaskView};
+use super::protocol::version::Version;
 
 /// How a task follows its backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -17,7 +17,6 @@ use crate::pure::mcp::gateway::Catalogs;
 use crate::pure::mcp::http_rules::{
     accepts_json, accepts_sse, allowed_headers, is_json_content_type, mentions_catalogs, mentions_tools, rate_counted,
 };
-use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::prepared::{response_text, Prepared};
 use crate::pure::mcp::relay::{Channel, Closed};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
@@ -26,6 +25,7 @@ use crate::pure::mcp::upstream_tasks;
 use crate::pure::mode::Mode;
 use crate::pure::oauth_resource::{self, TokenError};
 use crate::pure::origin::origin_allowed;
+use crate::pure::protocol::jsonrpc::{self, RpcError};
 use crate::pure::quote::plain_or_quoted;
 
 use crate::pure::task_contract::{Kind, TaskCall, TaskSpec};

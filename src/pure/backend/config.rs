@@ -15,8 +15,8 @@ use super::mcp::config::McpConfig;
 pub use super::settings::Kind;
 use super::settings::{Limits, TaskSettings};
 use crate::pure::fields;
-use crate::pure::mcp::tasks::TaskSupport;
 use crate::pure::mode::Mode;
+use crate::pure::protocol::tasks::TaskSupport;
 
 /// One app's backend, by kind.
 #[derive(Debug, Clone, PartialEq, Serialize)]

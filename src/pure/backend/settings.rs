@@ -8,8 +8,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::pure::error::Errors;
-use crate::pure::mcp::tasks::TaskSupport;
 use crate::pure::mode::Mode;
+use crate::pure::protocol::tasks::TaskSupport;
 
 /// Whole call, start to final result.
 pub const DEFAULT_TIMEOUT_SECONDS: u64 = 300;

@@ -30,8 +30,8 @@ use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::sha256_hex;
 use crate::pure::quote::plain_or_quoted;
 
-use super::jsonrpc::{self, RpcError};
-use super::version::Version;
+use crate::pure::protocol::jsonrpc::{self, RpcError};
+use crate::pure::protocol::version::Version;
 
 pub mod skills;
 

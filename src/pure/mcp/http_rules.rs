@@ -7,9 +7,9 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::methods;
-use super::param_headers;
 use crate::pure::backend::mcp::headers::is_header_name;
+use crate::pure::protocol::methods;
+use crate::pure::protocol::param_headers;
 
 /// `Content-Type: application/json`, any case, parameters allowed.
 pub fn is_json_content_type(ct: &str) -> bool {

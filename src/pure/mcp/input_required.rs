@@ -10,10 +10,10 @@
 
 use serde_json::{json, Map, Value};
 
-use super::jsonrpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
-use super::meta;
 use super::relay::{self, Channel, ClientCaps};
-use super::tasks::MISSING_REQUIRED_CLIENT_CAPABILITY;
+use crate::pure::protocol::jsonrpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};
+use crate::pure::protocol::meta;
+use crate::pure::protocol::tasks::MISSING_REQUIRED_CLIENT_CAPABILITY;
 
 /// How Flowgate's `requestState` starts.
 pub const STATE_PREFIX: &str = "fg-state.";

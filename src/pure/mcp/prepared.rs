@@ -8,7 +8,7 @@ use std::rc::Rc;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::server::tools_list_result;
 use crate::pure::mcp::tools::Upstreams;
-use crate::pure::mcp::version::Version;
+use crate::pure::protocol::version::Version;
 
 pub struct Prepared {
     pub def: ServerDefinition,
@@ -50,7 +50,7 @@ pub fn response_text(id: &serde_json::Value, result: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pure::mcp::jsonrpc::result_response;
+    use crate::pure::protocol::jsonrpc::result_response;
     use serde_json::{json, Value};
 
     fn def() -> ServerDefinition {

@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::pure::backend::mcp::session::Session;
 use crate::pure::sealed;
 
-use super::jsonrpc::METHOD_NOT_FOUND;
+use crate::pure::protocol::jsonrpc::METHOD_NOT_FOUND;
 
 /// The requests an upstream may have relayed; anything else gets "method not found".
 pub const RELAYED_METHODS: [&str; 3] = ["sampling/createMessage", "elicitation/create", "roots/list"];

@@ -17,15 +17,15 @@ use crate::pure::quote::plain_or_quoted;
 
 use super::gateway::{self, Answer, Catalogs, Forward, Gateway};
 use super::input_required;
-use super::jsonrpc::{self, classify, result_response, Message, RpcError};
-use super::meta;
-use super::methods;
-use super::param_headers;
 use super::relay::{self, Channel, ClientCaps, Closed};
-use super::tasks::{self, Decision, TaskSupport, TaskView};
 use super::tools::{tools_with, Tool, Upstreams};
 use super::upstream_tasks;
-use super::version::Version;
+use crate::pure::protocol::jsonrpc::{self, classify, result_response, Message, RpcError};
+use crate::pure::protocol::meta;
+use crate::pure::protocol::methods;
+use crate::pure::protocol::param_headers;
+use crate::pure::protocol::tasks::{self, Decision, TaskSupport, TaskView};
+use crate::pure::protocol::version::Version;
 
 const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 

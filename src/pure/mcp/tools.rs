@@ -11,9 +11,9 @@ use crate::pure::form::{FieldType, FormField};
 use crate::pure::mode::Mode;
 use std::collections::HashMap;
 
-use super::names::{sanitize_name, truncate, MAX_TOOL_NAME};
-use super::tasks::TaskSupport;
-use super::version::Version;
+use crate::pure::protocol::names::{sanitize_name, truncate, MAX_TOOL_NAME};
+use crate::pure::protocol::tasks::TaskSupport;
+use crate::pure::protocol::version::Version;
 
 /// A tool of a server: the app behind it and its parsed form, or one tool of an upstream MCP
 /// server the app stands for.

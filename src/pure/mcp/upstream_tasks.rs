@@ -10,11 +10,11 @@
 
 use serde_json::{json, Map, Value};
 
-use super::jsonrpc::{self, RpcError};
-use super::meta;
 use super::relay;
-use super::tasks::{self, TaskSupport};
-use super::version::Version;
+use crate::pure::protocol::jsonrpc::{self, RpcError};
+use crate::pure::protocol::meta;
+use crate::pure::protocol::tasks::{self, TaskSupport};
+use crate::pure::protocol::version::Version;
 
 /// How the ids of relayed tasks start.
 pub const TASK_PREFIX: &str = "fg-task.";
@@ -456,7 +456,7 @@ mod tests {
 
     #[test]
     fn an_undeclared_tool_is_asked_for_a_task_only_when_its_upstream_declares_the_extension() {
-        use crate::pure::mcp::jsonrpc;
+        use crate::pure::protocol::jsonrpc;
         let ext = json!({"tools": {}, "extensions": {(tasks::EXTENSION): {}}});
         let v2025 = json!({"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}});
         let bare = json!({"tools": {}});

@@ -11,7 +11,7 @@ use crate::pure::backend::mcp::failed_fetch;
 use crate::pure::client_auth::AuthMode;
 use crate::pure::definition::AppDefinition;
 use crate::pure::error::ApiError;
-use crate::pure::mcp::names::ToolOrigin;
+use crate::pure::protocol::names::ToolOrigin;
 use crate::pure::quote::quote_input;
 
 use crate::shell::backend::dify::import as dify;

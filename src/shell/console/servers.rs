@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::error::ApiError;
 use crate::pure::ids;
-use crate::pure::mcp::names::{self};
+use crate::pure::protocol::names::{self};
 use crate::pure::quote::quote_input;
 use crate::pure::server::{validate_server, ServerBody, ServerFields, Status};
 

@@ -5,8 +5,8 @@ use serde_json::Value;
 
 use super::config::McpConfig;
 
-use crate::pure::mcp::names::sanitize_name;
-use crate::pure::mcp::param_headers::{self, ParamHeader};
+use crate::pure::protocol::names::sanitize_name;
+use crate::pure::protocol::param_headers::{self, ParamHeader};
 
 /// SEP-986's limit for a tool name.
 pub const MAX_EXPOSED_NAME: usize = 128;

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::pure::mcp::jsonrpc;
+use crate::pure::protocol::jsonrpc;
 
 /// Most pages of one list read from an upstream (as for tools).
 pub const MAX_PAGES: usize = 50;

@@ -14,8 +14,8 @@ use crate::pure::backend::credentials::{is_secret_ref, MASK};
 use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings, MAX_TIMEOUT_SECONDS};
 use crate::pure::error::Errors;
 use crate::pure::fields::{Fields, FromFields};
-use crate::pure::mcp::version::Version;
 use crate::pure::mode::Mode;
+use crate::pure::protocol::version::Version;
 use crate::pure::quote::{plain_or_quoted, quote_input};
 use crate::pure::url::check_backend_url;
 

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::pure::mcp::version::Version;
+use crate::pure::protocol::version::Version;
 
 use super::aggregate::ExposedTool;
 

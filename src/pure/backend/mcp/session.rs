@@ -5,10 +5,10 @@
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 
-use crate::pure::mcp::meta;
-use crate::pure::mcp::methods;
-use crate::pure::mcp::param_headers::encode_value;
-use crate::pure::mcp::version::Version;
+use crate::pure::protocol::meta;
+use crate::pure::protocol::methods;
+use crate::pure::protocol::param_headers::encode_value;
+use crate::pure::protocol::version::Version;
 
 use super::error::quote;
 use super::transport::Transport;

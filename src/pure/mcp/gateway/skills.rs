@@ -19,8 +19,8 @@ use serde_json::{json, Map, Value};
 use crate::pure::backend::mcp::aggregate::{resource_allowed, skill_file_allowed};
 use crate::pure::backend::mcp::catalog::{self, SKILLS_EXTENSION};
 use crate::pure::definition::ServerDefinition;
-use crate::pure::mcp::jsonrpc::{self, RpcError};
-use crate::pure::mcp::version::Version;
+use crate::pure::protocol::jsonrpc::{self, RpcError};
+use crate::pure::protocol::version::Version;
 use crate::pure::quote::plain_or_quoted;
 
 use super::{collision, not_offered, truncated, Answer, Catalogs, Gateway};

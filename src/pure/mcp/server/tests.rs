@@ -2,8 +2,8 @@ use serde_json::json;
 
 use super::*;
 use crate::pure::definition::{AppDefinition, FORMAT};
-use crate::pure::mcp::tasks::TaskView;
 use crate::pure::mode::Mode;
+use crate::pure::protocol::tasks::TaskView;
 
 fn def() -> ServerDefinition {
     ServerDefinition {

@@ -329,7 +329,7 @@ pub async fn deliver_answer(
     user: &str,
 ) -> (u16, Option<Value>) {
     let refuse = |status: u16, why: String| {
-        let e = json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::pure::mcp::jsonrpc::INVALID_REQUEST, "message": why}});
+        let e = json!({"jsonrpc": "2.0", "id": null, "error": {"code": crate::pure::protocol::jsonrpc::INVALID_REQUEST, "message": why}});
         (status, Some(e))
     };
     let ticket = match crate::shell::backend::mcp::relay::open_ticket(env, token, &def.server_id, user) {

@@ -29,7 +29,7 @@ use crate::pure::backend::mcp::transport::{
 use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
 use crate::pure::definition::AppDefinition;
 use crate::pure::mcp::upstream_tasks::{self};
-use crate::pure::mcp::version::Version;
+use crate::pure::protocol::version::Version;
 
 use crate::shell::kv::Kv;
 use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError};

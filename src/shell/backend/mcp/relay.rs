@@ -8,10 +8,10 @@ use serde_json::{Map, Value};
 
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::input_required::{self as ir, Bind};
-use crate::pure::mcp::jsonrpc::{RpcError, INTERNAL_ERROR};
 use crate::pure::mcp::relay::{self, ClientCaps, Ticket};
 use crate::pure::mcp::upstream_tasks::{self, Handle};
-use crate::pure::mcp::version::Version;
+use crate::pure::protocol::jsonrpc::{RpcError, INTERNAL_ERROR};
+use crate::pure::protocol::version::Version;
 
 const TICKETS: &str = "relay-ticket";
 const SESSIONS: &str = "mcp-session";

@@ -10,11 +10,11 @@ use serde_json::{json, Map, Value};
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::backend::mcp::session::{session_request, Session};
 use crate::pure::definition::ServerDefinition;
-use crate::pure::mcp::jsonrpc::{self, RpcError};
 use crate::pure::mcp::server::{self, TaskOp, TaskRequest};
-use crate::pure::mcp::tasks;
 use crate::pure::mcp::upstream_tasks::{self, Handle};
-use crate::pure::mcp::version::Version;
+use crate::pure::protocol::jsonrpc::{self, RpcError};
+use crate::pure::protocol::tasks;
+use crate::pure::protocol::version::Version;
 
 use crate::shell::backend::mcp::client::{upstream_of, Client};
 use crate::shell::VERSION;
