@@ -14,6 +14,7 @@ pub mod definition;
 pub mod error;
 pub mod fields;
 pub mod form;
+pub mod http_field;
 pub mod ids;
 pub mod mcp;
 pub mod memo;

@@ -152,8 +152,7 @@ impl std::fmt::Display for InvalidHeader {
 }
 
 fn check_header(name: &str, value: &str) -> Result<(), InvalidHeader> {
-    let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if name.is_empty() || !name.bytes().all(token) {
+    if !crate::pure::http_field::is_header_name(name) {
         return Err(InvalidHeader("invalid header name"));
     }
     if value.chars().any(|c| matches!(c, '\0' | '\r' | '\n') || c as u32 > 0xFF) {

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::pure::backend::mcp::headers::is_header_name;
+use crate::pure::http_field::is_header_name;
 use crate::pure::protocol::methods;
 use crate::pure::protocol::param_headers;
 

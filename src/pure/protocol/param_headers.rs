@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use serde_json::{Map, Value};
 
-use crate::pure::backend::mcp::headers::is_header_name;
+use crate::pure::http_field::is_header_name;
 use crate::pure::quote::plain_or_quoted;
 
 /// The header name prefix (lowercase, as request headers are read).

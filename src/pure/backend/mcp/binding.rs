@@ -89,7 +89,7 @@ mod tests {
 
     #[test]
     fn the_caller_entry_is_no_header_a_client_or_an_app_can_name() {
-        assert!(!crate::pure::backend::mcp::headers::is_header_name(CALLER_ENTRY));
+        assert!(!crate::pure::http_field::is_header_name(CALLER_ENTRY));
         let app = json!({"forward_headers": {"X-Caller": CALLER_ENTRY}});
         assert!(crate::pure::backend::mcp::headers::check_forward_headers(app.as_object().unwrap()).is_err());
     }

@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::headers::{check_forward_headers, header_value_problem, is_header_name, OnMissing};
+use super::headers::{check_forward_headers, header_value_problem, OnMissing};
 use super::oauth::OAuthConfig;
 use super::transport::TransportChoice;
 use crate::pure::backend::credentials::{is_secret_ref, MASK};
 use crate::pure::backend::settings::{required_url, unknown_keys, Kind, Limits, TaskSettings, MAX_TIMEOUT_SECONDS};
 use crate::pure::error::Errors;
 use crate::pure::fields::{Fields, FromFields};
+use crate::pure::http_field::is_header_name;
 use crate::pure::mode::Mode;
 use crate::pure::protocol::version::Version;
 use crate::pure::quote::{plain_or_quoted, quote_input};

@@ -2,6 +2,7 @@
 //! may be sent at all, static and forwarded headers (`backend.headers`, `backend.forward_headers`),
 //! and their order of precedence.
 
+use crate::pure::http_field::is_header_name;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -39,11 +40,6 @@ pub fn header_value_problem(value: &str) -> Option<&'static str> {
     } else {
         None
     }
-}
-
-/// An RFC 9110 field name (a `token`).
-pub fn is_header_name(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Header precedence, lowest first: static < oauth < forwarded. Names compare

@@ -11,7 +11,8 @@ use crate::pure::url::check_backend_url;
 use super::client_assertion::{self, Alg};
 use super::discovery::AuthMethod;
 use super::error::quote;
-use super::headers::{header_value_problem, is_header_name};
+use super::headers::header_value_problem;
+use crate::pure::http_field::is_header_name;
 
 /// An access token as Flowgate keeps it (in memory or storage) between calls.
 #[derive(Debug, Clone, PartialEq, Serialize)]
