@@ -100,8 +100,13 @@ pub fn hex(bytes: &[u8]) -> String {
 
 /// A random (v4) UUID for records.
 pub fn new_id() -> Result<String, crate::pure::random::Unavailable> {
+    new_id_from(&mut crate::pure::random::fill)
+}
+
+/// A random (v4) UUID for records, its bytes from `fill`.
+pub fn new_id_from(fill: &mut FillBytes<'_>) -> Result<String, crate::pure::random::Unavailable> {
     let mut b = [0u8; 16];
-    crate::pure::random::fill(&mut b)?;
+    fill(&mut b)?;
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let h = hex(&b);

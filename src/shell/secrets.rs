@@ -75,7 +75,7 @@ pub fn seal_backend(env: &Env, backend: &mut Value) -> Result<(), String> {
                 .to_string()
         })?;
         let mut nonce = [0u8; 12];
-        crate::pure::random::fill(&mut nonce).map_err(|e| e.to_string())?;
+        crate::runtime::fill_random(&mut nonce).map_err(|e| e.to_string())?;
         sealed::seal(&key, nonce, plain)
     })
 }
@@ -91,7 +91,7 @@ pub fn reseal_backend(env: &Env, backend: &mut Value) -> Result<bool, String> {
         }
         let plain = sealed::open(&keys, v)?;
         let mut nonce = [0u8; 12];
-        crate::pure::random::fill(&mut nonce).map_err(|e| e.to_string())?;
+        crate::runtime::fill_random(&mut nonce).map_err(|e| e.to_string())?;
         changed = true;
         sealed::seal(&current, nonce, &plain).map(Some)
     })?;

@@ -214,7 +214,7 @@ fn field_error(field: &str, message: &str) -> ApiError {
 }
 
 fn new_id() -> Result<String> {
-    ids::new_id().map_err(|e| internal("drawing a random id", e))
+    ids::new_id_from(&mut crate::runtime::fill_random).map_err(|e| internal("drawing a random id", e))
 }
 
 struct Console<'a> {

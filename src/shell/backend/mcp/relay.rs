@@ -27,7 +27,7 @@ fn keys(env: &Env, purpose: &str) -> Vec<[u8; 32]> {
 
 fn nonce() -> Result<[u8; 12], String> {
     let mut n = [0u8; 12];
-    crate::pure::random::fill(&mut n).map_err(|e| e.to_string())?;
+    crate::runtime::fill_random(&mut n).map_err(|e| e.to_string())?;
     Ok(n)
 }
 
