@@ -48,7 +48,8 @@ pub fn verify(jwk: &str, import: &str, verify: &str, signature: &[u8], data: &[u
     let key: Value = serde_json::from_str(jwk).map_err(|_| RuntimeError::from("DataError: the JWK is not JSON"))?;
     let kty = key.get("kty").and_then(Value::as_str).unwrap_or("");
     let fits = algorithm_of_kty(kty).ok_or_else(|| RuntimeError(format!("DataError: unsupported kty {kty:?}")))?;
-    let name = algorithm_name(import).ok_or_else(|| RuntimeError::from("TypeError: import parameters without a name"))?;
+    let name =
+        algorithm_name(import).ok_or_else(|| RuntimeError::from("TypeError: import parameters without a name"))?;
     if name != fits {
         return Err(RuntimeError(format!("DataError: a {kty} key cannot be imported for {name}")));
     }
@@ -56,7 +57,10 @@ pub fn verify(jwk: &str, import: &str, verify: &str, signature: &[u8], data: &[u
         return Err(RuntimeError::from("InvalidAccessError: verify parameters do not match the key"));
     }
     let field = if kty == "RSA" { "n" } else { "x" };
-    let identity = key.get(field).and_then(Value::as_str).ok_or_else(|| RuntimeError(format!("DataError: the JWK has no {field}")))?;
+    let identity = key
+        .get(field)
+        .and_then(Value::as_str)
+        .ok_or_else(|| RuntimeError(format!("DataError: the JWK has no {field}")))?;
     Ok(signature == stand_in_signature(fits, identity, data).as_slice())
 }
 

@@ -132,11 +132,8 @@ pub fn is_json_rpc(v: &Value) -> bool {
 pub fn sse_data(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for event in text.replace("\r\n", "\n").split("\n\n") {
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
+        let data: Vec<&str> =
+            event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
         if !data.is_empty() {
             out.push(data.join("\n"));
         }
@@ -176,4 +173,3 @@ fn refused_v6(a: Ipv6Addr) -> bool {
     let first = a.segments()[0];
     a.is_loopback() || a.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
 }
-

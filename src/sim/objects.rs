@@ -102,7 +102,8 @@ impl World {
         if let Some(h) = state.handler.borrow().clone() {
             return Ok(h);
         }
-        let storage = Rc::new(SimStorage { world: Rc::downgrade(self), ns: ns.into(), name: name.into(), state: state.clone() });
+        let storage =
+            Rc::new(SimStorage { world: Rc::downgrade(self), ns: ns.into(), name: name.into(), state: state.clone() });
         let handler = self
             .worker
             .open_object(ns, storage, Env::current())

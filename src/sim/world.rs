@@ -198,7 +198,12 @@ impl World {
             abort: abort.clone(),
             finished: false,
         };
-        Ok(Fetched { status: s.status, headers: s.headers, body: Body::Stream(Box::pin(body)), abort: Box::new(AbortHandle(abort)) })
+        Ok(Fetched {
+            status: s.status,
+            headers: s.headers,
+            body: Body::Stream(Box::pin(body)),
+            abort: Box::new(AbortHandle(abort)),
+        })
     }
 }
 
@@ -307,13 +312,26 @@ impl Runtime for World {
         ready(Ok(ok))
     }
 
-    fn verify_signature(&self, jwk: &str, import: &str, verify: &str, signature: &[u8], data: &[u8]) -> Fut<'static, Result<bool>> {
+    fn verify_signature(
+        &self,
+        jwk: &str,
+        import: &str,
+        verify: &str,
+        signature: &[u8],
+        data: &[u8],
+    ) -> Fut<'static, Result<bool>> {
         let r = crypto::verify(jwk, import, verify, signature, data);
         self.trace(format!("crypto verify → {r:?}"));
         ready(r)
     }
 
-    fn sign(&self, pkcs8: &[u8], import: &str, sign: &str, data: Option<&[u8]>) -> Fut<'static, Result<Vec<u8>, SignError>> {
+    fn sign(
+        &self,
+        pkcs8: &[u8],
+        import: &str,
+        sign: &str,
+        data: Option<&[u8]>,
+    ) -> Fut<'static, Result<Vec<u8>, SignError>> {
         let r = crypto::sign(pkcs8, import, sign, data);
         self.trace(format!("crypto sign → {}", if r.is_ok() { "ok" } else { "error" }));
         ready(r)
