@@ -10,6 +10,9 @@ use serde_json::Value;
 use super::network::OutboundRecord;
 use super::{ClientExchange, Sim};
 
+/// A test's own check of a finished run: the violations it found.
+pub type Check = Rc<dyn Fn(&Sim) -> Vec<String>>;
+
 /// What the test knows and the simulator cannot guess.
 #[derive(Clone, Default)]
 pub struct Secrets {
@@ -23,7 +26,7 @@ pub struct Secrets {
     /// Path prefix of the JSON-RPC endpoint; `None`: "/mcp/".
     pub mcp_path: Option<String>,
     /// The test's own checks (a task ended in a terminal state, say): violations found.
-    pub checks: Vec<Rc<dyn Fn(&Sim) -> Vec<String>>>,
+    pub checks: Vec<Check>,
 }
 
 pub fn check(sim: &Sim, spec: &Secrets) -> Vec<String> {

@@ -18,6 +18,8 @@ pub mod invariants;
 mod kv;
 pub mod network;
 mod objects;
+#[cfg(test)]
+mod parts_tests;
 mod rng;
 #[cfg(test)]
 mod tests;

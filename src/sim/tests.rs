@@ -273,7 +273,7 @@ fn different_seeds_differ_in_scheduling_and_faults() {
 fn a_hung_backend_is_reported_with_the_task_and_its_call() {
     let (sim, _) = toy_sim(1);
     sim.add_backend("http://backend.test", Rc::new(|_: &BackendRequest, _: u64| Reply::Hang));
-    let h = sim.try_request(post("/toy/no_deadline")).err().expect("a hang, not an answer");
+    let h = sim.try_request(post("/toy/no_deadline")).expect_err("a hang, not an answer");
     assert!(h.reason.contains("nothing is left"), "{h}");
     assert!(
         h.tasks.iter().any(|t| t.contains("request #1 POST") && t.contains("fetch POST http://backend.test/echo")),
@@ -288,7 +288,7 @@ fn a_hung_backend_is_reported_with_the_task_and_its_call() {
 fn a_request_that_never_ends_runs_out_of_virtual_time() {
     let (sim, _) = toy_sim(2);
     sim.set_budget(Budget { max_steps: 1_000_000, max_ms: 60_000 });
-    let h = sim.try_request(post("/toy/spin")).err().expect("a hang");
+    let h = sim.try_request(post("/toy/spin")).expect_err("a hang");
     assert!(h.reason.contains("time budget"), "{h}");
     assert!(h.timers.iter().any(|t| t.contains("request #1")), "{h}");
     assert!(sim.now_ms() - EPOCH_MS <= 61_000);
@@ -298,7 +298,7 @@ fn a_request_that_never_ends_runs_out_of_virtual_time() {
 fn a_task_that_never_yields_runs_out_of_steps() {
     let (sim, _) = toy_sim(3);
     sim.set_budget(Budget { max_steps: 10_000, max_ms: 60_000 });
-    let h = sim.try_request(post("/toy/busy")).err().expect("a hang");
+    let h = sim.try_request(post("/toy/busy")).expect_err("a hang");
     assert!(h.reason.contains("step budget"), "{h}");
 }
 
@@ -388,4 +388,57 @@ fn every_fault_kind_happens_and_the_run_still_ends() {
     }
     assert_eq!(toy.evictions.get() as u64, c.happened("isolate_evict"));
     assert!(sim.trace().iter().any(|l| l.contains("object restart")));
+}
+
+#[test]
+fn object_alarms_fire_on_the_clock_and_failed_ones_are_retried_with_backoff() {
+    let (sim, toy) = toy_sim(12);
+    toy.alarm_failures.set(2);
+    let r = sim.request(post("/toy/task"));
+    assert_eq!((r.status, r.json()), (202, Some(json!({"state": "running"}))));
+    let started = sim.now_ms();
+    assert_eq!(sim.object_alarm("TASKS", "t"), Some(started + 1_000));
+    // The test's own check: every task the toy accepted ends "done".
+    let mut spec = toy_secrets();
+    spec.checks.push(Rc::new(|sim: &Sim| {
+        sim.objects()
+            .into_iter()
+            .filter(|(_, name)| sim.object_storage("TASKS", name).get("state").map(String::as_str) != Some("\"done\""))
+            .map(|(_, name)| format!("task {name} did not end"))
+            .collect()
+    }));
+    assert_eq!(invariants::check(&sim, &spec), vec!["task t did not end".to_string()]);
+    // Storage outlives the instance.
+    sim.restart_object("TASKS", "t");
+    assert_eq!(sim.object_storage("TASKS", "t").get("state").map(String::as_str), Some("\"running\""));
+    sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(sim.object_storage("TASKS", "t").get("state").map(String::as_str), Some("\"done\""));
+    assert_eq!(sim.object_alarm("TASKS", "t"), None);
+    assert!(sim.check_invariants(&spec).is_empty());
+    // Fired at +1 s, failed; retried 2 s later, failed; then 4 s later, done.
+    let fires: Vec<u64> = sim
+        .trace()
+        .iter()
+        .filter(|l| l.contains("alarm fires TASKS/t"))
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    let at = started - EPOCH_MS;
+    assert_eq!(fires, vec![at + 1_000, at + 3_000, at + 7_000]);
+    // The restart made the alarm open a new instance.
+    assert_eq!(sim.trace().iter().filter(|l| l.contains("object open TASKS/t")).count(), 2);
+}
+
+#[test]
+fn a_task_left_unfinished_is_a_violation() {
+    let (sim, _) = toy_sim(13);
+    sim.add_backend("http://backend.test", Rc::new(|_: &BackendRequest, _: u64| Reply::Hang));
+    let toy_later = post("/toy/later");
+    sim.request(toy_later);
+    sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert!(sim.check_invariants(&toy_secrets()).is_empty());
+    // A request stuck on a backend that never answers is still there at the end.
+    let h = sim.try_request(post("/toy/no_deadline"));
+    assert!(h.is_err());
+    let v = sim.check_invariants(&toy_secrets());
+    assert!(v.iter().any(|x| x.contains("unfinished at the end of the run") && x.contains("fetch POST")), "{v:?}");
 }
