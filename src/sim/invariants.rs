@@ -71,7 +71,7 @@ fn check_response(r: &ClientExchange, spec: &Secrets, mcp: &str, v: &mut Vec<Str
         }
         return;
     }
-    if !path_of(&r.url).starts_with(mcp) || r.method != "POST" || !(200..300).contains(&r.status) {
+    if !path_of(&r.url).starts_with(mcp) || r.method == "HEAD" || !(200..300).contains(&r.status) {
         return;
     }
     if r.body.is_empty() {

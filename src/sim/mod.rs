@@ -43,7 +43,12 @@ use crate::runtime::{self, Context, Env, Request, Result, Statement, Worker};
 
 /// The seeds a test runs: `SIM_SEED` alone when set (replaying a failure), else `default`.
 pub fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
-    match std::env::var("SIM_SEED").ok().and_then(|s| s.trim().parse().ok()) {
+    seeds_given(std::env::var("SIM_SEED").ok().as_deref(), default)
+}
+
+/// [`seeds`] with the variable's value given (a value that is not a number is ignored).
+fn seeds_given(var: Option<&str>, default: std::ops::Range<u64>) -> Vec<u64> {
+    match var.and_then(|s| s.trim().parse().ok()) {
         Some(seed) => vec![seed],
         None => default.collect(),
     }

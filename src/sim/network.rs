@@ -220,6 +220,8 @@ impl Stream for BodyStream {
         }
         if self.abort.aborted.get() {
             self.finished = true;
+            // Its timer would otherwise still move the clock for nobody.
+            self.sleep = None;
             return Poll::Ready(Some(Err(RuntimeError::from("AbortError: The operation was aborted"))));
         }
         *self.abort.waker.borrow_mut() = Some(cx.waker().clone());

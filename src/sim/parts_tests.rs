@@ -369,3 +369,41 @@ fn the_http_tool_checks_its_key_and_streams() {
     );
     assert_eq!(tools.requests.borrow().len(), 3);
 }
+
+#[test]
+fn refused_destinations_json_rpc_shapes_and_seed_replay() {
+    for url in [
+        "http://127.0.0.1:9/x",
+        "http://2130706433/",
+        "http://10.1.2.3/",
+        "http://169.254.169.254/latest",
+        "http://[::1]/",
+        "http://[::ffff:192.168.0.1]/",
+        "http://localhost:8787/",
+        "http://metadata.google.internal/",
+        "http://100.64.0.1/",
+    ] {
+        assert!(invariants::refused_destination(url), "{url}");
+    }
+    for url in ["https://api.dify.ai/v1", "http://8.8.8.8/", "http://[2001:db8::1]/"] {
+        assert!(!invariants::refused_destination(url), "{url}");
+    }
+    for (v, ok) in [
+        (json!({"jsonrpc": "2.0", "id": 1, "result": {}}), true),
+        (json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "x"}}), true),
+        (json!({"jsonrpc": "2.0", "method": "notifications/progress"}), true),
+        (json!([{"jsonrpc": "2.0", "id": 1, "result": 1}]), true),
+        (json!({"jsonrpc": "2.0", "id": 1, "result": {}, "error": {}}), false),
+        (json!({"id": 1, "result": {}}), false),
+        (json!([]), false),
+    ] {
+        assert_eq!(invariants::is_json_rpc(&v), ok, "{v}");
+    }
+    assert_eq!(
+        invariants::sse_data("event: message\ndata: {\"a\":\ndata: 1}\n\n: ping\n\ndata: 2\n\n"),
+        vec!["{\"a\":\n1}", "2"]
+    );
+    assert_eq!(seeds_given(Some("42"), 0..3), vec![42]);
+    assert_eq!(seeds_given(Some("x"), 0..3), vec![0, 1, 2]);
+    assert_eq!(seeds_given(None, 0..2), vec![0, 1]);
+}
