@@ -407,3 +407,69 @@ fn refused_destinations_json_rpc_shapes_and_seed_replay() {
     assert_eq!(seeds_given(Some("x"), 0..3), vec![0, 1, 2]);
     assert_eq!(seeds_given(None, 0..2), vec![0, 1]);
 }
+
+#[test]
+fn dify_stops_are_as_strict_as_the_fixture_and_run_details_follow_the_run() {
+    let r = Run::new(12);
+    let d = Rc::new(dify::Dify::default());
+    d.add_app("wf", dify::App { stream_end: dify::StreamEnd::HangAfterFirst, ..dify::App::new("workflow") });
+    d.add_app("other", dify::App::new("workflow"));
+    r.sim.add_backend("http://dify.test", d.clone());
+    let v = r.run(|env| async move {
+        let post = |key: &str, path: &str, body: Value| {
+            outbound(
+                Method::Post,
+                &format!("http://dify.test/v1/{path}"),
+                &[("authorization", &format!("Bearer {key}"))],
+                Some(body),
+            )
+        };
+        let get = |path: &str| {
+            outbound(Method::Get, &format!("http://dify.test/v1/{path}"), &[("authorization", "Bearer wf")], None)
+        };
+        // A streamed run that hangs after its first event: read just that event.
+        let Ok(f) = env
+            .runtime()
+            .fetch(post("wf", "workflows/run", json!({"inputs": {}, "user": "u1", "response_mode": "streaming"})))
+            .await
+        else {
+            return json!("no fetch");
+        };
+        let mut s = f.body.into_stream();
+        let first = s.next().await.and_then(Result::ok).unwrap_or_default();
+        let first: Value = serde_json::from_str(invariants::sse_data(&String::from_utf8_lossy(&first))[0].as_str())
+            .unwrap_or_default();
+        let (task, run) = (
+            first["task_id"].as_str().unwrap_or("").to_string(),
+            first["workflow_run_id"].as_str().unwrap_or("").to_string(),
+        );
+        let running = fetch_text(&env, get(&format!("workflows/run/{run}"))).await;
+        let wrong_user =
+            fetch_text(&env, post("wf", &format!("workflows/tasks/{task}/stop"), json!({"user": "u2"}))).await;
+        let wrong_app =
+            fetch_text(&env, post("other", &format!("workflows/tasks/{task}/stop"), json!({"user": "u1"}))).await;
+        let stopped =
+            fetch_text(&env, post("wf", &format!("workflows/tasks/{task}/stop"), json!({"user": "u1"}))).await;
+        let after = fetch_text(&env, get(&format!("workflows/run/{run}"))).await;
+        f.abort.abort();
+        let status = |x: &Value| {
+            serde_json::from_str::<Value>(x["body"].as_str().unwrap_or("")).unwrap_or_default()["status"].clone()
+        };
+        json!([status(&running), wrong_user["status"], wrong_app["status"], stopped["status"], status(&after)])
+    });
+    assert_eq!(v, json!(["running", 403, 404, 200, "stopped"]));
+    assert_eq!(d.stops.borrow().len(), 1);
+    assert_eq!(d.stop_refusals.borrow().len(), 2);
+}
+
+#[test]
+fn settings_and_log_lines_reach_the_test() {
+    let r = Run::new(13);
+    r.sim.set_setting("FLOWGATE_PUBLIC_URL", "https://flowgate.test");
+    let v = r.run(|env| async move {
+        env.runtime().log("{\"event\":\"hello\"}");
+        json!([env.runtime().setting("FLOWGATE_PUBLIC_URL"), env.runtime().setting("UNSET")])
+    });
+    assert_eq!(v, json!(["https://flowgate.test", null]));
+    assert_eq!(r.sim.logs(), vec!["{\"event\":\"hello\"}".to_string()]);
+}

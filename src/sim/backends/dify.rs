@@ -1,6 +1,7 @@
 //! A Dify Service API (after `tests/support/dify-fixture.mjs`): apps by API key; `info`,
-//! `parameters`, and the run endpoints (`workflows/run`, `chat-messages`,
-//! `completion-messages`), blocking or streaming; stop calls accepted and recorded.
+//! `parameters`, the run endpoints (`workflows/run`, `chat-messages`, `completion-messages`),
+//! blocking or streaming, a workflow run's detail (`GET workflows/run/:id`), and stop calls,
+//! as strict as the fixture's: a task this backend issued to the same app, family and user.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -73,13 +74,29 @@ impl App {
     }
 }
 
+/// A run this backend started: whose, which stop family, its detail, whether it ended.
+#[derive(Debug, Clone)]
+struct Run {
+    api_key: String,
+    user: String,
+    /// "workflows/tasks", "chat-messages" or "completion-messages".
+    family: &'static str,
+    run_id: String,
+    detail: Value,
+    running: bool,
+}
+
 #[derive(Default)]
 pub struct Dify {
     apps: RefCell<BTreeMap<String, App>>,
     runs: Cell<u64>,
+    /// By task id.
+    issued: RefCell<BTreeMap<String, Run>>,
     pub requests: RefCell<Vec<BackendRequest>>,
-    /// Stop calls: (path, user).
+    /// Stop calls accepted: (path, user).
     pub stops: RefCell<Vec<(String, String)>>,
+    /// Stop calls refused: (path, status).
+    pub stop_refusals: RefCell<Vec<(String, u16)>>,
 }
 
 fn err(status: u16, code: &str, message: &str) -> Reply {
@@ -103,7 +120,7 @@ impl Dify {
         self.requests.borrow().iter().filter(|r| r.bearer().as_deref() == Some(api_key)).cloned().collect()
     }
 
-    fn run(&self, app: &App, route: &str, body: &Value, now_ms: u64) -> Reply {
+    fn run(&self, api_key: &str, app: &App, route: &str, body: &Value, now_ms: u64) -> Reply {
         let family_ok = match route {
             "workflows/run" => app.mode == "workflow",
             "chat-messages" => matches!(app.mode.as_str(), "chat" | "advanced-chat" | "agent-chat"),
@@ -146,6 +163,25 @@ impl Dify {
             "error": if failed { json!("Node LLM failed: model timeout") } else { Value::Null },
             "elapsed_time": 0.123, "total_tokens": if failed { 0 } else { 20 }, "total_steps": 3,
             "created_at": created, "finished_at": created});
+        let family = match route {
+            "workflows/run" => "workflows/tasks",
+            "chat-messages" => "chat-messages",
+            _ => "completion-messages",
+        };
+        let hangs = mode == Some("streaming") && app.stream_end == StreamEnd::HangAfterFirst;
+        let mut detail = finished.clone();
+        detail["inputs"] = body["inputs"].clone();
+        self.issued.borrow_mut().insert(
+            task.clone(),
+            Run {
+                api_key: api_key.to_string(),
+                user: body["user"].as_str().unwrap_or("").to_string(),
+                family,
+                run_id: run.clone(),
+                detail,
+                running: hangs,
+            },
+        );
         if mode == Some("blocking") {
             let answer = if app.mode == "workflow" {
                 json!({"workflow_run_id": run, "task_id": task, "data": finished})
@@ -229,7 +265,8 @@ impl Backend for Dify {
         };
         let stop = route.ends_with("/stop");
         let run_route = ["workflows/run", "chat-messages", "completion-messages"].into_iter().find(|r| *r == route);
-        let get_route = matches!(route, "info" | "parameters");
+        let detail = route.strip_prefix("workflows/run/").filter(|id| !id.contains('/'));
+        let get_route = matches!(route, "info" | "parameters") || detail.is_some();
         if !stop && run_route.is_none() && !get_route {
             return err(404, "not_found", "The requested URL was not found on the server.");
         }
@@ -237,10 +274,13 @@ impl Backend for Dify {
         if req.method != want {
             return err(405, "method_not_allowed", "The method is not allowed for the requested URL.");
         }
-        let apps = self.apps.borrow();
-        let Some(app) = req.bearer().and_then(|k| apps.get(&k).cloned()) else {
+        let key = req.bearer().unwrap_or_default();
+        let Some(app) = self.apps.borrow().get(&key).cloned() else {
             return err(401, "unauthorized", "Access token is invalid");
         };
+        if let Some(id) = detail {
+            return self.run_detail(&key, &app, id);
+        }
         match route {
             "info" => {
                 return Reply::json(
@@ -261,10 +301,68 @@ impl Backend for Dify {
             return err(400, "invalid_param", "JSON body required");
         };
         if stop {
-            let user = body.get("user").and_then(Value::as_str).unwrap_or("").to_string();
-            self.stops.borrow_mut().push((path.clone(), user));
-            return Reply::json(200, &json!({"result": "success"}));
+            return self.stop(&key, &app, &path, &body);
         }
-        self.run(&app, run_route.unwrap_or(""), &body, now_ms)
+        self.run(&key, &app, run_route.unwrap_or(""), &body, now_ms)
+    }
+}
+
+impl Dify {
+    /// `POST /v1/<family>/<task_id>/stop`.
+    fn stop(&self, api_key: &str, app: &App, path: &str, body: &Value) -> Reply {
+        let Some((family, task)) =
+            path.strip_prefix("/v1/").and_then(|r| r.strip_suffix("/stop")).and_then(|r| r.rsplit_once('/'))
+        else {
+            return err(404, "not_found", "The requested URL was not found on the server.");
+        };
+        let family_ok = match family {
+            "workflows/tasks" => app.mode == "workflow",
+            "chat-messages" => matches!(app.mode.as_str(), "chat" | "advanced-chat" | "agent-chat"),
+            "completion-messages" => app.mode == "completion",
+            _ => return err(404, "not_found", "The requested URL was not found on the server."),
+        };
+        if !family_ok {
+            return err(400, "app_unavailable", "App unavailable, please check your app configurations.");
+        }
+        let Some(user) = body.get("user").and_then(Value::as_str).filter(|u| !u.is_empty()) else {
+            return err(400, "invalid_param", "user is required and must be a non-empty string");
+        };
+        let mut issued = self.issued.borrow_mut();
+        let refusal = match issued.get(task) {
+            Some(r) if r.api_key == api_key && r.family == family && r.user == user => None,
+            Some(r) if r.api_key == api_key && r.family == family => {
+                Some((403, "forbidden", "The task belongs to another user"))
+            }
+            _ => Some((404, "not_found", "Task not found")),
+        };
+        if let Some((status, code, message)) = refusal {
+            self.stop_refusals.borrow_mut().push((path.to_string(), status));
+            return err(status, code, message);
+        }
+        if let Some(r) = issued.get_mut(task).filter(|r| r.running) {
+            r.running = false;
+            r.detail["status"] = json!("stopped");
+            r.detail["outputs"] = json!({});
+        }
+        self.stops.borrow_mut().push((path.to_string(), user.to_string()));
+        Reply::json(200, &json!({"result": "success"}))
+    }
+
+    /// `GET /v1/workflows/run/<run_id>`.
+    fn run_detail(&self, api_key: &str, app: &App, run_id: &str) -> Reply {
+        if !matches!(app.mode.as_str(), "workflow" | "advanced-chat") {
+            return err(400, "app_unavailable", "Only support workflow app.");
+        }
+        let issued = self.issued.borrow();
+        let Some(r) = issued.values().find(|r| r.run_id == run_id && r.api_key == api_key) else {
+            return err(404, "not_found", "Workflow run not found.");
+        };
+        let mut detail = r.detail.clone();
+        if r.running {
+            detail["status"] = json!("running");
+            detail["outputs"] = Value::Null;
+            detail["finished_at"] = Value::Null;
+        }
+        Reply::json(200, &detail)
     }
 }
