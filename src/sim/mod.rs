@@ -166,7 +166,31 @@ impl Sim {
     }
 
     pub fn try_request(&self, req: Request) -> Result<ClientResponse, Hang> {
+        let mut answers = self.try_requests(vec![req])?;
+        answers.pop().ok_or_else(|| self.hang("no answer".into()))
+    }
+
+    /// Sends every request at once (their tasks interleaved as the seed decides) and reads
+    /// every response to its end; in the order given. Panics with the seed on a hang.
+    pub fn requests_at_once(&self, reqs: Vec<Request>) -> Vec<ClientResponse> {
+        self.try_requests(reqs).unwrap_or_else(|h| panic!("{h}"))
+    }
+
+    pub fn try_requests(&self, reqs: Vec<Request>) -> Result<Vec<ClientResponse>, Hang> {
         self.install();
+        let started: Vec<_> = reqs.into_iter().map(|r| self.start_request(r)).collect();
+        let w = &self.world;
+        self.drive(|| started.iter().all(|(task, _)| w.exec.is_finished(*task)), true)?;
+        let mut answers = Vec::new();
+        for (_, slot) in started {
+            let answer = slot.borrow_mut().take();
+            answers.push(answer.ok_or_else(|| self.hang("a request task ended without a response".into()))?);
+        }
+        Ok(answers)
+    }
+
+    /// Spawns the task that sends `req` and reads its response into the slot.
+    fn start_request(&self, req: Request) -> (executor::TaskId, Rc<RefCell<Option<ClientExchange>>>) {
         let w = &self.world;
         let n = {
             let mut r = self.requests.borrow_mut();
@@ -210,9 +234,7 @@ impl Sim {
                 *out.borrow_mut() = Some(ex);
             }),
         );
-        self.drive(|| w.exec.is_finished(task), true)?;
-        let answer = slot.borrow_mut().take();
-        answer.ok_or_else(|| self.hang("the request task ended without a response".into()))
+        (task, slot)
     }
 
     /// Runs every task and fires every timer until nothing is left to do.

@@ -442,3 +442,21 @@ fn a_task_left_unfinished_is_a_violation() {
     let v = sim.check_invariants(&toy_secrets());
     assert!(v.iter().any(|x| x.contains("unfinished at the end of the run") && x.contains("fetch POST")), "{v:?}");
 }
+
+#[test]
+fn requests_at_once_interleave_as_the_seed_decides() {
+    let orders: BTreeSet<Vec<String>> = (0..12)
+        .map(|seed| {
+            let (sim, _) = toy_sim(seed);
+            let answers = sim.requests_at_once((0..3).map(|_| post("/toy/call")).collect());
+            assert!(answers.iter().all(|a| a.status == 200), "SIM_SEED={seed}");
+            sim.trace()
+                .into_iter()
+                .filter(|l| l.contains("client ←") || l.contains("fetch →"))
+                .map(|l| l[10..].to_string())
+                .collect()
+        })
+        .collect();
+    // The three calls overlap, and their order differs between seeds.
+    assert!(orders.len() > 1, "one order for every seed");
+}

@@ -85,6 +85,13 @@ impl World {
         self.me.upgrade().unwrap_or_else(|| unreachable!("a runtime call after the simulator ended"))
     }
 
+    /// Runs `work` as a task of its own, named after the task that started it (what
+    /// `Runtime::spawn` does, on the boundary revision that has it).
+    pub fn spawn_beside(&self, work: Fut<'static, ()>) {
+        let label = format!("spawned by {}", self.exec.current_label());
+        self.exec.spawn(label, work);
+    }
+
     pub fn trace(&self, line: String) {
         let at = self.clock.now() - clock::EPOCH_MS;
         self.trace_lines.borrow_mut().push(format!("{at:>9} {line}"));
