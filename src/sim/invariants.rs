@@ -23,6 +23,9 @@ pub struct Secrets {
     pub credentials: Vec<(String, String)>,
     /// Private or loopback origins the test's backends live on (allowed destinations).
     pub allowed_origins: Vec<String>,
+    /// Path prefixes whose responses may show a secret (the console answer that hands a new
+    /// server code out once).
+    pub exempt_paths: Vec<String>,
     /// Path prefix of the JSON-RPC endpoint; `None`: "/mcp/".
     pub mcp_path: Option<String>,
     /// The test's own checks (a task ended in a terminal state, say): violations found.
@@ -54,7 +57,9 @@ pub fn check(sim: &Sim, spec: &Secrets) -> Vec<String> {
 fn check_response(r: &ClientExchange, spec: &Secrets, mcp: &str, v: &mut Vec<String>) {
     let what = format!("response {} to {} {}", r.status, r.method, path_of(&r.url));
     let text = String::from_utf8_lossy(&r.body);
-    for s in spec.secrets.iter().filter(|s| !s.is_empty()) {
+    let path = path_of(&r.url);
+    let exempt = spec.exempt_paths.iter().any(|p| path.starts_with(p.as_str()));
+    for s in spec.secrets.iter().filter(|s| !s.is_empty() && !exempt) {
         if text.contains(s.as_str()) {
             v.push(format!("a secret in the body of the {what}"));
         }

@@ -133,6 +133,7 @@ async fn serve_toy(toy: Rc<Toy>, req: Request, env: Env, ctx: Context) -> Respon
             }
             json_response(200, json!({"jsonrpc": "2.0", "id": 1, "result": {}}))
         }
+        "/console/api/new" if toy.planted("secret_in_body") => json_response(201, json!({ "key": SECRET })),
         _ => {
             if toy.planted("text_error") {
                 return Response::text_with_status("not found", 404);
@@ -331,6 +332,16 @@ fn planted_bugs_break_invariants() {
         let v = sim.check_invariants(&toy_secrets());
         assert!(v.iter().any(|x| x.contains(expected)), "{bug}: {v:?}");
     }
+    // The same leak on an exempt path (the console's one showing of a new code) is allowed.
+    let (sim, toy) = toy_sim(7);
+    *toy.plant.borrow_mut() = "secret_in_body".into();
+    sim.request(post("/console/api/new"));
+    sim.request(post("/toy/nowhere"));
+    let leak = |v: &Vec<String>| v.iter().any(|x| x.contains("a secret in the body"));
+    assert!(leak(&sim.check_invariants(&toy_secrets())));
+    let exempt = Secrets { exempt_paths: vec!["/console/api/".into()], ..toy_secrets() };
+    let v = sim.check_invariants(&exempt);
+    assert!(v.is_empty(), "{v:?}");
     // A credential sent to another origin than its own.
     let (sim, _) = toy_sim(7);
     sim.request(post("/toy/call"));
