@@ -118,6 +118,9 @@ impl Sim {
     pub fn new(seed: u64, worker: Rc<dyn Worker>) -> Sim {
         let sim = Sim { world: World::new(seed, worker), budget: RefCell::default(), requests: RefCell::new(0) };
         sim.install();
+        // A fresh isolate: the Worker keeps its isolate memory in thread-locals, which outlive
+        // an earlier simulator on this thread (and would make two runs of one seed differ).
+        sim.world.worker.evict_isolate();
         sim
     }
 
