@@ -54,6 +54,28 @@ fn seeds_given(var: Option<&str>, default: std::ops::Range<u64>) -> Vec<u64> {
     }
 }
 
+/// Runs `scenario` (a run's trace for a seed) twice with `seed`: the first line where the two
+/// traces differ, or `None`. A difference is entropy or time that bypasses the runtime, or state
+/// one run left for the next.
+pub fn replay_difference(seed: u64, scenario: impl Fn(u64) -> Vec<String>) -> Option<String> {
+    let (a, b) = (scenario(seed), scenario(seed));
+    if a == b {
+        return None;
+    }
+    let i = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()));
+    let line = |t: &[String]| t.get(i).cloned().unwrap_or_else(|| "(the trace ended)".into());
+    Some(format!("SIM_SEED={seed}: line {i} differs between two runs:\n  {}\n  {}", line(&a), line(&b)))
+}
+
+/// [`replay_difference`] for each seed; panics at the first difference.
+pub fn assert_replays(seeds: &[u64], scenario: impl Fn(u64) -> Vec<String>) {
+    for &seed in seeds {
+        if let Some(d) = replay_difference(seed, &scenario) {
+            panic!("{d}");
+        }
+    }
+}
+
 /// How far a drive may go before it is called a hang.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {

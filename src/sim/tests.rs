@@ -252,6 +252,22 @@ fn the_same_seed_gives_the_same_trace() {
         assert!(a.len() > 50, "a real run: {} lines", a.len());
         assert_eq!(a, b, "SIM_SEED={seed}: two runs of one seed differ");
     }
+    assert_replays(&seeds(0..3), scenario);
+}
+
+#[test]
+fn entropy_that_bypasses_the_runtime_is_caught_by_a_replay() {
+    // The host's entropy (what a Worker drawing ids outside the runtime would use) in a trace.
+    let leaky = |seed: u64| {
+        let mut t = scenario(seed);
+        let mut host = [0u8; 8];
+        getrandom::getrandom(&mut host).ok();
+        t.insert(3, format!("id {host:?}"));
+        t
+    };
+    let d = replay_difference(1, leaky).expect("a difference");
+    assert!(d.starts_with("SIM_SEED=1: line 3 differs"), "{d}");
+    assert_eq!(replay_difference(1, scenario), None);
 }
 
 #[test]
