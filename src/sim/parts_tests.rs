@@ -473,3 +473,30 @@ fn settings_and_log_lines_reach_the_test() {
     assert_eq!(v, json!(["https://flowgate.test", null]));
     assert_eq!(r.sim.logs(), vec!["{\"event\":\"hello\"}".to_string()]);
 }
+
+#[test]
+fn the_mcp_upstream_streams_progress_on_the_virtual_clock() {
+    let r = Run::new(14);
+    r.sim.add_backend("http://upstream.test", Rc::new(mcp::McpUpstream::new(false, true)));
+    let v = r.run(|env| async move {
+        let h = [("accept", "application/json, text/event-stream"), ("content-type", "application/json")];
+        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "slow_progress", "arguments": {"steps": 3, "delayMs": 500}, "_meta": {"progressToken": "p1"}}});
+        let start = env.runtime().now_ms();
+        let Ok(f) = env.runtime().fetch(outbound(Method::Post, "http://upstream.test/mcp", &h, Some(body))).await else { return json!("no fetch") };
+        let mut s = f.body.into_stream();
+        let mut seen = vec![];
+        while let Some(Ok(chunk)) = s.next().await {
+            let text = String::from_utf8_lossy(&chunk).into_owned();
+            let methods: Vec<Value> = invariants::sse_data(&text)
+                .iter()
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .map(|m| m.get("method").cloned().unwrap_or_else(|| m["result"]["content"][0]["text"].clone()))
+                .collect();
+            seen.push(json!([env.runtime().now_ms() - start, methods]));
+        }
+        json!(seen)
+    });
+    let step = json!(["notifications/progress", "notifications/message"]);
+    assert_eq!(v, json!([[500, step], [1000, step], [1500, step], [2000, ["done 3"]]]));
+}

@@ -1,6 +1,7 @@
 //! An upstream MCP server over Streamable HTTP (after `tests/support/mcp-upstreams.mjs`):
-//! `initialize` (with an `Mcp-Session-Id` when stateful), `tools/list`, `tools/call` of `echo`
-//! and `headers`, `ping`; answers as JSON or as an event stream.
+//! `initialize` (with an `Mcp-Session-Id` when stateful), `tools/list`, `tools/call` of `echo`,
+//! `headers` and `slow_progress`, `ping`; answers as JSON or as an event stream (where
+//! `slow_progress` sends its progress and log notifications, `delayMs` apart on the clock).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
@@ -32,7 +33,9 @@ fn tools() -> Value {
          "outputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
          "annotations": {"readOnlyHint": true}},
         {"name": "headers", "description": "The call's HTTP request headers.",
-         "inputSchema": {"type": "object", "properties": {}}}
+         "inputSchema": {"type": "object", "properties": {}}},
+        {"name": "slow_progress", "description": "Sends a progress notification and a log message per step, then \"done <steps>\"",
+         "inputSchema": {"type": "object", "properties": {"steps": {"type": "integer", "minimum": 0}, "delayMs": {"type": "number", "minimum": 0}}, "required": ["steps", "delayMs"]}}
     ])
 }
 
@@ -68,12 +71,38 @@ impl McpUpstream {
                             json!({"content": [{"type": "text", "text": h.to_string()}], "structuredContent": {"headers": h}}),
                         )
                     }
+                    Some("slow_progress") => {
+                        let steps = args.get("steps").and_then(Value::as_u64).unwrap_or(0);
+                        Ok(json!({"content": [{"type": "text", "text": format!("done {steps}")}]}))
+                    }
                     other => Err((-32602, format!("Tool {} not found", other.unwrap_or("")))),
                 }
             }
             _ => Err((-32601, "Method not found".into())),
         }
     }
+}
+
+/// The notifications `slow_progress` sends before its answer, one step each (progress only
+/// with a `progressToken`).
+fn notifications(method: &str, params: &Value) -> Vec<String> {
+    if method != "tools/call" || params.get("name").and_then(Value::as_str) != Some("slow_progress") {
+        return Vec::new();
+    }
+    let steps = params["arguments"]["steps"].as_u64().unwrap_or(0);
+    let token = params.get("_meta").and_then(|m| m.get("progressToken")).cloned();
+    let mut frames = Vec::new();
+    for i in 1..=steps {
+        let mut step = Vec::new();
+        if let Some(t) = &token {
+            step.push(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": t, "progress": i, "total": steps, "message": format!("step {i}/{steps}")}}));
+        }
+        step.push(json!({"jsonrpc": "2.0", "method": "notifications/message",
+            "params": {"level": "info", "logger": "slow_progress", "data": format!("step {i}/{steps}")}}));
+        frames.push(step.iter().map(|m| format!("event: message\ndata: {m}\n\n")).collect());
+    }
+    frames
 }
 
 impl Backend for McpUpstream {
@@ -129,7 +158,17 @@ impl Backend for McpUpstream {
             Err((code, message)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
         };
         let reply = if self.sse {
-            Reply::sse(vec![format!("event: message\ndata: {answer}\n\n")], 0)
+            let mut frames = notifications(&method, &params);
+            let delay = params["arguments"]["delayMs"].as_u64().unwrap_or(0);
+            frames.push(format!("event: message\ndata: {answer}\n\n"));
+            // Each notification and the answer `delayMs` apart (the first right away).
+            let mut reply = Reply::sse(frames, delay);
+            if let Reply::Respond(s) = &mut reply {
+                if let Some(first) = s.chunks.first_mut() {
+                    first.delay_ms = delay;
+                }
+            }
+            reply
         } else {
             Reply::json(200, &answer)
         };
