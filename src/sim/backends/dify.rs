@@ -1,0 +1,368 @@
+//! A Dify Service API (after `tests/support/dify-fixture.mjs`): apps by API key; `info`,
+//! `parameters`, the run endpoints (`workflows/run`, `chat-messages`, `completion-messages`),
+//! blocking or streaming, a workflow run's detail (`GET workflows/run/:id`), and stop calls,
+//! as strict as the fixture's: a task this backend issued to the same app, family and user.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::runtime::Method;
+use crate::sim::network::{Backend, BackendRequest, BodyEnd, Reply};
+
+/// What a run endpoint does before answering.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Behaviour {
+    #[default]
+    Ok,
+    /// 500, text/plain "Internal Server Error".
+    Http500,
+    /// 400 {"code":"provider_quota_exceeded",...}.
+    QuotaError,
+    /// 429 with `Retry-After: 7`.
+    RateLimited,
+    /// Answers after this many virtual ms.
+    Slow(u64),
+    /// A workflow run that fails (status "failed").
+    WorkflowFailed,
+}
+
+/// How a streamed answer ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamEnd {
+    #[default]
+    Complete,
+    /// Closes after the last answer chunk: no finishing events.
+    EndEarly,
+    /// An `error` event instead of the answer.
+    ErrorEvent,
+    /// The first event, then silence with the connection open.
+    HangAfterFirst,
+    /// A frame that is not JSON after the first event.
+    Malformed,
+}
+
+#[derive(Debug, Clone)]
+pub struct App {
+    /// workflow, chat, advanced-chat, agent-chat, completion.
+    pub mode: String,
+    pub name: String,
+    pub user_input_form: Value,
+    /// Workflow outputs; `None`: `{"echo": <inputs>}`.
+    pub outputs: Option<Value>,
+    /// Chat and completion answer text (and a workflow's streamed text).
+    pub answer: String,
+    pub behaviour: Behaviour,
+    pub stream_end: StreamEnd,
+    /// Virtual ms between streamed events.
+    pub event_delay_ms: u64,
+}
+
+impl App {
+    pub fn new(mode: &str) -> App {
+        App {
+            mode: mode.into(),
+            name: format!("{mode} app"),
+            user_input_form: json!([]),
+            outputs: None,
+            answer: "Hello from the simulated Dify.".into(),
+            behaviour: Behaviour::Ok,
+            stream_end: StreamEnd::Complete,
+            event_delay_ms: 10,
+        }
+    }
+}
+
+/// A run this backend started: whose, which stop family, its detail, whether it ended.
+#[derive(Debug, Clone)]
+struct Run {
+    api_key: String,
+    user: String,
+    /// "workflows/tasks", "chat-messages" or "completion-messages".
+    family: &'static str,
+    run_id: String,
+    detail: Value,
+    running: bool,
+}
+
+#[derive(Default)]
+pub struct Dify {
+    apps: RefCell<BTreeMap<String, App>>,
+    runs: Cell<u64>,
+    /// By task id.
+    issued: RefCell<BTreeMap<String, Run>>,
+    pub requests: RefCell<Vec<BackendRequest>>,
+    /// Stop calls accepted: (path, user).
+    pub stops: RefCell<Vec<(String, String)>>,
+    /// Stop calls refused: (path, status).
+    pub stop_refusals: RefCell<Vec<(String, u16)>>,
+}
+
+fn err(status: u16, code: &str, message: &str) -> Reply {
+    Reply::json(status, &json!({"code": code, "message": message, "status": status}))
+}
+
+/// `text` in three pieces at character boundaries (fewer when shorter).
+fn pieces(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let n = chars.len().clamp(1, 3);
+    let size = chars.len().div_ceil(n).max(1);
+    chars.chunks(size).map(|c| c.iter().collect()).collect()
+}
+
+impl Dify {
+    pub fn add_app(&self, api_key: &str, app: App) {
+        self.apps.borrow_mut().insert(api_key.to_string(), app);
+    }
+
+    pub fn requests_for(&self, api_key: &str) -> Vec<BackendRequest> {
+        self.requests.borrow().iter().filter(|r| r.bearer().as_deref() == Some(api_key)).cloned().collect()
+    }
+
+    fn run(&self, api_key: &str, app: &App, route: &str, body: &Value, now_ms: u64) -> Reply {
+        let family_ok = match route {
+            "workflows/run" => app.mode == "workflow",
+            "chat-messages" => matches!(app.mode.as_str(), "chat" | "advanced-chat" | "agent-chat"),
+            _ => app.mode == "completion",
+        };
+        if !family_ok {
+            return err(400, "app_unavailable", "App unavailable, please check your app configurations.");
+        }
+        let mode = body.get("response_mode").and_then(Value::as_str);
+        if !matches!(mode, Some("blocking" | "streaming")) {
+            return err(400, "invalid_param", "response_mode must be one of 'blocking', 'streaming'");
+        }
+        if body.get("user").and_then(Value::as_str).is_none_or(str::is_empty) {
+            return err(400, "invalid_param", "user is required and must be a non-empty string");
+        }
+        if !body.get("inputs").is_some_and(Value::is_object) {
+            return err(400, "invalid_param", "inputs is required and must be an object");
+        }
+        let delay = match app.behaviour {
+            Behaviour::Http500 => return Reply::new(500, "text/plain", "Internal Server Error"),
+            Behaviour::QuotaError => {
+                return err(400, "provider_quota_exceeded", "Your quota for the model provider is exhausted.")
+            }
+            Behaviour::RateLimited => {
+                return err(429, "too_many_requests", "Too many requests, please retry later")
+                    .with_header("retry-after", "7")
+            }
+            Behaviour::Slow(ms) => ms,
+            _ => 0,
+        };
+        let n = self.runs.get() + 1;
+        self.runs.set(n);
+        let (task, run, msg) = (format!("task-{n}"), format!("run-{n}"), format!("msg-{n}"));
+        let created = now_ms / 1000;
+        let failed = app.behaviour == Behaviour::WorkflowFailed;
+        let outputs =
+            if failed { json!({}) } else { app.outputs.clone().unwrap_or_else(|| json!({"echo": body["inputs"]})) };
+        let status = if failed { "failed" } else { "succeeded" };
+        let finished = json!({"id": run, "workflow_id": "wf-1", "status": status, "outputs": outputs,
+            "error": if failed { json!("Node LLM failed: model timeout") } else { Value::Null },
+            "elapsed_time": 0.123, "total_tokens": if failed { 0 } else { 20 }, "total_steps": 3,
+            "created_at": created, "finished_at": created});
+        let family = match route {
+            "workflows/run" => "workflows/tasks",
+            "chat-messages" => "chat-messages",
+            _ => "completion-messages",
+        };
+        let hangs = mode == Some("streaming") && app.stream_end == StreamEnd::HangAfterFirst;
+        let mut detail = finished.clone();
+        detail["inputs"] = body["inputs"].clone();
+        self.issued.borrow_mut().insert(
+            task.clone(),
+            Run {
+                api_key: api_key.to_string(),
+                user: body["user"].as_str().unwrap_or("").to_string(),
+                family,
+                run_id: run.clone(),
+                detail,
+                running: hangs,
+            },
+        );
+        if mode == Some("blocking") {
+            let answer = if app.mode == "workflow" {
+                json!({"workflow_run_id": run, "task_id": task, "data": finished})
+            } else {
+                json!({"event": "message", "task_id": task, "id": msg, "message_id": msg, "conversation_id": "conv-1",
+                    "mode": app.mode, "answer": app.answer, "metadata": {"usage": {"total_tokens": 20}}, "created_at": created})
+            };
+            return Reply::json(200, &answer).delayed(delay);
+        }
+        let text = if app.mode == "workflow" {
+            outputs.get("text").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| outputs.to_string())
+        } else {
+            app.answer.clone()
+        };
+        let mut events: Vec<Value> = Vec::new();
+        let chunk_event = match app.mode.as_str() {
+            "workflow" => "text_chunk",
+            "agent-chat" => "agent_message",
+            _ => "message",
+        };
+        let base = if app.mode == "workflow" {
+            json!({"task_id": task, "workflow_run_id": run})
+        } else {
+            json!({"task_id": task, "message_id": msg, "id": msg, "conversation_id": "conv-1", "created_at": created})
+        };
+        let with = |mut e: Value, extra: Value| {
+            if let (Some(o), Some(x)) = (e.as_object_mut(), extra.as_object()) {
+                o.extend(x.clone());
+            }
+            e
+        };
+        if matches!(app.mode.as_str(), "workflow" | "advanced-chat") {
+            events.push(with(base.clone(), json!({"event": "workflow_started", "data": {"id": run, "workflow_id": "wf-1", "inputs": body["inputs"], "created_at": created}})));
+        }
+        let answer_at = events.len();
+        for p in pieces(&text) {
+            let e = if app.mode == "workflow" {
+                json!({"event": chunk_event, "data": {"text": p}})
+            } else {
+                json!({"event": chunk_event, "answer": p})
+            };
+            events.push(with(base.clone(), e));
+        }
+        let last_answer = events.len();
+        if matches!(app.mode.as_str(), "workflow" | "advanced-chat") {
+            events.push(with(base.clone(), json!({"event": "workflow_finished", "data": finished})));
+        }
+        if app.mode != "workflow" {
+            events
+                .push(with(base.clone(), json!({"event": "message_end", "metadata": {"usage": {"total_tokens": 20}}})));
+        }
+        let mut frames: Vec<String> = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+        let mut end = BodyEnd::Complete;
+        match app.stream_end {
+            StreamEnd::Complete => {}
+            StreamEnd::EndEarly => frames.truncate(last_answer),
+            StreamEnd::ErrorEvent => {
+                frames.truncate(answer_at.max(1));
+                let e = with(
+                    base,
+                    json!({"event": "error", "status": 400, "code": "provider_quota_exceeded", "message": "Your quota for the model provider is exhausted."}),
+                );
+                frames.push(format!("data: {e}\n\n"));
+            }
+            StreamEnd::HangAfterFirst => {
+                frames.truncate(1);
+                end = BodyEnd::Hang;
+            }
+            StreamEnd::Malformed => frames.insert(1, "data: {not json\n\n".into()),
+        }
+        Reply::sse(frames, app.event_delay_ms).delayed(delay).ending(end)
+    }
+}
+
+impl Backend for Dify {
+    fn handle(&self, req: &BackendRequest, now_ms: u64) -> Reply {
+        self.requests.borrow_mut().push(req.clone());
+        let path = req.path.split('?').next().unwrap_or("").trim_end_matches('/').to_string();
+        let Some(route) = path.strip_prefix("/v1/") else {
+            return err(404, "not_found", "The requested URL was not found on the server.");
+        };
+        let stop = route.ends_with("/stop");
+        let run_route = ["workflows/run", "chat-messages", "completion-messages"].into_iter().find(|r| *r == route);
+        let detail = route.strip_prefix("workflows/run/").filter(|id| !id.contains('/'));
+        let get_route = matches!(route, "info" | "parameters") || detail.is_some();
+        if !stop && run_route.is_none() && !get_route {
+            return err(404, "not_found", "The requested URL was not found on the server.");
+        }
+        let want = if get_route { Method::Get } else { Method::Post };
+        if req.method != want {
+            return err(405, "method_not_allowed", "The method is not allowed for the requested URL.");
+        }
+        let key = req.bearer().unwrap_or_default();
+        let Some(app) = self.apps.borrow().get(&key).cloned() else {
+            return err(401, "unauthorized", "Access token is invalid");
+        };
+        if let Some(id) = detail {
+            return self.run_detail(&key, &app, id);
+        }
+        match route {
+            "info" => {
+                return Reply::json(
+                    200,
+                    &json!({"name": app.name, "description": "", "tags": [], "mode": app.mode, "author_name": "sim"}),
+                )
+            }
+            "parameters" => {
+                return Reply::json(
+                    200,
+                    &json!({"opening_statement": "", "suggested_questions": [], "user_input_form": app.user_input_form,
+                        "file_upload": {"image": {"enabled": false}}, "system_parameters": {"file_size_limit": 15}}),
+                )
+            }
+            _ => {}
+        }
+        let Some(body) = req.json().filter(Value::is_object) else {
+            return err(400, "invalid_param", "JSON body required");
+        };
+        if stop {
+            return self.stop(&key, &app, &path, &body);
+        }
+        self.run(&key, &app, run_route.unwrap_or(""), &body, now_ms)
+    }
+}
+
+impl Dify {
+    /// `POST /v1/<family>/<task_id>/stop`.
+    fn stop(&self, api_key: &str, app: &App, path: &str, body: &Value) -> Reply {
+        let Some((family, task)) =
+            path.strip_prefix("/v1/").and_then(|r| r.strip_suffix("/stop")).and_then(|r| r.rsplit_once('/'))
+        else {
+            return err(404, "not_found", "The requested URL was not found on the server.");
+        };
+        let family_ok = match family {
+            "workflows/tasks" => app.mode == "workflow",
+            "chat-messages" => matches!(app.mode.as_str(), "chat" | "advanced-chat" | "agent-chat"),
+            "completion-messages" => app.mode == "completion",
+            _ => return err(404, "not_found", "The requested URL was not found on the server."),
+        };
+        if !family_ok {
+            return err(400, "app_unavailable", "App unavailable, please check your app configurations.");
+        }
+        let Some(user) = body.get("user").and_then(Value::as_str).filter(|u| !u.is_empty()) else {
+            return err(400, "invalid_param", "user is required and must be a non-empty string");
+        };
+        let mut issued = self.issued.borrow_mut();
+        let refusal = match issued.get(task) {
+            Some(r) if r.api_key == api_key && r.family == family && r.user == user => None,
+            Some(r) if r.api_key == api_key && r.family == family => {
+                Some((403, "forbidden", "The task belongs to another user"))
+            }
+            _ => Some((404, "not_found", "Task not found")),
+        };
+        if let Some((status, code, message)) = refusal {
+            self.stop_refusals.borrow_mut().push((path.to_string(), status));
+            return err(status, code, message);
+        }
+        if let Some(r) = issued.get_mut(task).filter(|r| r.running) {
+            r.running = false;
+            r.detail["status"] = json!("stopped");
+            r.detail["outputs"] = json!({});
+        }
+        self.stops.borrow_mut().push((path.to_string(), user.to_string()));
+        Reply::json(200, &json!({"result": "success"}))
+    }
+
+    /// `GET /v1/workflows/run/<run_id>`.
+    fn run_detail(&self, api_key: &str, app: &App, run_id: &str) -> Reply {
+        if !matches!(app.mode.as_str(), "workflow" | "advanced-chat") {
+            return err(400, "app_unavailable", "Only support workflow app.");
+        }
+        let issued = self.issued.borrow();
+        let Some(r) = issued.values().find(|r| r.run_id == run_id && r.api_key == api_key) else {
+            return err(404, "not_found", "Workflow run not found.");
+        };
+        let mut detail = r.detail.clone();
+        if r.running {
+            detail["status"] = json!("running");
+            detail["outputs"] = Value::Null;
+            detail["finished_at"] = Value::Null;
+        }
+        Reply::json(200, &detail)
+    }
+}
