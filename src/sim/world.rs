@@ -219,6 +219,10 @@ fn ready<T: 'static>(v: T) -> Fut<'static, T> {
 }
 
 impl Runtime for World {
+    fn spawn(&self, work: Fut<'static, ()>) {
+        self.spawn_beside(work);
+    }
+
     fn setting(&self, name: &str) -> Option<String> {
         self.settings.borrow().get(name).cloned()
     }
