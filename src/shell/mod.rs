@@ -19,6 +19,8 @@ mod resource_server;
 mod secrets;
 mod store;
 mod tasks;
+#[cfg(test)]
+mod tests;
 mod usage;
 
 use std::rc::Rc;

@@ -80,7 +80,8 @@ impl Console<'_> {
         let id = new_id()?;
         // Two random 190-bit keys hashing alike is not expected; retry a few times anyway.
         for _ in 0..3 {
-            let key = client_auth::new_key_from(&mut crate::runtime::fill_random).map_err(|e| internal("drawing a client key", e))?;
+            let key = client_auth::new_key_from(&mut crate::runtime::fill_random)
+                .map_err(|e| internal("drawing a client key", e))?;
             let new = store::NewKey {
                 id: &id,
                 server_id: &row.id,
@@ -150,7 +151,8 @@ impl Console<'_> {
         let created_by = caller.actor();
         // Two random 190-bit tokens hashing alike is not expected; retry a few times anyway.
         for _ in 0..3 {
-            let token = console_tokens::new_token_from(&mut crate::runtime::fill_random).map_err(|e| internal("drawing a console token", e))?;
+            let token = console_tokens::new_token_from(&mut crate::runtime::fill_random)
+                .map_err(|e| internal("drawing a console token", e))?;
             let new = store::NewConsoleToken {
                 id: &id,
                 name: &name,

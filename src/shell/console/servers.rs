@@ -217,7 +217,8 @@ impl Console<'_> {
         let id = new_id()?;
         // A collision of two random 95-bit codes is not expected; retry a few times anyway.
         for _ in 0..3 {
-            let code = ids::server_code_from(&mut crate::runtime::fill_random).map_err(|e| internal("drawing a server code", e))?;
+            let code = ids::server_code_from(&mut crate::runtime::fill_random)
+                .map_err(|e| internal("drawing a server code", e))?;
             let hash = ids::sha256_hex(&code);
             let new = NewServer {
                 id: &id,
@@ -261,7 +262,8 @@ impl Console<'_> {
     pub(super) async fn rotate(&self, row: ServerRow) -> Result<Value> {
         self.public_base()?;
         for _ in 0..3 {
-            let code = ids::server_code_from(&mut crate::runtime::fill_random).map_err(|e| internal("drawing a server code", e))?;
+            let code = ids::server_code_from(&mut crate::runtime::fill_random)
+                .map_err(|e| internal("drawing a server code", e))?;
             let hash = ids::sha256_hex(&code);
             if store::rotate_code(self.db, &row.id, &hash, ids::code_hint(&code), platform::now_s()).await? {
                 // The old code must stop working: its entry goes, the new one is written.
