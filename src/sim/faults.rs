@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Faults {
     /// A KV call fails (`Err`, nothing written or read).
     pub kv_error: f64,

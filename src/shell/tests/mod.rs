@@ -112,14 +112,22 @@ impl Fx {
 
     /// Registers a Dify app of `mode` (the scripted Dify serves it under `api_key`); its id.
     pub fn dify_app(&self, name: &str, mode: &str, api_key: &str, app: dify::App) -> String {
+        self.dify_app_with(name, mode, api_key, app, json!({}))
+    }
+
+    /// [`Fx::dify_app`] with more backend settings (`task_support`, timeouts...).
+    pub fn dify_app_with(&self, name: &str, mode: &str, api_key: &str, app: dify::App, settings: Value) -> String {
         self.dify.add_app(api_key, dify::App { name: name.to_string(), ..app });
         self.secret(api_key);
         let form = json!([{"text-input": {"variable": "text", "label": "Text", "required": true}}]);
         let outputs = if mode == "workflow" { json!([{"variable": "echo", "type": "object"}]) } else { json!([]) };
+        let mut backend = json!({"base_url": format!("{DIFY}/v1"), "api_key": api_key});
+        if let (Some(b), Value::Object(extra)) = (backend.as_object_mut(), settings) {
+            b.extend(extra);
+        }
         let body = json!({
             "name": name, "description": format!("{name} description"), "mode": mode,
-            "backend": {"base_url": format!("{DIFY}/v1"), "api_key": api_key},
-            "user_input_form": form, "outputs": outputs,
+            "backend": backend, "user_input_form": form, "outputs": outputs,
         });
         let r = self.console(Method::Post, "/apps", Some(&body));
         assert_eq!(r.status, 201, "creating the app: {}", r.text());
@@ -203,3 +211,4 @@ mod calls;
 mod console;
 mod endpoint;
 mod smoke;
+mod soak;
