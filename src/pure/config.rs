@@ -120,6 +120,85 @@ impl RefPolicy {
     }
 }
 
+/// `DEFINITION_MEMO_SECONDS` when unset or not a number.
+pub const DEFAULT_MEMO_SECONDS: u64 = 5;
+/// Longest `DEFINITION_MEMO_SECONDS` an operator may choose (larger values are cut to it).
+pub const MAX_MEMO_SECONDS: u64 = 300;
+/// `USAGE_FLUSH_SECONDS` when unset or not a number.
+pub const DEFAULT_FLUSH_SECONDS: u64 = 60;
+/// `RATE_LIMIT_PERIOD_SECONDS` when unset or not a number.
+pub const DEFAULT_RATE_LIMIT_PERIOD_SECONDS: u64 = 60;
+
+/// Every variable and secret of [`SETTINGS`] the Rust code uses, each parsed once, with its
+/// default and bounds ([`Settings::read`]); the shell keeps one per isolate
+/// (`shell::platform::settings`). Bindings are not values: they stay names of the table. `DEMO`
+/// is read by `worker/dev.mjs` alone. No `Debug`: it holds the admin token and sealing keys.
+pub struct Settings {
+    /// `ADMIN_TOKEN` as set; `pure::admin::check` judges it (unset, blank, too short).
+    pub admin_token: Option<String>,
+    /// `SECRETS_KEY`, then `SECRETS_KEY_PREVIOUS`, each when set and not blank. `Err` names the
+    /// first of them that is not a key, and why.
+    pub sealing_keys: Result<Vec<[u8; 32]>, String>,
+    /// `ALLOW_PRIVATE_BACKENDS`.
+    pub allow_private_backends: crate::pure::url::PrivateAllow,
+    /// `ALLOWED_ORIGINS`: its entries (`pure::origin::allowed_origins`).
+    pub allowed_origins: Vec<String>,
+    /// `LOG_REQUESTS` is exactly `all`.
+    pub log_all_requests: bool,
+    /// `RATE_LIMIT_PERIOD_SECONDS` (default 60).
+    pub rate_limit_period_seconds: u64,
+    /// `PUBLIC_URL` as set: checked where it is used ([`public_base`], [`oauth_public_base`]),
+    /// whose errors name the request that needed it.
+    pub public_url: Option<String>,
+    /// `SECRET_REF_PREFIX` and `SECRET_REF_NAMES`.
+    pub ref_policy: RefPolicy,
+    /// `DEFINITION_MEMO_SECONDS` (default 5, at most 300, 0: off).
+    pub definition_memo_seconds: u64,
+    /// `USAGE_FLUSH_SECONDS` (default 60, 0: every request).
+    pub usage_flush_seconds: u64,
+    /// `ACCESS_TEAM_DOMAIN`, `ACCESS_AUD`, `ACCESS_ROLE`: `Ok(None)` when Access is off, `Err`
+    /// says what to fix in a half or wrong configuration.
+    pub access: Result<Option<crate::pure::console_access::AccessConfig>, String>,
+}
+
+impl Settings {
+    /// Reads every setting through `get` (a name to its value, `None`: not set) and parses
+    /// each. A number that does not parse (after trimming) counts as unset; nothing fails here:
+    /// a wrong sealing key or Access configuration is kept as the `Err` its use reports.
+    pub fn read(get: impl Fn(&str) -> Option<String>) -> Settings {
+        let number = |name: &str, default: u64| get(name).and_then(|v| v.trim().parse().ok()).unwrap_or(default);
+        let mut sealing_keys = Ok(Vec::new());
+        for name in [SECRETS_KEY, SECRETS_KEY_PREVIOUS] {
+            let Some(k) = get(name).filter(|k| !k.trim().is_empty()) else { continue };
+            if let Ok(keys) = &mut sealing_keys {
+                match crate::pure::sealed::parse_key(&k) {
+                    Ok(key) => keys.push(key),
+                    Err(e) => sealing_keys = Err(format!("the {name} secret {e}")),
+                }
+            }
+        }
+        Settings {
+            admin_token: get(ADMIN_TOKEN),
+            sealing_keys,
+            allow_private_backends: crate::pure::url::PrivateAllow::from_setting(
+                get(ALLOW_PRIVATE_BACKENDS).as_deref(),
+            ),
+            allowed_origins: crate::pure::origin::allowed_origins(get(ALLOWED_ORIGINS).as_deref()),
+            log_all_requests: get(LOG_REQUESTS).is_some_and(|v| v == "all"),
+            rate_limit_period_seconds: number(RATE_LIMIT_PERIOD_SECONDS, DEFAULT_RATE_LIMIT_PERIOD_SECONDS),
+            public_url: get(PUBLIC_URL),
+            ref_policy: RefPolicy::from_settings(get(SECRET_REF_PREFIX).as_deref(), get(SECRET_REF_NAMES).as_deref()),
+            definition_memo_seconds: number(DEFINITION_MEMO_SECONDS, DEFAULT_MEMO_SECONDS).min(MAX_MEMO_SECONDS),
+            usage_flush_seconds: number(USAGE_FLUSH_SECONDS, DEFAULT_FLUSH_SECONDS),
+            access: crate::pure::console_access::config(
+                get(ACCESS_TEAM_DOMAIN).as_deref(),
+                get(ACCESS_AUD).as_deref(),
+                get(ACCESS_ROLE).as_deref(),
+            ),
+        }
+    }
+}
+
 /// The base of the MCP URLs the console shows: the `PUBLIC_URL` variable when it is set (its
 /// trailing slashes dropped), else the origin the console request came to. `Err` says what is
 /// wrong with a `PUBLIC_URL` that is set but unusable.
@@ -260,6 +339,144 @@ mod tests {
         assert!(allow(None, Some("SECRETS_KEY")).problem("SECRETS_KEY").unwrap().contains("own configuration"));
     }
 
+    /// [`Settings::read`] with these settings set (`name=value`), nothing else.
+    fn read(set: &[(&str, &str)]) -> Settings {
+        Settings::read(|name| set.iter().find(|(n, _)| *n == name).map(|(_, v)| v.to_string()))
+    }
+
+    const KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+    #[test]
+    fn settings_unset_take_their_defaults() {
+        let s = read(&[]);
+        assert_eq!(s.admin_token, None);
+        assert_eq!(s.sealing_keys, Ok(vec![]));
+        assert_eq!(s.allow_private_backends, crate::pure::url::PrivateAllow::Nothing);
+        assert_eq!(s.allowed_origins, [""]);
+        assert!(!s.log_all_requests);
+        assert_eq!(s.rate_limit_period_seconds, 60);
+        assert_eq!(s.public_url, None);
+        assert_eq!(s.ref_policy, RefPolicy::default());
+        assert_eq!(s.definition_memo_seconds, 5);
+        assert_eq!(s.usage_flush_seconds, 60);
+        assert_eq!(s.access, Ok(None));
+    }
+
+    #[test]
+    fn settings_numbers_parse_trimmed_and_fall_back_to_their_defaults() {
+        let s =
+            read(&[(RATE_LIMIT_PERIOD_SECONDS, " 10 "), (DEFINITION_MEMO_SECONDS, "0"), (USAGE_FLUSH_SECONDS, "0")]);
+        assert_eq!((s.rate_limit_period_seconds, s.definition_memo_seconds, s.usage_flush_seconds), (10, 0, 0));
+        // Not a whole non-negative number: as if unset.
+        for bad in ["", " ", "abc", "-1", "1.5", "1e3", "99999999999999999999", "+"] {
+            let s =
+                read(&[(RATE_LIMIT_PERIOD_SECONDS, bad), (DEFINITION_MEMO_SECONDS, bad), (USAGE_FLUSH_SECONDS, bad)]);
+            assert_eq!(
+                (s.rate_limit_period_seconds, s.definition_memo_seconds, s.usage_flush_seconds),
+                (DEFAULT_RATE_LIMIT_PERIOD_SECONDS, DEFAULT_MEMO_SECONDS, DEFAULT_FLUSH_SECONDS),
+                "{bad:?}"
+            );
+        }
+        // `+7` is a number to Rust's parser, as it was to each reader before.
+        assert_eq!(read(&[(USAGE_FLUSH_SECONDS, "+7")]).usage_flush_seconds, 7);
+    }
+
+    #[test]
+    fn the_definition_memo_is_cut_to_its_bound() {
+        for (set, got) in [("299", 299), ("300", 300), ("301", 300), ("18446744073709551615", 300)] {
+            assert_eq!(read(&[(DEFINITION_MEMO_SECONDS, set)]).definition_memo_seconds, got, "{set}");
+        }
+        // The other numbers have no bound (as before).
+        let s = read(&[(USAGE_FLUSH_SECONDS, "86400"), (RATE_LIMIT_PERIOD_SECONDS, "3600")]);
+        assert_eq!((s.usage_flush_seconds, s.rate_limit_period_seconds), (86400, 3600));
+    }
+
+    #[test]
+    fn request_logging_needs_exactly_all() {
+        assert!(read(&[(LOG_REQUESTS, "all")]).log_all_requests);
+        for other in ["", "ALL", " all", "all ", "true", "errors"] {
+            assert!(!read(&[(LOG_REQUESTS, other)]).log_all_requests, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn the_sealing_keys() {
+        let key = crate::pure::sealed::parse_key(KEY).unwrap();
+        let other = [7u8; 32];
+        let other_b64 = crate::pure::base64::encode(other);
+        let keys = |set: &[(&str, &str)]| read(set).sealing_keys;
+        assert_eq!(keys(&[(SECRETS_KEY, KEY)]), Ok(vec![key]));
+        // The current key first, then the previous one; blank ones are unset.
+        assert_eq!(keys(&[(SECRETS_KEY, KEY), (SECRETS_KEY_PREVIOUS, &other_b64)]), Ok(vec![key, other]));
+        assert_eq!(keys(&[(SECRETS_KEY, " \n"), (SECRETS_KEY_PREVIOUS, KEY)]), Ok(vec![key]));
+        assert_eq!(keys(&[(SECRETS_KEY, &format!(" {KEY}\n"))]), Ok(vec![key]));
+        // A wrong key is an error naming it (the first wrong one), never its value.
+        let e = keys(&[(SECRETS_KEY, "abc"), (SECRETS_KEY_PREVIOUS, "def")]).unwrap_err();
+        assert!(e.starts_with("the SECRETS_KEY secret must be"), "{e}");
+        let e = keys(&[(SECRETS_KEY, KEY), (SECRETS_KEY_PREVIOUS, &KEY[..62])]).unwrap_err();
+        assert!(e.starts_with("the SECRETS_KEY_PREVIOUS secret must be") && !e.contains(&KEY[..62]), "{e}");
+    }
+
+    #[test]
+    fn settings_kept_as_written_and_parsed_lists() {
+        use crate::pure::url::PrivateAllow;
+        let s = read(&[
+            (ADMIN_TOKEN, " token "),
+            (PUBLIC_URL, "https://fg.example/"),
+            (ALLOWED_ORIGINS, "https://a.example, *"),
+            (ALLOW_PRIVATE_BACKENDS, "TRUE"),
+            (SECRET_REF_PREFIX, "BACKEND_"),
+            (SECRET_REF_NAMES, "DIFY_KEY, $TEAM_KEY"),
+        ]);
+        // Judged where they are used (`pure::admin::check`, `public_base`), as they were.
+        assert_eq!(s.admin_token.as_deref(), Some(" token "));
+        assert_eq!(s.public_url.as_deref(), Some("https://fg.example/"));
+        assert_eq!(s.allowed_origins, ["https://a.example", "*"]);
+        assert_eq!(s.allow_private_backends, PrivateAllow::Everything);
+        assert_eq!(s.ref_policy, RefPolicy::from_settings(Some("BACKEND_"), Some("DIFY_KEY, $TEAM_KEY")));
+        assert_eq!(s.ref_policy.problem("TEAM_KEY"), None);
+        for (set, allow) in [
+            ("false", PrivateAllow::Nothing),
+            (" ", PrivateAllow::Nothing),
+            ("localhost, 10.0.0.1", PrivateAllow::from_setting(Some("localhost,10.0.0.1"))),
+        ] {
+            assert_eq!(read(&[(ALLOW_PRIVATE_BACKENDS, set)]).allow_private_backends, allow, "{set}");
+        }
+        assert!(read(&[(ALLOW_PRIVATE_BACKENDS, "localhost")]).allow_private_backends.allows("localhost"));
+    }
+
+    #[test]
+    fn the_access_settings() {
+        let access = |set: &[(&str, &str)]| read(set).access;
+        let on =
+            access(&[(ACCESS_TEAM_DOMAIN, "team.cloudflareaccess.com"), (ACCESS_AUD, "aud-tag")]).unwrap().unwrap();
+        assert_eq!((on.audience.as_str(), on.role), ("aud-tag", crate::pure::console_roles::Role::Admin));
+        assert_eq!(on.settings.issuer, "https://team.cloudflareaccess.com");
+        let e = access(&[(ACCESS_TEAM_DOMAIN, "team.cloudflareaccess.com")]).unwrap_err();
+        assert!(e.starts_with("ACCESS_TEAM_DOMAIN is set but ACCESS_AUD is not"), "{e}");
+        let e = access(&[(ACCESS_TEAM_DOMAIN, "t.example"), (ACCESS_AUD, "a"), (ACCESS_ROLE, "root")]).unwrap_err();
+        assert!(e.starts_with("ACCESS_ROLE must be"), "{e}");
+        // The role alone does not turn Access on.
+        assert_eq!(access(&[(ACCESS_ROLE, "viewer")]), Ok(None));
+    }
+
+    /// The settings are read by the names of the table: every variable and secret of it
+    /// (`DEMO` aside: `worker/dev.mjs` reads it), each once, and no other name.
+    #[test]
+    fn settings_read_every_name_of_the_table_once() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        let _ = Settings::read(|name| {
+            asked.borrow_mut().push(name.to_string());
+            None
+        });
+        let mut asked = asked.into_inner();
+        asked.sort();
+        let mut expected: Vec<String> =
+            SETTINGS.iter().filter(|s| s.kind != Kind::Binding && s.name != DEMO).map(|s| s.name.to_string()).collect();
+        expected.sort();
+        assert_eq!(asked, expected);
+    }
+
     /// Every binding and variable of wrangler.toml is on the list, so a new one cannot be
     /// forgotten here.
     #[test]
@@ -368,6 +585,62 @@ mod tests {
         }
         assert!(modules >= 2, "worker/*.mjs were not found");
         assert!(missing.is_empty(), "settings read but missing from pure::config::SETTINGS: {missing:?}");
+    }
+
+    /// The shell reads the Worker's vars and secrets in one place: the runtime's `setting` is
+    /// called by `shell/platform.rs` alone (`settings`, parsed once into [`Settings`], and
+    /// `named_value`, a backend credential's `$NAME`), and `named_value` by `shell/secrets.rs`
+    /// alone. A read anywhere else (`env.runtime().setting(…)`) is an ad-hoc read: it fails here.
+    #[test]
+    fn settings_are_read_in_one_place() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut files = Vec::new();
+        rust_files(&root.join("src/shell"), &mut files);
+        rust_files(&root.join("src/runtime"), &mut files);
+        files.push(root.join("src/lib.rs"));
+        let readers: [(&str, &[&str]); 3] = [
+            (".setting(", &["src/shell/platform.rs"]),
+            ("::setting(", &["src/shell/platform.rs"]),
+            ("named_value(", &["src/shell/platform.rs", "src/shell/secrets.rs"]),
+        ];
+        let mut ad_hoc = Vec::new();
+        let mut seen = 0;
+        for f in &files {
+            let shown = f.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+            let src = std::fs::read_to_string(f).unwrap();
+            for (call, allowed) in readers {
+                let n = src.matches(call).count();
+                if allowed.contains(&shown.as_str()) {
+                    seen += n;
+                } else if n > 0 {
+                    ad_hoc.push(format!("{call}…) in {shown}"));
+                }
+            }
+        }
+        assert!(seen >= 3, "the reads of shell/platform.rs and shell/secrets.rs were not found");
+        assert!(ad_hoc.is_empty(), "settings read outside shell::platform::settings: {ad_hoc:?}");
+    }
+
+    /// The README's Configuration table names every row of [`SETTINGS`], and no other setting.
+    #[test]
+    fn the_readme_lists_every_setting() {
+        let readme = include_str!("../../README.md");
+        let section = readme.split("\n## Configuration\n").nth(1).expect("the README has a Configuration section");
+        let section = section.split("\n## ").next().unwrap_or_default();
+        let mut listed = Vec::new();
+        for row in section.lines().filter(|l| l.starts_with("| `")) {
+            let first = row[1..].split('|').next().unwrap_or_default();
+            listed.extend(first.split('`').skip(1).step_by(2).filter(|n| !n.starts_with('$')));
+        }
+        for s in SETTINGS {
+            assert!(listed.contains(&s.name), "{} is missing from the README's Configuration table", s.name);
+        }
+        for name in listed {
+            assert!(
+                SETTINGS.iter().any(|s| s.name == name),
+                "the README's Configuration table lists {name}, which is not in SETTINGS"
+            );
+        }
     }
 
     #[test]

@@ -6,8 +6,15 @@
 //! trusted for other hosts: under DNS rebinding the attacker's page *is* same-origin with the
 //! `Host` it forged.
 
-pub fn origin_allowed(origin: &str, host: Option<&str>, allowed: &str) -> bool {
-    if allowed.split(',').map(str::trim).any(|o| o == "*" || o.eq_ignore_ascii_case(origin)) {
+/// The entries of `ALLOWED_ORIGINS` (comma-separated, each trimmed). A blank entry, which an
+/// unset value is, is kept: it matches an empty `Origin` header, as it always has.
+pub fn allowed_origins(setting: Option<&str>) -> Vec<String> {
+    setting.unwrap_or_default().split(',').map(|o| o.trim().to_string()).collect()
+}
+
+/// `allowed`: the entries of `ALLOWED_ORIGINS` ([`allowed_origins`]).
+pub fn origin_allowed(origin: &str, host: Option<&str>, allowed: &[String]) -> bool {
+    if allowed.iter().any(|o| o == "*" || o.eq_ignore_ascii_case(origin)) {
         return true;
     }
     let Some(host) = host else { return false };
@@ -39,24 +46,41 @@ fn is_loopback(host: &str) -> bool {
 mod tests {
     use super::*;
 
+    fn list(setting: &str) -> Vec<String> {
+        allowed_origins(Some(setting))
+    }
+
+    #[test]
+    fn the_setting_is_a_list() {
+        assert_eq!(allowed_origins(Some(" https://a.example ,*,")), ["https://a.example", "*", ""]);
+        assert_eq!(allowed_origins(None), [""]);
+        // The blank entry of an unset value matches an empty Origin header, as before.
+        assert!(origin_allowed("", None, &allowed_origins(None)));
+        assert!(!origin_allowed("", None, &list("https://a.example")));
+    }
+
     #[test]
     fn listed_origins_pass() {
-        assert!(origin_allowed("https://app.example.com", Some("gw.example.com"), "https://app.example.com, http://x"));
-        assert!(origin_allowed("https://anything.example", None, "*"));
-        assert!(!origin_allowed("https://evil.example", Some("gw.example.com"), "https://app.example.com"));
-        assert!(!origin_allowed("https://evil.example", Some("gw.example.com"), ""));
+        assert!(origin_allowed(
+            "https://app.example.com",
+            Some("gw.example.com"),
+            &list("https://app.example.com, http://x")
+        ));
+        assert!(origin_allowed("https://anything.example", None, &list("*")));
+        assert!(!origin_allowed("https://evil.example", Some("gw.example.com"), &list("https://app.example.com")));
+        assert!(!origin_allowed("https://evil.example", Some("gw.example.com"), &list("")));
     }
 
     #[test]
     fn same_origin_only_on_loopback() {
-        assert!(origin_allowed("http://127.0.0.1:8787", Some("127.0.0.1:8787"), ""));
-        assert!(origin_allowed("http://localhost:8787", Some("localhost:8787"), ""));
-        assert!(origin_allowed("http://[::1]:8787", Some("[::1]:8787"), ""));
+        assert!(origin_allowed("http://127.0.0.1:8787", Some("127.0.0.1:8787"), &list("")));
+        assert!(origin_allowed("http://localhost:8787", Some("localhost:8787"), &list("")));
+        assert!(origin_allowed("http://[::1]:8787", Some("[::1]:8787"), &list("")));
         // DNS rebinding: the forged Host matches the attacker's origin, and is refused.
-        assert!(!origin_allowed("http://evil.example.com", Some("evil.example.com"), ""));
-        assert!(!origin_allowed("http://localhost:9999", Some("localhost:8787"), ""));
-        assert!(origin_allowed("http://LOCALHOST:8787", Some("localhost:8787"), ""));
-        assert!(origin_allowed("http://127.8.9.10", Some("127.8.9.10"), ""));
+        assert!(!origin_allowed("http://evil.example.com", Some("evil.example.com"), &list("")));
+        assert!(!origin_allowed("http://localhost:9999", Some("localhost:8787"), &list("")));
+        assert!(origin_allowed("http://LOCALHOST:8787", Some("localhost:8787"), &list("")));
+        assert!(origin_allowed("http://127.8.9.10", Some("127.8.9.10"), &list("")));
     }
 
     #[test]
@@ -87,7 +111,7 @@ mod tests {
         }
         // A forged Host naming a look-alike name gets no same-origin pass.
         for host in ["127.attacker.example", "127.0.0.1.nip.io", "localhost.evil.com"] {
-            assert!(!origin_allowed(&format!("http://{host}"), Some(host), ""), "{host}");
+            assert!(!origin_allowed(&format!("http://{host}"), Some(host), &list("")), "{host}");
         }
     }
 }

@@ -712,8 +712,7 @@ async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
 
 /// The base of an `oauth` server's resource URL: `PUBLIC_URL`, never the request's `Host`.
 fn oauth_base(env: &Env) -> Result<String, String> {
-    let public_url = crate::shell::platform::setting(env, crate::pure::config::PUBLIC_URL);
-    crate::pure::config::oauth_public_base(public_url.as_deref())
+    crate::pure::config::oauth_public_base(crate::shell::platform::settings(env).public_url.as_deref())
 }
 
 /// `GET` the RFC 9728 protected resource metadata of an `oauth` server (404 for other
@@ -740,10 +739,8 @@ fn header(req: &Incoming, name: &str) -> Option<String> {
     req.headers().get(name)
 }
 
-fn allowed_origins(env: &Env) -> String {
-    crate::shell::platform::setting(env, crate::pure::config::ALLOWED_ORIGINS)
-        .map(|v| v.to_string())
-        .unwrap_or_default()
+fn allowed_origins(env: &Env) -> Vec<String> {
+    crate::shell::platform::settings(env).allowed_origins.clone()
 }
 
 fn with_cors(headers: &mut Headers, origin: Option<&str>) -> crate::runtime::Result<()> {

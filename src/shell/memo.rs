@@ -35,9 +35,6 @@ const END_USER_WINDOW_MS: u64 = 3_600_000;
 /// Client keys one isolate remembers having recorded the use of.
 const KEYS_CAPACITY: usize = 4096;
 const KEY_USE_WINDOW_MS: u64 = 3_600_000;
-const DEFAULT_MEMO_SECONDS: u64 = 5;
-/// Longest staleness an operator may choose.
-const MAX_MEMO_SECONDS: u64 = 300;
 
 /// Console tokens one isolate keeps, and how long one is trusted without reading D1 again: a
 /// token revoked at another isolate works here for at most this long.
@@ -98,9 +95,7 @@ pub fn remember_opened(sealed: &str, value: Rc<str>, now_ms: u64) {
 /// How long a memoized definition is served without looking again (`DEFINITION_MEMO_SECONDS`,
 /// 0 turns the memo off).
 pub fn fresh_ms(env: &Env) -> u64 {
-    let secs = crate::shell::platform::setting(env, crate::pure::config::DEFINITION_MEMO_SECONDS)
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    secs.unwrap_or(DEFAULT_MEMO_SECONDS).min(MAX_MEMO_SECONDS) * 1000
+    crate::shell::platform::settings(env).definition_memo_seconds * 1000
 }
 
 pub fn definition(code_hash: &str, now_ms: u64, fresh_ms: u64) -> Lookup<Rc<Prepared>> {

@@ -81,7 +81,7 @@ pub async fn serve(req: Request, env: &Env, ctx: &Context) -> Response {
     // Refused and failed requests are always logged; every request with LOG_REQUESTS=all (the
     // platform's own invocation logs already record each request, and a log line per request
     // costs time on the hot path).
-    let all = platform::setting(env, crate::pure::config::LOG_REQUESTS).is_some_and(|v| &*v == "all");
+    let all = platform::settings(env).log_all_requests;
     if all || resp.status_code() >= 400 {
         log::info(
             "request",
@@ -131,9 +131,9 @@ async fn route(req: Incoming, env: &Env, ctx: &Context, segments: &[&str], shown
 /// counts against the client's address in the `ADMIN_AUTH_LIMIT` rate limiter; over the limit
 /// the answer is 429 instead of 401.
 async fn check_admin(req: &Incoming, env: &Env, ctx: &Context) -> Result<Identity, ApiError> {
-    let expected = env.runtime().setting(crate::pure::config::ADMIN_TOKEN);
+    let settings = platform::settings(env);
     let header = req.headers().get("authorization");
-    let mut failure = match admin::check(expected.as_deref(), header.as_deref()) {
+    let mut failure = match admin::check(settings.admin_token.as_deref(), header.as_deref()) {
         Ok(()) => return Ok(Identity::bootstrap()),
         Err(f) => f,
     };
@@ -195,13 +195,8 @@ async fn throttle_attempt(req: &Incoming, env: &Env) -> Result<(), ApiError> {
 /// like an MCP server's OAuth token (issuer, AUD tag, expiry, RS256 signature with Access's
 /// keys). `Ok(None)`: Access is not configured.
 async fn access_identity(env: &Env, assertion: &str) -> Result<Option<Identity>, ApiError> {
-    let setting = |name| platform::setting(env, name);
-    let config = console_access::config(
-        setting(crate::pure::config::ACCESS_TEAM_DOMAIN).as_deref(),
-        setting(crate::pure::config::ACCESS_AUD).as_deref(),
-        setting(crate::pure::config::ACCESS_ROLE).as_deref(),
-    )
-    .map_err(|why| {
+    let settings = platform::settings(env);
+    let config = settings.access.as_ref().map_err(|why| {
         ApiError::new(503, "access_misconfigured", format!("Cloudflare Access sign-in is misconfigured: {why}"))
     })?;
     let Some(config) = config else { return Ok(None) };

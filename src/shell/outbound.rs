@@ -17,7 +17,7 @@ use crate::runtime::{Abort, Body, ByteStream, Env, Fetched, Headers, Method, Out
 
 thread_local! {
     /// `ALLOW_PRIVATE_BACKENDS` of the current event (request or alarm).
-    static ALLOW_PRIVATE: RefCell<Option<String>> = const { RefCell::new(None) };
+    static ALLOW_PRIVATE: RefCell<PrivateAllow> = const { RefCell::new(PrivateAllow::Nothing) };
 }
 
 /// Largest error body read from a backend: only a snippet of it is ever shown.
@@ -27,22 +27,18 @@ pub const ERROR_BODY_CAP: usize = 64 * 1024;
 /// and forwarded credential headers, user ids) stays with the origin the app names.
 const CROSS_ORIGIN_HEADERS: [&str; 5] = ["content-type", "accept", "mcp-protocol-version", "mcp-method", "mcp-name"];
 
-fn setting(env: &Env) -> Option<String> {
-    crate::shell::platform::setting(env, crate::pure::config::ALLOW_PRIVATE_BACKENDS).map(|v| v.to_string())
-}
-
 /// Reads `ALLOW_PRIVATE_BACKENDS` for this event. `true` when every private backend is allowed
 /// (`ALLOW_PRIVATE_BACKENDS=true`); a list of hosts allows just those.
 pub fn guard_from_env(env: &Env) -> bool {
-    let s = setting(env);
-    let all = matches!(PrivateAllow::from_setting(s.as_deref()), PrivateAllow::Everything);
-    ALLOW_PRIVATE.with(|a| *a.borrow_mut() = s);
+    let allow = crate::shell::platform::settings(env).allow_private_backends.clone();
+    let all = matches!(allow, PrivateAllow::Everything);
+    ALLOW_PRIVATE.with(|a| *a.borrow_mut() = allow);
     all
 }
 
 /// The private-backend policy of the current event.
 pub fn private_allow() -> PrivateAllow {
-    ALLOW_PRIVATE.with(|a| PrivateAllow::from_setting(a.borrow().as_deref()))
+    ALLOW_PRIVATE.with(|a| a.borrow().clone())
 }
 
 pub enum SendError {

@@ -1,7 +1,10 @@
-//! The Worker platform's names and clock, in one place: the binding names wrangler.toml
-//! declares, the keys Flowgate writes in KV, the time (every "now" of the shell), and the
-//! request a Durable Object is sent.
+//! The Worker platform's names, clock and settings, in one place: the binding names
+//! wrangler.toml declares, the keys Flowgate writes in KV, the time (every "now" of the
+//! shell), and the settings (the only reads of the Worker's vars and secrets).
 
+use std::rc::Rc;
+
+use crate::pure::config::Settings;
 use crate::runtime::Env;
 
 // The bindings wrangler.toml declares, under the names the shell uses for them (the names are
@@ -39,27 +42,37 @@ pub fn now_s() -> i64 {
     (now_ms() / 1000) as i64
 }
 
-/// A setting's name and its value (`None`: not set).
-type Setting = (&'static str, Option<std::rc::Rc<str>>);
-
 thread_local! {
-    /// The plain-text settings read so far by this isolate (`setting`).
-    static SETTINGS: std::cell::RefCell<Vec<Setting>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// This isolate's settings, once read (`settings`).
+    static SETTINGS: std::cell::RefCell<Option<Rc<Settings>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// A plain-text var (or secret) of the Worker, read from `env` once per isolate: an isolate runs
-/// one version of the Worker, whose vars do not change under it, and each read is several
-/// crossings into JavaScript that the hot path otherwise paid on every request.
-pub fn setting(env: &Env, name: &'static str) -> Option<std::rc::Rc<str>> {
-    if let Some(v) = SETTINGS.with(|s| s.borrow().iter().find(|(n, _)| *n == name).map(|(_, v)| v.clone())) {
-        return v;
+/// The Worker's settings (`pure::config::Settings`), read and parsed once per isolate: an
+/// isolate runs one version of the Worker, whose vars and secrets do not change under it, and
+/// each read is several crossings into JavaScript that the hot path otherwise paid on every
+/// request. Every setting read of the shell goes through here.
+pub fn settings(env: &Env) -> Rc<Settings> {
+    if let Some(s) = SETTINGS.with(|s| s.borrow().clone()) {
+        return s;
     }
-    let v = env.runtime().setting(name).map(std::rc::Rc::from);
-    SETTINGS.with(|s| s.borrow_mut().push((name, v.clone())));
-    v
+    let s = Rc::new(Settings::read(|name| env.runtime().setting(name)));
+    SETTINGS.with(|c| *c.borrow_mut() = Some(Rc::clone(&s)));
+    s
 }
 
 /// Forgets the settings this isolate read (an isolate started again).
 pub fn forget_settings() {
-    SETTINGS.with(|s| s.borrow_mut().clear());
+    SETTINGS.with(|s| *s.borrow_mut() = None);
+}
+
+/// The variable or secret a backend credential's `$NAME` names, looked up when the credential
+/// is used, by the same rule as every setting (`Runtime::setting`: the variable, else the
+/// secret; on Workers a name is one or the other). Not kept: the names come from stored apps,
+/// not from a fixed list, and a use costs one lookup, as it always has. Never one of Flowgate's
+/// own settings (those are read through [`settings`] only, and a backend never gets them).
+pub fn named_value(env: &Env, name: &str) -> Option<String> {
+    if crate::pure::config::is_own_name(name) {
+        return None;
+    }
+    env.runtime().setting(name)
 }

@@ -21,7 +21,5 @@ pub async fn allow_in(env: &Env, binding: &str, key: &str) -> Result<bool, Strin
 
 /// The `Retry-After` hint and the period the binding counts over (seconds).
 pub fn period_seconds(env: &Env) -> u64 {
-    crate::shell::platform::setting(env, crate::pure::config::RATE_LIMIT_PERIOD_SECONDS)
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(60)
+    crate::shell::platform::settings(env).rate_limit_period_seconds
 }

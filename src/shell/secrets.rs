@@ -11,30 +11,16 @@ use crate::pure::backend::credentials::{is_secret_ref, seal_literals};
 use crate::pure::config;
 use crate::pure::sealed;
 
-fn secret_or_var(env: &Env, name: &str) -> Option<String> {
-    env.runtime().setting(name)
-}
-
 /// The sealing keys: the current one first, then the previous one (during a rotation).
 pub fn keys(env: &Env) -> Result<Vec<[u8; 32]>, String> {
-    let mut keys = Vec::new();
-    for name in [config::SECRETS_KEY, config::SECRETS_KEY_PREVIOUS] {
-        // Read once per isolate: a call that opens a sealed credential asks every time.
-        if let Some(k) = crate::shell::platform::setting(env, name).filter(|k| !k.trim().is_empty()) {
-            keys.push(sealed::parse_key(&k).map_err(|e| format!("the {name} secret {e}"))?);
-        }
-    }
-    Ok(keys)
+    // Read once per isolate: a call that opens a sealed credential asks every time.
+    crate::shell::platform::settings(env).sealing_keys.clone()
 }
 
 /// Which `$NAME` references this Worker allows (`SECRET_REF_PREFIX`, `SECRET_REF_NAMES`; none
 /// when neither is set).
 pub fn ref_policy(env: &Env) -> config::RefPolicy {
-    let read = |name| crate::shell::platform::setting(env, name);
-    config::RefPolicy::from_settings(
-        read(config::SECRET_REF_PREFIX).as_deref(),
-        read(config::SECRET_REF_NAMES).as_deref(),
-    )
+    crate::shell::platform::settings(env).ref_policy.clone()
 }
 
 /// The credential's value. `Err` completes "the credential …": it names a missing `$NAME`, a
@@ -59,7 +45,7 @@ pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
     if let Some(why) = ref_policy(env).problem(name) {
         return Err(format!("refers to ${name}, {why}"));
     }
-    secret_or_var(env, name)
+    crate::shell::platform::named_value(env, name)
         .ok_or_else(|| format!("refers to ${name}, which is not set on this Worker (wrangler secret put {name})"))
 }
 

@@ -16,7 +16,6 @@ use crate::pure::usage::{self, failure_of, Aggregate, Arg, Call, Query, Row, Sta
 
 use crate::shell::platform;
 
-const DEFAULT_FLUSH_SECONDS: u64 = 60;
 const PRUNE_EVERY_MS: u64 = 3_600_000;
 
 #[derive(Default)]
@@ -32,11 +31,9 @@ thread_local! {
 }
 
 /// `USAGE_FLUSH_SECONDS`: how often an isolate writes its counts (0: on every request, tests).
-/// Read once per isolate (`platform::setting`): every MCP request asks.
+/// Read once per isolate (`platform::settings`): every MCP request asks.
 pub fn flush_seconds(env: &Env) -> u64 {
-    crate::shell::platform::setting(env, crate::pure::config::USAGE_FLUSH_SECONDS)
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(DEFAULT_FLUSH_SECONDS)
+    crate::shell::platform::settings(env).usage_flush_seconds
 }
 
 /// A `tools/call` being served: recorded when it finishes (or, if dropped unfinished, as a

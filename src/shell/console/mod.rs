@@ -110,7 +110,7 @@ async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], s
     let db = env.d1(platform::D1);
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
-    let public_url = env.runtime().setting(config::PUBLIC_URL);
+    let public_url = platform::settings(env).public_url.clone();
     let path = quote_input(shown_path);
     let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
     let refs = crate::shell::secrets::ref_policy(env);
