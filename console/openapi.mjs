@@ -1,7 +1,8 @@
 // The source of console/openapi.json, the OpenAPI 3.1 document of the console API (served at
 // /console/api/openapi.json). Run `node console/openapi.mjs` after changing it: it rewrites the
 // JSON, which is what is checked in and served. Checks that keep it true:
-//   - src/pure/console_roles.rs (cargo test): its paths, methods and x-flowgate-role equal ROUTES;
+//   - src/pure/console_routes.rs (cargo test): its paths, methods, x-flowgate-role and success
+//     status equal the route table ROUTES;
 //   - tests/integration/openapi.test.mjs: the JSON is this file's output, and real answers of the
 //     Worker validate against the response schemas.
 import fs from 'node:fs';

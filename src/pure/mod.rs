@@ -8,6 +8,7 @@ pub mod client_auth;
 pub mod config;
 pub mod console_access;
 pub mod console_roles;
+pub mod console_routes;
 pub mod console_tokens;
 pub mod decimal;
 pub mod definition;

@@ -2,7 +2,8 @@
 // as a static asset at /console/api/openapi.json: it is current, structurally OpenAPI 3.1, and
 // true: real answers of the Worker, for every operation it lists, validate against its response
 // schemas (a status it does not list, or a body its schema refuses, fails the test).
-// (That its paths, methods and roles equal pure::console_roles::ROUTES is a `cargo test`.)
+// (That its paths, methods, roles and success statuses equal pure::console_routes::ROUTES is a
+// `cargo test`.)
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

@@ -1,6 +1,7 @@
 //! The console API under `/console/api`: the app registry, Dify-compatible server routes and
-//! console tokens. Every request is decided by `pure::console_roles` (the caller's role against
-//! the route's) before it is routed.
+//! console tokens. Every request is resolved against the one route table
+//! (`pure::console_routes`) and decided by `pure::console_roles` (the caller's role against the
+//! route's) before the route's handler runs.
 
 use serde_json::json;
 use std::rc::Rc;
@@ -10,6 +11,7 @@ use crate::runtime::{Context, Db, Env, Method, Response};
 use crate::pure::config;
 use crate::pure::console_access;
 use crate::pure::console_roles::{self, Identity, NamedToken, Role};
+use crate::pure::console_routes::{self, Handler, Matched};
 use crate::pure::error::ApiError;
 use crate::pure::ids;
 use crate::pure::quote::quote_input;
@@ -26,16 +28,17 @@ mod servers;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
-/// Routes `/console/api/<rest>` for `caller` once its role allows the route; every write (and
+/// Runs `/console/api/<rest>` for `caller` once the route table has a route for it and the
+/// caller's role allows the route; every write (and
 /// code rotation), refused ones included, is recorded in the audit log under the caller's name.
 /// `shown_path` is the path as messages may quote it.
 pub async fn handle(req: Incoming, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
     let method = req.method();
     let writes = !matches!(method, Method::Get | Method::Head | Method::Options) || rest.last() == Some(&"refresh");
-    let decision = console_roles::decide(rest, method.as_ref(), caller.role);
-    let result = match decision.error(caller, method.as_ref(), shown_path) {
-        Some(refused) => Err(refused),
-        None => route(req, env, caller, rest, shown_path).await,
+    let decision = console_roles::decide(console_routes::resolve(rest, method.as_ref()), caller.role);
+    let result = match decision.into_result(caller, method.as_ref(), shown_path) {
+        Ok(found) => run(req, env, caller, found, shown_path).await,
+        Err(refused) => Err(refused),
     };
     if writes {
         let status = match &result {
@@ -106,107 +109,75 @@ async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16)
     }
 }
 
-async fn route(mut req: Incoming, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
+/// Runs the handler of a route the table resolved and the caller's role allows.
+async fn run(
+    mut req: Incoming,
+    env: &Env,
+    caller: &Identity,
+    found: Matched<'_>,
+    shown_path: &str,
+) -> Result<Response> {
     let db = env.d1(platform::D1);
     let method = req.method();
     let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
     let public_url = platform::settings(env).public_url.clone();
     let path = quote_input(shown_path);
-    let not_allowed = |allow: &'static str| Err(ApiError::method_not_allowed(method.as_ref(), &path, allow));
     let refs = crate::shell::secrets::ref_policy(env);
     let c = Console { env, db: &db, public_base: config::public_base(public_url.as_deref(), &origin), refs: &refs };
-    let (status, body) = match (rest, &method) {
+    let route = found.route;
+    if route.writes {
+        console_access::writing_get(caller, method.as_ref(), &path)?;
+    }
+    let [id, sub] = found.params;
+    let req = &mut req;
+    let body = match route.handler {
         // The index: where the OpenAPI document of this API is (a static asset, see wrangler.toml),
         // and who the caller is (the web console asks it to learn whether Access signed it in).
-        ([], Method::Get) => (
-            200,
-            json!({
-                "openapi": "/console/api/openapi.json",
-                "version": crate::shell::VERSION,
-                "caller": {"actor": caller.actor(), "role": caller.role.as_str()},
-            }),
-        ),
-        ([], _) => return not_allowed("GET"),
-        (["apps"], Method::Get) => (200, c.list_apps().await?),
-        (["apps"], Method::Post) => (201, c.create_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?),
-        (["apps"], _) => return not_allowed("GET, POST"),
-        (["apps", "import"], Method::Post) => {
-            (201, c.import_app(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
-        }
-        (["apps", "import"], _) => return not_allowed("POST"),
-        (["apps", id], Method::Get) => (200, c.app_row(id).await?.to_console_json()),
-        (["apps", id], Method::Put) => {
-            (200, c.replace_app(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
-        }
-        (["apps", id], Method::Delete) => (200, c.delete_app(id).await?),
-        (["apps", _], _) => return not_allowed("GET, PUT, DELETE"),
-        (["apps", id, "tools", "refresh"], Method::Post) => (200, c.refresh_tools(id).await?),
-        (["apps", _, "tools", "refresh"], _) => return not_allowed("POST"),
-        (["apps", id, "server"], Method::Get) => (200, c.get_app_server(id).await?),
-        (["apps", id, "server"], Method::Post) => {
-            (201, c.create_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, true).await?).await?)
-        }
-        (["apps", id, "server"], Method::Put) => {
-            (200, c.update_app_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
-        }
-        (["apps", id, "server"], Method::Delete) => (200, c.delete_app_server(id).await?),
-        (["apps", _, "server"], _) => return not_allowed("GET, POST, PUT, DELETE"),
-        // Dify's route is a GET keyed by the server id; POST is accepted too, and so is the app id.
-        (["apps", id, "server", "refresh"], Method::Get | Method::Post) => {
-            console_access::writing_get(caller, method.as_ref(), &path)?;
-            (200, c.rotate_app_server(id).await?)
-        }
-        (["apps", _, "server", "refresh"], _) => return not_allowed("GET, POST"),
-        (["servers"], Method::Get) => (200, c.list_servers().await?),
-        (["servers"], Method::Post) => {
-            (201, c.create_server(&read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
-        }
-        (["servers"], _) => return not_allowed("GET, POST"),
-        (["servers", id], Method::Get) => (200, c.get_server(id).await?),
-        (["servers", id], Method::Put) => {
-            (200, c.update_server(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
-        }
-        (["servers", id], Method::Delete) => (200, c.delete_server(id).await?),
-        (["servers", _], _) => return not_allowed("GET, PUT, DELETE"),
-        (["servers", id, "refresh"], Method::Get | Method::Post) => {
-            console_access::writing_get(caller, method.as_ref(), &path)?;
-            (200, c.rotate_server(id).await?)
-        }
-        (["servers", _, "refresh"], _) => return not_allowed("GET, POST"),
-        (["servers", id, "auth"], Method::Get) => (200, c.get_auth(id).await?),
-        (["servers", id, "auth"], Method::Put) => {
-            (200, c.set_auth(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
-        }
-        (["servers", _, "auth"], _) => return not_allowed("GET, PUT"),
-        (["servers", id, "keys"], Method::Get) => (200, c.list_keys(id).await?),
-        (["servers", id, "keys"], Method::Post) => {
-            (201, c.create_key(id, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
-        }
-        (["servers", _, "keys"], _) => return not_allowed("GET, POST"),
-        (["servers", id, "keys", key_id], Method::Delete) => (200, c.revoke_key(id, key_id).await?),
-        (["servers", _, "keys", _], _) => return not_allowed("DELETE"),
-        (["servers", id, "tasks"], Method::Get) => (200, c.list_tasks(id, &req).await?),
-        (["servers", _, "tasks"], _) => return not_allowed("GET"),
-        (["servers", id, "tasks", task], Method::Get) => (200, c.task(id, task).await?),
-        (["servers", _, "tasks", _], _) => return not_allowed("GET"),
-        (["servers", id, "tasks", task, "cancel"], Method::Post) => (200, c.cancel_task(id, task).await?),
-        (["servers", _, "tasks", _, "cancel"], _) => return not_allowed("POST"),
-        (["servers", id, "usage"], Method::Get) => (200, c.usage(id, &req).await?),
-        (["servers", _, "usage"], _) => return not_allowed("GET"),
-        (["audit"], Method::Get) => (200, c.audit_log(&req).await?),
-        (["secrets", "reseal"], Method::Post) => (200, c.reseal_all().await?),
-        (["secrets", "reseal"], _) => return not_allowed("POST"),
-        (["audit"], _) => return not_allowed("GET"),
-        (["tokens"], Method::Get) => (200, c.list_tokens().await?),
-        (["tokens"], Method::Post) => {
-            (201, c.create_token(caller, &read_json(&mut req, MAX_CONSOLE_BODY, false).await?).await?)
-        }
-        (["tokens"], _) => return not_allowed("GET, POST"),
-        (["tokens", id], Method::Delete) => (200, c.revoke_token(id).await?),
-        (["tokens", _], _) => return not_allowed("DELETE"),
-        _ => return Err(ApiError::not_found(format!("no console route {} {path}", method.as_ref()))),
+        Handler::Index => json!({
+            "openapi": "/console/api/openapi.json",
+            "version": crate::shell::VERSION,
+            "caller": {"actor": caller.actor(), "role": caller.role.as_str()},
+        }),
+        Handler::ListApps => c.list_apps().await?,
+        Handler::CreateApp => c.create_app(&json_body(req).await?).await?,
+        Handler::ImportApp => c.import_app(&json_body(req).await?).await?,
+        Handler::GetApp => c.app_row(id).await?.to_console_json(),
+        Handler::ReplaceApp => c.replace_app(id, &json_body(req).await?).await?,
+        Handler::DeleteApp => c.delete_app(id).await?,
+        Handler::RefreshTools => c.refresh_tools(id).await?,
+        Handler::GetAppServer => c.get_app_server(id).await?,
+        // An empty body is an empty object here: publishing needs no field.
+        Handler::CreateAppServer => c.create_app_server(id, &read_json(req, MAX_CONSOLE_BODY, true).await?).await?,
+        Handler::UpdateAppServer => c.update_app_server(id, &json_body(req).await?).await?,
+        Handler::DeleteAppServer => c.delete_app_server(id).await?,
+        Handler::RotateAppServer => c.rotate_app_server(id).await?,
+        Handler::ListServers => c.list_servers().await?,
+        Handler::CreateServer => c.create_server(&json_body(req).await?).await?,
+        Handler::GetServer => c.get_server(id).await?,
+        Handler::UpdateServer => c.update_server(id, &json_body(req).await?).await?,
+        Handler::DeleteServer => c.delete_server(id).await?,
+        Handler::RotateServer => c.rotate_server(id).await?,
+        Handler::GetAuth => c.get_auth(id).await?,
+        Handler::SetAuth => c.set_auth(id, &json_body(req).await?).await?,
+        Handler::ListKeys => c.list_keys(id).await?,
+        Handler::CreateKey => c.create_key(id, &json_body(req).await?).await?,
+        Handler::RevokeKey => c.revoke_key(id, sub).await?,
+        Handler::ListTasks => c.list_tasks(id, req).await?,
+        Handler::GetTask => c.task(id, sub).await?,
+        Handler::CancelTask => c.cancel_task(id, sub).await?,
+        Handler::Usage => c.usage(id, req).await?,
+        Handler::AuditLog => c.audit_log(req).await?,
+        Handler::ResealSecrets => c.reseal_all().await?,
+        Handler::ListTokens => c.list_tokens().await?,
+        Handler::CreateToken => c.create_token(caller, &json_body(req).await?).await?,
+        Handler::RevokeToken => c.revoke_token(id).await?,
     };
-    Ok(http::json(status, &body))
+    Ok(http::json(route.ok, &body))
+}
+
+/// A console request's JSON body (required).
+async fn json_body(req: &mut Incoming) -> Result<serde_json::Value> {
+    read_json(req, MAX_CONSOLE_BODY, false).await
 }
 
 fn field_error(field: &str, message: &str) -> ApiError {
