@@ -8,7 +8,6 @@ use super::backend::config::Backend;
 use super::client_auth::ClientAuth;
 use super::error::Errors;
 use super::form::{parse_form, FormField};
-use super::mode::Mode;
 use super::server::Status;
 
 /// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
@@ -47,20 +46,20 @@ impl crate::pure::fields::FromFields for ServerDefinition {
 }
 crate::pure::fields::deserialize_by_fields!(ServerDefinition);
 
-/// Written by serde; read through `pure::fields`, its backend settings by `mode`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Read through `pure::fields`: `mode` and `backend` together into one [`Backend`]. Written in
+/// the same shape, `mode` from the backend ([`Backend::mode`]): KV entries and task records
+/// written by earlier deploys read as before.
+#[derive(Debug, Clone, PartialEq)]
 pub struct AppDefinition {
     pub id: String,
     pub name: String,
     pub description: String,
-    pub mode: Mode,
-    /// Serialized in the console's flat shape; read back by `mode`.
+    /// The kind, its settings (serialized in the console's flat shape) and a Dify app's mode.
     pub backend: Backend,
     pub user_input_form: Value,
     pub outputs: Value,
     /// `user_input_form` parsed once, when the definition is read: what tool schemas and
-    /// argument checks are made from on every request.
-    #[serde(skip)]
+    /// argument checks are made from on every request (not written).
     pub form: Vec<FormField>,
 }
 
@@ -71,20 +70,34 @@ impl AppDefinition {
         id: String,
         name: String,
         description: String,
-        mode: Mode,
         backend: Backend,
         user_input_form: Value,
         outputs: Value,
     ) -> AppDefinition {
         let form = parse_form(&user_input_form, "user_input_form", &mut Errors::default());
-        AppDefinition { id, name, description, mode, backend, user_input_form, outputs, form }
+        AppDefinition { id, name, description, backend, user_input_form, outputs, form }
     }
 
     /// Whether a call is made as a stream: Dify modes for clients that take SSE (so progress
     /// can flow) and agent-chat always (Dify serves it only streaming); HTTP tools when
     /// configured so; upstream MCP calls whenever the client takes SSE.
     pub fn streams(&self, accepts_sse: bool) -> bool {
-        self.backend.kind().streams(self.mode, accepts_sse)
+        self.backend.kind().streams(accepts_sse)
+    }
+}
+
+impl Serialize for AppDefinition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("AppDefinition", 7)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("description", &self.description)?;
+        st.serialize_field("mode", &self.backend.mode())?;
+        st.serialize_field("backend", &self.backend)?;
+        st.serialize_field("user_input_form", &self.user_input_form)?;
+        st.serialize_field("outputs", &self.outputs)?;
+        st.end()
     }
 }
 
@@ -93,7 +106,7 @@ impl crate::pure::fields::FromFields for AppDefinition {
         let mode = f.named("mode")?;
         let backend = Backend::from_settings(mode, &f.value("backend")?)?;
         let (id, name, description) = (f.text("id")?, f.text("name")?, f.text("description")?);
-        Ok(AppDefinition::new(id, name, description, mode, backend, f.value("user_input_form")?, f.value("outputs")?))
+        Ok(AppDefinition::new(id, name, description, backend, f.value("user_input_form")?, f.value("outputs")?))
     }
 }
 crate::pure::fields::deserialize_by_fields!(AppDefinition);
@@ -164,7 +177,6 @@ mod tests {
                 "a".into(),
                 "A".into(),
                 "".into(),
-                Mode::Workflow,
                 dify(json!({"base_url": "http://x", "api_key": "k"})),
                 json!([]),
                 json!([]),
@@ -173,24 +185,26 @@ mod tests {
     }
 
     use super::*;
+    use crate::pure::backend::dify::mode::DifyMode;
     use crate::pure::client_auth::{AuthMode, ClientKey};
+    use crate::pure::mode::Mode;
     use crate::pure::oauth_resource::OAuthSettings;
     use serde_json::json;
 
     fn dify(settings: Value) -> Backend {
-        Backend::from_settings(Mode::Workflow, &settings).unwrap()
+        Backend::from_settings(Mode::Dify(DifyMode::Workflow), &settings).unwrap()
     }
 
     #[test]
     fn which_calls_stream() {
         let app = |mode: Mode, settings: Value| {
             let backend = Backend::from_settings(mode, &settings).unwrap();
-            AppDefinition::new("a".into(), "A".into(), "".into(), mode, backend, json!([]), json!([]))
+            AppDefinition::new("a".into(), "A".into(), "".into(), backend, json!([]), json!([]))
         };
         let dify = json!({"base_url": "http://x", "api_key": "k"});
-        let workflow = app(Mode::Workflow, dify.clone());
+        let workflow = app(Mode::Dify(DifyMode::Workflow), dify.clone());
         assert!(workflow.streams(true) && !workflow.streams(false));
-        let agent = app(Mode::AgentChat, dify);
+        let agent = app(Mode::Dify(DifyMode::AgentChat), dify);
         assert!(agent.streams(true) && agent.streams(false), "Dify serves agent-chat only streaming");
         let tool = app(Mode::HttpTool, json!({"api_endpoint": "http://t"}));
         assert!(!tool.streams(true) && !tool.streams(false), "an HTTP tool streams only when set to");
