@@ -401,6 +401,33 @@ mod tests {
         assert!(ok.is_ok());
     }
 
+    /// One mode, the other kind's settings: refused at the console with the fields to fix, never
+    /// stored as an app of one kind holding another's settings.
+    #[test]
+    fn a_mode_with_another_kinds_settings_is_refused() {
+        let dify = json!({"base_url": "https://d.example/v1", "api_key": "app-k"});
+        let err = validate_app(&json!({"name": "t", "mode": "http-tool", "backend": dify}), None).unwrap_err();
+        let problems: Vec<(String, String)> = err.errors.iter().map(|f| (f.field.clone(), f.message.clone())).collect();
+        assert_eq!(fields(err), ["backend.api_endpoint", "backend.base_url"], "{problems:?}");
+        assert!(problems[1].1.starts_with("is not a setting of http-tool apps (known: api_endpoint"), "{problems:?}");
+        let err = validate_app(&json!({"name": "t", "mode": "mcp", "backend": dify}), None).unwrap_err();
+        assert_eq!(fields(err), ["backend.url", "backend.base_url", "backend.api_key"]);
+        let err =
+            validate_app(&json!({"name": "t", "mode": "workflow", "backend": {"url": "https://m.example/mcp"}}), None)
+                .unwrap_err();
+        assert_eq!(fields(err), ["backend.base_url", "backend.url", "backend.api_key"]);
+        // Each mode's own settings make an app of that mode and no other.
+        for mode in Mode::names() {
+            let backend = match Mode::parse(mode) {
+                Some(Mode::HttpTool) => json!({"api_endpoint": "https://t.example/x"}),
+                Some(Mode::Mcp) => json!({"url": "https://m.example/mcp"}),
+                _ => dify.clone(),
+            };
+            let spec = validate_app(&json!({"name": "t", "mode": mode, "backend": backend}), None).unwrap();
+            assert_eq!(spec.config.mode().as_str(), mode);
+        }
+    }
+
     #[test]
     fn literal_credentials_are_masked_and_refs_are_not() {
         let backend = json!({"url": "https://x", "api_key": "lit", "headers": {"X-Key": "$TEAM_KEY", "X-Other": "v"},

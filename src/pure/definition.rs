@@ -214,6 +214,62 @@ mod tests {
         assert!(upstream.streams(true) && !upstream.streams(false));
     }
 
+    /// An app as earlier deploys wrote it (KV definitions, task records): `mode` beside the
+    /// settings. It reads into one backend, and is written back to the same text, for every mode.
+    #[test]
+    fn apps_stored_with_their_mode_beside_the_settings_read_and_write_back_the_same() {
+        let settings = [
+            ("workflow", r#"{"base_url":"https://d.example/v1","api_key":"enc:v1:k","task_support":"optional"}"#),
+            ("chat", r#"{"base_url":"https://d.example/v1","api_key":"$KEY"}"#),
+            ("advanced-chat", r#"{"base_url":"https://d.example/v1","api_key":"k","timeout_seconds":30}"#),
+            ("agent-chat", r#"{"base_url":"https://d.example/v1","api_key":"k"}"#),
+            ("completion", r#"{"base_url":"https://d.example/v1","api_key":"k"}"#),
+            ("http-tool", r#"{"api_endpoint":"https://t.example/run","stream":true}"#),
+            ("mcp", r#"{"url":"https://m.example/mcp","tool_call_timeout":20}"#),
+        ];
+        for (mode, backend) in settings {
+            let stored = format!(
+                r#"{{"id":"a","name":"A","description":"","mode":"{mode}","backend":{backend},"user_input_form":[],"outputs":[]}}"#
+            );
+            let app: AppDefinition = serde_json::from_str(&stored).unwrap();
+            assert_eq!(app.backend.mode(), Mode::parse(mode).unwrap());
+            assert_eq!(serde_json::to_string(&app).unwrap(), stored);
+        }
+        let app: AppDefinition = serde_json::from_str(&format!(
+            r#"{{"id":"a","name":"A","description":"","mode":"agent-chat","backend":{},"user_input_form":[],"outputs":[]}}"#,
+            settings[3].1
+        ))
+        .unwrap();
+        assert_eq!(app.backend.as_dify().map(|c| c.app_mode), Some(DifyMode::AgentChat));
+    }
+
+    /// A stored app whose mode and settings disagree is refused with the reason, not read as
+    /// either kind.
+    #[test]
+    fn a_stored_app_whose_mode_does_not_fit_its_settings_does_not_read() {
+        let read = |mode: &str, backend: &str| {
+            serde_json::from_str::<AppDefinition>(&format!(
+                r#"{{"id":"a","name":"A","description":"","mode":"{mode}","backend":{backend},"user_input_form":[],"outputs":[]}}"#
+            ))
+            .unwrap_err()
+            .to_string()
+        };
+        let dify = r#"{"base_url":"https://d.example/v1","api_key":"k"}"#;
+        assert_eq!(
+            read("http-tool", dify),
+            "the stored http-tool settings do not read: api_endpoint is null or missing"
+        );
+        assert_eq!(read("mcp", dify), "the stored mcp settings do not read: url is null or missing");
+        assert_eq!(
+            read("workflow", r#"{"url":"https://m.example/mcp"}"#),
+            "the stored workflow settings do not read: base_url is null or missing"
+        );
+        assert_eq!(read("dify", dify), r#"mode is not a known name ("dify")"#);
+        let no_mode =
+            format!(r#"{{"id":"a","name":"A","description":"","backend":{dify},"user_input_form":[],"outputs":[]}}"#);
+        assert_eq!(serde_json::from_str::<AppDefinition>(&no_mode).unwrap_err().to_string(), "mode is null or missing");
+    }
+
     #[test]
     fn round_trips_and_rejects_other_formats() {
         let d = def();
