@@ -273,10 +273,11 @@ fn check_step(msg: &Value, step: &Step) {
     }
 }
 
-fn task_view(status: &'static str, outcome: Option<TaskOutcome>) -> TaskView {
+fn task_view(status: &str, outcome: Option<TaskOutcome>) -> TaskView {
+    use flowgate::pure::named::Named;
     TaskView {
         task_id: "t-1".into(),
-        status,
+        status: flowgate::pure::protocol::tasks::McpTaskStatus::from_name(status).expect("an MCP task status"),
         status_message: Some("fuzz".into()),
         created_at_ms: 1_700_000_000_000,
         updated_at_ms: 1_700_000_001_000,

@@ -253,7 +253,7 @@ fn answer(rec: &Record, was_terminal: bool) -> TaskAnswer {
     let v = rec.view();
     TaskAnswer {
         task_id: v.task_id,
-        status: McpTaskStatus::of(rec.state.status),
+        status: rec.state.status.mcp_status(),
         status_message: v.status_message,
         created_at_ms: v.created_at_ms,
         updated_at_ms: v.updated_at_ms,

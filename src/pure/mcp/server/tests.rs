@@ -491,7 +491,7 @@ fn task_methods_per_revision() {
     };
     let view = TaskView {
         task_id: "abc".into(),
-        status: "completed",
+        status: crate::pure::protocol::tasks::McpTaskStatus::Completed,
         status_message: None,
         created_at_ms: 0,
         updated_at_ms: 0,
