@@ -28,7 +28,7 @@ use crate::pure::outcome::Outcome;
 use crate::pure::protocol::tasks::{TaskOutcome, TaskView};
 use crate::pure::sse::SseParser;
 use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
-use crate::pure::task_contract::{Kind, McpTaskStatus, TaskAnswer, TaskCall, TaskSpec};
+use crate::pure::task_contract::{Kind, TaskAnswer, TaskCall, TaskSpec};
 
 use crate::pure::backend::mcp::config::ToolsetRole;
 use crate::shell::backend::mcp::client::{upstream_of, Client as UpstreamClient};
