@@ -17,12 +17,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use flowgate::pure::backend::dify::mode::DifyMode;
 use flowgate::pure::backend::dify::stream::DifyStream;
 use flowgate::pure::definition::{ServerDefinition, FORMAT};
 use flowgate::pure::mcp::prepared::{response_text, Prepared};
 use flowgate::pure::mcp::server::{handle, handle_with, RequestHeaders, Step};
 use flowgate::pure::mcp::tools::{tools, Upstreams};
-use flowgate::pure::mode::Mode;
 use flowgate::pure::sse::{SseEventRef, SseParser};
 
 // ---------------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ fn parse_pass(bytes: &[u8]) -> (u64, u64) {
 /// data read by `DifyStream` (the signals it gives are taken and dropped): (events, signals).
 fn interpret_pass(bytes: &[u8]) -> (u64, u64) {
     let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);
-    let mut reader = DifyStream::new(Mode::Workflow, 1 << 20);
+    let mut reader = DifyStream::new(DifyMode::Workflow, 1 << 20);
     let mut signals = Vec::new();
     let (mut events, mut signalled) = (0u64, 0u64);
     let mut take = |e: SseEventRef<'_>| {

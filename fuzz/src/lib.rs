@@ -27,6 +27,7 @@ use serde_json::{json, Map, Value};
 
 use flowgate::pure::app::validate_app;
 use flowgate::pure::backend::config::Backend;
+use flowgate::pure::backend::dify::mode::DifyMode;
 use flowgate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
 use flowgate::pure::error::Errors;
 use flowgate::pure::form::{form_to_dify, parse_form};
@@ -69,8 +70,10 @@ pub fn server_definition() -> ServerDefinition {
                 "a1".into(),
                 "Summariser".into(),
                 "Summarises text".into(),
-                Mode::Workflow,
-                backend(Mode::Workflow, json!({"base_url": "http://x/v1", "api_key": "k", "task_support": "optional"})),
+                backend(
+                    Mode::Dify(DifyMode::Workflow),
+                    json!({"base_url": "http://x/v1", "api_key": "k", "task_support": "optional"}),
+                ),
                 json!([
                     {"text-input": {"variable": "text", "label": "Text", "required": true, "max_length": 200}},
                     {"select": {"variable": "lang", "options": ["en", "fr"], "default": "en"}}
@@ -81,8 +84,7 @@ pub fn server_definition() -> ServerDefinition {
                 "a2".into(),
                 "Agent".into(),
                 "".into(),
-                Mode::Chat,
-                backend(Mode::Chat, json!({"base_url": "http://x/v1", "api_key": "k"})),
+                backend(Mode::Dify(DifyMode::Chat), json!({"base_url": "http://x/v1", "api_key": "k"})),
                 json!([]),
                 json!([]),
             ),
@@ -102,7 +104,6 @@ pub fn server_with_upstream() -> (ServerDefinition, Upstreams) {
 "a3".into(),
 "Upstream".into(),
 "".into(),
-Mode::Mcp,
 backend(
             Mode::Mcp,
             json!({"url": "http://up/mcp",
@@ -272,10 +273,11 @@ fn check_step(msg: &Value, step: &Step) {
     }
 }
 
-fn task_view(status: &'static str, outcome: Option<TaskOutcome>) -> TaskView {
+fn task_view(status: &str, outcome: Option<TaskOutcome>) -> TaskView {
+    use flowgate::pure::named::Named;
     TaskView {
         task_id: "t-1".into(),
-        status,
+        status: flowgate::pure::protocol::tasks::McpTaskStatus::from_name(status).expect("an MCP task status"),
         status_message: Some("fuzz".into()),
         created_at_ms: 1_700_000_000_000,
         updated_at_ms: 1_700_000_001_000,
@@ -403,7 +405,7 @@ pub fn arguments(data: &[u8]) {
                     );
                     assert_eq!(Some(v), args.get(k));
                 }
-                if tool.mode.takes_query() {
+                if tool.app.backend.as_dify().is_some_and(|c| c.app_mode.takes_query()) {
                     assert_eq!(Some(query.as_str()), args.get("query").and_then(Value::as_str));
                 } else {
                     assert!(query.is_empty());
@@ -459,7 +461,9 @@ pub fn form_schema(data: &[u8]) {
         for mode in ["workflow", "chat"] {
             let mut def = server_definition();
             def.apps.truncate(1);
-            def.apps[0].mode = flowgate::pure::mode::Mode::parse(mode).unwrap_or(Mode::Workflow);
+            if let Backend::Dify(c) = &mut def.apps[0].backend {
+                c.app_mode = Mode::parse(mode).and_then(Mode::dify).unwrap_or(DifyMode::Workflow);
+            }
             def.apps[0].user_input_form = value.clone();
             let all = tools(&def);
             let tool = &all[0];

@@ -30,15 +30,7 @@ pub fn server(server_id: &str, counts: &[usize]) -> (ServerDefinition, Catalogs)
         let id = format!("a{i}");
         let backend = Backend::from_settings(Mode::Mcp, &json!({"url": "https://mcp.example/mcp"}))
             .expect("fixture settings read");
-        apps.push(AppDefinition::new(
-            id.clone(),
-            format!("App{i}"),
-            "".into(),
-            Mode::Mcp,
-            backend,
-            json!([]),
-            json!([]),
-        ));
+        apps.push(AppDefinition::new(id.clone(), format!("App{i}"), "".into(), backend, json!([]), json!([])));
         let catalog = Catalog {
             capabilities: json!({"resources": {}, "prompts": {}}),
             resources: (0..n).map(|k| json!({"uri": format!("app{i}://r/{k}"), "name": format!("r{k}")})).collect(),

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use super::backend::config::Backend;
 use super::backend::credentials::{credential_at, for_each_credential, is_secret_ref, origin_change, url_view, MASK};
 use super::backend::dify::config as dify_config;
+use super::backend::dify::mode::DifyMode;
 use super::backend::http_tool::config as http_tool_config;
 use super::backend::http_tool::manifest::derive_from_manifest;
 use super::backend::mcp::config as mcp_config;
@@ -25,10 +26,9 @@ pub const MAX_DESCRIPTION: usize = 4096;
 pub struct AppSpec {
     pub name: String,
     pub description: String,
-    pub mode: Mode,
     /// Backend settings as stored: credentials are `$NAME` references or literals.
     pub backend: Value,
-    /// The same settings, typed.
+    /// The same settings, typed: the backend's kind, and its mode (`Backend::mode`).
     pub config: Backend,
     pub user_input_form: Vec<FormField>,
     pub outputs: Vec<OutputVar>,
@@ -94,7 +94,7 @@ pub fn validate_app_in(
         None | Some(Value::Null) => Vec::new(),
         Some(v) => form::parse_form(v, "user_input_form", &mut errs),
     };
-    if mode.is_some_and(Mode::takes_query) {
+    if mode.and_then(Mode::dify).is_some_and(DifyMode::takes_query) {
         if let Some(i) = form.iter().position(|f| f.variable == "query") {
             errs.add(
                 format!("user_input_form[{i}]"),
@@ -122,7 +122,7 @@ pub fn validate_app_in(
         }
         (None, Some(b)) => b.clone(),
     };
-    let mode = mode.unwrap_or(Mode::Workflow);
+    let mode = mode.unwrap_or(Mode::Dify(DifyMode::Workflow));
     let (form, outputs) = match (mode, backend.as_object()) {
         // An HTTP tool's inputs and outputs come from its manifest.
         (Mode::HttpTool, Some(b)) if b.contains_key("manifest") => {
@@ -144,7 +144,7 @@ pub fn validate_app_in(
     // Checked field by field above, so this reads; a failure is a gap between the checks and
     // the config struct, reported rather than stored.
     let config = Backend::from_settings(mode, &backend).map_err(ApiError::bad_request)?;
-    Ok(AppSpec { name, description, mode, backend, config, user_input_form: form, outputs })
+    Ok(AppSpec { name, description, backend, config, user_input_form: form, outputs })
 }
 
 /// Non-fatal notes on an app a person should see (returned as `warnings`).
@@ -162,8 +162,9 @@ pub fn warnings(spec: &AppSpec) -> Vec<String> {
             )
         })
         .collect();
-    if !spec.outputs.is_empty() && spec.mode != Mode::Workflow && spec.mode != Mode::HttpTool {
-        w.push(format!("outputs are only used by workflow and http-tool apps, not {}", spec.mode.as_str()));
+    let mode = spec.config.mode();
+    if !spec.outputs.is_empty() && !matches!(mode, Mode::Dify(DifyMode::Workflow) | Mode::HttpTool) {
+        w.push(format!("outputs are only used by workflow and http-tool apps, not {}", mode.as_str()));
     }
     w
 }
@@ -255,7 +256,7 @@ fn validate_backend(mode: Mode, b: &mut Value, stored: Option<&Value>, refs: &co
     match mode {
         Mode::HttpTool => http_tool_config::validate(obj, errs),
         Mode::Mcp => mcp_config::validate(obj, errs),
-        dify => dify_config::validate(dify, obj, errs),
+        Mode::Dify(_) => dify_config::validate(mode, obj, errs),
     }
     // Where the credentials would be sent, for the origin check of "***".
     let new_urls = url_view(obj);
@@ -323,7 +324,7 @@ mod tests {
     #[test]
     fn accepts_a_workflow_and_trims_the_base_url() {
         let spec = validate_app(&workflow(), None).unwrap();
-        assert_eq!(spec.mode, Mode::Workflow);
+        assert_eq!(spec.config.mode(), Mode::Dify(DifyMode::Workflow));
         assert_eq!(spec.backend["base_url"], "http://127.0.0.1:5001/v1");
         assert_eq!(spec.outputs[0].ty, "string");
         assert!(warnings(&spec).is_empty());
@@ -398,6 +399,33 @@ mod tests {
             None,
         );
         assert!(ok.is_ok());
+    }
+
+    /// One mode, the other kind's settings: refused at the console with the fields to fix, never
+    /// stored as an app of one kind holding another's settings.
+    #[test]
+    fn a_mode_with_another_kinds_settings_is_refused() {
+        let dify = json!({"base_url": "https://d.example/v1", "api_key": "app-k"});
+        let err = validate_app(&json!({"name": "t", "mode": "http-tool", "backend": dify}), None).unwrap_err();
+        let problems: Vec<(String, String)> = err.errors.iter().map(|f| (f.field.clone(), f.message.clone())).collect();
+        assert_eq!(fields(err), ["backend.api_endpoint", "backend.base_url"], "{problems:?}");
+        assert!(problems[1].1.starts_with("is not a setting of http-tool apps (known: api_endpoint"), "{problems:?}");
+        let err = validate_app(&json!({"name": "t", "mode": "mcp", "backend": dify}), None).unwrap_err();
+        assert_eq!(fields(err), ["backend.url", "backend.base_url", "backend.api_key"]);
+        let err =
+            validate_app(&json!({"name": "t", "mode": "workflow", "backend": {"url": "https://m.example/mcp"}}), None)
+                .unwrap_err();
+        assert_eq!(fields(err), ["backend.base_url", "backend.url", "backend.api_key"]);
+        // Each mode's own settings make an app of that mode and no other.
+        for mode in Mode::names() {
+            let backend = match Mode::parse(mode) {
+                Some(Mode::HttpTool) => json!({"api_endpoint": "https://t.example/x"}),
+                Some(Mode::Mcp) => json!({"url": "https://m.example/mcp"}),
+                _ => dify.clone(),
+            };
+            let spec = validate_app(&json!({"name": "t", "mode": mode, "backend": backend}), None).unwrap();
+            assert_eq!(spec.config.mode().as_str(), mode);
+        }
     }
 
     #[test]

@@ -8,7 +8,6 @@ use super::backend::config::Backend;
 use super::client_auth::ClientAuth;
 use super::error::Errors;
 use super::form::{parse_form, FormField};
-use super::mode::Mode;
 use super::server::Status;
 
 /// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
@@ -47,20 +46,20 @@ impl crate::pure::fields::FromFields for ServerDefinition {
 }
 crate::pure::fields::deserialize_by_fields!(ServerDefinition);
 
-/// Written by serde; read through `pure::fields`, its backend settings by `mode`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Read through `pure::fields`: `mode` and `backend` together into one [`Backend`]. Written in
+/// the same shape, `mode` from the backend ([`Backend::mode`]): KV entries and task records
+/// written by earlier deploys read as before.
+#[derive(Debug, Clone, PartialEq)]
 pub struct AppDefinition {
     pub id: String,
     pub name: String,
     pub description: String,
-    pub mode: Mode,
-    /// Serialized in the console's flat shape; read back by `mode`.
+    /// The kind, its settings (serialized in the console's flat shape) and a Dify app's mode.
     pub backend: Backend,
     pub user_input_form: Value,
     pub outputs: Value,
     /// `user_input_form` parsed once, when the definition is read: what tool schemas and
-    /// argument checks are made from on every request.
-    #[serde(skip)]
+    /// argument checks are made from on every request (not written).
     pub form: Vec<FormField>,
 }
 
@@ -71,20 +70,34 @@ impl AppDefinition {
         id: String,
         name: String,
         description: String,
-        mode: Mode,
         backend: Backend,
         user_input_form: Value,
         outputs: Value,
     ) -> AppDefinition {
         let form = parse_form(&user_input_form, "user_input_form", &mut Errors::default());
-        AppDefinition { id, name, description, mode, backend, user_input_form, outputs, form }
+        AppDefinition { id, name, description, backend, user_input_form, outputs, form }
     }
 
     /// Whether a call is made as a stream: Dify modes for clients that take SSE (so progress
     /// can flow) and agent-chat always (Dify serves it only streaming); HTTP tools when
     /// configured so; upstream MCP calls whenever the client takes SSE.
     pub fn streams(&self, accepts_sse: bool) -> bool {
-        self.backend.kind().streams(self.mode, accepts_sse)
+        self.backend.kind().streams(accepts_sse)
+    }
+}
+
+impl Serialize for AppDefinition {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("AppDefinition", 7)?;
+        st.serialize_field("id", &self.id)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("description", &self.description)?;
+        st.serialize_field("mode", &self.backend.mode())?;
+        st.serialize_field("backend", &self.backend)?;
+        st.serialize_field("user_input_form", &self.user_input_form)?;
+        st.serialize_field("outputs", &self.outputs)?;
+        st.end()
     }
 }
 
@@ -93,7 +106,7 @@ impl crate::pure::fields::FromFields for AppDefinition {
         let mode = f.named("mode")?;
         let backend = Backend::from_settings(mode, &f.value("backend")?)?;
         let (id, name, description) = (f.text("id")?, f.text("name")?, f.text("description")?);
-        Ok(AppDefinition::new(id, name, description, mode, backend, f.value("user_input_form")?, f.value("outputs")?))
+        Ok(AppDefinition::new(id, name, description, backend, f.value("user_input_form")?, f.value("outputs")?))
     }
 }
 crate::pure::fields::deserialize_by_fields!(AppDefinition);
@@ -164,7 +177,6 @@ mod tests {
                 "a".into(),
                 "A".into(),
                 "".into(),
-                Mode::Workflow,
                 dify(json!({"base_url": "http://x", "api_key": "k"})),
                 json!([]),
                 json!([]),
@@ -173,24 +185,26 @@ mod tests {
     }
 
     use super::*;
+    use crate::pure::backend::dify::mode::DifyMode;
     use crate::pure::client_auth::{AuthMode, ClientKey};
+    use crate::pure::mode::Mode;
     use crate::pure::oauth_resource::OAuthSettings;
     use serde_json::json;
 
     fn dify(settings: Value) -> Backend {
-        Backend::from_settings(Mode::Workflow, &settings).unwrap()
+        Backend::from_settings(Mode::Dify(DifyMode::Workflow), &settings).unwrap()
     }
 
     #[test]
     fn which_calls_stream() {
         let app = |mode: Mode, settings: Value| {
             let backend = Backend::from_settings(mode, &settings).unwrap();
-            AppDefinition::new("a".into(), "A".into(), "".into(), mode, backend, json!([]), json!([]))
+            AppDefinition::new("a".into(), "A".into(), "".into(), backend, json!([]), json!([]))
         };
         let dify = json!({"base_url": "http://x", "api_key": "k"});
-        let workflow = app(Mode::Workflow, dify.clone());
+        let workflow = app(Mode::Dify(DifyMode::Workflow), dify.clone());
         assert!(workflow.streams(true) && !workflow.streams(false));
-        let agent = app(Mode::AgentChat, dify);
+        let agent = app(Mode::Dify(DifyMode::AgentChat), dify);
         assert!(agent.streams(true) && agent.streams(false), "Dify serves agent-chat only streaming");
         let tool = app(Mode::HttpTool, json!({"api_endpoint": "http://t"}));
         assert!(!tool.streams(true) && !tool.streams(false), "an HTTP tool streams only when set to");
@@ -198,6 +212,62 @@ mod tests {
         assert!(streaming_tool.streams(true) && streaming_tool.streams(false));
         let upstream = app(Mode::Mcp, json!({"url": "http://m"}));
         assert!(upstream.streams(true) && !upstream.streams(false));
+    }
+
+    /// An app as earlier deploys wrote it (KV definitions, task records): `mode` beside the
+    /// settings. It reads into one backend, and is written back to the same text, for every mode.
+    #[test]
+    fn apps_stored_with_their_mode_beside_the_settings_read_and_write_back_the_same() {
+        let settings = [
+            ("workflow", r#"{"base_url":"https://d.example/v1","api_key":"enc:v1:k","task_support":"optional"}"#),
+            ("chat", r#"{"base_url":"https://d.example/v1","api_key":"$KEY"}"#),
+            ("advanced-chat", r#"{"base_url":"https://d.example/v1","api_key":"k","timeout_seconds":30}"#),
+            ("agent-chat", r#"{"base_url":"https://d.example/v1","api_key":"k"}"#),
+            ("completion", r#"{"base_url":"https://d.example/v1","api_key":"k"}"#),
+            ("http-tool", r#"{"api_endpoint":"https://t.example/run","stream":true}"#),
+            ("mcp", r#"{"url":"https://m.example/mcp","tool_call_timeout":20}"#),
+        ];
+        for (mode, backend) in settings {
+            let stored = format!(
+                r#"{{"id":"a","name":"A","description":"","mode":"{mode}","backend":{backend},"user_input_form":[],"outputs":[]}}"#
+            );
+            let app: AppDefinition = serde_json::from_str(&stored).unwrap();
+            assert_eq!(app.backend.mode(), Mode::parse(mode).unwrap());
+            assert_eq!(serde_json::to_string(&app).unwrap(), stored);
+        }
+        let app: AppDefinition = serde_json::from_str(&format!(
+            r#"{{"id":"a","name":"A","description":"","mode":"agent-chat","backend":{},"user_input_form":[],"outputs":[]}}"#,
+            settings[3].1
+        ))
+        .unwrap();
+        assert_eq!(app.backend.as_dify().map(|c| c.app_mode), Some(DifyMode::AgentChat));
+    }
+
+    /// A stored app whose mode and settings disagree is refused with the reason, not read as
+    /// either kind.
+    #[test]
+    fn a_stored_app_whose_mode_does_not_fit_its_settings_does_not_read() {
+        let read = |mode: &str, backend: &str| {
+            serde_json::from_str::<AppDefinition>(&format!(
+                r#"{{"id":"a","name":"A","description":"","mode":"{mode}","backend":{backend},"user_input_form":[],"outputs":[]}}"#
+            ))
+            .unwrap_err()
+            .to_string()
+        };
+        let dify = r#"{"base_url":"https://d.example/v1","api_key":"k"}"#;
+        assert_eq!(
+            read("http-tool", dify),
+            "the stored http-tool settings do not read: api_endpoint is null or missing"
+        );
+        assert_eq!(read("mcp", dify), "the stored mcp settings do not read: url is null or missing");
+        assert_eq!(
+            read("workflow", r#"{"url":"https://m.example/mcp"}"#),
+            "the stored workflow settings do not read: base_url is null or missing"
+        );
+        assert_eq!(read("dify", dify), r#"mode is not a known name ("dify")"#);
+        let no_mode =
+            format!(r#"{{"id":"a","name":"A","description":"","backend":{dify},"user_input_form":[],"outputs":[]}}"#);
+        assert_eq!(serde_json::from_str::<AppDefinition>(&no_mode).unwrap_err().to_string(), "mode is null or missing");
     }
 
     #[test]

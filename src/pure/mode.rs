@@ -1,29 +1,41 @@
-//! The kind of an app (its `mode`): which Dify Service API mode, an HTTP tool, or another MCP
-//! server. One place, so that every module can name a kind without depending on app validation.
+//! An app's `mode` as the console, D1 rows and stored definitions spell it: the name of its
+//! backend kind, and of the Dify app mode for a Dify app. Parsed once where it arrives and turned
+//! into a [`Backend`](crate::pure::backend::config::Backend) with its settings
+//! (`Backend::from_settings`); the backend alone says the kind from then on, and writes its
+//! mode back (`Backend::mode`).
 
+use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::named::Named;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    Workflow,
-    Chat,
-    AdvancedChat,
-    AgentChat,
-    Completion,
+    Dify(DifyMode),
     HttpTool,
     Mcp,
 }
 
 impl Named for Mode {
-    const ALL: &'static [Self] =
-        &[Mode::Workflow, Mode::Chat, Mode::AdvancedChat, Mode::AgentChat, Mode::Completion, Mode::HttpTool, Mode::Mcp];
+    const ALL: &'static [Self] = &[
+        Mode::Dify(DifyMode::Workflow),
+        Mode::Dify(DifyMode::Chat),
+        Mode::Dify(DifyMode::AdvancedChat),
+        Mode::Dify(DifyMode::AgentChat),
+        Mode::Dify(DifyMode::Completion),
+        Mode::HttpTool,
+        Mode::Mcp,
+    ];
 
     fn name(self) -> &'static str {
         self.as_str()
     }
 }
 crate::pure::named::deserialize_by_name!(Mode);
+
+impl serde::Serialize for Mode {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
 
 impl Mode {
     /// Every mode's name, in the console's order.
@@ -37,23 +49,37 @@ impl Mode {
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Mode::Workflow => "workflow",
-            Mode::Chat => "chat",
-            Mode::AdvancedChat => "advanced-chat",
-            Mode::AgentChat => "agent-chat",
-            Mode::Completion => "completion",
+            Mode::Dify(m) => m.name(),
             Mode::HttpTool => "http-tool",
             Mode::Mcp => "mcp",
         }
     }
 
-    /// Modes served by Dify's Service API.
-    pub fn is_dify(self) -> bool {
-        !matches!(self, Mode::HttpTool | Mode::Mcp)
+    /// The Dify app mode, for a Dify app.
+    pub fn dify(self) -> Option<DifyMode> {
+        match self {
+            Mode::Dify(m) => Some(m),
+            _ => None,
+        }
     }
+}
 
-    /// Chat modes take the user's message as a `query` argument.
-    pub fn takes_query(self) -> bool {
-        matches!(self, Mode::Chat | Mode::AdvancedChat | Mode::AgentChat)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each wire name reads into one mode and is written back as it came.
+    #[test]
+    fn every_wire_mode_round_trips() {
+        let names = ["workflow", "chat", "advanced-chat", "agent-chat", "completion", "http-tool", "mcp"];
+        assert_eq!(Mode::names().collect::<Vec<_>>(), names);
+        for name in names {
+            let mode = Mode::parse(name).unwrap();
+            assert_eq!(serde_json::to_value(mode).unwrap(), serde_json::json!(name));
+            assert_eq!(serde_json::from_value::<Mode>(serde_json::json!(name)).unwrap(), mode);
+        }
+        assert_eq!(Mode::parse("advanced-chat"), Some(Mode::Dify(DifyMode::AdvancedChat)));
+        assert_eq!(Mode::parse("Workflow"), None);
+        assert_eq!(Mode::parse("dify"), None);
     }
 }

@@ -64,6 +64,7 @@ mod tests {
     #[test]
     fn every_enum_reads_what_it_writes() {
         reads_what_it_writes::<crate::pure::mode::Mode>();
+        reads_what_it_writes::<crate::pure::backend::dify::mode::DifyMode>();
         reads_what_it_writes::<crate::pure::server::Status>();
         reads_what_it_writes::<crate::pure::client_auth::AuthMode>();
         reads_what_it_writes::<crate::pure::task_contract::Kind>();

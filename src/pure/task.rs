@@ -9,6 +9,7 @@
 use std::fmt;
 
 use crate::pure::error::json_kind;
+use crate::pure::protocol::tasks::McpTaskStatus;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -93,13 +94,13 @@ impl Status {
     }
 
     /// The status as MCP tasks name it; MCP has no "submitted", so it reads as working.
-    pub fn mcp_status(self) -> &'static str {
+    pub fn mcp_status(self) -> McpTaskStatus {
         match self {
-            Status::Submitted | Status::Working => "working",
-            Status::InputRequired => "input_required",
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
+            Status::Submitted | Status::Working => McpTaskStatus::Working,
+            Status::InputRequired => McpTaskStatus::InputRequired,
+            Status::Completed => McpTaskStatus::Completed,
+            Status::Failed => McpTaskStatus::Failed,
+            Status::Cancelled => McpTaskStatus::Cancelled,
         }
     }
 
@@ -848,7 +849,7 @@ pub(crate) mod tests {
         ];
         for (s, terminal, mcp) in all {
             assert_eq!(s.is_terminal(), terminal, "{s:?}");
-            assert_eq!(s.mcp_status(), mcp, "{s:?}");
+            assert_eq!(s.mcp_status().as_str(), mcp, "{s:?}");
             assert_eq!(serde_json::to_value(s).unwrap(), json!(s.as_str()));
         }
     }
@@ -899,7 +900,7 @@ pub(crate) mod tests {
 
         assert!(t.on_poll(input(None), &c, T0 + 12 * S));
         assert_eq!(t.status, Status::InputRequired);
-        assert_eq!(t.status.mcp_status(), "input_required");
+        assert_eq!(t.status.mcp_status(), McpTaskStatus::InputRequired);
         assert_eq!(t.input_required, Some(json!({"question": "which?"})));
         assert_eq!(t.next_poll_at_ms, Some(T0 + 72 * S));
         assert_eq!(t.status_message(&c).as_deref(), Some("waiting for input"));
@@ -998,7 +999,7 @@ pub(crate) mod tests {
         assert_eq!(t.due_action(T0 + 1000 * S), Action::Cancel);
         assert_eq!(t.next_wake_ms(), Some(T0 + 2 * S));
         assert_eq!(t.status_message(&c).as_deref(), Some("cancelling"));
-        assert_eq!(t.status.mcp_status(), "working");
+        assert_eq!(t.status.mcp_status(), McpTaskStatus::Working);
 
         t.on_cancel(PollOutcome::Report(Report::Cancelled), &c, T0 + 3 * S);
         assert_eq!(t.status, Status::Cancelled);

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::definition::AppDefinition;
+pub use super::protocol::tasks::McpTaskStatus;
 use super::protocol::tasks::{TaskOutcome, TaskView};
 use super::protocol::version::Version;
 
@@ -181,60 +182,6 @@ impl TaskCall {
     }
 }
 
-/// A task's status as MCP names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum McpTaskStatus {
-    Working,
-    InputRequired,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
-impl crate::pure::named::Named for McpTaskStatus {
-    const ALL: &'static [Self] = &[
-        McpTaskStatus::Working,
-        McpTaskStatus::InputRequired,
-        McpTaskStatus::Completed,
-        McpTaskStatus::Failed,
-        McpTaskStatus::Cancelled,
-    ];
-
-    fn name(self) -> &'static str {
-        self.as_str()
-    }
-}
-crate::pure::named::deserialize_by_name!(McpTaskStatus);
-
-impl McpTaskStatus {
-    /// MCP has no "submitted": a submitted task reads as working.
-    pub fn of(status: crate::pure::task::Status) -> McpTaskStatus {
-        use crate::pure::task::Status;
-        match status {
-            Status::Submitted | Status::Working => McpTaskStatus::Working,
-            Status::InputRequired => McpTaskStatus::InputRequired,
-            Status::Completed => McpTaskStatus::Completed,
-            Status::Failed => McpTaskStatus::Failed,
-            Status::Cancelled => McpTaskStatus::Cancelled,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            McpTaskStatus::Working => "working",
-            McpTaskStatus::InputRequired => "input_required",
-            McpTaskStatus::Completed => "completed",
-            McpTaskStatus::Failed => "failed",
-            McpTaskStatus::Cancelled => "cancelled",
-        }
-    }
-
-    pub fn is_terminal(self) -> bool {
-        matches!(self, McpTaskStatus::Completed | McpTaskStatus::Failed | McpTaskStatus::Cancelled)
-    }
-}
-
 /// A JSON-RPC error kept as `[code, message]` (serde's form of `(i64, String)`), or none.
 pub fn rpc_error(f: &mut crate::pure::fields::Fields, key: &str) -> Result<Option<(i64, String)>, String> {
     let Some(v) = f.opt_value(key) else { return Ok(None) };
@@ -286,7 +233,7 @@ impl TaskAnswer {
     pub fn view(&self) -> TaskView {
         TaskView {
             task_id: self.task_id.clone(),
-            status: self.status.as_str(),
+            status: self.status,
             status_message: self.status_message.clone(),
             created_at_ms: self.created_at_ms,
             updated_at_ms: self.updated_at_ms,
@@ -388,7 +335,7 @@ mod tests {
         assert!(text.contains("\"status\":\"failed\""), "{text}");
         assert_eq!(serde_json::from_str::<TaskAnswer>(&text).unwrap(), a);
         let view = a.view();
-        assert_eq!(view.status, "failed");
+        assert_eq!(view.status, McpTaskStatus::Failed);
         assert_eq!(view.outcome, Some(TaskOutcome::Error { code: -32603, message: "boom".into() }));
         assert!(a.status.is_terminal() && !McpTaskStatus::InputRequired.is_terminal());
     }

@@ -7,10 +7,12 @@ use crate::runtime::{Context, Env, Headers, Method, Response};
 use serde_json::Value;
 
 use crate::pure::backend::config::Backend;
+use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::backend::mcp::binding::{Caller as UpstreamCaller, CALLER_ENTRY};
 use crate::pure::backend::mcp::failed_fetch;
+use crate::pure::backend::run_record::RunRecord;
 use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
-use crate::pure::definition::ServerDefinition;
+use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::error::ApiError;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::gateway::Catalogs;
@@ -22,7 +24,6 @@ use crate::pure::mcp::relay::{Channel, Closed};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, RequestHeaders, Step, TaskOp, TaskRequest};
 use crate::pure::mcp::tools::Upstreams;
 use crate::pure::mcp::upstream_tasks;
-use crate::pure::mode::Mode;
 use crate::pure::oauth_resource::{self, TokenError};
 use crate::pure::origin::origin_allowed;
 use crate::pure::protocol::jsonrpc::{self, RpcError};
@@ -183,7 +184,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         }
     };
     let def = &prepared.def;
-    let has_upstreams = def.apps.iter().any(|a| a.mode == Mode::Mcp);
+    let has_upstreams = def.apps.iter().any(|a| a.backend.as_mcp().is_some());
     let list_reads = if has_upstreams { rate_counted(&body, true) - counted } else { 0 };
     if list_reads > 0 && !within_limit(rate_limited(env, &code_hash, list_reads).await) {
         return too_many(env, &echo_id, cors.as_deref());
@@ -524,7 +525,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
     let app = def.apps.get(plan.app_index).ok_or_else(|| unavailable("the app is gone".into()))?;
     let kind = match (&app.backend, &plan.request) {
         (Backend::Mcp(c), CallRequest::Mcp { tool, .. }) if c.toolset_of(tool).is_some() => Kind::McpToolset,
-        (Backend::Dify(_), _) if plan.mode == Mode::Workflow => Kind::DifyWorkflow,
+        (Backend::Dify(c), _) if c.app_mode == DifyMode::Workflow => Kind::DifyWorkflow,
         (Backend::HttpTool(c), _) if c.async_endpoints.is_some() => Kind::AsyncTool,
         _ => Kind::RunToCompletion,
     };
@@ -595,7 +596,7 @@ async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result
 /// is remembered briefly, `failed_fetch`).
 async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     let mut map = std::collections::HashMap::new();
-    for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
+    for app in def.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
         let key = failed_fetch::key(failed_fetch::List::Tools, app, "");
         if let Some(list) = unless_failed_lately(&key, upstream_call::tools_of(app, env, false), |e| {
             crate::shell::log::error(&format!("listing the tools of upstream app '{}': {e}", app.name))
@@ -612,7 +613,7 @@ async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
 /// cannot be reached offers nothing this time, and the reason is logged (once per failed fetch).
 async fn load_catalogs(def: &ServerDefinition, env: &Env) -> Catalogs {
     let mut map = std::collections::HashMap::new();
-    for app in def.apps.iter().filter(|a| a.mode == Mode::Mcp) {
+    for app in def.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
         let key = failed_fetch::key(failed_fetch::List::Catalog, app, "");
         if let Some(c) = unless_failed_lately(&key, upstream_call::catalog_of(app, env, false), |e| {
             crate::shell::log::error(&format!("reading the catalog of upstream app '{}': {e}", app.name))
@@ -648,60 +649,68 @@ async fn unless_failed_lately<T>(
     }
 }
 
-/// Stops the run a `notifications/cancelled` names, if one is recorded (best effort).
-/// Stops the run a `notifications/cancelled` names: found in this isolate's memory, else in KV.
+/// Stops the run a `notifications/cancelled` names (best effort): its record is found in this
+/// isolate's memory, else in KV.
 async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
     let Ok(kv) = crate::shell::kv::Kv::open(env) else { return };
-    let here =
-        crate::shell::memo::take_run(key, crate::shell::platform::now_ms()).and_then(|r| serde_json::from_str(&r).ok());
-    let record: Value = match here {
-        Some(r) => r,
-        None => match kv.get_json::<Value>(key).await {
+    let text = match crate::shell::memo::take_run(key, crate::shell::platform::now_ms()) {
+        Some(r) => r.to_string(),
+        None => match kv.get_text(key).await {
             Ok(Some(r)) => r,
             _ => return,
         },
     };
-    if record["kind"] == "mcp" {
-        cancel_upstream(env, def, &record).await;
-        let _ = kv.delete(key).await;
-        return;
+    let record = match RunRecord::read(&text) {
+        Ok(r) => r,
+        Err(why) => return crate::shell::log::error(&format!("a recorded run does not read: {why}")),
+    };
+    if let Some(app) = def.apps.get(record.app_index()) {
+        match record {
+            RunRecord::Mcp { request_id, session, .. } => cancel_upstream(env, app, request_id, session).await,
+            RunRecord::AsyncTool { app_index, task_id, user } => {
+                cancel_async_tool(env, def, app, app_index, &task_id, &user).await
+            }
+            RunRecord::Dify { app_index, task_id, user } => {
+                stop_dify_run(env, def, app, app_index, &task_id, &user).await
+            }
+        }
     }
-    if record["kind"] == "async_tool" {
-        cancel_async_tool(env, def, &record).await;
-        let _ = kv.delete(key).await;
-        return;
-    }
-    let (Some(task_id), Some(app_index)) = (record["task_id"].as_str(), record["app_index"].as_u64()) else { return };
-    let Some(app) = def.apps.get(app_index as usize) else { return };
-    let (Ok(backend), mode) = (target_of(def, app_index as usize, env), app.mode) else { return };
-    // The stop endpoint wants the same `user` that started the run; it is part of the key.
-    let user = record["user"].as_str().unwrap_or_default();
-    stop_run(env, &backend.base_url, &backend.api_key, mode, task_id, user, &backend.app_name).await;
     let _ = kv.delete(key).await;
+}
+
+/// Stops a streamed Dify run at its stop endpoint, which wants the same `user` that started it.
+async fn stop_dify_run(
+    env: &Env,
+    def: &ServerDefinition,
+    app: &AppDefinition,
+    index: usize,
+    task_id: &str,
+    user: &str,
+) {
+    let (Ok(target), Some(config)) = (target_of(def, index, env), app.backend.as_dify()) else { return };
+    stop_run(env, &target.base_url, &target.api_key, config.app_mode, task_id, user, &target.app_name).await;
 }
 
 /// Cancels an async HTTP tool's run that a call without a task was polling; the polling call
 /// then reads `cancelled` and ends.
-async fn cancel_async_tool(env: &Env, def: &ServerDefinition, record: &Value) {
-    let (Some(app_index), Some(remote)) = (record["app_index"].as_u64(), record["task_id"].as_str()) else { return };
-    let Some(app) = def.apps.get(app_index as usize) else { return };
+async fn cancel_async_tool(
+    env: &Env,
+    def: &ServerDefinition,
+    app: &AppDefinition,
+    index: usize,
+    remote: &str,
+    user: &str,
+) {
     let Some(endpoints) = app.backend.as_http_tool().and_then(|c| c.async_endpoints.as_ref()) else { return };
-    let Ok(target) = target_of(def, app_index as usize, env) else { return };
-    let user = record["user"].as_str().unwrap_or_default();
+    let Ok(target) = target_of(def, index, env) else { return };
     crate::shell::backend::http_tool::polled::cancel(&target, &endpoints.cancel_endpoint, user, remote).await;
 }
 
 /// Tells an upstream MCP server that a call a client cancelled is cancelled, on the session it
 /// went out on. Only the app's own credentials are at hand here (not the client's forwarded
 /// ones), which a session bound to forwarded credentials may refuse: best effort.
-async fn cancel_upstream(env: &Env, def: &ServerDefinition, record: &Value) {
-    let (Some(app), Some(request_id)) =
-        (record["app_index"].as_u64().and_then(|i| def.apps.get(i as usize)), record["request_id"].as_u64())
-    else {
-        return;
-    };
-    let Ok(session) =
-        crate::pure::fields::read::<crate::pure::backend::mcp::session::Session>(record["session"].clone())
+async fn cancel_upstream(env: &Env, app: &AppDefinition, request_id: u64, session: Option<Value>) {
+    let Some(Ok(session)) = session.map(crate::pure::fields::read::<crate::pure::backend::mcp::session::Session>)
     else {
         return;
     };

@@ -17,18 +17,18 @@ use crate::runtime::{
 };
 
 use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::backend::dify::run_status;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::fields::{Fields, FromFields};
 use crate::pure::ids;
 use crate::pure::mcp::relay::{Channel, Closed};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
-use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;
 use crate::pure::protocol::tasks::{TaskOutcome, TaskView};
 use crate::pure::sse::SseParser;
 use crate::pure::task::{self, Action, PollConfig, PollOutcome, Report, Status, TaskState};
-use crate::pure::task_contract::{Kind, McpTaskStatus, TaskAnswer, TaskCall, TaskSpec};
+use crate::pure::task_contract::{Kind, TaskAnswer, TaskCall, TaskSpec};
 
 use crate::pure::backend::mcp::config::ToolsetRole;
 use crate::shell::backend::mcp::client::{upstream_of, Client as UpstreamClient};
@@ -106,10 +106,9 @@ impl Record {
             id: Value::Null,
             version: spec.version,
             app_index: 0,
-            mode: spec.app.mode,
             // Stored by `to_stored` when the task was created; a record this deploy cannot
             // read back calls nothing (an empty HTTP-tool body fails at the backend, visibly).
-            request: CallRequest::from_stored(spec.app.mode, &spec.path, &spec.body)
+            request: CallRequest::from_stored(&spec.app.backend, &spec.path, &spec.body)
                 .unwrap_or(CallRequest::HttpTool { body: Value::Null }),
             user: spec.user.clone(),
             client_name: String::new(),
@@ -254,7 +253,7 @@ fn answer(rec: &Record, was_terminal: bool) -> TaskAnswer {
     let v = rec.view();
     TaskAnswer {
         task_id: v.task_id,
-        status: McpTaskStatus::of(rec.state.status),
+        status: rec.state.status.mcp_status(),
         status_message: v.status_message,
         created_at_ms: v.created_at_ms,
         updated_at_ms: v.updated_at_ms,
@@ -503,7 +502,7 @@ impl TaskRunner {
         match rec.spec.kind {
             Kind::DifyWorkflow => {
                 let Some(dify_task) = rec.dify_task_id.clone() else { return PollOutcome::Report(Report::Cancelled) };
-                let url = format!("{}{}", backend.base_url, dify_call::stop_path(Mode::Workflow, &dify_task));
+                let url = format!("{}{}", backend.base_url, dify_call::stop_path(DifyMode::Workflow, &dify_task));
                 match post_json(&backend, &rec.plan(), &url, &json!({"user": rec.spec.user}), Resend::Once).await {
                     Ok(_) => PollOutcome::Report(Report::Cancelled),
                     Err(e) => PollOutcome::Transient(e.to_string()),
@@ -555,8 +554,7 @@ fn async_endpoint(app: &AppDefinition, role: ToolsetRole) -> String {
 async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Option<String>), Outcome> {
     let plan = rec.plan();
     let headers = request_headers(&plan, backend)?;
-    let mut body = plan.request.http_body().cloned().unwrap_or(Value::Null);
-    body["response_mode"] = "streaming".into();
+    let body = plan.request.streaming_body().unwrap_or(Value::Null);
     let url = format!("{}{}", backend.base_url, plan.request.path());
     let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), backend.first_byte).await {
         Ok(r) => r,
@@ -569,7 +567,7 @@ async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Optio
     if !(200..300).contains(&status) {
         let retry_after = resp.headers().get("retry-after");
         let text = outbound::text(&mut resp, backend.idle, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
-        return Err(dify_call::read_blocking(Mode::Workflow, status, retry_after.as_deref(), &text));
+        return Err(dify_call::read_blocking(DifyMode::Workflow, status, retry_after.as_deref(), &text));
     }
     let mut stream = resp.stream();
     let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);

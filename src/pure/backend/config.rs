@@ -4,7 +4,8 @@
 //! Settings arrive as the console's JSON object; `app::validate_app` checks that object field by
 //! field (each kind's `config::validate` owns its keys and their messages) and only then reads
 //! it into a [`Backend`], so reading a validated object cannot fail. Stored rows and cached
-//! definitions keep the console's flat JSON shape; [`Backend::from_settings`] reads it by mode.
+//! definitions keep the console's flat JSON shape, the `mode` beside it; [`Backend::from_settings`]
+//! reads the two into one [`Backend`], and [`Backend::mode`] gives the mode back.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -41,12 +42,22 @@ impl Backend {
                 ..fields::read(settings.clone()).map_err(read)?
             }),
             Mode::Mcp => Backend::Mcp(McpConfig { tasks, ..fields::read(settings.clone()).map_err(read)? }),
-            _ => Backend::Dify(DifyConfig {
+            Mode::Dify(app_mode) => Backend::Dify(DifyConfig {
+                app_mode,
                 limits: Limits::read(settings).map_err(read)?,
                 tasks,
                 ..fields::read(settings.clone()).map_err(read)?
             }),
         })
+    }
+
+    /// The app's `mode` as stored and shown: the kind, and a Dify app's own mode.
+    pub fn mode(&self) -> Mode {
+        match self {
+            Backend::Dify(c) => Mode::Dify(c.app_mode),
+            Backend::HttpTool(_) => Mode::HttpTool,
+            Backend::Mcp(_) => Mode::Mcp,
+        }
     }
 
     /// The kind behind the settings: the one match over the kinds that everything else the
@@ -79,9 +90,16 @@ impl Backend {
         let settings = match mode {
             Mode::HttpTool => serde_json::json!({"api_endpoint": "https://tool.example/run"}),
             Mode::Mcp => serde_json::json!({"url": "https://mcp.example/mcp"}),
-            _ => serde_json::json!({"base_url": "https://dify.example/v1", "api_key": "app-k"}),
+            Mode::Dify(_) => serde_json::json!({"base_url": "https://dify.example/v1", "api_key": "app-k"}),
         };
         Backend::from_settings(mode, &settings).expect("example settings read")
+    }
+
+    pub fn as_dify(&self) -> Option<&DifyConfig> {
+        match self {
+            Backend::Dify(c) => Some(c),
+            _ => None,
+        }
     }
 
     pub fn as_mcp(&self) -> Option<&McpConfig> {
@@ -102,6 +120,7 @@ impl Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pure::backend::dify::mode::DifyMode;
     use crate::pure::backend::settings::{DEFAULT_IDLE_TIMEOUT_SECONDS, DEFAULT_MAX_RESULT_BYTES};
     use serde_json::json;
     use std::time::Duration;
@@ -109,7 +128,7 @@ mod tests {
     #[test]
     fn reads_each_kind_and_keeps_the_flat_shape() {
         let dify = json!({"base_url": "https://d.example/v1", "api_key": "$K", "timeout_seconds": 10, "task_support": "optional"});
-        let b = Backend::from_settings(Mode::Workflow, &dify).unwrap();
+        let b = Backend::from_settings(Mode::Dify(DifyMode::Workflow), &dify).unwrap();
         assert_eq!(b.kind().limits().total(), Duration::from_secs(10));
         assert_eq!(b.kind().limits().idle(), Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECONDS));
         assert_eq!(b.task_support(), TaskSupport::Optional);
@@ -155,7 +174,7 @@ mod tests {
             "task_toolsets": [{"name": "n", "submit_tool": "s", "status_tool": "t", "cancel_tool": "c"}],
             "task_support": "required", "poll_interval_seconds": 2, "input_required_poll_seconds": 4,
         });
-        for (mode, settings) in [(Mode::Workflow, &dify), (Mode::HttpTool, &tool), (Mode::Mcp, &mcp)] {
+        for (mode, settings) in [(Mode::Dify(DifyMode::Workflow), &dify), (Mode::HttpTool, &tool), (Mode::Mcp, &mcp)] {
             let b = Backend::from_settings(mode, settings).unwrap();
             assert_eq!(&serde_json::to_value(&b).unwrap(), settings, "{mode:?}");
         }
@@ -167,7 +186,7 @@ mod tests {
 
     #[test]
     fn settings_of_the_wrong_shape_do_not_read() {
-        let e = Backend::from_settings(Mode::Workflow, &json!({"base_url": 5})).unwrap_err();
+        let e = Backend::from_settings(Mode::Dify(DifyMode::Workflow), &json!({"base_url": 5})).unwrap_err();
         assert!(e.starts_with("the stored workflow settings do not read"), "{e}");
         let e =
             Backend::from_settings(Mode::Mcp, &json!({"url": "https://x", "task_support": "sometimes"})).unwrap_err();
@@ -177,7 +196,7 @@ mod tests {
                 .unwrap_err();
         assert_eq!(e, "the stored http-tool settings do not read: timeout_seconds is not a whole number");
         let e = Backend::from_settings(
-            Mode::Workflow,
+            Mode::Dify(DifyMode::Workflow),
             &json!({"base_url": "http://x/v1", "api_key": "k", "poll_interval_seconds": -1}),
         )
         .unwrap_err();

@@ -13,5 +13,6 @@ pub mod credentials;
 pub mod dify;
 pub mod http_tool;
 pub mod mcp;
+pub mod run_record;
 pub mod settings;
 pub mod stream_reader;

@@ -39,8 +39,8 @@ pub trait Kind {
     fn tasks(&self) -> &TaskSettings;
     /// Every URL a call may reach, by field path.
     fn urls(&self) -> Vec<(&'static str, &str)>;
-    /// Whether a call of an app of `mode` is made as a stream, for a client that takes SSE or not.
-    fn streams(&self, mode: Mode, accepts_sse: bool) -> bool;
+    /// Whether a call is made as a stream, for a client that takes SSE or not.
+    fn streams(&self, accepts_sse: bool) -> bool;
 }
 
 /// How long a call may take and how much it may answer (Dify apps and HTTP tools).

@@ -5,12 +5,12 @@ use serde_json::{json, Map, Value};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::backend::http_tool::call::request_body;
 use crate::pure::backend::mcp::downgrade::result_for_client;
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::sha256_hex;
-use crate::pure::mode::Mode;
 use crate::pure::outcome::Outcome;
 use crate::pure::outcome::Signal;
 use crate::pure::quote::plain_or_quoted;
@@ -18,7 +18,7 @@ use crate::pure::quote::plain_or_quoted;
 use super::gateway::{self, Answer, Catalogs, Forward, Gateway};
 use super::input_required;
 use super::relay::{self, Channel, ClientCaps, Closed};
-use super::tools::{tools_with, Tool, Upstreams};
+use super::tools::{tools_with, Upstreams};
 use super::upstream_tasks;
 use crate::pure::protocol::jsonrpc::{self, classify, result_response, Message, RpcError};
 use crate::pure::protocol::meta;
@@ -106,8 +106,7 @@ pub struct CallPlan {
     pub id: Value,
     pub version: Version,
     pub app_index: usize,
-    pub mode: Mode,
-    /// What to send to the backend, typed by its kind.
+    /// What to send to the backend, typed by its kind: what the call path asks the kind of.
     pub request: CallRequest,
     /// The backend `user`: stable per server and client.
     pub user: String,
@@ -126,8 +125,8 @@ pub struct CallPlan {
 /// What a call sends to its backend, by backend kind.
 #[derive(Debug, Clone, PartialEq)]
 pub enum CallRequest {
-    /// A Dify Service API call: POST `{base_url}{path}` with `body`.
-    Dify { path: &'static str, body: Value },
+    /// A Dify Service API call of an app of `mode`: POST `body` to `{base_url}{run_path(mode)}`.
+    Dify { mode: DifyMode, body: Value },
     /// An HTTP tool: POST `body` to its endpoint (docs/http-tool-protocol.md).
     HttpTool { body: Value },
     /// An upstream MCP tool, called by its upstream name with the client's arguments.
@@ -148,14 +147,11 @@ pub enum CallRequest {
     },
 }
 
-/// The Service API paths a Dify request may have (a stored task names one of them).
-const DIFY_PATHS: [&str; 3] = ["/workflows/run", "/chat-messages", "/completion-messages"];
-
 impl CallRequest {
     /// The path after the backend's base URL (empty: the endpoint itself).
     pub fn path(&self) -> &'static str {
         match self {
-            CallRequest::Dify { path, .. } => path,
+            CallRequest::Dify { mode, .. } => dify_call::run_path(*mode),
             _ => "",
         }
     }
@@ -168,19 +164,34 @@ impl CallRequest {
         }
     }
 
+    /// The body of the same call made as a stream (Dify is asked for SSE in the body; an HTTP
+    /// tool streams or not by its settings). Not for MCP.
+    pub fn streaming_body(&self) -> Option<Value> {
+        match self {
+            CallRequest::Dify { body, .. } => {
+                let mut body = body.clone();
+                body["response_mode"] = "streaming".into();
+                Some(body)
+            }
+            CallRequest::HttpTool { body } => Some(body.clone()),
+            CallRequest::Mcp { .. } => None,
+        }
+    }
+
     /// The (path, body) a durable task stores, read back by [`CallRequest::from_stored`].
     pub fn to_stored(&self) -> (String, Value) {
         match self {
-            CallRequest::Dify { path, body } => ((*path).to_string(), body.clone()),
+            CallRequest::Dify { mode, body } => (dify_call::run_path(*mode).to_string(), body.clone()),
             CallRequest::HttpTool { body } => (String::new(), body.clone()),
             CallRequest::Mcp { tool, arguments, .. } => (String::new(), json!({"name": tool, "arguments": arguments})),
         }
     }
 
-    /// A stored task's request; `None` when what is stored does not fit the mode.
-    pub fn from_stored(mode: Mode, path: &str, body: &Value) -> Option<CallRequest> {
-        match mode {
-            Mode::Mcp => Some(CallRequest::Mcp {
+    /// A stored task's request to `backend` (the task's snapshot of its app); `None` when what
+    /// is stored does not fit that backend.
+    pub fn from_stored(backend: &Backend, path: &str, body: &Value) -> Option<CallRequest> {
+        match backend {
+            Backend::Mcp(_) => Some(CallRequest::Mcp {
                 tool: body.get("name")?.as_str()?.to_string(),
                 arguments: body.get("arguments").cloned().unwrap_or(Value::Object(Map::new())),
                 input: Map::new(),
@@ -188,8 +199,9 @@ impl CallRequest {
                 task_ttl_ms: None,
                 task_if_offered: false,
             }),
-            Mode::HttpTool => Some(CallRequest::HttpTool { body: body.clone() }),
-            _ => Some(CallRequest::Dify { path: DIFY_PATHS.into_iter().find(|p| *p == path)?, body: body.clone() }),
+            Backend::HttpTool(_) => Some(CallRequest::HttpTool { body: body.clone() }),
+            Backend::Dify(c) => (path == dify_call::run_path(c.app_mode))
+                .then(|| CallRequest::Dify { mode: c.app_mode, body: body.clone() }),
         }
     }
 }
@@ -284,7 +296,7 @@ pub fn handle_full(
         methods::DISCOVER if version.is_stateless() => Ok(discover(def, catalogs, server_version)),
         methods::TOOLS_LIST => match check_list_cursor(params) {
             Err(e) => Err(e),
-            Ok(()) if def.apps.iter().any(|a| a.mode == Mode::Mcp) => {
+            Ok(()) if def.apps.iter().any(|a| a.backend.as_mcp().is_some()) => {
                 let list: Vec<Value> = tools_with(def, upstreams).iter().map(|t| t.to_json(def, version)).collect();
                 Ok(json!({ "tools": list }))
             }
@@ -658,12 +670,6 @@ fn call_tool(
             };
         }
     };
-    if let Some(why) = not_callable(tool) {
-        return reply(
-            200,
-            result_response(id, shape_result(tool_error(&why), methods::TOOLS_CALL, version, server_version)),
-        );
-    }
     let client_name = client_name(params, h);
     let user = end_user(def, &client_name, h);
     let mut request = match (&tool.upstream, &tool.app.backend) {
@@ -685,9 +691,16 @@ fn call_tool(
         },
         // An HTTP tool is called at its api_endpoint itself.
         (None, Backend::HttpTool(config)) => CallRequest::HttpTool { body: request_body(config, inputs) },
-        (None, _) => {
-            let (path, body) = dify_call::request(tool.mode, inputs, query, &user);
-            CallRequest::Dify { path, body }
+        (None, Backend::Dify(config)) => {
+            CallRequest::Dify { mode: config.app_mode, body: dify_call::request(config.app_mode, inputs, query, &user) }
+        }
+        // The tool that stands for an upstream whose tools are not known cannot be called.
+        (None, Backend::Mcp(_)) => {
+            let why = format!("Tool '{}' stands for an upstream MCP server whose tools are not known yet", tool.name);
+            return reply(
+                200,
+                result_response(id, shape_result(tool_error(&why), methods::TOOLS_CALL, version, server_version)),
+            );
         }
     };
     let request_meta = params.get("_meta");
@@ -724,7 +737,6 @@ fn call_tool(
         id: id.clone(),
         version,
         app_index,
-        mode: tool.mode,
         request,
         user,
         client_name,
@@ -742,12 +754,6 @@ fn call_tool(
         Decision::Task { ttl_ms } => Step::CreateTask { plan, ttl_ms },
         Decision::Reject(e) => error_step(id, e),
     }
-}
-
-/// Tools that cannot be called, with the reason the client will see.
-fn not_callable(tool: &Tool<'_>) -> Option<String> {
-    (tool.mode == Mode::Mcp && tool.upstream.is_none())
-        .then(|| format!("Tool '{}' stands for an upstream MCP server whose tools are not known yet", tool.name))
 }
 
 /// The backend `user` of a client: the identity the server authenticated (a client key's name)

@@ -4,11 +4,11 @@
 use crate::pure::error::json_kind;
 use serde_json::{json, Map, Value};
 
+use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::backend::mcp::aggregate::{aggregate, ExposedTool};
 use crate::pure::backend::mcp::downgrade::tool_for_client;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::form::{FieldType, FormField};
-use crate::pure::mode::Mode;
 use std::collections::HashMap;
 
 use crate::pure::protocol::names::{sanitize_name, truncate, MAX_TOOL_NAME};
@@ -20,7 +20,6 @@ use crate::pure::protocol::version::Version;
 pub struct Tool<'a> {
     pub name: String,
     pub app: &'a AppDefinition,
-    pub mode: Mode,
     pub form: &'a [FormField],
     pub upstream: Option<ExposedTool>,
 }
@@ -39,17 +38,15 @@ pub fn tools(def: &ServerDefinition) -> Vec<Tool<'_>> {
 pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<Tool<'a>> {
     let mut out: Vec<Tool<'a>> = Vec::with_capacity(def.apps.len());
     for app in &def.apps {
-        let mode = app.mode;
-        if mode == Mode::Mcp {
+        if let Some(config) = app.backend.as_mcp() {
             let listed = upstreams.0.get(&app.id).map(Vec::as_slice).unwrap_or(&[]);
             // A task toolset's status and cancel tools are the task runner's, not the client's.
-            let Some(config) = app.backend.as_mcp() else { continue };
             for mut exposed in aggregate(&app.name, &app.id, config, listed) {
                 if config.is_toolset_helper(&exposed.upstream_name) {
                     continue;
                 }
                 exposed.name = unique(&out, &exposed.name);
-                out.push(Tool { name: exposed.name.clone(), app, mode, form: &[], upstream: Some(exposed) });
+                out.push(Tool { name: exposed.name.clone(), app, form: &[], upstream: Some(exposed) });
             }
             continue;
         }
@@ -61,7 +58,7 @@ pub fn tools_with<'a>(def: &'a ServerDefinition, upstreams: &Upstreams) -> Vec<T
             name = format!("{}{suffix}", truncate(&base, MAX_TOOL_NAME - suffix.len()));
             n += 1;
         }
-        out.push(Tool { name, app, mode, form: &app.form, upstream: None });
+        out.push(Tool { name, app, form: &app.form, upstream: None });
     }
     out
 }
@@ -135,14 +132,19 @@ impl Tool<'_> {
         match [first, second].into_iter().find(|d| !d.trim().is_empty()) {
             Some(d) => d.clone(),
             // Clients need some description to decide when to call a tool.
-            None => format!("Runs the {} app '{}'", self.mode.as_str(), self.app.name),
+            None => format!("Runs the {} app '{}'", self.app.backend.mode().as_str(), self.app.name),
         }
+    }
+
+    /// Chat modes of Dify apps take the user's message as a `query` argument.
+    fn takes_query(&self) -> bool {
+        self.app.backend.as_dify().is_some_and(|c| c.app_mode.takes_query())
     }
 
     pub fn input_schema(&self, def: &ServerDefinition) -> Value {
         let mut props = Map::new();
         let mut required: Vec<Value> = Vec::new();
-        if self.mode.takes_query() {
+        if self.takes_query() {
             props.insert(
                 "query".into(),
                 json!({"type": "string", "description": param_description(def, "query").unwrap_or("User Input/Question content")}),
@@ -190,8 +192,8 @@ impl Tool<'_> {
     /// Workflow and http-tool apps: declared outputs as properties (an open object when none
     /// are declared); chat and completion modes: `{answer}`.
     pub fn output_schema(&self) -> Value {
-        match self.mode {
-            Mode::Workflow | Mode::HttpTool | Mode::Mcp => {
+        match self.app.backend.as_dify().map(|c| c.app_mode) {
+            None | Some(DifyMode::Workflow) => {
                 let mut props = Map::new();
                 for o in self.app.outputs.as_array().into_iter().flatten() {
                     let (Some(var), Some(ty)) = (o.get("variable").and_then(Value::as_str), o.get("type")) else {
@@ -231,7 +233,7 @@ impl Tool<'_> {
         }
         let mut problems = Vec::new();
         let mut query = String::new();
-        if self.mode.takes_query() {
+        if self.takes_query() {
             match args.get("query") {
                 Some(Value::String(q)) => query = q.clone(),
                 None | Some(Value::Null) => problems.push("missing required argument 'query'".to_string()),
@@ -334,13 +336,12 @@ mod tests {
                 .into_iter()
                 .enumerate()
                 .map(|(i, (name, mode, form, outputs))| {
-                    let mode = Mode::parse(mode).unwrap();
+                    let mode = crate::pure::mode::Mode::parse(mode).unwrap();
                     let backend = crate::pure::backend::config::Backend::example(mode);
                     AppDefinition::new(
                         format!("{i}abcdef0-1234"),
                         name.into(),
                         format!("{name} app"),
-                        mode,
                         backend,
                         form,
                         outputs,

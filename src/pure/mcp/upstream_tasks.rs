@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 use super::relay;
 use crate::pure::protocol::jsonrpc::{self, RpcError};
 use crate::pure::protocol::meta;
-use crate::pure::protocol::tasks::{self, TaskSupport};
+use crate::pure::protocol::tasks::{self, McpTaskStatus, TaskSupport};
 use crate::pure::protocol::version::Version;
 
 /// How the ids of relayed tasks start.
@@ -35,7 +35,6 @@ const TASK_FIELDS: [&str; 10] = [
     "error",
     "inputRequests",
 ];
-const TERMINAL: [&str; 3] = ["completed", "failed", "cancelled"];
 
 /// Where a relayed task lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,15 +212,20 @@ pub fn normalize(task: &Map<String, Value>, id: &str, payload: Option<Result<Val
         }
         // A 2025-11-25 upstream reports a tool error as `failed`; 2026-07-28 keeps that for
         // protocol errors.
-        if r.get("isError") == Some(&Value::Bool(true)) && t["status"] == "failed" {
-            t.insert("status".into(), "completed".into());
+        if r.get("isError") == Some(&Value::Bool(true)) && status_of(&t) == Some(McpTaskStatus::Failed) {
+            t.insert("status".into(), McpTaskStatus::Completed.as_str().into());
         }
     }
     t
 }
 
+/// The status an upstream's task reports, read as MCP names them (`None`: none it knows).
+fn status_of(task: &Map<String, Value>) -> Option<McpTaskStatus> {
+    task.get("status").and_then(Value::as_str).and_then(<McpTaskStatus as crate::pure::named::Named>::from_name)
+}
+
 pub fn is_terminal(task: &Map<String, Value>) -> bool {
-    task.get("status").and_then(Value::as_str).is_some_and(|s| TERMINAL.contains(&s))
+    status_of(task).is_some_and(McpTaskStatus::is_terminal)
 }
 
 /// A normalized task as a client of `version` sees it: the task fields (2025-11-25 naming and
@@ -242,7 +246,7 @@ fn fields(task: &Map<String, Value>, version: Version, with_payload: bool) -> Ma
     }
     let tool_error = task.get("result").and_then(|r| r.get("isError")) == Some(&Value::Bool(true));
     if !version.is_stateless() && tool_error {
-        t.insert("status".into(), "failed".into());
+        t.insert("status".into(), McpTaskStatus::Failed.as_str().into());
     }
     t
 }

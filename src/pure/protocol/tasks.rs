@@ -107,12 +107,53 @@ pub fn decide(version: Version, support: TaskSupport, tool: &str, params: &Map<S
     }
 }
 
+/// A task's status as MCP names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTaskStatus {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl crate::pure::named::Named for McpTaskStatus {
+    const ALL: &'static [Self] = &[
+        McpTaskStatus::Working,
+        McpTaskStatus::InputRequired,
+        McpTaskStatus::Completed,
+        McpTaskStatus::Failed,
+        McpTaskStatus::Cancelled,
+    ];
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+crate::pure::named::deserialize_by_name!(McpTaskStatus);
+
+impl McpTaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpTaskStatus::Working => "working",
+            McpTaskStatus::InputRequired => "input_required",
+            McpTaskStatus::Completed => "completed",
+            McpTaskStatus::Failed => "failed",
+            McpTaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, McpTaskStatus::Completed | McpTaskStatus::Failed | McpTaskStatus::Cancelled)
+    }
+}
+
 /// A task as the Durable Object reports it, independent of the revision.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskView {
     pub task_id: String,
-    /// working | input_required | completed | failed | cancelled
-    pub status: &'static str,
+    pub status: McpTaskStatus,
     pub status_message: Option<String>,
     pub created_at_ms: u64,
     pub updated_at_ms: u64,
@@ -133,21 +174,23 @@ pub enum TaskOutcome {
 impl TaskView {
     /// 2025-11-25 reports a tool result with `isError` as `failed`; 2026-07-28 keeps `failed` for
     /// protocol errors and reports such a tool as `completed` with `result.isError`.
-    fn status_for(&self, version: Version) -> &'static str {
+    fn status_for(&self, version: Version) -> McpTaskStatus {
         match (&self.outcome, version.is_stateless()) {
-            (Some(TaskOutcome::Result(r)), false) if r.get("isError") == Some(&Value::Bool(true)) => "failed",
+            (Some(TaskOutcome::Result(r)), false) if r.get("isError") == Some(&Value::Bool(true)) => {
+                McpTaskStatus::Failed
+            }
             _ => self.status,
         }
     }
 
     pub fn is_terminal(&self) -> bool {
-        matches!(self.status, "completed" | "failed" | "cancelled")
+        self.status.is_terminal()
     }
 
     fn fields(&self, version: Version) -> Map<String, Value> {
         let mut t = Map::new();
         t.insert("taskId".into(), self.task_id.clone().into());
-        t.insert("status".into(), self.status_for(version).into());
+        t.insert("status".into(), self.status_for(version).as_str().into());
         if let Some(m) = &self.status_message {
             t.insert("statusMessage".into(), m.clone().into());
         }
@@ -207,7 +250,7 @@ pub fn payload_result(view: &TaskView) -> Result<Value, RpcError> {
             Ok(r)
         }
         Some(TaskOutcome::Error { code, message }) => Err(RpcError::new(200, *code, message.clone())),
-        None if view.status == "cancelled" => {
+        None if view.status == McpTaskStatus::Cancelled => {
             Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Task {} was cancelled", view.task_id)))
         }
         None => Err(RpcError::new(200, jsonrpc::INTERNAL_ERROR, format!("Task {} has no result yet", view.task_id))),
@@ -222,7 +265,7 @@ pub fn terminal_cancel(view: &TaskView) -> RpcError {
     RpcError::new(
         200,
         jsonrpc::INVALID_PARAMS,
-        format!("Invalid params: task {} is already {}; it cannot be cancelled", view.task_id, view.status),
+        format!("Invalid params: task {} is already {}; it cannot be cancelled", view.task_id, view.status.as_str()),
     )
 }
 
@@ -238,7 +281,8 @@ pub fn iso8601(ms: u64) -> String {
 mod tests {
     use super::*;
 
-    fn view(status: &'static str, outcome: Option<TaskOutcome>) -> TaskView {
+    fn view(status: &str, outcome: Option<TaskOutcome>) -> TaskView {
+        let status = <McpTaskStatus as crate::pure::named::Named>::from_name(status).unwrap();
         TaskView {
             task_id: "t1".into(),
             status,

@@ -18,9 +18,10 @@ use crate::pure::backend::http_tool::stream::HttpToolStream;
 use crate::pure::backend::stream_reader::StreamReader;
 use std::rc::Rc;
 
+use crate::pure::backend::dify::mode::DifyMode;
+use crate::pure::backend::run_record::RunRecord;
 use crate::pure::mcp::prepared::Prepared;
-use crate::pure::mcp::server::{self, CallPlan, Progress};
-use crate::pure::mode::Mode;
+use crate::pure::mcp::server::{self, CallPlan, CallRequest, Progress};
 use crate::pure::outcome::{Outcome, Signal};
 use crate::pure::sse::{write_comment, write_json_event, SseParser};
 
@@ -69,7 +70,7 @@ pub enum Relayed {
     /// The final JSON-RPC response.
     Done(Value),
     /// The record that lets a `notifications/cancelled` stop the run (an async tool's run).
-    Run(Value),
+    Run(RunRecord),
     /// The backend answered (a status check): the call is not idle, though nothing is sent.
     Alive,
 }
@@ -95,7 +96,9 @@ pub struct CallStream {
     phase: Phase,
     parser: SseParser,
     signals: Vec<Signal>,
-    interp: StreamReader,
+    /// The reader of a streamed HTTP answer, by the request's kind (none for work that runs
+    /// beside the relay: an upstream MCP call, a polled async tool).
+    interp: Option<StreamReader>,
     progress: Progress,
     deadline_ms: u64,
     /// When the backend last sent a chunk (idle timeout) and we last wrote (keep-alive).
@@ -127,29 +130,43 @@ impl CallStream {
     /// Prepares the call; `ctx` keeps a watcher alive that stops the backend run if the client
     /// goes away before the end (best effort, off the response path).
     pub fn new(plan: CallPlan, target: Target, env: &Env, ctx: &Context) -> CallStream {
-        let (tx, rx) = oneshot::channel::<String>();
-        let (watch_env, mode, user) = (env.clone(), plan.mode, plan.user.clone());
-        let (base, key, name) = (target.base_url.clone(), target.api_key.clone(), target.app_name.clone());
-        ctx.wait_until(async move {
-            if let Ok(task_id) = rx.await {
-                stop_run(&watch_env, &base, &key, mode, &task_id, &user, &name).await;
-            }
-        });
+        let stoppable = match &plan.request {
+            CallRequest::Dify { mode, .. } => Some(*mode),
+            CallRequest::HttpTool { .. } | CallRequest::Mcp { .. } => None,
+        };
         let mut call = CallStream::detached(plan, target, env);
-        call.cancel.tx = Some(tx);
         call.registered = false;
+        // Only a Dify run has a stop endpoint (and a task id to stop it by).
+        if let Some(mode) = stoppable {
+            let (tx, rx) = oneshot::channel::<String>();
+            let (watch_env, user) = (env.clone(), call.plan.user.clone());
+            let t = &call.target;
+            let (base, key, name) = (t.base_url.clone(), t.api_key.clone(), t.app_name.clone());
+            ctx.wait_until(async move {
+                if let Ok(task_id) = rx.await {
+                    stop_run(&watch_env, &base, &key, mode, &task_id, &user, &name).await;
+                }
+            });
+            call.cancel.tx = Some(tx);
+        }
         call
     }
 
     /// A call with no client connection to lose (inside a task's Durable Object): nothing
     /// watches for a disconnect.
     pub fn detached(plan: CallPlan, target: Target, env: &Env) -> CallStream {
+        let interp = match &plan.request {
+            CallRequest::Dify { mode, .. } => Some(StreamReader::Dify(DifyStream::new(*mode, target.max_result_bytes))),
+            CallRequest::HttpTool { .. } => Some(StreamReader::Tool(HttpToolStream::new(&target.app_name))),
+            CallRequest::Mcp { .. } => None,
+        };
+        CallStream::reading(plan, target, env, interp)
+    }
+
+    fn reading(plan: CallPlan, target: Target, env: &Env, interp: Option<StreamReader>) -> CallStream {
         let now = crate::shell::platform::now_ms();
         CallStream {
-            interp: match plan.mode {
-                Mode::HttpTool => StreamReader::Tool(HttpToolStream::new(&target.app_name)),
-                mode => StreamReader::Dify(DifyStream::new(mode, target.max_result_bytes)),
-            },
+            interp,
             deadline_ms: now + target.total.as_millis() as u64,
             last_chunk_ms: now,
             last_write_ms: now,
@@ -211,7 +228,7 @@ impl CallStream {
         ctx: Option<&Context>,
         work: impl FnOnce(Box<dyn Fn(Relayed)>, futures::future::LocalBoxFuture<'static, ()>) -> F,
     ) -> CallStream {
-        let mut call = CallStream::detached(plan, target, env);
+        let mut call = CallStream::reading(plan, target, env, None);
         call.registered = false;
         let (tx, rx) = unbounded::<Relayed>();
         let (abort_tx, abort_rx) = oneshot::channel::<()>();
@@ -301,17 +318,15 @@ impl CallStream {
                         if let Err(e) = self.take_chunk(&chunk, &mut out) {
                             return Some(self.abort(Outcome::Failed(e), &mut out));
                         }
-                        if !self.registered && !self.interp.is_done() {
-                            if let Some(task) = self.cancel.task_id.clone() {
+                        if !self.registered && !self.read_all() {
+                            if let Some(task_id) = self.cancel.task_id.clone() {
                                 self.registered = true;
-                                let record = serde_json::json!({"task_id": task, "app_index": self.plan.app_index, "user": self.plan.user});
-                                self.register(record).await;
+                                let (app_index, user) = (self.plan.app_index, self.plan.user.clone());
+                                self.register(&RunRecord::Dify { app_index, task_id, user }).await;
                             }
                         }
-                        if self.interp.is_done() {
-                            let outcome =
-                                std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new("")))
-                                    .finish();
+                        if self.read_all() {
+                            let outcome = self.read_outcome();
                             return Some(self.finish(outcome, &mut out));
                         }
                         self.phase = Phase::Reading(body);
@@ -330,8 +345,7 @@ impl CallStream {
                         // A last line over the cap is dropped: the stream is over either way.
                         let _ = parser.finish_each(|ev| self.take_event(ev.data, &mut out));
                         self.parser = parser;
-                        let outcome =
-                            std::mem::replace(&mut self.interp, StreamReader::Tool(HttpToolStream::new(""))).finish();
+                        let outcome = self.read_outcome();
                         return Some(self.finish(outcome, &mut out));
                     }
                     Ok(Wait::Tick) => {
@@ -348,8 +362,8 @@ impl CallStream {
                         self.phase = Phase::Relaying(rx);
                         if !self.registered {
                             self.registered = true;
-                            let record = serde_json::json!({"kind": "mcp", "app_index": self.plan.app_index, "request_id": request_id, "session": session});
-                            self.register(record).await;
+                            let record = RunRecord::Mcp { app_index: self.plan.app_index, request_id, session };
+                            self.register(&record).await;
                         }
                     }
                     Ok(Wait::Item(Some(Relayed::Run(record)))) => {
@@ -357,7 +371,7 @@ impl CallStream {
                         self.phase = Phase::Relaying(rx);
                         if !self.registered {
                             self.registered = true;
-                            self.register(record).await;
+                            self.register(&record).await;
                         }
                     }
                     Ok(Wait::Item(Some(Relayed::Alive))) => {
@@ -455,8 +469,8 @@ impl CallStream {
     /// Records the run under the call's cancel key: at once in this isolate's memory, and in
     /// KV (so that a `notifications/cancelled` can stop it from any isolate) once the call has
     /// run `SHARE_RUN_AFTER_MS`: most calls end sooner and cost no KV write.
-    async fn register(&mut self, record: Value) {
-        let record = record.to_string();
+    async fn register(&mut self, record: &RunRecord) {
+        let record = record.to_json().to_string();
         crate::shell::memo::remember_run(
             &self.plan.cancel_key,
             record.as_str().into(),
@@ -484,7 +498,7 @@ impl CallStream {
 
     fn total_timeout(&self) -> Outcome {
         let (b, secs) = (&self.target, self.target.total.as_secs());
-        Outcome::Failed(if self.plan.mode == Mode::Mcp {
+        Outcome::Failed(if matches!(self.plan.request, CallRequest::Mcp { .. }) {
             // Worded like every other upstream failure: "upstream <app>: …".
             format!("upstream {}: no answer within {secs} s ({})", b.app_name, b.total_setting)
         } else {
@@ -505,10 +519,7 @@ impl CallStream {
         let b = &self.target;
         let mut headers = request_headers(&self.plan, b)?;
         headers.set("accept", "text/event-stream");
-        let mut body = self.plan.request.http_body().cloned().unwrap_or(Value::Null);
-        if self.plan.mode.is_dify() {
-            body["response_mode"] = "streaming".into();
-        }
+        let body = self.plan.request.streaming_body().unwrap_or(Value::Null);
         let url = format!("{}{}", b.base_url, self.plan.request.path());
         let first_byte = b.first_byte.min(b.total);
         let mut resp = match outbound::send(Method::Post, &url, headers, Some(&body), first_byte).await {
@@ -536,7 +547,7 @@ impl CallStream {
         // parser is taken out meanwhile, since `take_event` needs `self`.
         let mut parser = std::mem::take(&mut self.parser);
         let fed = parser.feed_each(chunk, |ev| {
-            if !self.interp.is_done() {
+            if !self.read_all() {
                 self.take_event(ev.data, out);
             }
         });
@@ -545,10 +556,11 @@ impl CallStream {
     }
 
     fn take_event(&mut self, data: &[u8], out: &mut String) {
+        let Some(interp) = self.interp.as_mut() else { return };
         let mut signals = std::mem::take(&mut self.signals);
-        self.interp.on_event(data, &mut signals);
+        interp.on_event(data, &mut signals);
         if self.cancel.task_id.is_none() {
-            self.cancel.task_id = self.interp.task_id().map(str::to_string);
+            self.cancel.task_id = interp.task_id().map(str::to_string);
         }
         for s in signals.drain(..) {
             if let Some(n) = server::notification(&self.plan, s, &mut self.progress) {
@@ -556,6 +568,19 @@ impl CallStream {
             }
         }
         self.signals = signals;
+    }
+
+    /// Whether the streamed answer's final event has arrived.
+    fn read_all(&self) -> bool {
+        self.interp.as_ref().is_some_and(StreamReader::is_done)
+    }
+
+    /// The outcome of the streamed answer read so far (the reader is used up).
+    fn read_outcome(&mut self) -> Outcome {
+        match self.interp.take() {
+            Some(reader) => reader.finish(),
+            None => Outcome::Failed("the backend stream ended before a result".into()),
+        }
     }
 
     /// Ends the call normally: the backend finished, so there is nothing to stop.
@@ -598,7 +623,7 @@ pub fn request_headers(plan: &CallPlan, b: &Target) -> Result<Headers, Outcome> 
     if !b.api_key.is_empty() {
         headers.try_set("authorization", &format!("Bearer {}", b.api_key)).map_err(bad)?;
     }
-    if plan.mode == Mode::HttpTool {
+    if let CallRequest::HttpTool { .. } = plan.request {
         // MCP has no conversations; each client is one continuing conversation with the tool.
         headers.try_set("x-dify-conversation-id", &plan.user).map_err(bad)?;
         headers.try_set("x-dify-user-id", &plan.user).map_err(bad)?;
@@ -615,16 +640,21 @@ pub fn read_whole(
     retry_after: Option<&str>,
     text: &str,
 ) -> Outcome {
-    match plan.mode {
-        Mode::HttpTool => http_tool::read_response(&b.app_name, status, content_type, retry_after, text),
-        mode => dify_call::read_blocking(mode, status, retry_after, text),
+    match &plan.request {
+        CallRequest::HttpTool { .. } => http_tool::read_response(&b.app_name, status, content_type, retry_after, text),
+        CallRequest::Dify { mode, .. } => dify_call::read_blocking(*mode, status, retry_after, text),
+        CallRequest::Mcp { .. } => Outcome::Failed(format!("upstream {}: not an MCP answer", b.app_name)),
     }
 }
 
 /// A call that failed on the way out or while its answer was read. The message names the app
 /// and the backend's host, never its full URL (which may carry a key in its query).
 pub fn send_failed(plan: &CallPlan, b: &Target, e: SendError) -> Outcome {
-    let kind = if plan.mode == Mode::HttpTool { "tool" } else { "Dify app" };
+    let kind = match plan.request {
+        CallRequest::HttpTool { .. } => "tool",
+        CallRequest::Dify { .. } => "Dify app",
+        CallRequest::Mcp { .. } => "upstream",
+    };
     let host = crate::pure::url::host_for_display(&b.base_url);
     Outcome::Failed(match e {
         SendError::Unreachable(e) => format!("could not reach the {kind} '{}' at {host}: {e}", b.app_name),
@@ -677,7 +707,7 @@ impl Drop for CancelGuard {
 }
 
 /// `POST {base}/…/{task_id}/stop` with `{user}`: best effort, errors only logged.
-pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: Mode, task_id: &str, user: &str, app: &str) {
+pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: DifyMode, task_id: &str, user: &str, app: &str) {
     let mut headers = Headers::new();
     let auth = format!("Bearer {key}");
     headers.set("content-type", "application/json");

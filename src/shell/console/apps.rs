@@ -11,6 +11,7 @@ use crate::pure::backend::mcp::failed_fetch;
 use crate::pure::client_auth::AuthMode;
 use crate::pure::definition::AppDefinition;
 use crate::pure::error::ApiError;
+use crate::pure::mode::Mode;
 use crate::pure::protocol::names::ToolOrigin;
 use crate::pure::quote::quote_input;
 
@@ -139,7 +140,7 @@ impl Console<'_> {
         let id = new_id()?;
         store::insert_app(self.db, &id, &spec, platform::now_s()).await?;
         let mut out = self.app_response(&id, &spec).await?;
-        if dify_import::needs_outputs_note(app_body["mode"].as_str().unwrap_or_default(), app_body.get("outputs")) {
+        if dify_import::needs_outputs_note(app_body["mode"].as_str().and_then(Mode::parse), app_body.get("outputs")) {
             out["note"] = json!(dify_import::OUTPUTS_NOTE.replace("{id}", &id));
         }
         Ok(out)
@@ -196,7 +197,7 @@ impl Console<'_> {
     /// Re-reads an upstream MCP app's tool list now (a new session) and caches it.
     pub(super) async fn refresh_tools(&self, id: &str) -> Result<Value> {
         let row = self.app_row(id).await?;
-        if row.mode != "mcp" {
+        if Mode::parse(&row.mode) != Some(Mode::Mcp) {
             return Err(ApiError::bad_request(format!(
                 "app '{id}' is a {} app; only mcp apps have upstream tools",
                 row.mode

@@ -3,37 +3,45 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::pure::mode::Mode;
+use super::mode::DifyMode;
 use crate::pure::outcome::{http_failure, Outcome};
 
-/// The Service API path and JSON body for one blocking call.
-pub fn request(mode: Mode, inputs: Map<String, Value>, query: String, user: &str) -> (&'static str, Value) {
+/// The Service API path that runs an app of `mode`.
+pub fn run_path(mode: DifyMode) -> &'static str {
     match mode {
-        Mode::Workflow => ("/workflows/run", json!({"inputs": inputs, "response_mode": "blocking", "user": user})),
-        Mode::Completion => {
-            ("/completion-messages", json!({"inputs": inputs, "query": "", "response_mode": "blocking", "user": user}))
-        }
+        DifyMode::Workflow => "/workflows/run",
+        DifyMode::Completion => "/completion-messages",
         // Chat modes; agent-chat is served streaming by Dify (see `needs_streaming`).
-        _ => ("/chat-messages", json!({"query": query, "inputs": inputs, "response_mode": "blocking", "user": user})),
+        DifyMode::Chat | DifyMode::AdvancedChat | DifyMode::AgentChat => "/chat-messages",
+    }
+}
+
+/// The JSON body of one blocking call (sent to [`run_path`]).
+pub fn request(mode: DifyMode, inputs: Map<String, Value>, query: String, user: &str) -> Value {
+    match mode {
+        DifyMode::Workflow => json!({"inputs": inputs, "response_mode": "blocking", "user": user}),
+        DifyMode::Completion => json!({"inputs": inputs, "query": "", "response_mode": "blocking", "user": user}),
+        DifyMode::Chat | DifyMode::AdvancedChat | DifyMode::AgentChat => {
+            json!({"query": query, "inputs": inputs, "response_mode": "blocking", "user": user})
+        }
     }
 }
 
 /// The endpoint that stops a running task of `mode` (streaming runs only, as in Dify).
-pub fn stop_path(mode: Mode, task_id: &str) -> String {
+pub fn stop_path(mode: DifyMode, task_id: &str) -> String {
     match mode {
-        Mode::Workflow => format!("/workflows/tasks/{task_id}/stop"),
-        Mode::Completion => format!("/completion-messages/{task_id}/stop"),
-        _ => format!("/chat-messages/{task_id}/stop"),
+        DifyMode::Workflow => format!("/workflows/tasks/{task_id}/stop"),
+        _ => format!("{}/{task_id}/stop", run_path(mode)),
     }
 }
 
 /// Dify serves agent-chat apps only in streaming mode.
-pub fn needs_streaming(mode: Mode) -> bool {
-    mode == Mode::AgentChat
+pub fn needs_streaming(mode: DifyMode) -> bool {
+    mode == DifyMode::AgentChat
 }
 
 /// Reads a Dify answer (`status`, `Retry-After` and body text) into an outcome.
-pub fn read_blocking(mode: Mode, status: u16, retry_after: Option<&str>, body: &str) -> Outcome {
+pub fn read_blocking(mode: DifyMode, status: u16, retry_after: Option<&str>, body: &str) -> Outcome {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     if !(200..300).contains(&status) {
         return Outcome::Failed(http_failure("the Dify app", status, retry_after, parsed.as_ref(), body));
@@ -41,7 +49,7 @@ pub fn read_blocking(mode: Mode, status: u16, retry_after: Option<&str>, body: &
     let Some(v) = parsed.filter(Value::is_object) else {
         return Outcome::Failed(format!("the Dify app answered HTTP {status} with a body that is not a JSON object"));
     };
-    if mode == Mode::Workflow {
+    if mode == DifyMode::Workflow {
         let data = &v["data"];
         match data["status"].as_str() {
             Some("succeeded") | None => {}
@@ -75,28 +83,28 @@ mod tests {
     #[test]
     fn request_per_mode() {
         let inputs = json!({"a": 1}).as_object().unwrap().clone();
-        let (p, b) = request(Mode::Workflow, inputs.clone(), String::new(), "u1");
-        assert_eq!(p, "/workflows/run");
+        let b = request(DifyMode::Workflow, inputs.clone(), String::new(), "u1");
+        assert_eq!(run_path(DifyMode::Workflow), "/workflows/run");
         assert_eq!(b, json!({"inputs": {"a": 1}, "response_mode": "blocking", "user": "u1"}));
-        let (p, b) = request(Mode::Completion, inputs.clone(), "ignored".into(), "u1");
-        assert_eq!(p, "/completion-messages");
+        let b = request(DifyMode::Completion, inputs.clone(), "ignored".into(), "u1");
+        assert_eq!(run_path(DifyMode::Completion), "/completion-messages");
         assert_eq!(b["query"], "");
-        let (p, b) = request(Mode::AdvancedChat, inputs, "hello".into(), "u1");
-        assert_eq!(p, "/chat-messages");
+        let b = request(DifyMode::AdvancedChat, inputs, "hello".into(), "u1");
+        assert_eq!(run_path(DifyMode::AdvancedChat), "/chat-messages");
         assert_eq!(b["query"], "hello");
-        assert!(needs_streaming(Mode::AgentChat) && !needs_streaming(Mode::Chat));
+        assert!(needs_streaming(DifyMode::AgentChat) && !needs_streaming(DifyMode::Chat));
     }
 
     #[test]
     fn reads_answers() {
         let wf = r#"{"workflow_run_id":"r","task_id":"t","data":{"status":"succeeded","outputs":{"summary":"s"}}}"#;
         assert_eq!(
-            read_blocking(Mode::Workflow, 200, None, wf),
+            read_blocking(DifyMode::Workflow, 200, None, wf),
             Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) }
         );
         let chat = r#"{"event":"message","answer":"Paris"}"#;
         assert_eq!(
-            read_blocking(Mode::Chat, 200, None, chat),
+            read_blocking(DifyMode::Chat, 200, None, chat),
             Outcome::Ok { text: "Paris".into(), structured: Some(json!({"answer": "Paris"})) }
         );
     }
@@ -105,39 +113,43 @@ mod tests {
     fn failures_carry_the_backend_message() {
         let failed = r#"{"data":{"status":"failed","error":"Node LLM failed: model timeout","outputs":{}}}"#;
         assert_eq!(
-            read_blocking(Mode::Workflow, 200, None, failed),
+            read_blocking(DifyMode::Workflow, 200, None, failed),
             Outcome::Failed("the workflow ended failed: Node LLM failed: model timeout".into())
         );
         let quota = r#"{"code":"provider_quota_exceeded","message":"Your quota ... exhausted.","status":400}"#;
         assert_eq!(
-            read_blocking(Mode::Chat, 400, None, quota),
+            read_blocking(DifyMode::Chat, 400, None, quota),
             Outcome::Failed(
                 "the Dify app refused the call (HTTP 400, provider_quota_exceeded): Your quota ... exhausted.".into()
             )
         );
         assert_eq!(
-            read_blocking(Mode::Chat, 500, None, "Internal Server Error"),
+            read_blocking(DifyMode::Chat, 500, None, "Internal Server Error"),
             Outcome::Failed("the Dify app answered HTTP 500: Internal Server Error".into())
         );
         assert_eq!(
-            read_blocking(Mode::Chat, 502, None, ""),
+            read_blocking(DifyMode::Chat, 502, None, ""),
             Outcome::Failed("the Dify app answered HTTP 502 with an empty body".into())
         );
         assert!(
-            matches!(read_blocking(Mode::Chat, 200, None, "<html>"), Outcome::Failed(m) if m.contains("not a JSON object"))
+            matches!(read_blocking(DifyMode::Chat, 200, None, "<html>"), Outcome::Failed(m) if m.contains("not a JSON object"))
         );
-        assert!(matches!(read_blocking(Mode::Chat, 200, None, "{}"), Outcome::Failed(m) if m.contains("no `answer`")));
+        assert!(
+            matches!(read_blocking(DifyMode::Chat, 200, None, "{}"), Outcome::Failed(m) if m.contains("no `answer`"))
+        );
         let limited = r#"{"code":"too_many_requests","message":"Too many requests","status":429}"#;
         assert_eq!(
-            read_blocking(Mode::Chat, 429, Some("7"), limited),
+            read_blocking(DifyMode::Chat, 429, Some("7"), limited),
             Outcome::Failed(
                 "the Dify app refused the call (HTTP 429, too_many_requests): Too many requests; retry after 7 s"
                     .into()
             )
         );
-        assert!(matches!(read_blocking(Mode::Chat, 429, None, ""), Outcome::Failed(m) if m.ends_with("retry later")));
-        assert_eq!(stop_path(Mode::Workflow, "t1"), "/workflows/tasks/t1/stop");
-        assert_eq!(stop_path(Mode::AgentChat, "t1"), "/chat-messages/t1/stop");
-        assert_eq!(stop_path(Mode::Completion, "t1"), "/completion-messages/t1/stop");
+        assert!(
+            matches!(read_blocking(DifyMode::Chat, 429, None, ""), Outcome::Failed(m) if m.ends_with("retry later"))
+        );
+        assert_eq!(stop_path(DifyMode::Workflow, "t1"), "/workflows/tasks/t1/stop");
+        assert_eq!(stop_path(DifyMode::AgentChat, "t1"), "/chat-messages/t1/stop");
+        assert_eq!(stop_path(DifyMode::Completion, "t1"), "/completion-messages/t1/stop");
     }
 }

@@ -8,9 +8,14 @@ use crate::pure::error::Errors;
 use crate::pure::fields::{Fields, FromFields};
 use crate::pure::mode::Mode;
 
+use super::mode::DifyMode;
+
 /// Written by serde; read by `Backend::from_settings` through `pure::fields`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DifyConfig {
+    /// The Dify app's mode: stored as the app's `mode`, beside its settings, not among them.
+    #[serde(skip)]
+    pub app_mode: DifyMode,
     /// The Service API root (`…/v1`), stored without a trailing slash so paths join cleanly.
     pub base_url: String,
     /// The app's key: a sealed literal or a `$NAME` reference.
@@ -24,6 +29,8 @@ pub struct DifyConfig {
 impl FromFields for DifyConfig {
     fn from_fields(f: &mut Fields) -> Result<Self, String> {
         Ok(DifyConfig {
+            // The mode is not a setting; `Backend::from_settings` sets the app's.
+            app_mode: DifyMode::Workflow,
             base_url: f.text("base_url")?,
             api_key: f.text("api_key")?,
             limits: Limits::default(),
@@ -51,8 +58,8 @@ impl Kind for DifyConfig {
 
     /// For clients that take SSE (so progress can flow), and agent-chat always (Dify serves it
     /// only streaming).
-    fn streams(&self, mode: Mode, accepts_sse: bool) -> bool {
-        accepts_sse || super::call::needs_streaming(mode)
+    fn streams(&self, accepts_sse: bool) -> bool {
+        accepts_sse || super::call::needs_streaming(self.app_mode)
     }
 }
 

@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use super::mode::DifyMode;
 use crate::pure::mode::Mode;
 
 /// Why the responses are not those of a Dify app (a message for the person importing).
@@ -25,9 +26,8 @@ pub fn app_body_from_dify(
         .get("mode")
         .and_then(Value::as_str)
         .ok_or("the /info response has no `mode`; is this the Service API base URL of a Dify app (…/v1)?")?;
-    match Mode::parse(mode) {
-        Some(m) if m.is_dify() => {}
-        _ => return Err(format!("the Dify app has mode '{mode}', which Flowgate cannot serve")),
+    if Mode::parse(mode).and_then(Mode::dify).is_none() {
+        return Err(format!("the Dify app has mode '{mode}', which Flowgate cannot serve"));
     }
     let name = info.get("name").and_then(Value::as_str).filter(|n| !n.trim().is_empty()).unwrap_or("Dify app");
     let description = info.get("description").and_then(Value::as_str).unwrap_or("");
@@ -50,8 +50,8 @@ pub fn app_body_from_dify(
 }
 
 /// Whether an imported app should carry [`OUTPUTS_NOTE`]: a workflow without outputs.
-pub fn needs_outputs_note(mode: &str, outputs: Option<&Value>) -> bool {
-    mode == "workflow" && outputs.and_then(Value::as_array).is_none_or(Vec::is_empty)
+pub fn needs_outputs_note(mode: Option<Mode>, outputs: Option<&Value>) -> bool {
+    mode == Some(Mode::Dify(DifyMode::Workflow)) && outputs.and_then(Value::as_array).is_none_or(Vec::is_empty)
 }
 
 #[cfg(test)]
@@ -79,10 +79,10 @@ mod tests {
         let outputs = json!([{"variable": "summary", "type": "string"}]);
         let body = app_body_from_dify(&json!({"mode": "workflow"}), &json!({}), "u", "k", Some(&outputs)).unwrap();
         assert_eq!(body["outputs"], outputs);
-        assert!(!needs_outputs_note("workflow", Some(&outputs)));
-        assert!(needs_outputs_note("workflow", None));
-        assert!(needs_outputs_note("workflow", Some(&json!([]))));
-        assert!(!needs_outputs_note("chat", None));
+        assert!(!needs_outputs_note(Mode::parse("workflow"), Some(&outputs)));
+        assert!(needs_outputs_note(Mode::parse("workflow"), None));
+        assert!(needs_outputs_note(Mode::parse("workflow"), Some(&json!([]))));
+        assert!(!needs_outputs_note(Mode::parse("chat"), None));
     }
 
     #[test]

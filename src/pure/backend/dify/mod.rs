@@ -5,5 +5,6 @@
 pub mod call;
 pub mod config;
 pub mod import;
+pub mod mode;
 pub mod run_status;
 pub mod stream;

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::pure::mode::Mode;
+use super::mode::DifyMode;
 use crate::pure::outcome::{truncate, Outcome, Signal};
 use crate::pure::sse::read_json;
 
@@ -16,7 +16,7 @@ const MAX_LOG_TEXT: usize = 2000;
 
 #[derive(Debug)]
 pub struct DifyStream {
-    mode: Mode,
+    mode: DifyMode,
     max_text: usize,
     answer: String,
     last_thought: String,
@@ -27,7 +27,7 @@ pub struct DifyStream {
 }
 
 impl DifyStream {
-    pub fn new(mode: Mode, max_text: usize) -> Self {
+    pub fn new(mode: DifyMode, max_text: usize) -> Self {
         DifyStream {
             mode,
             max_text,
@@ -130,10 +130,10 @@ impl DifyStream {
             e @ ("message" | "agent_message" | "message_replace") => {
                 self.on_answer(e == "message_replace", v.get("answer").and_then(Value::as_str));
             }
-            "message_end" if self.mode.takes_query() || self.mode == Mode::Completion => {
+            "message_end" if self.mode.takes_query() || self.mode == DifyMode::Completion => {
                 self.done = Some(self.answer_outcome());
             }
-            "workflow_finished" if self.mode == Mode::Workflow => {
+            "workflow_finished" if self.mode == DifyMode::Workflow => {
                 self.done = Some(workflow_outcome(d));
             }
             "error" => {
@@ -172,7 +172,7 @@ impl DifyStream {
     /// agent-chat answers come from the message chunks; only when there is no answer text at
     /// all does the last thought stand in (Dify's own server got this wrong, #22403/#32526).
     fn answer_outcome(&mut self) -> Outcome {
-        let mut answer = if self.answer.is_empty() && self.mode == Mode::AgentChat {
+        let mut answer = if self.answer.is_empty() && self.mode == DifyMode::AgentChat {
             std::mem::take(&mut self.last_thought)
         } else {
             std::mem::take(&mut self.answer)
@@ -298,7 +298,7 @@ fn has_event_key(rest: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn run(mode: Mode, events: &[Value], max: usize) -> (Outcome, Vec<Signal>) {
+    fn run(mode: DifyMode, events: &[Value], max: usize) -> (Outcome, Vec<Signal>) {
         let mut s = DifyStream::new(mode, max);
         let mut out = Vec::new();
         for e in events {
@@ -326,7 +326,7 @@ mod tests {
 
     #[test]
     fn events_read_by_their_head_alone_and_events_it_cannot_read() {
-        let mut s = DifyStream::new(Mode::Chat, 100);
+        let mut s = DifyStream::new(DifyMode::Chat, 100);
         let mut out = Vec::new();
         // Escaped text is decoded (an owned head), plain text borrowed: both appended.
         s.on_event(r#"{"event": "message", "task_id": "t9", "answer": "caf\u00e9 \"ok\" "}"#.as_bytes(), &mut out);
@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(s.answer, "café \"ok\" plain");
         // Fields of another type than the head expects: read whole, as before (a numeric task
         // id is not a task id; the answer chunk still counts).
-        let mut n = DifyStream::new(Mode::Chat, 100);
+        let mut n = DifyStream::new(DifyMode::Chat, 100);
         n.on_event(r#"{"event": "message", "task_id": 7, "answer": "a"}"#.as_bytes(), &mut out);
         assert_eq!(n.task_id(), None);
         assert_eq!(n.answer, "a");
@@ -382,7 +382,7 @@ mod tests {
             assert_eq!(leading_event(data.as_bytes()), name.map(str::as_bytes), "{data}");
         }
         // What the opening says is what the JSON read says, for events read and skipped alike.
-        let mut fast = DifyStream::new(Mode::Chat, 100);
+        let mut fast = DifyStream::new(DifyMode::Chat, 100);
         let mut out = Vec::new();
         fast.on_event(r#"{"event": "text_chunk", "task_id": "t1", "data": {"text": "zzz"}}"#.as_bytes(), &mut out);
         assert_eq!(fast.task_id(), Some("t1"), "the first events are read for the task id");
@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn node_events_give_the_same_signals_read_by_their_head_or_whole() {
         let signals = |data: &str| {
-            let mut s = DifyStream::new(Mode::Workflow, 100);
+            let mut s = DifyStream::new(DifyMode::Workflow, 100);
             let mut out = Vec::new();
             s.on_event(data.as_bytes(), &mut out);
             out
@@ -448,7 +448,7 @@ mod tests {
             json!({"event": "node_finished", "task_id": "t1", "data": {"title": "LLM", "status": "succeeded"}}),
             json!({"event": "workflow_finished", "task_id": "t1", "data": {"status": "succeeded", "outputs": {"summary": "s"}}}),
         ];
-        let (outcome, signals) = run(Mode::Workflow, &events, 100);
+        let (outcome, signals) = run(DifyMode::Workflow, &events, 100);
         assert_eq!(
             outcome,
             Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) }
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(signals.len(), 2);
         assert_eq!(signals[1], Signal::Progress { message: "LLM succeeded".into() });
         let failed = [json!({"event": "workflow_finished", "data": {"status": "failed", "error": "boom"}})];
-        assert_eq!(run(Mode::Workflow, &failed, 100).0, Outcome::Failed("the workflow ended failed: boom".into()));
+        assert_eq!(run(DifyMode::Workflow, &failed, 100).0, Outcome::Failed("the workflow ended failed: boom".into()));
     }
 
     #[test]
@@ -467,7 +467,7 @@ mod tests {
             json!({"event": "message_end"}),
         ];
         assert_eq!(
-            run(Mode::Chat, &events, 100).0,
+            run(DifyMode::Chat, &events, 100).0,
             Outcome::Ok { text: "Hello".into(), structured: Some(json!({"answer": "Hello"})) }
         );
         let replaced = [
@@ -475,7 +475,7 @@ mod tests {
             json!({"event": "message_replace", "answer": "moderated"}),
             json!({"event": "message_end"}),
         ];
-        assert!(matches!(run(Mode::Chat, &replaced, 100).0, Outcome::Ok { text, .. } if text == "moderated"));
+        assert!(matches!(run(DifyMode::Chat, &replaced, 100).0, Outcome::Ok { text, .. } if text == "moderated"));
     }
 
     #[test]
@@ -487,13 +487,13 @@ mod tests {
             json!({"event": "agent_message", "answer": "Final"}),
             json!({"event": "message_end"}),
         ];
-        let (outcome, signals) = run(Mode::AgentChat, &with_answer, 100);
+        let (outcome, signals) = run(DifyMode::AgentChat, &with_answer, 100);
         assert!(matches!(outcome, Outcome::Ok { text, .. } if text == "Final"));
         assert_eq!(signals.iter().filter(|s| matches!(s, Signal::Progress { .. })).count(), 2);
         let only_thoughts =
             [thought("first"), thought("the last thought"), thought(""), json!({"event": "message_end"})];
         assert!(
-            matches!(run(Mode::AgentChat, &only_thoughts, 100).0, Outcome::Ok { text, .. } if text == "the last thought")
+            matches!(run(DifyMode::AgentChat, &only_thoughts, 100).0, Outcome::Ok { text, .. } if text == "the last thought")
         );
     }
 
@@ -504,7 +504,7 @@ mod tests {
             json!({"event": "message", "answer": "abcdef"}),
             json!({"event": "message_end"}),
         ];
-        let Outcome::Ok { text, .. } = run(Mode::Completion, &events, 12).0 else { panic!() };
+        let Outcome::Ok { text, .. } = run(DifyMode::Completion, &events, 12).0 else { panic!() };
         assert!(text.starts_with("0123456789ab\n\n[truncated: the answer was longer than 12 bytes"), "{text}");
         assert_eq!(truncate("héllo", 2), "h");
     }
@@ -513,12 +513,15 @@ mod tests {
     fn errors_early_ends_and_malformed_events() {
         let err = [json!({"event": "error", "code": "provider_quota_exceeded", "message": "quota"})];
         assert_eq!(
-            run(Mode::Chat, &err, 100).0,
+            run(DifyMode::Chat, &err, 100).0,
             Outcome::Failed("the Dify app reported an error (provider_quota_exceeded): quota".into())
         );
         let early = [json!({"event": "message", "answer": "partial"})];
-        assert_eq!(run(Mode::Chat, &early, 100).0, Outcome::Failed("the backend stream ended before a result".into()));
-        let mut s = DifyStream::new(Mode::Chat, 100);
+        assert_eq!(
+            run(DifyMode::Chat, &early, 100).0,
+            Outcome::Failed("the backend stream ended before a result".into())
+        );
+        let mut s = DifyStream::new(DifyMode::Chat, 100);
         let mut out = Vec::new();
         s.on_event("{not json".as_bytes(), &mut out);
         s.on_event(json!({"event": "message", "answer": "ok", "task_id": "tid"}).to_string().as_bytes(), &mut out);

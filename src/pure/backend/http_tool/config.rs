@@ -85,7 +85,7 @@ impl Kind for HttpToolConfig {
 
     /// When the tool is set to stream, whatever the client takes; an async tool too (a call
     /// without a task polls it to its end, with progress as it goes).
-    fn streams(&self, _mode: Mode, _accepts_sse: bool) -> bool {
+    fn streams(&self, _accepts_sse: bool) -> bool {
         self.stream || self.async_endpoints.is_some()
     }
 }

@@ -2,7 +2,7 @@
 //! call submits the work, then polls its status until it ends, and answers with its result.
 //! What each status answer means for the call is decided here; the shell makes the calls.
 
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::pure::outcome::{Outcome, Signal};
 use crate::pure::task::{PollOutcome, Report, MIN_POLL_AFTER_S};
@@ -59,16 +59,11 @@ pub fn next(outcome: PollOutcome, app: &str, polls: u32, interval_s: u64) -> Nex
     }
 }
 
-/// The record kept under a call's cancel key, for a `notifications/cancelled` from any isolate.
-/// The cancel goes out with the same user headers as the submit.
-pub fn cancel_record(app_index: usize, remote_id: &str, user: &str) -> Value {
-    json!({"kind": "async_tool", "app_index": app_index, "task_id": remote_id, "user": user})
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pure::task::parse_async_status;
+    use serde_json::Value;
 
     #[test]
     fn waits_follow_the_hint_within_one_second_and_the_interval() {

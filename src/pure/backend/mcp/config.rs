@@ -197,7 +197,7 @@ impl Kind for McpConfig {
     }
 
     /// Whenever the client takes SSE: notifications relay as they come.
-    fn streams(&self, _mode: Mode, accepts_sse: bool) -> bool {
+    fn streams(&self, accepts_sse: bool) -> bool {
         accepts_sse
     }
 }

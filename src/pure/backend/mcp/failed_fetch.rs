@@ -40,7 +40,7 @@ mod tests {
         let settings = serde_json::json!({"url": url});
         let backend = crate::pure::backend::config::Backend::from_settings(crate::pure::mode::Mode::Mcp, &settings);
         let (a, b) = (serde_json::json!([]), serde_json::json!([]));
-        AppDefinition::new(id.into(), "App".into(), "".into(), crate::pure::mode::Mode::Mcp, backend.unwrap(), a, b)
+        AppDefinition::new(id.into(), "App".into(), "".into(), backend.unwrap(), a, b)
     }
 
     #[test]

@@ -14,7 +14,6 @@ fn mcp_app(id: &str, name: &str, extra: Value) -> AppDefinition {
         id.into(),
         name.into(),
         "".into(),
-        Mode::Mcp,
         Backend::from_settings(Mode::Mcp, &settings).unwrap(),
         json!([]),
         json!([]),

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::definition::{AppDefinition, FORMAT};
 use crate::pure::mode::Mode;
 use crate::pure::protocol::tasks::TaskView;
@@ -19,8 +20,11 @@ fn def() -> ServerDefinition {
                 "a1".into(),
                 "Summariser".into(),
                 "".into(),
-                crate::pure::mode::Mode::Workflow,
-                Backend::from_settings(Mode::Workflow, &json!({"base_url": "http://x/v1", "api_key": "k"})).unwrap(),
+                Backend::from_settings(
+                    Mode::Dify(DifyMode::Workflow),
+                    &json!({"base_url": "http://x/v1", "api_key": "k"}),
+                )
+                .unwrap(),
                 json!([{"text-input": {"variable": "text", "required": true}},
                                          {"select": {"variable": "lang", "options": ["en", "fr"]}}]),
                 json!([]),
@@ -29,8 +33,7 @@ fn def() -> ServerDefinition {
                 "a2".into(),
                 "Agent".into(),
                 "".into(),
-                crate::pure::mode::Mode::AgentChat,
-                Backend::example(Mode::AgentChat),
+                Backend::example(Mode::Dify(DifyMode::AgentChat)),
                 json!([]),
                 json!([]),
             ),
@@ -45,7 +48,6 @@ fn upstream_def(backend: &Value) -> ServerDefinition {
         "up".into(),
         "Up".into(),
         "".into(),
-        Mode::Mcp,
         Backend::from_settings(Mode::Mcp, backend).unwrap(),
         json!([]),
         json!([]),
@@ -393,7 +395,7 @@ fn cancellation_finds_the_call() {
 fn task_def(support: &str) -> ServerDefinition {
     let mut d = def();
     let settings = json!({"base_url": "http://x/v1", "api_key": "k", "task_support": support});
-    d.apps[0].backend = Backend::from_settings(Mode::Workflow, &settings).unwrap();
+    d.apps[0].backend = Backend::from_settings(Mode::Dify(DifyMode::Workflow), &settings).unwrap();
     d
 }
 
@@ -489,7 +491,7 @@ fn task_methods_per_revision() {
     };
     let view = TaskView {
         task_id: "abc".into(),
-        status: "completed",
+        status: crate::pure::protocol::tasks::McpTaskStatus::Completed,
         status_message: None,
         created_at_ms: 0,
         updated_at_ms: 0,
@@ -525,7 +527,7 @@ fn client_input_in_messages_is_bounded() {
 
 #[test]
 fn call_requests_round_trip_through_a_stored_task() {
-    let dify = CallRequest::Dify { path: "/chat-messages", body: json!({"query": "q"}) };
+    let dify = CallRequest::Dify { mode: DifyMode::Chat, body: json!({"query": "q"}) };
     let tool = CallRequest::HttpTool { body: json!({"a": 1}) };
     let mcp = CallRequest::Mcp {
         tool: "search".into(),
@@ -535,13 +537,20 @@ fn call_requests_round_trip_through_a_stored_task() {
         task_ttl_ms: None,
         task_if_offered: false,
     };
-    for (mode, req) in [(Mode::Chat, dify), (Mode::HttpTool, tool), (Mode::Mcp, mcp)] {
+    for (mode, req) in [(Mode::Dify(DifyMode::Chat), dify), (Mode::HttpTool, tool), (Mode::Mcp, mcp)] {
         let (path, body) = req.to_stored();
-        assert_eq!(CallRequest::from_stored(mode, &path, &body), Some(req));
+        assert_eq!(CallRequest::from_stored(&Backend::example(mode), &path, &body), Some(req));
     }
-    // A path that is not one of Dify's, or an MCP body without a tool name, is not guessed.
-    assert_eq!(CallRequest::from_stored(Mode::Workflow, "/elsewhere", &json!({})), None);
-    assert_eq!(CallRequest::from_stored(Mode::Mcp, "", &json!({"arguments": {}})), None);
+    assert_eq!(
+        CallRequest::Dify { mode: DifyMode::Workflow, body: json!({}) }.to_stored().0,
+        "/workflows/run",
+        "the path a task stores is the mode's, as earlier deploys stored it"
+    );
+    // A path that is not the Dify app's, or an MCP body without a tool name, is not guessed.
+    let workflow = Backend::example(Mode::Dify(DifyMode::Workflow));
+    assert_eq!(CallRequest::from_stored(&workflow, "/elsewhere", &json!({})), None);
+    assert_eq!(CallRequest::from_stored(&workflow, "/chat-messages", &json!({})), None);
+    assert_eq!(CallRequest::from_stored(&Backend::example(Mode::Mcp), "", &json!({"arguments": {}})), None);
 }
 
 #[test]

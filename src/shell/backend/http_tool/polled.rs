@@ -5,6 +5,7 @@
 //! gives up (the timeout, the client gone) the run is cancelled at the backend, and a
 //! `notifications/cancelled` cancels it through the record registered for it.
 
+use crate::pure::backend::run_record::RunRecord;
 use std::future::Future;
 
 use crate::runtime::{Headers, Method};
@@ -46,7 +47,13 @@ pub async fn run(
             return send(Relayed::Done(server::finish_call(&plan, outcome, VERSION)));
         }
     };
-    send(Relayed::Run(polled::cancel_record(plan.app_index, &remote, &plan.user)));
+    // The record a `notifications/cancelled` stops the run by; the cancel goes out with the same
+    // user headers as the submit.
+    send(Relayed::Run(RunRecord::AsyncTool {
+        app_index: plan.app_index,
+        task_id: remote.clone(),
+        user: plan.user.clone(),
+    }));
     let mut progress = Progress::default();
     // The first check comes soon: many runs are short.
     let mut wait_ms = polled::wait_ms(Some(1.0), interval_s);
