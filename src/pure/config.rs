@@ -47,6 +47,7 @@ settings! {
     SECRET_REF_NAMES: Var, "`$NAME` references to these names (comma-separated) are allowed.";
     DEFINITION_MEMO_SECONDS: Var, "How long an isolate keeps a server definition in memory.";
     USAGE_FLUSH_SECONDS: Var, "How often usage counters are written to D1.";
+    TASK_GRACE_SECONDS: Var, "How long a task that its TTL ended is kept (default 30).";
     ACCESS_TEAM_DOMAIN: Var, "The Cloudflare Access team domain the console trusts.";
     ACCESS_AUD: Var, "The Access application's audience tag.";
     ACCESS_ROLE: Var, "The console role of a caller Access signed in.";

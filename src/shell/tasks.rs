@@ -288,9 +288,11 @@ impl TaskRunner {
         if self.load().await?.is_some() {
             return Response::error("task exists", 409);
         }
+        let grace = super::platform::setting(&self.env, crate::pure::config::TASK_GRACE_SECONDS);
         let rec = Record {
             spec,
-            state: TaskState::new(super::platform::now_ms(), ttl_ms),
+            state: TaskState::new(super::platform::now_ms(), ttl_ms)
+                .with_grace_ms(crate::pure::task::grace_ms_setting(grace.as_deref())),
             result: None,
             error: None,
             dify_task_id: None,
