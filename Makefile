@@ -77,7 +77,8 @@ INTEGRATION_TIMEOUT ?= 1800
 # last, one of them would end the run alone while the other slot stands idle.
 SLOW_FIRST := $(patsubst %,tests/integration/%.test.mjs,tasks upstream-mcp client-oauth hardening mcp-stream conformance-tasks)
 INTEGRATION_FILES := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(sort $(wildcard tests/integration/*.test.mjs)))
-NODE_TEST = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=2 \
+TEST_CONCURRENCY ?= 2
+NODE_TEST = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=$(TEST_CONCURRENCY) \
 	  --test-timeout=$(TEST_TIMEOUT_MS) --test-force-exit
 test-integration: build setup-browser
 	@fixtures=PASS; flowgate=PASS; \
