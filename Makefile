@@ -73,12 +73,17 @@ INTEGRATION_TIMEOUT ?= 1800
 # totals and its own PASS/FAIL line; both always run, and either failing fails the target. Only
 # this full run writes the conformance outcomes (CONFORMANCE_WRITE=1: tests/conformance/results/
 # and docs/conformance.md); a run of one file, filtered or not, leaves them as they are.
-NODE_TEST = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=2 \
+# The slowest files first (they mostly wait: on TTLs, expiries and refetch windows): started
+# last, one of them would end the run alone while the other slot stands idle.
+SLOW_FIRST := $(patsubst %,tests/integration/%.test.mjs,tasks upstream-mcp client-oauth hardening mcp-stream conformance-tasks)
+INTEGRATION_FILES := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(sort $(wildcard tests/integration/*.test.mjs)))
+TEST_CONCURRENCY ?= 2
+NODE_TEST = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=$(TEST_CONCURRENCY) \
 	  --test-timeout=$(TEST_TIMEOUT_MS) --test-force-exit
 test-integration: build setup-browser
 	@fixtures=PASS; flowgate=PASS; \
 	$(NODE_TEST) 'tests/fixtures/*.test.mjs' || fixtures=FAIL; \
-	CONFORMANCE_WRITE=1 $(NODE_TEST) 'tests/integration/*.test.mjs' || flowgate=FAIL; \
+	CONFORMANCE_WRITE=1 $(NODE_TEST) $(INTEGRATION_FILES) || flowgate=FAIL; \
 	echo "fixture tests (tests/fixtures): $$fixtures"; \
 	echo "Flowgate integration tests (tests/integration): $$flowgate"; \
 	[ $$fixtures = PASS ] && [ $$flowgate = PASS ]

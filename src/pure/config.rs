@@ -47,6 +47,7 @@ settings! {
     SECRET_REF_NAMES: Var, "`$NAME` references to these names (comma-separated) are allowed.";
     DEFINITION_MEMO_SECONDS: Var, "How long an isolate keeps a server definition in memory.";
     USAGE_FLUSH_SECONDS: Var, "How often usage counters are written to D1.";
+    TASK_GRACE_SECONDS: Var, "How long a task that its TTL ended is kept (default 30).";
     ACCESS_TEAM_DOMAIN: Var, "The Cloudflare Access team domain the console trusts.";
     ACCESS_AUD: Var, "The Access application's audience tag.";
     ACCESS_ROLE: Var, "The console role of a caller Access signed in.";
@@ -156,6 +157,8 @@ pub struct Settings {
     pub definition_memo_seconds: u64,
     /// `USAGE_FLUSH_SECONDS` (default 60, 0: every request).
     pub usage_flush_seconds: u64,
+    /// `TASK_GRACE_SECONDS` in ms (`pure::task::grace_ms_setting`: default 30 s, capped).
+    pub task_grace_ms: u64,
     /// `ACCESS_TEAM_DOMAIN`, `ACCESS_AUD`, `ACCESS_ROLE`: `Ok(None)` when Access is off, `Err`
     /// says what to fix in a half or wrong configuration.
     pub access: Result<Option<crate::pure::console_access::AccessConfig>, String>,
@@ -190,6 +193,7 @@ impl Settings {
             ref_policy: RefPolicy::from_settings(get(SECRET_REF_PREFIX).as_deref(), get(SECRET_REF_NAMES).as_deref()),
             definition_memo_seconds: number(DEFINITION_MEMO_SECONDS, DEFAULT_MEMO_SECONDS).min(MAX_MEMO_SECONDS),
             usage_flush_seconds: number(USAGE_FLUSH_SECONDS, DEFAULT_FLUSH_SECONDS),
+            task_grace_ms: crate::pure::task::grace_ms_setting(get(TASK_GRACE_SECONDS).as_deref()),
             access: crate::pure::console_access::config(
                 get(ACCESS_TEAM_DOMAIN).as_deref(),
                 get(ACCESS_AUD).as_deref(),

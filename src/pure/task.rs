@@ -23,8 +23,17 @@ pub const MAX_REMOTE_ID: usize = 255;
 /// How long a task that ended at or after the end of its TTL is kept: long enough for a client
 /// polling at the usual pace to read why it ended, and for a few tries (5, 10 and 20 s apart
 /// with the default interval) to cancel its run at the backend. Bounded, so a backend that
-/// never confirms the cancel cannot keep the task alive.
+/// never confirms the cancel cannot keep the task alive. `TASK_GRACE_SECONDS` overrides it
+/// (tests set a few seconds, so they need not wait 30 s for a deletion).
 pub const TTL_GRACE_MS: u64 = 30_000;
+/// The longest grace `TASK_GRACE_SECONDS` may set: still bounded.
+pub const MAX_GRACE_MS: u64 = 3_600_000;
+
+/// The grace of the `TASK_GRACE_SECONDS` setting: whole seconds, at most [`MAX_GRACE_MS`];
+/// [`TTL_GRACE_MS`] when it is unset or not a number.
+pub fn grace_ms_setting(value: Option<&str>) -> u64 {
+    value.and_then(|v| v.trim().parse::<u64>().ok()).map_or(TTL_GRACE_MS, |s| s.saturating_mul(1000).min(MAX_GRACE_MS))
+}
 
 /// How a task is polled and how much of its answer is kept; the defaults are deer-flow's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,6 +223,9 @@ pub struct TaskState {
     /// How long the task lives, counted from `created_at_ms`: a task still running at its end
     /// is ended (`end_if_ttl_ran_out`), and its storage is deleted then (`delete_at_ms`).
     pub ttl_ms: u64,
+    /// How long a task that ended at or after its TTL's end is kept (`TTL_GRACE_MS` unless the
+    /// deployment set `TASK_GRACE_SECONDS` when the task was created).
+    pub grace_ms: u64,
 }
 
 impl crate::pure::fields::FromFields for TaskState {
@@ -240,6 +252,8 @@ impl crate::pure::fields::FromFields for TaskState {
             last_cancel_error: f.opt_text("last_cancel_error")?,
             completed_at_ms: f.opt_uint("completed_at_ms")?,
             ttl_ms: f.uint("ttl_ms")?,
+            // Tasks stored before the setting existed have the default.
+            grace_ms: f.opt_uint("grace_ms")?.unwrap_or(TTL_GRACE_MS),
         })
     }
 }
@@ -270,7 +284,13 @@ impl TaskState {
             last_cancel_error: None,
             completed_at_ms: None,
             ttl_ms,
+            grace_ms: TTL_GRACE_MS,
         }
+    }
+
+    /// The same task with another grace (see [`grace_ms_setting`]).
+    pub fn with_grace_ms(self, grace_ms: u64) -> Self {
+        TaskState { grace_ms, ..self }
     }
 
     /// The backend accepted the work: remote id ≤ 255 chars (else Err, and the task is Failed permanently — the caller then sends a compensating cancel), status Working, first poll at now + interval.
@@ -483,11 +503,11 @@ impl TaskState {
 
     /// When a terminal task's storage is deleted: at the end of its TTL; a task that ended at or
     /// after that moment (its TTL ended it, or its last answer came back later) is kept
-    /// `TTL_GRACE_MS` more, so its end can still be read and its backend's run cancelled.
+    /// `grace_ms` more, so its end can still be read and its backend's run cancelled.
     fn delete_at_ms(&self) -> Option<u64> {
         let completed = self.completed_at_ms?;
         let expires = self.expires_at_ms();
-        Some(if completed >= expires { completed.saturating_add(TTL_GRACE_MS) } else { expires })
+        Some(if completed >= expires { completed.saturating_add(self.grace_ms) } else { expires })
     }
 
     /// At the end of its TTL a task that has not finished ends `failed`, with a message naming
@@ -1667,6 +1687,34 @@ pub(crate) mod tests {
         assert_eq!(t.next_wake_ms(), Some(T0 + 60 * S + TTL_GRACE_MS));
         assert!(!t.deletable(T0 + 60 * S + TTL_GRACE_MS - 1));
         assert!(t.deletable(T0 + 60 * S + TTL_GRACE_MS));
+    }
+
+    #[test]
+    fn the_grace_setting_sets_when_a_task_its_ttl_ended_is_deleted() {
+        assert_eq!(grace_ms_setting(None), TTL_GRACE_MS);
+        assert_eq!(grace_ms_setting(Some("")), TTL_GRACE_MS);
+        assert_eq!(grace_ms_setting(Some("soon")), TTL_GRACE_MS);
+        assert_eq!(grace_ms_setting(Some(" 3 ")), 3 * S);
+        assert_eq!(grace_ms_setting(Some("0")), 0);
+        assert_eq!(grace_ms_setting(Some("99999999999999999999")), TTL_GRACE_MS, "not a u64");
+        assert_eq!(grace_ms_setting(Some("86400")), MAX_GRACE_MS, "bounded");
+
+        let mut t = TaskState::new(T0, 60 * S).with_grace_ms(3 * S);
+        t.submitted("r-1", &cfg(), T0).unwrap();
+        assert!(t.end_if_ttl_ran_out(T0 + 60 * S));
+        t.on_cancel(PollOutcome::Report(Report::Cancelled), &cfg(), T0 + 60 * S);
+        assert_eq!(t.next_wake_ms(), Some(T0 + 63 * S));
+        assert!(!t.deletable(T0 + 63 * S - 1));
+        assert!(t.deletable(T0 + 63 * S));
+        // Kept with the task: the grace it was created with, after a restart too.
+        let back: TaskState = serde_json::from_value(serde_json::to_value(&t).unwrap()).unwrap();
+        assert_eq!(back.grace_ms, 3 * S);
+        // A task stored before the setting existed has the default.
+        let mut old = serde_json::to_value(&t).unwrap();
+        old.as_object_mut().unwrap().remove("grace_ms");
+        let old: TaskState = serde_json::from_value(old).unwrap();
+        assert_eq!(old.grace_ms, TTL_GRACE_MS);
+        assert!(!old.deletable(T0 + 60 * S + TTL_GRACE_MS - 1));
     }
 
     #[test]

@@ -300,9 +300,10 @@ impl TaskRunner {
         if self.load().await?.is_some() {
             return Ok(Response::text_with_status("task exists", 409));
         }
+        let grace_ms = crate::shell::platform::settings(&self.env).task_grace_ms;
         let rec = Record {
             spec,
-            state: TaskState::new(crate::shell::platform::now_ms(), ttl_ms),
+            state: TaskState::new(crate::shell::platform::now_ms(), ttl_ms).with_grace_ms(grace_ms),
             result: None,
             error: None,
             dify_task_id: None,

@@ -21,7 +21,14 @@ let fg; // ADMIN_AUTH_LIMIT of 3 a minute, every request logged, PUBLIC_URL (wit
 let pre; // SECRET_REF_PREFIX=BACKEND_, SECRET_REF_NAMES=LISTED_KEY, no PUBLIC_URL
 let dify;
 
+// The single-use instance of a later test, started beside the others (the test awaits it and
+// stops it; after() stops it when a filtered run never used it).
+let shortTokenStarting;
+const SHORT_ADMIN_TOKEN = 'short-admin-token-31-characters';
+
 before(async () => {
+  shortTokenStarting = startFlowgate({ adminToken: SHORT_ADMIN_TOKEN });
+  shortTokenStarting.catch(() => {}); // reported by the test that awaits it
   [fg, pre, dify] = await Promise.all([
     startFlowgate({
       vars: { LOG_REQUESTS: 'all', PUBLIC_URL: `${PUBLIC_URL}/` },
@@ -39,7 +46,7 @@ before(async () => {
 });
 
 after(async () => {
-  await Promise.allSettled([fg?.stop(), pre?.stop(), dify?.stop()]);
+  await Promise.allSettled([fg?.stop(), pre?.stop(), dify?.stop(), shortTokenStarting?.then((inst) => inst.stop())]);
 });
 
 // Each test that fails authentication uses addresses of its own, so budgets do not mix.
@@ -117,9 +124,9 @@ describe('admin authentication', () => {
   });
 
   test('an ADMIN_TOKEN shorter than 32 characters turns the console off with 503', async () => {
-    const short = 'short-admin-token-31-characters';
+    const short = SHORT_ADMIN_TOKEN;
     assert.equal(short.length, 31);
-    const inst = await startFlowgate({ adminToken: short });
+    const inst = await shortTokenStarting;
     try {
       for (const token of [short, null, 'anything-else']) {
         const r = await inst.console('/apps', { token });

@@ -16,7 +16,19 @@ let dify;
 let tools;
 let ups;
 
+// Single-use instances of later tests, started beside the others (each test still awaits its
+// own, and stops it; after() stops one a filtered run never used).
+let limitedStarting;
+let noKeyStarting;
+const early = (start) => {
+  const p = start();
+  p.catch(() => {}); // reported by the test that awaits it
+  return p;
+};
+
 before(async () => {
+  limitedStarting = early(() => startFlowgate({ configure: (toml) => toml.replace('simple = { limit = 600, period = 60 }', 'simple = { limit = 10, period = 60 }') }));
+  noKeyStarting = early(() => startFlowgate({ vars: { SECRETS_KEY: '', SECRET_REF_PREFIX: 'DIFY_' } }));
   [fg, open, dify, tools, ups] = await Promise.all([
     startFlowgate({
       vars: { ALLOW_PRIVATE_BACKENDS: 'false', RATE_LIMIT_PERIOD_SECONDS: '60', SECRET_REF_NAMES: 'K' },
@@ -30,7 +42,8 @@ before(async () => {
 });
 
 after(async () => {
-  await Promise.allSettled([fg?.stop(), open?.stop(), dify?.stop(), tools?.stop(), ups?.stop()]);
+  const stopEarly = async (p) => (await p?.catch(() => null))?.stop();
+  await Promise.allSettled([fg?.stop(), open?.stop(), dify?.stop(), tools?.stop(), ups?.stop(), stopEarly(limitedStarting), stopEarly(noKeyStarting)]);
 });
 
 const app = (backend, mode = 'workflow') => ({ name: 'Guarded', mode, backend });
@@ -379,10 +392,7 @@ async function startDeadUpstream() {
 
 describe('rate limit and a failing upstream', () => {
   test('tools/list and the handshake of a server with a dead upstream count, and ask the upstream a bounded number of times', async () => {
-    const [limited, dead] = await Promise.all([
-      startFlowgate({ configure: (toml) => toml.replace('simple = { limit = 600, period = 60 }', 'simple = { limit = 10, period = 60 }') }),
-      startDeadUpstream(),
-    ]);
+    const [limited, dead] = await Promise.all([limitedStarting, startDeadUpstream()]);
     try {
       const created = await limited.console('/apps', { method: 'POST', body: { name: 'Dead', mode: 'mcp', description: 'down', backend: { url: dead.url } } });
       assert.equal(created.status, 201, created.text);
@@ -456,7 +466,7 @@ test('secrets at rest: a key rotation keeps every credential readable (previous 
 });
 
 test('without SECRETS_KEY a literal credential is refused, a $NAME reference is fine', async () => {
-  const inst = await startFlowgate({ vars: { SECRETS_KEY: '', SECRET_REF_PREFIX: 'DIFY_' } });
+  const inst = await noKeyStarting;
   try {
     const lit = await inst.console('/apps', { method: 'POST', body: { name: 'L', mode: 'workflow', backend: { base_url: 'https://api.dify.ai/v1', api_key: 'app-literal' } } });
     assert.equal(lit.status, 400);

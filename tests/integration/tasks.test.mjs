@@ -16,7 +16,9 @@ let dify;
 let tools;
 
 before(async () => {
-  [fg, dify, tools] = await Promise.all([startFlowgate(), startDifyFixture(), startHttpTool()]);
+  // TASK_GRACE_SECONDS: a task its TTL ended is deleted 10 s after (30 s by default), which
+  // the last test waits for.
+  [fg, dify, tools] = await Promise.all([startFlowgate({ vars: { TASK_GRACE_SECONDS: '10' } }), startDifyFixture(), startHttpTool()]);
 });
 
 after(async () => {
@@ -426,7 +428,7 @@ test('a task still running at the end of its TTL (from creation) fails naming it
   // The backend's run is cancelled as tasks/cancel would (an event to wait for, bounded).
   for (const until = Date.now() + 20_000; !tools.tasksOf(submitPath)[0]?.cancelled && Date.now() < until; ) await new Promise((r) => setTimeout(r, 250));
   assert.equal(tools.tasksOf(submitPath)[0].cancelled, true, 'the run at the backend was cancelled');
-  // Then it is deleted: the grace is 30 s after it ended; the deadline adds 60 s for a loaded machine.
+  // Then it is deleted: the grace is 10 s after it ended here; the deadline adds 60 s and more for a loaded machine.
   let r;
   for (const until = endedAt + 90_000; Date.now() < until; await new Promise((res) => setTimeout(res, 1000))) {
     r = await rpc(url, taskReq('tasks/get', taskId), V);

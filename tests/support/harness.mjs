@@ -15,8 +15,15 @@
 // (SIGKILL) when the test process exits, is interrupted or crashes, so no
 // wrangler/workerd survives a test file.
 // Set FLOWGATE_TEST_LOG=1 to mirror wrangler's output to stderr.
+//
+// Speed: the migrations are applied once into a template state directory (kept under the
+// system's temp dir, named by a hash of what makes it: migrations/, wrangler.toml, wrangler's
+// version), which each instance gets a copy of; d1()/kvKeys()/kvGet() read miniflare's SQLite
+// files directly with node:sqlite (Node >= 22.13) instead of starting the wrangler CLI, which
+// costs a second or more of CPU a call (FLOWGATE_TEST_WRANGLER_READS=1: through the CLI again).
 
 import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -33,7 +40,72 @@ const TERM_GRACE_MS = 3_000;
 const REAP_WAIT_MS = 10_000;
 const COMMAND_TIMEOUT_MS = 120_000;
 
-const baseEnv = () => ({ ...process.env, CI: 'true', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1', FORCE_COLOR: '0' });
+// NODE_COMPILE_CACHE: wrangler's bundle is compiled once, not at each of the suite's ~100 starts.
+const baseEnv = () => ({
+  NODE_COMPILE_CACHE: path.join(os.tmpdir(), 'flowgate-test-node-compile-cache'),
+  ...process.env,
+  CI: 'true',
+  WRANGLER_SEND_METRICS: 'false',
+  NO_COLOR: '1',
+  FORCE_COLOR: '0',
+});
+
+// Leads a process group and reaps every process of it, orphans included (a child subreaper):
+// a stopped group is gone as soon as its processes have exited, not when PID 1 gets round to
+// the orphans (on this kind of VM, 1 to 2 s a stop). Signals for the group are for the command;
+// this stays to reap, and exits with the command's code once nothing is left (2 s at most
+// after the command itself ended).
+const REAPER = `
+import ctypes, os, signal, sys, time
+try:
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+except Exception:
+    pass
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+for s in SIGNALS:
+    signal.signal(s, lambda *_: None)
+pid = os.fork()
+if pid == 0:
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+    os.execvp(sys.argv[1], sys.argv[1:])
+code, until = 1, None
+while True:
+    try:
+        p, st = os.waitpid(-1, 0 if until is None else os.WNOHANG)
+    except ChildProcessError:
+        break
+    if p == pid:
+        code = os.waitstatus_to_exitcode(st)
+        code = 128 - code if code < 0 else code
+        until = time.monotonic() + 2
+    elif p == 0:
+        if time.monotonic() > until:
+            break
+        time.sleep(0.02)
+sys.exit(code)
+`;
+
+/** python3 on PATH (for REAPER), or null: groups are then led by the command itself. */
+let python3Path;
+function python3() {
+  if (python3Path === undefined) {
+    python3Path = null;
+    if (process.platform === 'linux') {
+      for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+        const p = path.join(dir || '.', 'python3');
+        try {
+          fs.accessSync(p, fs.constants.X_OK);
+          python3Path = p;
+          break;
+        } catch {
+          /* not here */
+        }
+      }
+    }
+  }
+  return python3Path;
+}
 
 // ---------------------------------------------------------------------------
 // Process-group registry and teardown
@@ -169,7 +241,8 @@ export function freePort() {
  *  - stop(): SIGTERM the group, SIGKILL after graceMs (default 3 s), wait until the
  *    group is gone; idempotent.
  * opts: spawn options (cwd defaults to the repo root, env to the wrangler env) plus
- *   capture (keep full stdout/stderr), echo (mirror to stderr), label, unref.
+ *   capture (keep full stdout/stderr), echo (mirror to stderr), label, unref, reap (the group
+ *   led by REAPER, when python3 is there: a stop does not wait for PID 1 to reap orphans).
  */
 export function startProcessGroup(cmd, args, opts = {}) {
   installHooks();
@@ -178,8 +251,11 @@ export function startProcessGroup(cmd, args, opts = {}) {
     echo = process.env.FLOWGATE_TEST_LOG === '1',
     label = path.basename(cmd),
     unref = false,
+    reap = false,
     ...spawnOpts
   } = opts;
+  const reaper = reap ? python3() : null;
+  if (reaper) [cmd, args] = [reaper, ['-c', REAPER, cmd, ...args]];
   const child = spawn(cmd, args, {
     cwd: repoRoot,
     env: baseEnv(),
@@ -303,7 +379,7 @@ export function wranglerCommand() {
  */
 export async function runWrangler(args, { timeoutMs = COMMAND_TIMEOUT_MS, allowFailure = false } = {}) {
   const [node, entry] = wranglerCommand();
-  const p = startProcessGroup(node, [entry, ...args], { capture: true, label: 'wrangler' });
+  const p = startProcessGroup(node, [entry, ...args], { capture: true, label: 'wrangler', reap: true });
   const timer = setTimeout(() => p.stop({ graceMs: 1000 }), timeoutMs);
   const { code, signal, error } = await p.exited;
   clearTimeout(timer);
@@ -315,6 +391,26 @@ export async function runWrangler(args, { timeoutMs = COMMAND_TIMEOUT_MS, allowF
     );
   }
   return { code, stdout, stderr };
+}
+
+/** SQL text split into statements at `;` outside quotes (enough for the tests' SQL). */
+function splitStatements(sql) {
+  const out = [];
+  let cur = '';
+  let quote = null;
+  for (const c of sql) {
+    if (quote) {
+      if (c === quote) quote = null;
+    } else if (c === "'" || c === '"') quote = c;
+    else if (c === ';') {
+      if (cur.trim()) out.push(cur.trim());
+      cur = '';
+      continue;
+    }
+    cur += c;
+  }
+  if (cur.trim()) out.push(cur.trim());
+  return out;
 }
 
 function parseJsonOutput(stdout, what) {
@@ -335,12 +431,138 @@ function parseJsonOutput(stdout, what) {
 }
 
 // ---------------------------------------------------------------------------
+// Template state: the migrations applied once
+// ---------------------------------------------------------------------------
+
+const TEMPLATE_ROOT = path.join(os.tmpdir(), 'flowgate-test-templates');
+/** Template dir promises of this process, by key (instances started together share one). */
+const templates = new Map();
+
+/**
+ * A state directory with the D1 migrations applied, for wrangler.toml's text `configText`
+ * (`configArgs` passes an edited copy): made once, then reused by every instance and every test
+ * file. Its name is a hash of everything that shapes it, so a changed migration, config or
+ * wrangler makes a new one; it is built aside and renamed into place, so a half-made template
+ * is never used (two test files building it at once: one rename wins, the other is dropped).
+ */
+function templateState(configText, configArgs) {
+  const h = crypto.createHash('sha256');
+  h.update(JSON.parse(fs.readFileSync(path.join(repoRoot, 'node_modules', 'wrangler', 'package.json'), 'utf8')).version);
+  h.update('\0').update(configText);
+  const dir = path.join(repoRoot, 'migrations');
+  for (const f of fs.readdirSync(dir).sort()) h.update('\0').update(f).update('\0').update(fs.readFileSync(path.join(dir, f)));
+  const key = h.digest('hex').slice(0, 32);
+  if (!templates.has(key)) {
+    const made = (async () => {
+      const final = path.join(TEMPLATE_ROOT, key);
+      if (fs.existsSync(path.join(final, '.complete'))) return final;
+      fs.mkdirSync(TEMPLATE_ROOT, { recursive: true });
+      const building = fs.mkdtempSync(path.join(TEMPLATE_ROOT, `${key}.building-`));
+      liveStateDirs.add(building);
+      try {
+        await runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', building, ...configArgs]);
+        fs.writeFileSync(path.join(building, '.complete'), '');
+        try {
+          fs.renameSync(building, final);
+        } catch (e) {
+          if (!fs.existsSync(path.join(final, '.complete'))) throw e; // lost the race to an equal template
+        }
+        return final;
+      } finally {
+        fs.rmSync(building, { recursive: true, force: true });
+        liveStateDirs.delete(building);
+      }
+    })();
+    made.catch(() => templates.delete(key)); // a failed build is tried again by the next start
+    templates.set(key, made);
+  }
+  return templates.get(key);
+}
+
+// ---------------------------------------------------------------------------
+// Local D1 and KV, read from miniflare's files
+// ---------------------------------------------------------------------------
+
+/** node:sqlite's DatabaseSync, or null on a Node without it (then the wrangler CLI is used). */
+let sqliteModule;
+async function databaseSync() {
+  if (sqliteModule === undefined) {
+    if (!nodeAtLeast(process.versions.node, 22, 13) || process.env.FLOWGATE_TEST_WRANGLER_READS === '1') sqliteModule = null;
+    else {
+      // node:sqlite is stable enough for tests but still warns once per process: not in the logs.
+      const emit = process.emitWarning;
+      process.emitWarning = (w, ...rest) => (/SQLite/.test(String(w?.message ?? w)) ? undefined : emit.call(process, w, ...rest));
+      try {
+        sqliteModule = await import('node:sqlite');
+      } catch {
+        sqliteModule = null;
+      } finally {
+        process.emitWarning = emit;
+      }
+    }
+  }
+  return sqliteModule?.DatabaseSync ?? null;
+}
+
+/** The one SQLite file of a miniflare Durable Object class dir (its metadata.sqlite aside), or null. */
+function objectSqliteFile(persistDir, kind, className) {
+  const dir = path.join(persistDir, 'v3', kind, className);
+  let names;
+  try {
+    names = fs.readdirSync(dir).filter((n) => n.endsWith('.sqlite') && n !== 'metadata.sqlite');
+  } catch {
+    return null;
+  }
+  if (names.length > 1) throw new Error(`more than one ${kind} database in ${dir}: ${names.join(', ')}`);
+  return names.length ? path.join(dir, names[0]) : null;
+}
+
+/** Runs fn(db) on a SQLite file the running Worker may be using (WAL: reads never wait; a write waits out its lock). */
+function withSqlite(DatabaseSync, file, fn, { readOnly = false } = {}) {
+  const db = new DatabaseSync(file, { readOnly });
+  try {
+    db.exec('PRAGMA busy_timeout = 10000');
+    return fn(db);
+  } finally {
+    db.close();
+  }
+}
+
+/** A row of node:sqlite (null prototype) as D1 returns it: a plain object. */
+const plainRow = (row) => ({ ...row });
+
+/** The local KV namespace's entries as miniflare keeps them: live ones only (expiration in ms). */
+function kvEntries(DatabaseSync, persistDir, where = '', params = []) {
+  const file = objectSqliteFile(persistDir, 'kv', 'miniflare-KVNamespaceObject');
+  if (!file) return []; // nothing was ever written
+  return withSqlite(
+    DatabaseSync,
+    file,
+    (db) =>
+      db
+        .prepare(`SELECT key, blob_id, expiration, metadata FROM _mf_entries WHERE (expiration IS NULL OR expiration > ?) ${where} ORDER BY key`)
+        .all(Date.now(), ...params),
+    { readOnly: true },
+  );
+}
+
+/** The bytes of a KV value (miniflare keeps each under v3/kv/<namespace>/blobs/<blob id>). */
+function kvBlob(persistDir, blobId) {
+  const kvDir = path.join(persistDir, 'v3', 'kv');
+  for (const ns of fs.readdirSync(kvDir)) {
+    const file = path.join(kvDir, ns, 'blobs', blobId);
+    if (fs.existsSync(file)) return fs.readFileSync(file, 'utf8');
+  }
+  throw new Error(`KV blob ${blobId} not found under ${kvDir}`);
+}
+
+// ---------------------------------------------------------------------------
 // startFlowgate
 // ---------------------------------------------------------------------------
 
 /**
  * Starts Flowgate under `wrangler dev --local` on a free loopback port with a fresh
- * state directory (D1 migrations applied first).
+ * state directory (a copy of the template state: D1 migrations applied).
  *
  * @param {{ vars?: Record<string,string>, adminToken?: string, healthTimeoutMs?: number }} [options]
  *   vars: extra `--var K:V` (ADMIN_TOKEN=adminToken and ALLOW_PRIVATE_BACKENDS=true are
@@ -384,7 +606,11 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
 
   let proc = null;
   try {
-    await runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', persistDir, ...configArgs]);
+    // A restart on an earlier instance's state has its migrations already.
+    if (!reuseDir) {
+      const configText = configFile ? fs.readFileSync(configFile, 'utf8') : fs.readFileSync(path.join(repoRoot, 'wrangler.toml'), 'utf8');
+      fs.cpSync(await templateState(configText, configArgs), persistDir, { recursive: true, filter: (src) => path.basename(src) !== '.complete' });
+    }
 
     let port;
     let url;
@@ -410,7 +636,7 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
       for (const [k, v] of Object.entries(allVars)) args.push('--var', `${k}:${String(v).replaceAll(OWN_URL, url)}`);
 
       started = Date.now();
-      proc = startProcessGroup(node, args, { label: 'wrangler dev', unref: true });
+      proc = startProcessGroup(node, args, { label: 'wrangler dev', unref: true, reap: true });
 
       let exitedEarly = null;
       proc.exited.then((r) => (exitedEarly = r));
@@ -501,6 +727,17 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
 
       /** Runs SQL against the local D1 (binding DB); returns the rows of the first result. */
       async d1(sql) {
+        const DatabaseSync = await databaseSync();
+        const file = DatabaseSync && objectSqliteFile(persistDir, 'd1', 'miniflare-D1DatabaseObject');
+        if (file) {
+          // The first statement's rows, like `wrangler d1 execute --json` (the rest run too).
+          return withSqlite(DatabaseSync, file, (db) => {
+            const [first, ...rest] = splitStatements(sql);
+            const rows = first ? db.prepare(first).all().map(plainRow) : [];
+            for (const stmt of rest) db.prepare(stmt).all();
+            return rows;
+          });
+        }
         // A second process on the same SQLite file: the running Worker may hold the write lock
         // for a moment (a usage flush, a console write); SQLITE_BUSY is waited out, not failed.
         let stdout;
@@ -520,6 +757,15 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
 
       /** Keys of the local KV namespace (binding CACHE): [{ name, expiration?, metadata? }]. */
       async kvKeys() {
+        const DatabaseSync = await databaseSync();
+        if (DatabaseSync) {
+          // As `wrangler kv key list` prints them: expiration in seconds, metadata parsed.
+          return kvEntries(DatabaseSync, persistDir).map((e) => ({
+            name: e.key,
+            ...(e.expiration !== null ? { expiration: Math.floor(e.expiration / 1000) } : {}),
+            ...(e.metadata !== null ? { metadata: JSON.parse(e.metadata) } : {}),
+          }));
+        }
         const { stdout } = await runWrangler(['kv', 'key', 'list', '--binding', 'CACHE', '--local', '--persist-to', persistDir]);
         return parseJsonOutput(stdout, 'kv key list');
       },
@@ -531,6 +777,11 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
 
       /** Value of a KV key as text, or null when absent. */
       async kvGet(key) {
+        const DatabaseSync = await databaseSync();
+        if (DatabaseSync) {
+          const [entry] = kvEntries(DatabaseSync, persistDir, 'AND key = ?', [key]);
+          return entry ? kvBlob(persistDir, entry.blob_id) : null;
+        }
         // wrangler 4.164: `--text` prints the value plus one "\n"; a missing key prints
         // "Value not found\n" on stdout and still exits 0.
         const { stdout } = await runWrangler([
