@@ -15,6 +15,9 @@ use crate::sim::{ClientResponse, Faults};
 const KIB: usize = 1024;
 const MAX_BODY: usize = 1 << 20;
 const ALLOWED: &str = "https://inspector.example";
+/// A code of the right shape that no server has (not all capitals: `pure::config`'s scan of the
+/// shell takes such a literal for a setting's name).
+const UNKNOWN_CODE: &str = "AAAAAAAAAAAAAAAz";
 
 fn ping(id: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "ping"})
@@ -350,7 +353,7 @@ fn cors_preflight_and_origins() {
         assert_eq!(r.headers.get("access-control-allow-origin"), None);
         let r = mcp_as(&fx, &code, &[("origin", origin)], &ping(json!(3)));
         assert_rpc_error(&r, 403, -32600, Value::Null, &format!("Forbidden: Origin {origin} is not allowed"));
-        let r = mcp_as(&fx, "AAAAAAAAAAAAAAAA", &[("origin", origin)], &ping(json!(3)));
+        let r = mcp_as(&fx, UNKNOWN_CODE, &[("origin", origin)], &ping(json!(3)));
         assert_eq!(r.status, 403, "{}", r.text());
     }
     assert_eq!(storage_calls(&fx), before, "a refused origin cost a storage call");
@@ -363,7 +366,7 @@ fn cors_preflight_and_origins() {
     for h in ["mcp-session-id", "mcp-protocol-version", "www-authenticate"] {
         assert!(exposed.contains(h), "{h} not exposed: {exposed}");
     }
-    let r = mcp_as(&fx, "AAAAAAAAAAAAAAAA", &[("origin", ALLOWED)], &ping(json!(6)));
+    let r = mcp_as(&fx, UNKNOWN_CODE, &[("origin", ALLOWED)], &ping(json!(6)));
     assert_rpc_error(&r, 404, -32600, json!(6), "Server not found");
     assert_eq!(r.headers.get("access-control-allow-origin").as_deref(), Some(ALLOWED));
     // Without an Origin (not a browser) no CORS header is added.
@@ -460,7 +463,7 @@ fn unknown_codes_are_404_echoing_the_id_and_cost_one_lookup_at_most() {
     let (_, code) = echo_server(&fx);
     // A code of the wrong shape is not looked up at all.
     let before = storage_calls(&fx);
-    for bad in ["short", "AAAAAAAAAAAAAAA-", "AAAAAAAAAAAAAAAAA", "%41AAAAAAAAAAAAAAA"] {
+    for bad in ["short", "AAAAAAAAAAAAAAA-", "AAAAAAAAAAAAAAAAz", "%41AAAAAAAAAAAAAAA"] {
         let r = mcp_as(&fx, bad, &[], &list(json!("x")));
         assert_rpc_error(&r, 404, -32600, json!("x"), "Server not found: no MCP server has this code");
     }
@@ -468,13 +471,13 @@ fn unknown_codes_are_404_echoing_the_id_and_cost_one_lookup_at_most() {
     // A well-formed unknown code: one KV read and one D1 read per request, nothing written.
     for i in 0..3 {
         let before = storage_calls(&fx);
-        let r = mcp_as(&fx, "AAAAAAAAAAAAAAAA", &[], &list(json!(i)));
+        let r = mcp_as(&fx, UNKNOWN_CODE, &[], &list(json!(i)));
         assert_rpc_error(&r, 404, -32600, json!(i), "the code may have been rotated");
         idle(&fx);
         let after = storage_calls(&fx);
         assert_eq!((after.0 - before.0, after.1 - before.1), (1, 1), "request {i}");
     }
-    assert_eq!(fx.sim.kv_get("CACHE", &format!("server:{}", sha256_hex("AAAAAAAAAAAAAAAA"))), None);
+    assert_eq!(fx.sim.kv_get("CACHE", &format!("server:{}", sha256_hex(UNKNOWN_CODE))), None);
     // A hot code costs no storage call at all.
     assert_eq!(fx.mcp(&code, &list(json!(1))).status, 200);
     idle(&fx);
@@ -660,7 +663,7 @@ fn a_key_server_refuses_every_request_without_its_key_and_writes_nothing() {
 
     let none = fx.call(&code, "Echo", json!({"text": "x"}));
     assert_key_refusal(&none, json!(7), false, "requires a client key; send it as `Authorization: Bearer fgk_…`");
-    let a = bearer(&format!("fgk_{}", "Q".repeat(32)));
+    let a = bearer(&format!("fgk_{}", "q".repeat(32)));
     let wrong = mcp_as(&fx, &code, &[("authorization", &a)], &call_msg("Echo", json!({"text": "x"}), json!("w")));
     assert_key_refusal(&wrong, json!("w"), true, "not valid for this MCP server (it may have been revoked)");
     for token in
@@ -861,10 +864,10 @@ fn oauth_refusals_carry_the_challenge_and_do_no_backend_work() {
         ),
         (
             "unknown kid",
-            SimKey::new("never-published", "RS256").jwt(&good),
+            SimKey::new("never-published", &fx.issuer.key.alg).jwt(&good),
             "no key of the issuer's JWKS matches the token's kid",
         ),
-        ("not a JWT", format!("fgk_{}", "Q".repeat(32)), "the access token is not a JWT (header.payload.signature)"),
+        ("not a JWT", format!("fgk_{}", "q".repeat(32)), "the access token is not a JWT (header.payload.signature)"),
     ];
     for (what, tok, description) in cases {
         fx.secret(&tok);
@@ -941,7 +944,7 @@ fn the_jwks_is_kept_refetched_for_an_unknown_kid_at_most_every_30_s_and_after_an
     let issuer_key = fx.issuer.key.clone();
     assert_eq!(status(&fx, &fresh(&fx, &issuer_key, "a")), 200);
     assert_eq!(jwks_fetches(&fx), 1);
-    let stranger = SimKey::new("rotated-in", "RS256");
+    let stranger = SimKey::new("rotated-in", &issuer_key.alg);
     for _ in 0..3 {
         assert_eq!(status(&fx, &fresh(&fx, &stranger, "b")), 401);
     }
@@ -974,7 +977,7 @@ fn an_unreachable_issuer_is_503_and_asked_at_most_every_30_s() {
         Some(&json!({"mode": "oauth", "oauth": {"issuer": down}})),
     );
     assert_eq!(r.status, 200, "{}", r.text());
-    let tok = SimKey::new("k", "RS256")
+    let tok = SimKey::new("k", &fx.issuer.key.alg)
         .jwt(&json!({"iss": down, "aud": Fx::mcp_url(&code), "sub": "a", "exp": fx.sim.now_ms() / 1000 + 600}));
     let asked = || fx.sim.outbound().iter().filter(|o| o.origin == down).count();
     let r = mcp_as(&fx, &code, &[("authorization", &bearer(&tok))], &ping(json!(1)));
@@ -1008,7 +1011,7 @@ fn the_protected_resource_metadata_is_served_for_oauth_servers_only() {
     }
     let r = fx.sim.request(request(Method::Post, &metadata_url(&code), &[], None));
     assert_eq!(r.status, 405, "{}", r.text());
-    for url in [metadata_url("AAAAAAAAAAAAAAAA"), metadata_url("short")] {
+    for url in [metadata_url(UNKNOWN_CODE), metadata_url("short")] {
         let r = fx.sim.request(request(Method::Get, &url, &[], None));
         assert_eq!(r.status, 404, "{}", r.text());
         assert_eq!(r.json().unwrap_or_default()["error"], "not_found");
@@ -1324,7 +1327,7 @@ fn under_storage_faults_every_answer_is_a_precise_one() {
                 fx.call(&open, "Open", json!({"text": "y"})),
                 fx.mcp(&open, &list(json!(i))),
                 fx.mcp(&code, &ping(json!(i))),
-                fx.mcp("AAAAAAAAAAAAAAAA", &ping(json!(i))),
+                fx.mcp(UNKNOWN_CODE, &ping(json!(i))),
             ];
             for (n, r) in answers.iter().enumerate() {
                 let v = last(r);
@@ -1353,7 +1356,8 @@ fn under_storage_faults_every_answer_is_a_precise_one() {
         fx.sim.set_faults(Faults::default());
         fx.assert_invariants();
     }
-    if std::env::var("SIM_SEED").is_err() {
+    // Replaying one seed (`SIM_SEED`) need not meet every kind of fault.
+    if crate::sim::seeds(0..12).len() == 12 {
         assert!(happened.0 > 0 && happened.1 > 0 && happened.2 > 0, "faults that never happened: {happened:?}");
     }
 }
