@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use super::*;
 use crate::pure::ids::sha256_hex;
 use crate::runtime::{Body, Method, SqlValue, Statement};
+use crate::sim::backends::dify;
 use crate::sim::crypto::SimKey;
 use crate::sim::{ClientResponse, Faults};
 
@@ -1359,5 +1360,48 @@ fn under_storage_faults_every_answer_is_a_precise_one() {
     // Replaying one seed (`SIM_SEED`) need not meet every kind of fault.
     if crate::sim::seeds(0..12).len() == 12 {
         assert!(happened.0 > 0 && happened.1 > 0 && happened.2 > 0, "faults that never happened: {happened:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation
+
+/// A request whose body arrives `ms` of virtual time after it starts (a client that sends it later).
+fn later(code: &str, extra: &[(&str, &str)], body: &Value, ms: u64) -> Request {
+    let bytes = body.to_string().into_bytes();
+    let stream = futures::stream::once(async move {
+        crate::runtime::sleep(ms).await;
+        Ok(bytes)
+    });
+    Request {
+        method: Method::Post,
+        url: Fx::mcp_url(code),
+        headers: headers_with(extra).into_iter().collect(),
+        body: Body::Stream(Box::pin(stream)),
+    }
+}
+
+#[test]
+fn a_cancel_stops_the_run_of_its_own_caller_only() {
+    for (canceller, stopped) in [("198.51.100.7", true), ("203.0.113.9", false)] {
+        let fx = Fx::new(30);
+        let app = dify::App { event_delay_ms: 2_000, ..dify::App::new("workflow") };
+        let app_id = fx.dify_app("Slow", "workflow", "app-key-7", app);
+        let code = fx.publish(&app_id);
+        let call =
+            later(&code, &[("cf-connecting-ip", "198.51.100.7")], &call_msg("Slow", json!({"text": "x"}), json!(7)), 0);
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}});
+        let cancel = later(&code, &[("cf-connecting-ip", canceller)], &cancel, 1_000);
+        let answers = fx.sim.requests_at_once(vec![call, cancel]);
+        assert_eq!(answers[1].status, 202, "{}", answers[1].text());
+        idle(&fx);
+        let stops = fx.dify.stops.borrow().clone();
+        if stopped {
+            assert_eq!(stops.len(), 1, "{stops:?}");
+            assert_eq!(stops[0].1, dify_users(&fx)[0], "the stop went out as another user");
+        } else {
+            assert!(stops.is_empty(), "another caller stopped the run: {stops:?}");
+        }
+        fx.assert_invariants();
     }
 }
