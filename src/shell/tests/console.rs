@@ -741,6 +741,16 @@ fn literal_keys_are_sealed_masked_and_kept_by_stars() {
     let r = fx.console(Method::Put, &format!("/apps/{app}"), Some(&app_body("Lit2", "***")));
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(stored_backend(&fx, &app)["api_key"], sealed.as_str());
+    // A new literal on replace is sealed too.
+    fx.secret("app-literal-2");
+    let r = fx.console(Method::Put, &format!("/apps/{app}"), Some(&app_body("Lit2", "app-literal-2")));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let resealed = stored_backend(&fx, &app)["api_key"].as_str().unwrap().to_string();
+    assert!(resealed.starts_with("enc:v1:") && resealed != sealed, "{resealed}");
+    let r = fx.console(Method::Put, &format!("/apps/{app}"), Some(&app_body("Lit2", "app-literal-1")));
+    assert_eq!(r.status, 200, "{}", r.text());
+    let sealed = stored_backend(&fx, &app)["api_key"].as_str().unwrap().to_string();
+    assert!(sealed.starts_with("enc:v1:"), "{sealed}");
     // "***" with nothing stored, and a sealed value from the console, are refused.
     let r = fx.console(Method::Post, "/apps", Some(&app_body("New", "***")));
     assert_eq!(body(&r)["errors"][0]["field"], "backend.api_key", "{}", r.text());
