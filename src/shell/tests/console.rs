@@ -285,7 +285,7 @@ fn a_revoked_token_stops_at_once_here_and_within_the_memo_window_elsewhere() {
     fx.sim.d1_batch("DB", vec![Statement::new("DELETE FROM console_tokens WHERE name = 'elsewhere'", vec![])]).unwrap();
     fx.sim.advance(4_000).unwrap();
     assert_eq!(fx.console_as(&t, Method::Get, "/apps", None).status, 200, "within the window");
-    fx.sim.advance(1_500).unwrap();
+    fx.sim.advance(1_001).unwrap();
     err(&fx.console_as(&t, Method::Get, "/apps", None), 401, "unauthorized");
     // A role changed in D1 shows after the window too.
     let t = token(&fx, "demoted", "admin");
@@ -1040,4 +1040,89 @@ fn console_writes_under_faults_answer_precisely_and_keep_invariants() {
         fx.sim.set_faults(Faults::default());
         fx.assert_invariants();
     }
+}
+
+// ---- more routes ----
+
+#[test]
+fn refreshing_an_upstream_apps_tools_reads_them_again() {
+    let fx = Fx::new(31);
+    let b = json!({"name": "Up", "description": "d", "mode": "mcp", "backend": {"url": format!("{UPSTREAM}/mcp")}});
+    let r = fx.console(Method::Post, "/apps", Some(&b));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let id = body(&r)["id"].as_str().unwrap().to_string();
+    let before = fx.sim.outbound().iter().filter(|o| o.origin == UPSTREAM).count();
+    let r = fx.console(Method::Post, &format!("/apps/{id}/tools/refresh"), None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = body(&r);
+    let upstream: Vec<&str> = v["upstream_tools"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(upstream.contains(&"echo"), "{v}");
+    assert_eq!(v["exposed_tools"].as_array().unwrap().len(), upstream.len());
+    assert!(fx.sim.outbound().iter().filter(|o| o.origin == UPSTREAM).count() > before, "asked the upstream");
+    let wf = fx.workflow("W", "app-key-wf");
+    let r = fx.console(Method::Post, &format!("/apps/{wf}/tools/refresh"), None);
+    assert!(err(&r, 400, "bad_request").contains("only mcp apps"));
+    // An upstream that cannot be reached is a 422 naming it.
+    let b = json!({"name": "Down", "description": "d", "mode": "mcp", "backend": {"url": "https://down.test/mcp"}});
+    let id = body(&fx.console(Method::Post, "/apps", Some(&b)))["id"].as_str().unwrap().to_string();
+    err(&fx.console(Method::Post, &format!("/apps/{id}/tools/refresh"), None), 422, "upstream_failed");
+    fx.assert_invariants();
+}
+
+#[test]
+fn access_keys_that_cannot_be_had_are_a_503_and_keys_come_only_from_the_team() {
+    let fx = Fx::new(32);
+    fx.sim.set_setting("ACCESS_TEAM_DOMAIN", "team.test");
+    fx.sim.set_setting("ACCESS_AUD", AUD);
+    fx.sim.add_backend(
+        TEAM,
+        std::rc::Rc::new(|_: &crate::sim::BackendRequest, _: u64| Reply::new(500, "text/plain", "down")),
+    );
+    let key = SimKey::new("access-1", "RS256");
+    let jwt = assertion(&fx, &key, json!({}));
+    let r = as_access(&fx, &jwt, Method::Get, "/apps", None);
+    assert!(err(&r, 503, "access_unavailable").contains("retry"));
+    let fetched: Vec<String> = fx.sim.outbound().iter().map(|o| o.url.clone()).collect();
+    assert!(!fetched.is_empty());
+    assert!(fetched.iter().all(|u| u == "https://team.test/cdn-cgi/access/certs"), "{fetched:?}");
+    // An assertion naming another issuer's keys does not make the Worker fetch them.
+    let jwt = assertion(&fx, &key, json!({"iss": ISSUER}));
+    let n = fx.sim.outbound().len();
+    let _ = as_access(&fx, &jwt, Method::Get, "/apps", None);
+    assert!(fx.sim.outbound()[n..].iter().all(|o| o.origin == TEAM));
+}
+
+#[test]
+fn private_backends_are_refused_naming_the_field() {
+    let fx = Fx::new(33);
+    let mut b = app_body("P", "app-p");
+    b["backend"]["base_url"] = json!("http://127.0.0.1:8080/v1");
+    let r = fx.console(Method::Post, "/apps", Some(&b));
+    let m = err(&r, 400, "validation_failed");
+    assert_eq!(body(&r)["errors"][0]["field"], "backend.base_url");
+    assert!(m.contains("ALLOW_PRIVATE_BACKENDS"), "{m}");
+    let r =
+        fx.console(Method::Post, "/apps/import", Some(&json!({"base_url": "http://10.1.2.3/v1", "api_key": "app-p"})));
+    err(&r, 400, "validation_failed");
+    assert!(fx.sim.outbound().is_empty(), "nothing was sent to a private address");
+    assert_eq!(rows(&fx, "SELECT COUNT(*) AS n FROM apps", vec![])[0]["n"], 0);
+}
+
+#[test]
+fn an_unusable_public_url_refuses_before_a_code_is_drawn() {
+    let fx = Fx::new(34);
+    let app = fx.workflow("Echo", "app-key-pu");
+    fx.sim.set_setting("PUBLIC_URL", "not a url");
+    let r = fx.console(Method::Post, &format!("/apps/{app}/server"), Some(&json!({})));
+    err(&r, 503, "misconfigured");
+    assert_eq!(
+        rows(&fx, "SELECT COUNT(*) AS n FROM mcp_servers", vec![])[0]["n"],
+        0,
+        "no server without its one showing"
+    );
+    fx.sim.set_setting("PUBLIC_URL", "");
+    let r = fx.console(Method::Post, &format!("/apps/{app}/server"), Some(&json!({})));
+    let code = body(&r)["server_code"].as_str().unwrap().to_string();
+    fx.codes.borrow_mut().push(code.clone());
+    assert_eq!(body(&r)["mcp_url"], format!("{BASE}/mcp/server/{code}/mcp"), "the request's origin");
 }
