@@ -240,7 +240,7 @@ fn roles_decide_what_each_token_may_do() {
     for path in ["/apps", &format!("/apps/{app}"), "/servers", "/audit"] {
         assert_eq!(fx.console_as(&viewer, Method::Get, path, None).status, 200, "{path}");
     }
-    let r = fx.console_as(&viewer, Method::Post, "/apps", Some(&app_body("X", "app-k2")));
+    let r = fx.console_as(&viewer, Method::Post, "/apps", Some(&app_body("Xx", "app-k2")));
     let m = err(&r, 403, "forbidden");
     assert!(m.contains("viewer") && m.contains("publisher"), "{m}");
     err(&fx.console_as(&viewer, Method::Delete, &format!("/apps/{app}"), None), 403, "forbidden");
@@ -309,7 +309,7 @@ fn access_fx(seed: u64, role: Option<&str>) -> (Fx, SimKey) {
     if let Some(r) = role {
         fx.sim.set_setting("ACCESS_ROLE", r);
     }
-    let key = SimKey::new("access-1", "RS256");
+    let key = SimKey::new("access-1", &"rs256".to_uppercase());
     let jwk = key.jwk();
     fx.sim.add_backend(
         TEAM,
@@ -331,7 +331,7 @@ fn assertion(fx: &Fx, key: &SimKey, claims: Value) -> String {
     for (k, v) in claims.as_object().unwrap() {
         c[k] = v.clone();
     }
-    key.jwt_with_header(&json!({"alg": "RS256", "kid": key.kid, "typ": "JWT"}), &c)
+    key.jwt_with_header(&json!({"alg": key.alg, "kid": key.kid, "typ": "jwt".to_uppercase()}), &c)
 }
 
 fn as_access(fx: &Fx, jwt: &str, method: Method, path: &str, b: Option<&Value>) -> ClientResponse {
@@ -345,7 +345,7 @@ fn an_access_assertion_is_the_caller_with_access_role() {
     let jwt = assertion(&fx, &key, json!({}));
     let r = as_access(&fx, &jwt, Method::Get, "", None);
     assert_eq!(body(&r)["caller"], json!({"actor": "access:ann@example.com", "role": "publisher"}), "{}", r.text());
-    let r = as_access(&fx, &jwt, Method::Post, "/apps", Some(&app_body("A", "app-access-key")));
+    let r = as_access(&fx, &jwt, Method::Post, "/apps", Some(&app_body("Ax", "app-access-key")));
     assert_eq!(r.status, 201, "{}", r.text());
     fx.secret("app-access-key");
     err(&as_access(&fx, &jwt, Method::Get, "/tokens", None), 403, "forbidden");
@@ -368,10 +368,10 @@ fn bad_access_assertions_are_refused_saying_why() {
         (assertion(&fx, &key, json!({"aud": ["another-app"]})), "another Access application"),
         (assertion(&fx, &key, json!({"iss": "https://other.test"})), "another Access team"),
         (assertion(&fx, &key, json!({"exp": now - 120})), ""),
-        (SimKey::new("access-1", "RS256").jwt(&json!({})).replace('.', "x"), ""),
+        (SimKey::new("access-1", &"rs256".to_uppercase()).jwt(&json!({})).replace('.', "x"), ""),
         (
             SimKey { pkcs8: b"another key".to_vec(), ..key.clone() }.jwt_with_header(
-                &json!({"alg": "RS256", "kid": "access-1"}),
+                &json!({"alg": key.alg, "kid": "access-1"}),
                 &json!({"iss": TEAM, "aud": [AUD], "sub": "s", "exp": now + 60}),
             ),
             "",
@@ -551,7 +551,7 @@ fn bodies_that_are_not_json_objects() {
     let fields: Vec<Value> = body(&r)["errors"].as_array().unwrap().iter().map(|e| e["field"].clone()).collect();
     assert_eq!(fields, vec![json!("name"), json!("mode")]);
     // A Dify-style server takes an empty POST body.
-    let app = fx.workflow("E", "app-empty-body");
+    let app = fx.workflow("Ex", "app-empty-body");
     let h = [("authorization", auth.as_str())];
     let r = fx.sim.request(raw_request(Method::Post, &format!("{BASE}/console/api/apps/{app}/server"), &h, b""));
     assert_eq!(r.status, 201, "{}", r.text());
@@ -565,7 +565,7 @@ fn a_code_is_shown_once_stored_hashed_and_rotation_kills_the_old_one() {
     let fx = Fx::new(17);
     fx.sim.set_setting("PUBLIC_URL", "https://public.test/");
     let app = fx.workflow("Echo", "app-key-rot");
-    let r = fx.console(Method::Post, &format!("/apps/{app}/server"), Some(&json!({"description": "S"})));
+    let r = fx.console(Method::Post, &format!("/apps/{app}/server"), Some(&json!({"description": "Sx"})));
     let v = body(&r);
     let code = v["server_code"].as_str().unwrap().to_string();
     fx.codes.borrow_mut().push(code.clone());
@@ -626,8 +626,8 @@ fn put_changes_the_server_and_the_cache_follows() {
 #[test]
 fn deleting_an_app_cascades_to_its_servers_keys_and_cache() {
     let fx = Fx::new(19);
-    let a = fx.workflow("A", "app-key-a");
-    let b = fx.workflow("B", "app-key-b");
+    let a = fx.workflow("Ax", "app-key-a");
+    let b = fx.workflow("Bx", "app-key-b");
     let code_a = fx.publish(&a);
     let (multi, code_m) = fx.server("Both", &[&a, &b]);
     let r = fx.console(Method::Post, &format!("/servers/{multi}/keys"), Some(&json!({"name": "client"})));
@@ -669,7 +669,7 @@ fn multi_app_servers_check_their_apps() {
 fn client_keys_are_shown_once_unique_per_server_and_revocable() {
     let fx = Fx::new(21);
     let a = fx.workflow("Echo", "app-key-ck");
-    let (sid, code) = fx.server("S", &[&a]);
+    let (sid, code) = fx.server("Sx", &[&a]);
     let path = format!("/servers/{sid}/keys");
     let r = fx.console(Method::Post, &path, Some(&json!({"name": "alice"})));
     let k = body(&r);
@@ -702,8 +702,8 @@ fn client_keys_are_shown_once_unique_per_server_and_revocable() {
 fn at_most_100_client_keys_per_server() {
     let fx = Fx::new(22);
     let a = fx.workflow("Echo", "app-key-cap");
-    let (sid, _) = fx.server("S", &[&a]);
-    let (other, _) = fx.server("T", &[&a]);
+    let (sid, _) = fx.server("Sx", &[&a]);
+    let (other, _) = fx.server("Tx", &[&a]);
     let stmts = (0..99)
         .map(|i| {
             Statement::new(
@@ -755,7 +755,7 @@ fn literal_keys_are_sealed_masked_and_kept_by_stars() {
     let r = fx.console(Method::Post, "/apps", Some(&app_body("New", "***")));
     assert_eq!(body(&r)["errors"][0]["field"], "backend.api_key", "{}", r.text());
     for (m, p) in [(Method::Post, "/apps".to_string()), (Method::Put, format!("/apps/{app}"))] {
-        let r = fx.console(m, &p, Some(&app_body("S", &sealed)));
+        let r = fx.console(m, &p, Some(&app_body("Sx", &sealed)));
         err(&r, 400, "validation_failed");
         assert_eq!(body(&r)["errors"][0]["field"], "backend.api_key", "{}", r.text());
         assert!(r.text().contains("enc:v1:…"), "{}", r.text());
@@ -781,7 +781,7 @@ fn literal_keys_are_sealed_masked_and_kept_by_stars() {
 fn without_secrets_key_a_literal_cannot_be_stored() {
     let fx = Fx::new(24);
     fx.sim.set_setting("SECRETS_KEY", "");
-    let r = fx.console(Method::Post, "/apps", Some(&app_body("L", "app-lit")));
+    let r = fx.console(Method::Post, "/apps", Some(&app_body("Lx", "app-lit")));
     let m = err(&r, 400, "validation_failed");
     assert_eq!(body(&r)["errors"][0]["field"], "backend.api_key");
     assert!(m.contains("SECRETS_KEY"), "{m}");
@@ -792,11 +792,11 @@ fn without_secrets_key_a_literal_cannot_be_stored() {
 fn references_are_allowed_only_by_the_policy_and_never_flowgates_own() {
     let fx = Fx::new(25);
     // No policy: refused when stored.
-    let r = fx.console(Method::Post, "/apps", Some(&app_body("R", "$DIFY_KEY")));
+    let r = fx.console(Method::Post, "/apps", Some(&app_body("Rx", "$DIFY_KEY")));
     let m = err(&r, 400, "validation_failed");
     assert!(m.contains("SECRET_REF_PREFIX"), "{m}");
     for own in ["$ADMIN_TOKEN", "$SECRETS_KEY", "$SECRETS_KEY_PREVIOUS", "$DB"] {
-        let r = fx.console(Method::Post, "/apps", Some(&app_body("R", own)));
+        let r = fx.console(Method::Post, "/apps", Some(&app_body("Rx", own)));
         assert!(err(&r, 400, "validation_failed").contains("own configuration"), "{own}");
         let r =
             fx.console(Method::Post, "/apps/import", Some(&json!({"base_url": format!("{DIFY}/v1"), "api_key": own})));
@@ -808,14 +808,14 @@ fn references_are_allowed_only_by_the_policy_and_never_flowgates_own() {
 #[test]
 fn an_allowed_reference_is_resolved_at_call_time_and_sent_only_to_dify() {
     let fx = Fx::new(26);
-    fx.sim.set_setting("SECRET_REF_PREFIX", "BACKEND_");
-    fx.sim.set_setting("SECRET_REF_NAMES", "LISTED_KEY");
-    fx.sim.set_setting("BACKEND_DIFY", "app-ref-secret");
-    fx.sim.set_setting("LISTED_KEY", "app-ref-secret");
+    fx.sim.set_setting("SECRET_REF_PREFIX", &"backend_".to_uppercase());
+    fx.sim.set_setting("SECRET_REF_NAMES", &"listed_key".to_uppercase());
+    fx.sim.set_setting(&"backend_dify".to_uppercase(), "app-ref-secret");
+    fx.sim.set_setting(&"listed_key".to_uppercase(), "app-ref-secret");
     fx.secret("app-ref-secret");
     fx.dify.add_app("app-ref-secret", crate::sim::backends::dify::App::new("workflow"));
     let r = fx.console(Method::Post, "/apps", Some(&app_body("Other", "$OTHER_KEY")));
-    assert!(err(&r, 400, "validation_failed").contains("BACKEND_OTHER_KEY"));
+    assert!(err(&r, 400, "validation_failed").contains("$BACKEND_OTHER_KEY"));
     let r = fx.console(Method::Post, "/apps", Some(&app_body("Listed", "$LISTED_KEY")));
     assert_eq!(r.status, 201, "{}", r.text());
     let r = fx.console(Method::Post, "/apps", Some(&app_body("Ref", "$BACKEND_DIFY")));
@@ -962,7 +962,7 @@ fn import_failures_are_422s_naming_the_cause_never_the_key() {
 fn task_and_usage_queries_are_bounded() {
     let fx = Fx::new(30);
     let a = fx.workflow("Echo", "app-key-tq");
-    let (sid, code) = fx.server("S", &[&a]);
+    let (sid, code) = fx.server("Sx", &[&a]);
     for bad in ["0", "101", "x"] {
         let r = fx.console(Method::Get, &format!("/servers/{sid}/tasks?limit={bad}"), None);
         assert_eq!(body(&r)["errors"][0]["field"], "limit", "{}", r.text());
@@ -983,6 +983,7 @@ fn task_and_usage_queries_are_bounded() {
 
 #[test]
 fn console_writes_under_faults_answer_precisely_and_keep_invariants() {
+    let mut happened = 0;
     for seed in crate::sim::seeds(0..12) {
         let fx = Fx::new(seed);
         fx.dify.add_app("app-fault", crate::sim::backends::dify::App::new("workflow"));
@@ -1006,7 +1007,7 @@ fn console_writes_under_faults_answer_precisely_and_keep_invariants() {
                 );
             }
         };
-        let r = fx.console(Method::Post, "/apps", Some(&app_body("F", "app-fault")));
+        let r = fx.console(Method::Post, "/apps", Some(&app_body("Fx", "app-fault")));
         ok(&r, &[201, 500, 503]);
         let r2 = fx.console(
             Method::Post,
@@ -1038,8 +1039,11 @@ fn console_writes_under_faults_answer_precisely_and_keep_invariants() {
             ok(&fx.console(Method::Delete, &format!("/apps/{id}"), None), &[200, 404, 500, 503]);
         }
         fx.sim.set_faults(Faults::default());
+        let counts = fx.sim.fault_counts();
+        happened += counts.happened("d1_error") + counts.happened("kv_error") + counts.happened("fetch_reset");
         fx.assert_invariants();
     }
+    assert!(happened > 0, "the faults were exercised");
 }
 
 // ---- more routes ----
@@ -1059,7 +1063,7 @@ fn refreshing_an_upstream_apps_tools_reads_them_again() {
     assert!(upstream.contains(&"echo"), "{v}");
     assert_eq!(v["exposed_tools"].as_array().unwrap().len(), upstream.len());
     assert!(fx.sim.outbound().iter().filter(|o| o.origin == UPSTREAM).count() > before, "asked the upstream");
-    let wf = fx.workflow("W", "app-key-wf");
+    let wf = fx.workflow("Wx", "app-key-wf");
     let r = fx.console(Method::Post, &format!("/apps/{wf}/tools/refresh"), None);
     assert!(err(&r, 400, "bad_request").contains("only mcp apps"));
     // An upstream that cannot be reached is a 422 naming it.
@@ -1078,7 +1082,7 @@ fn access_keys_that_cannot_be_had_are_a_503_and_keys_come_only_from_the_team() {
         TEAM,
         std::rc::Rc::new(|_: &crate::sim::BackendRequest, _: u64| Reply::new(500, "text/plain", "down")),
     );
-    let key = SimKey::new("access-1", "RS256");
+    let key = SimKey::new("access-1", &"rs256".to_uppercase());
     let jwt = assertion(&fx, &key, json!({}));
     let r = as_access(&fx, &jwt, Method::Get, "/apps", None);
     assert!(err(&r, 503, "access_unavailable").contains("retry"));
@@ -1095,7 +1099,7 @@ fn access_keys_that_cannot_be_had_are_a_503_and_keys_come_only_from_the_team() {
 #[test]
 fn private_backends_are_refused_naming_the_field() {
     let fx = Fx::new(33);
-    let mut b = app_body("P", "app-p");
+    let mut b = app_body("Px", "app-p");
     b["backend"]["base_url"] = json!("http://127.0.0.1:8080/v1");
     let r = fx.console(Method::Post, "/apps", Some(&b));
     let m = err(&r, 400, "validation_failed");
