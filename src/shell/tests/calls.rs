@@ -1,4 +1,280 @@
 //! Calls to Dify apps and HTTP tools: outbound rules, blocking and streamed calls, polled async tools, durable tasks.
 
-#[allow(unused_imports)]
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use futures::StreamExt;
+use serde_json::{json, Value};
+
 use super::*;
+use crate::runtime::{Context, Env, Method, Request, Worker};
+use crate::sim::backends::{dify, http_tool};
+use crate::sim::{Backend, BackendRequest, Chunk, Faults, OutboundRecord, Reply};
+
+/// A public origin with a scripted answer per request (redirects, odd bodies).
+const EDGE: &str = "https://edge.test";
+/// Another public origin (where redirects lead).
+const OTHER: &str = "https://other.test";
+const TOOL_KEY: &str = "tool-key-0123456789";
+
+fn manifest() -> Value {
+    json!({"name": "get_weather", "description": "Weather.",
+        "parameters": [{"name": "location", "type": "string", "required": true, "description": "City"}]})
+}
+
+/// Registers an HTTP tool app (`backend` merged over an endpoint and key) and publishes it; its code.
+fn tool_server(fx: &Fx, name: &str, backend: Value) -> String {
+    fx.secret(TOOL_KEY);
+    let mut b = json!({"api_endpoint": format!("{EDGE}/run"), "api_key": TOOL_KEY, "manifest": manifest()});
+    if let (Some(o), Some(x)) = (b.as_object_mut(), backend.as_object()) {
+        o.extend(x.clone());
+    }
+    let body = json!({"name": name, "description": "d", "mode": "http-tool", "backend": b});
+    let r = fx.console(Method::Post, "/apps", Some(&body));
+    assert_eq!(r.status, 201, "creating the tool: {}", r.text());
+    let id = r.json().and_then(|v| v["id"].as_str().map(str::to_string)).unwrap_or_default();
+    fx.publish(&id)
+}
+
+/// A Dify app of `mode` with extra `backend` settings, published; its code.
+fn dify_server(fx: &Fx, name: &str, mode: &str, key: &str, app: dify::App, backend: Value) -> String {
+    fx.dify.add_app(key, dify::App { name: name.to_string(), ..app });
+    fx.secret(key);
+    let mut b = json!({"base_url": format!("{DIFY}/v1"), "api_key": key});
+    if let (Some(o), Some(x)) = (b.as_object_mut(), backend.as_object()) {
+        o.extend(x.clone());
+    }
+    let form = json!([{"text-input": {"variable": "text", "label": "Text", "required": true}}]);
+    let body = json!({"name": name, "description": "d", "mode": mode, "backend": b, "user_input_form": form,
+        "outputs": if mode == "workflow" { json!([{"variable": "echo", "type": "object"}]) } else { json!([]) }});
+    let r = fx.console(Method::Post, "/apps", Some(&body));
+    assert_eq!(r.status, 201, "creating the app: {}", r.text());
+    let id = r.json().and_then(|v| v["id"].as_str().map(str::to_string)).unwrap_or_default();
+    fx.publish(&id)
+}
+
+fn workflow_app(form: bool) -> dify::App {
+    let mut a = dify::App::new("workflow");
+    if form {
+        a.user_input_form = json!([{"text-input": {"variable": "text", "label": "Text", "required": true}}]);
+    }
+    a
+}
+
+/// A tools/call as a client that takes only JSON.
+fn call_json(fx: &Fx, code: &str, name: &str, args: Value) -> ClientResponse {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": args}});
+    fx.sim.request(request(
+        Method::Post,
+        &Fx::mcp_url(code),
+        &[("content-type", "application/json"), ("accept", "application/json"), ("mcp-protocol-version", V2025)],
+        Some(&body),
+    ))
+}
+
+/// A tools/call with a progress token, as a client that takes SSE.
+fn call_sse(fx: &Fx, code: &str, name: &str, args: Value) -> ClientResponse {
+    fx.mcp(
+        code,
+        &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": name, "arguments": args, "_meta": {"progressToken": "p1"}}}),
+    )
+}
+
+/// The result's first text, and whether it is an error.
+fn outcome(resp: &ClientResponse) -> (bool, String) {
+    let v = last(resp);
+    let r = &v["result"];
+    (r["isError"].as_bool().unwrap_or(false), r["content"][0]["text"].as_str().unwrap_or_default().to_string())
+}
+
+fn error_text(resp: &ClientResponse) -> String {
+    let (is_error, text) = outcome(resp);
+    assert!(is_error, "expected a tool error: {}", resp.text());
+    text
+}
+
+fn to(fx: &Fx, origin: &str) -> Vec<OutboundRecord> {
+    fx.sim.outbound().into_iter().filter(|o| o.origin == origin).collect()
+}
+
+/// A scripted origin: every request recorded, answered by `f`.
+#[derive(Default)]
+struct Scripted {
+    seen: RefCell<Vec<BackendRequest>>,
+}
+
+fn scripted(fx: &Fx, origin: &str, f: impl Fn(&BackendRequest, u64) -> Reply + 'static) -> Rc<Scripted> {
+    let s = Rc::new(Scripted::default());
+    let seen = s.clone();
+    let backend: Rc<dyn Backend> = Rc::new(move |req: &BackendRequest, now: u64| {
+        seen.seen.borrow_mut().push(req.clone());
+        f(req, now)
+    });
+    fx.sim.add_backend(origin, backend);
+    s
+}
+
+fn redirect(status: u16, location: &str) -> Reply {
+    Reply::new(status, "", Vec::new()).with_header("location", location)
+}
+
+/// A client request served beside the run, `after_ms` of virtual time from now; its status and
+/// body once read (up to `chunks` pieces of the body: then the client goes away).
+fn serve_later(after_ms: u64, req: Request, chunks: Option<usize>) -> Rc<RefCell<Option<(u16, String)>>> {
+    let slot: Rc<RefCell<Option<(u16, String)>>> = Rc::default();
+    let out = slot.clone();
+    crate::runtime::spawn(async move {
+        let mut timer = crate::runtime::timer::Timer::default();
+        let now = crate::runtime::now_ms();
+        timer.arm_by(now + after_ms, now);
+        timer.fired().await;
+        let ctx = Context::new(Rc::new(|f| crate::runtime::spawn(f)));
+        let resp = crate::shell::Flowgate.serve(req, Env::current(), ctx).await;
+        let (status, _, body) = resp.into_parts();
+        let mut stream = body.into_stream();
+        let mut text = Vec::new();
+        let mut n = 0;
+        while chunks.is_none_or(|c| n < c) {
+            match stream.next().await {
+                Some(Ok(c)) => text.extend_from_slice(&c),
+                _ => break,
+            }
+            n += 1;
+        }
+        drop(stream);
+        *out.borrow_mut() = Some((status, String::from_utf8_lossy(&text).into_owned()));
+    });
+    slot
+}
+
+// ---------------------------------------------------------------------------------------------
+// outbound: the guard, redirects, timeouts, caps, scrubbed errors
+
+#[test]
+fn a_redirect_to_a_private_address_is_refused_before_any_fetch() {
+    let fx = Fx::new(1);
+    let code = tool_server(&fx, "Weather", json!({}));
+    for target in ["http://10.0.0.1/x", "http://169.254.169.254/latest/meta-data", "http://localhost:8080/", "http://[::1]/"] {
+        let t = target.to_string();
+        scripted(&fx, EDGE, move |_, _| redirect(307, &t));
+        let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "Paris"})));
+        assert!(text.contains("redirected (HTTP 307)") && text.contains("blocked"), "{target}: {text}");
+    }
+    assert_eq!(to(&fx, EDGE).len(), 4);
+    fx.assert_invariants();
+}
+
+#[test]
+fn credentials_never_follow_a_redirect_to_another_origin() {
+    let fx = Fx::new(2);
+    let code = tool_server(&fx, "Weather", json!({}));
+    scripted(&fx, EDGE, |_, _| redirect(307, "https://other.test/landing"));
+    let other = scripted(&fx, OTHER, |_, _| Reply::json(200, &json!({"ok": true})));
+    let r = call_json(&fx, &code, "Weather", json!({"location": "Paris"}));
+    assert_eq!(outcome(&r), (false, json!({"ok": true}).to_string()), "{}", r.text());
+    let seen = other.seen.borrow();
+    assert_eq!(seen.len(), 1);
+    let h = &seen[0].headers;
+    assert_eq!(seen[0].method, Method::Post, "307 keeps the method");
+    assert!(seen[0].body.contains("Paris"), "307 keeps the body");
+    assert_eq!(h.get("authorization"), None);
+    assert_eq!(h.get("x-dify-user-id"), None);
+    assert_eq!(h.get("x-dify-conversation-id"), None);
+    assert_eq!(h.get("content-type").as_deref(), Some("application/json"));
+    let mut spec = fx.specs();
+    spec[0].credentials.push((format!("Bearer {TOOL_KEY}"), EDGE.into()));
+    for s in spec {
+        fx.sim.assert_invariants(&s);
+    }
+}
+
+#[test]
+fn a_same_origin_redirect_keeps_the_key() {
+    let fx = Fx::new(3);
+    let code = tool_server(&fx, "Weather", json!({}));
+    let edge = scripted(&fx, EDGE, |req, _| {
+        if req.path == "/run" {
+            redirect(308, "/moved")
+        } else {
+            Reply::json(200, &json!({"moved": true}))
+        }
+    });
+    let r = call_json(&fx, &code, "Weather", json!({"location": "Paris"}));
+    assert!(!outcome(&r).0, "{}", r.text());
+    let seen = edge.seen.borrow();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[1].path, "/moved");
+    assert_eq!(seen[1].bearer().as_deref(), Some(TOOL_KEY));
+    assert!(seen[1].headers.get("x-dify-user-id").is_some());
+}
+
+#[test]
+fn see_other_turns_a_post_into_a_get_without_body() {
+    let fx = Fx::new(4);
+    let code = tool_server(&fx, "Weather", json!({}));
+    let edge = scripted(&fx, EDGE, |req, _| {
+        if req.path == "/run" {
+            redirect(303, "/result")
+        } else {
+            Reply::json(200, &json!({"method": req.method.as_str()}))
+        }
+    });
+    let r = call_json(&fx, &code, "Weather", json!({"location": "Paris"}));
+    assert_eq!(outcome(&r).1, json!({"method": "GET"}).to_string(), "{}", r.text());
+    let seen = edge.seen.borrow();
+    assert_eq!(seen[1].method, Method::Get);
+    assert_eq!(seen[1].body, "");
+}
+
+#[test]
+fn redirects_stop_after_three_hops() {
+    let fx = Fx::new(5);
+    let code = tool_server(&fx, "Weather", json!({}));
+    // /run → /h1 → /h2 → /h3 is three hops and answers; /run → … → /h4 is one too many.
+    for (limit, ok) in [(3, true), (4, false)] {
+        let edge = scripted(&fx, EDGE, move |req, _| {
+            let n: u32 = req.path.strip_prefix("/h").and_then(|n| n.parse().ok()).unwrap_or(0);
+            if n < limit {
+                redirect(302, &format!("/h{}", n + 1))
+            } else {
+                Reply::json(200, &json!({"hops": n}))
+            }
+        });
+        let r = call_json(&fx, &code, "Weather", json!({"location": "Paris"}));
+        let (is_error, text) = outcome(&r);
+        assert_eq!(!is_error, ok, "{limit}: {text}");
+        let sent = edge.seen.borrow().len();
+        assert_eq!(sent, if ok { 4 } else { 4 }, "{limit}: {text}");
+    }
+}
+
+#[test]
+fn allow_private_backends_lists_hosts_and_allows_only_those() {
+    let fx = Fx::new(6);
+    fx.sim.set_setting("ALLOW_PRIVATE_BACKENDS", "10.0.0.7");
+    let code = tool_server(&fx, "Weather", json!({"api_endpoint": "http://10.0.0.7/run"}));
+    let private = scripted(&fx, "http://10.0.0.7", |req, _| {
+        if req.path == "/run" {
+            Reply::json(200, &json!({"ok": 1}))
+        } else {
+            redirect(307, "http://10.0.0.8/run")
+        }
+    });
+    let r = call_json(&fx, &code, "Weather", json!({"location": "Paris"}));
+    assert!(!outcome(&r).0, "{}", r.text());
+    // A refused host, when the app was stored and then the setting narrowed.
+    let other = tool_server(&fx, "Other", json!({"api_endpoint": "http://10.0.0.7/go"}));
+    let text = error_text(&call_json(&fx, &other, "Other", json!({"location": "Paris"})));
+    assert!(text.contains("10.0.0.8") && text.contains("blocked"), "{text}");
+    assert_eq!(private.seen.borrow().len(), 2);
+    fx.sim.set_setting("ALLOW_PRIVATE_BACKENDS", "10.0.0.9");
+    fx.sim.evict_isolate();
+    let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "Paris"})));
+    assert!(text.contains("blocked") || text.contains("private"), "{text}");
+    assert_eq!(private.seen.borrow().len(), 2, "refused before any fetch");
+    for mut s in fx.specs() {
+        s.allowed_origins.push("http://10.0.0.7".into());
+        fx.sim.assert_invariants(&s);
+    }
+}
