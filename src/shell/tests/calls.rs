@@ -278,3 +278,168 @@ fn allow_private_backends_lists_hosts_and_allows_only_those() {
         fx.sim.assert_invariants(&s);
     }
 }
+
+/// A 200 JSON answer of exactly `len` bytes, in two chunks, its length announced or not.
+fn json_of_len(len: usize, announce: bool) -> Reply {
+    let filler = "x".repeat(len - 8);
+    let body = format!("{{\"a\":\"{filler}\"}}").into_bytes();
+    assert_eq!(body.len(), len);
+    let mut headers = crate::runtime::Headers::new();
+    headers.set("content-type", "application/json");
+    if announce {
+        headers.set("content-length", &len.to_string());
+    }
+    let (a, b) = body.split_at(len / 2);
+    Reply::Respond(crate::sim::network::Scripted {
+        status: 200,
+        headers,
+        delay_ms: 0,
+        chunks: vec![Chunk { delay_ms: 0, bytes: a.to_vec() }, Chunk { delay_ms: 5, bytes: b.to_vec() }],
+        end: crate::sim::BodyEnd::Complete,
+    })
+}
+
+#[test]
+fn a_one_piece_answer_is_read_up_to_twice_max_result_bytes_plus_64_kib() {
+    // max_result_bytes 1024: the cap is 2048 + 65536 bytes, announced or counted while reading.
+    let cap = 2 * 1024 + 64 * 1024;
+    for announce in [true, false] {
+        let fx = Fx::new(10);
+        let code = tool_server(&fx, "Weather", json!({"max_result_bytes": 1024}));
+        let edge = scripted(&fx, EDGE, move |req, _| {
+            let n: usize = req.body.split("\"location\":\"").nth(1).and_then(|s| s.split('"').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
+            json_of_len(n, announce)
+        });
+        let at_cap = call_json(&fx, &code, "Weather", json!({"location": cap.to_string()}));
+        let (is_error, text) = outcome(&at_cap);
+        // Read whole, then judged by max_result_bytes (structured output cannot be cut).
+        assert!(is_error, "{announce}: {text}");
+        assert_eq!(text, "the result of app 'Weather' is larger than its max_result_bytes (1024 bytes); raise max_result_bytes or make the result smaller");
+        let over = call_json(&fx, &code, "Weather", json!({"location": (cap + 1).to_string()}));
+        let text = error_text(&over);
+        assert!(text.contains("more than 66 KiB in one piece") && text.contains("max_result_bytes (1024 bytes)"), "{announce}: {text}");
+        assert_eq!(edge.seen.borrow().len(), 2);
+        fx.assert_invariants();
+    }
+}
+
+#[test]
+fn an_announced_length_over_the_cap_is_refused_before_the_body_is_read() {
+    let fx = Fx::new(11);
+    let code = tool_server(&fx, "Weather", json!({"max_result_bytes": 1024}));
+    // The body never ends: only a refusal on the announced length answers in time.
+    scripted(&fx, EDGE, |_, _| {
+        Reply::new(200, "application/json", "{\"a\":1}")
+            .with_header("content-length", &(2 * 1024 + 64 * 1024 + 1).to_string())
+            .ending(crate::sim::BodyEnd::Hang)
+    });
+    let t0 = fx.sim.now_ms();
+    let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "x"})));
+    assert!(text.contains("more than 66 KiB"), "{text}");
+    assert!(fx.sim.now_ms() - t0 < 1000, "refused at once");
+}
+
+#[test]
+fn the_first_byte_timeout_bounds_the_wait_for_headers() {
+    let fx = Fx::new(12);
+    let code = tool_server(&fx, "Weather", json!({"first_byte_timeout_seconds": 5}));
+    scripted(&fx, EDGE, |_, _| Reply::json(200, &json!({"late": true})).delayed(5_001));
+    let t0 = fx.sim.now_ms();
+    let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "x"})));
+    assert_eq!(text, "the app 'Weather' did not answer within 5 s (first_byte_timeout_seconds)");
+    let waited = fx.sim.now_ms() - t0;
+    assert!((5_000..5_100).contains(&waited), "{waited}");
+    // Just in time is in time.
+    scripted(&fx, EDGE, |_, _| Reply::json(200, &json!({"late": false})).delayed(4_900));
+    assert!(!outcome(&call_json(&fx, &code, "Weather", json!({"location": "x"}))).0);
+    fx.assert_invariants();
+}
+
+#[test]
+fn the_total_timeout_bounds_headers_and_body_of_a_blocking_call() {
+    let fx = Fx::new(13);
+    let code = tool_server(&fx, "Weather", json!({"timeout_seconds": 3}));
+    scripted(&fx, EDGE, |_, _| Reply::json(200, &json!({})).delayed(3_500));
+    let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "x"})));
+    assert_eq!(text, "the app 'Weather' did not answer within 3 s (timeout_seconds)");
+    // Headers at 2 s, the body's end at 4 s: the total ran out while reading.
+    scripted(&fx, EDGE, |_, _| json_of_len(100, false).delayed(2_000).ending(crate::sim::BodyEnd::Hang));
+    let t0 = fx.sim.now_ms();
+    let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "x"})));
+    assert!(text.contains("did not answer within 3 s") && text.contains("timeout_seconds"), "{text}");
+    let waited = fx.sim.now_ms() - t0;
+    assert!((3_000..3_100).contains(&waited), "{waited}");
+    fx.assert_invariants();
+}
+
+#[test]
+fn an_unreachable_backend_is_named_by_its_host_never_its_query() {
+    let fx = Fx::new(14);
+    let secret_q = "query-secret-abc123";
+    let code = tool_server(&fx, "Weather", json!({"api_endpoint": format!("https://gone.test/run?key={secret_q}")}));
+    let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "x"})));
+    assert!(text.starts_with("could not reach the tool 'Weather' at gone.test:"), "{text}");
+    assert!(!text.contains(secret_q), "{text}");
+    scripted(&fx, "https://gone.test", |_, _| Reply::Reset);
+    let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "x"})));
+    assert!(text.starts_with("could not reach the tool 'Weather' at gone.test:"), "{text}");
+    let calls: Vec<_> = fx.sim.responses().into_iter().filter(|r| r.url.contains("/mcp/")).collect();
+    assert!(calls.iter().all(|r| !r.text().contains(secret_q)));
+    fx.assert_invariants();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dify and HTTP tool answers: error statuses a person can act on
+
+#[test]
+fn dify_error_statuses_become_tool_errors_a_person_can_act_on() {
+    let fx = Fx::new(20);
+    let cases = [
+        (dify::Behaviour::RateLimited, "retry after 7 s"),
+        (dify::Behaviour::Http500, "500"),
+        (dify::Behaviour::QuotaError, "provider_quota_exceeded"),
+    ];
+    for (i, (behaviour, want)) in cases.into_iter().enumerate() {
+        let key = format!("app-key-err-{i}");
+        let name = format!("Err{i}");
+        let code = dify_server(&fx, &name, "workflow", &key, dify::App { behaviour, ..workflow_app(true) }, json!({}));
+        for r in [call_json(&fx, &code, &name, json!({"text": "hi"})), call_sse(&fx, &code, &name, json!({"text": "hi"}))] {
+            let text = error_text(&r);
+            assert!(text.contains(want), "{behaviour:?}: {text}");
+        }
+    }
+    // A key Dify does not know: its 401, said as such.
+    fx.secret("app-key-unknown");
+    let body = json!({"name": "Nokey", "description": "d", "mode": "workflow",
+        "backend": {"base_url": format!("{DIFY}/v1"), "api_key": "app-key-unknown"},
+        "user_input_form": [{"text-input": {"variable": "text", "label": "Text", "required": true}}],
+        "outputs": [{"variable": "echo", "type": "object"}]});
+    let r = fx.console(Method::Post, "/apps", Some(&body));
+    assert_eq!(r.status, 201, "{}", r.text());
+    let code = fx.publish(r.json().unwrap_or_default()["id"].as_str().unwrap_or_default());
+    let text = error_text(&call_json(&fx, &code, "Nokey", json!({"text": "hi"})));
+    assert!(text.contains("401") || text.to_lowercase().contains("key"), "{text}");
+    fx.assert_invariants();
+}
+
+#[test]
+fn http_tool_error_statuses_become_tool_errors() {
+    let fx = Fx::new(21);
+    let cases = [
+        (http_tool::Behaviour::RateLimited, "the tool 'T' failed (HTTP 429): slow down; retry after 7 s"),
+        (http_tool::Behaviour::Error500, "the tool 'T' failed (HTTP 500): upstream exploded"),
+        (http_tool::Behaviour::NotJson, "the tool 'T' answered with text/html; charset=utf-8 instead of application/json"),
+    ];
+    for (behaviour, want) in cases {
+        let fx = Fx::new(21);
+        let path = fx.tool.add_tool("t", http_tool::Tool { api_key: TOOL_KEY.into(), behaviour, ..Default::default() });
+        let code = tool_server(&fx, "T", json!({"api_endpoint": format!("{TOOL}{path}")}));
+        assert_eq!(error_text(&call_json(&fx, &code, "T", json!({"location": "x"}))), want);
+        fx.assert_invariants();
+    }
+    // The wrong key: the tool's 401.
+    let path = fx.tool.add_tool("t", http_tool::Tool { api_key: "another-key".into(), ..Default::default() });
+    let code = tool_server(&fx, "T", json!({"api_endpoint": format!("{TOOL}{path}")}));
+    let text = error_text(&call_json(&fx, &code, "T", json!({"location": "x"})));
+    assert!(text.contains("HTTP 401") && text.contains("invalid api key"), "{text}");
+}
