@@ -443,3 +443,110 @@ fn http_tool_error_statuses_become_tool_errors() {
     let text = error_text(&call_json(&fx, &code, "T", json!({"location": "x"})));
     assert!(text.contains("HTTP 401") && text.contains("invalid api key"), "{text}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// the SSE relay: notifications, keep-alives, idle and total timeouts, the run stopped
+
+fn sse_headers() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", V2025),
+        ("user-agent", "calls-test/1"),
+        ("cf-connecting-ip", "203.0.113.9"),
+    ]
+}
+
+fn sse_call(code: &str, name: &str, id: u64) -> Request {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": {"text": "hi"}, "_meta": {"progressToken": "p1"}}});
+    request(Method::Post, &Fx::mcp_url(code), &sse_headers(), Some(&body))
+}
+
+#[test]
+fn a_streamed_workflow_sends_progress_and_a_keep_alive_every_second_of_silence() {
+    let fx = Fx::new(30);
+    let app = dify::App { event_delay_ms: 3_500, ..workflow_app(true) };
+    let code = dify_server(&fx, "Slow", "workflow", "app-key-slow", app, json!({}));
+    let r = fx.sim.request(sse_call(&code, "Slow", 1));
+    assert!(r.headers.get("content-type").is_some_and(|c| c.contains("text/event-stream")), "{}", r.text());
+    let text = r.text();
+    // 14 s (four gaps of 3.5 s) with nothing for the client: a keep-alive at 1, 2 … 13 s.
+    assert_eq!(text.matches(": keep-alive").count(), 13, "{text}");
+    let (is_error, result) = outcome(&r);
+    assert!(!is_error && result.contains("hi"), "{result}");
+    assert!(fx.dify.stops.borrow().is_empty(), "a finished run is not stopped");
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_silent_stream_ends_at_the_idle_timeout_and_the_run_is_stopped() {
+    let fx = Fx::new(31);
+    let app = dify::App { stream_end: dify::StreamEnd::HangAfterFirst, ..workflow_app(true) };
+    let code = dify_server(&fx, "Stall", "workflow", "app-key-stall", app, json!({"idle_timeout_seconds": 5}));
+    let t0 = fx.sim.now_ms();
+    let r = fx.sim.request(sse_call(&code, "Stall", 1));
+    let waited = fx.sim.now_ms() - t0;
+    assert!((5_000..5_100).contains(&waited), "{waited}");
+    assert_eq!(error_text(&r), "the app 'Stall' sent nothing for 5 s (idle_timeout_seconds)");
+    assert_eq!(r.text().matches(": keep-alive").count(), 4, "{}", r.text());
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    let run = fx.dify.requests_for("app-key-stall").into_iter().find(|q| q.path == "/v1/workflows/run");
+    let user = run.and_then(|q| q.json()).and_then(|b| b["user"].as_str().map(str::to_string)).unwrap_or_default();
+    assert_eq!(*fx.dify.stops.borrow(), vec![("/v1/workflows/tasks/task-1/stop".to_string(), user)]);
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_stream_past_its_total_timeout_ends_and_the_run_is_stopped() {
+    let fx = Fx::new(32);
+    let app = dify::App { event_delay_ms: 2_000, ..workflow_app(true) };
+    let code = dify_server(&fx, "Long", "workflow", "app-key-long", app, json!({"timeout_seconds": 3}));
+    let t0 = fx.sim.now_ms();
+    let r = fx.sim.request(sse_call(&code, "Long", 1));
+    assert_eq!(fx.sim.now_ms() - t0, 3_000);
+    assert_eq!(error_text(&r), "the app 'Long' did not finish within 3 s (timeout_seconds)");
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(fx.dify.stops.borrow().len(), 1);
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_client_that_goes_away_stops_the_run() {
+    let fx = Fx::new(33);
+    let app = dify::App { stream_end: dify::StreamEnd::HangAfterFirst, ..workflow_app(true) };
+    let code = dify_server(&fx, "Gone", "workflow", "app-key-gone", app, json!({}));
+    // The client reads the first piece (after a keep-alive or two) and leaves.
+    let seen = serve_later(0, sse_call(&code, "Gone", 1), Some(2));
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert!(seen.borrow().as_ref().is_some_and(|(s, _)| *s == 200), "{:?}", seen.borrow());
+    let stops = fx.dify.stops.borrow().clone();
+    assert_eq!(stops.len(), 1, "{stops:?}");
+    assert_eq!(stops[0].0, "/v1/workflows/tasks/task-1/stop");
+    assert!(fx.sim.now_ms() - crate::sim::EPOCH_MS < 10_000, "stopped promptly, not at the idle timeout");
+    fx.assert_invariants();
+}
+
+#[test]
+fn notifications_cancelled_from_the_same_client_stops_the_run() {
+    let fx = Fx::new(34);
+    let app = dify::App { stream_end: dify::StreamEnd::HangAfterFirst, ..workflow_app(true) };
+    let code = dify_server(&fx, "Cancel", "workflow", "app-key-cancel", app, json!({"idle_timeout_seconds": 30}));
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "no"}});
+    // Another client (another address) cancels first: nothing happens.
+    let mut other = sse_headers();
+    other[4] = ("cf-connecting-ip", "198.51.100.7");
+    let theirs = serve_later(1_500, request(Method::Post, &Fx::mcp_url(&code), &other, Some(&cancel)), None);
+    let ours = serve_later(3_000, request(Method::Post, &Fx::mcp_url(&code), &sse_headers(), Some(&cancel)), None);
+    let r = fx.sim.request(sse_call(&code, "Cancel", 5));
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(theirs.borrow().as_ref().map(|x| x.0), Some(202));
+    assert_eq!(ours.borrow().as_ref().map(|x| x.0), Some(202));
+    let stops = fx.dify.stops.borrow().clone();
+    let times: Vec<_> = fx.sim.outbound().iter().filter(|o| o.url.ends_with("/stop")).map(|o| o.at_ms - crate::sim::EPOCH_MS).collect();
+    // Stopped at our cancel, not at theirs (the simulated Dify keeps the stopped stream open, so
+    // the relay stops it once more at its idle timeout).
+    assert_eq!(times.first().copied(), Some(3_000), "{stops:?} {times:?}: {}", r.text());
+    assert_eq!(stops[0].0, "/v1/workflows/tasks/task-1/stop");
+    fx.assert_invariants();
+}
