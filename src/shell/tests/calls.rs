@@ -155,7 +155,9 @@ fn serve_later(after_ms: u64, req: Request, chunks: Option<usize>) -> Rc<RefCell
 fn a_redirect_to_a_private_address_is_refused_before_any_fetch() {
     let fx = Fx::new(1);
     let code = tool_server(&fx, "Weather", json!({}));
-    for target in ["http://10.0.0.1/x", "http://169.254.169.254/latest/meta-data", "http://localhost:8080/", "http://[::1]/"] {
+    for target in
+        ["http://10.0.0.1/x", "http://169.254.169.254/latest/meta-data", "http://localhost:8080/", "http://[::1]/"]
+    {
         let t = target.to_string();
         scripted(&fx, EDGE, move |_, _| redirect(307, &t));
         let text = error_text(&call_json(&fx, &code, "Weather", json!({"location": "Paris"})));
@@ -307,7 +309,13 @@ fn a_one_piece_answer_is_read_up_to_twice_max_result_bytes_plus_64_kib() {
         let fx = Fx::new(10);
         let code = tool_server(&fx, "Weather", json!({"max_result_bytes": 1024}));
         let edge = scripted(&fx, EDGE, move |req, _| {
-            let n: usize = req.body.split("\"location\":\"").nth(1).and_then(|s| s.split('"').next()).and_then(|s| s.parse().ok()).unwrap_or(0);
+            let n: usize = req
+                .body
+                .split("\"location\":\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next())
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0);
             json_of_len(n, announce)
         });
         let at_cap = call_json(&fx, &code, "Weather", json!({"location": cap.to_string()}));
@@ -317,7 +325,10 @@ fn a_one_piece_answer_is_read_up_to_twice_max_result_bytes_plus_64_kib() {
         assert_eq!(text, "the result of app 'Weather' is larger than its max_result_bytes (1024 bytes); raise max_result_bytes or make the result smaller");
         let over = call_json(&fx, &code, "Weather", json!({"location": (cap + 1).to_string()}));
         let text = error_text(&over);
-        assert!(text.contains("more than 66 KiB in one piece") && text.contains("max_result_bytes (1024 bytes)"), "{announce}: {text}");
+        assert!(
+            text.contains("more than 66 KiB in one piece") && text.contains("max_result_bytes (1024 bytes)"),
+            "{announce}: {text}"
+        );
         assert_eq!(edge.seen.borrow().len(), 2);
         fx.assert_invariants();
     }
@@ -403,7 +414,9 @@ fn dify_error_statuses_become_tool_errors_a_person_can_act_on() {
         let key = format!("app-key-err-{i}");
         let name = format!("Err{i}");
         let code = dify_server(&fx, &name, "workflow", &key, dify::App { behaviour, ..workflow_app(true) }, json!({}));
-        for r in [call_json(&fx, &code, &name, json!({"text": "hi"})), call_sse(&fx, &code, &name, json!({"text": "hi"}))] {
+        for r in
+            [call_json(&fx, &code, &name, json!({"text": "hi"})), call_sse(&fx, &code, &name, json!({"text": "hi"}))]
+        {
             let text = error_text(&r);
             assert!(text.contains(want), "{behaviour:?}: {text}");
         }
@@ -428,7 +441,10 @@ fn http_tool_error_statuses_become_tool_errors() {
     let cases = [
         (http_tool::Behaviour::RateLimited, "the tool 'T' failed (HTTP 429): slow down; retry after 7 s"),
         (http_tool::Behaviour::Error500, "the tool 'T' failed (HTTP 500): upstream exploded"),
-        (http_tool::Behaviour::NotJson, "the tool 'T' answered with text/html; charset=utf-8 instead of application/json"),
+        (
+            http_tool::Behaviour::NotJson,
+            "the tool 'T' answered with text/html; charset=utf-8 instead of application/json",
+        ),
     ];
     for (behaviour, want) in cases {
         let fx = Fx::new(21);
@@ -532,7 +548,8 @@ fn notifications_cancelled_from_the_same_client_stops_the_run() {
     let fx = Fx::new(34);
     let app = dify::App { stream_end: dify::StreamEnd::HangAfterFirst, ..workflow_app(true) };
     let code = dify_server(&fx, "Cancel", "workflow", "app-key-cancel", app, json!({"idle_timeout_seconds": 30}));
-    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "no"}});
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5, "reason": "no"}});
     // Another client (another address) cancels first: nothing happens.
     let mut other = sse_headers();
     other[4] = ("cf-connecting-ip", "198.51.100.7");
@@ -543,10 +560,151 @@ fn notifications_cancelled_from_the_same_client_stops_the_run() {
     assert_eq!(theirs.borrow().as_ref().map(|x| x.0), Some(202));
     assert_eq!(ours.borrow().as_ref().map(|x| x.0), Some(202));
     let stops = fx.dify.stops.borrow().clone();
-    let times: Vec<_> = fx.sim.outbound().iter().filter(|o| o.url.ends_with("/stop")).map(|o| o.at_ms - crate::sim::EPOCH_MS).collect();
+    let times: Vec<_> =
+        fx.sim.outbound().iter().filter(|o| o.url.ends_with("/stop")).map(|o| o.at_ms - crate::sim::EPOCH_MS).collect();
     // Stopped at our cancel, not at theirs (the simulated Dify keeps the stopped stream open, so
     // the relay stops it once more at its idle timeout).
     assert_eq!(times.first().copied(), Some(3_000), "{stops:?} {times:?}: {}", r.text());
     assert_eq!(stops[0].0, "/v1/workflows/tasks/task-1/stop");
     fx.assert_invariants();
+}
+
+// ---------------------------------------------------------------------------------------------
+// durable tasks and polled async tools
+
+fn rpc(fx: &Fx, code: &str, method: &str, params: Value) -> Value {
+    last(&fx.mcp(code, &json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params})))
+}
+
+#[test]
+fn a_task_runs_to_its_end_and_is_reachable_only_through_its_server() {
+    for seed in crate::sim::seeds(40..43) {
+        let fx = Fx::new(seed);
+        let app = dify::App { event_delay_ms: 500, ..workflow_app(true) };
+        let code = dify_server(&fx, "Job", "workflow", "app-key-job", app, json!({"task_support": "optional"}));
+        let other = dify_server(&fx, "Job2", "workflow", "app-key-job2", workflow_app(true), json!({}));
+        let created =
+            rpc(&fx, &code, "tools/call", json!({"name": "Job", "arguments": {"text": "hi"}, "task": {"ttl": 60_000}}));
+        let task = &created["result"]["task"];
+        let id = task["taskId"].as_str().unwrap_or_default().to_string();
+        assert!(!id.is_empty(), "{created}");
+        assert_eq!(task["ttl"], 60_000, "{created}");
+        let result = rpc(&fx, &code, "tasks/result", json!({"taskId": id}));
+        assert_eq!(result["result"]["isError"], false, "{result}");
+        assert_eq!(
+            result["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"].as_str(),
+            Some(id.as_str()),
+            "{result}"
+        );
+        let got = rpc(&fx, &code, "tasks/get", json!({"taskId": id}));
+        assert_eq!(got["result"]["status"], "completed", "{got}");
+        // Another server's code does not find it.
+        let elsewhere = rpc(&fx, &other, "tasks/get", json!({"taskId": id}));
+        assert!(elsewhere.get("error").is_some(), "{elsewhere}");
+        // A finished task cannot be cancelled.
+        let cancel = rpc(&fx, &code, "tasks/cancel", json!({"taskId": id}));
+        assert_eq!(cancel["error"]["code"], -32602, "{cancel}");
+        // Deleted once its TTL (from creation) has run out.
+        fx.sim.advance(61_000).unwrap_or_else(|h| panic!("{h}"));
+        let gone = rpc(&fx, &code, "tasks/get", json!({"taskId": id}));
+        assert!(gone.get("error").is_some(), "{gone}");
+        fx.assert_invariants();
+    }
+}
+
+#[test]
+fn a_task_outliving_its_ttl_fails_naming_it_and_its_run_is_stopped() {
+    let fx = Fx::new(44);
+    let app = dify::App { stream_end: dify::StreamEnd::HangAfterFirst, ..workflow_app(true) };
+    let code = dify_server(&fx, "Stuck", "workflow", "app-key-stuck", app, json!({"task_support": "optional"}));
+    let created =
+        rpc(&fx, &code, "tools/call", json!({"name": "Stuck", "arguments": {"text": "hi"}, "task": {"ttl": 60_000}}));
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_default().to_string();
+    fx.sim.advance(30_000).unwrap_or_else(|h| panic!("{h}"));
+    let got = rpc(&fx, &code, "tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["status"], "working", "{got}");
+    fx.sim.advance(30_500).unwrap_or_else(|h| panic!("{h}"));
+    let got = rpc(&fx, &code, "tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["status"], "failed", "{got}");
+    let msg = got["result"]["statusMessage"].as_str().unwrap_or_default();
+    assert!(msg.contains("did not finish within its ttl of 60000 ms"), "{msg}");
+    assert!(!fx.dify.stops.borrow().is_empty(), "the run is stopped");
+    // Deleted 30 s later.
+    fx.sim.advance(29_000).unwrap_or_else(|h| panic!("{h}"));
+    assert!(rpc(&fx, &code, "tasks/get", json!({"taskId": id})).get("result").is_some());
+    fx.sim.advance(2_000).unwrap_or_else(|h| panic!("{h}"));
+    assert!(rpc(&fx, &code, "tasks/get", json!({"taskId": id})).get("error").is_some());
+    fx.assert_invariants();
+}
+
+#[test]
+fn an_async_tool_is_polled_to_its_end_in_a_plain_call() {
+    let fx = Fx::new(45);
+    let polls = Rc::new(RefCell::new(0u32));
+    let p = polls.clone();
+    scripted(&fx, EDGE, move |req, _| match req.path.as_str() {
+        "/submit" => Reply::json(200, &json!({"task_id": "t-1", "status": "running"})),
+        "/status" if req.body.contains("t-1") => {
+            *p.borrow_mut() += 1;
+            if *p.borrow() < 3 {
+                Reply::json(200, &json!({"task_id": "t-1", "status": "running"}))
+            } else {
+                Reply::json(200, &json!({"task_id": "t-1", "status": "completed", "result": {"temp": 21}}))
+            }
+        }
+        _ => Reply::json(200, &json!({"task_id": "t-1", "status": "cancelled"})),
+    });
+    let code = tool_server(
+        &fx,
+        "Async",
+        json!({"api_endpoint": format!("{EDGE}/submit"), "poll_interval_seconds": 1,
+            "async": {"status_endpoint": format!("{EDGE}/status"), "cancel_endpoint": format!("{EDGE}/cancel")}}),
+    );
+    let t0 = fx.sim.now_ms();
+    let r = call_json(&fx, &code, "Async", json!({"location": "x"}));
+    let (is_error, text) = outcome(&r);
+    assert!(!is_error && text.contains("21"), "{}", r.text());
+    assert_eq!(*polls.borrow(), 3);
+    assert!((3_000..3_500).contains(&(fx.sim.now_ms() - t0)), "{}", fx.sim.now_ms() - t0);
+    assert!(to(&fx, EDGE).iter().all(|o| !o.url.ends_with("/cancel")), "a finished run is not cancelled");
+    fx.assert_invariants();
+}
+
+#[test]
+fn calls_under_faults_end_in_a_precise_answer() {
+    for seed in crate::sim::seeds(50..58) {
+        let fx = Fx::new(seed);
+        let code = dify_server(
+            &fx,
+            "F",
+            "workflow",
+            "app-key-f",
+            workflow_app(true),
+            json!({"timeout_seconds": 20, "idle_timeout_seconds": 5, "first_byte_timeout_seconds": 5}),
+        );
+        let tool = tool_server(&fx, "T", json!({"timeout_seconds": 20, "first_byte_timeout_seconds": 5}));
+        scripted(&fx, EDGE, |_, _| Reply::json(200, &json!({"ok": true})));
+        fx.sim.set_faults(Faults {
+            kv_error: 0.1,
+            d1_error: 0.05,
+            fetch_hang: 0.1,
+            fetch_reset: 0.1,
+            body_reset: 0.1,
+            body_truncate: 0.1,
+            isolate_evict: 0.2,
+            object_restart: 0.2,
+            ..Faults::default()
+        });
+        for _ in 0..3 {
+            for r in [
+                fx.sim.request(sse_call(&code, "F", 1)),
+                call_json(&fx, &code, "F", json!({"text": "hi"})),
+                call_json(&fx, &tool, "T", json!({"location": "x"})),
+            ] {
+                let v = last(&r);
+                assert!(v.get("result").is_some() || v.get("error").is_some() || r.status >= 400, "{}", r.text());
+            }
+        }
+        fx.assert_invariants();
+    }
 }
