@@ -708,3 +708,28 @@ fn calls_under_faults_end_in_a_precise_answer() {
         fx.assert_invariants();
     }
 }
+
+#[test]
+fn an_async_tool_that_outlasts_the_call_is_cancelled_at_its_cancel_endpoint() {
+    let fx = Fx::new(46);
+    let edge = scripted(&fx, EDGE, |req, _| match req.path.as_str() {
+        "/submit" => Reply::json(200, &json!({"task_id": "t-9", "status": "running"})),
+        "/status" => Reply::json(200, &json!({"task_id": "t-9", "status": "running"})),
+        _ => Reply::json(200, &json!({"task_id": "t-9", "status": "cancelled"})),
+    });
+    let code = tool_server(
+        &fx,
+        "Forever",
+        json!({"api_endpoint": format!("{EDGE}/submit"), "poll_interval_seconds": 1, "timeout_seconds": 4,
+            "async": {"status_endpoint": format!("{EDGE}/status"), "cancel_endpoint": format!("{EDGE}/cancel")}}),
+    );
+    let r = call_json(&fx, &code, "Forever", json!({"location": "x"}));
+    assert_eq!(error_text(&r), "the app 'Forever' did not finish within 4 s (timeout_seconds)");
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    let seen = edge.seen.borrow();
+    let cancels: Vec<_> = seen.iter().filter(|q| q.path == "/cancel").collect();
+    assert_eq!(cancels.len(), 1);
+    assert!(cancels[0].body.contains("t-9"), "{}", cancels[0].body);
+    assert_eq!(cancels[0].bearer().as_deref(), Some(TOOL_KEY));
+    fx.assert_invariants();
+}
