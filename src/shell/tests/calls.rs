@@ -129,7 +129,7 @@ fn serve_later(after_ms: u64, req: Request, chunks: Option<usize>) -> Rc<RefCell
         let now = crate::runtime::now_ms();
         timer.arm_by(now + after_ms, now);
         timer.fired().await;
-        let ctx = Context::new(Rc::new(|f| crate::runtime::spawn(f)));
+        let ctx = Context::new(Rc::new(crate::runtime::spawn::<crate::runtime::Fut<'static, ()>>));
         let resp = crate::shell::Flowgate.serve(req, Env::current(), ctx).await;
         let (status, _, body) = resp.into_parts();
         let mut stream = body.into_stream();
@@ -247,7 +247,8 @@ fn redirects_stop_after_three_hops() {
         let (is_error, text) = outcome(&r);
         assert_eq!(!is_error, ok, "{limit}: {text}");
         let sent = edge.seen.borrow().len();
-        assert_eq!(sent, if ok { 4 } else { 4 }, "{limit}: {text}");
+        // Four requests either way: three redirects followed, and the fourth answer read or refused.
+        assert_eq!(sent, 4, "{limit}: {text}");
     }
 }
 
@@ -439,24 +440,24 @@ fn dify_error_statuses_become_tool_errors_a_person_can_act_on() {
 fn http_tool_error_statuses_become_tool_errors() {
     let fx = Fx::new(21);
     let cases = [
-        (http_tool::Behaviour::RateLimited, "the tool 'T' failed (HTTP 429): slow down; retry after 7 s"),
-        (http_tool::Behaviour::Error500, "the tool 'T' failed (HTTP 500): upstream exploded"),
+        (http_tool::Behaviour::RateLimited, "the tool 'Tee' failed (HTTP 429): slow down; retry after 7 s"),
+        (http_tool::Behaviour::Error500, "the tool 'Tee' failed (HTTP 500): upstream exploded"),
         (
             http_tool::Behaviour::NotJson,
-            "the tool 'T' answered with text/html; charset=utf-8 instead of application/json",
+            "the tool 'Tee' answered with text/html; charset=utf-8 instead of application/json",
         ),
     ];
     for (behaviour, want) in cases {
         let fx = Fx::new(21);
         let path = fx.tool.add_tool("t", http_tool::Tool { api_key: TOOL_KEY.into(), behaviour, ..Default::default() });
-        let code = tool_server(&fx, "T", json!({"api_endpoint": format!("{TOOL}{path}")}));
-        assert_eq!(error_text(&call_json(&fx, &code, "T", json!({"location": "x"}))), want);
+        let code = tool_server(&fx, "Tee", json!({"api_endpoint": format!("{TOOL}{path}")}));
+        assert_eq!(error_text(&call_json(&fx, &code, "Tee", json!({"location": "x"}))), want);
         fx.assert_invariants();
     }
     // The wrong key: the tool's 401.
     let path = fx.tool.add_tool("t", http_tool::Tool { api_key: "another-key".into(), ..Default::default() });
-    let code = tool_server(&fx, "T", json!({"api_endpoint": format!("{TOOL}{path}")}));
-    let text = error_text(&call_json(&fx, &code, "T", json!({"location": "x"})));
+    let code = tool_server(&fx, "Tee", json!({"api_endpoint": format!("{TOOL}{path}")}));
+    let text = error_text(&call_json(&fx, &code, "Tee", json!({"location": "x"})));
     assert!(text.contains("HTTP 401") && text.contains("invalid api key"), "{text}");
 }
 
@@ -676,13 +677,13 @@ fn calls_under_faults_end_in_a_precise_answer() {
         let fx = Fx::new(seed);
         let code = dify_server(
             &fx,
-            "F",
+            "Flow",
             "workflow",
             "app-key-f",
             workflow_app(true),
             json!({"timeout_seconds": 20, "idle_timeout_seconds": 5, "first_byte_timeout_seconds": 5}),
         );
-        let tool = tool_server(&fx, "T", json!({"timeout_seconds": 20, "first_byte_timeout_seconds": 5}));
+        let tool = tool_server(&fx, "Tee", json!({"timeout_seconds": 20, "first_byte_timeout_seconds": 5}));
         scripted(&fx, EDGE, |_, _| Reply::json(200, &json!({"ok": true})));
         fx.sim.set_faults(Faults {
             kv_error: 0.1,
@@ -697,9 +698,9 @@ fn calls_under_faults_end_in_a_precise_answer() {
         });
         for _ in 0..3 {
             for r in [
-                fx.sim.request(sse_call(&code, "F", 1)),
-                call_json(&fx, &code, "F", json!({"text": "hi"})),
-                call_json(&fx, &tool, "T", json!({"location": "x"})),
+                fx.sim.request(sse_call(&code, "Flow", 1)),
+                call_json(&fx, &code, "Flow", json!({"text": "hi"})),
+                call_json(&fx, &tool, "Tee", json!({"location": "x"})),
             ] {
                 let v = last(&r);
                 assert!(v.get("result").is_some() || v.get("error").is_some() || r.status >= 400, "{}", r.text());
