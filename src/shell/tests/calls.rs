@@ -129,7 +129,8 @@ fn serve_later(after_ms: u64, req: Request, chunks: Option<usize>) -> Rc<RefCell
         let now = crate::runtime::now_ms();
         timer.arm_by(now + after_ms, now);
         timer.fired().await;
-        let ctx = Context::new(Rc::new(crate::runtime::spawn::<crate::runtime::Fut<'static, ()>>));
+        #[allow(clippy::redundant_closure)] // `spawn` takes `impl Future`: it cannot be named as a function value.
+        let ctx = Context::new(Rc::new(|f: crate::runtime::Fut<'static, ()>| crate::runtime::spawn(f)));
         let resp = crate::shell::Flowgate.serve(req, Env::current(), ctx).await;
         let (status, _, body) = resp.into_parts();
         let mut stream = body.into_stream();
