@@ -122,6 +122,16 @@ fn redirect(status: u16, location: &str) -> Reply {
 /// A client request served beside the run, `after_ms` of virtual time from now; its status and
 /// body once read (up to `chunks` pieces of the body: then the client goes away).
 fn serve_later(after_ms: u64, req: Request, chunks: Option<usize>) -> Rc<RefCell<Option<(u16, String)>>> {
+    serve_later_on(after_ms, req, chunks, false)
+}
+
+/// [`serve_later`], on a new isolate when `evict` (what the isolate kept in memory is gone).
+fn serve_later_on(
+    after_ms: u64,
+    req: Request,
+    chunks: Option<usize>,
+    evict: bool,
+) -> Rc<RefCell<Option<(u16, String)>>> {
     let slot: Rc<RefCell<Option<(u16, String)>>> = Rc::default();
     let out = slot.clone();
     crate::runtime::spawn(async move {
@@ -129,6 +139,9 @@ fn serve_later(after_ms: u64, req: Request, chunks: Option<usize>) -> Rc<RefCell
         let now = crate::runtime::now_ms();
         timer.arm_by(now + after_ms, now);
         timer.fired().await;
+        if evict {
+            crate::shell::Flowgate.evict_isolate();
+        }
         #[allow(clippy::redundant_closure)] // `spawn` takes `impl Future`: it cannot be named as a function value.
         let ctx = Context::new(Rc::new(|f: crate::runtime::Fut<'static, ()>| crate::runtime::spawn(f)));
         let resp = crate::shell::Flowgate.serve(req, Env::current(), ctx).await;
@@ -733,5 +746,22 @@ fn an_async_tool_that_outlasts_the_call_is_cancelled_at_its_cancel_endpoint() {
     assert_eq!(cancels.len(), 1);
     assert!(cancels[0].body.contains("t-9"), "{}", cancels[0].body);
     assert_eq!(cancels[0].bearer().as_deref(), Some(TOOL_KEY));
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_cancel_landing_on_another_isolate_finds_the_run_shared_in_kv_after_two_seconds() {
+    let fx = Fx::new(35);
+    let app = dify::App { stream_end: dify::StreamEnd::HangAfterFirst, ..workflow_app(true) };
+    let code = dify_server(&fx, "Shared", "workflow", "app-key-shared", app, json!({"idle_timeout_seconds": 30}));
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 6}});
+    let ours =
+        serve_later_on(2_500, request(Method::Post, &Fx::mcp_url(&code), &sse_headers(), Some(&cancel)), None, true);
+    fx.sim.request(sse_call(&code, "Shared", 6));
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(ours.borrow().as_ref().map(|x| x.0), Some(202));
+    let times: Vec<_> =
+        fx.sim.outbound().iter().filter(|o| o.url.ends_with("/stop")).map(|o| o.at_ms - crate::sim::EPOCH_MS).collect();
+    assert_eq!(times.first().copied(), Some(2_500), "{times:?}");
     fx.assert_invariants();
 }
