@@ -100,12 +100,15 @@ fn a_short_or_missing_admin_token_turns_the_console_off() {
     let fx = Fx::new(2);
     let short = "a".repeat(31);
     fx.sim.set_setting("ADMIN_TOKEN", &short);
+    fx.sim.evict_isolate();
     let r = fx.console_as(&short, Method::Get, "/apps", None);
     assert!(err(&r, 503, "console_disabled").contains("shorter than 32"));
     let ok = "b".repeat(32);
     fx.sim.set_setting("ADMIN_TOKEN", &ok);
+    fx.sim.evict_isolate();
     assert_eq!(fx.console_as(&ok, Method::Get, "/apps", None).status, 200);
     fx.sim.set_setting("ADMIN_TOKEN", "");
+    fx.sim.evict_isolate();
     err(&fx.console_as("", Method::Get, "/apps", None), 503, "console_disabled");
 }
 
@@ -1117,6 +1120,7 @@ fn an_unusable_public_url_refuses_before_a_code_is_drawn() {
     let fx = Fx::new(34);
     let app = fx.workflow("Echo", "app-key-pu");
     fx.sim.set_setting("PUBLIC_URL", "not a url");
+    fx.sim.evict_isolate();
     let r = fx.console(Method::Post, &format!("/apps/{app}/server"), Some(&json!({})));
     err(&r, 503, "misconfigured");
     assert_eq!(
@@ -1125,6 +1129,7 @@ fn an_unusable_public_url_refuses_before_a_code_is_drawn() {
         "no server without its one showing"
     );
     fx.sim.set_setting("PUBLIC_URL", "");
+    fx.sim.evict_isolate();
     let r = fx.console(Method::Post, &format!("/apps/{app}/server"), Some(&json!({})));
     let code = body(&r)["server_code"].as_str().unwrap().to_string();
     fx.codes.borrow_mut().push(code.clone());

@@ -6,12 +6,10 @@
 //! terminal state, no credential sent to an origin it is not bound to. A failing seed prints
 //! `SIM_SEED=<n>`; `SIM_SEED=<n> cargo test soak` replays it exactly.
 
-use std::rc::Rc;
-
 use serde_json::{json, Value};
 
 use super::*;
-use crate::runtime::{Method, Statement};
+use crate::runtime::Method;
 use crate::sim::backends::http_tool::Tool;
 use crate::sim::{ClientResponse, Faults};
 
