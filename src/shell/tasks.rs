@@ -476,7 +476,7 @@ impl TaskRunner {
         crate::pure::backend::mcp::replies::response_result(&rec.spec.app.name, &response)
     }
 
-    /// A status or cancel call of a task toolset, read by seed 002's rules: an `isError` result
+    /// A status or cancel call of a task toolset, read by the async tool protocol's rules: an `isError` result
     /// is retried, the structured content is the answer.
     async fn toolset_status(&self, rec: &Record, role: ToolsetRole, remote: &str) -> PollOutcome {
         let submit = rec.spec.body["name"].as_str().unwrap_or_default();
@@ -541,7 +541,7 @@ fn first_text(result: Option<&Value>) -> String {
         .to_string()
 }
 
-/// The status or cancel endpoint of seed 002's async protocol (the task kind says there is one).
+/// The status or cancel endpoint of the async tool protocol (docs/async-tool-protocol.md) (the task kind says there is one).
 fn async_endpoint(app: &AppDefinition, role: ToolsetRole) -> String {
     let endpoints = app.backend.as_http_tool().and_then(|c| c.async_endpoints.as_ref());
     endpoints.map_or_else(String::new, |a| match role {

@@ -99,7 +99,7 @@ pub fn call_streamed(
     })
 }
 
-/// An async HTTP tool (seed 002's endpoints) called without a task: submitted, then polled to
+/// An async HTTP tool (the async tool protocol's endpoints) called without a task: submitted, then polled to
 /// its end within the call, at the app's `poll_interval_seconds`.
 fn polled(plan: CallPlan, app: &AppDefinition, target: Target, env: &Env, ctx: Option<&Context>) -> CallStream {
     let endpoints = app.backend.as_http_tool().and_then(|c| c.async_endpoints.clone());

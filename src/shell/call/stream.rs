@@ -610,7 +610,7 @@ impl CallStream {
 }
 
 /// The headers of a backend call: the key (when there is one), and for HTTP tools the
-/// conversation and user ids of seed 003.
+/// conversation and user ids of docs/http-tool-protocol.md.
 pub fn request_headers(plan: &CallPlan, b: &Target) -> Result<Headers, Outcome> {
     let mut headers = Headers::new();
     let bad = |_| {

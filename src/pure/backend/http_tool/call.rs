@@ -1,4 +1,4 @@
-//! Calling an HTTP tool (seed 003): the request body, and reading an answer that comes in one
+//! Calling an HTTP tool (docs/http-tool-protocol.md): the request body, and reading an answer that comes in one
 //! piece.
 
 use serde_json::{Map, Value};
@@ -27,7 +27,7 @@ pub fn request_body(config: &HttpToolConfig, inputs: Map<String, Value>) -> Valu
     Value::Object(body)
 }
 
-/// Reads a one-piece answer. Seed 003's anti-patterns each get a message that names them.
+/// Reads a one-piece answer. The HTTP tool protocol's anti-patterns each get a message that names them.
 pub fn read_response(tool: &str, status: u16, content_type: &str, retry_after: Option<&str>, body: &str) -> Outcome {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     if !(200..300).contains(&status) {

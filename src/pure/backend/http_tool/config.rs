@@ -1,6 +1,6 @@
-//! An HTTP tool's settings (seed 003): its endpoint and key, the manifest it was made from and
-//! the values of its `form` parameters, whether it streams, and the endpoints of seed 002's
-//! async protocol (docs/async-tool-protocol.md).
+//! An HTTP tool's settings (docs/http-tool-protocol.md): its endpoint and key, the manifest it
+//! was made from and the values of its `form` parameters, whether it streams, and the endpoints
+//! of the async tool protocol (docs/async-tool-protocol.md).
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -20,7 +20,7 @@ pub struct HttpToolConfig {
     /// Ask for (and read) an SSE answer.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stream: bool,
-    /// The seed 003 manifest, checked when stored (`manifest::derive_from_manifest`).
+    /// The HTTP tool manifest (docs/http-tool-protocol.md), checked when stored (`manifest::derive_from_manifest`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -48,7 +48,7 @@ impl FromFields for HttpToolConfig {
     }
 }
 
-/// Seed 002: `api_endpoint` submits the work, these follow and cancel it.
+/// The async tool protocol (docs/async-tool-protocol.md): `api_endpoint` submits the work, these follow and cancel it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AsyncEndpoints {
     pub status_endpoint: String,
@@ -115,7 +115,7 @@ pub fn validate(obj: &mut Map<String, Value>, errs: &mut Errors) {
         }
         Some(_) => errs.add("backend.async", "must be an object {status_endpoint, cancel_endpoint}"),
     }
-    // An async tool's submit answers at once with a task id (seed 002), so there is no stream
+    // An async tool's submit answers at once with a task id (docs/async-tool-protocol.md), so there is no stream
     // to relay; taking both would leave the stream setting silently unused.
     if obj.get("stream") == Some(&Value::Bool(true)) && obj.get("async").is_some_and(Value::is_object) {
         errs.add(

@@ -1,4 +1,4 @@
-//! The manifest of an HTTP tool (seed 003): checked, and turned into the app's form and outputs.
+//! The manifest of an HTTP tool (docs/http-tool-protocol.md): checked, and turned into the app's form and outputs.
 
 use serde_json::{json, Map, Value};
 

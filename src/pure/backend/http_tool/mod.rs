@@ -1,4 +1,4 @@
-//! Custom HTTP tools (seed 003, mode `http-tool`): one endpoint called with a JSON body, that
+//! Custom HTTP tools (docs/http-tool-protocol.md, mode `http-tool`): one endpoint called with a JSON body, that
 //! answers in one piece or as an SSE stream of `thought` / `progress` / `result` events. The
 //! manifest (`manifest`), a call and its one-piece answer (`call`), a streamed answer (`stream`),
 //! an async tool polled to its end within a call (`polled`).

@@ -1,4 +1,4 @@
-//! An async HTTP tool (seed 002's submit/status/cancel endpoints) called without a task: the
+//! An async HTTP tool (the async tool protocol's submit/status/cancel endpoints, docs/async-tool-protocol.md) called without a task: the
 //! call submits the work, then polls its status until it ends, and answers with its result.
 //! What each status answer means for the call is decided here; the shell makes the calls.
 

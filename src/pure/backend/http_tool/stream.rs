@@ -1,4 +1,4 @@
-//! Following a streamed HTTP tool answer (seed 003), event by event: `thought` and `progress`
+//! Following a streamed HTTP tool answer (docs/http-tool-protocol.md), event by event: `thought` and `progress`
 //! events become notifications, `result` or `error` ends the call.
 
 use serde_json::{json, Value};
@@ -12,7 +12,7 @@ const MAX_LOG_TEXT: usize = 2000;
 
 /// Follows a streamed answer: `{"type":"thought","message"}`, `{"type":"progress","percent",
 /// "message"?}`, and the final `{"type":"result","result":{...}}` (the output may also sit
-/// beside `type`, as seed 003's example has it). `{"type":"error","error"}` ends the call.
+/// beside `type`, as the HTTP tool protocol's example has it). `{"type":"error","error"}` ends the call.
 #[derive(Debug)]
 pub struct HttpToolStream {
     tool: String,

@@ -1,6 +1,6 @@
 //! An upstream MCP server's settings: where it is and how to reach it (transport, static,
 //! forwarded and OAuth headers), which of its tools to expose and how, its timeouts, and the
-//! task toolsets that run as durable tasks (seed 002).
+//! task toolsets that run as durable tasks (docs/async-tool-protocol.md).
 
 use std::collections::BTreeMap;
 
@@ -113,7 +113,7 @@ fn is_deny(o: &OnMissing) -> bool {
     *o == OnMissing::Deny
 }
 
-/// Seed 002 over MCP: three upstream tools that submit, follow and cancel one piece of work.
+/// The async tool protocol over MCP: three upstream tools that submit, follow and cancel one piece of work.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TaskToolset {
     pub name: String,
@@ -133,7 +133,7 @@ impl FromFields for TaskToolset {
     }
 }
 
-/// A follow-up role in seed 002's protocol: a toolset's status and cancel tools, or an async
+/// A follow-up role in the async tool protocol's protocol: a toolset's status and cancel tools, or an async
 /// HTTP tool's status and cancel endpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolsetRole {
