@@ -1,3 +1,4 @@
+use crate::pure::outcome::{Outcome, Signal};
 use serde_json::json;
 
 use super::*;
