@@ -6,40 +6,10 @@
 //! [`Decision::Allowed`] carries: no console route is reached without a decision.
 
 use super::console_routes::{Matched, Resolved};
+// The roles are the route table's vocabulary (each route names its least role).
+pub use super::console_routes::Role;
 use super::error::ApiError;
 use super::quote::quote_input;
-
-/// A console caller's role. Ordered: each role may do everything the one before it may.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// Read only: apps, servers, keys (names, hints), tasks, the audit log.
-    Viewer,
-    /// Apps and servers: create, change, delete, rotate codes, client keys, auth modes, tasks.
-    Publisher,
-    /// Everything, console tokens and re-sealing credentials included.
-    Admin,
-}
-
-impl Role {
-    pub const ALL: [Role; 3] = [Role::Viewer, Role::Publisher, Role::Admin];
-
-    pub fn parse(s: &str) -> Option<Role> {
-        match s {
-            "viewer" => Some(Role::Viewer),
-            "publisher" => Some(Role::Publisher),
-            "admin" => Some(Role::Admin),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Publisher => "publisher",
-            Role::Admin => "admin",
-        }
-    }
-}
 
 /// Who is calling the console.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,8 +7,6 @@
 //! a unit test holds the OpenAPI document (`console/openapi.json`) to it. A route missing here
 //! is a 404 or 405 for everyone, never open.
 
-use super::console_roles::Role;
-
 /// The methods console routes take, in the order an `Allow` list names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
@@ -145,6 +143,39 @@ impl Route {
 
 use Handler::*;
 use Role::{Admin, Publisher, Viewer};
+
+/// A console caller's role. Ordered: each role may do everything the one before it may.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Role {
+    /// Read only: apps, servers, keys (names, hints), tasks, the audit log.
+    Viewer,
+    /// Apps and servers: create, change, delete, rotate codes, client keys, auth modes, tasks.
+    Publisher,
+    /// Everything, console tokens and re-sealing credentials included.
+    Admin,
+}
+
+impl Role {
+    pub const ALL: [Role; 3] = [Role::Viewer, Role::Publisher, Role::Admin];
+
+    pub fn parse(s: &str) -> Option<Role> {
+        match s {
+            "viewer" => Some(Role::Viewer),
+            "publisher" => Some(Role::Publisher),
+            "admin" => Some(Role::Admin),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Viewer => "viewer",
+            Role::Publisher => "publisher",
+            Role::Admin => "admin",
+        }
+    }
+}
+
 use Verb::{Delete, Get, Post, Put};
 
 /// Every console route and method. The first path that matches a request is its path (so a
