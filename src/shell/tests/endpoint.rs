@@ -1405,3 +1405,20 @@ fn a_cancel_stops_the_run_of_its_own_caller_only() {
         fx.assert_invariants();
     }
 }
+
+#[test]
+fn a_new_isolate_verifies_a_token_again_with_keys_fetched_again() {
+    let fx = Fx::new(23);
+    let (_, code) = oauth_server(&fx, "Echo", "app-key-1", json!({}));
+    let now = fx.sim.now_ms() / 1000;
+    let tok = token(&fx, json!({"iss": ISSUER, "aud": Fx::mcp_url(&code), "sub": "alice", "exp": now + 600}));
+    let verifies = || fx.sim.trace().iter().filter(|l| l.contains("crypto verify")).count();
+    let auth = bearer(&tok);
+    assert_eq!(mcp_as(&fx, &code, &[("authorization", &auth)], &ping(json!(1))).status, 200);
+    assert_eq!((verifies(), jwks_fetches(&fx)), (1, 1));
+    // An evicted isolate keeps nothing: neither the verified token nor the issuer's keys.
+    fx.sim.evict_isolate();
+    assert_eq!(mcp_as(&fx, &code, &[("authorization", &auth)], &ping(json!(2))).status, 200);
+    assert_eq!((verifies(), jwks_fetches(&fx)), (2, 2), "a new isolate trusted what an evicted one had verified");
+    assert_oauth_invariants(&fx);
+}
