@@ -1422,3 +1422,37 @@ fn a_new_isolate_verifies_a_token_again_with_keys_fetched_again() {
     assert_eq!((verifies(), jwks_fetches(&fx)), (2, 2), "a new isolate trusted what an evicted one had verified");
     assert_oauth_invariants(&fx);
 }
+
+#[test]
+fn an_issuer_with_many_keys_is_read_whole_up_to_the_document_cap() {
+    let fx = Fx::new(24);
+    const BIG: &str = "https://big-issuer.test";
+    let key = SimKey::new("current", "RS256");
+    let mut keys: Vec<Value> = (0..40)
+        .map(|i| json!({"kty": "RSA", "n": format!("{i:0>340}"), "e": "AQAB", "kid": format!("old-{i}"), "alg": "RS256", "use": "sig"}))
+        .collect();
+    keys.push(key.jwk());
+    let jwks = json!({ "keys": keys });
+    // Larger than a few KiB, far under the 256 KiB cap.
+    assert!(jwks.to_string().len() > 16 * 1024);
+    let metadata = json!({"issuer": BIG, "jwks_uri": format!("{BIG}/jwks")});
+    fx.sim.add_backend(
+        BIG,
+        Rc::new(move |req: &crate::sim::BackendRequest, _now: u64| {
+            if req.path.starts_with("/jwks") {
+                crate::sim::Reply::json(200, &jwks)
+            } else if req.path.starts_with("/.well-known/") {
+                crate::sim::Reply::json(200, &metadata)
+            } else {
+                crate::sim::Reply::json(404, &json!({}))
+            }
+        }),
+    );
+    let (_, code) = oauth_server(&fx, "Echo", "app-key-1", json!({"issuer": BIG}));
+    let now = fx.sim.now_ms() / 1000;
+    let tok = key.jwt(&json!({"iss": BIG, "aud": Fx::mcp_url(&code), "sub": "alice", "exp": now + 600}));
+    fx.secret(&tok);
+    let r = mcp_as(&fx, &code, &[("authorization", &bearer(&tok))], &ping(json!(1)));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_oauth_invariants(&fx);
+}
