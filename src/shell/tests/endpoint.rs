@@ -1456,3 +1456,19 @@ fn an_issuer_with_many_keys_is_read_whole_up_to_the_document_cap() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_oauth_invariants(&fx);
 }
+
+#[test]
+fn an_issuer_that_does_not_answer_is_named_in_the_503_with_the_wait() {
+    let fx = Fx::new(25);
+    const SILENT: &str = "https://silent-issuer.test";
+    fx.sim.add_backend(SILENT, Rc::new(|_: &crate::sim::BackendRequest, _: u64| crate::sim::Reply::Hang));
+    let (_, code) = oauth_server(&fx, "Echo", "app-key-1", json!({"issuer": SILENT}));
+    let key = SimKey::new("k", "RS256");
+    let now = fx.sim.now_ms() / 1000;
+    let tok = key.jwt(&json!({"iss": SILENT, "aud": Fx::mcp_url(&code), "sub": "alice", "exp": now + 600}));
+    fx.secret(&tok);
+    let r = mcp_as(&fx, &code, &[("authorization", &bearer(&tok))], &ping(json!(1)));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("no answer within 5 s"), "{}", r.text());
+    assert!(fx.dify.requests.borrow().is_empty());
+}
