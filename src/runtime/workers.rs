@@ -553,44 +553,40 @@ fn open(namespace: &str, state: State, env: &worker::Env) -> Rc<dyn ObjectHandle
     Flowgate.open_object(namespace, storage, rt).unwrap_or_else(|| panic!("no Durable Object class for {namespace}"))
 }
 
-/// The task poller's class (`TASKS`).
-#[durable_object]
-pub struct TaskRunner {
-    handler: Rc<dyn ObjectHandler>,
-    env: worker::Env,
+/// A Durable Object class of the shell: the class name wrangler.toml binds, and the namespace
+/// (binding) the shell knows it by; each request and alarm handed to the shell's handler.
+macro_rules! object_class {
+    ($(#[$doc:meta])* $class:ident, $namespace:expr) => {
+        $(#[$doc])*
+        #[durable_object]
+        pub struct $class {
+            handler: Rc<dyn ObjectHandler>,
+            env: worker::Env,
+        }
+
+        impl DurableObject for $class {
+            fn new(state: State, env: worker::Env) -> Self {
+                $class { handler: open($namespace, state, &env), env }
+            }
+
+            async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
+                object_fetch(&*self.handler, &self.env, req).await
+            }
+
+            async fn alarm(&self) -> worker::Result<worker::Response> {
+                object_alarm(&*self.handler, &self.env).await
+            }
+        }
+    };
 }
 
-impl DurableObject for TaskRunner {
-    fn new(state: State, env: worker::Env) -> Self {
-        TaskRunner { handler: open(crate::pure::config::TASKS, state, &env), env }
-    }
-
-    async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
-        object_fetch(&*self.handler, &self.env, req).await
-    }
-
-    async fn alarm(&self) -> worker::Result<worker::Response> {
-        object_alarm(&*self.handler, &self.env).await
-    }
-}
-
-/// The OAuth token broker's class (`OAUTH`).
-#[durable_object]
-pub struct TokenBroker {
-    handler: Rc<dyn ObjectHandler>,
-    env: worker::Env,
-}
-
-impl DurableObject for TokenBroker {
-    fn new(state: State, env: worker::Env) -> Self {
-        TokenBroker { handler: open(crate::pure::config::OAUTH, state, &env), env }
-    }
-
-    async fn fetch(&self, req: worker::Request) -> worker::Result<worker::Response> {
-        object_fetch(&*self.handler, &self.env, req).await
-    }
-
-    async fn alarm(&self) -> worker::Result<worker::Response> {
-        object_alarm(&*self.handler, &self.env).await
-    }
-}
+object_class!(
+    /// The task poller's class (`TASKS`).
+    TaskRunner,
+    crate::pure::config::TASKS
+);
+object_class!(
+    /// The OAuth token broker's class (`OAUTH`).
+    TokenBroker,
+    crate::pure::config::OAUTH
+);
