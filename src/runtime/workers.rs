@@ -55,7 +55,7 @@ async fn fetch(req: web_sys::Request, env: worker::Env, ctx: worker::Context) ->
 fn incoming(raw: web_sys::Request) -> Request {
     let (method, url, headers) = (Method::from(raw.method()), raw.url(), headers_of(&raw.headers()));
     let body = match raw.body() {
-        Some(_) => Body::Platform(Box::new(RequestBody(raw))),
+        Some(_) => Body::Platform(Box::new(HeldBody::Request(raw))),
         None => Body::Empty,
     };
     Request { method, url, headers, body }
@@ -90,36 +90,38 @@ fn outgoing(resp: Response) -> worker::Result<worker::Response> {
     Ok(resp.with_status(status).with_headers(js_headers(&headers)))
 }
 
-struct RequestBody(web_sys::Request);
+/// A body the runtime still holds: a client's request's or a backend's answer's.
+enum HeldBody {
+    Request(web_sys::Request),
+    Response(web_sys::Response),
+}
 
-impl PlatformBody for RequestBody {
-    fn whole(self: Box<Self>) -> Fut<'static, Result<Vec<u8>>> {
-        Box::pin(async move {
-            let buffer = JsFuture::from(self.0.array_buffer().map_err(js)?).await.map_err(js)?;
-            Ok(js_sys::Uint8Array::new(&buffer).to_vec())
-        })
+impl HeldBody {
+    fn array_buffer(&self) -> std::result::Result<Promise, JsValue> {
+        match self {
+            HeldBody::Request(r) => r.array_buffer(),
+            HeldBody::Response(r) => r.array_buffer(),
+        }
     }
 
-    fn chunks(self: Box<Self>) -> ByteStream {
-        match self.0.body() {
-            Some(body) => chunks_of(body),
-            None => Box::pin(futures::stream::empty()),
+    fn stream(&self) -> Option<web_sys::ReadableStream> {
+        match self {
+            HeldBody::Request(r) => r.body(),
+            HeldBody::Response(r) => r.body(),
         }
     }
 }
 
-struct ResponseBody(web_sys::Response);
-
-impl PlatformBody for ResponseBody {
+impl PlatformBody for HeldBody {
     fn whole(self: Box<Self>) -> Fut<'static, Result<Vec<u8>>> {
         Box::pin(async move {
-            let buffer = JsFuture::from(self.0.array_buffer().map_err(js)?).await.map_err(js)?;
+            let buffer = JsFuture::from(self.array_buffer().map_err(js)?).await.map_err(js)?;
             Ok(js_sys::Uint8Array::new(&buffer).to_vec())
         })
     }
 
     fn chunks(self: Box<Self>) -> ByteStream {
-        match self.0.body() {
+        match self.stream() {
             Some(body) => chunks_of(body),
             None => Box::pin(futures::stream::empty()),
         }
@@ -297,7 +299,7 @@ impl Runtime for Workers {
             let headers = headers_of(&raw.headers());
             let status = raw.status();
             let body = match raw.body() {
-                Some(_) => Body::Platform(Box::new(ResponseBody(raw))),
+                Some(_) => Body::Platform(Box::new(HeldBody::Response(raw))),
                 None => Body::Empty,
             };
             Ok(Fetched { status, headers, body, abort: Box::new(Controller(controller)) })
