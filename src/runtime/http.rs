@@ -6,7 +6,7 @@ use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
 
-use super::{Fut, Result, RuntimeError};
+use super::{Error, Fut, Kind, Result};
 
 /// A body read chunk by chunk.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>>>>>;
@@ -226,7 +226,7 @@ impl Request {
     /// The body as text (a Durable Object call's JSON).
     pub async fn text(self) -> Result<String> {
         let bytes = self.body.bytes().await?;
-        String::from_utf8(bytes).map_err(|_| RuntimeError::from("the request body is not UTF-8"))
+        String::from_utf8(bytes).map_err(|_| Error::new(Kind::Body, "the request body is not UTF-8"))
     }
 }
 
@@ -252,7 +252,7 @@ impl Response {
 
     /// A JSON body, `content-type: application/json`.
     pub fn from_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<Response> {
-        let bytes = serde_json::to_vec(value).map_err(|e| RuntimeError(format!("a JSON body: {e}")))?;
+        let bytes = serde_json::to_vec(value).map_err(|e| Error::new(Kind::Json, format!("a JSON body: {e}")))?;
         let mut resp = Response::from_bytes(bytes);
         resp.headers.set("content-type", "application/json");
         Ok(resp)

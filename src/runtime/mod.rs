@@ -23,38 +23,78 @@ use std::rc::Rc;
 pub use futures::future::LocalBoxFuture as Fut;
 pub use http::{Body, ByteStream, Headers, InvalidHeader, Method, PlatformBody, Request, Response};
 
-/// What the runtime said when a platform call failed (a binding, storage, the network). Never
-/// holds a secret: callers pass it to logs and, scrubbed of URLs, to clients.
+/// Which platform call failed: a caller that must tell failures apart (a D1 constraint from a
+/// network failure, say) asks the kind, never the words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An outbound `fetch`: it could not be sent, or no answer came.
+    Fetch,
+    /// A message body (a client's request, a backend's answer) could not be read.
+    Body,
+    Kv,
+    D1,
+    /// A Durable Object stub: the object could not be reached.
+    Object,
+    /// A Durable Object's own storage or alarm.
+    Storage,
+    RateLimit,
+    Crypto,
+    Random,
+    /// A value to or from the platform is not the JSON it should be.
+    Json,
+}
+
+/// What the runtime said when a platform call failed (a binding, storage, the network): its
+/// kind and its message. Never holds a secret: callers pass it to logs and, scrubbed of URLs,
+/// to clients. Shown as the message alone.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RuntimeError(pub String);
+pub struct Error {
+    kind: Kind,
+    message: String,
+}
 
-impl std::fmt::Display for RuntimeError {
+impl Error {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Error {
+        Error { kind, message: message.into() }
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The runtime's words.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The same failure, as a call of `kind` (the Workers runtime converts its exceptions
+    /// before it knows which call they belong to).
+    pub fn of(self, kind: Kind) -> Error {
+        Error { kind, ..self }
+    }
+
+    /// A D1 constraint violation that names `what` (a column, or `UNIQUE`): SQLite's words are
+    /// the only place D1 says which constraint failed.
+    pub fn violates(&self, what: &str) -> bool {
+        self.kind == Kind::D1 && self.message.contains(what)
+    }
+}
+
+impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
-impl std::error::Error for RuntimeError {}
+impl std::error::Error for Error {}
 
-impl From<String> for RuntimeError {
-    fn from(s: String) -> RuntimeError {
-        RuntimeError(s)
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Error {
+        Error::new(Kind::Json, format!("JSON: {e}"))
     }
 }
 
-impl From<serde_json::Error> for RuntimeError {
-    fn from(e: serde_json::Error) -> RuntimeError {
-        RuntimeError(format!("JSON: {e}"))
-    }
-}
-
-impl From<&str> for RuntimeError {
-    fn from(s: &str) -> RuntimeError {
-        RuntimeError(s.to_string())
-    }
-}
-
-pub type Result<T, E = RuntimeError> = std::result::Result<T, E>;
+pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// One outbound request as the runtime's `fetch` sends it: redirects are never followed by the
 /// runtime (`outbound` follows them by hand, after its guard accepts each `Location`).
@@ -264,7 +304,13 @@ pub fn now_ms() -> u64 {
 
 /// Random bytes from the installed runtime.
 pub fn fill_random(buf: &mut [u8]) -> Result<(), crate::pure::random::Unavailable> {
-    current().fill_random(buf).map_err(|_| crate::pure::random::Unavailable)
+    Ok(current().fill_random(buf)?)
+}
+
+impl From<Error> for crate::pure::random::Unavailable {
+    fn from(_: Error) -> crate::pure::random::Unavailable {
+        crate::pure::random::Unavailable
+    }
 }
 
 /// Sends one request through the installed runtime.
@@ -339,11 +385,13 @@ pub trait Worker {
 /// The value stored under `key` in a Durable Object's storage, read from its JSON.
 pub async fn storage_get<T: serde::de::DeserializeOwned>(storage: &dyn ObjectStorage, key: &str) -> Result<Option<T>> {
     let Some(text) = storage.get(key).await? else { return Ok(None) };
-    serde_json::from_str(&text).map(Some).map_err(|e| RuntimeError(format!("a stored value does not read: {e}")))
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| Error::new(Kind::Storage, format!("a stored value does not read: {e}")))
 }
 
 /// Stores `value` under `key` in a Durable Object's storage, as JSON.
 pub async fn storage_put<T: serde::Serialize>(storage: &dyn ObjectStorage, key: &str, value: &T) -> Result<()> {
-    let text = serde_json::to_string(value).map_err(|e| RuntimeError(format!("a value to store: {e}")))?;
+    let text = serde_json::to_string(value).map_err(|e| Error::new(Kind::Storage, format!("a value to store: {e}")))?;
     storage.put(key, &text).await
 }

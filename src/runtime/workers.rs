@@ -18,9 +18,8 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{durable_object, event, web_sys, DurableObject, State};
 
 use super::{
-    Abort, Body, ByteStream, Context, Env, Fetched, Fut, Headers, Method, ObjectHandler, ObjectStorage, Outbound,
-    PlatformBody, Request, Response, Result, Runtime, RuntimeError, RuntimeTimer, SignError, SqlValue, Statement,
-    Worker,
+    Abort, Body, ByteStream, Context, Env, Error, Fetched, Fut, Headers, Kind, Method, ObjectHandler, ObjectStorage,
+    Outbound, PlatformBody, Request, Response, Result, Runtime, RuntimeTimer, SignError, SqlValue, Statement, Worker,
 };
 use crate::shell::Flowgate;
 
@@ -83,9 +82,7 @@ fn outgoing(resp: Response) -> worker::Result<worker::Response> {
         Body::Empty => worker::Response::empty()?,
         Body::Bytes(b) => worker::Response::from_bytes(b)?,
         // One instantiation of `from_stream` for every streamed body (bundle size).
-        streamed => {
-            worker::Response::from_stream(streamed.into_stream().map(|c| c.map_err(|e| worker::Error::RustError(e.0))))?
-        }
+        streamed => worker::Response::from_stream(streamed.into_stream().map(|c| c.map_err(rust_error)))?,
     };
     Ok(resp.with_status(status).with_headers(js_headers(&headers)))
 }
@@ -114,8 +111,8 @@ impl HeldBody {
 
 impl PlatformBody for HeldBody {
     fn whole(self: Box<Self>) -> Fut<'static, Result<Vec<u8>>> {
-        Box::pin(async move {
-            let buffer = JsFuture::from(self.array_buffer().map_err(js)?).await.map_err(js)?;
+        in_kind(Kind::Body, async move {
+            let buffer = JsFuture::from(self.array_buffer()?).await?;
             Ok(js_sys::Uint8Array::new(&buffer).to_vec())
         })
     }
@@ -129,19 +126,90 @@ impl PlatformBody for HeldBody {
 }
 
 fn chunks_of(body: web_sys::ReadableStream) -> ByteStream {
-    Box::pin(worker::ByteStream::from(body).map(|c| c.map_err(|e| RuntimeError(e.to_string()))))
+    Box::pin(worker::ByteStream::from(body).map(|c| c.map_err(|e| Error::new(Kind::Body, e.to_string()))))
 }
 
-/// A runtime error's text (an exception's name and message; never a value the shell sent).
-fn js(e: JsValue) -> RuntimeError {
-    match e.dyn_ref::<js_sys::Error>() {
-        Some(err) => RuntimeError(format!("{}: {}", String::from(err.name()), String::from(err.message()))),
-        None => RuntimeError(worker::Error::from(e).to_string()),
+/// A platform failure before it is known which call it belongs to: an exception, a workers-rs
+/// error, or the words of this module. [`in_kind`] makes it the boundary's [`Error`].
+enum Fail {
+    Js(JsValue),
+    Worker(worker::Error),
+    Said(String),
+}
+
+impl From<JsValue> for Fail {
+    fn from(e: JsValue) -> Fail {
+        Fail::Js(e)
     }
 }
 
-fn worker_error(e: worker::Error) -> RuntimeError {
-    RuntimeError(e.to_string())
+impl From<worker::Error> for Fail {
+    fn from(e: worker::Error) -> Fail {
+        Fail::Worker(e)
+    }
+}
+
+impl From<&str> for Fail {
+    fn from(s: &str) -> Fail {
+        Fail::Said(s.to_string())
+    }
+}
+
+impl From<serde_json::Error> for Fail {
+    fn from(e: serde_json::Error) -> Fail {
+        Fail::Said(Error::from(e).message)
+    }
+}
+
+impl From<Error> for Fail {
+    fn from(e: Error) -> Fail {
+        Fail::Said(e.message)
+    }
+}
+
+impl Fail {
+    /// The failure as a call of `kind`. A D1 failure's text has its cause's message too (where
+    /// SQLite's words are: the shell tells a unique-constraint conflict by them).
+    fn of(self, kind: Kind) -> Error {
+        let text = match self {
+            Fail::Js(e) if kind == Kind::D1 => {
+                let cause = Reflect::get(&e, &JsValue::from_str("cause"))
+                    .ok()
+                    .filter(|c| !c.is_undefined() && !c.is_null())
+                    .map(js_text);
+                let text = js_text(e);
+                match cause {
+                    Some(c) if !text.contains(&c) => format!("{text}: {c}"),
+                    _ => text,
+                }
+            }
+            Fail::Js(e) => js_text(e),
+            Fail::Worker(e) => e.to_string(),
+            Fail::Said(s) => s,
+        };
+        Error::new(kind, text)
+    }
+}
+
+/// An exception's text (its name and message; never a value the shell sent).
+fn js_text(e: JsValue) -> String {
+    match e.dyn_ref::<js_sys::Error>() {
+        Some(err) => format!("{}: {}", String::from(err.name()), String::from(err.message())),
+        None => worker::Error::from(e).to_string(),
+    }
+}
+
+/// `work` as a platform call of `kind`: its failures become the boundary's [`Error`].
+fn in_kind<T: 'static>(
+    kind: Kind,
+    work: impl std::future::Future<Output = std::result::Result<T, Fail>> + 'static,
+) -> Fut<'static, Result<T>> {
+    Box::pin(async move { work.await.map_err(|f| f.of(kind)) })
+}
+
+/// A boundary error as workers-rs reports it to the runtime.
+fn rust_error(e: Error) -> worker::Error {
+    worker::Error::RustError(e.message)
 }
 
 #[wasm_bindgen(module = "/worker/stored-json.mjs")]
@@ -154,11 +222,11 @@ extern "C" {
 }
 
 /// A platform value's JSON text; `None` for `null` or `undefined`.
-fn json_text(value: &JsValue) -> Result<Option<String>> {
+fn json_text(value: &JsValue) -> std::result::Result<Option<String>, Fail> {
     if value.is_null() || value.is_undefined() {
         return Ok(None);
     }
-    Ok(stored_json(value).map_err(js)?.as_string())
+    Ok(stored_json(value)?.as_string())
 }
 
 #[wasm_bindgen]
@@ -228,19 +296,19 @@ struct Workers {
 }
 
 impl Workers {
-    fn binding(&self, name: &str) -> Result<JsValue> {
-        let b = Reflect::get(&self.env, &JsValue::from_str(name)).map_err(js)?;
+    fn binding(&self, name: &str) -> std::result::Result<JsValue, Fail> {
+        let b = Reflect::get(&self.env, &JsValue::from_str(name))?;
         if b.is_undefined() || b.is_null() {
-            return Err(RuntimeError(format!("the {name} binding is missing")));
+            return Err(Fail::Said(format!("the {name} binding is missing")));
         }
         Ok(b)
     }
 
-    fn kv(&self, binding: &str) -> Result<KvNamespace> {
+    fn kv(&self, binding: &str) -> std::result::Result<KvNamespace, Fail> {
         Ok(self.binding(binding)?.unchecked_into())
     }
 
-    fn prepare(db: &worker::D1Database, stmt: &Statement) -> Result<worker::D1PreparedStatement> {
+    fn prepare(db: &worker::D1Database, stmt: &Statement) -> std::result::Result<worker::D1PreparedStatement, Fail> {
         let args: Vec<JsValue> = stmt
             .args
             .iter()
@@ -250,7 +318,7 @@ impl Workers {
                 SqlValue::Text(t) => JsValue::from_str(t),
             })
             .collect();
-        db.prepare(&stmt.sql).bind(&args).map_err(worker_error)
+        Ok(db.prepare(&stmt.sql).bind(&args)?)
     }
 }
 
@@ -270,7 +338,7 @@ impl Runtime for Workers {
     }
 
     fn fill_random(&self, buf: &mut [u8]) -> Result<()> {
-        crate::pure::random::fill(buf).map_err(|e| RuntimeError(e.to_string()))
+        crate::pure::random::fill(buf).map_err(|e| Error::new(Kind::Random, e.to_string()))
     }
 
     fn timer(&self, on_fire: Rc<dyn Fn()>) -> Box<dyn RuntimeTimer> {
@@ -282,7 +350,7 @@ impl Runtime for Workers {
     }
 
     fn fetch(&self, req: Outbound) -> Fut<'static, Result<Fetched>> {
-        Box::pin(async move {
+        in_kind(Kind::Fetch, async move {
             let init = web_sys::RequestInit::new();
             init.set_method(req.method.as_str());
             init.set_headers(&js_headers(&req.headers).0);
@@ -290,11 +358,11 @@ impl Runtime for Workers {
             if let Some(b) = &req.body {
                 init.set_body(&JsValue::from_str(b));
             }
-            let controller = web_sys::AbortController::new().map_err(js)?;
+            let controller = web_sys::AbortController::new()?;
             init.set_signal(Some(&controller.signal()));
             let mut guard = AbortOnDrop(Some(controller));
-            let answer = JsFuture::from(global_fetch(&req.url, &init).map_err(js)?).await.map_err(js)?;
-            let controller = guard.0.take().ok_or_else(|| RuntimeError::from("the exchange was aborted"))?;
+            let answer = JsFuture::from(global_fetch(&req.url, &init)?).await?;
+            let controller = guard.0.take().ok_or("the exchange was aborted")?;
             let raw: web_sys::Response = answer.unchecked_into();
             let headers = headers_of(&raw.headers());
             let status = raw.status();
@@ -307,36 +375,36 @@ impl Runtime for Workers {
     }
 
     fn kv_get(&self, binding: &str, key: &str) -> Fut<'static, Result<Option<String>>> {
-        let started = self.kv(binding).and_then(|kv| kv.get(key, "text").map_err(js));
-        Box::pin(async move { Ok(JsFuture::from(started?).await.map_err(js)?.as_string()) })
+        let started = self.kv(binding).and_then(|kv| Ok(kv.get(key, "text")?));
+        in_kind(Kind::Kv, async move { Ok(JsFuture::from(started?).await?.as_string()) })
     }
 
     fn kv_put(&self, binding: &str, key: &str, value: &str, ttl_seconds: u64) -> Fut<'static, Result<()>> {
         let started = self.kv(binding).and_then(|kv| {
             let options = Object::new();
-            Reflect::set(&options, &JsValue::from_str("expirationTtl"), &JsValue::from_f64(ttl_seconds.max(60) as f64))
-                .map_err(js)?;
-            kv.put(key, value, &options).map_err(js)
+            let ttl = JsValue::from_f64(ttl_seconds.max(60) as f64);
+            Reflect::set(&options, &JsValue::from_str("expirationTtl"), &ttl)?;
+            Ok(kv.put(key, value, &options)?)
         });
-        Box::pin(async move { JsFuture::from(started?).await.map(drop).map_err(js) })
+        in_kind(Kind::Kv, async move { Ok(JsFuture::from(started?).await.map(drop)?) })
     }
 
     fn kv_delete(&self, binding: &str, key: &str) -> Fut<'static, Result<()>> {
-        let started = self.kv(binding).and_then(|kv| kv.delete(key).map_err(js));
-        Box::pin(async move { JsFuture::from(started?).await.map(drop).map_err(js) })
+        let started = self.kv(binding).and_then(|kv| Ok(kv.delete(key)?));
+        in_kind(Kind::Kv, async move { Ok(JsFuture::from(started?).await.map(drop)?) })
     }
 
     fn d1_rows(&self, binding: &str, stmt: Statement) -> Fut<'static, Result<Vec<Value>>> {
-        let prepared = self.env.d1(binding).map_err(worker_error).and_then(|db| Workers::prepare(&db, &stmt));
-        Box::pin(async move {
-            let promise = prepared?.inner().all().map_err(d1_error)?;
-            let result = JsFuture::from(promise).await.map_err(d1_error)?;
-            let rows = Reflect::get(&result, &JsValue::from_str("results")).map_err(js)?;
+        let prepared = (|| Workers::prepare(&self.env.d1(binding)?, &stmt))();
+        in_kind(Kind::D1, async move {
+            let promise = prepared?.inner().all()?;
+            let result = JsFuture::from(promise).await?;
+            let rows = Reflect::get(&result, &JsValue::from_str("results"))?;
             match json_text(&rows)? {
                 None => Ok(Vec::new()),
                 Some(text) => match serde_json::from_str(&text)? {
                     Value::Array(rows) => Ok(rows),
-                    _ => Err(RuntimeError::from("a D1 result's rows are not a list")),
+                    _ => Err(Fail::from("a D1 result's rows are not a list")),
                 },
             }
         })
@@ -344,27 +412,25 @@ impl Runtime for Workers {
 
     fn d1_batch(&self, binding: &str, stmts: Vec<Statement>) -> Fut<'static, Result<Vec<u64>>> {
         // Called through JS: workers-rs reads a result's `meta` with serde_wasm_bindgen.
-        let started = (|| -> Result<Promise> {
+        let started = (|| -> std::result::Result<Promise, Fail> {
             let raw = self.binding(binding)?;
-            let db = self.env.d1(binding).map_err(worker_error)?;
+            let db = self.env.d1(binding)?;
             let list = js_sys::Array::new();
             for s in &stmts {
                 list.push(Workers::prepare(&db, s)?.inner());
             }
-            let batch: js_sys::Function = Reflect::get(&raw, &JsValue::from_str("batch")).map_err(js)?.unchecked_into();
-            batch.call1(&raw, &list).map_err(d1_error)?.dyn_into().map_err(d1_error)
+            let batch: js_sys::Function = Reflect::get(&raw, &JsValue::from_str("batch"))?.unchecked_into();
+            Ok(batch.call1(&raw, &list)?.dyn_into()?)
         })();
-        Box::pin(async move {
-            let results = JsFuture::from(started?).await.map_err(d1_error)?;
-            let results: js_sys::Array = results.dyn_into().map_err(d1_error)?;
+        in_kind(Kind::D1, async move {
+            let results: js_sys::Array = JsFuture::from(started?).await?.dyn_into()?;
             Ok(results.iter().map(|r| changes(&r)).collect())
         })
     }
 
     fn object_fetch(&self, namespace: &str, name: &str, req: Request) -> Fut<'static, Result<Response>> {
-        let stub =
-            self.env.durable_object(namespace).and_then(|ns| ns.id_from_name(name)?.get_stub()).map_err(worker_error);
-        Box::pin(async move {
+        let stub = self.env.durable_object(namespace).and_then(|ns| ns.id_from_name(name)?.get_stub());
+        in_kind(Kind::Object, async move {
             let stub = stub?;
             // Built as a `web_sys::Request`: `worker::Request::new_with_init` also converts the
             // init's `cf` options (image resizing and more), code the bundle otherwise does without.
@@ -375,11 +441,11 @@ impl Runtime for Workers {
             if !body.is_empty() {
                 init.set_body(&JsValue::from(js_sys::Uint8Array::from(body.as_slice())));
             }
-            let raw = web_sys::Request::new_with_str_and_init(&req.url, &init).map_err(js)?;
-            let mut resp = stub.fetch_with_request(raw.into()).await.map_err(worker_error)?;
+            let raw = web_sys::Request::new_with_str_and_init(&req.url, &init)?;
+            let mut resp = stub.fetch_with_request(raw.into()).await?;
             let status = resp.status_code();
             let headers = headers_of(&resp.headers().0);
-            let bytes = resp.bytes().await.map_err(worker_error)?;
+            let bytes = resp.bytes().await?;
             Ok(Response::new(status, headers, Body::Bytes(bytes)))
         })
     }
@@ -387,19 +453,19 @@ impl Runtime for Workers {
     fn rate_limit(&self, binding: &str, key: &str) -> Fut<'static, Result<bool>> {
         // Called through JS directly: the binding's class name differs between the runtime and
         // the local simulator, so the typed wrapper's class check would refuse one of them.
-        let started = (|| -> Result<Option<Promise>> {
+        let started = (|| -> std::result::Result<Option<Promise>, Fail> {
             let Ok(binding) = self.binding(binding) else { return Ok(None) };
-            let limit = Reflect::get(&binding, &JsValue::from_str("limit")).map_err(js)?;
+            let limit = Reflect::get(&binding, &JsValue::from_str("limit"))?;
             let limit: js_sys::Function =
-                limit.dyn_into().map_err(|_| RuntimeError::from("the rate limiter's limit is not a function"))?;
+                limit.dyn_into().map_err(|_| Fail::from("the rate limiter's limit is not a function"))?;
             let arg = Object::new();
-            Reflect::set(&arg, &JsValue::from_str("key"), &JsValue::from_str(key)).map_err(js)?;
-            let promise = limit.call1(&binding, &arg).map_err(js)?;
-            Ok(Some(promise.dyn_into().map_err(|_| RuntimeError::from("the rate limiter did not answer a promise"))?))
+            Reflect::set(&arg, &JsValue::from_str("key"), &JsValue::from_str(key))?;
+            let promise = limit.call1(&binding, &arg)?;
+            Ok(Some(promise.dyn_into().map_err(|_| Fail::from("the rate limiter did not answer a promise"))?))
         })();
-        Box::pin(async move {
+        in_kind(Kind::RateLimit, async move {
             let Some(promise) = started? else { return Ok(true) };
-            let outcome = JsFuture::from(promise).await.map_err(js)?;
+            let outcome = JsFuture::from(promise).await?;
             Ok(Reflect::get(&outcome, &JsValue::from_str("success")).ok().and_then(|v| v.as_bool()).unwrap_or(true))
         })
     }
@@ -414,17 +480,16 @@ impl Runtime for Workers {
     ) -> Fut<'static, Result<bool>> {
         let (jwk, import, verify) = (jwk.to_string(), import.to_string(), verify.to_string());
         let (signature, data) = (signature.to_vec(), data.to_vec());
-        Box::pin(async move {
+        in_kind(Kind::Crypto, async move {
             let subtle = subtle()?;
-            let jwk: Object = JSON::parse(&jwk).map_err(js)?.unchecked_into();
-            let import: Object = JSON::parse(&import).map_err(js)?.unchecked_into();
+            let jwk: Object = JSON::parse(&jwk)?.unchecked_into();
+            let import: Object = JSON::parse(&import)?.unchecked_into();
             let usages = js_sys::Array::of1(&JsValue::from_str("verify"));
-            let imported = subtle.import_key_with_object("jwk", &jwk, &import, false, &usages).map_err(js)?;
-            let key: web_sys::CryptoKey = JsFuture::from(imported).await.map_err(js)?.unchecked_into();
-            let params: Object = JSON::parse(&verify).map_err(js)?.unchecked_into();
-            let verified =
-                subtle.verify_with_object_and_u8_array_and_u8_array(&params, &key, &signature, &data).map_err(js)?;
-            Ok(JsFuture::from(verified).await.map_err(js)?.as_bool() == Some(true))
+            let imported = subtle.import_key_with_object("jwk", &jwk, &import, false, &usages)?;
+            let key: web_sys::CryptoKey = JsFuture::from(imported).await?.unchecked_into();
+            let params: Object = JSON::parse(&verify)?.unchecked_into();
+            let verified = subtle.verify_with_object_and_u8_array_and_u8_array(&params, &key, &signature, &data)?;
+            Ok(JsFuture::from(verified).await?.as_bool() == Some(true))
         })
     }
 
@@ -438,35 +503,25 @@ impl Runtime for Workers {
         let (pkcs8, import, sign) = (pkcs8.to_vec(), import.to_string(), sign.to_string());
         let data = data.map(<[u8]>::to_vec);
         Box::pin(async move {
-            let subtle = subtle().map_err(|e| SignError::Import(e.0))?;
-            let import_err = |e: JsValue| SignError::Import(js(e).0);
-            let key_data: Object = js_sys::Uint8Array::from(pkcs8.as_slice()).unchecked_into();
-            let params: Object = JSON::parse(&import).map_err(import_err)?.unchecked_into();
-            let usages = js_sys::Array::of1(&JsValue::from_str("sign"));
-            let promise =
-                subtle.import_key_with_object("pkcs8", &key_data, &params, false, &usages).map_err(import_err)?;
-            let key: web_sys::CryptoKey = JsFuture::from(promise).await.map_err(import_err)?.unchecked_into();
+            let imported = async {
+                let subtle = subtle()?;
+                let key_data: Object = js_sys::Uint8Array::from(pkcs8.as_slice()).unchecked_into();
+                let params: Object = JSON::parse(&import)?.unchecked_into();
+                let usages = js_sys::Array::of1(&JsValue::from_str("sign"));
+                let promise = subtle.import_key_with_object("pkcs8", &key_data, &params, false, &usages)?;
+                let key: web_sys::CryptoKey = JsFuture::from(promise).await?.unchecked_into();
+                Ok::<_, Fail>((subtle, key))
+            };
+            let (subtle, key) = imported.await.map_err(|f| SignError::Import(f.of(Kind::Crypto).message))?;
             let Some(data) = data else { return Ok(Vec::new()) };
-            let sign_err = |e: JsValue| SignError::Sign(js(e).0);
-            let params: Object = JSON::parse(&sign).map_err(sign_err)?.unchecked_into();
-            let promise = subtle.sign_with_object_and_u8_array(&params, &key, &data).map_err(sign_err)?;
-            let signature = JsFuture::from(promise).await.map_err(sign_err)?;
+            let signed = async {
+                let params: Object = JSON::parse(&sign)?.unchecked_into();
+                let promise = subtle.sign_with_object_and_u8_array(&params, &key, &data)?;
+                Ok::<_, Fail>(JsFuture::from(promise).await?)
+            };
+            let signature = signed.await.map_err(|f| SignError::Sign(f.of(Kind::Crypto).message))?;
             Ok(js_sys::Uint8Array::new(&signature).to_vec())
         })
-    }
-}
-
-/// A D1 failure's text, its cause's message included (where SQLite's words are: the shell tells
-/// a unique-constraint conflict by them).
-fn d1_error(e: JsValue) -> RuntimeError {
-    let cause = Reflect::get(&e, &JsValue::from_str("cause"))
-        .ok()
-        .filter(|c| !c.is_undefined() && !c.is_null())
-        .map(|c| js(c).0);
-    let RuntimeError(text) = js(e);
-    match cause {
-        Some(c) if !text.contains(&c) => RuntimeError(format!("{text}: {c}")),
-        _ => RuntimeError(text),
     }
 }
 
@@ -479,9 +534,8 @@ fn changes(result: &JsValue) -> u64 {
         .map_or(0, |c| c as u64)
 }
 
-fn subtle() -> Result<web_sys::SubtleCrypto> {
-    let crypto: web_sys::Crypto =
-        Reflect::get(&js_sys::global(), &JsValue::from_str("crypto")).map_err(js)?.unchecked_into();
+fn subtle() -> std::result::Result<web_sys::SubtleCrypto, Fail> {
+    let crypto: web_sys::Crypto = Reflect::get(&js_sys::global(), &JsValue::from_str("crypto"))?.unchecked_into();
     Ok(crypto.subtle())
 }
 
@@ -490,43 +544,41 @@ struct Storage(State);
 
 impl ObjectStorage for Storage {
     fn get(&self, key: &str) -> Fut<'static, Result<Option<String>>> {
-        let started = self.0.as_raw().storage().and_then(|s| s.get(key)).map_err(js);
-        Box::pin(async move { json_text(&JsFuture::from(started?).await.map_err(js)?) })
+        let started = self.0.as_raw().storage().and_then(|s| s.get(key));
+        in_kind(Kind::Storage, async move { json_text(&JsFuture::from(started?).await?) })
     }
 
     fn put(&self, key: &str, json: &str) -> Fut<'static, Result<()>> {
         // Stored as the plain object its JSON parses to (what deploys before this one read, too).
-        let started = JSON::parse(json)
-            .map_err(js)
-            .and_then(|v| self.0.as_raw().storage().and_then(|s| s.put(key, v)).map_err(js));
-        Box::pin(async move { JsFuture::from(started?).await.map(drop).map_err(js) })
+        let started = JSON::parse(json).and_then(|v| self.0.as_raw().storage().and_then(|s| s.put(key, v)));
+        in_kind(Kind::Storage, async move { Ok(JsFuture::from(started?).await.map(drop)?) })
     }
 
     fn delete(&self, key: &str) -> Fut<'static, Result<()>> {
         let storage = self.0.storage();
         let key = key.to_string();
-        Box::pin(async move { storage.delete(&key).await.map(drop).map_err(worker_error) })
+        in_kind(Kind::Storage, async move { Ok(storage.delete(&key).await.map(drop)?) })
     }
 
     fn delete_all(&self) -> Fut<'static, Result<()>> {
         let storage = self.0.storage();
-        Box::pin(async move { storage.delete_all().await.map_err(worker_error) })
+        in_kind(Kind::Storage, async move { Ok(storage.delete_all().await?) })
     }
 
     fn set_alarm(&self, at_ms: u64) -> Fut<'static, Result<()>> {
         let storage = self.0.storage();
         let offset = at_ms as i64 - js_sys::Date::now() as i64;
-        Box::pin(async move { storage.set_alarm(offset).await.map_err(worker_error) })
+        in_kind(Kind::Storage, async move { Ok(storage.set_alarm(offset).await?) })
     }
 
     fn get_alarm(&self) -> Fut<'static, Result<Option<u64>>> {
         let storage = self.0.storage();
-        Box::pin(async move { Ok(storage.get_alarm().await.map_err(worker_error)?.map(|t| t.max(0) as u64)) })
+        in_kind(Kind::Storage, async move { Ok(storage.get_alarm().await?.map(|t| t.max(0) as u64)) })
     }
 
     fn delete_alarm(&self) -> Fut<'static, Result<()>> {
         let storage = self.0.storage();
-        Box::pin(async move { storage.delete_alarm().await.map_err(worker_error) })
+        in_kind(Kind::Storage, async move { Ok(storage.delete_alarm().await?) })
     }
 }
 
@@ -544,7 +596,7 @@ async fn object_fetch(
 
 async fn object_alarm(handler: &dyn ObjectHandler, env: &worker::Env) -> worker::Result<worker::Response> {
     enter(env.clone());
-    handler.alarm().await.map_err(|e| worker::Error::RustError(e.0))?;
+    handler.alarm().await.map_err(rust_error)?;
     worker::Response::ok("ok")
 }
 

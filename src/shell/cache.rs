@@ -15,38 +15,32 @@ use crate::pure::mcp::prepared::Prepared;
 use crate::pure::memo::Lookup;
 
 use crate::pure::definition::{refill_verdict, Refill, ServerDefinition, TTL_SECONDS};
-use crate::pure::error::ApiError;
 
-use crate::shell::http::internal;
 use crate::shell::kv::Kv;
 use crate::shell::platform;
-use crate::shell::store::{self, ServerRow};
+use crate::shell::store::{self, doing, Error, ServerRow};
 
 pub fn key(code_hash: &str) -> String {
     platform::server_key(code_hash)
 }
 
-fn kv(env: &Env) -> Result<Kv, ApiError> {
-    Kv::open(env).map_err(|e| internal("opening the KV cache", e))
-}
-
 /// Rewrites the entry of `server` from D1 (and this isolate's memo).
-pub async fn write(env: &Env, db: &Db, server: &ServerRow) -> Result<(), ApiError> {
+pub async fn write(env: &Env, db: &Db, server: &ServerRow) -> Result<(), Error> {
     let def = store::load_definition(db, server).await?;
     refill(env, &server.code_hash, &def).await?;
     crate::shell::memo::remember(&server.code_hash, def, platform::now_ms());
     Ok(())
 }
 
-pub async fn remove(env: &Env, code_hash: &str) -> Result<(), ApiError> {
+pub async fn remove(env: &Env, code_hash: &str) -> Result<(), Error> {
     crate::shell::memo::forget(code_hash);
-    kv(env)?.delete(&key(code_hash)).await.map_err(|e| internal("deleting from the KV cache", e))
+    doing("deleting from the KV cache", Kv::new(env).delete(&key(code_hash)).await)
 }
 
 /// The prepared definition behind a code hash: from the isolate's memo while it is fresh (a
 /// stale one is used once more while `ctx` refreshes it), else through [`resolve`]. `None`
 /// when no server has this code.
-pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<Rc<Prepared>>, ApiError> {
+pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<Rc<Prepared>>, Error> {
     let fresh_ms = crate::shell::memo::fresh_ms(env);
     let stale = match crate::shell::memo::definition(code_hash, platform::now_ms(), fresh_ms) {
         Lookup::Fresh(p) => return Ok(Some(p)),
@@ -63,7 +57,7 @@ pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<
             };
             if let Err(e) = refreshed {
                 crate::shell::memo::refresh_failed(&hash);
-                crate::shell::log::error(&format!("refreshing a definition: {}", e.message));
+                crate::shell::log::error(&format!("refreshing a definition: {}", e.report().message));
             }
         });
         return Ok(Some(p));
@@ -73,7 +67,7 @@ pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<
         let (env, hash) = (env.clone(), code_hash.to_string());
         ctx.wait_until(async move {
             if let Err(e) = refill_after_miss(&env, &hash, &def).await {
-                crate::shell::log::error(&format!("refilling the cache: {}", e.message));
+                crate::shell::log::error(&format!("refilling the cache: {}", e.report().message));
             }
         });
     }
@@ -87,7 +81,7 @@ async fn load(
     env: &Env,
     code_hash: &str,
     fresh_ms: u64,
-) -> Result<Option<(Rc<Prepared>, Option<ServerDefinition>)>, ApiError> {
+) -> Result<Option<(Rc<Prepared>, Option<ServerDefinition>)>, Error> {
     let Some((def, from_cache)) = resolve(env, code_hash).await? else {
         crate::shell::memo::forget(code_hash);
         return Ok(None);
@@ -103,8 +97,8 @@ async fn load(
 
 /// The definition behind a code hash: KV first (`true`), then D1 (`false`: the caller writes it
 /// back). `None` when no server has this code.
-async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition, bool)>, ApiError> {
-    let cached = kv(env)?.get_text(&key(code_hash)).await.map_err(|e| internal("reading the KV cache", e))?;
+async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition, bool)>, Error> {
+    let cached = doing("reading the KV cache", Kv::new(env).get_text(&key(code_hash)).await)?;
     if let Some(def) = cached.as_deref().and_then(ServerDefinition::from_cache) {
         return Ok(Some((def, true)));
     }
@@ -117,7 +111,7 @@ async fn resolve(env: &Env, code_hash: &str) -> Result<Option<(ServerDefinition,
 
 /// Writes a definition read from D1 after a miss back to KV, then reads D1 again and takes the
 /// entry back if a console write changed the server meanwhile (see `refill_verdict`).
-pub async fn refill_after_miss(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), ApiError> {
+pub async fn refill_after_miss(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), Error> {
     refill(env, code_hash, def).await?;
     let db = env.d1(platform::D1);
     let now = match store::get_server_by_code_hash(&db, code_hash).await? {
@@ -131,7 +125,7 @@ pub async fn refill_after_miss(env: &Env, code_hash: &str, def: &ServerDefinitio
 }
 
 /// Writes a definition read from D1 back to KV.
-pub async fn refill(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), ApiError> {
-    let text = serde_json::to_string(def).map_err(|e| internal("encoding a server definition", e))?;
-    kv(env)?.put(&key(code_hash), &text, TTL_SECONDS).await.map_err(|e| internal("writing the KV cache", e))
+pub async fn refill(env: &Env, code_hash: &str, def: &ServerDefinition) -> Result<(), Error> {
+    let text = doing("encoding a server definition", serde_json::to_string(def))?;
+    doing("writing the KV cache", Kv::new(env).put(&key(code_hash), &text, TTL_SECONDS).await)
 }

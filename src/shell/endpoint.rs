@@ -179,7 +179,8 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         Ok(Some(p)) => p,
         Ok(None) => return not_found(),
         Err(e) => {
-            let err = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {}", e.message));
+            let why = e.report().message;
+            let err = RpcError::new(503, jsonrpc::INTERNAL_ERROR, format!("Service unavailable: {why}"));
             return rpc(503, &err.to_response(&echo_id), cors.as_deref());
         }
     };
@@ -497,7 +498,7 @@ fn record_end_user(ctx: &Context, env: &Env, def: &ServerDefinition, plan: &Call
         let db = env.d1(crate::shell::platform::D1);
         let now = crate::shell::platform::now_s();
         if let Err(e) = store::touch_end_user(&db, &server_id, &user, &name, now).await {
-            crate::shell::log::error(&format!("recording an end user: {}", e.message));
+            crate::shell::log::error(&format!("recording an end user: {}", e.report().message));
         }
     });
 }
@@ -512,7 +513,7 @@ fn record_key_use(ctx: &Context, env: &Env, key_id: &str) {
     ctx.wait_until(async move {
         let db = env.d1(crate::shell::platform::D1);
         if let Err(e) = store::touch_key(&db, &key_id, crate::shell::platform::now_s()).await {
-            crate::shell::log::error(&format!("recording a client key's use: {}", e.message));
+            crate::shell::log::error(&format!("recording a client key's use: {}", e.report().message));
         }
     });
 }
@@ -556,7 +557,7 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
 const MAX_RESULT_WAIT_MS: u64 = 5 * 60 * 1000;
 
 async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result<(u16, Value), RpcError> {
-    let failed = |e: crate::runtime::RuntimeError| {
+    let failed = |e: crate::runtime::Error| {
         crate::shell::log::error(&format!("task {}: {e}", req.task_id));
         RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
     };

@@ -2,14 +2,19 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::runtime::{Env, Result, RuntimeError};
+use crate::runtime::{Env, Error, Kind, Result};
 
 pub struct Kv(Env);
 
 impl Kv {
     /// The `CACHE` namespace of this deploy.
+    pub fn new(env: &Env) -> Kv {
+        Kv(env.clone())
+    }
+
+    /// [`Kv::new`], as a `Result` (the form `call::stream` still takes; opening cannot fail).
     pub fn open(env: &Env) -> Result<Kv> {
-        Ok(Kv(env.clone()))
+        Ok(Kv::new(env))
     }
 
     pub async fn get_text(&self, key: &str) -> Result<Option<String>> {
@@ -19,7 +24,7 @@ impl Kv {
     /// The value under `key` read as JSON; `Ok(None)` when there is none.
     pub async fn get_json<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>> {
         let Some(text) = self.get_text(key).await? else { return Ok(None) };
-        serde_json::from_str(&text).map(Some).map_err(|e| RuntimeError(format!("the KV value of {key}: {e}")))
+        serde_json::from_str(&text).map(Some).map_err(|e| Error::new(Kind::Json, format!("the KV value of {key}: {e}")))
     }
 
     /// Writes `value` under `key`, to expire after `ttl_seconds` (KV's minimum is 60).

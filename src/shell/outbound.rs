@@ -41,12 +41,59 @@ pub fn private_allow() -> PrivateAllow {
     ALLOW_PRIVATE.with(|a| a.borrow().clone())
 }
 
+/// Why a request got no (whole) answer.
+#[derive(Debug)]
 pub enum SendError {
-    /// The request was refused by the guard, could not be built, or the connection failed.
-    Unreachable(String),
+    /// The request did not reach the backend, or its answer broke off.
+    Unreachable(Unreachable),
     TimedOut,
     /// The answer is longer than the reader's cap (bytes).
     TooLarge(usize),
+}
+
+/// Why a request did not reach its backend. Shown as its words alone: each is a whole sentence
+/// or the runtime's own message, and callers put the backend's name before it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreachable {
+    /// The guard refused the URL, or a redirect (`pure::url`'s words).
+    Refused(String),
+    /// The request could not be built (a header `fetch` refuses).
+    Unsendable(String),
+    /// The runtime could not send it, or the answer broke off: its words, any URL in them
+    /// reduced to its host (a client may see them).
+    Network(String),
+}
+
+impl std::fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreachable::Refused(why) | Unreachable::Unsendable(why) | Unreachable::Network(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<crate::runtime::Error> for Unreachable {
+    fn from(e: crate::runtime::Error) -> Unreachable {
+        Unreachable::Network(crate::pure::url::scrub_urls(e.message()))
+    }
+}
+
+impl From<crate::runtime::Error> for SendError {
+    fn from(e: crate::runtime::Error) -> SendError {
+        SendError::Unreachable(e.into())
+    }
+}
+
+impl SendError {
+    /// The guard refused the request, in its words.
+    pub fn refused(why: String) -> SendError {
+        SendError::Unreachable(Unreachable::Refused(why))
+    }
+
+    /// The request could not be built, in words naming what was wrong.
+    pub fn unsendable(why: String) -> SendError {
+        SendError::Unreachable(Unreachable::Unsendable(why))
+    }
 }
 
 /// A backend's answer as the runtime gave it: its status and headers read once, its body not yet.
@@ -107,7 +154,7 @@ pub async fn send_text(
     cross_origin: CrossOrigin,
 ) -> Result<Answer, SendError> {
     let allow = private_allow();
-    let mut target = parse_outbound(url, &allow).map_err(SendError::Unreachable)?;
+    let mut target = parse_outbound(url, &allow).map_err(SendError::refused)?;
     let mut deadline = Deadline::after(timeout);
     let mut hops = 0u8;
     loop {
@@ -126,7 +173,7 @@ pub async fn send_text(
                 }
                 if !same_origin {
                     if cross_origin == CrossOrigin::Refused && body.is_some() {
-                        return Err(SendError::Unreachable(format!(
+                        return Err(SendError::refused(format!(
                             "it redirected (HTTP {status}) to another origin ({}), where its credentials may not go",
                             crate::pure::url::host_for_display(url.as_str())
                         )));
@@ -136,7 +183,7 @@ pub async fn send_text(
                 target = url;
                 hops += 1;
             }
-            Redirect::Refuse(why) => return Err(SendError::Unreachable(why)),
+            Redirect::Refuse(why) => return Err(SendError::refused(why)),
         }
     }
 }
@@ -157,14 +204,9 @@ async fn fetch_once(
     // Dropping the pending fetch (the deadline came first) cancels it.
     match deadline.race(crate::runtime::fetch(request)).await {
         Some(Ok(Fetched { status, headers, body, abort })) => Ok(Answer { body, headers, status, deadline, abort }),
-        Some(Err(e)) => Err(SendError::Unreachable(scrub(&e.0))),
+        Some(Err(e)) => Err(e.into()),
         None => Err(SendError::TimedOut),
     }
-}
-
-/// A runtime error message as a client may see it: URLs in it reduced to their host.
-fn scrub(message: &str) -> String {
-    crate::pure::url::scrub_urls(message)
 }
 
 /// Reads an answer's body as text, at most `cap` bytes, within `timeout` (the exchange's timer
@@ -189,12 +231,7 @@ async fn read_capped(resp: &mut Answer, announced: Option<usize>, cap: usize) ->
     let encoded = resp.headers.get("content-encoding").is_some_and(|e| !e.eq_ignore_ascii_case("identity"));
     let body = std::mem::replace(&mut resp.body, Body::Empty);
     if announced.is_some() && !encoded {
-        let bytes = resp
-            .deadline
-            .race(body.bytes())
-            .await
-            .ok_or(SendError::TimedOut)?
-            .map_err(|e| SendError::Unreachable(scrub(&e.0)))?;
+        let bytes = resp.deadline.race(body.bytes()).await.ok_or(SendError::TimedOut)??;
         if bytes.len() > cap {
             return Err(SendError::TooLarge(cap));
         }
@@ -212,7 +249,7 @@ async fn read_capped(resp: &mut Answer, announced: Option<usize>, cap: usize) ->
             }
             Err(ChunkEnd::Closed) => return Ok(bytes),
             Err(ChunkEnd::TimedOut) => return Err(SendError::TimedOut),
-            Err(ChunkEnd::Broken(e)) => return Err(SendError::Unreachable(scrub(&e))),
+            Err(ChunkEnd::Broken(e)) => return Err(e.into()),
         }
     }
 }
@@ -230,7 +267,7 @@ fn into_text(bytes: Vec<u8>) -> String {
 pub enum ChunkEnd {
     Closed,
     TimedOut,
-    Broken(String),
+    Broken(crate::runtime::Error),
 }
 
 impl std::fmt::Display for ChunkEnd {
@@ -287,7 +324,7 @@ impl Deadline {
     pub async fn next_chunk(&mut self, stream: &mut ByteStream) -> Result<Vec<u8>, ChunkEnd> {
         match self.race(stream.next()).await {
             Some(Some(Ok(c))) => Ok(c),
-            Some(Some(Err(e))) => Err(ChunkEnd::Broken(e.0)),
+            Some(Some(Err(e))) => Err(ChunkEnd::Broken(e)),
             Some(None) => Err(ChunkEnd::Closed),
             None => Err(ChunkEnd::TimedOut),
         }

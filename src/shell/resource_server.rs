@@ -206,31 +206,46 @@ async fn discover_jwks_uri(issuer: &str) -> Result<String, String> {
     for url in metadata_urls(issuer) {
         match get(&url).await {
             Ok(text) => return jwks_uri_of(&text, issuer),
-            Err(why) => last = why,
+            Err(why) => last = why.to_string(),
         }
     }
     Err(format!("the issuer's metadata could not be fetched (RFC 8414 or OpenID): {last}"))
 }
 
-/// A GET through the outbound guard; the body of a 200 answer.
-async fn get(url: &str) -> Result<String, String> {
-    let mut headers = Headers::new();
-    headers.set("accept", "application/json");
-    let mut resp = outbound::send_text(Method::Get, url, headers, None, FETCH_TIMEOUT, CrossOrigin::WithoutCredentials)
-        .await
-        .map_err(send_error)?;
-    if resp.status_code() != 200 {
-        return Err(format!("HTTP {} from {}", resp.status_code(), crate::pure::url::host_for_display(url)));
-    }
-    outbound::text(&mut resp, FETCH_TIMEOUT, DOC_CAP).await.map_err(send_error)
+/// Why an issuer's document (metadata, JWKS) could not be had.
+enum Fetch {
+    Send(SendError),
+    /// An answer other than 200, from this host.
+    Status(u16, String),
 }
 
-fn send_error(e: SendError) -> String {
-    match e {
-        SendError::Unreachable(why) => why,
-        SendError::TimedOut => format!("no answer within {} s", FETCH_TIMEOUT.as_secs()),
-        SendError::TooLarge(cap) => format!("the document is larger than {} KiB", cap / 1024),
+impl From<SendError> for Fetch {
+    fn from(e: SendError) -> Fetch {
+        Fetch::Send(e)
     }
+}
+
+impl std::fmt::Display for Fetch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fetch::Send(SendError::Unreachable(why)) => why.fmt(f),
+            Fetch::Send(SendError::TimedOut) => write!(f, "no answer within {} s", FETCH_TIMEOUT.as_secs()),
+            Fetch::Send(SendError::TooLarge(cap)) => write!(f, "the document is larger than {} KiB", cap / 1024),
+            Fetch::Status(status, host) => write!(f, "HTTP {status} from {host}"),
+        }
+    }
+}
+
+/// A GET through the outbound guard; the body of a 200 answer.
+async fn get(url: &str) -> Result<String, Fetch> {
+    let mut headers = Headers::new();
+    headers.set("accept", "application/json");
+    let without = CrossOrigin::WithoutCredentials;
+    let mut resp = outbound::send_text(Method::Get, url, headers, None, FETCH_TIMEOUT, without).await?;
+    if resp.status_code() != 200 {
+        return Err(Fetch::Status(resp.status_code(), crate::pure::url::host_for_display(url)));
+    }
+    Ok(outbound::text(&mut resp, FETCH_TIMEOUT, DOC_CAP).await?)
 }
 
 /// Checks a JWS signature with WebCrypto: the key imported from its public JWK, then
@@ -240,10 +255,9 @@ async fn verify(
     signature: &[u8],
     data: &[u8],
     alg: crate::pure::oauth_resource::Alg,
-) -> Result<bool, String> {
+) -> crate::runtime::Result<bool> {
     crate::runtime::Env::current()
         .runtime()
         .verify_signature(&key.public_jwk, alg.import_params(), alg.verify_params(), signature, data)
         .await
-        .map_err(|e| e.0)
 }

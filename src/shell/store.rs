@@ -1,6 +1,6 @@
 //! The registry in D1: apps, servers, and which apps each server exposes.
 
-use crate::runtime::{Db, RuntimeError, SqlValue, Statement};
+use crate::runtime::{Db, SqlValue, Statement};
 use serde_json::{json, Map, Value};
 
 use crate::pure::app::{self, AppSpec};
@@ -18,7 +18,78 @@ use crate::shell::http::internal;
 /// `(tenant_id, app_id)` and room for more.
 pub const TENANT: &str = "default";
 
-pub type Result<T> = std::result::Result<T, ApiError>;
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Why the registry could not do what was asked.
+#[derive(Debug)]
+pub enum Error {
+    /// D1 failed, or what it holds does not read: what was being done (`"storing the app"`),
+    /// and why. A client is told the first only (503); the log gets both.
+    Unavailable { doing: &'static str, cause: Cause },
+    /// A second server for an app (a server's `app_id` is unique): 409.
+    AppHasServer,
+}
+
+/// Why storage failed.
+#[derive(Debug)]
+pub enum Cause {
+    /// The platform call (D1, KV) failed.
+    Runtime(crate::runtime::Error),
+    /// A row does not read (the message names the column).
+    Row(String),
+    /// A value to store does not encode.
+    Encode(serde_json::Error),
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cause::Runtime(e) => e.fmt(f),
+            Cause::Row(why) => f.write_str(why),
+            Cause::Encode(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Error {
+    pub fn unavailable(doing: &'static str, cause: impl Into<Cause>) -> Error {
+        Error::Unavailable { doing, cause: cause.into() }
+    }
+
+    /// The answer a client gets; an `Unavailable` is logged in full first (`http::internal`).
+    pub fn report(self) -> ApiError {
+        match self {
+            Error::Unavailable { doing, cause } => internal(doing, cause),
+            Error::AppHasServer => {
+                ApiError::conflict("this app already has an MCP server; update it with PUT or rotate its code")
+            }
+        }
+    }
+}
+
+impl From<crate::runtime::Error> for Cause {
+    fn from(e: crate::runtime::Error) -> Cause {
+        Cause::Runtime(e)
+    }
+}
+
+impl From<String> for Cause {
+    fn from(why: String) -> Cause {
+        Cause::Row(why)
+    }
+}
+
+impl From<serde_json::Error> for Cause {
+    fn from(e: serde_json::Error) -> Cause {
+        Cause::Encode(e)
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> ApiError {
+        e.report()
+    }
+}
 
 #[derive(Debug)]
 pub struct AppRow {
@@ -193,37 +264,61 @@ fn stmt(sql: &str, args: &[SqlValue]) -> Statement {
     Statement::new(sql, args.to_vec())
 }
 
-/// A query's rows as `T`; `context` says what failed, whether the query or a row's reading.
-fn typed<T: FromFields>(rows: crate::runtime::Result<Vec<Value>>, context: &str) -> Result<Vec<T>> {
-    fields::read_all(rows.map_err(|e| internal(context, e))?).map_err(|e| internal(context, e))
+/// `r` as the registry's result: a failure says what was being done.
+pub fn doing<T, E: Into<Cause>>(doing: &'static str, r: std::result::Result<T, E>) -> Result<T> {
+    r.map_err(|cause| Error::unavailable(doing, cause))
+}
+
+/// Every row of a query; `doing` says what failed.
+async fn rows(db: &Db, doing: &'static str, stmt: Statement) -> Result<Vec<Value>> {
+    self::doing(doing, db.all(stmt).await)
+}
+
+/// The first row of a query, as [`rows`].
+async fn first(db: &Db, doing: &'static str, stmt: Statement) -> Result<Option<Value>> {
+    self::doing(doing, db.first(stmt).await)
+}
+
+/// Runs one statement, as [`rows`].
+async fn run(db: &Db, doing: &'static str, stmt: Statement) -> Result<()> {
+    self::doing(doing, db.run(stmt).await).map(drop)
+}
+
+/// Runs statements in one transaction, all or none, as [`rows`].
+async fn batch(db: &Db, doing: &'static str, stmts: Vec<Statement>) -> Result<()> {
+    self::doing(doing, db.batch(stmts).await).map(drop)
+}
+
+/// A query's rows as `T`; `doing` says what failed, whether the query or a row's reading.
+async fn typed<T: FromFields>(db: &Db, doing: &'static str, stmt: Statement) -> Result<Vec<T>> {
+    self::doing(doing, fields::read_all(rows(db, doing, stmt).await?))
 }
 
 /// A query's first row as `T`, as [`typed`].
-fn typed_one<T: FromFields>(first: crate::runtime::Result<Option<Value>>, context: &str) -> Result<Option<T>> {
-    first_with(first, context, T::from_fields)
+async fn typed_one<T: FromFields>(db: &Db, doing: &'static str, stmt: Statement) -> Result<Option<T>> {
+    first_with(db, doing, stmt, T::from_fields).await
 }
 
 /// A query's rows, each read by `read` (a shape only that query has), as [`typed`].
-fn rows_with<T>(
-    rows: crate::runtime::Result<Vec<Value>>,
-    context: &str,
+async fn rows_with<T>(
+    db: &Db,
+    doing: &'static str,
+    stmt: Statement,
     read: impl Fn(&mut Fields) -> ReadResult<T>,
 ) -> Result<Vec<T>> {
-    let rows = rows.map_err(|e| internal(context, e))?;
-    rows.into_iter()
-        .map(|row| fields::read_with(row, &read))
-        .collect::<ReadResult<_>>()
-        .map_err(|e| internal(context, e))
+    let rows = rows(db, doing, stmt).await?;
+    self::doing(doing, rows.into_iter().map(|row| fields::read_with(row, &read)).collect::<ReadResult<_>>())
 }
 
 /// A query's first row read by `read`, as [`rows_with`].
-fn first_with<T>(
-    first: crate::runtime::Result<Option<Value>>,
-    context: &str,
+async fn first_with<T>(
+    db: &Db,
+    doing: &'static str,
+    stmt: Statement,
     read: impl FnOnce(&mut Fields) -> ReadResult<T>,
 ) -> Result<Option<T>> {
-    let first = first.map_err(|e| internal(context, e))?;
-    first.map(|row| fields::read_with(row, read)).transpose().map_err(|e| internal(context, e))
+    let first = first(db, doing, stmt).await?;
+    self::doing(doing, first.map(|row| fields::read_with(row, read)).transpose())
 }
 
 /// A row's reading: `Err` names the column.
@@ -235,19 +330,18 @@ const SERVER_COLUMNS: &str =
 
 pub async fn list_apps(db: &Db) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
-    typed(db.all(stmt(&sql, &[s(TENANT)])).await, "listing apps")
+    typed(db, "listing apps", stmt(&sql, &[s(TENANT)])).await
 }
 
 pub async fn get_app(db: &Db, id: &str) -> Result<Option<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE id = ?1 AND tenant_id = ?2");
-    typed_one(db.first(stmt(&sql, &[s(id), s(TENANT)])).await, "reading an app")
+    typed_one(db, "reading an app", stmt(&sql, &[s(id), s(TENANT)])).await
 }
 
 pub async fn insert_app(db: &Db, id: &str, spec: &AppSpec, now: i64) -> Result<()> {
     let sql = "INSERT INTO apps (id, tenant_id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at)
                VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9)";
-    db.run(stmt(sql, &app_args(id, spec, now))).await.map_err(|e| internal("storing the app", e))?;
-    Ok(())
+    run(db, "storing the app", stmt(sql, &app_args(id, spec, now))).await
 }
 
 fn app_args(id: &str, spec: &AppSpec, now: i64) -> [SqlValue; 9] {
@@ -269,25 +363,21 @@ pub async fn update_app(db: &Db, id: &str, spec: &AppSpec, now: i64) -> Result<(
     let update = "UPDATE apps SET name = ?3, description = ?4, mode = ?5, backend = ?6, user_input_form = ?7,
                   outputs = ?8, updated_at = ?9 WHERE id = ?1 AND tenant_id = ?2";
     let rename = "UPDATE mcp_servers SET name = ?2, updated_at = ?3 WHERE app_id = ?1";
-    db.batch(vec![stmt(update, &app_args(id, spec, now)), stmt(rename, &[s(id), s(&spec.name), n(now)])])
-        .await
-        .map_err(|e| internal("updating the app", e))?;
-    Ok(())
+    let stmts = vec![stmt(update, &app_args(id, spec, now)), stmt(rename, &[s(id), s(&spec.name), n(now)])];
+    batch(db, "updating the app", stmts).await
 }
 
 /// Deletes an app with its Dify-style server and its place in multi-app servers.
 pub async fn delete_app(db: &Db, id: &str) -> Result<()> {
-    db.batch(vec![
+    let stmts = vec![
         stmt("DELETE FROM mcp_server_apps WHERE app_id = ?1", &[s(id)]),
         stmt("DELETE FROM mcp_server_apps WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)]),
         stmt("DELETE FROM end_users WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)]),
         stmt("DELETE FROM server_keys WHERE server_id IN (SELECT id FROM mcp_servers WHERE app_id = ?1)", &[s(id)]),
         stmt("DELETE FROM mcp_servers WHERE app_id = ?1", &[s(id)]),
         stmt("DELETE FROM apps WHERE id = ?1 AND tenant_id = ?2", &[s(id), s(TENANT)]),
-    ])
-    .await
-    .map_err(|e| internal("deleting the app", e))?;
-    Ok(())
+    ];
+    batch(db, "deleting the app", stmts).await
 }
 
 /// The servers that expose an app (their cache entries change when the app does).
@@ -296,7 +386,7 @@ pub async fn servers_of_app(db: &Db, app_id: &str) -> Result<Vec<ServerRow>> {
         "SELECT {} FROM mcp_servers s JOIN mcp_server_apps sa ON sa.server_id = s.id WHERE sa.app_id = ?1",
         prefixed(SERVER_COLUMNS, "s.")
     );
-    typed(db.all(stmt(&sql, &[s(app_id)])).await, "finding the app's servers")
+    typed(db, "finding the app's servers", stmt(&sql, &[s(app_id)])).await
 }
 
 fn prefixed(columns: &str, prefix: &str) -> String {
@@ -305,23 +395,23 @@ fn prefixed(columns: &str, prefix: &str) -> String {
 
 pub async fn get_server(db: &Db, id: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE id = ?1 AND tenant_id = ?2");
-    typed_one(db.first(stmt(&sql, &[s(id), s(TENANT)])).await, "reading a server")
+    typed_one(db, "reading a server", stmt(&sql, &[s(id), s(TENANT)])).await
 }
 
 pub async fn get_server_of_app(db: &Db, app_id: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE app_id = ?1 AND tenant_id = ?2");
-    typed_one(db.first(stmt(&sql, &[s(app_id), s(TENANT)])).await, "reading a server")
+    typed_one(db, "reading a server", stmt(&sql, &[s(app_id), s(TENANT)])).await
 }
 
 /// Every server: one-app (Dify-style, also reachable under their app) and multi-app alike.
 pub async fn list_servers(db: &Db) -> Result<Vec<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE tenant_id = ?1 ORDER BY created_at, id");
-    typed(db.all(stmt(&sql, &[s(TENANT)])).await, "listing servers")
+    typed(db, "listing servers", stmt(&sql, &[s(TENANT)])).await
 }
 
 pub async fn app_ids_of_server(db: &Db, server_id: &str) -> Result<Vec<String>> {
     let sql = "SELECT app_id FROM mcp_server_apps WHERE server_id = ?1 ORDER BY position";
-    rows_with(db.all(stmt(sql, &[s(server_id)])).await, "listing a server's apps", |f| f.text("app_id"))
+    rows_with(db, "listing a server's apps", stmt(sql, &[s(server_id)]), |f| f.text("app_id")).await
 }
 
 /// The ids among `ids` that name no app.
@@ -369,16 +459,10 @@ pub async fn insert_server(db: &Db, new: &NewServer<'_>) -> Result<bool> {
     batch.extend(server_app_rows(new.id, new.app_ids));
     match db.batch(batch).await {
         Ok(_) => Ok(true),
-        Err(e) if is_code_collision(&e) => Ok(false),
-        Err(e) if e.to_string().contains("UNIQUE") => {
-            Err(ApiError::conflict("this app already has an MCP server; update it with PUT or rotate its code"))
-        }
-        Err(e) => Err(internal("storing the server", e)),
+        Err(e) if e.violates("code_hash") => Ok(false),
+        Err(e) if e.violates("UNIQUE") => Err(Error::AppHasServer),
+        Err(e) => Err(Error::unavailable("storing the server", e)),
     }
-}
-
-fn is_code_collision(e: &RuntimeError) -> bool {
-    e.to_string().contains("code_hash")
 }
 
 fn server_app_rows(server_id: &str, app_ids: &[String]) -> Vec<Statement> {
@@ -403,8 +487,7 @@ pub async fn update_server(db: &Db, row: &ServerRow, app_ids: Option<&[String]>,
         batch.push(stmt("DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(&row.id)]));
         batch.extend(server_app_rows(&row.id, ids));
     }
-    db.batch(batch).await.map_err(|e| internal("updating the server", e))?;
-    Ok(())
+    self::batch(db, "updating the server", batch).await
 }
 
 /// Replaces the code hash; `Ok(false)` on a collision.
@@ -412,21 +495,19 @@ pub async fn rotate_code(db: &Db, id: &str, code_hash: &str, code_hint: &str, no
     let sql = "UPDATE mcp_servers SET code_hash = ?2, code_hint = ?3, updated_at = ?4 WHERE id = ?1";
     match db.run(stmt(sql, &[s(id), s(code_hash), s(code_hint), n(now)])).await {
         Ok(_) => Ok(true),
-        Err(e) if is_code_collision(&e) => Ok(false),
-        Err(e) => Err(internal("rotating the server code", e)),
+        Err(e) if e.violates("code_hash") => Ok(false),
+        Err(e) => Err(Error::unavailable("rotating the server code", e)),
     }
 }
 
 pub async fn delete_server(db: &Db, id: &str) -> Result<()> {
-    db.batch(vec![
+    let stmts = vec![
         stmt("DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(id)]),
         stmt("DELETE FROM end_users WHERE server_id = ?1", &[s(id)]),
         stmt("DELETE FROM server_keys WHERE server_id = ?1", &[s(id)]),
         stmt("DELETE FROM mcp_servers WHERE id = ?1", &[s(id)]),
-    ])
-    .await
-    .map_err(|e| internal("deleting the server", e))?;
-    Ok(())
+    ];
+    batch(db, "deleting the server", stmts).await
 }
 
 /// Everything the MCP endpoint needs about a server, read from D1.
@@ -435,7 +516,7 @@ pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefini
         "SELECT {} FROM apps a JOIN mcp_server_apps sa ON sa.app_id = a.id WHERE sa.server_id = ?1 ORDER BY sa.position",
         prefixed(APP_COLUMNS, "a.")
     );
-    let apps: Vec<AppRow> = typed(db.all(stmt(&sql, &[s(&server.id)])).await, "reading a server's apps")?;
+    let apps: Vec<AppRow> = typed(db, "reading a server's apps", stmt(&sql, &[s(&server.id)])).await?;
     let mode = server.auth_mode();
     // Only a key server's keys are read: the other modes never look at them.
     let keys = if mode == AuthMode::Key { key_hashes(db, &server.id).await? } else { Vec::new() };
@@ -452,10 +533,12 @@ pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefini
         auth,
         apps: apps
             .iter()
-            .filter_map(|a| {
-                a.to_definition()
-                    .map_err(|why| crate::shell::log::error(&format!("app {} is left out: {why}", a.id)))
-                    .ok()
+            .filter_map(|a| match a.to_definition() {
+                Ok(def) => Some(def),
+                Err(why) => {
+                    crate::shell::log::error(&format!("app {} is left out: {why}", a.id));
+                    None
+                }
             })
             .collect(),
     })
@@ -464,23 +547,20 @@ pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefini
 /// The client keys of a server as the MCP endpoint checks them (id, name, hash), oldest first.
 async fn key_hashes(db: &Db, server_id: &str) -> Result<Vec<ClientKey>> {
     let sql = "SELECT id, name, key_hash FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid";
-    rows_with(db.all(stmt(sql, &[s(server_id)])).await, "reading a server's client keys", |f| {
+    rows_with(db, "reading a server's client keys", stmt(sql, &[s(server_id)]), |f| {
         Ok(ClientKey { id: f.text("id")?, name: f.text("name")?, hash: f.text("key_hash")? })
     })
+    .await
 }
 
 /// Sets the mode, and the issuer settings of an `oauth` server (cleared for the other modes).
 pub async fn set_auth_mode(db: &Db, id: &str, mode: AuthMode, oauth: Option<&OAuthSettings>, now: i64) -> Result<()> {
     let sql = "UPDATE mcp_servers SET client_auth = ?2, oauth = ?3, updated_at = ?4 WHERE id = ?1";
-    let oauth = match oauth.map(serde_json::to_string).transpose() {
-        Ok(Some(text)) => s(&text),
-        Ok(None) => SqlValue::Null,
-        Err(e) => return Err(internal("encoding the oauth settings", e)),
+    let oauth = match doing("encoding the oauth settings", oauth.map(serde_json::to_string).transpose())? {
+        Some(text) => s(&text),
+        None => SqlValue::Null,
     };
-    db.run(stmt(sql, &[s(id), s(mode.as_str()), oauth, n(now)]))
-        .await
-        .map_err(|e| internal("setting the client authentication mode", e))?;
-    Ok(())
+    run(db, "setting the client authentication mode", stmt(sql, &[s(id), s(mode.as_str()), oauth, n(now)])).await
 }
 
 const KEY_COLUMNS: &str = "id, name, hint, created_at, last_used_at";
@@ -488,12 +568,12 @@ const KEY_COLUMNS: &str = "id, name, hint, created_at, last_used_at";
 /// A server's client keys for the console, oldest first.
 pub async fn list_keys(db: &Db, server_id: &str) -> Result<Vec<KeyRow>> {
     let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 ORDER BY created_at, rowid");
-    typed(db.all(stmt(&sql, &[s(server_id)])).await, "listing client keys")
+    typed(db, "listing client keys", stmt(&sql, &[s(server_id)])).await
 }
 
 pub async fn get_key(db: &Db, server_id: &str, key_id: &str) -> Result<Option<KeyRow>> {
     let sql = format!("SELECT {KEY_COLUMNS} FROM server_keys WHERE server_id = ?1 AND id = ?2");
-    typed_one(db.first(stmt(&sql, &[s(server_id), s(key_id)])).await, "reading a client key")
+    typed_one(db, "reading a client key", stmt(&sql, &[s(server_id), s(key_id)])).await
 }
 
 pub struct NewKey<'a> {
@@ -520,13 +600,13 @@ pub enum KeyInsert {
 /// fewer than the cap: the count and the insert are one statement, so two creates at once
 /// cannot both take the last place, as a count read before the insert would let them.
 /// `RETURNING` gives a row when one was stored.
-async fn insert_capped(db: &Db, sql: &str, args: &[SqlValue], column: &str, context: &str) -> Result<KeyInsert> {
+async fn insert_capped(db: &Db, sql: &str, args: &[SqlValue], column: &str, doing: &'static str) -> Result<KeyInsert> {
     match db.first(stmt(sql, args)).await {
         Ok(Some(_)) => Ok(KeyInsert::Stored),
         Ok(None) => Ok(KeyInsert::Full),
-        Err(e) if e.to_string().contains(column) => Ok(KeyInsert::HashCollision),
-        Err(e) if e.to_string().contains("UNIQUE") => Ok(KeyInsert::NameTaken),
-        Err(e) => Err(internal(context, e)),
+        Err(e) if e.violates(column) => Ok(KeyInsert::HashCollision),
+        Err(e) if e.violates("UNIQUE") => Ok(KeyInsert::NameTaken),
+        Err(e) => Err(Error::unavailable(doing, e)),
     }
 }
 
@@ -540,23 +620,19 @@ pub async fn insert_key(db: &Db, new: &NewKey<'_>, cap: usize) -> Result<KeyInse
 }
 
 pub async fn delete_key(db: &Db, server_id: &str, key_id: &str) -> Result<()> {
-    db.run(stmt("DELETE FROM server_keys WHERE server_id = ?1 AND id = ?2", &[s(server_id), s(key_id)]))
-        .await
-        .map_err(|e| internal("revoking the client key", e))?;
-    Ok(())
+    let sql = "DELETE FROM server_keys WHERE server_id = ?1 AND id = ?2";
+    run(db, "revoking the client key", stmt(sql, &[s(server_id), s(key_id)])).await
 }
 
 /// Records that a key was used (called at most once per key and hour per isolate).
 pub async fn touch_key(db: &Db, key_id: &str, now: i64) -> Result<()> {
-    db.run(stmt("UPDATE server_keys SET last_used_at = ?2 WHERE id = ?1", &[s(key_id), n(now)]))
-        .await
-        .map_err(|e| internal("recording a client key's use", e))?;
-    Ok(())
+    let sql = "UPDATE server_keys SET last_used_at = ?2 WHERE id = ?1";
+    run(db, "recording a client key's use", stmt(sql, &[s(key_id), n(now)])).await
 }
 
 pub async fn get_server_by_code_hash(db: &Db, code_hash: &str) -> Result<Option<ServerRow>> {
     let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE code_hash = ?1");
-    typed_one(db.first(stmt(&sql, &[s(code_hash)])).await, "looking up a server code")
+    typed_one(db, "looking up a server code", stmt(&sql, &[s(code_hash)])).await
 }
 
 /// Records that a client used a server (the `user` sent to its backends). A row is found by
@@ -567,10 +643,7 @@ pub async fn touch_end_user(db: &Db, server_id: &str, user: &str, name: &str, no
                VALUES (?1, ?2, ?3, ?4, ?5, ?5)
                ON CONFLICT (server_id, session_key) DO UPDATE SET last_seen_at = excluded.last_seen_at";
     let id = format!("eu-{}", &crate::pure::ids::sha256_hex(&format!("{server_id}\n{user}"))[..32]);
-    db.run(stmt(sql, &[s(&id), s(server_id), s(user), s(name), n(now)]))
-        .await
-        .map_err(|e| internal("recording an end user", e))?;
-    Ok(())
+    run(db, "recording an end user", stmt(sql, &[s(&id), s(server_id), s(user), s(name), n(now)])).await
 }
 
 const TASK_COLUMNS: &str = "id, app_id, tool, status, status_message, created_at, updated_at, poll_count, consecutive_errors, last_error, next_poll_at, degraded, cancel_requested, completed_at";
@@ -580,18 +653,13 @@ pub async fn list_tasks(db: &Db, server_id: &str, before: i64, limit: u32) -> Re
     let sql = format!(
         "SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND created_at < ?2 ORDER BY created_at DESC LIMIT ?3"
     );
-    let rows: Vec<Value> = db
-        .all(stmt(&sql, &[s(server_id), n(before), n(i64::from(limit))]))
-        .await
-        .map_err(|e| internal("listing tasks", e))?;
+    let rows = rows(db, "listing tasks", stmt(&sql, &[s(server_id), n(before), n(i64::from(limit))])).await?;
     Ok(rows.into_iter().map(task_json).collect())
 }
 
 pub async fn get_task(db: &Db, server_id: &str, task_id: &str) -> Result<Option<Value>> {
     let sql = format!("SELECT {TASK_COLUMNS} FROM tasks WHERE server_id = ?1 AND id = ?2");
-    let row: Option<Value> =
-        db.first(stmt(&sql, &[s(server_id), s(task_id)])).await.map_err(|e| internal("reading a task", e))?;
-    Ok(row.map(task_json))
+    Ok(first(db, "reading a task", stmt(&sql, &[s(server_id), s(task_id)])).await?.map(task_json))
 }
 
 fn task_json(mut row: Value) -> Value {
@@ -613,19 +681,17 @@ pub async fn record_audit(
 ) -> Result<()> {
     let sql = "INSERT INTO audit_log (at, request_id, actor, action, target, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6)";
     let args = [n(at), s(request_id), s(actor), s(action), target.map_or(SqlValue::Null, s), n(i64::from(status))];
-    db.run(stmt(sql, &args)).await.map_err(|e| internal("writing the audit log", e))?;
-    Ok(())
+    run(db, "writing the audit log", stmt(sql, &args)).await
 }
 
 pub async fn audit_log(db: &Db, limit: u32) -> Result<Vec<Value>> {
     let sql = "SELECT at, request_id, actor, action, target, status FROM audit_log ORDER BY id DESC LIMIT ?1";
-    db.all(stmt(sql, &[n(i64::from(limit))])).await.map_err(|e| internal("reading the audit log", e))
+    rows(db, "reading the audit log", stmt(sql, &[n(i64::from(limit))])).await
 }
 
 pub async fn update_app_backend(db: &Db, id: &str, backend: &Value, now: i64) -> Result<()> {
     let sql = "UPDATE apps SET backend = ?2, updated_at = ?3 WHERE id = ?1";
-    db.run(stmt(sql, &[s(id), s(&backend.to_string()), n(now)])).await.map_err(|e| internal("updating an app", e))?;
-    Ok(())
+    run(db, "updating an app", stmt(sql, &[s(id), s(&backend.to_string()), n(now)])).await
 }
 
 // ---- console tokens ----
@@ -688,24 +754,24 @@ const TOKEN_COLUMNS: &str = "id, name, role, hint, created_by, created_at, last_
 
 pub async fn list_console_tokens(db: &Db) -> Result<Vec<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens ORDER BY created_at, name");
-    typed(db.all(stmt(&sql, &[])).await, "listing console tokens")
+    typed(db, "listing console tokens", stmt(&sql, &[])).await
 }
 
 pub async fn get_console_token(db: &Db, id: &str) -> Result<Option<ConsoleTokenRow>> {
     let sql = format!("SELECT {TOKEN_COLUMNS} FROM console_tokens WHERE id = ?1");
-    typed_one(db.first(stmt(&sql, &[s(id)])).await, "reading a console token")
+    typed_one(db, "reading a console token", stmt(&sql, &[s(id)])).await
 }
 
 /// The hash of a token, for forgetting it from the isolate's memo when it is revoked.
 pub async fn console_token_hash(db: &Db, id: &str) -> Result<Option<String>> {
     let sql = "SELECT token_hash FROM console_tokens WHERE id = ?1";
-    first_with(db.first(stmt(sql, &[s(id)])).await, "reading a console token", |f| f.text("token_hash"))
+    first_with(db, "reading a console token", stmt(sql, &[s(id)]), |f| f.text("token_hash")).await
 }
 
 /// The token whose SHA-256 is `hash`: one indexed read (the column is UNIQUE).
 pub async fn console_token_by_hash(db: &Db, hash: &str) -> Result<Option<ConsoleTokenAuth>> {
     let sql = "SELECT id, name, role FROM console_tokens WHERE token_hash = ?1";
-    typed_one(db.first(stmt(sql, &[s(hash)])).await, "looking up a console token")
+    typed_one(db, "looking up a console token", stmt(sql, &[s(hash)])).await
 }
 
 pub struct NewConsoleToken<'a> {
@@ -738,16 +804,11 @@ pub async fn insert_console_token(db: &Db, new: &NewConsoleToken<'_>, cap: usize
 }
 
 pub async fn delete_console_token(db: &Db, id: &str) -> Result<()> {
-    db.run(stmt("DELETE FROM console_tokens WHERE id = ?1", &[s(id)]))
-        .await
-        .map_err(|e| internal("revoking the console token", e))?;
-    Ok(())
+    run(db, "revoking the console token", stmt("DELETE FROM console_tokens WHERE id = ?1", &[s(id)])).await
 }
 
 /// Records that a token was used (called at most once per token and hour per isolate).
 pub async fn touch_console_token(db: &Db, id: &str, now: i64) -> Result<()> {
-    db.run(stmt("UPDATE console_tokens SET last_used_at = ?2 WHERE id = ?1", &[s(id), n(now)]))
-        .await
-        .map_err(|e| internal("recording a console token's use", e))?;
-    Ok(())
+    let sql = "UPDATE console_tokens SET last_used_at = ?2 WHERE id = ?1";
+    run(db, "recording a console token's use", stmt(sql, &[s(id), n(now)])).await
 }

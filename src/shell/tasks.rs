@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 use std::rc::Rc;
 
 use crate::runtime::{
-    storage_get, storage_put, Env, Fut, Method, ObjectHandler, ObjectStorage, Request, Response, RuntimeError,
-    SqlValue, Statement,
+    storage_get, storage_put, Env, Error, Fut, Method, ObjectHandler, ObjectStorage, Request, Response, SqlValue,
+    Statement,
 };
 
 use crate::pure::backend::dify::call as dify_call;
@@ -649,6 +649,9 @@ pub async fn call(env: &Env, task_id: &str, call: &TaskCall) -> crate::runtime::
     match resp.status_code() {
         200 => Ok(Some(serde_json::from_str::<TaskAnswer>(&resp.text().await?)?)),
         404 => Ok(None),
-        s => Err(RuntimeError(format!("the task runner answered HTTP {s}: {}", resp.text().await.unwrap_or_default()))),
+        s => {
+            let text = resp.text().await.unwrap_or_default();
+            Err(Error::new(crate::runtime::Kind::Object, format!("the task runner answered HTTP {s}: {text}")))
+        }
     }
 }

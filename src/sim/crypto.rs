@@ -11,7 +11,7 @@
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::runtime::{Result, RuntimeError, SignError};
+use crate::runtime::{Error, Kind, Result, SignError};
 
 /// The WebCrypto algorithm a JWK's `kty` goes with.
 fn algorithm_of_kty(kty: &str) -> Option<&'static str> {
@@ -45,22 +45,24 @@ fn pkcs8_identity(pkcs8: &[u8]) -> String {
 /// `Runtime::verify_signature`: `Err` where `importKey` would throw (an unknown key type, an
 /// algorithm that does not fit the key), else whether the stand-in signature matches.
 pub fn verify(jwk: &str, import: &str, verify: &str, signature: &[u8], data: &[u8]) -> Result<bool> {
-    let key: Value = serde_json::from_str(jwk).map_err(|_| RuntimeError::from("DataError: the JWK is not JSON"))?;
+    let key: Value =
+        serde_json::from_str(jwk).map_err(|_| Error::new(Kind::Crypto, "DataError: the JWK is not JSON"))?;
     let kty = key.get("kty").and_then(Value::as_str).unwrap_or("");
-    let fits = algorithm_of_kty(kty).ok_or_else(|| RuntimeError(format!("DataError: unsupported kty {kty:?}")))?;
-    let name =
-        algorithm_name(import).ok_or_else(|| RuntimeError::from("TypeError: import parameters without a name"))?;
+    let fits =
+        algorithm_of_kty(kty).ok_or_else(|| Error::new(Kind::Crypto, format!("DataError: unsupported kty {kty:?}")))?;
+    let name = algorithm_name(import)
+        .ok_or_else(|| Error::new(Kind::Crypto, "TypeError: import parameters without a name"))?;
     if name != fits {
-        return Err(RuntimeError(format!("DataError: a {kty} key cannot be imported for {name}")));
+        return Err(Error::new(Kind::Crypto, format!("DataError: a {kty} key cannot be imported for {name}")));
     }
     if algorithm_name(verify).as_deref() != Some(fits) {
-        return Err(RuntimeError::from("InvalidAccessError: verify parameters do not match the key"));
+        return Err(Error::new(Kind::Crypto, "InvalidAccessError: verify parameters do not match the key"));
     }
     let field = if kty == "RSA" { "n" } else { "x" };
     let identity = key
         .get(field)
         .and_then(Value::as_str)
-        .ok_or_else(|| RuntimeError(format!("DataError: the JWK has no {field}")))?;
+        .ok_or_else(|| Error::new(Kind::Crypto, format!("DataError: the JWK has no {field}")))?;
     Ok(signature == stand_in_signature(fits, identity, data).as_slice())
 }
 

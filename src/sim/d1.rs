@@ -9,7 +9,7 @@ use rusqlite::types::{Value as Sqlite, ValueRef};
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use crate::runtime::{Result, RuntimeError, SqlValue, Statement};
+use crate::runtime::{Error, Kind, Result, SqlValue, Statement};
 
 const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0001_registry.sql"),
@@ -27,12 +27,12 @@ pub struct D1 {
 }
 
 /// D1's way of reporting SQLite's error: its text, prefixed.
-fn d1_error(e: rusqlite::Error) -> RuntimeError {
+fn d1_error(e: rusqlite::Error) -> Error {
     let text = match &e {
         rusqlite::Error::SqliteFailure(_, Some(msg)) => msg.clone(),
         other => other.to_string(),
     };
-    RuntimeError(format!("D1_ERROR: {text}"))
+    Error::new(Kind::D1, format!("D1_ERROR: {text}"))
 }
 
 fn open() -> Result<Connection> {
@@ -93,7 +93,7 @@ impl D1 {
         if !dbs.contains_key(binding) {
             dbs.insert(binding.to_string(), open()?);
         }
-        let conn = dbs.get_mut(binding).ok_or_else(|| RuntimeError::from("D1: no database"))?;
+        let conn = dbs.get_mut(binding).ok_or_else(|| Error::new(Kind::D1, "D1: no database"))?;
         f(conn)
     }
 

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::runtime::{Result, RuntimeError};
+use crate::runtime::{Error, Kind, Result};
 
 #[derive(Default)]
 pub struct Kv {
@@ -28,9 +28,12 @@ impl Kv {
     /// KV refuses a TTL under 60 seconds; so does this, so the shell cannot rely on one.
     pub fn put(&self, binding: &str, key: &str, value: &str, ttl_seconds: u64, now_ms: u64) -> Result<()> {
         if ttl_seconds < 60 {
-            return Err(RuntimeError(format!(
-                "KV PUT failed: 400 Invalid expiration_ttl of {ttl_seconds}. Expiration TTL must be at least 60."
-            )));
+            return Err(Error::new(
+                Kind::Kv,
+                format!(
+                    "KV PUT failed: 400 Invalid expiration_ttl of {ttl_seconds}. Expiration TTL must be at least 60."
+                ),
+            ));
         }
         let expires = now_ms.saturating_add(ttl_seconds.saturating_mul(1000));
         self.entries.borrow_mut().insert((binding.to_string(), key.to_string()), (value.to_string(), expires));

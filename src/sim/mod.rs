@@ -248,7 +248,7 @@ impl Sim {
                     match chunk {
                         Ok(c) => bytes.extend_from_slice(&c),
                         Err(e) => {
-                            body_error = Some(e.0);
+                            body_error = Some(e.to_string());
                             break;
                         }
                     }

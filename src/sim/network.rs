@@ -11,7 +11,7 @@ use futures::{Future, Stream};
 use serde_json::Value;
 
 use super::clock::{self, Clock, Sleep};
-use crate::runtime::{Abort, Headers, Method, Result, RuntimeError};
+use crate::runtime::{Abort, Error, Headers, Kind, Method, Result};
 
 /// A request as a backend sees it.
 #[derive(Debug, Clone)]
@@ -222,7 +222,7 @@ impl Stream for BodyStream {
             self.finished = true;
             // Its timer would otherwise still move the clock for nobody.
             self.sleep = None;
-            return Poll::Ready(Some(Err(RuntimeError::from("AbortError: The operation was aborted"))));
+            return Poll::Ready(Some(Err(Error::new(Kind::Body, "AbortError: The operation was aborted"))));
         }
         *self.abort.waker.borrow_mut() = Some(cx.waker().clone());
         let Some(delay) = self.chunks.front().map(|c| c.delay_ms) else {
@@ -233,7 +233,7 @@ impl Stream for BodyStream {
                 }
                 BodyEnd::Reset => {
                     self.finished = true;
-                    Poll::Ready(Some(Err(RuntimeError::from("Network connection lost."))))
+                    Poll::Ready(Some(Err(Error::new(Kind::Body, "Network connection lost."))))
                 }
                 BodyEnd::Hang => Poll::Pending,
             };

@@ -9,7 +9,7 @@ use std::rc::{Rc, Weak};
 
 use super::clock::TimerKey;
 use super::World;
-use crate::runtime::{Env, Fut, ObjectHandler, ObjectStorage, Result, RuntimeError};
+use crate::runtime::{Env, Error, Fut, Kind, ObjectHandler, ObjectStorage, Result};
 
 const ALARM_RETRIES: u32 = 6;
 const ALARM_FIRST_BACKOFF_MS: u64 = 2_000;
@@ -51,8 +51,8 @@ struct SimStorage {
     state: Rc<ObjectState>,
 }
 
-fn gone() -> RuntimeError {
-    RuntimeError::from("the simulator has ended")
+fn gone() -> Error {
+    Error::new(Kind::Storage, "the simulator has ended")
 }
 
 impl ObjectStorage for SimStorage {
@@ -107,7 +107,7 @@ impl World {
         let handler = self
             .worker
             .open_object(ns, storage, Env::current())
-            .ok_or_else(|| RuntimeError(format!("no Durable Object namespace is bound as {ns}")))?;
+            .ok_or_else(|| Error::new(Kind::Object, format!("no Durable Object namespace is bound as {ns}")))?;
         self.trace(format!("object open {ns}/{name}"));
         *state.handler.borrow_mut() = Some(handler.clone());
         Ok(handler)

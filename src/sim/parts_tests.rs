@@ -69,13 +69,13 @@ fn outbound(method: Method, url: &str, headers: &[(&str, &str)], body: Option<Va
 /// Status, content type and whole body text of a fetch (or its error).
 async fn fetch_text(env: &Env, req: Outbound) -> Value {
     match env.runtime().fetch(req).await {
-        Err(e) => json!({"error": e.0}),
+        Err(e) => json!({"error": e.message()}),
         Ok(f) => {
             let ct = f.headers.get("content-type");
             let sid = f.headers.get("mcp-session-id");
             match f.body.bytes().await {
                 Ok(b) => json!({"status": f.status, "type": ct, "session": sid, "body": String::from_utf8_lossy(&b)}),
-                Err(e) => json!({"status": f.status, "body_error": e.0}),
+                Err(e) => json!({"status": f.status, "body_error": e.message()}),
             }
         }
     }
@@ -114,7 +114,7 @@ fn d1_has_the_schema_keeps_sqlite_errors_and_batches_all_or_nothing() {
     };
     assert_eq!(r.sim.d1_batch("DB", vec![app("a1"), server("s1", "h1")]).unwrap(), vec![1, 1]);
     let e = r.sim.d1_batch("DB", vec![app("a2"), server("s2", "h1")]).unwrap_err();
-    assert!(e.0.contains("UNIQUE constraint failed: mcp_servers.code_hash"), "{e}");
+    assert!(e.violates("UNIQUE constraint failed: mcp_servers.code_hash"), "{e}");
     // The batch failed as a whole: a2 was not kept.
     let rows = r.sim.d1_rows("DB", Statement::new("SELECT id, NULL AS app_id FROM apps ORDER BY id", vec![])).unwrap();
     assert_eq!(rows, vec![json!({"id": "a1", "app_id": null})]);
@@ -124,7 +124,7 @@ fn d1_has_the_schema_keeps_sqlite_errors_and_batches_all_or_nothing() {
             .runtime()
             .d1_rows("DB", Statement::new("SELECT count(*) AS n, 'x' AS t FROM mcp_servers", vec![]))
             .await;
-        json!(rows.map_err(|e| e.0))
+        json!(rows.map_err(|e| e.to_string()))
     });
     assert_eq!(v, json!({"Ok": [{"n": 1, "t": "x"}]}));
 }
@@ -156,7 +156,7 @@ fn abort_ends_a_body_stream_and_unknown_origins_are_refused() {
         let mut s = f.body.into_stream();
         let first = s.next().await.and_then(Result::ok).map(|b| String::from_utf8_lossy(&b).into_owned());
         f.abort.abort();
-        let after = s.next().await.map(|c| c.map_err(|e| e.0).err());
+        let after = s.next().await.map(|c| c.map_err(|e| e.to_string()).err());
         let end = s.next().await.is_none();
         json!({"refused": refused, "first": first, "after": after, "end": end})
     });

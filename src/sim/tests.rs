@@ -49,9 +49,9 @@ async fn call_backend(env: &Env, url: &str, deadline_ms: Option<u64>) -> Result<
     headers.set("authorization", &format!("Bearer {SECRET}"));
     let out = Outbound { method: Method::Post, url: url.to_string(), headers, body: Some("{\"q\":1}".into()) };
     let exchange = async {
-        let f = rt.fetch(out).await.map_err(|e| e.0)?;
+        let f = rt.fetch(out).await.map_err(|e| e.to_string())?;
         let status = f.status;
-        let text = f.body.bytes().await.map_err(|e| e.0)?;
+        let text = f.body.bytes().await.map_err(|e| e.to_string())?;
         Ok::<_, String>(format!("{status} {}", String::from_utf8_lossy(&text)))
     };
     let Some(deadline_ms) = deadline_ms else { return exchange.await };
@@ -164,7 +164,7 @@ impl ObjectHandler for ToyObject {
         Box::pin(async move {
             if self.alarm_failures.get() > 0 {
                 self.alarm_failures.set(self.alarm_failures.get() - 1);
-                return Err("the toy's alarm failed".into());
+                return Err(crate::runtime::Error::new(crate::runtime::Kind::Storage, "the toy's alarm failed"));
             }
             self.storage.put("state", "\"done\"").await
         })

@@ -15,7 +15,7 @@ use super::network::{self, AbortHandle, AbortState, BackendRequest, BodyStream, 
 use super::objects::Objects;
 use super::rng::Rng;
 use crate::runtime::{
-    Body, Fetched, Fut, Headers, Outbound, Request, Response, Result, Runtime, RuntimeError, RuntimeTimer, SignError,
+    Body, Error, Fetched, Fut, Headers, Kind, Outbound, Request, Response, Result, Runtime, RuntimeTimer, SignError,
     Statement, Worker,
 };
 
@@ -120,7 +120,8 @@ impl World {
             clock::sleep(&self.clock, ms, "injected storage latency").await;
         }
         if self.roll(err_kind, err_p) {
-            return Err(RuntimeError(format!("{what}: simulated failure (internal error)")));
+            let kind = if what == "KV" { Kind::Kv } else { Kind::D1 };
+            return Err(Error::new(kind, format!("{what}: simulated failure (internal error)")));
         }
         Ok(())
     }
@@ -147,17 +148,17 @@ impl World {
         };
         let Some((origin, path)) = parsed else {
             outcome("invalid URL");
-            return Err(RuntimeError::from("TypeError: Invalid URL"));
+            return Err(Error::new(Kind::Fetch, "TypeError: Invalid URL"));
         };
         let backend = self.net.backends.borrow().get(&origin).cloned();
         let Some(backend) = backend else {
             outcome("connection refused");
-            return Err(RuntimeError::from("fetch failed: connection refused"));
+            return Err(Error::new(Kind::Fetch, "fetch failed: connection refused"));
         };
         let f = self.faults.borrow().clone();
         if self.roll("fetch_reset", f.fetch_reset) {
             outcome("reset (fault)");
-            return Err(RuntimeError::from("Network connection lost."));
+            return Err(Error::new(Kind::Fetch, "Network connection lost."));
         }
         if self.roll("fetch_hang", f.fetch_hang) {
             outcome("hang (fault)");
@@ -177,7 +178,7 @@ impl World {
             }
             Reply::Reset => {
                 outcome("reset");
-                return Err(RuntimeError::from("Network connection lost."));
+                return Err(Error::new(Kind::Fetch, "Network connection lost."));
             }
             Reply::Respond(s) => s,
         };

@@ -258,7 +258,7 @@ impl CallStream {
 
     fn into_chunks(self) -> impl futures::Stream<Item = crate::runtime::Result<Vec<u8>>> {
         futures::stream::unfold(self, |mut call| async move {
-            call.next_chunk().await.map(|text| (Ok::<Vec<u8>, crate::runtime::RuntimeError>(text.into_bytes()), call))
+            call.next_chunk().await.map(|text| (Ok::<Vec<u8>, crate::runtime::Error>(text.into_bytes()), call))
         })
     }
 
@@ -285,8 +285,7 @@ impl CallStream {
 
     /// The SSE response of an [`Opening::Stream`]: its first piece, then the rest as it comes.
     pub fn into_response_from(self, first: String, headers: Headers) -> crate::runtime::Result<Response> {
-        let head =
-            futures::stream::once(async move { Ok::<Vec<u8>, crate::runtime::RuntimeError>(first.into_bytes()) });
+        let head = futures::stream::once(async move { Ok::<Vec<u8>, crate::runtime::Error>(first.into_bytes()) });
         Ok(Response::from_stream(Box::pin(head.chain(self.into_chunks()))).with_headers(headers))
     }
 

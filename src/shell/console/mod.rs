@@ -79,7 +79,7 @@ pub async fn token_identity(env: &Env, ctx: &Context, hash: &str) -> Result<Opti
             ctx.wait_until(async move {
                 let db = env.d1(platform::D1);
                 if let Err(e) = store::touch_console_token(&db, &id, platform::now_s()).await {
-                    crate::shell::log::error(&format!("recording a console token's use: {}", e.message));
+                    crate::shell::log::error(&format!("recording a console token's use: {}", e.report().message));
                 }
             });
         }
@@ -105,7 +105,7 @@ async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16)
     )
     .await
     {
-        crate::shell::log::error(&format!("writing the audit log: {}", e.message));
+        crate::shell::log::error(&format!("writing the audit log: {}", e.report().message));
     }
 }
 

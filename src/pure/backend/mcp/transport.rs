@@ -103,6 +103,13 @@ pub enum InitFailure {
     Timeout,
 }
 
+/// The handshake's answer did not make a session, in these words.
+impl From<String> for InitFailure {
+    fn from(why: String) -> InitFailure {
+        InitFailure::Transport(why)
+    }
+}
+
 /// Only in auto mode after a Streamable HTTP attempt: fall back to SSE on the signals of an old
 /// server (HTTP 400, 404, 405 to the initialize POST, per the spec's back-compat probe) or a
 /// transport-level failure or timeout. Never on 401/403 (the server exists and wants

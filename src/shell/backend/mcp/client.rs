@@ -209,21 +209,24 @@ impl<'a> Client<'a> {
 
     fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, String> {
         let mut h = Headers::new();
-        let bad = |e: InvalidHeader| format!("a header for upstream {} cannot be set: {e}", self.up.app_name);
         h.set("content-type", "application/json");
         h.set("accept", ACCEPT);
-        for (k, v) in &self.up.headers {
-            h.try_set(k, v).map_err(bad)?;
-        }
-        if let Some((k, v)) = self.auth.borrow().as_ref() {
-            h.try_set(k, v).map_err(bad)?;
-        }
-        if let Some(s) = session {
-            for (k, v) in request_headers(s, method, name) {
-                h.try_set(k, &v).map_err(bad)?;
+        let set = |h: &mut Headers| -> Result<(), InvalidHeader> {
+            for (k, v) in &self.up.headers {
+                h.try_set(k, v)?;
             }
+            if let Some((k, v)) = self.auth.borrow().as_ref() {
+                h.try_set(k, v)?;
+            }
+            for (k, v) in session.map(|s| request_headers(s, method, name)).unwrap_or_default() {
+                h.try_set(k, &v)?;
+            }
+            Ok(())
+        };
+        match set(&mut h) {
+            Ok(()) => Ok(h),
+            Err(e) => Err(format!("a header for upstream {} cannot be set: {e}", self.up.app_name)),
         }
-        Ok(h)
     }
 
     /// POSTs `body` to `url`; when the upstream refuses with a challenge a new OAuth token can
@@ -237,7 +240,7 @@ impl<'a> Client<'a> {
         timeout: Duration,
     ) -> Result<Answer, SendError> {
         let resp =
-            outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await?;
+            outbound::send(Method::Post, url, headers().map_err(SendError::unsendable)?, Some(body), timeout).await?;
         let status = resp.status_code();
         let Some(app) = self.up.oauth_app.as_ref().filter(|_| matches!(status, 401 | 403)) else { return Ok(resp) };
         let www = resp.headers().get("www-authenticate");
@@ -251,7 +254,7 @@ impl<'a> Client<'a> {
                 return Ok(resp);
             }
         }
-        outbound::send(Method::Post, url, headers().map_err(SendError::Unreachable)?, Some(body), timeout).await
+        outbound::send(Method::Post, url, headers().map_err(SendError::unsendable)?, Some(body), timeout).await
     }
 
     /// Streamable HTTP handshake: initialize, or `server/discover` for a stateless upstream.
@@ -283,18 +286,15 @@ impl<'a> Client<'a> {
         }
         let session_id = resp.headers().get("mcp-session-id");
         let mut reader = ReplyReader::new(json!(id));
-        let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None)
-            .await
-            .map_err(InitFailure::Transport)?;
-        let result = response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
-        let session =
-            parse_initialize(&result, session_id, Transport::StreamableHttp).map_err(InitFailure::Transport)?;
+        let response =
+            read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None).await?;
+        let result = response_result(&self.up.app_name, &response)?;
+        let session = parse_initialize(&result, session_id, Transport::StreamableHttp)?;
         if let Some(pinned) = self.up.protocol {
-            check_pinned(&session, pinned).map_err(InitFailure::Transport)?;
+            check_pinned(&session, pinned)?;
         }
         if !session.stateless {
-            let headers =
-                self.headers(Some(&session), "notifications/initialized", None).map_err(InitFailure::Transport)?;
+            let headers = self.headers(Some(&session), "notifications/initialized", None)?;
             let _ = outbound::send(
                 Method::Post,
                 &self.up.url,
@@ -341,10 +341,9 @@ impl<'a> Client<'a> {
         };
         let (resp, id) = resp;
         let mut reader = ReplyReader::new(json!(id));
-        let response = read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None)
-            .await
-            .map_err(InitFailure::Transport)?;
-        let result = response_result(&self.up.app_name, &response).map_err(InitFailure::Transport)?;
+        let response =
+            read_reply(resp, &mut reader, self.up.init_timeout, self.up.max_result_bytes, &mut |_| {}, None).await?;
+        let result = response_result(&self.up.app_name, &response)?;
         stateless_session(&result).ok_or_else(|| {
             InitFailure::Transport(format!(
                 "upstream {} answered server/discover without 2026-07-28 among its supportedVersions",
@@ -489,7 +488,7 @@ impl<'a> Client<'a> {
             let result = match &mut conn {
                 Conn::Sse { session, .. } => {
                     let body = make(id, session);
-                    self.sse_request(&mut conn, body, id, timeout, on_note).await.map_err(Some)
+                    self.sse_request(&mut conn, body, id, timeout, on_note).await.map_err(Attempt::Failed)
                 }
                 Conn::Http(session) => {
                     let body = make(id, session);
@@ -500,20 +499,22 @@ impl<'a> Client<'a> {
             match result {
                 Ok(v) => return Ok(v),
                 // The upstream forgot the session: once, start a new one.
-                Err(None) if attempt == 0 => {
+                Err(Attempt::SessionGone) if attempt == 0 => {
                     self.forget().await;
                     self.conn = None;
                     self.cached = false;
                     self.connect(false).await?;
                 }
-                Err(None) => return Err(format!("upstream {} keeps rejecting its session (404)", self.up.app_name)),
-                Err(Some(e)) => return Err(e),
+                Err(Attempt::SessionGone) => {
+                    return Err(format!("upstream {} keeps rejecting its session (404)", self.up.app_name))
+                }
+                Err(Attempt::Failed(e)) => return Err(e),
             }
         }
         Err(format!("upstream {} could not be reached", self.up.app_name))
     }
 
-    /// `Err(None)` is a 404 for the session id (re-initialize); `Err(Some(_))` anything else.
+    /// `Err(SessionGone)` is a 404 for the session id (re-initialize).
     async fn http_request(
         &self,
         session: &Session,
@@ -522,7 +523,7 @@ impl<'a> Client<'a> {
         (name, params): (Option<&str>, &[(String, String)]),
         timeout: Duration,
         on_note: &mut dyn FnMut(Value),
-    ) -> Result<Value, Option<String>> {
+    ) -> Result<Value, Attempt> {
         let app = &self.up.app_name;
         let method = body["method"].as_str().unwrap_or_default();
         let headers = || {
@@ -535,19 +536,19 @@ impl<'a> Client<'a> {
         let mut resp = match self.post(&self.up.url, &headers, body, timeout).await {
             Ok(r) => r,
             Err(SendError::TimedOut) => {
-                return Err(Some(format!("upstream {app} did not answer within {} s", timeout.as_secs())))
+                return Err(Attempt::Failed(format!("upstream {app} did not answer within {} s", timeout.as_secs())))
             }
-            Err(e) => return Err(Some(format!("could not reach upstream {app}: {}", send_error_text(e)))),
+            Err(e) => return Err(Attempt::Failed(format!("could not reach upstream {app}: {}", send_error_text(e)))),
         };
         let status = resp.status_code();
         if status == 404 && session.session_id.is_some() {
-            return Err(None);
+            return Err(Attempt::SessionGone);
         }
         if !(200..300).contains(&status) {
             let www = resp.headers().get("www-authenticate");
             let text = outbound::text(&mut resp, timeout, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
             if matches!(status, 401 | 403) {
-                return Err(Some(init_failure_message(
+                return Err(Attempt::Failed(init_failure_message(
                     app,
                     &InitFailure::Http { status, www_authenticate: www, body: text },
                 )));
@@ -559,16 +560,16 @@ impl<'a> Client<'a> {
                 }
             }
             let snippet: String = text.trim().chars().take(200).collect();
-            return Err(Some(format!("upstream {app} answered HTTP {status}: {snippet}")));
+            return Err(Attempt::Failed(format!("upstream {app} answered HTTP {status}: {snippet}")));
         }
         let mut reader = ReplyReader::new(json!(id));
-        let mut get = self.headers(Some(session), "", None).map_err(Some)?;
+        let mut get = self.headers(Some(session), "", None)?;
         get.set("accept", "text/event-stream");
         // Named like every other upstream failure: on a multi-app server the text alone must say
         // which upstream broke off or timed out.
         read_reply(resp, &mut reader, timeout, self.up.max_result_bytes, on_note, Some((&self.up.url, get)))
             .await
-            .map_err(|e| Some(format!("upstream {app}: {e}")))
+            .map_err(|e| Attempt::Failed(format!("upstream {app}: {e}")))
     }
 
     /// All of the upstream's tools, following `nextCursor`.
@@ -811,10 +812,23 @@ async fn read_reply(
     response.ok_or_else(|| "the upstream's answer holds no response".into())
 }
 
+/// Why one attempt of a request failed.
+enum Attempt {
+    /// The upstream answered 404 for the session id: it forgot the session (re-initialize once).
+    SessionGone,
+    Failed(String),
+}
+
+impl From<String> for Attempt {
+    fn from(why: String) -> Attempt {
+        Attempt::Failed(why)
+    }
+}
+
 /// A failed send, in words (the guard's and redirect refusals are already whole sentences).
 fn send_error_text(e: SendError) -> String {
     match e {
-        SendError::Unreachable(e) => e,
+        SendError::Unreachable(e) => e.to_string(),
         SendError::TimedOut => "no answer in time".into(),
         SendError::TooLarge(cap) => format!("the answer is larger than {} KiB", cap / 1024),
     }

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use std::rc::Rc;
 
 use crate::runtime::{
-    storage_get, storage_put, Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response, RuntimeError,
+    storage_get, storage_put, Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response,
 };
 
 use crate::pure::backend::mcp::binding::token_broker_name;
@@ -58,7 +58,7 @@ pub async fn reauthorize(
 }
 
 async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> Result<(String, String), String> {
-    let fail = |e: RuntimeError| format!("the OAuth token of app '{}' could not be obtained: {e}", app.name);
+    let fail = |e: crate::runtime::Error| format!("the OAuth token of app '{}' could not be obtained: {e}", app.name);
     let mcp = app.backend.as_mcp();
     // One broker per origin and backend: a token is only ever sent where it was obtained for,
     // and a changed backend starts with none.
@@ -147,10 +147,10 @@ impl TokenBroker {
         self.refreshing.set(true);
         let result = self.refresh(&cfg, &app, &mcp_url).await;
         self.refreshing.set(false);
-        let result = result?;
         match result {
             Ok(t) => Response::from_json(&json!({"token": t})),
-            Err(e) => Response::from_json(&json!({"error": e})),
+            Err(NoToken::Because(e)) => Response::from_json(&json!({"error": e})),
+            Err(NoToken::Storage(e)) => Err(e),
         }
     }
 
@@ -216,19 +216,14 @@ impl TokenBroker {
         Ok(t)
     }
 
-    async fn refresh(
-        &self,
-        cfg: &OAuthConfig,
-        app: &str,
-        mcp_url: &str,
-    ) -> crate::runtime::Result<Result<OAuthToken, String>> {
+    async fn refresh(&self, cfg: &OAuthConfig, app: &str, mcp_url: &str) -> Result<OAuthToken, NoToken> {
         // Another request may have refreshed while this one waited.
         if let Some(t) = self.valid(cfg).await? {
-            return Ok(Ok(t));
+            return Ok(t);
         }
         let target = match self.target(cfg, mcp_url).await {
             Ok(t) => t,
-            Err(e) => return Ok(Err(format!("OAuth discovery for app '{app}': {e}"))),
+            Err(e) => return Err(NoToken::Because(format!("OAuth discovery for app '{app}': {e}"))),
         };
         let hinted = self.hint.borrow().scope.clone();
         let scope =
@@ -239,7 +234,7 @@ impl TokenBroker {
         if target.auth_method == AuthMethod::PrivateKeyJwt {
             match crate::shell::backend::mcp::client_assertion::assertion(cfg, &target.token_url).await {
                 Ok(a) => client_assertion::add_to_form(&mut fields, a),
-                Err(e) => return Ok(Err(format!("backend.oauth.private_key of app '{app}' {e}"))),
+                Err(e) => return Err(NoToken::Because(format!("backend.oauth.private_key of app '{app}' {e}"))),
             }
         }
         let form = up::form_urlencode(&fields);
@@ -248,13 +243,18 @@ impl TokenBroker {
         headers.set("accept", "application/json");
         if let Some((k, v)) = up::token_request_auth(cfg, &target) {
             if let Err(e) = headers.try_set(&k, &v) {
-                return Ok(Err(format!("backend.oauth of app '{app}': its client credentials cannot be sent ({e})")));
+                let why = format!("backend.oauth of app '{app}': its client credentials cannot be sent ({e})");
+                return Err(NoToken::Because(why));
             }
         }
         let sent = send(&target.token_url, headers, form).await;
         let (status, text) = match sent {
             Ok(x) => x,
-            Err(e) => return Ok(Err(format!("the OAuth token endpoint of app '{app}' could not be reached: {e}"))),
+            Err(e) => {
+                return Err(NoToken::Because(format!(
+                    "the OAuth token endpoint of app '{app}' could not be reached: {e}"
+                )))
+            }
         };
         let parsed: Option<Value> = serde_json::from_str(&text).ok();
         if !(200..300).contains(&status) {
@@ -263,20 +263,38 @@ impl TokenBroker {
                 AuthMethod::PrivateKeyJwt => up::assertion_refusal_hint(cfg, &target.token_url),
                 _ => String::new(),
             };
-            return Ok(Err(format!(
+            return Err(NoToken::Because(format!(
                 "the OAuth token endpoint of app '{app}' refused the request (HTTP {status}, {why}){hint}"
             )));
         }
-        let token =
-            match parsed.as_ref().map(|v| up::parse_token(v, crate::shell::platform::now_ms(), cfg.default_expires_in))
-            {
-                Some(Ok(t)) => t,
-                Some(Err(e)) => return Ok(Err(format!("the OAuth token endpoint of app '{app}': {e}"))),
-                None => return Ok(Err(format!("the OAuth token endpoint of app '{app}' did not answer JSON"))),
-            };
+        let token = match parsed
+            .as_ref()
+            .map(|v| up::parse_token(v, crate::shell::platform::now_ms(), cfg.default_expires_in))
+        {
+            Some(Ok(t)) => t,
+            Some(Err(e)) => return Err(NoToken::Because(format!("the OAuth token endpoint of app '{app}': {e}"))),
+            None => {
+                return Err(NoToken::Because(format!("the OAuth token endpoint of app '{app}' did not answer JSON")))
+            }
+        };
         storage_put(&*self.storage, STORAGE_KEY, &token).await?;
         *self.token.borrow_mut() = Some(token.clone());
-        Ok(Ok(token))
+        Ok(token)
+    }
+}
+
+/// Why the broker has no token to give.
+enum NoToken {
+    /// The token endpoint (or finding it) did not give one: words for the app's owner, which
+    /// the caller gets as the answer's `error`.
+    Because(String),
+    /// The broker's storage failed (the request fails: 500).
+    Storage(crate::runtime::Error),
+}
+
+impl From<crate::runtime::Error> for NoToken {
+    fn from(e: crate::runtime::Error) -> NoToken {
+        NoToken::Storage(e)
     }
 }
 
@@ -359,7 +377,7 @@ async fn send(url: &str, headers: Headers, form: String) -> Result<(u16, String)
     let mut r = match sent {
         Ok(r) => r,
         Err(SendError::TimedOut) => return Err(format!("no answer within {} s", TOKEN_TIMEOUT.as_secs())),
-        Err(SendError::Unreachable(e)) => return Err(e),
+        Err(SendError::Unreachable(e)) => return Err(e.to_string()),
         Err(SendError::TooLarge(_)) => return Err("the answer is too large".into()),
     };
     let status = r.status_code();
@@ -367,6 +385,6 @@ async fn send(url: &str, headers: Headers, form: String) -> Result<(u16, String)
         Ok(t) => Ok((status, t)),
         Err(SendError::TimedOut) => Err("the answer timed out".into()),
         Err(SendError::TooLarge(cap)) => Err(format!("the answer is larger than {} KiB", cap / 1024)),
-        Err(SendError::Unreachable(e)) => Err(e),
+        Err(SendError::Unreachable(e)) => Err(e.to_string()),
     }
 }
