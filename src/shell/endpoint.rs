@@ -29,7 +29,7 @@ use crate::pure::origin::origin_allowed;
 use crate::pure::protocol::jsonrpc::{self, RpcError};
 use crate::pure::quote::plain_or_quoted;
 
-use crate::pure::task_contract::{Kind, TaskCall, TaskSpec};
+use crate::pure::task_contract::{Kind, TaskAnswer, TaskCall, TaskSpec};
 use crate::shell::backend::mcp::{call as upstream_call, client as upstream};
 use crate::shell::cache;
 use crate::shell::call::stream::{stop_run, Opening};
@@ -391,7 +391,7 @@ fn oauth_gate<'a>(
 }
 
 /// Whether the limiter let the request through (a limiter that fails does not refuse: logged).
-fn within_limit(answer: Result<bool, String>) -> bool {
+fn within_limit(answer: Result<bool, crate::shell::ratelimit::Error>) -> bool {
     answer.unwrap_or_else(|e| {
         crate::shell::log::error(&format!("rate limiter: {e}"));
         true
@@ -413,7 +413,7 @@ fn too_many(env: &Env, echo_id: &Value, cors: Option<&str>) -> crate::runtime::R
 
 /// `Ok(false)` when any of `messages` is over the server's rate limit; each is counted (none:
 /// the limiter is not called).
-async fn rate_limited(env: &Env, code_hash: &str, messages: usize) -> Result<bool, String> {
+async fn rate_limited(env: &Env, code_hash: &str, messages: usize) -> Result<bool, crate::shell::ratelimit::Error> {
     // Refused a moment ago on this isolate: refused again without asking the binding.
     if messages > 0 && crate::shell::memo::refused_lately(code_hash, crate::shell::platform::now_ms()) {
         return Ok(false);
@@ -557,39 +557,63 @@ async fn create_task(plan: &CallPlan, ttl_ms: u64, def: &ServerDefinition, env: 
 const MAX_RESULT_WAIT_MS: u64 = 5 * 60 * 1000;
 
 async fn task_op(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result<(u16, Value), RpcError> {
-    let failed = |e: crate::runtime::Error| {
-        crate::shell::log::error(&format!("task {}: {e}", req.task_id));
-        RpcError::new(503, jsonrpc::INTERNAL_ERROR, "Service unavailable: the task runner failed; retry")
-    };
-    let (server_id, owner) = (def.server_id.clone(), req.owner.clone());
-    let answer = match req.op {
-        TaskOp::Get | TaskOp::Update => {
-            tasks::call(env, &req.task_id, &TaskCall::Get { server_id, owner }).await.map_err(failed)?
+    let answer = match task_answer(req, def, env).await {
+        Ok(answer) => answer,
+        Err(TaskOpError::StillRunning) => {
+            return Err(RpcError::new(
+                200,
+                jsonrpc::INTERNAL_ERROR,
+                format!("Task {} is still running; call tasks/result again", req.task_id),
+            ))
         }
-        TaskOp::Cancel => {
-            tasks::call(env, &req.task_id, &TaskCall::Cancel { server_id, owner }).await.map_err(failed)?
-        }
-        TaskOp::Result => {
-            let until = crate::shell::platform::now_ms() + MAX_RESULT_WAIT_MS;
-            let wait = TaskCall::Wait { server_id, timeout_ms: 20_000, owner };
-            loop {
-                let a = tasks::call(env, &req.task_id, &wait).await.map_err(failed)?;
-                if a.as_ref().is_none_or(|a| a.status.is_terminal()) {
-                    break a;
-                }
-                if crate::shell::platform::now_ms() >= until {
-                    return Err(RpcError::new(
-                        200,
-                        jsonrpc::INTERNAL_ERROR,
-                        format!("Task {} is still running; call tasks/result again", req.task_id),
-                    ));
-                }
-            }
+        Err(TaskOpError::Runner(e)) => {
+            crate::shell::log::error(&format!("task {}: {e}", req.task_id));
+            return Err(RpcError::new(
+                503,
+                jsonrpc::INTERNAL_ERROR,
+                "Service unavailable: the task runner failed; retry",
+            ));
         }
     };
     let view = answer.as_ref().map(|a| a.view());
     let was_terminal = answer.as_ref().is_some_and(|a| a.was_terminal);
     Ok(server::task_response(req, view.as_ref(), was_terminal, VERSION))
+}
+
+/// Why a `tasks/*` request has no answer from the task's Durable Object.
+enum TaskOpError {
+    /// The Durable Object could not be asked, or answered nothing it should (503; logged).
+    Runner(crate::runtime::Error),
+    /// A `tasks/result` waited as long as one request may: the client asks again.
+    StillRunning,
+}
+
+impl From<crate::runtime::Error> for TaskOpError {
+    fn from(e: crate::runtime::Error) -> TaskOpError {
+        TaskOpError::Runner(e)
+    }
+}
+
+/// The task's Durable Object's answer to `req` (`None`: no such task for this server).
+async fn task_answer(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Result<Option<TaskAnswer>, TaskOpError> {
+    let (server_id, owner) = (def.server_id.clone(), req.owner.clone());
+    match req.op {
+        TaskOp::Get | TaskOp::Update => Ok(tasks::call(env, &req.task_id, &TaskCall::Get { server_id, owner }).await?),
+        TaskOp::Cancel => Ok(tasks::call(env, &req.task_id, &TaskCall::Cancel { server_id, owner }).await?),
+        TaskOp::Result => {
+            let until = crate::shell::platform::now_ms() + MAX_RESULT_WAIT_MS;
+            let wait = TaskCall::Wait { server_id, timeout_ms: 20_000, owner };
+            loop {
+                let a = tasks::call(env, &req.task_id, &wait).await?;
+                if a.as_ref().is_none_or(|a| a.status.is_terminal()) {
+                    return Ok(a);
+                }
+                if crate::shell::platform::now_ms() >= until {
+                    return Err(TaskOpError::StillRunning);
+                }
+            }
+        }
+    }
 }
 
 /// The tool lists of a server's upstream MCP apps (KV, else fetched); an upstream that cannot
@@ -653,7 +677,7 @@ async fn unless_failed_lately<T>(
 /// Stops the run a `notifications/cancelled` names (best effort): its record is found in this
 /// isolate's memory, else in KV.
 async fn cancel_run(env: &Env, def: &ServerDefinition, key: &str) {
-    let Ok(kv) = crate::shell::kv::Kv::open(env) else { return };
+    let kv = crate::shell::kv::Kv::new(env);
     let text = match crate::shell::memo::take_run(key, crate::shell::platform::now_ms()) {
         Some(r) => r.to_string(),
         None => match kv.get_text(key).await {

@@ -83,7 +83,13 @@ pub fn internal(context: &str, e: impl std::fmt::Display) -> ApiError {
 pub enum BodyError {
     /// Longer than the limit (announced, or found while reading): nothing past it was read.
     TooLarge,
-    Unreadable(String),
+    Unreadable(crate::runtime::Error),
+}
+
+impl From<crate::runtime::Error> for BodyError {
+    fn from(e: crate::runtime::Error) -> BodyError {
+        BodyError::Unreadable(e)
+    }
 }
 
 /// A request body of at most `limit` bytes. An announced length is judged before reading, and
@@ -96,13 +102,13 @@ pub async fn body_capped(req: &mut Incoming, limit: usize) -> Result<Vec<u8>, Bo
     }
     let body = req.take_body();
     if announced.is_some() || body.is_empty() {
-        let bytes = body.bytes().await.map_err(|e| BodyError::Unreadable(e.to_string()))?;
+        let bytes = body.bytes().await?;
         return if bytes.len() > limit { Err(BodyError::TooLarge) } else { Ok(bytes) };
     }
     let mut stream = body.into_stream();
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| BodyError::Unreadable(e.to_string()))?;
+        let chunk = chunk?;
         if bytes.len() + chunk.len() > limit {
             return Err(BodyError::TooLarge);
         }

@@ -27,6 +27,11 @@ impl Kv {
         serde_json::from_str(&text).map(Some).map_err(|e| Error::new(Kind::Json, format!("the KV value of {key}: {e}")))
     }
 
+    /// Writes `value` as JSON under `key`, as [`Kv::put`].
+    pub async fn put_json<T: serde::Serialize>(&self, key: &str, value: &T, ttl_seconds: u64) -> Result<()> {
+        self.put(key, &serde_json::to_string(value)?, ttl_seconds).await
+    }
+
     /// Writes `value` under `key`, to expire after `ttl_seconds` (KV's minimum is 60).
     pub async fn put(&self, key: &str, value: &str, ttl_seconds: u64) -> Result<()> {
         self.0.runtime().kv_put(crate::shell::platform::KV, key, value, ttl_seconds.max(60)).await

@@ -7,16 +7,33 @@
 
 use crate::runtime::Env;
 
+/// The rate limiter could not be asked (its caller decides what that means: the MCP endpoint
+/// lets the request through, the console still refuses the failed attempt).
+#[derive(Debug)]
+pub struct Error(crate::runtime::Error);
+
+impl From<crate::runtime::Error> for Error {
+    fn from(e: crate::runtime::Error) -> Error {
+        Error(e)
+    }
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the rate limiter failed: {}", self.0)
+    }
+}
+
 /// `Ok(true)` when the request may go on (the `MCP_RATE_LIMIT` binding). A deployment without
 /// the binding is not limited.
-pub async fn allow(env: &Env, key: &str) -> Result<bool, String> {
+pub async fn allow(env: &Env, key: &str) -> Result<bool, Error> {
     allow_in(env, crate::shell::platform::MCP_RATE_LIMIT, key).await
 }
 
 /// `Ok(true)` when one more event for `key` is within the limit of the rate-limiting binding
 /// named `binding` (each call counts one). A deployment without the binding is not limited.
-pub async fn allow_in(env: &Env, binding: &str, key: &str) -> Result<bool, String> {
-    env.runtime().rate_limit(binding, key).await.map_err(|e| format!("the rate limiter failed: {e}"))
+pub async fn allow_in(env: &Env, binding: &str, key: &str) -> Result<bool, Error> {
+    Ok(env.runtime().rate_limit(binding, key).await?)
 }
 
 /// The `Retry-After` hint and the period the binding counts over (seconds).

@@ -416,8 +416,11 @@ impl TaskRunner {
             }
             Kind::AsyncTool => {
                 let answer = post_json(&backend, &rec.plan(), &backend.base_url, &rec.spec.body, Resend::Never).await;
-                let answer = answer.map_err(|e| e.to_string());
-                match answer.as_ref().map_err(String::clone).and_then(task::parse_async_submit) {
+                let submitted = match &answer {
+                    Ok(v) => task::parse_async_submit(v),
+                    Err(e) => Err(e.to_string()),
+                };
+                match submitted {
                     Ok(remote) => Effect::Submitted { remote, dify_task_id: None },
                     Err(e) => {
                         // A submit answer that breaks the contract (e.g. a remote id over 255

@@ -149,7 +149,7 @@ pub fn maybe_flush(env: &Env, ctx: &Context) {
 }
 
 /// Flushes this isolate's counts now (the console's usage route, before it reads).
-pub async fn flush_now(env: &Env) -> Result<(), String> {
+pub async fn flush_now(env: &Env) -> crate::runtime::Result<()> {
     match take_due(platform::now_ms(), 0) {
         Some(plan) => run(env, plan).await,
         None => Ok(()),
@@ -184,11 +184,12 @@ fn take_due(now_ms: u64, interval_ms: u64) -> Option<Vec<Statement>> {
     })
 }
 
-async fn run(env: &Env, plan: Vec<Statement>) -> Result<(), String> {
+async fn run(env: &Env, plan: Vec<Statement>) -> crate::runtime::Result<()> {
     let db = env.d1(platform::D1);
     let statements = plan.iter().map(bind).collect();
     // One batch: D1 runs it as one transaction, so a flush is counted whole or not at all.
-    db.batch(statements).await.map(|_| ()).map_err(|e| e.to_string())
+    db.batch(statements).await?;
+    Ok(())
 }
 
 /// A planned statement (`pure::usage`) as the runtime runs it.
@@ -205,14 +206,14 @@ pub fn bind(s: &Statement) -> crate::runtime::Statement {
 }
 
 /// The stored rows of `server_id` in the query's range, and its last failures (newest first).
-pub async fn read(db: &Db, server_id: &str, q: &Query) -> Result<(Vec<Row>, Vec<Value>), String> {
+pub async fn read(db: &Db, server_id: &str, q: &Query) -> crate::runtime::Result<(Vec<Row>, Vec<Value>)> {
     let select = Statement {
         sql: usage::select_sql(q.step),
         args: vec![Arg::Text(server_id.to_string()), Arg::Int(q.from), Arg::Int(q.to)],
     };
     let failures = Statement { sql: usage::FAILURES_SQL.to_string(), args: vec![Arg::Text(server_id.to_string())] };
-    let rows: Vec<Value> = db.all(bind(&select)).await.map_err(|e| e.to_string())?;
-    let failed: Vec<Value> = db.all(bind(&failures)).await.map_err(|e| e.to_string())?;
+    let rows: Vec<Value> = db.all(bind(&select)).await?;
+    let failed: Vec<Value> = db.all(bind(&failures)).await?;
     Ok((rows.iter().filter_map(Row::from_json).collect(), failed.iter().map(usage::failure_json).collect()))
 }
 

@@ -28,7 +28,7 @@ use super::client::*;
 
 /// An upstream app's tool list: KV first, else fetched (and cached for the app's TTL).
 pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Vec<Value>, String> {
-    let kv = Kv::open(env).map_err(|e| e.to_string())?;
+    let kv = Kv::new(env);
     if !refresh {
         if let Ok(Some(Value::Array(list))) = kv.get_json::<Value>(&tools_key(&app.id)).await {
             return Ok(list);
@@ -48,7 +48,7 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
     client.connect(!refresh).await?;
     let list = client.list_tools().await?;
     let ttl = app.backend.as_mcp().map_or(DEFAULT_TOOLS_TTL_S, McpConfig::tools_ttl_seconds);
-    let _ = kv.put(&tools_key(&app.id), &serde_json::to_string(&list).map_err(|e| e.to_string())?, ttl).await;
+    let _ = kv.put_json(&tools_key(&app.id), &list, ttl).await;
     Ok(list)
 }
 
@@ -245,7 +245,7 @@ fn ask_client(
 pub async fn catalog_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Rc<Catalog>, String> {
     let (now, fresh_ms) = (crate::shell::platform::now_ms(), crate::shell::memo::fresh_ms(env));
     let key = crate::shell::platform::upstream_catalog_key(&app.id);
-    let kv = Kv::open(env).map_err(|e| e.to_string())?;
+    let kv = Kv::new(env);
     if !refresh {
         if let Some(c) = crate::shell::memo::catalog(&app.id, now, fresh_ms) {
             return Ok(c);
@@ -273,7 +273,7 @@ pub async fn catalog_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result
         *c.items_mut(list) = client.list_all(list).await?;
     }
     let ttl = app.backend.as_mcp().map_or(DEFAULT_TOOLS_TTL_S, McpConfig::tools_ttl_seconds);
-    if let Err(e) = kv.put(&key, &serde_json::to_string(&c).map_err(|e| e.to_string())?, ttl).await {
+    if let Err(e) = kv.put_json(&key, &c, ttl).await {
         crate::shell::log::error(&format!("caching the catalog of upstream app '{}': {e}", app.name));
     }
     let c = Rc::new(c);

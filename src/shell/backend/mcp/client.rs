@@ -161,14 +161,12 @@ impl<'a> Client<'a> {
     /// an old server and never on 401/403.
     pub async fn connect(&mut self, use_cache: bool) -> Result<(), String> {
         if use_cache {
-            if let Ok(kv) = Kv::open(self.env) {
-                if let Ok(Some(s)) = kv.get_json::<Session>(&session_key(&self.up.app_id, &self.up.session_scope)).await
-                {
-                    if s.transport == Transport::StreamableHttp {
-                        self.conn = Some(Conn::Http(s));
-                        self.cached = true;
-                        return Ok(());
-                    }
+            let key = session_key(&self.up.app_id, &self.up.session_scope);
+            if let Ok(Some(s)) = Kv::new(self.env).get_json::<Session>(&key).await {
+                if s.transport == Transport::StreamableHttp {
+                    self.conn = Some(Conn::Http(s));
+                    self.cached = true;
+                    return Ok(());
                 }
             }
         }
@@ -194,17 +192,14 @@ impl<'a> Client<'a> {
     }
 
     async fn remember(&self, session: &Session) {
-        let Ok(kv) = Kv::open(self.env) else { return };
-        let Ok(text) = serde_json::to_string(session) else { return };
-        if let Err(e) = kv.put(&session_key(&self.up.app_id, &self.up.session_scope), &text, SESSION_TTL_S).await {
+        let key = session_key(&self.up.app_id, &self.up.session_scope);
+        if let Err(e) = Kv::new(self.env).put_json(&key, session, SESSION_TTL_S).await {
             crate::shell::log::error(&format!("caching an upstream session: {e}"));
         }
     }
 
     async fn forget(&self) {
-        if let Ok(kv) = Kv::open(self.env) {
-            let _ = kv.delete(&session_key(&self.up.app_id, &self.up.session_scope)).await;
-        }
+        let _ = Kv::new(self.env).delete(&session_key(&self.up.app_id, &self.up.session_scope)).await;
     }
 
     fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, String> {
