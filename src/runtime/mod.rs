@@ -395,3 +395,29 @@ pub async fn storage_put<T: serde::Serialize>(storage: &dyn ObjectStorage, key: 
     let text = serde_json::to_string(value).map_err(|e| Error::new(Kind::Storage, format!("a value to store: {e}")))?;
     storage.put(key, &text).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_shows_the_runtimes_words_alone_and_keeps_its_kind() {
+        let e = Error::new(Kind::Kv, "KV GET failed: 500");
+        assert_eq!(e.to_string(), "KV GET failed: 500");
+        assert_eq!((e.kind(), e.message()), (Kind::Kv, "KV GET failed: 500"));
+        assert_eq!(e.of(Kind::D1).kind(), Kind::D1);
+        let json = Error::from(serde_json::from_str::<u8>("x").unwrap_err());
+        assert_eq!(json.kind(), Kind::Json);
+        assert!(json.message().starts_with("JSON: "), "{json}");
+    }
+
+    #[test]
+    fn only_a_d1_failure_violates_a_constraint() {
+        let d1 = Error::new(Kind::D1, "D1_ERROR: UNIQUE constraint failed: mcp_servers.code_hash");
+        assert!(d1.violates("UNIQUE") && d1.violates("code_hash"));
+        assert!(!d1.violates("key_hash"));
+        // The same words from another call (a backend's answer, say) are not D1's.
+        let fetch = Error::new(Kind::Fetch, "UNIQUE constraint failed: mcp_servers.code_hash");
+        assert!(!fetch.violates("UNIQUE"));
+    }
+}

@@ -336,3 +336,25 @@ impl Deadline {
 pub fn one_piece_cap(max_result_bytes: usize) -> usize {
     max_result_bytes.saturating_mul(2).saturating_add(64 * 1024)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{Error, Kind};
+
+    #[test]
+    fn a_runtime_failure_is_unreachable_in_its_words_with_urls_cut_to_their_host() {
+        let e = Error::new(Kind::Fetch, "TypeError: fetch failed for https://api.test/v1/run?key=s3cret: reset");
+        let SendError::Unreachable(why) = SendError::from(e) else { panic!("not unreachable") };
+        assert_eq!(why, Unreachable::Network("TypeError: fetch failed for https://api.test: reset".into()));
+        assert_eq!(why.to_string(), "TypeError: fetch failed for https://api.test: reset");
+    }
+
+    #[test]
+    fn a_refusal_and_an_unsendable_request_show_their_sentence() {
+        let SendError::Unreachable(r) = SendError::refused("its host is private".into()) else { panic!() };
+        assert_eq!((r.to_string(), matches!(r, Unreachable::Refused(_))), ("its host is private".into(), true));
+        let SendError::Unreachable(u) = SendError::unsendable("a header cannot be set".into()) else { panic!() };
+        assert_eq!((u.to_string(), matches!(u, Unreachable::Unsendable(_))), ("a header cannot be set".into(), true));
+    }
+}

@@ -812,3 +812,27 @@ pub async fn touch_console_token(db: &Db, id: &str, now: i64) -> Result<()> {
     let sql = "UPDATE console_tokens SET last_used_at = ?2 WHERE id = ?1";
     run(db, "recording a console token's use", stmt(sql, &[s(id), n(now)])).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::Kind;
+
+    #[test]
+    fn a_storage_failure_answers_503_without_its_cause() {
+        let cause = crate::runtime::Error::new(Kind::D1, "D1_ERROR: no such table: apps");
+        let api = ApiError::from(Error::unavailable("listing apps", cause));
+        assert_eq!((api.status, api.code), (503, "storage_unavailable"));
+        assert_eq!(api.message, "listing apps failed; retry, and check the Worker logs if it persists");
+        let row = Error::unavailable("reading a server", "column code_hash is not text".to_string());
+        assert!(matches!(&row, Error::Unavailable { cause: Cause::Row(_), .. }));
+        assert!(!row.report().message.contains("code_hash"));
+    }
+
+    #[test]
+    fn a_second_server_for_an_app_is_a_conflict() {
+        let api = Error::AppHasServer.report();
+        assert_eq!((api.status, api.code), (409, "conflict"));
+        assert_eq!(api.message, "this app already has an MCP server; update it with PUT or rotate its code");
+    }
+}
