@@ -210,5 +210,6 @@ mod backends_mcp;
 mod calls;
 mod console;
 mod endpoint;
+mod outbound_guard;
 mod smoke;
 mod soak;
