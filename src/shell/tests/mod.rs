@@ -210,6 +210,7 @@ mod backends_mcp;
 mod calls;
 mod console;
 mod endpoint;
+mod endpoint_auth;
 mod outbound_guard;
 mod smoke;
 mod soak;
