@@ -209,6 +209,7 @@ impl Fx {
 mod backends_mcp;
 mod calls;
 mod console;
+mod console_auth;
 mod endpoint;
 mod endpoint_auth;
 mod outbound_guard;
