@@ -215,3 +215,4 @@ mod endpoint_auth;
 mod outbound_guard;
 mod smoke;
 mod soak;
+mod upstream_sessions;
