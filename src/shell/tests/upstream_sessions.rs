@@ -24,6 +24,8 @@ struct Tiny {
     init_status: Option<u16>,
     tool_pages: Vec<Vec<&'static str>>,
     resource_pages: Vec<Vec<&'static str>>,
+    /// How long a `tools/call` takes to answer.
+    call_delay_ms: u64,
     sessions: Cell<u64>,
     seen: RefCell<Vec<BackendRequest>>,
 }
@@ -81,7 +83,11 @@ impl Backend for Tiny {
             "tools/list" => Tiny::page(&self.tool_pages, cursor, "tools"),
             "resources/list" => Tiny::page(&self.resource_pages, cursor, "resources"),
             "resources/templates/list" => json!({"resourceTemplates": []}),
-            "tools/call" => json!({"content": [{"type": "text", "text": msg["params"]["name"].clone()}]}),
+            "tools/call" => {
+                let result = json!({"content": [{"type": "text", "text": msg["params"]["name"].clone()}]});
+                return Reply::json(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                    .delayed(self.call_delay_ms);
+            }
             _ => {
                 return Reply::json(
                     200,
@@ -245,5 +251,56 @@ fn lists_are_read_page_by_page_to_an_empty_cursor() {
     let m = up.methods();
     assert_eq!(m.iter().filter(|m| *m == "tools/list").count(), 2, "{m:?}");
     assert_eq!(m.iter().filter(|m| *m == "resources/list").count(), 2, "{m:?}");
+    fx.assert_invariants();
+}
+
+/// A client request served `after_ms` of virtual time from now, beside the run; its status.
+fn serve_later(after_ms: u64, req: crate::runtime::Request) -> Rc<RefCell<Option<u16>>> {
+    use crate::runtime::Worker;
+    let slot: Rc<RefCell<Option<u16>>> = Rc::default();
+    let out = slot.clone();
+    crate::runtime::spawn(async move {
+        let mut timer = crate::runtime::timer::Timer::default();
+        let now = crate::runtime::now_ms();
+        timer.arm_by(now + after_ms, now);
+        timer.fired().await;
+        #[allow(clippy::redundant_closure)] // `spawn` takes `impl Future`: it cannot be named as a function value.
+        let ctx = crate::runtime::Context::new(Rc::new(|f: crate::runtime::Fut<'static, ()>| crate::runtime::spawn(f)));
+        let resp = crate::shell::Flowgate.serve(req, crate::runtime::Env::current(), ctx).await;
+        *out.borrow_mut() = Some(resp.into_parts().0);
+    });
+    slot
+}
+
+#[test]
+fn a_cancelled_call_is_cancelled_upstream_by_its_id_on_its_session() {
+    let fx = Fx::new(707);
+    let up = tiny(
+        &fx,
+        "https://tiny.test",
+        Tiny { stateful: true, tool_pages: vec![vec!["t"]], call_delay_ms: 10_000, ..Tiny::default() },
+    );
+    let app = mcp_app(&fx, "Up", "https://tiny.test");
+    let (_, code) = fx.server("S", &[&app]);
+    let name = tool_names(&fx, &code, &[]).pop().unwrap_or_default();
+    let headers = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", V2025),
+    ];
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "no"}});
+    let cancelled = serve_later(2_000, request(Method::Post, &Fx::mcp_url(&code), &headers, Some(&cancel)));
+    let r = call_as(&fx, &code, &[], &name);
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(*cancelled.borrow(), Some(202));
+    let seen = up.seen.borrow();
+    let call = seen.iter().find(|r| r.json().is_some_and(|m| m["method"] == "tools/call")).cloned();
+    let note = seen.iter().find(|r| r.json().is_some_and(|m| m["method"] == "notifications/cancelled")).cloned();
+    let (call, note) = (call.expect("the call"), note.unwrap_or_else(|| panic!("no cancel upstream: {}", r.text())));
+    assert_eq!(note.json().unwrap_or_default()["params"]["requestId"], call.json().unwrap_or_default()["id"]);
+    assert!(call.headers.get("mcp-session-id").is_some());
+    assert_eq!(note.headers.get("mcp-session-id"), call.headers.get("mcp-session-id"));
+    drop(seen);
     fx.assert_invariants();
 }
