@@ -172,3 +172,33 @@ fn what_needs_no_upstream_list_reads_none() {
     assert_eq!(fx.mcp(&code, &level).status, 200);
     assert_eq!((kv(&fx), fx.upstream.requests.borrow().len()), (kv_before, upstream_before));
 }
+
+#[test]
+fn tasks_result_waits_five_minutes_at_most_then_says_to_ask_again() {
+    let fx = Fx::new(506);
+    let app = crate::sim::backends::dify::App {
+        stream_end: crate::sim::backends::dify::StreamEnd::HangAfterFirst,
+        user_input_form: json!([{"text-input": {"variable": "text", "label": "Text", "required": true}}]),
+        ..crate::sim::backends::dify::App::new("workflow")
+    };
+    let settings = json!({"task_support": "optional", "idle_timeout_seconds": 3600, "timeout_seconds": 3600});
+    let app_id = fx.dify_app_with("Stuck", "workflow", "app-key-stuck", app, settings);
+    let code = fx.publish(&app_id);
+    let rpc = |method: &str, params: Value| {
+        last(&fx.mcp(&code, &json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params})))
+    };
+    let created = rpc("tools/call", json!({"name": "Stuck", "arguments": {"text": "hi"}, "task": {"ttl": 3_000_000}}));
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_default().to_string();
+    assert!(!id.is_empty(), "{created}");
+    let started = fx.sim.now_ms();
+    let r = rpc("tasks/result", json!({"taskId": id}));
+    let waited = fx.sim.now_ms() - started;
+    assert!(
+        r["error"]["message"].as_str().unwrap_or_default().contains("still running; call tasks/result again"),
+        "{r}"
+    );
+    // Waits of 20 s each, up to five minutes.
+    assert!((300_000..=320_000).contains(&waited), "{waited} ms: {r}");
+    let got = rpc("tasks/get", json!({"taskId": id}));
+    assert_eq!(got["result"]["status"], "working", "{got}");
+}
