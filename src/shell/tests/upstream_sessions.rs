@@ -107,7 +107,16 @@ fn tiny(fx: &Fx, origin: &str, t: Tiny) -> Rc<Tiny> {
 
 /// An upstream MCP app at `origin`/mcp; its id.
 fn mcp_app(fx: &Fx, name: &str, origin: &str) -> String {
-    let b = json!({"name": name, "description": "d", "mode": "mcp", "backend": {"url": format!("{origin}/mcp")}});
+    mcp_app_with(fx, name, origin, json!({}))
+}
+
+/// [`mcp_app`] with more `backend` settings.
+fn mcp_app_with(fx: &Fx, name: &str, origin: &str, more: Value) -> String {
+    let mut backend = json!({"url": format!("{origin}/mcp")});
+    if let (Some(b), Value::Object(m)) = (backend.as_object_mut(), more) {
+        b.extend(m);
+    }
+    let b = json!({"name": name, "description": "d", "mode": "mcp", "backend": backend});
     let r = fx.console(Method::Post, "/apps", Some(&b));
     assert_eq!(r.status, 201, "{}", r.text());
     r.json().and_then(|v| v["id"].as_str().map(str::to_string)).unwrap_or_default()
@@ -300,6 +309,30 @@ fn a_cancelled_call_is_cancelled_upstream_by_its_id_on_its_session() {
     let (call, note) = (call.expect("the call"), note.unwrap_or_else(|| panic!("no cancel upstream: {}", r.text())));
     assert_eq!(note.json().unwrap_or_default()["params"]["requestId"], call.json().unwrap_or_default()["id"]);
     assert!(call.headers.get("mcp-session-id").is_some());
+    assert_eq!(note.headers.get("mcp-session-id"), call.headers.get("mcp-session-id"));
+    drop(seen);
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_call_past_its_timeout_is_cancelled_upstream_on_its_session() {
+    let fx = Fx::new(708);
+    let up = tiny(
+        &fx,
+        "https://tiny.test",
+        Tiny { stateful: true, tool_pages: vec![vec!["t"]], call_delay_ms: 60_000, ..Tiny::default() },
+    );
+    let app = mcp_app_with(&fx, "Up", "https://tiny.test", json!({"tool_call_timeout": 5}));
+    let (_, code) = fx.server("S", &[&app]);
+    let name = tool_names(&fx, &code, &[]).pop().unwrap_or_default();
+    let r = call_as(&fx, &code, &[], &name);
+    assert_eq!(last(&r)["result"]["isError"], true, "{}", r.text());
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    let seen = up.seen.borrow();
+    let call = seen.iter().find(|r| r.json().is_some_and(|m| m["method"] == "tools/call")).cloned();
+    let note = seen.iter().find(|r| r.json().is_some_and(|m| m["method"] == "notifications/cancelled")).cloned();
+    let (call, note) = (call.expect("the call"), note.unwrap_or_else(|| panic!("no cancel upstream: {}", r.text())));
+    assert_eq!(note.json().unwrap_or_default()["params"]["requestId"], call.json().unwrap_or_default()["id"]);
     assert_eq!(note.headers.get("mcp-session-id"), call.headers.get("mcp-session-id"));
     drop(seen);
     fx.assert_invariants();
