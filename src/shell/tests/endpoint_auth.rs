@@ -163,8 +163,11 @@ fn what_needs_no_upstream_list_reads_none() {
     let fx = Fx::new(505);
     let app = upstream_app(&fx, "Up", json!({}));
     let (_, code) = fx.server("Ups", &[&app]);
-    // Warm: the definition is in this isolate's memory.
+    // Cold: the definition is read, but nothing of the upstream's.
+    let upstream_at_start = fx.upstream.requests.borrow().len();
     assert_eq!(fx.mcp(&code, &ping(1)).status, 200);
+    assert_eq!(fx.upstream.requests.borrow().len(), upstream_at_start);
+    // Warm: the definition is in this isolate's memory.
     let kv = |fx: &Fx| fx.sim.fault_counts().considered("kv_error");
     let (kv_before, upstream_before) = (kv(&fx), fx.upstream.requests.borrow().len());
     assert_eq!(fx.mcp(&code, &ping(2)).status, 200);
