@@ -337,3 +337,20 @@ fn a_call_past_its_timeout_is_cancelled_upstream_on_its_session() {
     drop(seen);
     fx.assert_invariants();
 }
+
+#[test]
+fn a_refresh_ends_the_cached_session_before_starting_another() {
+    let fx = Fx::new(709);
+    let up = tiny(&fx, "https://tiny.test", Tiny { stateful: true, tool_pages: vec![vec!["t"]], ..Tiny::default() });
+    let app = mcp_app(&fx, "Up", "https://tiny.test");
+    let (_, code) = fx.server("S", &[&app]);
+    assert_eq!(tool_names(&fx, &code, &[]).len(), 1);
+    let r = fx.console(Method::Post, &format!("/apps/{app}/tools/refresh"), None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    let seen = up.seen.borrow();
+    let deletes: Vec<Option<String>> =
+        seen.iter().filter(|r| r.method == Method::Delete).map(|r| r.headers.get("mcp-session-id")).collect();
+    // The session of the first list (tiny-1) is ended; the refresh opened tiny-2.
+    assert_eq!(deletes, [Some("tiny-1".to_string())]);
+    assert_eq!(up.sessions.get(), 2);
+}
