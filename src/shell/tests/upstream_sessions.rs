@@ -354,3 +354,13 @@ fn a_refresh_ends_the_cached_session_before_starting_another() {
     assert_eq!(deletes, [Some("tiny-1".to_string())]);
     assert_eq!(up.sessions.get(), 2);
 }
+
+#[test]
+fn an_unreachable_upstream_is_named_with_the_runtimes_reason() {
+    let fx = Fx::new(710);
+    // Nothing serves gone.test.
+    let app = mcp_app(&fx, "Gone", "https://gone.test");
+    let r = fx.console(Method::Post, &format!("/apps/{app}/tools/refresh"), None);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("fetch failed: connection refused"), "{}", r.text());
+}
