@@ -163,12 +163,21 @@ fn what_needs_no_upstream_list_reads_none() {
     let fx = Fx::new(505);
     let app = upstream_app(&fx, "Up", json!({}));
     let (_, code) = fx.server("Ups", &[&app]);
-    // Cold: the definition is read, but nothing of the upstream's.
-    let upstream_at_start = fx.upstream.requests.borrow().len();
-    assert_eq!(fx.mcp(&code, &ping(1)).status, 200);
-    assert_eq!(fx.upstream.requests.borrow().len(), upstream_at_start);
-    // Warm: the definition is in this isolate's memory.
     let kv = |fx: &Fx| fx.sim.fault_counts().considered("kv_error");
+    // Cold: the definition is read, but nothing of the upstream's: as many KV reads as a cold
+    // ping on a server without upstream apps, and no upstream request.
+    let plain = fx.workflow("Plain", "app-key-plain");
+    let plain_code = fx.publish(&plain);
+    fx.sim.evict_isolate();
+    let (k0, upstream_at_start) = (kv(&fx), fx.upstream.requests.borrow().len());
+    assert_eq!(fx.mcp(&code, &ping(1)).status, 200);
+    let k1 = kv(&fx);
+    assert_eq!(fx.upstream.requests.borrow().len(), upstream_at_start);
+    fx.sim.evict_isolate();
+    assert_eq!(fx.mcp(&plain_code, &ping(1)).status, 200);
+    assert_eq!(k1 - k0, kv(&fx) - k1, "a cold ping read more of KV on the upstream server");
+    assert_eq!(fx.mcp(&code, &ping(1)).status, 200);
+    // Warm: the definition is in this isolate's memory.
     let (kv_before, upstream_before) = (kv(&fx), fx.upstream.requests.borrow().len());
     assert_eq!(fx.mcp(&code, &ping(2)).status, 200);
     let level = json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel", "params": {"level": "info"}});
