@@ -209,6 +209,10 @@ impl Fx {
 mod backends_mcp;
 mod calls;
 mod console;
+mod console_auth;
 mod endpoint;
+mod endpoint_auth;
+mod outbound_guard;
 mod smoke;
 mod soak;
+mod upstream_sessions;
