@@ -212,3 +212,5 @@ mod console;
 mod endpoint;
 mod smoke;
 mod soak;
+mod upstream_apps;
+mod upstream_oauth;
