@@ -215,3 +215,4 @@ mod smoke;
 mod soak;
 mod upstream_apps;
 mod upstream_oauth;
+mod upstream_tasks;

@@ -117,6 +117,16 @@ impl McpUpstream {
         McpUpstream { stateful, sse, task_ms: 3_000, ..McpUpstream::default() }
     }
 
+    /// Keeps 2025-11-25 tasks: `long_job` runs `task_ms` as a task when a call asks for one.
+    pub fn with_tasks(self, task_ms: u64) -> McpUpstream {
+        McpUpstream { tasks: true, task_ms, ..self }
+    }
+
+    /// Speaks only the legacy HTTP+SSE transport; its `endpoint` event says `endpoint` when given.
+    pub fn legacy_only(self, endpoint: Option<&str>) -> McpUpstream {
+        McpUpstream { legacy: true, endpoint: endpoint.map(str::to_string), ..self }
+    }
+
     /// Requires `Authorization: Bearer <token>` with a token `check(token, now_ms)` accepts;
     /// anything else is a 401 with [`CHALLENGE`].
     pub fn require_token(&self, check: impl Fn(&str, u64) -> bool + 'static) {
