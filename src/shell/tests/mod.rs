@@ -210,6 +210,7 @@ mod backends_mcp;
 mod calls;
 mod console;
 mod endpoint;
+mod legacy_sse;
 mod relay;
 mod smoke;
 mod soak;
