@@ -210,6 +210,7 @@ mod backends_mcp;
 mod calls;
 mod console;
 mod endpoint;
+mod failed_fetch;
 mod legacy_sse;
 mod relay;
 mod smoke;
