@@ -215,6 +215,7 @@ mod legacy_sse;
 mod relay;
 mod smoke;
 mod soak;
+mod tasks_durable;
 mod upstream_apps;
 mod upstream_oauth;
 mod upstream_tasks;
