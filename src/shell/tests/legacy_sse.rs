@@ -89,6 +89,7 @@ fn an_endpoint_event_pointing_to_another_origin_is_refused_and_nothing_goes_ther
 fn a_request_of_a_legacy_upstream_is_relayed_and_answered_on_its_endpoint() {
     let fx = Fx::new(602);
     let up = legacy_upstream(&fx, None);
+    up.asks.set(true);
     let app = upstream_app(&fx, "Old", &format!("{LEGACY}/mcp"), json!({}));
     let tool = tool_named(&fx, &app.code, "ask");
     let sid = initialize(&fx, &app.code, json!({"elicitation": {}}), None);

@@ -130,6 +130,7 @@ fn relayed(seen: &Seen) -> Vec<Value> {
 #[test]
 fn an_upstream_request_mid_call_reaches_the_client_and_its_answer_reaches_the_upstream() {
     let fx = Fx::new(400);
+    fx.upstream.asks.set(true);
     let app = upstream_app(&fx, "Asker", &format!("{UPSTREAM}/mcp"), json!({}));
     let tool = tool_named(&fx, &app.code, "ask");
     let sid = initialize(&fx, &app.code, json!({"elicitation": {}}), None);
@@ -161,6 +162,7 @@ fn an_upstream_request_mid_call_reaches_the_client_and_its_answer_reaches_the_up
 #[test]
 fn a_client_that_cannot_answer_gets_nothing_and_the_upstream_gets_the_reason() {
     let fx = Fx::new(401);
+    fx.upstream.asks.set(true);
     let app = upstream_app(&fx, "Asker", &format!("{UPSTREAM}/mcp"), json!({}));
     let tool = tool_named(&fx, &app.code, "ask");
     // No elicitation declared.
@@ -179,6 +181,7 @@ fn a_client_that_cannot_answer_gets_nothing_and_the_upstream_gets_the_reason() {
 #[test]
 fn an_answer_by_another_caller_is_refused() {
     let fx = Fx::new(402);
+    fx.upstream.asks.set(true);
     let app = upstream_app(&fx, "Asker", &format!("{UPSTREAM}/mcp"), json!({}));
     let r = fx.console(Method::Put, &format!("/servers/{}/auth", app.server_id), Some(&json!({"mode": "key"})));
     assert_eq!(r.status, 200, "{}", r.text());
@@ -216,6 +219,7 @@ fn an_answer_by_another_caller_is_refused() {
 #[test]
 fn an_answer_through_another_server_with_the_same_app_is_refused() {
     let fx = Fx::new(404);
+    fx.upstream.asks.set(true);
     let app = upstream_app(&fx, "Asker", &format!("{UPSTREAM}/mcp"), json!({}));
     // A second server over the very same app: the same upstream, the same caller.
     let (_, other) = fx.server("Both", &[&app.app_id]);
@@ -247,6 +251,7 @@ fn altered(ticket: &str) -> String {
 #[test]
 fn a_forged_or_altered_ticket_is_refused_and_reaches_nothing() {
     let fx = Fx::new(403);
+    fx.upstream.asks.set(true);
     let app = upstream_app(&fx, "Asker", &format!("{UPSTREAM}/mcp"), json!({}));
     let tool = tool_named(&fx, &app.code, "ask");
     let sid = initialize(&fx, &app.code, json!({"elicitation": {}}), None);
@@ -276,6 +281,7 @@ fn a_forged_or_altered_ticket_is_refused_and_reaches_nothing() {
 fn an_answer_with_other_forwarded_credentials_is_refused() {
     let fx = Fx::new(405);
     let backend = json!({"forward_headers": {"X-Upstream-Key": "X-Client-Key"}});
+    fx.upstream.asks.set(true);
     let app = upstream_app(&fx, "Asker", &format!("{UPSTREAM}/mcp"), backend);
     let with_key = |h: &[(String, String)], key: &str| {
         let mut h = h.to_vec();

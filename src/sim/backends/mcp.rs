@@ -1,6 +1,6 @@
 //! An upstream MCP server over Streamable HTTP (after `tests/support/mcp-upstreams.mjs`):
 //! `initialize` (with an `Mcp-Session-Id` when stateful), `tools/list`, `tools/call` of `echo`,
-//! `headers`, `slow_progress` and `ask`, `ping`; answers as JSON or as an event stream (where
+//! `headers` and `slow_progress` (and `ask`, when [`McpUpstream::asks`]), `ping`; answers as JSON or as an event stream (where
 //! `slow_progress` sends its progress and log notifications, `delayMs` apart on the clock).
 //!
 //! Scripted beyond that, each when asked for: `ask` sends the client an `elicitation/create`
@@ -56,6 +56,8 @@ pub struct McpUpstream {
     pub tasks: bool,
     /// How long a task of `long_job` runs (virtual ms).
     pub task_ms: u64,
+    /// Lists `ask` (a test that relays requests turns it on; others see the usual three tools).
+    pub asks: Cell<bool>,
     /// Every request answered 503.
     pub down: Cell<bool>,
     /// Every `tools/call` answered with a 307 to this URL.
@@ -79,7 +81,7 @@ fn rpc_error(status: u16, id: Value, code: i64, message: &str) -> Reply {
     Reply::json(status, &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}))
 }
 
-fn tools(tasks: bool) -> Value {
+fn tools(asks: bool, tasks: bool) -> Value {
     let mut list = json!([
         {"name": "echo", "title": "Echo", "description": "Echoes its text.",
          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
@@ -88,10 +90,14 @@ fn tools(tasks: bool) -> Value {
         {"name": "headers", "description": "The call's HTTP request headers.",
          "inputSchema": {"type": "object", "properties": {}}},
         {"name": "slow_progress", "description": "Sends a progress notification and a log message per step, then \"done <steps>\"",
-         "inputSchema": {"type": "object", "properties": {"steps": {"type": "integer", "minimum": 0}, "delayMs": {"type": "number", "minimum": 0}}, "required": ["steps", "delayMs"]}},
-        {"name": "ask", "description": "Asks the client a question (elicitation) and answers with what it said.",
-         "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}}}
+         "inputSchema": {"type": "object", "properties": {"steps": {"type": "integer", "minimum": 0}, "delayMs": {"type": "number", "minimum": 0}}, "required": ["steps", "delayMs"]}}
     ]);
+    if asks {
+        if let Some(l) = list.as_array_mut() {
+            l.push(json!({"name": "ask", "description": "Asks the client a question (elicitation) and answers with what it said.",
+                "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}}}));
+        }
+    }
     if tasks {
         if let Some(l) = list.as_array_mut() {
             l.push(json!({"name": "long_job", "description": "Takes a while; runs as a task when asked.",
@@ -151,7 +157,7 @@ impl McpUpstream {
                 "serverInfo": {"name": "sim-upstream", "version": "1.0.0"}
             })),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": tools(self.tasks) })),
+            "tools/list" => Ok(json!({ "tools": tools(self.asks.get(), self.tasks) })),
             "tasks/get" | "tasks/result" => {
                 let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
                 let tasks = self.up_tasks.borrow();
