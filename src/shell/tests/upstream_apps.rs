@@ -21,8 +21,8 @@ pub struct UpApp {
 }
 
 /// An upstream MCP app at `url` with `backend` settings merged in, published; `Err` is the
-/// console's answer when it refuses the app.
-pub fn try_upstream_app(fx: &Fx, name: &str, url: &str, backend: Value) -> Result<UpApp, ClientResponse> {
+/// console's answer (status, body) when it refuses the app.
+pub fn try_upstream_app(fx: &Fx, name: &str, url: &str, backend: Value) -> Result<UpApp, (u16, String)> {
     let mut b = json!({ "url": url });
     if let (Some(o), Some(x)) = (b.as_object_mut(), backend.as_object()) {
         o.extend(x.clone());
@@ -33,7 +33,7 @@ pub fn try_upstream_app(fx: &Fx, name: &str, url: &str, backend: Value) -> Resul
         Some(&json!({"name": name, "description": "d", "mode": "mcp", "backend": b})),
     );
     if r.status != 201 {
-        return Err(r);
+        return Err((r.status, r.text()));
     }
     let app_id = r.json().and_then(|v| v["id"].as_str().map(str::to_string)).unwrap_or_default();
     let body = json!({"description": "An upstream", "parameters": {}});
@@ -46,7 +46,7 @@ pub fn try_upstream_app(fx: &Fx, name: &str, url: &str, backend: Value) -> Resul
 }
 
 pub fn upstream_app(fx: &Fx, name: &str, url: &str, backend: Value) -> UpApp {
-    try_upstream_app(fx, name, url, backend).unwrap_or_else(|r| panic!("creating the app: {} {}", r.status, r.text()))
+    try_upstream_app(fx, name, url, backend).unwrap_or_else(|(s, t)| panic!("creating the app: {s} {t}"))
 }
 
 /// The tools a server lists.

@@ -162,7 +162,7 @@ fn the_token_is_never_sent_to_another_origin() {
 
 const KEY_CLIENT: &str = "jwt-client";
 
-fn jwt_app(fx: &Fx, name: &str, private_key: &str, extra: Value) -> Result<UpApp, ClientResponse> {
+fn jwt_app(fx: &Fx, name: &str, private_key: &str, extra: Value) -> Result<UpApp, (u16, String)> {
     let issuer = fx.issuer.clone();
     fx.upstream.require_token(move |t, now| issuer.accepts(t, now));
     let mut oauth =
@@ -180,8 +180,8 @@ fn a_private_key_jwt_assertion_is_well_formed_and_signed_with_the_configured_alg
         let (pem, key) = pkcs8_pem("fg-key-1", alg, &format!("{alg}-seed"));
         fx.secret(&pem);
         fx.issuer.add_jwt_client(KEY_CLIENT, key);
-        let app = jwt_app(&fx, "Signed", &pem, json!({"key_id": "fg-key-1"}))
-            .unwrap_or_else(|r| panic!("{} {}", r.status, r.text()));
+        let app =
+            jwt_app(&fx, "Signed", &pem, json!({"key_id": "fg-key-1"})).unwrap_or_else(|(s, t)| panic!("{s} {t}"));
         let tool = tool_named(&fx, &app.code, "echo");
         echo(&fx, &app.code, &tool, "signed");
         assert_eq!(*fx.issuer.refusals.borrow(), Vec::<String>::new(), "{alg}");
@@ -210,7 +210,7 @@ fn a_second_token_request_signs_a_new_assertion() {
     fx.secret(&pem);
     fx.issuer.add_jwt_client(KEY_CLIENT, key);
     fx.issuer.expires_in.set(120);
-    let app = jwt_app(&fx, "Signed", &pem, json!({})).unwrap_or_else(|r| panic!("{}", r.text()));
+    let app = jwt_app(&fx, "Signed", &pem, json!({})).unwrap_or_else(|(s, t)| panic!("{s} {t}"));
     let tool = tool_named(&fx, &app.code, "echo");
     echo(&fx, &app.code, &tool, "one");
     fx.sim.advance(90_000).unwrap_or_else(|h| panic!("{h}"));
@@ -226,7 +226,7 @@ fn a_bad_private_key_is_a_console_error_in_words_and_signs_nothing() {
     let fx = Fx::new(307);
     fx.sim.set_setting("SECRET_REF_NAMES", "UP_CLIENT_KEY");
     // A literal that is no key: refused when the app is stored.
-    let r = jwt_app(&fx, "Bad", "not a key", json!({})).err().map(|r| (r.status, r.text()));
+    let r = jwt_app(&fx, "Bad", "not a key", json!({})).err();
     let (status, text) = r.unwrap_or_default();
     assert_eq!(status, 400, "{text}");
     assert!(
@@ -237,7 +237,7 @@ fn a_bad_private_key_is_a_console_error_in_words_and_signs_nothing() {
     // refresh says so; a client's list goes without the upstream's tools, the reason logged.
     let (pem, _) = pkcs8_pem("k", "ES256", "unknown");
     fx.secret(&pem);
-    let app = jwt_app(&fx, "Unknown", &pem, json!({})).unwrap_or_else(|r| panic!("{}", r.text()));
+    let app = jwt_app(&fx, "Unknown", &pem, json!({})).unwrap_or_else(|(s, t)| panic!("{s} {t}"));
     let refused = "the OAuth token endpoint of app 'Unknown' refused the request (HTTP 401, invalid_client)";
     let r = fx.console(Method::Post, &format!("/apps/{}/tools/refresh", app.app_id), None);
     assert_eq!(r.status, 422, "{}", r.text());
@@ -246,7 +246,7 @@ fn a_bad_private_key_is_a_console_error_in_words_and_signs_nothing() {
     assert!(fx.sim.logs().iter().any(|l| l.contains(refused)), "{:?}", fx.sim.logs());
     // A reference set after the app was stored, to something that is no PKCS#8 key.
     let signed = fx.issuer.assertions.borrow().len();
-    let app = jwt_app(&fx, "Later", "$UP_CLIENT_KEY", json!({})).unwrap_or_else(|r| panic!("{}", r.text()));
+    let app = jwt_app(&fx, "Later", "$UP_CLIENT_KEY", json!({})).unwrap_or_else(|(s, t)| panic!("{s} {t}"));
     fx.sim.set_setting("UP_CLIENT_KEY", "-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----");
     let r = fx.console(Method::Post, &format!("/apps/{}/tools/refresh", app.app_id), None);
     assert_eq!(r.status, 422, "{}", r.text());

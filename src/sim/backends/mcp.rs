@@ -22,6 +22,9 @@ use crate::sim::network::{Backend, BackendRequest, BodyEnd, Feed, Reply};
 /// The challenge of a request without a token the test's check accepts.
 pub const CHALLENGE: &str = "Bearer error=\"invalid_token\", error_description=\"the access token is not valid\"";
 
+/// Whether a bearer token is good at a time (the test's, usually the issuer's `accepts`).
+type TokenCheck = Box<dyn Fn(&str, u64) -> bool>;
+
 /// A request of the upstream's own waiting for the client's answer.
 struct Waiting {
     /// Where the rest of the call goes.
@@ -62,7 +65,7 @@ pub struct McpUpstream {
     pub down: Cell<bool>,
     /// Every `tools/call` answered with a 307 to this URL.
     pub redirect_calls: RefCell<Option<String>>,
-    token_check: RefCell<Option<Box<dyn Fn(&str, u64) -> bool>>>,
+    token_check: RefCell<Option<TokenCheck>>,
     sessions: RefCell<BTreeSet<String>>,
     next_session: Cell<u64>,
     next_request: Cell<u64>,
