@@ -396,6 +396,11 @@ impl Sim {
         self.world.restart_instance(ns, name);
     }
 
+    /// Drops the object's alarm (storage kept), as when it was lost with a restart.
+    pub fn lose_alarm(&self, ns: &str, name: &str) {
+        self.world.lose_alarm(ns, name);
+    }
+
     pub fn evict_isolate(&self) {
         self.world.trace("isolate evicted".into());
         self.world.worker.evict_isolate();

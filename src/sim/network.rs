@@ -45,13 +45,58 @@ pub struct Chunk {
 }
 
 /// How a scripted body ends after its last chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum BodyEnd {
     Complete,
     /// The stream yields `Err` (a reset mid-body).
     Reset,
     /// Nothing more, ever (the connection stays open).
     Hang,
+    /// What the backend writes to the feed later, as it comes, until it closes the feed (an
+    /// upstream's answer on a legacy SSE stream, the rest of a call once the client answered).
+    Fed(Rc<Feed>),
+}
+
+impl PartialEq for BodyEnd {
+    fn eq(&self, other: &BodyEnd) -> bool {
+        match (self, other) {
+            (BodyEnd::Fed(a), BodyEnd::Fed(b)) => Rc::ptr_eq(a, b),
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+}
+
+impl Eq for BodyEnd {}
+
+/// The open end of a body a backend goes on writing after it answered: bytes pushed are read
+/// in order; a closed feed ends the body once read.
+#[derive(Debug, Default)]
+pub struct Feed {
+    queue: RefCell<VecDeque<Vec<u8>>>,
+    closed: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+impl Feed {
+    pub fn push(&self, bytes: impl Into<Vec<u8>>) {
+        self.queue.borrow_mut().push_back(bytes.into());
+        self.wake();
+    }
+
+    pub fn close(&self) {
+        self.closed.set(true);
+        self.wake();
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.get()
+    }
+
+    fn wake(&self) {
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -226,7 +271,21 @@ impl Stream for BodyStream {
         }
         *self.abort.waker.borrow_mut() = Some(cx.waker().clone());
         let Some(delay) = self.chunks.front().map(|c| c.delay_ms) else {
-            return match self.end {
+            return match &self.end {
+                BodyEnd::Fed(feed) => {
+                    let next = feed.queue.borrow_mut().pop_front();
+                    match next {
+                        Some(bytes) => Poll::Ready(Some(Ok(bytes))),
+                        None if feed.closed.get() => {
+                            self.finished = true;
+                            Poll::Ready(None)
+                        }
+                        None => {
+                            *feed.waker.borrow_mut() = Some(cx.waker().clone());
+                            Poll::Pending
+                        }
+                    }
+                }
                 BodyEnd::Complete => {
                     self.finished = true;
                     Poll::Ready(None)

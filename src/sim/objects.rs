@@ -121,6 +121,16 @@ impl World {
         }
     }
 
+    /// Drops the alarm (storage kept): as if it was never set, or lost with its instance.
+    pub(super) fn lose_alarm(&self, ns: &str, name: &str) {
+        let state = self.objects.state(ns, name);
+        if let Some(key) = state.timer.take() {
+            self.clock.cancel(key);
+        }
+        state.alarm.set(None);
+        self.trace(format!("object alarm lost {ns}/{name}"));
+    }
+
     pub(super) fn schedule_alarm(self: &Rc<Self>, ns: &str, name: &str, at_ms: u64) {
         let state = self.objects.state(ns, name);
         if let Some(key) = state.timer.take() {

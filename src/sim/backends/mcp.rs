@@ -1,15 +1,48 @@
 //! An upstream MCP server over Streamable HTTP (after `tests/support/mcp-upstreams.mjs`):
 //! `initialize` (with an `Mcp-Session-Id` when stateful), `tools/list`, `tools/call` of `echo`,
-//! `headers` and `slow_progress`, `ping`; answers as JSON or as an event stream (where
+//! `headers` and `slow_progress` (and `ask`, when [`McpUpstream::asks`]), `ping`; answers as JSON or as an event stream (where
 //! `slow_progress` sends its progress and log notifications, `delayMs` apart on the clock).
+//!
+//! Scripted beyond that, each when asked for: `ask` sends the client an `elicitation/create`
+//! on the call's stream and answers with what the client said, once its answer is posted
+//! ([`McpUpstream::answers`]); tasks of 2025-11-25 (`long_job`, [`McpUpstream::tasks`]); the
+//! legacy HTTP+SSE transport only ([`McpUpstream::legacy`]); bearer tokens checked by the test
+//! ([`McpUpstream::require_token`], a 401 challenge otherwise); an outage ([`McpUpstream::down`]);
+//! a redirect of every call ([`McpUpstream::redirect_calls`]).
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use serde_json::{json, Value};
 
 use crate::runtime::Method;
-use crate::sim::network::{Backend, BackendRequest, Reply};
+use crate::sim::network::{Backend, BackendRequest, BodyEnd, Feed, Reply};
+
+/// The challenge of a request without a token the test's check accepts.
+pub const CHALLENGE: &str = "Bearer error=\"invalid_token\", error_description=\"the access token is not valid\"";
+
+/// Whether a bearer token is good at a time (the test's, usually the issuer's `accepts`).
+type TokenCheck = Box<dyn Fn(&str, u64) -> bool>;
+
+/// A request of the upstream's own waiting for the client's answer.
+struct Waiting {
+    /// Where the rest of the call goes.
+    feed: Rc<Feed>,
+    /// The id of the `tools/call` that asked.
+    call_id: Value,
+    /// The session it was asked on.
+    session: Option<String>,
+    /// Whether the feed is the call's own stream (closed after the answer), not a legacy one.
+    close: bool,
+}
+
+/// A task of the upstream's: when it ends and what it gives.
+struct UpTask {
+    done_at_ms: u64,
+    ttl: u64,
+    result: Value,
+}
 
 #[derive(Default)]
 pub struct McpUpstream {
@@ -17,8 +50,33 @@ pub struct McpUpstream {
     pub stateful: bool,
     /// Answers as `text/event-stream` (when the client accepts it).
     pub sse: bool,
+    /// Only the 2024-11-05 HTTP+SSE transport: a POST to the URL is 405, a GET opens the event
+    /// stream whose `endpoint` event names where messages go, and answers come on that stream.
+    pub legacy: bool,
+    /// The `endpoint` event's data instead of this server's own message path.
+    pub endpoint: Option<String>,
+    /// Declares 2025-11-25 tasks for `tools/call`, and lists `long_job` (task support optional).
+    pub tasks: bool,
+    /// How long a task of `long_job` runs (virtual ms).
+    pub task_ms: u64,
+    /// Lists `ask` (a test that relays requests turns it on; others see the usual three tools).
+    pub asks: Cell<bool>,
+    /// Every request answered 503.
+    pub down: Cell<bool>,
+    /// Every `tools/call` answered with a 307 to this URL.
+    pub redirect_calls: RefCell<Option<String>>,
+    token_check: RefCell<Option<TokenCheck>>,
     sessions: RefCell<BTreeSet<String>>,
     next_session: Cell<u64>,
+    next_request: Cell<u64>,
+    waiting: RefCell<BTreeMap<String, Waiting>>,
+    legacy_streams: RefCell<BTreeMap<String, Rc<Feed>>>,
+    up_tasks: RefCell<BTreeMap<String, UpTask>>,
+    /// Every response a client sent to a request of the upstream's (the message as it came,
+    /// and the session it came on).
+    pub answers: RefCell<Vec<(Value, Option<String>)>>,
+    /// Every request refused for its token (401).
+    pub refused: Cell<u32>,
     pub requests: RefCell<Vec<BackendRequest>>,
 }
 
@@ -26,8 +84,8 @@ fn rpc_error(status: u16, id: Value, code: i64, message: &str) -> Reply {
     Reply::json(status, &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}))
 }
 
-fn tools() -> Value {
-    json!([
+fn tools(asks: bool, tasks: bool) -> Value {
+    let mut list = json!([
         {"name": "echo", "title": "Echo", "description": "Echoes its text.",
          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
          "outputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
@@ -36,24 +94,91 @@ fn tools() -> Value {
          "inputSchema": {"type": "object", "properties": {}}},
         {"name": "slow_progress", "description": "Sends a progress notification and a log message per step, then \"done <steps>\"",
          "inputSchema": {"type": "object", "properties": {"steps": {"type": "integer", "minimum": 0}, "delayMs": {"type": "number", "minimum": 0}}, "required": ["steps", "delayMs"]}}
-    ])
+    ]);
+    if asks {
+        if let Some(l) = list.as_array_mut() {
+            l.push(json!({"name": "ask", "description": "Asks the client a question (elicitation) and answers with what it said.",
+                "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}}}));
+        }
+    }
+    if tasks {
+        if let Some(l) = list.as_array_mut() {
+            l.push(json!({"name": "long_job", "description": "Takes a while; runs as a task when asked.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                "execution": {"taskSupport": "optional"}}));
+        }
+    }
+    list
+}
+
+fn frame(message: &Value) -> String {
+    format!("event: message\ndata: {message}\n\n")
+}
+
+fn task_object(id: &str, t: &UpTask, now_ms: u64) -> Value {
+    let status = if now_ms >= t.done_at_ms { "completed" } else { "working" };
+    json!({"taskId": id, "status": status, "ttl": t.ttl, "pollInterval": 500,
+        "createdAt": "2025-01-01T00:00:00Z", "lastUpdatedAt": "2025-01-01T00:00:00Z"})
 }
 
 impl McpUpstream {
     pub fn new(stateful: bool, sse: bool) -> McpUpstream {
-        McpUpstream { stateful, sse, ..McpUpstream::default() }
+        McpUpstream { stateful, sse, task_ms: 3_000, ..McpUpstream::default() }
+    }
+
+    /// Keeps 2025-11-25 tasks: `long_job` runs `task_ms` as a task when a call asks for one.
+    pub fn with_tasks(self, task_ms: u64) -> McpUpstream {
+        McpUpstream { tasks: true, task_ms, ..self }
+    }
+
+    /// Speaks only the legacy HTTP+SSE transport; its `endpoint` event says `endpoint` when given.
+    pub fn legacy_only(self, endpoint: Option<&str>) -> McpUpstream {
+        McpUpstream { legacy: true, endpoint: endpoint.map(str::to_string), ..self }
+    }
+
+    /// Requires `Authorization: Bearer <token>` with a token `check(token, now_ms)` accepts;
+    /// anything else is a 401 with [`CHALLENGE`].
+    pub fn require_token(&self, check: impl Fn(&str, u64) -> bool + 'static) {
+        *self.token_check.borrow_mut() = Some(Box::new(check));
+    }
+
+    /// The tasks it created (the upstream's ids).
+    pub fn task_ids(&self) -> Vec<String> {
+        self.up_tasks.borrow().keys().cloned().collect()
     }
 
     /// The result of one call, or its JSON-RPC error (code, message).
-    fn answer(&self, req: &BackendRequest, method: &str, params: &Value) -> Result<Value, (i64, String)> {
+    fn answer(&self, req: &BackendRequest, method: &str, params: &Value, now_ms: u64) -> Result<Value, (i64, String)> {
+        let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
+        if self.tasks {
+            capabilities["tasks"] = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
+        }
         match method {
             "initialize" => Ok(json!({
                 "protocolVersion": params.get("protocolVersion").cloned().unwrap_or(json!("2025-06-18")),
-                "capabilities": {"tools": {"listChanged": false}, "logging": {}},
+                "capabilities": capabilities,
                 "serverInfo": {"name": "sim-upstream", "version": "1.0.0"}
             })),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": tools() })),
+            "tools/list" => Ok(json!({ "tools": tools(self.asks.get(), self.tasks) })),
+            "tasks/get" | "tasks/result" => {
+                let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
+                let tasks = self.up_tasks.borrow();
+                let t = tasks.get(id).ok_or_else(|| (-32602, format!("Task {id} not found")))?;
+                Ok(if method == "tasks/get" { task_object(id, t, now_ms) } else { t.result.clone() })
+            }
+            "tools/call" if self.tasks && params.get("name").and_then(Value::as_str) == Some("long_job") => {
+                let text = params["arguments"]["text"].as_str().unwrap_or_default();
+                let result = json!({"content": [{"type": "text", "text": format!("done: {text}")}], "structuredContent": {"text": text}});
+                let Some(ttl) = params.pointer("/task/ttl").and_then(Value::as_u64) else { return Ok(result) };
+                let n = self.next_request.get() + 1;
+                self.next_request.set(n);
+                let id = format!("up-task-{n}");
+                let t = UpTask { done_at_ms: now_ms + self.task_ms, ttl, result };
+                let task = task_object(&id, &t, now_ms);
+                self.up_tasks.borrow_mut().insert(id, t);
+                Ok(json!({ "task": task }))
+            }
             "tools/call" => {
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
                 match params.get("name").and_then(Value::as_str) {
@@ -105,9 +230,104 @@ fn notifications(method: &str, params: &Value) -> Vec<String> {
     frames
 }
 
+impl McpUpstream {
+    /// A call of `ask`: the client is asked on `feed`; the call's answer follows once the
+    /// client has answered (see [`McpUpstream::take_answer`]).
+    fn ask(&self, msg: &Value, feed: &Rc<Feed>, session: Option<String>, close: bool) {
+        let n = self.next_request.get() + 1;
+        self.next_request.set(n);
+        let id = format!("up-ask-{n}");
+        let question = msg.pointer("/params/arguments/question").and_then(Value::as_str).unwrap_or("Proceed?");
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+            "message": question,
+            "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
+        feed.push(frame(&request));
+        let call_id = msg.get("id").cloned().unwrap_or(Value::Null);
+        self.waiting.borrow_mut().insert(id, Waiting { feed: feed.clone(), call_id, session, close });
+    }
+
+    /// A client's response to one of the upstream's requests: the call that asked answers
+    /// with it. `false` when no request of this session waits for it.
+    fn take_answer(&self, msg: &Value, session: Option<String>) -> bool {
+        self.answers.borrow_mut().push((msg.clone(), session.clone()));
+        let key = msg.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
+        let known = self.waiting.borrow().get(&key).is_some_and(|w| w.session == session);
+        let Some(w) = known.then(|| self.waiting.borrow_mut().remove(&key)).flatten() else { return false };
+        let result = match (msg.get("result"), msg.get("error")) {
+            (Some(r), _) => {
+                json!({"content": [{"type": "text", "text": format!("answered: {r}")}], "structuredContent": {"answer": r}})
+            }
+            (None, e) => {
+                json!({"content": [{"type": "text", "text": format!("refused: {}", e.cloned().unwrap_or(Value::Null))}], "isError": true})
+            }
+        };
+        w.feed.push(frame(&json!({"jsonrpc": "2.0", "id": w.call_id, "result": result})));
+        if w.close {
+            w.feed.close();
+        }
+        true
+    }
+
+    /// The legacy transport: the GET opens a session's event stream; a POST to its endpoint
+    /// is accepted and answered on that stream.
+    fn legacy(&self, req: &BackendRequest, now_ms: u64) -> Reply {
+        let path = req.path.split('?').next().unwrap_or("");
+        if req.method == Method::Get && path != "/messages" {
+            let n = self.next_session.get() + 1;
+            self.next_session.set(n);
+            let sid = format!("legacy-{n}");
+            let feed = Rc::new(Feed::default());
+            self.legacy_streams.borrow_mut().insert(sid.clone(), feed.clone());
+            let endpoint = self.endpoint.clone().unwrap_or_else(|| format!("/messages?sessionId={sid}"));
+            return Reply::sse(vec![format!("event: endpoint\ndata: {endpoint}\n\n")], 0).ending(BodyEnd::Fed(feed));
+        }
+        if req.method != Method::Post || path != "/messages" {
+            return rpc_error(405, Value::Null, -32000, "Method not allowed.").with_header("allow", "GET");
+        }
+        let sid = req.path.split_once("sessionId=").map(|(_, s)| s.to_string()).unwrap_or_default();
+        let Some(feed) = self.legacy_streams.borrow().get(&sid).cloned() else {
+            return Reply::new(404, "text/plain", "Session not found");
+        };
+        let Some(msg) = req.json() else { return Reply::new(400, "text/plain", "Invalid message") };
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("").to_string();
+        match msg.get("id") {
+            Some(_) if method.is_empty() => {
+                self.take_answer(&msg, Some(sid));
+            }
+            Some(_) if method == "tools/call" && msg.pointer("/params/name") == Some(&json!("ask")) => {
+                self.ask(&msg, &feed, Some(sid), false);
+            }
+            Some(id) => {
+                let params = msg.get("params").cloned().unwrap_or(json!({}));
+                let answer = match self.answer(req, &method, &params, now_ms) {
+                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                    Err((code, message)) => {
+                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+                    }
+                };
+                feed.push(frame(&answer));
+            }
+            None => {}
+        }
+        Reply::new(202, "text/plain", "Accepted")
+    }
+}
+
 impl Backend for McpUpstream {
-    fn handle(&self, req: &BackendRequest, _now_ms: u64) -> Reply {
+    fn handle(&self, req: &BackendRequest, now_ms: u64) -> Reply {
         self.requests.borrow_mut().push(req.clone());
+        if self.down.get() {
+            return rpc_error(503, Value::Null, -32000, "Service Unavailable");
+        }
+        if let Some(check) = self.token_check.borrow().as_ref() {
+            if !req.bearer().is_some_and(|t| check(&t, now_ms)) {
+                self.refused.set(self.refused.get() + 1);
+                return rpc_error(401, Value::Null, -32001, "Unauthorized").with_header("www-authenticate", CHALLENGE);
+            }
+        }
+        if self.legacy {
+            return self.legacy(req, now_ms);
+        }
         let session = req.headers.get("mcp-session-id");
         if req.method == Method::Delete && self.stateful {
             let known = session.is_some_and(|s| self.sessions.borrow_mut().remove(&s));
@@ -150,12 +370,38 @@ impl Backend for McpUpstream {
                 }
             }
         }
-        // A notification or a response from the client: accepted, nothing to answer.
+        // A response to one of the upstream's own requests: the call that asked goes on.
+        if id.is_some() && method.is_empty() {
+            return if self.take_answer(&msg, session) {
+                Reply::new(202, "", Vec::new())
+            } else {
+                rpc_error(400, Value::Null, -32600, "No request of this session waits for that answer")
+            };
+        }
+        // A notification from the client: accepted, nothing to answer.
         let Some(id) = id.filter(|_| !method.is_empty()) else { return Reply::new(202, "", Vec::new()) };
         let params = msg.get("params").cloned().unwrap_or(json!({}));
-        let answer = match self.answer(req, &method, &params) {
+        if method == "tools/call" {
+            if let Some(to) = self.redirect_calls.borrow().as_ref() {
+                return Reply::new(307, "", Vec::new()).with_header("location", to);
+            }
+            if params.get("name").and_then(Value::as_str) == Some("ask") {
+                let feed = Rc::new(Feed::default());
+                self.ask(&msg, &feed, session, true);
+                return Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed));
+            }
+        }
+        let answer = match self.answer(req, &method, &params, now_ms) {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err((code, message)) => json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+        };
+        // The upstream's own tasks/result blocks until the task ends.
+        let wait = match method.as_str() {
+            "tasks/result" => {
+                let tid = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
+                self.up_tasks.borrow().get(tid).map_or(0, |t| t.done_at_ms.saturating_sub(now_ms))
+            }
+            _ => 0,
         };
         let reply = if self.sse {
             let mut frames = notifications(&method, &params);
@@ -172,6 +418,7 @@ impl Backend for McpUpstream {
         } else {
             Reply::json(200, &answer)
         };
+        let reply = reply.delayed(wait);
         match new_session {
             Some(sid) => reply.with_header("mcp-session-id", &sid),
             None => reply,
