@@ -96,7 +96,9 @@ pub fn content_items(structured: Option<&Value>, mode: DifyMode, version: Versio
         .into_iter()
         .map(|f| match resource_link(f) {
             Some(link) if version.structured_output() => link,
-            Some(link) => json!({"type": "text", "text": crate::pure::backend::mcp::downgrade::resource_link_text(&link)}),
+            Some(link) => {
+                json!({"type": "text", "text": crate::pure::backend::mcp::downgrade::resource_link_text(&link)})
+            }
             None => json!({"type": "text", "text": format!(
                 "file {}: the Dify app gave the path {} without its host (its FILES_URL is not set)",
                 f.get("filename").and_then(Value::as_str).unwrap_or("(no name)"),
@@ -196,7 +198,9 @@ mod tests {
         let items = content_items(Some(&structured), DifyMode::Chat, Version::V2025_11_25);
         assert_eq!(
             items,
-            [json!({"type": "resource_link", "uri": "https://dify.example/files/f1.webp", "name": "f1.webp", "mimeType": "image/webp"})]
+            [
+                json!({"type": "resource_link", "uri": "https://dify.example/files/f1.webp", "name": "f1.webp", "mimeType": "image/webp"})
+            ]
         );
         // A workflow's "files" key is only a file when it holds files; a chat's other keys never are.
         let chat = json!({"answer": "a", "other": dify_file("https://x.example/f.png")});

@@ -69,8 +69,27 @@ impl Named for Transfer {
 
 /// Extensions Dify counts as each type (its `*_EXTENSIONS` constants), lowercase, no dot.
 const DOCUMENT_EXTENSIONS: &[&str] = &[
-    "txt", "markdown", "md", "mdx", "pdf", "html", "htm", "xlsx", "xls", "vtt", "properties", "doc", "docx", "csv",
-    "eml", "msg", "pptx", "ppt", "xml", "epub", "json",
+    "txt",
+    "markdown",
+    "md",
+    "mdx",
+    "pdf",
+    "html",
+    "htm",
+    "xlsx",
+    "xls",
+    "vtt",
+    "properties",
+    "doc",
+    "docx",
+    "csv",
+    "eml",
+    "msg",
+    "pptx",
+    "ppt",
+    "xml",
+    "epub",
+    "json",
 ];
 const IMAGE_EXTENSIONS: &[&str] = &["jpg", "jpeg", "png", "webp", "gif", "svg"];
 const AUDIO_EXTENSIONS: &[&str] = &["mp3", "m4a", "wav", "amr", "mpga"];
@@ -217,8 +236,7 @@ impl FileRule {
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
         if !self.types.is_empty() {
-            let names: Vec<&str> =
-                self.types.iter().filter(|t| **t != FileType::Custom).map(|t| t.name()).collect();
+            let names: Vec<&str> = self.types.iter().filter(|t| **t != FileType::Custom).map(|t| t.name()).collect();
             let mut kinds = names.join(", ");
             if self.types.contains(&FileType::Custom) {
                 let custom = if self.extensions.is_empty() {
@@ -410,7 +428,8 @@ pub fn read_file(v: &Value, at: &str, slot: Slot, rule: &FileRule) -> Result<Pen
 
 /// The source, name and MIME type (maybe empty) of one file argument.
 fn read_shape(v: &Value) -> Result<(Source, String, String), String> {
-    let text = |o: &Map<String, Value>, k: &str| o.get(k).and_then(Value::as_str).map(str::trim).unwrap_or("").to_string();
+    let text =
+        |o: &Map<String, Value>, k: &str| o.get(k).and_then(Value::as_str).map(str::trim).unwrap_or("").to_string();
     match v {
         Value::String(s) => read_url_text(s.trim(), "", ""),
         Value::Object(o) => {
@@ -459,7 +478,8 @@ fn read_resource(r: &Map<String, Value>) -> Result<(Source, String, String), Str
     let uri = r.get("uri").and_then(Value::as_str).unwrap_or("").trim();
     let mime = r.get("mimeType").and_then(Value::as_str).unwrap_or("").trim().to_string();
     let named = r.get("name").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| name_from_url(uri));
-    let name = |named: String| if extension_of(&named).is_empty() { data_name("", &mime).unwrap_or(named) } else { named };
+    let name =
+        |named: String| if extension_of(&named).is_empty() { data_name("", &mime).unwrap_or(named) } else { named };
     match (r.get("blob"), r.get("text")) {
         (Some(Value::String(b)), _) => Ok((Source::Base64(b.clone()), name(named), mime)),
         (_, Some(Value::String(t))) => {
@@ -550,7 +570,8 @@ pub fn decode_bounded(at: &str, text: &str, cap: usize) -> Result<Vec<u8>, Strin
             b => b,
         })
         .collect();
-    crate::pure::base64::decode_url(&compact).map_err(|_| format!("argument '{at}' has `data` that is not valid base64"))
+    crate::pure::base64::decode_url(&compact)
+        .map_err(|_| format!("argument '{at}' has `data` that is not valid base64"))
 }
 
 /// The refusal of a file over its cap.

@@ -18,7 +18,10 @@ fn every_argument_shape_reads() {
     let read = |v: Value| read_file(&v, "doc", slot(), &any).unwrap();
     let f = read(json!("https://files.example.com/q3/report.pdf?x=1"));
     assert_eq!(f.source, Source::Url("https://files.example.com/q3/report.pdf?x=1".into()));
-    assert_eq!((f.name.as_str(), f.mime_type.as_str(), f.file_type), ("report.pdf", "application/pdf", FileType::Document));
+    assert_eq!(
+        (f.name.as_str(), f.mime_type.as_str(), f.file_type),
+        ("report.pdf", "application/pdf", FileType::Document)
+    );
     let f = read(json!({"url": "https://x.example/a", "name": "photo.JPG"}));
     assert_eq!((f.name.as_str(), f.mime_type.as_str(), f.file_type), ("photo.JPG", "image/jpeg", FileType::Image));
     let f = read(json!({"data": "aGVsbG8=", "name": "notes.txt", "mime_type": "text/plain"}));
@@ -28,12 +31,20 @@ fn every_argument_shape_reads() {
     let f = read(json!({"data": "aGVsbG8=", "mime_type": "image/png"}));
     assert_eq!((f.name.as_str(), f.file_type), ("file.png", FileType::Image));
     let f = read(json!("data:audio/mpeg;base64,aGVsbG8="));
-    assert_eq!((f.source, f.name.as_str(), f.file_type), (Source::Base64("aGVsbG8=".into()), "file.mp3", FileType::Audio));
+    assert_eq!(
+        (f.source, f.name.as_str(), f.file_type),
+        (Source::Base64("aGVsbG8=".into()), "file.mp3", FileType::Audio)
+    );
     // MCP embedded resources, bare or as a content item.
-    let f = read(json!({"type": "resource", "resource": {"uri": "file:///tmp/scan.png", "mimeType": "image/png", "blob": "aGk="}}));
+    let f = read(
+        json!({"type": "resource", "resource": {"uri": "file:///tmp/scan.png", "mimeType": "image/png", "blob": "aGk="}}),
+    );
     assert_eq!((f.source, f.name.as_str(), f.file_type), (Source::Base64("aGk=".into()), "scan.png", FileType::Image));
     let f = read(json!({"resource": {"uri": "memo://today", "text": "buy milk"}}));
-    assert_eq!((f.source, f.name.as_str(), f.mime_type.as_str()), (Source::Text("buy milk".into()), "today.txt", "text/plain"));
+    assert_eq!(
+        (f.source, f.name.as_str(), f.mime_type.as_str()),
+        (Source::Text("buy milk".into()), "today.txt", "text/plain")
+    );
     let f = read(json!({"resource": {"uri": "https://x.example/v.mp4"}}));
     assert_eq!((f.source, f.file_type), (Source::Url("https://x.example/v.mp4".into()), FileType::Video));
     // A resource_link as an upstream MCP tool returns it goes back in as a URL.
@@ -106,10 +117,14 @@ fn types_by_extension_then_mime() {
 fn the_upload_feature_in_both_shapes() {
     assert_eq!(FileRule::of_upload(&json!({"image": {"enabled": false}})), None);
     assert_eq!(FileRule::of_upload(&json!(null)), None);
-    let old = FileRule::of_upload(&json!({"image": {"enabled": true, "number_limits": 3, "transfer_methods": ["remote_url", "local_file"]}})).unwrap();
+    let old = FileRule::of_upload(
+        &json!({"image": {"enabled": true, "number_limits": 3, "transfer_methods": ["remote_url", "local_file"]}}),
+    )
+    .unwrap();
     assert_eq!((old.types, old.max_count, old.methods.len()), (vec![FileType::Image], Some(3), 2));
     let new = FileRule::of_upload(&json!({"enabled": true, "allowed_file_types": ["document", "image"],
-        "allowed_file_upload_methods": ["local_file"], "number_limits": 5})).unwrap();
+        "allowed_file_upload_methods": ["local_file"], "number_limits": 5}))
+    .unwrap();
     assert_eq!((new.types.len(), new.methods, new.max_count), (2, vec![Transfer::LocalFile], Some(5)));
 }
 
@@ -190,7 +205,8 @@ fn the_multipart_upload_body() {
          Content-Disposition: form-data; name=\"file\"; filename=\"a_b.txt\"\r\nContent-Type: text/plain\r\n\r\nhi\r\n--b0--\r\n"
     );
     assert_eq!(uploaded_id("doc", 201, r#"{"id":"u-1","name":"a.txt"}"#).unwrap(), "u-1");
-    let e = uploaded_id("doc", 413, r#"{"code":"file_too_large","message":"File size exceeded.","status":413}"#).unwrap_err();
+    let e = uploaded_id("doc", 413, r#"{"code":"file_too_large","message":"File size exceeded.","status":413}"#)
+        .unwrap_err();
     assert_eq!(e, "the file of argument 'doc' could not be uploaded: the Dify app refused the call (HTTP 413, file_too_large): File size exceeded.");
     assert!(uploaded_id("doc", 201, "{}").unwrap_err().contains("names no file id"));
 }
