@@ -210,5 +210,6 @@ mod backends_mcp;
 mod calls;
 mod console;
 mod endpoint;
+mod files;
 mod smoke;
 mod soak;
