@@ -63,8 +63,8 @@ pub struct App {
     pub event_delay_ms: u64,
     /// The app's `file_upload` feature, as `/parameters` shows it.
     pub file_upload: Value,
-    /// Files a chat answer carries: a `message_file` event each when streamed, and
-    /// `message_files` in a blocking answer.
+    /// Files a chat answer carries: a `message_file` event each when streamed (a blocking
+    /// answer has no files, as in Dify).
     pub message_files: Vec<Value>,
     /// Largest upload accepted (Dify: 15 MB by default; 413 `file_too_large` beyond).
     pub upload_limit: usize,
@@ -216,8 +216,7 @@ impl Dify {
                 json!({"workflow_run_id": run, "task_id": task, "data": finished})
             } else {
                 json!({"event": "message", "task_id": task, "id": msg, "message_id": msg, "conversation_id": "conv-1",
-                    "mode": app.mode, "answer": app.answer, "metadata": {"usage": {"total_tokens": 20}}, "created_at": created,
-                    "message_files": app.message_files})
+                    "mode": app.mode, "answer": app.answer, "metadata": {"usage": {"total_tokens": 20}}, "created_at": created})
             };
             return Reply::json(200, &answer).delayed(delay);
         }
