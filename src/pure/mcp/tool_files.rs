@@ -1,76 +1,79 @@
 //! The file arguments of a tool (`pure::backend::dify::files` has their shapes and rules): the
 //! `file` and `file-list` inputs of its form and, for a chat or completion app whose
 //! `file_upload` feature is on, the optional `files` argument; their schema properties, and
-//! the files of a call checked before anything is sent.
+//! the files of a call checked before anything is sent. (`tools` asks these of a tool's app and
+//! form.)
 
 use serde_json::{Map, Value};
 
-use super::tools::Tool;
 use crate::pure::backend::dify::files::{file_list_schema, file_schema, read_file, FileRule, PendingFile, Slot};
 use crate::pure::backend::dify::mode::DifyMode;
-use crate::pure::form::FieldType;
+use crate::pure::definition::AppDefinition;
+use crate::pure::form::{FieldType, FormField};
 
 /// The argument a chat or completion app takes its attached files in.
 pub const FILES_ARGUMENT: &str = "files";
 
-impl Tool<'_> {
-    /// The rule of the app's `files` argument: chat and completion apps whose `file_upload`
-    /// feature is on (and whose form has no variable of that name).
-    pub fn upload_rule(&self) -> Option<FileRule> {
-        let config = self.app.backend.as_dify().filter(|_| self.upstream.is_none())?;
-        if !(config.app_mode.takes_query() || config.app_mode == DifyMode::Completion) {
-            return None;
-        }
-        if self.form.iter().any(|f| f.variable == FILES_ARGUMENT) {
-            return None;
-        }
-        FileRule::of_upload(config.files.file_upload.as_ref()?)
+/// The rule of the app's `files` argument: chat and completion apps whose `file_upload`
+/// feature is on (and whose form has no variable of that name).
+pub fn upload_rule(app: &AppDefinition, form: &[FormField]) -> Option<FileRule> {
+    let config = app.backend.as_dify()?;
+    if !(config.app_mode.takes_query() || config.app_mode == DifyMode::Completion) {
+        return None;
     }
+    if form.iter().any(|f| f.variable == FILES_ARGUMENT) {
+        return None;
+    }
+    FileRule::of_upload(config.files.file_upload.as_ref()?)
+}
 
-    /// The schema of a file input of the form (`None` for other types) with `about` as its
-    /// description.
-    pub fn file_property(&self, ty: FieldType, about: &str, rule: &FileRule) -> Option<Value> {
-        match ty {
-            FieldType::File => Some(file_schema(about, rule)),
-            FieldType::FileList => Some(file_list_schema(about, rule)),
-            _ => None,
+/// The schema of a file input of the form (`None` for other types) with `about` as its
+/// description.
+pub fn file_property(ty: FieldType, about: &str, rule: &FileRule) -> Option<Value> {
+    match ty {
+        FieldType::File => Some(file_schema(about, rule)),
+        FieldType::FileList => Some(file_list_schema(about, rule)),
+        _ => None,
+    }
+}
+
+/// The `files` property of a chat app that takes files.
+pub fn files_property(app: &AppDefinition, form: &[FormField]) -> Option<Value> {
+    let rule = upload_rule(app, form)?;
+    Some(file_list_schema("Files to attach to the message (optional)", &rule))
+}
+
+/// The files of a call of a Dify app, each checked against its input's rule (or the app's
+/// `file_upload`), in the order they go to Dify; every problem is said. Missing required file
+/// inputs are `check_arguments`' to report.
+pub fn check_files(
+    app: &AppDefinition,
+    form: &[FormField],
+    args: Option<&Map<String, Value>>,
+) -> Result<Vec<PendingFile>, Vec<String>> {
+    let Some(args) = args.filter(|_| app.backend.as_dify().is_some()) else {
+        return Ok(Vec::new());
+    };
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for f in form.iter().filter(|f| matches!(f.ty, FieldType::File | FieldType::FileList)) {
+        let Some(v) = args.get(&f.variable).filter(|v| !v.is_null()) else { continue };
+        let rule = FileRule::of_field(f);
+        let list = f.ty == FieldType::FileList;
+        let slot = Slot::Input { variable: f.variable.clone(), list };
+        read_files(&f.variable, v, list, slot, &rule, &mut files, &mut problems);
+    }
+    if let Some(v) = args.get(FILES_ARGUMENT).filter(|v| !v.is_null()) {
+        // Only an app that takes files has the argument; another's `files` is an unknown
+        // argument, dropped like any other.
+        if let Some(rule) = upload_rule(app, form) {
+            read_files(FILES_ARGUMENT, v, true, Slot::Files, &rule, &mut files, &mut problems);
         }
     }
-
-    /// The `files` property of a chat app that takes files.
-    pub fn files_property(&self) -> Option<Value> {
-        let rule = self.upload_rule()?;
-        Some(file_list_schema("Files to attach to the message (optional)", &rule))
-    }
-
-    /// The files of a call, each checked against its input's rule (or the app's `file_upload`),
-    /// in the order they go to Dify; every problem is said. Missing required file inputs are
-    /// `check_arguments`' to report.
-    pub fn check_files(&self, args: Option<&Map<String, Value>>) -> Result<Vec<PendingFile>, Vec<String>> {
-        let Some(args) = args.filter(|_| self.upstream.is_none() && self.app.backend.as_dify().is_some()) else {
-            return Ok(Vec::new());
-        };
-        let mut files = Vec::new();
-        let mut problems = Vec::new();
-        for f in self.form.iter().filter(|f| matches!(f.ty, FieldType::File | FieldType::FileList)) {
-            let Some(v) = args.get(&f.variable).filter(|v| !v.is_null()) else { continue };
-            let rule = FileRule::of_field(f);
-            let list = f.ty == FieldType::FileList;
-            let slot = Slot::Input { variable: f.variable.clone(), list };
-            read_files(&f.variable, v, list, slot, &rule, &mut files, &mut problems);
-        }
-        if let Some(v) = args.get(FILES_ARGUMENT).filter(|v| !v.is_null()) {
-            // Only an app that takes files has the argument; another's `files` is an unknown
-            // argument, dropped like any other.
-            if let Some(rule) = self.upload_rule() {
-                read_files(FILES_ARGUMENT, v, true, Slot::Files, &rule, &mut files, &mut problems);
-            }
-        }
-        if problems.is_empty() {
-            Ok(files)
-        } else {
-            Err(problems)
-        }
+    if problems.is_empty() {
+        Ok(files)
+    } else {
+        Err(problems)
     }
 }
 
@@ -112,10 +115,10 @@ mod tests {
 
     use crate::pure::backend::dify::files::{FileType, Source};
     use crate::pure::definition::{AppDefinition, ServerDefinition, FORMAT};
-    use crate::pure::mcp::tools::tools;
 
     use super::*;
 
+    /// A one-app server, and the app's form as parsed.
     fn def(mode: &str, form: Value, file_upload: Option<Value>) -> ServerDefinition {
         let mode = crate::pure::mode::Mode::parse(mode).unwrap();
         let mut backend = crate::pure::backend::config::Backend::example(mode);
@@ -142,25 +145,26 @@ mod tests {
     #[test]
     fn files_of_a_call_in_order_with_every_problem() {
         let d = def("workflow", form(), None);
-        let t = &tools(&d)[0];
-        let args = json!({"doc": {"data": "aGk=", "name": "a.pdf"}, "pics": ["https://x.example/1.png", "https://x.example/2.gif"]});
-        let files = t.check_files(args.as_object()).unwrap();
+        let a = &d.apps[0];
+        let check = |args: Value| check_files(a, &a.form, args.as_object());
+        let files = check(
+            json!({"doc": {"data": "aGk=", "name": "a.pdf"}, "pics": ["https://x.example/1.png", "https://x.example/2.gif"]}),
+        )
+        .unwrap();
         assert_eq!(files.len(), 3);
         assert_eq!(files[0].slot, Slot::Input { variable: "doc".into(), list: false });
         assert_eq!((&files[0].source, files[0].file_type), (&Source::Base64("aGk=".into()), FileType::Document));
         assert_eq!(files[2].at, "pics[1]");
         assert_eq!(files[2].slot, Slot::Input { variable: "pics".into(), list: true });
-        let bad = json!({"doc": "https://x.example/a.png", "pics": ["a.png", "b.png", "c.png"]});
         assert_eq!(
-            t.check_files(bad.as_object()).unwrap_err(),
+            check(json!({"doc": "https://x.example/a.png", "pics": ["a.png", "b.png", "c.png"]})).unwrap_err(),
             [
                 "argument 'doc': a .png file (image) is not accepted here (accepted: document)",
                 "argument 'pics' takes at most 2 files (got 3)"
             ]
         );
-        let bad = json!({"pics": {"url": "https://x.example/a.png"}});
         assert_eq!(
-            t.check_files(bad.as_object()).unwrap_err(),
+            check(json!({"pics": {"url": "https://x.example/a.png"}})).unwrap_err(),
             ["argument 'pics' must be a list of files ([...], each one file)"]
         );
     }
@@ -170,22 +174,20 @@ mod tests {
         let upload =
             json!({"image": {"enabled": true, "number_limits": 2, "transfer_methods": ["remote_url", "local_file"]}});
         let d = def("chat", json!([]), Some(upload));
-        let t = &tools(&d)[0];
-        let s = t.input_schema(&d);
-        assert_eq!(s["properties"]["files"]["type"], "array");
-        assert_eq!(s["properties"]["files"]["maxItems"], 2);
-        assert_eq!(s["required"], json!(["query"]), "files are optional");
-        let files = t.check_files(json!({"query": "q", "files": ["https://x.example/a.png"]}).as_object()).unwrap();
-        assert_eq!(files[0].slot, Slot::Files);
-        let e = t.check_files(json!({"files": ["https://x.example/a.pdf"]}).as_object()).unwrap_err();
+        let a = &d.apps[0];
+        let s = files_property(a, &a.form).unwrap();
+        assert_eq!((&s["type"], &s["maxItems"]), (&json!("array"), &json!(2)));
+        let files = check_files(a, &a.form, json!({"query": "q", "files": ["https://x.example/a.png"]}).as_object());
+        assert_eq!(files.unwrap()[0].slot, Slot::Files);
+        let e = check_files(a, &a.form, json!({"files": ["https://x.example/a.pdf"]}).as_object()).unwrap_err();
         assert!(e[0].starts_with("argument 'files[0]': a .pdf file (document) is not accepted here"), "{e:?}");
         // Off: no argument, and a `files` sent anyway is dropped like any unknown argument.
         let off = def("chat", json!([]), Some(json!({"image": {"enabled": false}})));
-        let t = &tools(&off)[0];
-        assert!(t.input_schema(&off)["properties"].get("files").is_none());
-        assert_eq!(t.check_files(json!({"files": ["https://x.example/a.png"]}).as_object()).unwrap(), []);
+        let a = &off.apps[0];
+        assert_eq!(files_property(a, &a.form), None);
+        assert_eq!(check_files(a, &a.form, json!({"files": ["https://x.example/a.png"]}).as_object()).unwrap(), []);
         // Workflows take files through their form only.
         let wf = def("workflow", json!([]), Some(json!({"enabled": true})));
-        assert!(tools(&wf)[0].input_schema(&wf)["properties"].get("files").is_none());
+        assert_eq!(files_property(&wf.apps[0], &wf.apps[0].form), None);
     }
 }

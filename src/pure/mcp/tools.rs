@@ -11,7 +11,7 @@ use crate::pure::backend::mcp::aggregate::{aggregate, ExposedTool};
 use crate::pure::backend::mcp::downgrade::tool_for_client;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::form::{FieldType, FormField};
-use crate::pure::mcp::tool_files::FILES_ARGUMENT;
+use crate::pure::mcp::tool_files::{self, FILES_ARGUMENT};
 use std::collections::HashMap;
 
 use crate::pure::protocol::names::{sanitize_name, truncate, MAX_TOOL_NAME};
@@ -156,7 +156,7 @@ impl Tool<'_> {
         }
         for f in self.form.iter().filter(|f| f.ty.reaches_mcp()) {
             let about = param_description(def, &f.variable).unwrap_or(&f.label);
-            if let Some(p) = self.file_property(f.ty, about, &FileRule::of_field(f)) {
+            if let Some(p) = tool_files::file_property(f.ty, about, &FileRule::of_field(f)) {
                 props.insert(f.variable.clone(), p);
                 if f.required {
                     required.push(f.variable.clone().into());
@@ -197,7 +197,7 @@ impl Tool<'_> {
                 required.push(f.variable.clone().into());
             }
         }
-        if let Some(p) = self.files_property() {
+        if let Some(p) = self.upstream.is_none().then(|| tool_files::files_property(self.app, self.form)).flatten() {
             props.insert(FILES_ARGUMENT.into(), p);
         }
         json!({"type": "object", "properties": props, "required": required})
@@ -235,6 +235,17 @@ impl Tool<'_> {
                 s
             }
         }
+    }
+
+    /// The files of a call (`tool_files::check_files`): none for an upstream's tool.
+    pub fn check_files(
+        &self,
+        args: Option<&Map<String, Value>>,
+    ) -> Result<Vec<crate::pure::backend::dify::files::PendingFile>, Vec<String>> {
+        if self.upstream.is_some() {
+            return Ok(Vec::new());
+        }
+        tool_files::check_files(self.app, self.form, args)
     }
 
     /// Checks `args` against the input schema; on success returns the Dify `inputs` (form
