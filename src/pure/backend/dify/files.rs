@@ -580,9 +580,9 @@ pub fn too_large(at: &str, size: usize, cap: usize) -> String {
 }
 
 fn in_units(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1 << 10 && bytes % (1 << 10) == 0 {
+    } else if bytes >= 1 << 10 && bytes.is_multiple_of(1 << 10) {
         format!("{} KiB", bytes >> 10)
     } else {
         format!("{bytes} bytes")

@@ -133,14 +133,12 @@ impl DifyStream {
             e @ ("message" | "agent_message" | "message_replace") => {
                 self.on_answer(e == "message_replace", v.get("answer").and_then(Value::as_str));
             }
-            "message_file" => {
-                if self.files.len() < super::file_outputs::MAX_LINKS && super::file_outputs::is_file(&v) {
-                    let mut file = v.clone();
-                    if let Some(o) = file.as_object_mut() {
-                        o.retain(|k, _| !matches!(k.as_str(), "event" | "task_id" | "conversation_id" | "message_id"));
-                    }
-                    self.files.push(file);
+            "message_file" if self.files.len() < super::file_outputs::MAX_LINKS && super::file_outputs::is_file(&v) => {
+                let mut file = v.clone();
+                if let Some(o) = file.as_object_mut() {
+                    o.retain(|k, _| !matches!(k.as_str(), "event" | "task_id" | "conversation_id" | "message_id"));
                 }
+                self.files.push(file);
             }
             "message_end" if self.mode.takes_query() || self.mode == DifyMode::Completion => {
                 self.done = Some(self.answer_outcome());
