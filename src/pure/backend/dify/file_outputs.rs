@@ -111,19 +111,15 @@ pub fn content_items(structured: Option<&Value>, mode: DifyMode, version: Versio
 /// The schema of a file object in `outputSchema`: what Dify's file objects carry, loosely (Dify
 /// versions differ, and a client checks `structuredContent` against it).
 pub fn file_schema() -> Value {
-    json!({
-        "type": "object",
-        "description": "A file the app returned; its url is also sent as a resource_link",
-        "properties": {
-            "url": {"type": ["string", "null"]},
-            "filename": {"type": ["string", "null"]},
-            "mime_type": {"type": ["string", "null"]},
-            "size": {"type": ["number", "null"]},
-            "type": {"type": ["string", "null"]},
-            "extension": {"type": ["string", "null"]}
-        }
-    })
+    // Read from text: a `json!` of this size is kilobytes of the Worker bundle.
+    serde_json::from_str(FILE_OBJECT).unwrap_or_else(|_| json!({"type": "object"}))
 }
+
+const FILE_OBJECT: &str = r#"{"type": "object",
+  "description": "A file the app returned; its url is also sent as a resource_link",
+  "properties": {"url": {"type": ["string", "null"]}, "filename": {"type": ["string", "null"]},
+    "mime_type": {"type": ["string", "null"]}, "size": {"type": ["number", "null"]},
+    "type": {"type": ["string", "null"]}, "extension": {"type": ["string", "null"]}}}"#;
 
 /// The schema of an output variable of Dify type `ty` (`file`, `array[file]`), or `None` for
 /// the other types (their name is their JSON Schema type).

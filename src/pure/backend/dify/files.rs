@@ -358,28 +358,31 @@ pub fn file_schema(about: &str, rule: &FileRule) -> Value {
     if !allowed.is_empty() {
         description.push_str(&format!(" ({allowed})"));
     }
-    json!({
-        "description": description,
-        "anyOf": [
-            {"type": "string", "description": "an http(s) URL of the file, or a data: URL"},
-            {"type": "object", "properties": {
-                "url": {"type": "string", "description": "an http(s) URL of the file"},
-                "name": {"type": "string"}, "mime_type": {"type": "string"}},
-             "required": ["url"]},
-            {"type": "object", "properties": {
-                "data": {"type": "string", "description": "the file's bytes, base64-encoded"},
-                "name": {"type": "string", "description": "the file name with its extension, e.g. report.pdf"},
-                "mime_type": {"type": "string", "description": "e.g. application/pdf"}},
-             "required": ["data", "name"]},
-            {"type": "object", "properties": {
-                "resource": {"type": "object", "properties": {
-                    "uri": {"type": "string"}, "mimeType": {"type": "string"},
-                    "blob": {"type": "string", "description": "base64"}, "text": {"type": "string"}},
-                 "required": ["uri"]}},
-             "required": ["resource"]}
-        ]
-    })
+    // Read from text: a `json!` of this size is kilobytes of the Worker bundle.
+    let mut schema: Value = serde_json::from_str(FILE_SHAPES).unwrap_or_else(|_| json!({}));
+    schema["description"] = description.into();
+    schema
 }
+
+/// The shapes of a file argument, as JSON Schema (`anyOf`).
+const FILE_SHAPES: &str = r#"{"anyOf": [
+  {"type": "string", "description": "an http(s) URL of the file, or a data: URL"},
+  {"type": "object", "properties": {
+     "url": {"type": "string", "description": "an http(s) URL of the file"},
+     "name": {"type": "string"}, "mime_type": {"type": "string"}},
+   "required": ["url"]},
+  {"type": "object", "properties": {
+     "data": {"type": "string", "description": "the file's bytes, base64-encoded"},
+     "name": {"type": "string", "description": "the file name with its extension, e.g. report.pdf"},
+     "mime_type": {"type": "string", "description": "e.g. application/pdf"}},
+   "required": ["data", "name"]},
+  {"type": "object", "properties": {
+     "resource": {"type": "object", "properties": {
+        "uri": {"type": "string"}, "mimeType": {"type": "string"},
+        "blob": {"type": "string", "description": "base64"}, "text": {"type": "string"}},
+      "required": ["uri"]}},
+   "required": ["resource"]}
+]}"#;
 
 /// The words every file argument's schema carries.
 pub const HOW_TO_SEND: &str = "A file: an https URL string, {\"url\": \"https://...\"}, \
