@@ -42,7 +42,8 @@ pub struct OutputVar {
     pub description: Option<String>,
 }
 
-const OUTPUT_TYPES: [&str; 6] = ["string", "number", "integer", "boolean", "object", "array"];
+/// JSON Schema's types, and Dify's file types (`pure::backend::dify::file_outputs`).
+const OUTPUT_TYPES: [&str; 8] = ["string", "number", "integer", "boolean", "object", "array", "file", "array[file]"];
 
 impl OutputVar {
     pub fn to_json(&self) -> Value {
@@ -713,11 +714,13 @@ mod tests {
     }
 
     #[test]
-    fn warns_on_required_file_inputs() {
+    fn warns_on_required_inputs_clients_cannot_send() {
         let mut body = workflow();
-        body["user_input_form"] = json!([{"file": {"variable": "doc", "required": true}}]);
+        body["user_input_form"] = json!([{"file": {"variable": "doc", "required": true}},
+            {"file-list": {"variable": "docs", "required": true}},
+            {"external_data_tool": {"variable": "ext", "required": true}}]);
         let w = warnings(&validate_app(&body, None).unwrap());
-        assert_eq!(w.len(), 1);
-        assert!(w[0].contains("'doc'"));
+        assert_eq!(w.len(), 1, "files are tool arguments now: {w:?}");
+        assert!(w[0].contains("'ext' (external_data_tool)"));
     }
 }

@@ -48,6 +48,7 @@ settings! {
     DEFINITION_MEMO_SECONDS: Var, "How long an isolate keeps a server definition in memory.";
     USAGE_FLUSH_SECONDS: Var, "How often usage counters are written to D1.";
     TASK_GRACE_SECONDS: Var, "How long a task that its TTL ended is kept (default 30).";
+    MAX_FILE_BYTES: Var, "The largest file a call uploads to Dify (default 10 MiB).";
     ACCESS_TEAM_DOMAIN: Var, "The Cloudflare Access team domain the console trusts.";
     ACCESS_AUD: Var, "The Access application's audience tag.";
     ACCESS_ROLE: Var, "The console role of a caller Access signed in.";
@@ -127,6 +128,8 @@ pub const DEFAULT_MEMO_SECONDS: u64 = 5;
 pub const MAX_MEMO_SECONDS: u64 = 300;
 /// `USAGE_FLUSH_SECONDS` when unset or not a number.
 pub const DEFAULT_FLUSH_SECONDS: u64 = 60;
+/// `MAX_FILE_BYTES` when unset or not a number: 10 MiB (Dify's own default limit for images).
+pub const DEFAULT_MAX_FILE_BYTES: usize = 10 << 20;
 /// `RATE_LIMIT_PERIOD_SECONDS` when unset or not a number.
 pub const DEFAULT_RATE_LIMIT_PERIOD_SECONDS: u64 = 60;
 
@@ -159,6 +162,9 @@ pub struct Settings {
     pub usage_flush_seconds: u64,
     /// `TASK_GRACE_SECONDS` in ms (`pure::task::grace_ms_setting`: default 30 s, capped).
     pub task_grace_ms: u64,
+    /// `MAX_FILE_BYTES` (default 10 MiB): every file a call uploads to Dify is at most this
+    /// long (and within the app's own limits, `pure::backend::dify::files::size_cap`).
+    pub max_file_bytes: usize,
     /// `ACCESS_TEAM_DOMAIN`, `ACCESS_AUD`, `ACCESS_ROLE`: `Ok(None)` when Access is off, `Err`
     /// says what to fix in a half or wrong configuration.
     pub access: Result<Option<crate::pure::console_access::AccessConfig>, String>,
@@ -194,6 +200,8 @@ impl Settings {
             definition_memo_seconds: number(DEFINITION_MEMO_SECONDS, DEFAULT_MEMO_SECONDS).min(MAX_MEMO_SECONDS),
             usage_flush_seconds: number(USAGE_FLUSH_SECONDS, DEFAULT_FLUSH_SECONDS),
             task_grace_ms: crate::pure::task::grace_ms_setting(get(TASK_GRACE_SECONDS).as_deref()),
+            max_file_bytes: usize::try_from(number(MAX_FILE_BYTES, DEFAULT_MAX_FILE_BYTES as u64))
+                .unwrap_or(DEFAULT_MAX_FILE_BYTES),
             access: crate::pure::console_access::config(
                 get(ACCESS_TEAM_DOMAIN).as_deref(),
                 get(ACCESS_AUD).as_deref(),
@@ -364,6 +372,9 @@ mod tests {
         assert_eq!(s.definition_memo_seconds, 5);
         assert_eq!(s.usage_flush_seconds, 60);
         assert_eq!(s.access, Ok(None));
+        assert_eq!(s.max_file_bytes, 10 << 20);
+        assert_eq!(read(&[(MAX_FILE_BYTES, " 2048 ")]).max_file_bytes, 2048);
+        assert_eq!(read(&[(MAX_FILE_BYTES, "lots")]).max_file_bytes, 10 << 20);
     }
 
     #[test]

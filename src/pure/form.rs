@@ -43,9 +43,10 @@ impl FieldType {
         TYPES.iter().find(|(_, t)| *t == self).map_or("", |(name, _)| name)
     }
 
-    /// File inputs cannot be passed by an MCP client as tool arguments.
+    /// Whether an MCP client passes the input as a tool argument: all but `external_data_tool`,
+    /// which Dify fills itself (files too: `pure::backend::dify::files`).
     pub fn reaches_mcp(self) -> bool {
-        !matches!(self, FieldType::File | FieldType::FileList | FieldType::ExternalDataTool)
+        self != FieldType::ExternalDataTool
     }
 }
 

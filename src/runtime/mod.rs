@@ -102,7 +102,8 @@ pub struct Outbound {
     pub method: Method,
     pub url: String,
     pub headers: Headers,
-    pub body: Option<String>,
+    /// Bytes: a JSON or form text, or a multipart body with binary parts (file uploads).
+    pub body: Option<Vec<u8>>,
 }
 
 /// A response to an [`Outbound`] request: its head read, its body not yet.

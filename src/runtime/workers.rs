@@ -356,7 +356,7 @@ impl Runtime for Workers {
             init.set_headers(&js_headers(&req.headers).0);
             init.set_redirect(web_sys::RequestRedirect::Manual);
             if let Some(b) = &req.body {
-                init.set_body(&JsValue::from_str(b));
+                init.set_body(&JsValue::from(js_sys::Uint8Array::from(b.as_slice())));
             }
             let controller = web_sys::AbortController::new()?;
             init.set_signal(Some(&controller.signal()));

@@ -30,6 +30,7 @@ use crate::pure::protocol::jsonrpc::{self, RpcError};
 use crate::pure::quote::plain_or_quoted;
 
 use crate::pure::task_contract::{Kind, TaskAnswer, TaskCall, TaskSpec};
+use crate::shell::backend::dify::upload as dify_upload;
 use crate::shell::backend::mcp::{call as upstream_call, client as upstream};
 use crate::shell::cache;
 use crate::shell::call::stream::{stop_run, Opening};
@@ -261,7 +262,8 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                let mut step = server::handle_full(def, &upstreams, &catalogs, item, &h, VERSION);
+                let step = server::handle_full(def, &upstreams, &catalogs, item, &h, VERSION);
+                let mut step = dify_upload::with_files(step, def, env).await;
                 if let Step::Call(plan) = &mut step {
                     plan.relay = Channel::Closed(Closed::JsonOnly);
                 }
@@ -278,7 +280,13 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             }
             rpc(200, &Value::Array(out), cors.as_deref())
         }
-        single => match server::handle_full(def, &upstreams, &catalogs, single, &h, VERSION) {
+        single => match dify_upload::with_files(
+            server::handle_full(def, &upstreams, &catalogs, single, &h, VERSION),
+            def,
+            env,
+        )
+        .await
+        {
             // A lookup and a copy: the list was serialized once for this definition.
             Step::ToolsList { id, version } => {
                 let text = response_text(&id, &prepared.tools_list(version, VERSION));

@@ -146,10 +146,22 @@ pub enum CrossOrigin {
 
 /// [`send`] with a body already encoded (a form, say).
 pub async fn send_text(
+    method: Method,
+    url: &str,
+    headers: Headers,
+    body: Option<String>,
+    timeout: Duration,
+    cross_origin: CrossOrigin,
+) -> Result<Answer, SendError> {
+    send_bytes(method, url, headers, body.map(String::into_bytes), timeout, cross_origin).await
+}
+
+/// [`send`] with a body of bytes (a multipart upload).
+pub async fn send_bytes(
     mut method: Method,
     url: &str,
     mut headers: Headers,
-    mut body: Option<String>,
+    mut body: Option<Vec<u8>>,
     timeout: Duration,
     cross_origin: CrossOrigin,
 ) -> Result<Answer, SendError> {
@@ -197,10 +209,10 @@ async fn fetch_once(
     method: Method,
     url: &str,
     headers: &Headers,
-    body: Option<&str>,
+    body: Option<&[u8]>,
     mut deadline: Deadline,
 ) -> Result<Answer, SendError> {
-    let request = Outbound { method, url: url.to_string(), headers: headers.clone(), body: body.map(str::to_string) };
+    let request = Outbound { method, url: url.to_string(), headers: headers.clone(), body: body.map(<[u8]>::to_vec) };
     // Dropping the pending fetch (the deadline came first) cancels it.
     match deadline.race(crate::runtime::fetch(request)).await {
         Some(Ok(Fetched { status, headers, body, abort })) => Ok(Answer { body, headers, status, deadline, abort }),

@@ -116,6 +116,8 @@ impl Record {
             log_level: None,
             cancel_key: String::new(),
             relay: Channel::Closed(Closed::Task),
+            // Placed into the stored body before the task was created.
+            files: Vec::new(),
         }
     }
 }

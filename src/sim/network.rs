@@ -21,7 +21,10 @@ pub struct BackendRequest {
     /// Path and query, e.g. `/v1/chat-messages?x=1`.
     pub path: String,
     pub headers: Headers,
+    /// The body as text (invalid UTF-8 replaced), for the JSON and form bodies most backends read.
     pub body: String,
+    /// The body's bytes as sent (a multipart upload's binary parts).
+    pub bytes: Vec<u8>,
 }
 
 impl BackendRequest {

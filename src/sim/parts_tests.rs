@@ -63,7 +63,12 @@ impl Run {
 }
 
 fn outbound(method: Method, url: &str, headers: &[(&str, &str)], body: Option<Value>) -> Outbound {
-    Outbound { method, url: url.into(), headers: headers.iter().copied().collect(), body: body.map(|b| b.to_string()) }
+    Outbound {
+        method,
+        url: url.into(),
+        headers: headers.iter().copied().collect(),
+        body: body.map(|b| b.to_string().into_bytes()),
+    }
 }
 
 /// Status, content type and whole body text of a fetch (or its error).
@@ -321,7 +326,7 @@ fn the_oauth_issuer_mints_tokens_the_stand_in_verifies() {
             method: Method::Post,
             url: "http://issuer.test/token".into(),
             headers: [("content-type", "application/x-www-form-urlencoded")].into_iter().collect(),
-            body: Some(format!("grant_type=client_credentials&client_id=c1&client_secret={secret}")),
+            body: Some(format!("grant_type=client_credentials&client_id=c1&client_secret={secret}").into_bytes()),
         };
         let token = fetch_text(&env, form("s1")).await;
         let bad = fetch_text(&env, form("nope")).await;

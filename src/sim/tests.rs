@@ -47,7 +47,7 @@ async fn call_backend(env: &Env, url: &str, deadline_ms: Option<u64>) -> Result<
     let rt = env.runtime();
     let mut headers = Headers::new();
     headers.set("authorization", &format!("Bearer {SECRET}"));
-    let out = Outbound { method: Method::Post, url: url.to_string(), headers, body: Some("{\"q\":1}".into()) };
+    let out = Outbound { method: Method::Post, url: url.to_string(), headers, body: Some(b"{\"q\":1}".to_vec()) };
     let exchange = async {
         let f = rt.fetch(out).await.map_err(|e| e.to_string())?;
         let status = f.status;

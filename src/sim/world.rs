@@ -136,7 +136,7 @@ impl World {
                 url: req.url.clone(),
                 origin: parsed.as_ref().map(|p| p.0.clone()).unwrap_or_default(),
                 headers: req.headers.clone(),
-                body: req.body.clone().unwrap_or_default(),
+                body: String::from_utf8_lossy(req.body.as_deref().unwrap_or_default()).into_owned(),
                 outcome: String::new(),
             });
             out.len() - 1
@@ -169,7 +169,8 @@ impl World {
             url: req.url.clone(),
             path,
             headers: req.headers.clone(),
-            body: req.body.clone().unwrap_or_default(),
+            body: String::from_utf8_lossy(req.body.as_deref().unwrap_or_default()).into_owned(),
+            bytes: req.body.clone().unwrap_or_default(),
         };
         let mut s = match backend.handle(&breq, self.clock.now()) {
             Reply::Hang => {

@@ -126,10 +126,12 @@ describe('app validation', () => {
     assertJsonError(await fg.console('/apps', { method: 'POST', body: huge, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large');
   });
 
-  test('a required file input is accepted with a warning', async () => {
+  test('a required file input is a tool argument; a required external_data_tool input gets a warning', async () => {
     const app = await createApp(workflowApp({ user_input_form: [{ file: { variable: 'doc', required: true } }] }));
-    assert.equal(app.warnings.length, 1);
-    assert.match(app.warnings[0], /'doc'.*required/);
+    assert.deepEqual(app.warnings, []);
+    const ext = await createApp(workflowApp({ user_input_form: [{ external_data_tool: { variable: 'ext', required: true } }] }));
+    assert.equal(ext.warnings.length, 1);
+    assert.match(ext.warnings[0], /'ext'.*required/);
   });
 });
 

@@ -126,8 +126,20 @@
 //                  a required variable must be present and not empty/null; text-input and
 //                  paragraph take a string of at most max_length characters, select one of its
 //                  options, number a finite number, checkbox a boolean, json_object an object;
-//                  file, file-list and external_data_tool values are not checked. A violation is
-//                  400 invalid_param naming the variable.
+//                  external_data_tool values are not checked; file and file-list values (and a
+//                  chat's `files`) are checked as Dify checks them (dify-files.mjs). A violation
+//                  is 400 invalid_param naming the variable.
+//
+// ---- Files (dify-files.mjs has the rules) -------------------------------------------
+// POST /v1/files/upload (multipart `file` + `user`) → 201 {id, name, size, extension,
+// mime_type, created_by, created_at}; size and type refusals as Dify's. Members: uploads (Map
+// id → {..., apiKey, user, data: Buffer}), fileOutput({name, mimeType, data}) (a Dify file
+// object whose url this fixture serves: GET /files/tools/<id>.<ext>, no key needed, as Dify's
+// signed URLs). addApp options: fileUpload (the app's file_upload feature, /parameters shows
+// it; default image off), systemParameters (default Dify's 15/10/50/100 MB), uploadLimitBytes
+// (one byte limit for every upload, for tests), uploadBlacklist (extensions refused, 415),
+// messageFiles (file objects a chat answer carries: a message_file event each before
+// message_end; a blocking answer has none, as in Dify).
 //   query          chat modes: a string.
 // Every request refused by these checks is still recorded in `requests`.
 //
@@ -180,6 +192,7 @@ import { randomUUID, randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 
 import { listenLoopback, readBody } from './loopback-server.mjs';
+import { DEFAULT_SYSTEM_PARAMETERS, fileObject, filesProblem, messageFileEvent, readRaw, upload } from './dify-files.mjs';
 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const MODES = new Set(['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion']);
@@ -366,6 +379,8 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
   const holding = new Set(); // stream ctxs waiting at their app's holdBefore event
   const runs = new Map(); // workflow_run_id -> run record
   const runsByTask = new Map(); // task_id -> run record
+  const uploads = new Map(); // upload id -> upload record (dify-files.mjs)
+  const served = new Map(); // path -> {data, mimeType}: the files of fileOutput()
   let stopped = false;
   let stopPromise = null;
 
@@ -680,7 +695,8 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
       return ERR_INVALID_PARAM('user is required and must be a non-empty string');
     }
     if (!isPlainObject(body.inputs)) return ERR_INVALID_PARAM('inputs is required and must be an object');
-    const problem = formProblem(app.user_input_form, body.inputs);
+    const problem =
+      formProblem(app.user_input_form, body.inputs) ?? filesProblem(app, body, formVariables(app.user_input_form), uploads);
     return problem ? ERR_INVALID_PARAM(problem) : null;
   }
 
@@ -1038,7 +1054,7 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
                 ? { answer }
                 : {}),
         finished,
-        tail: () => [messageEnd()],
+        tail: () => [...app.messageFiles.map((f) => ({ phase: 'post', obj: messageFileEvent(f, base) })), messageEnd()],
       });
       return streamFrames(res, ctx, frames);
     }
@@ -1047,6 +1063,7 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
     if (app.mode === 'agent-chat') return streamFrames(res, ctx, agentFrames(app, body, base, answer, messageEnd));
     function* plain() {
       yield* answerChunks(app, answer, (t) => ({ event: 'message', ...base, answer: t }));
+      for (const f of app.messageFiles) yield { phase: 'chunk', obj: messageFileEvent(f, base) };
       yield messageEnd();
     }
     return streamFrames(res, ctx, plain());
@@ -1153,7 +1170,9 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
 
   async function handle(req, res) {
     const url = new URL(req.url, 'http://127.0.0.1');
-    const { body, badJson } = await readBody(req);
+    const multipart = /^multipart\/form-data/i.test(req.headers['content-type'] ?? '');
+    const raw = multipart ? await readRaw(req) : undefined;
+    const { body, badJson } = multipart ? { body: undefined, badJson: false } : await readBody(req);
     const record = {
       method: req.method,
       path: url.pathname,
@@ -1171,7 +1190,15 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
     });
 
     const p = url.pathname.replace(/\/+$/, '') || '/';
+    // A file of fileOutput(): its URL is signed, as Dify's are; no key.
+    if (p.startsWith('/files/tools/') && served.has(p)) {
+      if (req.method !== 'GET') return send(res, 405, ERR_METHOD().body, { Allow: 'GET' });
+      const f = served.get(p);
+      res.writeHead(200, { 'Content-Type': f.mimeType, 'Content-Length': f.data.length });
+      return res.end(f.data);
+    }
     const routes = {
+      '/v1/files/upload': 'POST',
       '/v1/info': 'GET',
       '/v1/parameters': 'GET',
       '/v1/workflows/run': 'POST',
@@ -1223,13 +1250,8 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
         more_like_this: { enabled: false },
         user_input_form: app.user_input_form,
         sensitive_word_avoidance: { enabled: false },
-        file_upload: { image: { enabled: false } },
-        system_parameters: {
-          file_size_limit: 15,
-          image_file_size_limit: 10,
-          audio_file_size_limit: 50,
-          video_file_size_limit: 100,
-        },
+        file_upload: app.fileUpload,
+        system_parameters: app.systemParameters,
       });
     }
     if (route === 'runDetail') {
@@ -1242,6 +1264,11 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
       return getRun(app, runId, res);
     }
 
+    if (route === '/v1/files/upload') {
+      const r = upload(app, uploads, raw ?? Buffer.alloc(0), req.headers['content-type']);
+      record.upload = { status: r.status, id: r.body.id, name: r.body.name, size: r.body.size };
+      return send(res, r.status, r.body);
+    }
     // POST endpoints: body must be a JSON object.
     if (badJson || !isPlainObject(body)) {
       const e = ERR_BAD_JSON();
@@ -1309,6 +1336,12 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
       // workflow runs
       runDurationMs: nonNegInt(spec.runDurationMs, 'runDurationMs', 0),
       runPollFailures: nonNegInt(spec.runPollFailures, 'runPollFailures', 0),
+      // files
+      fileUpload: spec.fileUpload ?? { image: { enabled: false } },
+      systemParameters: spec.systemParameters ?? DEFAULT_SYSTEM_PARAMETERS,
+      uploadLimitBytes: spec.uploadLimitBytes,
+      uploadBlacklist: spec.uploadBlacklist ?? [],
+      messageFiles: spec.messageFiles ?? [],
     };
   }
 
@@ -1331,6 +1364,12 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
     },
     /** Workflow runs started so far: workflow_run_id → run record (see the header). */
     runs,
+    /** Files uploaded with /v1/files/upload: id → {id, name, size, extension, mime_type, created_by, apiKey, user, data}. */
+    uploads,
+    /** A Dify file object (for outputs, messageFiles) whose url this fixture serves. */
+    fileOutput(spec) {
+      return fileObject(origin, served, spec);
+    },
 
     /** What GET /v1/workflows/run/:id would answer now (not counted as a GET); undefined if unknown. */
     runState(runId) {

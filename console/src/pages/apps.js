@@ -99,7 +99,7 @@ function appForm(app) {
       field('Base URL', c.base_url, { name: 'backend.base_url' }),
       field('API key', c.api_key, { name: 'backend.api_key', hint: masked(b.api_key) }),
       field('Input form (Dify user_input_form, JSON)', c.user_input_form, { name: 'user_input_form' }),
-      field('Outputs (workflow output variables, JSON)', c.outputs, { name: 'outputs', hint: '[{"variable": "summary", "type": "string"}]' })),
+      field('Outputs (workflow output variables, JSON)', c.outputs, { name: 'outputs', hint: '[{"variable": "summary", "type": "string"}, {"variable": "chart", "type": "file"}]; types: string, number, integer, boolean, object, array, file, array[file]' })),
     'http-tool': h('fieldset', {},
       h('legend', {}, 'HTTP tool'),
       field('Endpoint', c.api_endpoint, { name: 'backend.api_endpoint' }),
@@ -148,7 +148,7 @@ function appForm(app) {
   field('Description', c.description, { name: 'description', hint: 'What the tool does: MCP clients show it to the model.' }),
   field('Mode', c.mode, { name: 'mode' }),
   Object.values(groups),
-  field('More backend settings (JSON, optional)', c.extra, { name: 'backend', hint: 'Robustness and task settings, e.g. {"timeout_seconds": 60}; see the README.' }),
+  field('More backend settings (JSON, optional)', c.extra, { name: 'backend', hint: 'Robustness, task and file settings, e.g. {"timeout_seconds": 60} or a chat app\'s {"file_upload": {"image": {"enabled": true, "number_limits": 3, "transfer_methods": ["remote_url", "local_file"]}}} (an import fills file_upload and system_parameters in); see docs/files-and-conversations.md.' }),
   h('div', { class: 'row' },
     h('button', { type: 'submit', class: 'primary' }, app ? 'Save app' : 'Create app'),
     h('a', { class: 'button', href: '#/apps' }, 'Cancel')));

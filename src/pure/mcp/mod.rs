@@ -8,5 +8,6 @@ pub mod input_required;
 pub mod prepared;
 pub mod relay;
 pub mod server;
+pub mod tool_files;
 pub mod tools;
 pub mod upstream_tasks;

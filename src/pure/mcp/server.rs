@@ -5,6 +5,7 @@ use serde_json::{json, Map, Value};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::dify::files::PendingFile;
 use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::backend::http_tool::call::request_body;
 use crate::pure::definition::ServerDefinition;
@@ -116,6 +117,9 @@ pub struct CallPlan {
     pub cancel_key: String,
     /// Whether an upstream's requests (sampling, elicitation, roots) can reach the client.
     pub relay: Channel,
+    /// Files of a Dify call not yet in `request`: the shell judges their URLs and uploads their
+    /// data, then places them (`shell::backend::dify::upload`). Empty once placed.
+    pub files: Vec<PendingFile>,
 }
 
 /// What a call sends to its backend, by backend kind.
@@ -649,9 +653,14 @@ fn call_tool(
     }
     // The app's place in the server (an upstream app stands for several tools).
     let app_index = def.apps.iter().position(|a| a.id == tool.app.id).unwrap_or(0);
+    let (files, file_problems) = match tool.check_files(args) {
+        Ok(files) => (files, Vec::new()),
+        Err(problems) => (Vec::new(), problems),
+    };
     let (inputs, query) = match tool.check_arguments(args) {
-        Ok(x) => x,
-        Err(problems) => {
+        Ok(x) if file_problems.is_empty() => x,
+        checked => {
+            let problems: Vec<String> = checked.err().unwrap_or_default().into_iter().chain(file_problems).collect();
             let message = format!("Invalid arguments for tool '{name}': {}", problems.join("; "));
             return if version.argument_errors_as_tool_results() {
                 reply(
@@ -744,6 +753,7 @@ fn call_tool(
         } else {
             Channel::Stream(h.session_caps.unwrap_or_default())
         },
+        files,
     });
     match decision {
         Decision::Sync => Step::Call(plan),

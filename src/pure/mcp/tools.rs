@@ -4,11 +4,14 @@
 use crate::pure::error::json_kind;
 use serde_json::{json, Map, Value};
 
+use crate::pure::backend::dify::file_outputs::{add_files_to_answer_schema, output_type_schema};
+use crate::pure::backend::dify::files::FileRule;
 use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::backend::mcp::aggregate::{aggregate, ExposedTool};
 use crate::pure::backend::mcp::downgrade::tool_for_client;
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::form::{FieldType, FormField};
+use crate::pure::mcp::tool_files::{self, FILES_ARGUMENT};
 use std::collections::HashMap;
 
 use crate::pure::protocol::names::{sanitize_name, truncate, MAX_TOOL_NAME};
@@ -152,6 +155,14 @@ impl Tool<'_> {
             required.push("query".into());
         }
         for f in self.form.iter().filter(|f| f.ty.reaches_mcp()) {
+            let about = param_description(def, &f.variable).unwrap_or(&f.label);
+            if let Some(p) = tool_files::file_property(f.ty, about, &FileRule::of_field(f)) {
+                props.insert(f.variable.clone(), p);
+                if f.required {
+                    required.push(f.variable.clone().into());
+                }
+                continue;
+            }
             let mut p = match f.ty {
                 FieldType::TextInput | FieldType::Paragraph => {
                     let mut p = json!({"type": "string"});
@@ -186,6 +197,9 @@ impl Tool<'_> {
                 required.push(f.variable.clone().into());
             }
         }
+        if let Some(p) = self.upstream.is_none().then(|| tool_files::files_property(self.app, self.form)).flatten() {
+            props.insert(FILES_ARGUMENT.into(), p);
+        }
         json!({"type": "object", "properties": props, "required": required})
     }
 
@@ -199,7 +213,7 @@ impl Tool<'_> {
                     let (Some(var), Some(ty)) = (o.get("variable").and_then(Value::as_str), o.get("type")) else {
                         continue;
                     };
-                    let mut p = json!({"type": ty});
+                    let mut p = ty.as_str().and_then(output_type_schema).unwrap_or_else(|| json!({"type": ty}));
                     if let Some(d) = o.get("description") {
                         p["description"] = d.clone();
                     }
@@ -211,12 +225,27 @@ impl Tool<'_> {
                     json!({"type": "object", "properties": props})
                 }
             }
-            _ => json!({
-                "type": "object",
-                "properties": {"answer": {"type": "string"}},
-                "required": ["answer"]
-            }),
+            _ => {
+                let mut s = json!({
+                    "type": "object",
+                    "properties": {"answer": {"type": "string"}},
+                    "required": ["answer"]
+                });
+                add_files_to_answer_schema(&mut s);
+                s
+            }
         }
+    }
+
+    /// The files of a call (`tool_files::check_files`): none for an upstream's tool.
+    pub fn check_files(
+        &self,
+        args: Option<&Map<String, Value>>,
+    ) -> Result<Vec<crate::pure::backend::dify::files::PendingFile>, Vec<String>> {
+        if self.upstream.is_some() {
+            return Ok(Vec::new());
+        }
+        tool_files::check_files(self.app, self.form, args)
     }
 
     /// Checks `args` against the input schema; on success returns the Dify `inputs` (form
@@ -251,6 +280,10 @@ impl Tool<'_> {
                 }
                 Some(v) => v,
             };
+            // Files go their own way (`check_files`): uploaded or judged first.
+            if matches!(f.ty, FieldType::File | FieldType::FileList) {
+                continue;
+            }
             if let Some(problem) = check_value(f, v) {
                 problems.push(problem);
             } else {
@@ -391,8 +424,9 @@ mod tests {
         assert_eq!(s["properties"]["cfg"]["required"], json!(["a"]));
         assert_eq!(s["properties"]["cfg"]["additionalProperties"], false);
         assert!(s["properties"]["cfg"].get("title").is_none());
-        assert!(s["properties"].get("doc").is_none(), "file inputs are left out");
-        assert_eq!(s["required"], json!(["text"]));
+        assert_eq!(s["properties"]["doc"]["anyOf"].as_array().map(Vec::len), Some(4), "file inputs are in");
+        assert!(s["properties"]["doc"]["description"].as_str().unwrap().starts_with("Doc. A file: "));
+        assert_eq!(s["required"], json!(["text", "doc"]));
     }
 
     #[test]
@@ -425,7 +459,7 @@ mod tests {
         let s = tools(&d)[0].input_schema(&d);
         let keys: Vec<&String> = s["properties"].as_object().unwrap().keys().collect();
         assert_eq!(keys[0], "query");
-        assert_eq!(s["required"], json!(["query", "text"]));
+        assert_eq!(s["required"], json!(["query", "text", "doc"]));
     }
 
     #[test]
@@ -461,12 +495,12 @@ mod tests {
     fn arguments_are_checked() {
         let d = def(vec![("Chat", "chat", form(), json!([]))]);
         let t = &tools(&d)[0];
-        let ok =
-            json!({"query": "hi", "text": "short", "lang": "fr", "n": 2, "flag": true, "cfg": {"a": "x"}, "extra": 1});
+        let ok = json!({"query": "hi", "text": "short", "lang": "fr", "n": 2, "flag": true, "cfg": {"a": "x"},
+                        "doc": "https://x.example/a.pdf", "extra": 1});
         let (inputs, query) = t.check_arguments(ok.as_object()).unwrap();
         assert_eq!(query, "hi");
-        assert_eq!(inputs.len(), 5, "unknown arguments are dropped");
-        let bad = json!({"text": "much too long", "lang": "de", "n": "2", "flag": "yes", "cfg": []});
+        assert_eq!(inputs.len(), 5, "unknown arguments are dropped, files go their own way");
+        let bad = json!({"text": "much too long", "lang": "de", "n": "2", "flag": "yes", "cfg": [], "doc": "x"});
         let problems = t.check_arguments(bad.as_object()).unwrap_err();
         assert_eq!(
             problems,
@@ -481,7 +515,11 @@ mod tests {
         );
         assert_eq!(
             t.check_arguments(None).unwrap_err(),
-            ["missing required argument 'query'", "missing required argument 'text'"]
+            [
+                "missing required argument 'query'",
+                "missing required argument 'text'",
+                "missing required argument 'doc'"
+            ]
         );
     }
 }

@@ -78,6 +78,7 @@ fn a_session_the_upstream_forgot_is_opened_again_and_the_call_answers() {
         path: "/mcp".into(),
         headers: h,
         body: String::new(),
+        bytes: Vec::new(),
     };
     fx.upstream.handle(&del, 0);
     let inits = upstream_calls(&fx, "initialize").len();

@@ -213,6 +213,7 @@ mod console_auth;
 mod endpoint;
 mod endpoint_auth;
 mod failed_fetch;
+mod files;
 mod legacy_sse;
 mod outbound_guard;
 mod relay;

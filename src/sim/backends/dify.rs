@@ -2,6 +2,10 @@
 //! `parameters`, the run endpoints (`workflows/run`, `chat-messages`, `completion-messages`),
 //! blocking or streaming, a workflow run's detail (`GET workflows/run/:id`), and stop calls,
 //! as strict as the fixture's: a task this backend issued to the same app, family and user.
+//! Files as Dify takes them: `POST files/upload` (multipart `file` and `user`, its size
+//! limit), file values in `inputs` (file and file-list variables) and a chat's `files`, refused
+//! like Dify refuses them (a wrong `type` or `transfer_method`, a `local_file` without an
+//! `upload_file_id` of this app); chat answers may carry files (`message_file` events).
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -57,6 +61,23 @@ pub struct App {
     pub stream_end: StreamEnd,
     /// Virtual ms between streamed events.
     pub event_delay_ms: u64,
+    /// The app's `file_upload` feature, as `/parameters` shows it.
+    pub file_upload: Value,
+    /// Files a chat answer carries: a `message_file` event each when streamed (a blocking
+    /// answer has no files, as in Dify).
+    pub message_files: Vec<Value>,
+    /// Largest upload accepted (Dify: 15 MB by default; 413 `file_too_large` beyond).
+    pub upload_limit: usize,
+}
+
+/// A file uploaded with `files/upload`.
+#[derive(Debug, Clone)]
+pub struct Upload {
+    pub api_key: String,
+    pub user: String,
+    pub name: String,
+    pub mime_type: String,
+    pub bytes: Vec<u8>,
 }
 
 impl App {
@@ -70,6 +91,9 @@ impl App {
             behaviour: Behaviour::Ok,
             stream_end: StreamEnd::Complete,
             event_delay_ms: 10,
+            file_upload: json!({"image": {"enabled": false}}),
+            message_files: Vec::new(),
+            upload_limit: 15 << 20,
         }
     }
 }
@@ -97,6 +121,8 @@ pub struct Dify {
     pub stops: RefCell<Vec<(String, String)>>,
     /// Stop calls refused: (path, status).
     pub stop_refusals: RefCell<Vec<(String, u16)>>,
+    /// Uploaded files, by id (`upload-<n>`).
+    pub uploads: RefCell<BTreeMap<String, Upload>>,
 }
 
 fn err(status: u16, code: &str, message: &str) -> Reply {
@@ -138,6 +164,9 @@ impl Dify {
         }
         if !body.get("inputs").is_some_and(Value::is_object) {
             return err(400, "invalid_param", "inputs is required and must be an object");
+        }
+        if let Err(why) = self.check_files(api_key, app, body) {
+            return err(400, "invalid_param", &why);
         }
         let delay = match app.behaviour {
             Behaviour::Http500 => return Reply::new(500, "text/plain", "Internal Server Error"),
@@ -225,6 +254,9 @@ impl Dify {
             };
             events.push(with(base.clone(), e));
         }
+        for f in &app.message_files {
+            events.push(with(with(base.clone(), json!({"event": "message_file"})), f.clone()));
+        }
         let last_answer = events.len();
         if matches!(app.mode.as_str(), "workflow" | "advanced-chat") {
             events.push(with(base.clone(), json!({"event": "workflow_finished", "data": finished})));
@@ -267,7 +299,8 @@ impl Backend for Dify {
         let run_route = ["workflows/run", "chat-messages", "completion-messages"].into_iter().find(|r| *r == route);
         let detail = route.strip_prefix("workflows/run/").filter(|id| !id.contains('/'));
         let get_route = matches!(route, "info" | "parameters") || detail.is_some();
-        if !stop && run_route.is_none() && !get_route {
+        let upload = route == "files/upload";
+        if !stop && run_route.is_none() && !get_route && !upload {
             return err(404, "not_found", "The requested URL was not found on the server.");
         }
         let want = if get_route { Method::Get } else { Method::Post };
@@ -281,6 +314,9 @@ impl Backend for Dify {
         if let Some(id) = detail {
             return self.run_detail(&key, &app, id);
         }
+        if upload {
+            return self.upload(&key, &app, req, now_ms);
+        }
         match route {
             "info" => {
                 return Reply::json(
@@ -292,7 +328,7 @@ impl Backend for Dify {
                 return Reply::json(
                     200,
                     &json!({"opening_statement": "", "suggested_questions": [], "user_input_form": app.user_input_form,
-                        "file_upload": {"image": {"enabled": false}}, "system_parameters": {"file_size_limit": 15}}),
+                        "file_upload": app.file_upload, "system_parameters": {"file_size_limit": 15, "image_file_size_limit": 10}}),
                 )
             }
             _ => {}
@@ -308,6 +344,100 @@ impl Backend for Dify {
 }
 
 impl Dify {
+    /// `POST /v1/files/upload`: multipart, a `file` part and a `user` field; 201 with the
+    /// upload's record.
+    fn upload(&self, api_key: &str, app: &App, req: &BackendRequest, now_ms: u64) -> Reply {
+        let content_type = req.headers.get("content-type").unwrap_or_default();
+        let Some(boundary) = content_type.strip_prefix("multipart/form-data; boundary=") else {
+            return err(415, "unsupported_media_type", "the upload must be multipart/form-data");
+        };
+        let parts = multipart_parts(&req.bytes, boundary);
+        let user = parts.iter().find(|p| p.name == "user").map(|p| String::from_utf8_lossy(&p.bytes).into_owned());
+        let Some(file) = parts.iter().find(|p| p.name == "file" && p.filename.is_some()) else {
+            return err(400, "no_file_uploaded", "Please upload your file.");
+        };
+        let Some(user) = user.filter(|u| !u.is_empty()) else {
+            return err(400, "invalid_param", "user is required");
+        };
+        if file.bytes.len() > app.upload_limit {
+            return err(413, "file_too_large", "File size exceeded.");
+        }
+        let mut uploads = self.uploads.borrow_mut();
+        let id = format!("upload-{}", uploads.len() + 1);
+        let name = file.filename.clone().unwrap_or_default();
+        let mime_type = file.content_type.clone();
+        uploads.insert(
+            id.clone(),
+            Upload {
+                api_key: api_key.into(),
+                user: user.clone(),
+                name: name.clone(),
+                mime_type: mime_type.clone(),
+                bytes: file.bytes.clone(),
+            },
+        );
+        let extension = name.rsplit_once('.').map(|(_, e)| e.to_string()).unwrap_or_default();
+        Reply::json(
+            201,
+            &json!({"id": id, "name": name, "size": file.bytes.len(), "extension": extension, "mime_type": mime_type,
+                    "created_by": user, "created_at": now_ms / 1000}),
+        )
+    }
+
+    /// Dify's checks of the file values of a run: file and file-list inputs of the form, and a
+    /// chat's `files` (only when its `file_upload` feature is on).
+    fn check_files(&self, api_key: &str, app: &App, body: &Value) -> Result<(), String> {
+        for item in app.user_input_form.as_array().into_iter().flatten() {
+            let Some((ty, spec)) = item.as_object().and_then(|o| o.iter().next()) else { continue };
+            let var = spec["variable"].as_str().unwrap_or("");
+            let Some(v) = body["inputs"].get(var).filter(|v| !v.is_null()) else { continue };
+            let allowed: Vec<&str> =
+                spec["allowed_file_types"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            match (ty.as_str(), v) {
+                ("file", Value::Object(_)) => self.check_file(api_key, var, v, &allowed)?,
+                ("file-list", Value::Array(list)) => {
+                    for f in list {
+                        self.check_file(api_key, var, f, &allowed)?;
+                    }
+                }
+                ("file" | "file-list", _) => return Err(format!("{var} in input form must be a file")),
+                _ => {}
+            }
+        }
+        if let Some(files) = body.get("files").filter(|f| !f.is_null()) {
+            let enabled = app.file_upload.as_object().is_some_and(|o| {
+                o.get("enabled") == Some(&json!(true)) || o.values().any(|f| f.get("enabled") == Some(&json!(true)))
+            });
+            if !enabled {
+                return Err("file upload is not enabled for this app".into());
+            }
+            for f in files.as_array().ok_or("files must be a list")? {
+                self.check_file(api_key, "files", f, &[])?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_file(&self, api_key: &str, var: &str, f: &Value, allowed: &[&str]) -> Result<(), String> {
+        let ty = f["type"].as_str().unwrap_or("");
+        if !["document", "image", "audio", "video", "custom"].contains(&ty) {
+            return Err(format!("{var}: invalid file type {ty:?}"));
+        }
+        if !allowed.is_empty() && !allowed.contains(&ty) {
+            return Err(format!("{var}: file type {ty} is not allowed"));
+        }
+        match f["transfer_method"].as_str() {
+            Some("remote_url") if f["url"].as_str().is_some_and(|u| u.starts_with("http")) => Ok(()),
+            Some("remote_url") => Err(format!("{var}: invalid url")),
+            Some("local_file") => match f["upload_file_id"].as_str() {
+                Some(id) if self.uploads.borrow().get(id).is_some_and(|u| u.api_key == api_key) => Ok(()),
+                Some(_) => Err(format!("{var}: invalid upload file id")),
+                None => Err(format!("{var}: upload_file_id is required for local_file")),
+            },
+            other => Err(format!("{var}: invalid transfer method {other:?}")),
+        }
+    }
+
     /// `POST /v1/<family>/<task_id>/stop`.
     fn stop(&self, api_key: &str, app: &App, path: &str, body: &Value) -> Reply {
         let Some((family, task)) =
@@ -365,4 +495,51 @@ impl Dify {
         }
         Reply::json(200, &detail)
     }
+}
+
+/// One part of a multipart/form-data body.
+struct Part {
+    name: String,
+    filename: Option<String>,
+    content_type: String,
+    bytes: Vec<u8>,
+}
+
+/// The parts of a multipart/form-data body (enough of RFC 7578 for what Flowgate sends).
+fn multipart_parts(body: &[u8], boundary: &str) -> Vec<Part> {
+    let delimiter = format!("--{boundary}");
+    let mut parts = Vec::new();
+    let mut rest = body;
+    while let Some(at) = find(rest, delimiter.as_bytes()) {
+        rest = &rest[at + delimiter.len()..];
+        if rest.starts_with(b"--") {
+            break;
+        }
+        let rest_after_crlf = rest.strip_prefix(b"\r\n").unwrap_or(rest);
+        let Some(head_end) = find(rest_after_crlf, b"\r\n\r\n") else { break };
+        let head = String::from_utf8_lossy(&rest_after_crlf[..head_end]).into_owned();
+        let content = &rest_after_crlf[head_end + 4..];
+        let Some(end) = find(content, format!("\r\n{delimiter}").as_bytes()) else { break };
+        let param = |key: &str| {
+            let needle = format!("{key}=\"");
+            head.find(&needle).and_then(|i| head[i + needle.len()..].split('"').next().map(str::to_string))
+        };
+        let content_type = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Type: "))
+            .unwrap_or("application/octet-stream")
+            .to_string();
+        parts.push(Part {
+            name: param(" name").unwrap_or_default(),
+            filename: param("filename"),
+            content_type,
+            bytes: content[..end].to_vec(),
+        });
+        rest = &content[end + 2..];
+    }
+    parts
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }

@@ -69,7 +69,9 @@ pub fn read_blocking(mode: DifyMode, status: u16, retry_after: Option<&str>, bod
     }
     match v.get("answer") {
         Some(Value::String(answer)) => {
-            Outcome::Ok { text: answer.clone(), structured: Some(json!({"answer": answer})) }
+            let mut structured = json!({"answer": answer});
+            super::file_outputs::attach_message_files(&mut structured, &v);
+            Outcome::Ok { text: answer.clone(), structured: Some(structured) }
         }
         _ => Outcome::Failed("the Dify app's answer has no `answer` text".into()),
     }
@@ -107,6 +109,13 @@ mod tests {
             read_blocking(DifyMode::Chat, 200, None, chat),
             Outcome::Ok { text: "Paris".into(), structured: Some(json!({"answer": "Paris"})) }
         );
+    }
+
+    #[test]
+    fn a_chat_answers_files_come_along() {
+        let chat = r#"{"event":"message","answer":"Done","message_files":[{"id":"f","type":"document","belongs_to":"assistant","url":"https://d.example/files/r.pdf"}]}"#;
+        let Outcome::Ok { structured: Some(s), .. } = read_blocking(DifyMode::Chat, 200, None, chat) else { panic!() };
+        assert_eq!(s["files"][0]["url"], "https://d.example/files/r.pdf");
     }
 
     #[test]

@@ -24,6 +24,46 @@ pub struct DifyConfig {
     pub limits: Limits,
     #[serde(flatten)]
     pub tasks: TaskSettings,
+    #[serde(flatten)]
+    pub files: FileSettings,
+}
+
+/// What a Dify app says about files (its `/parameters`, kept by an import): the `file_upload`
+/// feature (a chat app's `files` argument) and its `system_parameters` size limits (MB).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct FileSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_upload: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system_parameters: Option<Value>,
+}
+
+impl FileSettings {
+    pub const KEYS: [&'static str; 2] = ["file_upload", "system_parameters"];
+
+    fn read(f: &mut Fields) -> FileSettings {
+        let object = |v: Option<Value>| v.filter(Value::is_object);
+        FileSettings {
+            file_upload: object(f.opt_value("file_upload")),
+            system_parameters: object(f.opt_value("system_parameters")),
+        }
+    }
+
+    fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
+        for key in Self::KEYS {
+            match obj.get(key) {
+                None | Some(Value::Null | Value::Object(_)) => {}
+                Some(_) => errs.add(format!("backend.{key}"), "must be an object, as Dify's /parameters gives it"),
+            }
+        }
+        if let Some(Value::Object(limits)) = obj.get("system_parameters") {
+            for (k, v) in limits.iter().filter(|(k, _)| k.ends_with("_size_limit")) {
+                if v.as_u64().is_none() {
+                    errs.add(format!("backend.system_parameters.{k}"), "must be a whole number of MB");
+                }
+            }
+        }
+    }
 }
 
 impl FromFields for DifyConfig {
@@ -35,6 +75,7 @@ impl FromFields for DifyConfig {
             api_key: f.text("api_key")?,
             limits: Limits::default(),
             tasks: TaskSettings::default(),
+            files: FileSettings::read(f),
         })
     }
 }
@@ -68,13 +109,15 @@ const KEYS: [&str; 2] = [URL_KEY, "api_key"];
 
 /// Checks a Dify app's settings in place (the base URL loses its trailing slash).
 pub fn validate(mode: Mode, obj: &mut Map<String, Value>, errs: &mut Errors) {
-    let known: Vec<&str> = KEYS.iter().chain(&Limits::KEYS).chain(&TaskSettings::KEYS).copied().collect();
+    let known: Vec<&str> =
+        KEYS.iter().chain(&Limits::KEYS).chain(&TaskSettings::KEYS).chain(&FileSettings::KEYS).copied().collect();
     if let Some(trimmed) = required_url(obj, URL_KEY, errs).map(|u| u.trim_end_matches('/').to_string()) {
         obj.insert(URL_KEY.into(), trimmed.into());
     }
     unknown_keys(obj, mode, &known, errs);
     Limits::validate(obj, errs);
     TaskSettings::validate(obj, errs);
+    FileSettings::validate(obj, errs);
     if !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
         errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
     }

@@ -46,6 +46,20 @@ pub fn app_body_from_dify(
     if let Some(outputs) = outputs.filter(|o| !o.is_null()) {
         body["outputs"] = outputs.clone();
     }
+    // What the app takes as attached files, and Dify's size limits for uploads.
+    if let Some(upload) = parameters.get("file_upload").filter(|u| u.is_object()) {
+        body["backend"]["file_upload"] = upload.clone();
+    }
+    if let Some(Value::Object(system)) = parameters.get("system_parameters") {
+        let limits: serde_json::Map<String, Value> = system
+            .iter()
+            .filter(|(k, v)| k.ends_with("_size_limit") && v.is_u64())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !limits.is_empty() {
+            body["backend"]["system_parameters"] = Value::Object(limits);
+        }
+    }
     Ok(body)
 }
 
@@ -72,6 +86,18 @@ mod tests {
         assert_eq!(body["name"], "Translator");
         assert_eq!(body["user_input_form"][0]["select"]["variable"], "lang");
         assert_eq!(body["backend"]["api_key"], "app-x");
+        assert!(body["backend"].get("file_upload").is_none());
+    }
+
+    #[test]
+    fn file_upload_and_size_limits_come_along() {
+        let parameters = json!({"user_input_form": [{"file": {"variable": "doc", "allowed_file_types": ["document"]}}],
+            "file_upload": {"image": {"enabled": true, "number_limits": 3, "transfer_methods": ["local_file"]}},
+            "system_parameters": {"file_size_limit": 15, "image_file_size_limit": 10, "workflow_file_upload_limit": 10}});
+        let body = app_body_from_dify(&json!({"mode": "chat"}), &parameters, "u", "k", None).unwrap();
+        assert_eq!(body["user_input_form"][0]["file"]["allowed_file_types"], json!(["document"]));
+        assert_eq!(body["backend"]["file_upload"]["image"]["number_limits"], 3);
+        assert_eq!(body["backend"]["system_parameters"], json!({"file_size_limit": 15, "image_file_size_limit": 10}));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 pub mod call;
 pub mod config;
+pub mod file_outputs;
+pub mod files;
 pub mod import;
 pub mod mode;
 pub mod run_status;

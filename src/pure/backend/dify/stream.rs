@@ -24,6 +24,8 @@ pub struct DifyStream {
     task_id: Option<String>,
     malformed: u32,
     done: Option<Outcome>,
+    /// `message_file` events so far (at most `file_outputs::MAX_LINKS`).
+    files: Vec<Value>,
 }
 
 impl DifyStream {
@@ -37,6 +39,7 @@ impl DifyStream {
             task_id: None,
             malformed: 0,
             done: None,
+            files: Vec::new(),
         }
     }
 
@@ -130,6 +133,13 @@ impl DifyStream {
             e @ ("message" | "agent_message" | "message_replace") => {
                 self.on_answer(e == "message_replace", v.get("answer").and_then(Value::as_str));
             }
+            "message_file" if self.files.len() < super::file_outputs::MAX_LINKS && super::file_outputs::is_file(&v) => {
+                let mut file = v.clone();
+                if let Some(o) = file.as_object_mut() {
+                    o.retain(|k, _| !matches!(k.as_str(), "event" | "task_id" | "conversation_id" | "message_id"));
+                }
+                self.files.push(file);
+            }
             "message_end" if self.mode.takes_query() || self.mode == DifyMode::Completion => {
                 self.done = Some(self.answer_outcome());
             }
@@ -183,7 +193,11 @@ impl DifyStream {
                 self.max_text
             ));
         }
-        Outcome::Ok { structured: Some(json!({"answer": answer})), text: answer }
+        let mut structured = json!({"answer": answer});
+        if !self.files.is_empty() {
+            structured[super::file_outputs::FILES_KEY] = Value::Array(std::mem::take(&mut self.files));
+        }
+        Outcome::Ok { structured: Some(structured), text: answer }
     }
 
     /// The outcome once the stream has ended (a stream that ended before its final event is a
@@ -264,6 +278,7 @@ fn is_read(event: &[u8]) -> bool {
             | b"node_finished"
             | b"agent_thought"
             | b"message_end"
+            | b"message_file"
             | b"workflow_finished"
             | b"error"
     )
@@ -305,6 +320,26 @@ mod tests {
             s.on_event(e.to_string().as_bytes(), &mut out);
         }
         (s.finish(), out)
+    }
+
+    #[test]
+    fn message_file_events_become_the_answers_files() {
+        let events = [
+            json!({"event": "message", "task_id": "t", "answer": "Here is "}),
+            json!({"event": "message_file", "task_id": "t", "id": "f1", "type": "image", "belongs_to": "assistant",
+                   "url": "https://dify.example/files/f1.png", "conversation_id": "c"}),
+            json!({"event": "message", "task_id": "t", "answer": "the chart"}),
+            json!({"event": "message_end", "task_id": "t"}),
+        ];
+        let (outcome, _) = run(DifyMode::Chat, &events, 1000);
+        assert_eq!(
+            outcome,
+            Outcome::Ok {
+                text: "Here is the chart".into(),
+                structured: Some(json!({"answer": "Here is the chart", "files": [
+                    {"id": "f1", "type": "image", "belongs_to": "assistant", "url": "https://dify.example/files/f1.png"}]}))
+            }
+        );
     }
 
     #[test]

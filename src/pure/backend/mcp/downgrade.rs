@@ -63,7 +63,7 @@ pub fn result_for_client(result: &Value, version: Version) -> Value {
     Value::Object(r)
 }
 
-fn resource_link_text(item: &Value) -> String {
+pub fn resource_link_text(item: &Value) -> String {
     let s = |k: &str| item.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
     let uri = s("uri").unwrap_or("");
     let mut text = match s("title").or(s("name")) {

@@ -5,6 +5,7 @@
 use super::gateway::{self, Forward};
 use super::input_required;
 use super::upstream_tasks;
+use crate::pure::backend::dify::file_outputs;
 use crate::pure::backend::mcp::downgrade::result_for_client;
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::outcome::Outcome;
@@ -198,7 +199,12 @@ fn number(n: f64) -> Value {
 pub fn finish_call(plan: &CallPlan, outcome: Outcome, server_version: &str) -> Value {
     let result = match outcome {
         Outcome::Ok { text, structured } => {
-            let mut r = json!({"content": [{"type": "text", "text": text}], "isError": false});
+            let mut content = vec![json!({"type": "text", "text": text})];
+            // Files a Dify app returned: a link each after the text.
+            if let CallRequest::Dify { mode, .. } = &plan.request {
+                content.extend(file_outputs::content_items(structured.as_ref(), *mode, plan.version));
+            }
+            let mut r = json!({"content": content, "isError": false});
             if let (true, Some(s)) = (plan.version.structured_output(), structured) {
                 r["structuredContent"] = s;
             }
