@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use super::backend::config::Backend;
 use super::backend::credentials::{credential_at, for_each_credential, is_secret_ref, origin_change, url_view, MASK};
 use super::backend::dify::config as dify_config;
+use super::backend::dify::conversation;
 use super::backend::dify::mode::DifyMode;
 use super::backend::http_tool::config as http_tool_config;
 use super::backend::http_tool::manifest::derive_from_manifest;
@@ -101,6 +102,13 @@ pub fn validate_app_in(
                 "'query' is reserved in chat modes for the user's message; rename the variable",
             );
         }
+    }
+    let conversations = obj.get("backend").and_then(|b| b.get(conversation::SETTING)) == Some(&Value::Bool(true));
+    if let Some(i) = form.iter().position(|f| conversations && f.variable == conversation::ARGUMENT) {
+        errs.add(
+            format!("user_input_form[{i}]"),
+            "'conversation_id' is reserved for continuing a conversation when backend.conversations is on; rename the variable",
+        );
     }
     let outputs = match obj.get("outputs") {
         None | Some(Value::Null) => Vec::new(),

@@ -156,7 +156,9 @@ impl CallStream {
     /// watches for a disconnect.
     pub fn detached(plan: CallPlan, target: Target, env: &Env) -> CallStream {
         let interp = match &plan.request {
-            CallRequest::Dify { mode, .. } => Some(StreamReader::Dify(DifyStream::new(*mode, target.max_result_bytes))),
+            CallRequest::Dify { mode, body } => {
+                Some(StreamReader::Dify(DifyStream::new(*mode, target.max_result_bytes).answering(body)))
+            }
             CallRequest::HttpTool { .. } => Some(StreamReader::Tool(HttpToolStream::new(&target.app_name))),
             CallRequest::Mcp { .. } => None,
         };
@@ -642,7 +644,7 @@ pub fn read_whole(
 ) -> Outcome {
     match &plan.request {
         CallRequest::HttpTool { .. } => http_tool::read_response(&b.app_name, status, content_type, retry_after, text),
-        CallRequest::Dify { mode, .. } => dify_call::read_blocking(*mode, status, retry_after, text),
+        CallRequest::Dify { mode, body } => dify_call::read_blocking(*mode, status, retry_after, text, body),
         CallRequest::Mcp { .. } => Outcome::Failed(format!("upstream {}: not an MCP answer", b.app_name)),
     }
 }

@@ -209,6 +209,7 @@ impl Fx {
 mod backends_mcp;
 mod calls;
 mod console;
+mod conversations;
 mod endpoint;
 mod smoke;
 mod soak;

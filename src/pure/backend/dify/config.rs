@@ -20,6 +20,10 @@ pub struct DifyConfig {
     pub base_url: String,
     /// The app's key: a sealed literal or a `$NAME` reference.
     pub api_key: String,
+    /// Chat modes: results name Dify's conversation and calls may continue it
+    /// (`conversation`); off by default, and not written when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub conversations: bool,
     #[serde(flatten)]
     pub limits: Limits,
     #[serde(flatten)]
@@ -33,6 +37,7 @@ impl FromFields for DifyConfig {
             app_mode: DifyMode::Workflow,
             base_url: f.text("base_url")?,
             api_key: f.text("api_key")?,
+            conversations: f.opt_flag(super::conversation::SETTING)?.unwrap_or(false),
             limits: Limits::default(),
             tasks: TaskSettings::default(),
         })
@@ -64,7 +69,7 @@ impl Kind for DifyConfig {
 }
 
 pub const URL_KEY: &str = "base_url";
-const KEYS: [&str; 2] = [URL_KEY, "api_key"];
+const KEYS: [&str; 3] = [URL_KEY, "api_key", super::conversation::SETTING];
 
 /// Checks a Dify app's settings in place (the base URL loses its trailing slash).
 pub fn validate(mode: Mode, obj: &mut Map<String, Value>, errs: &mut Errors) {
@@ -77,5 +82,23 @@ pub fn validate(mode: Mode, obj: &mut Map<String, Value>, errs: &mut Errors) {
     TaskSettings::validate(obj, errs);
     if !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
         errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
+    }
+    validate_conversations(mode, obj, errs);
+}
+
+/// `conversations`: true or false, and true only for the modes that have conversations.
+fn validate_conversations(mode: Mode, obj: &Map<String, Value>, errs: &mut Errors) {
+    let field = format!("backend.{}", super::conversation::SETTING);
+    match obj.get(super::conversation::SETTING) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) if mode.dify().is_some_and(DifyMode::takes_query) => {}
+        Some(Value::Bool(true)) => errs.add(
+            field,
+            format!(
+                "a {} app has no conversations: only chat, advanced-chat and agent-chat apps do; leave it out",
+                mode.as_str()
+            ),
+        ),
+        Some(_) => errs.add(field, "must be true or false"),
     }
 }

@@ -24,6 +24,9 @@ pub struct DifyStream {
     task_id: Option<String>,
     malformed: u32,
     done: Option<Outcome>,
+    /// The request body, when it takes part in conversations (`conversation`): the final
+    /// outcome then names the conversation.
+    conversation: Option<Value>,
 }
 
 impl DifyStream {
@@ -37,7 +40,17 @@ impl DifyStream {
             task_id: None,
             malformed: 0,
             done: None,
+            conversation: None,
         }
+    }
+
+    /// A chat stream whose outcome names the conversation, when `sent` (the request body)
+    /// takes part in conversations.
+    pub fn answering(mut self, sent: &Value) -> Self {
+        if super::conversation::is_on(sent) {
+            self.conversation = Some(json!({ super::conversation::ARGUMENT: sent[super::conversation::ARGUMENT] }));
+        }
+        self
     }
 
     /// The run's task id (for the stop endpoint), once the stream has named it.
@@ -131,7 +144,11 @@ impl DifyStream {
                 self.on_answer(e == "message_replace", v.get("answer").and_then(Value::as_str));
             }
             "message_end" if self.mode.takes_query() || self.mode == DifyMode::Completion => {
-                self.done = Some(self.answer_outcome());
+                let outcome = self.answer_outcome();
+                self.done = Some(match &self.conversation {
+                    Some(sent) => super::conversation::attach(outcome, sent, &v),
+                    None => outcome,
+                });
             }
             "workflow_finished" if self.mode == DifyMode::Workflow => {
                 self.done = Some(workflow_outcome(d));

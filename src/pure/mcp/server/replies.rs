@@ -5,6 +5,7 @@
 use super::gateway::{self, Forward};
 use super::input_required;
 use super::upstream_tasks;
+use crate::pure::backend::dify::conversation;
 use crate::pure::backend::mcp::downgrade::result_for_client;
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::outcome::Outcome;
@@ -199,6 +200,13 @@ pub fn finish_call(plan: &CallPlan, outcome: Outcome, server_version: &str) -> V
     let result = match outcome {
         Outcome::Ok { text, structured } => {
             let mut r = json!({"content": [{"type": "text", "text": text}], "isError": false});
+            let sent = match &plan.request {
+                CallRequest::Dify { body, .. } => Some(body),
+                _ => None,
+            };
+            if let Some(id) = conversation::of_result(sent, structured.as_ref()) {
+                conversation::show(&mut r, id);
+            }
             if let (true, Some(s)) = (plan.version.structured_output(), structured) {
                 r["structuredContent"] = s;
             }
