@@ -283,6 +283,11 @@ const REVISIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25', '2026
 const backendSchema = {
   type: 'object',
   properties: {
+    conversations: {
+      type: 'boolean',
+      default: false,
+      description: 'Dify chat, advanced-chat and agent-chat apps: results carry the `conversation_id` Dify assigned (structuredContent and _meta) and a call may pass it back as the optional `conversation_id` argument to continue that conversation; a conversation belongs to the caller that started it. Refused for workflow and completion apps. See docs/files-and-conversations.md.',
+    },
     protocol_version: {
       type: 'string',
       enum: REVISIONS,
