@@ -347,7 +347,12 @@ const schemas = {
       outputs: { type: 'array', items: object({ variable: str, type: str, 'description?': str }) },
     },
   },
-  ImportInput: object({ base_url: { type: 'string', format: 'uri' }, api_key: str, 'outputs?': { type: 'array', items: { type: 'object' } } }),
+  ImportInput: object({
+    base_url: { type: 'string', format: 'uri' },
+    api_key: str,
+    'outputs?': { type: 'array', items: { type: 'object' } },
+    'mode?': { type: 'string', enum: ['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion'], description: 'The mode you expect the Dify app to have: an app of another mode is refused (400, field `mode`) instead of imported.' },
+  }),
   Deleted: object({ result: { const: 'success' }, id: str }),
   ToolsRefresh: object({
     upstream_tools: strings,

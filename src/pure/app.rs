@@ -170,6 +170,9 @@ pub fn warnings(spec: &AppSpec) -> Vec<String> {
             )
         })
         .collect();
+    if let Some(url) = spec.config.as_dify().and_then(|c| super::backend::advice::dify_base_url(&c.base_url)) {
+        w.push(url);
+    }
     let mode = spec.config.mode();
     if !spec.outputs.is_empty() && !matches!(mode, Mode::Dify(DifyMode::Workflow) | Mode::HttpTool) {
         w.push(format!("outputs are only used by workflow and http-tool apps, not {}", mode.as_str()));

@@ -211,5 +211,6 @@ mod calls;
 mod console;
 mod conversations;
 mod endpoint;
+mod error_messages;
 mod smoke;
 mod soak;

@@ -108,13 +108,18 @@ pub fn attach(outcome: Outcome, sent: &Value, answer: &Value) -> Outcome {
 /// is unknown and for one that belongs to another user alike, and so does this message.
 pub fn refused(sent: &Value, status: u16) -> Option<String> {
     let id = continued(sent)?;
-    (status == 404).then(|| {
+    is_refusal(sent, status).then(|| {
         format!(
             "no conversation {id} of yours: a conversation_id continues only a conversation that this caller \
              started with this tool (it may also have been deleted in Dify); omit conversation_id to start a new \
              conversation"
         )
     })
+}
+
+/// Whether a non-2xx answer to `sent` is Dify refusing the conversation ([`refused`]).
+pub fn is_refusal(sent: &Value, status: u16) -> bool {
+    status == 404 && continued(sent).is_some()
 }
 
 /// The conversation of a finished call's structured output, when its request took part in

@@ -8,5 +8,6 @@ pub mod config;
 pub mod conversation;
 pub mod import;
 pub mod mode;
+pub mod refusal;
 pub mod run_status;
 pub mod stream;
