@@ -27,7 +27,8 @@ impl Outcome {
         let is_answer = structured.as_ref().is_some_and(|s| {
             s.as_object().is_some_and(|o| {
                 o.get("answer").is_some_and(Value::is_string)
-                    && o.keys().all(|k| k == "answer" || k == crate::pure::backend::dify::conversation::ARGUMENT)
+                    // `conversation_id`: the conversation the answer belongs to (Dify chat apps).
+                    && o.keys().all(|k| k == "answer" || k == "conversation_id")
             })
         });
         if structured_len > max && !is_answer {

@@ -143,7 +143,7 @@ impl Tool<'_> {
 
     /// A Dify chat app with `conversations` on (`conversation`).
     fn keeps_conversations(&self) -> bool {
-        self.upstream.is_none() && self.app.backend.as_dify().is_some_and(conversation::enabled)
+        self.upstream.is_none() && self.app.backend.as_dify().is_some_and(|c| c.keeps_conversations())
     }
 
     /// Chat modes of Dify apps take the user's message as a `query` argument.

@@ -44,6 +44,15 @@ impl FromFields for DifyConfig {
     }
 }
 
+impl DifyConfig {
+    /// Whether calls of this app take part in conversations (`conversation`): the setting is
+    /// on and the mode has them (a completion or workflow app has none; the setting is refused
+    /// there).
+    pub fn keeps_conversations(&self) -> bool {
+        self.conversations && self.app_mode.takes_query()
+    }
+}
+
 impl Kind for DifyConfig {
     fn endpoint(&self) -> (&str, Option<&str>) {
         (&self.base_url, Some(&self.api_key))
@@ -100,5 +109,31 @@ fn validate_conversations(mode: Mode, obj: &Map<String, Value>, errs: &mut Error
             ),
         ),
         Some(_) => errs.add(field, "must be true or false"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(mode: DifyMode, on: bool) -> DifyConfig {
+        DifyConfig {
+            app_mode: mode,
+            base_url: "https://dify.test/v1".into(),
+            api_key: "app-x".into(),
+            conversations: on,
+            limits: Default::default(),
+            tasks: Default::default(),
+        }
+    }
+
+    #[test]
+    fn only_chat_modes_with_the_setting_on_keep_conversations() {
+        for mode in [DifyMode::Chat, DifyMode::AdvancedChat, DifyMode::AgentChat] {
+            assert!(config(mode, true).keeps_conversations(), "{mode:?}");
+            assert!(!config(mode, false).keeps_conversations(), "{mode:?}: off by default");
+        }
+        assert!(!config(DifyMode::Completion, true).keeps_conversations());
+        assert!(!config(DifyMode::Workflow, true).keeps_conversations());
     }
 }

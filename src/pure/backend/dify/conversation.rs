@@ -13,7 +13,6 @@
 
 use serde_json::{json, Map, Value};
 
-use super::config::DifyConfig;
 use crate::pure::error::json_kind;
 use crate::pure::outcome::Outcome;
 
@@ -31,12 +30,6 @@ it to start a new conversation.";
 
 const ARGUMENT_DESCRIPTION: &str = "Optional. The conversation_id of an earlier result of this tool, to continue that \
 conversation; omit it to start a new one.";
-
-/// Whether calls of this app take part in conversations: the setting is on and the mode has
-/// them (a completion or workflow app has none; the setting is refused there).
-pub fn enabled(config: &DifyConfig) -> bool {
-    config.conversations && config.app_mode.takes_query()
-}
 
 /// The `conversation_id` property of the tool's input schema.
 pub fn input_property() -> Value {
@@ -146,30 +139,8 @@ pub fn show(result: &mut Value, id: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pure::backend::dify::mode::DifyMode;
 
     const ID: &str = "6f9619ff-8b86-d011-b42d-00cf4fc964ff";
-
-    fn config(mode: DifyMode, on: bool) -> DifyConfig {
-        DifyConfig {
-            app_mode: mode,
-            base_url: "https://dify.test/v1".into(),
-            api_key: "app-x".into(),
-            conversations: on,
-            limits: Default::default(),
-            tasks: Default::default(),
-        }
-    }
-
-    #[test]
-    fn only_chat_modes_with_the_setting_on_keep_conversations() {
-        for mode in [DifyMode::Chat, DifyMode::AdvancedChat, DifyMode::AgentChat] {
-            assert!(enabled(&config(mode, true)), "{mode:?}");
-            assert!(!enabled(&config(mode, false)), "{mode:?}: off by default");
-        }
-        assert!(!enabled(&config(DifyMode::Completion, true)));
-        assert!(!enabled(&config(DifyMode::Workflow, true)));
-    }
 
     #[test]
     fn the_argument_is_a_uuid_or_nothing() {
