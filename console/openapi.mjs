@@ -283,6 +283,11 @@ const REVISIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25', '2026
 const backendSchema = {
   type: 'object',
   properties: {
+    conversations: {
+      type: 'boolean',
+      default: false,
+      description: 'Dify chat, advanced-chat and agent-chat apps: results carry the `conversation_id` Dify assigned (structuredContent and _meta) and a call may pass it back as the optional `conversation_id` argument to continue that conversation; a conversation belongs to the caller that started it. Refused for workflow and completion apps. See docs/files-and-conversations.md.',
+    },
     protocol_version: {
       type: 'string',
       enum: REVISIONS,
@@ -342,7 +347,12 @@ const schemas = {
       outputs: { type: 'array', items: object({ variable: str, type: str, 'description?': str }) },
     },
   },
-  ImportInput: object({ base_url: { type: 'string', format: 'uri' }, api_key: str, 'outputs?': { type: 'array', items: { type: 'object' } } }),
+  ImportInput: object({
+    base_url: { type: 'string', format: 'uri' },
+    api_key: str,
+    'outputs?': { type: 'array', items: { type: 'object' } },
+    'mode?': { type: 'string', enum: ['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion'], description: 'The mode you expect the Dify app to have: an app of another mode is refused (400, field `mode`) instead of imported.' },
+  }),
   Deleted: object({ result: { const: 'success' }, id: str }),
   ToolsRefresh: object({
     upstream_tools: strings,

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use super::backend::config::Backend;
 use super::backend::credentials::{credential_at, for_each_credential, is_secret_ref, origin_change, url_view, MASK};
 use super::backend::dify::config as dify_config;
+use super::backend::dify::conversation;
 use super::backend::dify::mode::DifyMode;
 use super::backend::http_tool::config as http_tool_config;
 use super::backend::http_tool::manifest::derive_from_manifest;
@@ -103,6 +104,13 @@ pub fn validate_app_in(
             );
         }
     }
+    let conversations = obj.get("backend").and_then(|b| b.get(conversation::SETTING)) == Some(&Value::Bool(true));
+    if let Some(i) = form.iter().position(|f| conversations && f.variable == conversation::ARGUMENT) {
+        errs.add(
+            format!("user_input_form[{i}]"),
+            "'conversation_id' is reserved for continuing a conversation when backend.conversations is on; rename the variable",
+        );
+    }
     let outputs = match obj.get("outputs") {
         None | Some(Value::Null) => Vec::new(),
         Some(v) => parse_outputs(v, &mut errs),
@@ -163,6 +171,9 @@ pub fn warnings(spec: &AppSpec) -> Vec<String> {
             )
         })
         .collect();
+    if let Some(url) = spec.config.as_dify().and_then(|c| super::backend::advice::dify_base_url(&c.base_url)) {
+        w.push(url);
+    }
     let mode = spec.config.mode();
     if !spec.outputs.is_empty() && !matches!(mode, Mode::Dify(DifyMode::Workflow) | Mode::HttpTool) {
         w.push(format!("outputs are only used by workflow and http-tool apps, not {}", mode.as_str()));

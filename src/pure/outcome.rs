@@ -23,8 +23,13 @@ impl Outcome {
     pub fn capped(self, app: &str, max: usize) -> Outcome {
         let Outcome::Ok { mut text, structured } = self else { return self };
         let structured_len = structured.as_ref().map_or(0, json_len);
+        // A chat answer: `{answer}`, with the conversation it belongs to when it names one.
         let is_answer = structured.as_ref().is_some_and(|s| {
-            s.as_object().is_some_and(|o| o.len() == 1 && o.get("answer").is_some_and(Value::is_string))
+            s.as_object().is_some_and(|o| {
+                o.get("answer").is_some_and(Value::is_string)
+                    // `conversation_id`: the conversation the answer belongs to (Dify chat apps).
+                    && o.keys().all(|k| k == "answer" || k == "conversation_id")
+            })
         });
         if structured_len > max && !is_answer {
             return Outcome::Failed(format!(
@@ -41,7 +46,10 @@ impl Outcome {
             "\n\n[truncated: the answer was longer than {max} bytes, the limit set by the app's max_result_bytes]"
         ));
         let structured = match structured {
-            Some(_) if is_answer => Some(json!({"answer": text})),
+            Some(mut s) if is_answer => {
+                s["answer"] = json!(text);
+                Some(s)
+            }
             other => other,
         };
         Outcome::Ok { text, structured }

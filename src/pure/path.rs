@@ -5,6 +5,25 @@
 //! the client used: `//mcp/server/<code>/mcp`, `/MCP/Server/<code>/mcp/extra`, percent-encoded
 //! characters, or a code in some other position.
 
+/// What a path under `/mcp` that is not the endpoint lacks, in words that never repeat its code
+/// (the router answers it with a JSON-RPC 404, so MCP clients show this).
+pub fn endpoint_hint(segments: &[&str]) -> &'static str {
+    match segments {
+        ["mcp", "server", _] => {
+            "the URL ends after the server code: the MCP endpoint is /mcp/server/<code>/mcp; add /mcp to the end of the URL"
+        }
+        ["mcp", "server", _, "sse", ..] => {
+            "Flowgate has no /sse endpoint: it serves Streamable HTTP at /mcp/server/<code>/mcp; use that URL (and the \
+             Streamable HTTP transport)"
+        }
+        ["mcp", "server", _, "mcp", ..] => {
+            "the MCP endpoint is /mcp/server/<code>/mcp with nothing after it; remove what follows /mcp"
+        }
+        _ => "the MCP endpoint is /mcp/server/<code>/mcp, with the server's code (the URL the console showed when \
+              the server was published)",
+    }
+}
+
 /// What a masked server code is logged as.
 pub const CODE_MASK: &str = "<code>";
 
@@ -104,6 +123,27 @@ pub fn percent_decode(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod hint_tests {
+    use super::*;
+
+    #[test]
+    fn each_wrong_endpoint_path_says_what_it_lacks() {
+        let code = "AbCdEfGhIjKlMnOp";
+        let hint = |p: &str| endpoint_hint(&segments(p));
+        assert!(hint(&format!("/mcp/server/{code}")).contains("add /mcp to the end"));
+        assert!(hint(&format!("/mcp/server/{code}/")).contains("add /mcp to the end"));
+        assert!(hint(&format!("/mcp/server/{code}/sse")).contains("no /sse endpoint"));
+        assert!(hint(&format!("/mcp/server/{code}/mcp/extra")).contains("remove what follows /mcp"));
+        for p in ["/mcp", "/mcp/server", &format!("/mcp/{code}")] {
+            assert!(hint(p).starts_with("the MCP endpoint is /mcp/server/<code>/mcp, with the server's code"), "{p}");
+        }
+        for p in [format!("/mcp/server/{code}"), format!("/mcp/server/{code}/sse"), format!("/mcp/{code}")] {
+            assert!(!hint(&p).contains(code), "{p}");
+        }
+    }
 }
 
 #[cfg(test)]

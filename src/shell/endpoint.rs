@@ -67,6 +67,11 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         Method::Post => {}
         Method::Options => return preflight(cors.as_deref(), header(&req, "access-control-request-headers")),
         m => {
+            // A mistyped code is said as such whatever the method: a client that falls back to
+            // a GET stream after the POST's 404 (mcp-remote's SSE transport) shows why.
+            if let Some(refused) = unknown_code(env, ctx, code, cors.as_deref()).await {
+                return refused;
+            }
             // Stateless: no GET stream to open and no session to DELETE.
             let e = RpcError::new(
                 405,
@@ -127,14 +132,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body is not valid JSON ({e})")),
     };
     let echo_id = body.get("id").filter(|i| i.is_string() || i.is_number()).cloned().unwrap_or(Value::Null);
-    let not_found = || {
-        let e = RpcError::new(
-            404,
-            jsonrpc::INVALID_REQUEST,
-            "Server not found: no MCP server has this code; check the URL (the code may have been rotated)",
-        );
-        rpc(404, &e.to_response(&echo_id), cors.as_deref())
-    };
+    let not_found = || server_not_found(&echo_id, cors.as_deref());
     if !is_server_code_shape(code) {
         return not_found();
     }
@@ -399,6 +397,45 @@ fn oauth_gate<'a>(
 }
 
 /// Whether the limiter let the request through (a limiter that fails does not refuse: logged).
+/// The answer for a code no server has (any method).
+fn server_not_found(echo_id: &Value, cors: Option<&str>) -> crate::runtime::Result<Response> {
+    let e = RpcError::new(
+        404,
+        jsonrpc::INVALID_REQUEST,
+        "Server not found: no MCP server has this code; check the URL (the code may have been rotated)",
+    );
+    rpc(404, &e.to_response(echo_id), cors)
+}
+
+/// The 404 (or 429) for a request other than POST whose code no server has, looked up as a
+/// POST's is (one count against the code's rate limit); `None` for a server's own code, or
+/// when the lookup fails (the method's 405 then says enough).
+async fn unknown_code(
+    env: &Env,
+    ctx: &Context,
+    code: &str,
+    cors: Option<&str>,
+) -> Option<crate::runtime::Result<Response>> {
+    if !is_server_code_shape(code) {
+        return Some(server_not_found(&Value::Null, cors));
+    }
+    let code_hash = sha256_hex(code);
+    let (limited, served) =
+        futures::future::join(rate_limited(env, &code_hash, 1), cache::served(env, ctx, &code_hash)).await;
+    if !within_limit(limited) {
+        return Some(too_many(env, &Value::Null, cors));
+    }
+    matches!(served, Ok(None)).then(|| server_not_found(&Value::Null, cors))
+}
+
+/// A path under `/mcp` that is not an MCP endpoint: a JSON-RPC 404 that says what the URL
+/// lacks (`pure::path::endpoint_hint`), so that an MCP client shows it.
+pub fn wrong_path(hint: &str) -> Response {
+    let e = RpcError::new(404, jsonrpc::INVALID_REQUEST, format!("Not found: {hint}"));
+    rpc(404, &e.to_response(&Value::Null), None)
+        .unwrap_or_else(|e| crate::shell::http::error(&crate::shell::http::internal("answering", e)))
+}
+
 fn within_limit(answer: Result<bool, crate::shell::ratelimit::Error>) -> bool {
     answer.unwrap_or_else(|e| {
         crate::shell::log::error(&format!("rate limiter: {e}"));

@@ -118,6 +118,8 @@ async fn route(req: Incoming, env: &Env, ctx: &Context, segments: &[&str], shown
             Ok(identity) => console::handle(req, env, &identity, rest, shown_path).await,
             Err(e) => Err(e),
         },
+        // Under /mcp but not an endpoint: said in JSON-RPC, with what the URL lacks.
+        ["mcp", ..] => return endpoint::wrong_path(path::endpoint_hint(segments)),
         _ => Err(ApiError::not_found(format!("no route {} {}", req.method().as_ref(), quote_input(shown_path)))),
     };
     match result {

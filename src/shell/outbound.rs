@@ -72,6 +72,16 @@ impl std::fmt::Display for Unreachable {
     }
 }
 
+/// An unreachable backend in words that name the fix: a failed connection names the app
+/// `setting` that holds the address (`pure::backend::advice`); a refusal says enough already.
+pub fn advice(e: &Unreachable, setting: &str) -> String {
+    match e {
+        Unreachable::Network(why) => crate::pure::backend::advice::unreachable(why, setting),
+        Unreachable::Refused(_) | Unreachable::Unsendable(_) => None,
+    }
+    .unwrap_or_else(|| e.to_string())
+}
+
 impl From<crate::runtime::Error> for Unreachable {
     fn from(e: crate::runtime::Error) -> Unreachable {
         Unreachable::Network(crate::pure::url::scrub_urls(e.message()))

@@ -45,8 +45,22 @@ pub fn resolve(env: &Env, value: &str) -> Result<String, String> {
     if let Some(why) = ref_policy(env).problem(name) {
         return Err(format!("refers to ${name}, {why}"));
     }
-    crate::shell::platform::named_value(env, name)
-        .ok_or_else(|| format!("refers to ${name}, which is not set on this Worker (wrangler secret put {name})"))
+    crate::shell::platform::named_value(env, name).ok_or_else(|| {
+        format!(
+            "refers to ${name}, which is not set on this Worker: {}",
+            crate::pure::backend::advice::how_to_set(name)
+        )
+    })
+}
+
+/// Warnings for the `$NAME`s a backend's credentials refer to that this Worker has not set: the
+/// app saves (the secret may come later), and says how to set each, since calls fail until then.
+pub fn unset_references(env: &Env, backend: &Value) -> Vec<String> {
+    crate::pure::backend::advice::references(backend)
+        .into_iter()
+        .filter(|(_, name)| crate::shell::platform::named_value(env, name).is_none())
+        .map(|(field, name)| crate::pure::backend::advice::unset_secret(&field, &name))
+        .collect()
 }
 
 /// Seals every literal credential of a backend before it is stored. Without `SECRETS_KEY` a

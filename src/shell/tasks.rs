@@ -573,7 +573,7 @@ async fn start_dify_run(rec: &Record, backend: &Target) -> Result<(String, Optio
     if !(200..300).contains(&status) {
         let retry_after = resp.headers().get("retry-after");
         let text = outbound::text(&mut resp, backend.idle, outbound::ERROR_BODY_CAP).await.unwrap_or_default();
-        return Err(dify_call::read_blocking(DifyMode::Workflow, status, retry_after.as_deref(), &text));
+        return Err(dify_call::read_blocking(DifyMode::Workflow, status, retry_after.as_deref(), &text, &Value::Null));
     }
     let mut stream = resp.stream();
     let mut parser = SseParser::new(SseParser::DEFAULT_MAX_EVENT_BYTES);

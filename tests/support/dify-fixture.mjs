@@ -141,6 +141,13 @@
 // messageFiles (file objects a chat answer carries: a message_file event each before
 // message_end; a blocking answer has none, as in Dify).
 //   query          chat modes: a string.
+//   conversation_id chat modes, optional: absent or "" starts a new conversation, bound to the
+//                  request's user; a UUID continues one only for the user that started it:
+//                  another user's (or an unknown) id is 404 {"code":"not_found","message":
+//                  "Conversation Not Exists."}, as Dify answers; not a UUID: 400 invalid_param.
+//                  The default answer of a continued conversation names its earlier turns:
+//                  `echo: <query> (turn N; earlier: "<q1>", "<q2>")`; an answer function gets
+//                  (query, inputs, {conversationId, queries}).
 // Every request refused by these checks is still recorded in `requests`.
 //
 // ---- Workflow runs and GET /v1/workflows/run/:workflow_run_id ----------------------
@@ -197,6 +204,7 @@ import { DEFAULT_SYSTEM_PARAMETERS, fileObject, filesProblem, messageFileEvent, 
 const KEY_ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 const MODES = new Set(['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion']);
 const CHAT_MODES = new Set(['chat', 'advanced-chat', 'agent-chat']);
+const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const BEHAVIOURS = new Set(['ok', 'http500', 'dify_error', 'workflow_failed', 'slow', 'rate_limited']);
 const STREAM_BEHAVIOURS = new Set(['ok', 'end_early', 'error_event', 'malformed', 'hang_after_first', 'no_first_byte']);
 
@@ -913,17 +921,32 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
     return send(res, 200, runView(run));
   }
 
+  // Conversations as Dify keeps them: per app, bound to the end user that started one. An id
+  // of another user's conversation is answered exactly like an unknown one (404), as Dify's
+  // lookup filters by the user; a value that is not a UUID is 400, as Dify's uuid_value check.
   function resolveConversation(app, body) {
     const cid = body.conversation_id;
     if (cid === undefined || cid === null || cid === '') {
       const id = randomUUID();
-      app.conversations.add(id);
-      return { id };
+      const conversation = { user: body.user, queries: [] };
+      app.conversations.set(id, conversation);
+      return { id, conversation };
     }
-    if (typeof cid !== 'string' || !app.conversations.has(cid)) {
+    if (typeof cid !== 'string' || !UUID_RE.test(cid)) {
+      return { error: ERR_INVALID_PARAM('conversation_id is not a valid uuid') };
+    }
+    const conversation = app.conversations.get(cid);
+    if (!conversation || conversation.user !== body.user) {
       return { error: difyError(404, 'not_found', 'Conversation Not Exists.') };
     }
-    return { id: cid };
+    return { id: cid, conversation };
+  }
+
+  /** The default chat answer: the query echoed, and in a continued conversation its earlier turns. */
+  function echoAnswer(query, conversation) {
+    const earlier = conversation.queries.slice(0, -1);
+    if (earlier.length === 0) return `echo: ${query}`;
+    return `echo: ${query} (turn ${earlier.length + 1}; earlier: ${earlier.map((q) => JSON.stringify(q)).join(', ')})`;
   }
 
   async function chatMessages(app, body, req, res) {
@@ -946,12 +969,13 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
     const conv = resolveConversation(app, body);
     if (conv.error) return send(res, conv.error.status, conv.error.body);
     if (!(await preRun(app, res))) return;
+    conv.conversation.queries.push(body.query);
     const answer =
       typeof app.answer === 'function'
-        ? await app.answer(body.query, body.inputs)
+        ? await app.answer(body.query, body.inputs, { conversationId: conv.id, queries: [...conv.conversation.queries] })
         : app.answer !== undefined
           ? app.answer
-          : `echo: ${body.query}`;
+          : echoAnswer(body.query, conv.conversation);
     return messageAnswer(app, body, rm.mode, conv.id, String(answer), res);
   }
 
@@ -1384,7 +1408,7 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
       apps.set(apiKey, {
         ...normaliseSpec(spec, apiKey),
         workflowId: randomUUID(),
-        conversations: new Set(),
+        conversations: new Map(),
         runCount: 0,
       });
       return apiKey;
@@ -1411,7 +1435,13 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
 
     /** Conversation ids Dify has issued for a chat app. */
     conversationsOf(apiKey) {
-      return [...(apps.get(apiKey)?.conversations ?? [])];
+      return [...(apps.get(apiKey)?.conversations?.keys() ?? [])];
+    },
+
+    /** A chat app's conversation: {user, queries} (its turns so far), or undefined. */
+    conversation(apiKey, conversationId) {
+      const c = apps.get(apiKey)?.conversations?.get(conversationId);
+      return c ? { user: c.user, queries: [...c.queries] } : undefined;
     },
 
     stop() {

@@ -10,7 +10,7 @@ const MODE_LABELS = {
 };
 // The backend settings each mode has a control for; the rest are edited as JSON ("more settings").
 const OWN = {
-  dify: ['base_url', 'api_key'],
+  dify: ['base_url', 'api_key', 'conversations'],
   'http-tool': ['api_endpoint', 'api_key', 'stream', 'manifest', 'form_values'],
   mcp: ['url', 'transport', 'protocol_version', 'headers'],
 };
@@ -18,6 +18,8 @@ const MASK_HINT = '*** is the stored credential, never shown: keep it to leave i
 /** The MCP revisions an upstream app may be pinned to (`backend.protocol_version`). */
 const REVISIONS = ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26', '2024-11-05'];
 const kind = (mode) => (DIFY_MODES.includes(mode) ? 'dify' : mode);
+/** The Dify modes that have conversations (`backend.conversations`). */
+const CHAT_MODES = ['chat', 'advanced-chat', 'agent-chat'];
 
 export async function appsPage(section, { args, refresh }) {
   if (args[0] === 'new') return section.append(appForm(null));
@@ -81,6 +83,7 @@ function appForm(app) {
     api_endpoint: input({ type: 'url', value: b.api_endpoint, placeholder: 'https://tools.example.com/get_weather' }),
     tool_key: input({ value: b.api_key, placeholder: 'optional: a key or $SECRET_NAME' }),
     stream: h('input', { type: 'checkbox', checked: b.stream }),
+    conversations: h('input', { type: 'checkbox', checked: b.conversations === true, 'data-field': 'backend.conversations' }),
     manifest: textarea({ rows: 6, value: json(b.manifest) }),
     form_values: textarea({ rows: 2, value: json(b.form_values) }),
     url: input({ type: 'url', value: b.url, placeholder: 'https://mcp.example.com/mcp' }),
@@ -98,6 +101,9 @@ function appForm(app) {
       h('legend', {}, 'Dify Service API'),
       field('Base URL', c.base_url, { name: 'backend.base_url' }),
       field('API key', c.api_key, { name: 'backend.api_key', hint: masked(b.api_key) }),
+      (c.conversationsField = h('div', { class: 'field check' }, c.conversations,
+        h('label', { for: (c.conversations.id = 'conversations-check') },
+          'Conversations: results carry a conversation_id that a caller passes back to continue (chat modes)'))),
       field('Input form (Dify user_input_form, JSON)', c.user_input_form, { name: 'user_input_form' }),
       field('Outputs (workflow output variables, JSON)', c.outputs, { name: 'outputs', hint: '[{"variable": "summary", "type": "string"}, {"variable": "chart", "type": "file"}]; types: string, number, integer, boolean, object, array, file, array[file]' })),
     'http-tool': h('fieldset', {},
@@ -116,6 +122,7 @@ function appForm(app) {
   };
   const showGroup = () => {
     for (const [k, g] of Object.entries(groups)) g.hidden = k !== kind(c.mode.value);
+    c.conversationsField.hidden = !CHAT_MODES.includes(c.mode.value);
   };
   c.mode.addEventListener('change', showGroup);
   showGroup();
@@ -127,6 +134,7 @@ function appForm(app) {
     const body = { name: c.name.value.trim(), description: c.description.value, mode, backend, user_input_form: [] };
     if (k === 'dify') {
       Object.assign(backend, { base_url: c.base_url.value.trim(), api_key: c.api_key.value.trim() });
+      if (CHAT_MODES.includes(mode) && c.conversations.checked) backend.conversations = true;
       body.user_input_form = readJson(c.user_input_form, []);
       body.outputs = readJson(c.outputs, []);
     } else if (k === 'http-tool') {

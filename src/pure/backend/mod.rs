@@ -8,6 +8,7 @@
 //!
 //! `stream_reader` reads a streamed answer by the rules of its kind.
 
+pub mod advice;
 pub mod config;
 pub mod credentials;
 pub mod dify;

@@ -5,6 +5,7 @@ use serde_json::{json, Map, Value};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::dify::call as dify_call;
+use crate::pure::backend::dify::conversation;
 use crate::pure::backend::dify::files::PendingFile;
 use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::backend::http_tool::call::request_body;
@@ -586,7 +587,12 @@ fn shape_result(mut r: Value, method: &str, version: Version, server_version: &s
         if r.get("resultType").is_none() {
             r["resultType"] = "complete".into();
         }
+        // A conversation's id stays beside the server's info (`conversation::show`).
+        let conversation = r.pointer(&format!("/_meta/{}", conversation::META_KEY)).cloned();
         r["_meta"] = json!({ meta::SERVER_INFO: {"name": "Flowgate", "version": server_version} });
+        if let Some(id) = conversation {
+            r["_meta"][conversation::META_KEY] = id;
+        }
         if matches!(
             method,
             methods::TOOLS_LIST
@@ -657,7 +663,11 @@ fn call_tool(
         Ok(files) => (files, Vec::new()),
         Err(problems) => (Vec::new(), problems),
     };
-    let (inputs, query) = match tool.check_arguments(args) {
+    let checked = tool.check_arguments(args).and_then(|(inputs, query)| {
+        let conversation = tool.conversation(args).map_err(|problem| vec![problem])?;
+        Ok((inputs, query, conversation))
+    });
+    let (inputs, query, conversation) = match checked {
         Ok(x) if file_problems.is_empty() => x,
         checked => {
             let problems: Vec<String> = checked.err().unwrap_or_default().into_iter().chain(file_problems).collect();
@@ -697,7 +707,11 @@ fn call_tool(
         // An HTTP tool is called at its api_endpoint itself.
         (None, Backend::HttpTool(config)) => CallRequest::HttpTool { body: request_body(config, inputs) },
         (None, Backend::Dify(config)) => {
-            CallRequest::Dify { mode: config.app_mode, body: dify_call::request(config.app_mode, inputs, query, &user) }
+            let mut body = dify_call::request(config.app_mode, inputs, query, &user);
+            if let Some(id) = conversation {
+                conversation::put(&mut body, id);
+            }
+            CallRequest::Dify { mode: config.app_mode, body }
         }
         // The tool that stands for an upstream whose tools are not known cannot be called.
         (None, Backend::Mcp(_)) => {

@@ -4,6 +4,7 @@
 use crate::pure::error::json_kind;
 use serde_json::{json, Map, Value};
 
+use crate::pure::backend::dify::conversation;
 use crate::pure::backend::dify::file_outputs::{add_files_to_answer_schema, output_type_schema};
 use crate::pure::backend::dify::files::FileRule;
 use crate::pure::backend::dify::mode::DifyMode;
@@ -132,11 +133,20 @@ impl Tool<'_> {
         } else {
             (&self.app.description, &def.description)
         };
-        match [first, second].into_iter().find(|d| !d.trim().is_empty()) {
+        let described = match [first, second].into_iter().find(|d| !d.trim().is_empty()) {
             Some(d) => d.clone(),
             // Clients need some description to decide when to call a tool.
             None => format!("Runs the {} app '{}'", self.app.backend.mode().as_str(), self.app.name),
+        };
+        if self.keeps_conversations() {
+            return format!("{} {}", described.trim_end(), conversation::DESCRIPTION_NOTE);
         }
+        described
+    }
+
+    /// A Dify chat app with `conversations` on (`conversation`).
+    fn keeps_conversations(&self) -> bool {
+        self.upstream.is_none() && self.app.backend.as_dify().is_some_and(|c| c.keeps_conversations())
     }
 
     /// Chat modes of Dify apps take the user's message as a `query` argument.
@@ -153,6 +163,9 @@ impl Tool<'_> {
                 json!({"type": "string", "description": param_description(def, "query").unwrap_or("User Input/Question content")}),
             );
             required.push("query".into());
+        }
+        if self.keeps_conversations() {
+            props.insert(conversation::ARGUMENT.into(), conversation::input_property());
         }
         for f in self.form.iter().filter(|f| f.ty.reaches_mcp()) {
             let about = param_description(def, &f.variable).unwrap_or(&f.label);
@@ -226,14 +239,27 @@ impl Tool<'_> {
                 }
             }
             _ => {
-                let mut s = json!({
+                let mut schema = json!({
                     "type": "object",
                     "properties": {"answer": {"type": "string"}},
                     "required": ["answer"]
                 });
-                add_files_to_answer_schema(&mut s);
-                s
+                add_files_to_answer_schema(&mut schema);
+                if self.keeps_conversations() {
+                    conversation::add_output_property(&mut schema);
+                }
+                schema
             }
+        }
+    }
+
+    /// The conversation a call continues (`""`: a new one), for a tool that keeps conversations;
+    /// `Ok(None)` for any other tool.
+    pub fn conversation(&self, args: Option<&Map<String, Value>>) -> Result<Option<String>, String> {
+        if self.keeps_conversations() {
+            conversation::argument(args).map(Some)
+        } else {
+            Ok(None)
         }
     }
 

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::pure::backend::dify::call as dify_call;
 use crate::pure::backend::dify::stream::DifyStream;
+use crate::pure::backend::dify::{conversation, refusal};
 use crate::pure::backend::http_tool::call as http_tool;
 use crate::pure::backend::http_tool::stream::HttpToolStream;
 use crate::pure::backend::stream_reader::StreamReader;
@@ -156,7 +157,9 @@ impl CallStream {
     /// watches for a disconnect.
     pub fn detached(plan: CallPlan, target: Target, env: &Env) -> CallStream {
         let interp = match &plan.request {
-            CallRequest::Dify { mode, .. } => Some(StreamReader::Dify(DifyStream::new(*mode, target.max_result_bytes))),
+            CallRequest::Dify { mode, body } => {
+                Some(StreamReader::Dify(DifyStream::new(*mode, target.max_result_bytes).answering(body)))
+            }
             CallRequest::HttpTool { .. } => Some(StreamReader::Tool(HttpToolStream::new(&target.app_name))),
             CallRequest::Mcp { .. } => None,
         };
@@ -641,7 +644,13 @@ pub fn read_whole(
 ) -> Outcome {
     match &plan.request {
         CallRequest::HttpTool { .. } => http_tool::read_response(&b.app_name, status, content_type, retry_after, text),
-        CallRequest::Dify { mode, .. } => dify_call::read_blocking(*mode, status, retry_after, text),
+        CallRequest::Dify { mode, body } => match dify_call::read_blocking(*mode, status, retry_after, text, body) {
+            // A refusal gets its fix, unless it is about a conversation (which says its own).
+            Outcome::Failed(m) if !(200..300).contains(&status) && !conversation::is_refusal(body, status) => {
+                Outcome::Failed(refusal::with_fix(m, refusal::fix(*mode, status, text, &b.base_url)))
+            }
+            outcome => outcome,
+        },
         CallRequest::Mcp { .. } => Outcome::Failed(format!("upstream {}: not an MCP answer", b.app_name)),
     }
 }
@@ -655,8 +664,17 @@ pub fn send_failed(plan: &CallPlan, b: &Target, e: SendError) -> Outcome {
         CallRequest::Mcp { .. } => "upstream",
     };
     let host = crate::pure::url::host_for_display(&b.base_url);
+    // The app setting that holds the address, named when the connection itself failed.
+    let setting = match plan.request {
+        CallRequest::HttpTool { .. } => "api_endpoint",
+        CallRequest::Dify { .. } => "base_url",
+        CallRequest::Mcp { .. } => "url",
+    };
     Outcome::Failed(match e {
-        SendError::Unreachable(e) => format!("could not reach the {kind} '{}' at {host}: {e}", b.app_name),
+        SendError::Unreachable(e) => {
+            let why = crate::shell::outbound::advice(&e, setting);
+            format!("could not reach the {kind} '{}' at {host}: {why}", b.app_name)
+        }
         SendError::TooLarge(cap) => format!(
             "the {kind} '{}' answered more than {} KiB in one piece, more than its max_result_bytes ({} bytes) \
              allows; raise max_result_bytes or make the answer smaller",

@@ -94,7 +94,9 @@ impl Console<'_> {
 
     pub(super) async fn app_response(&self, id: &str, spec: &AppSpec) -> Result<Value> {
         let mut out = self.app_row(id).await?.to_console_json();
-        out["warnings"] = json!(app::warnings(spec));
+        let mut warnings = app::warnings(spec);
+        warnings.extend(crate::shell::secrets::unset_references(self.env, &spec.backend));
+        out["warnings"] = json!(warnings);
         Ok(out)
     }
 
@@ -125,6 +127,7 @@ impl Console<'_> {
         }
         let key = crate::shell::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e))?;
         let info = dify::get_json(base, &key, "/info").await?;
+        dify_import::check_expected_mode(body.get("mode"), &info).map_err(|m| field_error("mode", &m))?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;
         let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key, body.get("outputs"))
             .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;

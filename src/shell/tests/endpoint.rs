@@ -300,7 +300,8 @@ fn only_post_and_options_are_served() {
         );
         assert_eq!(r.headers.get("allow").as_deref(), Some("POST, OPTIONS"));
     }
-    // Not even a lookup: the code is not read for a method that is refused.
+    // The code is looked up (a mistyped one gets 404, `error_messages`), from the isolate's memo
+    // here: no storage call.
     let before = storage_calls(&fx);
     send(&fx, Method::Get, &code, &[], Body::Empty);
     assert_eq!(storage_calls(&fx), before);

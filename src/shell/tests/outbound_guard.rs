@@ -206,7 +206,7 @@ impl Run {
 /// What a send and a read of its body came to: the body, or the error's kind.
 fn read_outcome(sent: Result<outbound::Answer, SendError>, read: Option<Result<String, SendError>>) -> Value {
     let word = |e: &SendError| match e {
-        SendError::Unreachable(why) => json!({"unreachable": why}),
+        SendError::Unreachable(why) => json!({"unreachable": why.to_string()}),
         SendError::TimedOut => json!("timed out"),
         SendError::TooLarge(cap) => json!({"too large": cap}),
     };
@@ -311,5 +311,8 @@ fn why_a_body_gave_no_chunk_is_said_in_words() {
     use outbound::ChunkEnd;
     assert_eq!(ChunkEnd::Closed.to_string(), "the stream closed");
     assert_eq!(ChunkEnd::TimedOut.to_string(), "no answer in time");
-    assert_eq!(ChunkEnd::Broken("reset".into()).to_string(), "the stream broke: reset");
+    assert_eq!(
+        ChunkEnd::Broken(crate::runtime::Error::new(crate::runtime::Kind::Body, "reset")).to_string(),
+        "the stream broke: reset"
+    );
 }

@@ -1,7 +1,8 @@
 //! A Dify Service API (after `tests/support/dify-fixture.mjs`): apps by API key; `info`,
 //! `parameters`, the run endpoints (`workflows/run`, `chat-messages`, `completion-messages`),
 //! blocking or streaming, a workflow run's detail (`GET workflows/run/:id`), and stop calls,
-//! as strict as the fixture's: a task this backend issued to the same app, family and user.
+//! as strict as the fixture's: a task this backend issued to the same app, family and user;
+//! chat conversations bound to the end user that started them, as Dify binds them.
 //! Files as Dify takes them: `POST files/upload` (multipart `file` and `user`, its size
 //! limit), file values in `inputs` (file and file-list variables) and a chat's `files`, refused
 //! like Dify refuses them (a wrong `type` or `transfer_method`, a `local_file` without an
@@ -123,6 +124,24 @@ pub struct Dify {
     pub stop_refusals: RefCell<Vec<(String, u16)>>,
     /// Uploaded files, by id (`upload-<n>`).
     pub uploads: RefCell<BTreeMap<String, Upload>>,
+    /// Chat conversations by id, as Dify keeps them: bound to the app and the end user that
+    /// started one.
+    pub conversations: RefCell<BTreeMap<String, Conversation>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub api_key: String,
+    pub user: String,
+    /// The queries of its turns so far.
+    pub queries: Vec<String>,
+}
+
+/// `8-4-4-4-12` hex digits (Dify refuses any other conversation_id with 400).
+fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 fn err(status: u16, code: &str, message: &str) -> Reply {
@@ -168,6 +187,10 @@ impl Dify {
         if let Err(why) = self.check_files(api_key, app, body) {
             return err(400, "invalid_param", &why);
         }
+        let (conversation, turn) = match self.conversation(api_key, route, body) {
+            Ok(found) => found,
+            Err(refused) => return refused,
+        };
         let delay = match app.behaviour {
             Behaviour::Http500 => return Reply::new(500, "text/plain", "Internal Server Error"),
             Behaviour::QuotaError => {
@@ -215,15 +238,15 @@ impl Dify {
             let answer = if app.mode == "workflow" {
                 json!({"workflow_run_id": run, "task_id": task, "data": finished})
             } else {
-                json!({"event": "message", "task_id": task, "id": msg, "message_id": msg, "conversation_id": "conv-1",
-                    "mode": app.mode, "answer": app.answer, "metadata": {"usage": {"total_tokens": 20}}, "created_at": created})
+                json!({"event": "message", "task_id": task, "id": msg, "message_id": msg, "conversation_id": conversation,
+                    "mode": app.mode, "answer": turn.answer(&app.answer), "metadata": {"usage": {"total_tokens": 20}}, "created_at": created})
             };
             return Reply::json(200, &answer).delayed(delay);
         }
         let text = if app.mode == "workflow" {
             outputs.get("text").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| outputs.to_string())
         } else {
-            app.answer.clone()
+            turn.answer(&app.answer)
         };
         let mut events: Vec<Value> = Vec::new();
         let chunk_event = match app.mode.as_str() {
@@ -234,7 +257,7 @@ impl Dify {
         let base = if app.mode == "workflow" {
             json!({"task_id": task, "workflow_run_id": run})
         } else {
-            json!({"task_id": task, "message_id": msg, "id": msg, "conversation_id": "conv-1", "created_at": created})
+            json!({"task_id": task, "message_id": msg, "id": msg, "conversation_id": conversation, "created_at": created})
         };
         let with = |mut e: Value, extra: Value| {
             if let (Some(o), Some(x)) = (e.as_object_mut(), extra.as_object()) {
@@ -343,6 +366,20 @@ impl Backend for Dify {
     }
 }
 
+/// The earlier queries of a continued conversation (empty for its first turn).
+struct Turn(Vec<String>);
+
+impl Turn {
+    /// The app's answer, and in a continued conversation the turns it saw before.
+    fn answer(&self, answer: &str) -> String {
+        if self.0.is_empty() {
+            return answer.to_string();
+        }
+        let earlier: Vec<String> = self.0.iter().map(|q| format!("{q:?}")).collect();
+        format!("{answer} (turn {}; earlier: {})", self.0.len() + 1, earlier.join(", "))
+    }
+}
+
 impl Dify {
     /// `POST /v1/files/upload`: multipart, a `file` part and a `user` field; 201 with the
     /// upload's record.
@@ -436,6 +473,37 @@ impl Dify {
             },
             other => Err(format!("{var}: invalid transfer method {other:?}")),
         }
+    }
+
+    /// The conversation a chat run belongs to, as Dify resolves it: none or `""` starts one for
+    /// the request's user; an id continues one of the same app and user only, and any other id
+    /// (unknown, or another user's) is the same 404.
+    fn conversation(&self, api_key: &str, route: &str, body: &Value) -> Result<(String, Turn), Reply> {
+        if route != "chat-messages" {
+            // A completion message names a conversation no call can continue.
+            return Ok(("00000000-0000-4000-9000-000000000000".into(), Turn(Vec::new())));
+        }
+        let user = body["user"].as_str().unwrap_or("").to_string();
+        let query = body["query"].as_str().unwrap_or("").to_string();
+        let mut conversations = self.conversations.borrow_mut();
+        match body.get("conversation_id") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(id)) if id.is_empty() => {}
+            Some(Value::String(id)) if is_uuid(id) => {
+                return match conversations.get_mut(id).filter(|c| c.api_key == api_key && c.user == user) {
+                    Some(c) => {
+                        let earlier = c.queries.clone();
+                        c.queries.push(query);
+                        Ok((id.clone(), Turn(earlier)))
+                    }
+                    None => Err(err(404, "not_found", "Conversation Not Exists.")),
+                };
+            }
+            Some(_) => return Err(err(400, "invalid_param", "conversation_id is not a valid uuid")),
+        }
+        let id = format!("00000000-0000-4000-8000-{:012x}", conversations.len() + 1);
+        conversations.insert(id.clone(), Conversation { api_key: api_key.into(), user, queries: vec![query] });
+        Ok((id, Turn(Vec::new())))
     }
 
     /// `POST /v1/<family>/<task_id>/stop`.

@@ -3,6 +3,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::conversation;
 use super::mode::DifyMode;
 use crate::pure::outcome::{http_failure, Outcome};
 
@@ -40,10 +41,14 @@ pub fn needs_streaming(mode: DifyMode) -> bool {
     mode == DifyMode::AgentChat
 }
 
-/// Reads a Dify answer (`status`, `Retry-After` and body text) into an outcome.
-pub fn read_blocking(mode: DifyMode, status: u16, retry_after: Option<&str>, body: &str) -> Outcome {
+/// Reads a Dify answer (`status`, `Retry-After` and body text) into an outcome; `sent` is the
+/// request body the answer is to (`Value::Null` when it is not at hand).
+pub fn read_blocking(mode: DifyMode, status: u16, retry_after: Option<&str>, body: &str, sent: &Value) -> Outcome {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     if !(200..300).contains(&status) {
+        if let Some(refusal) = conversation::refused(sent, status) {
+            return Outcome::Failed(refusal);
+        }
         return Outcome::Failed(http_failure("the Dify app", status, retry_after, parsed.as_ref(), body));
     }
     let Some(v) = parsed.filter(Value::is_object) else {
@@ -71,7 +76,7 @@ pub fn read_blocking(mode: DifyMode, status: u16, retry_after: Option<&str>, bod
         Some(Value::String(answer)) => {
             let mut structured = json!({"answer": answer});
             super::file_outputs::attach_message_files(&mut structured, &v);
-            Outcome::Ok { text: answer.clone(), structured: Some(structured) }
+            conversation::attach(Outcome::Ok { text: answer.clone(), structured: Some(structured) }, sent, &v)
         }
         _ => Outcome::Failed("the Dify app's answer has no `answer` text".into()),
     }
@@ -101,12 +106,12 @@ mod tests {
     fn reads_answers() {
         let wf = r#"{"workflow_run_id":"r","task_id":"t","data":{"status":"succeeded","outputs":{"summary":"s"}}}"#;
         assert_eq!(
-            read_blocking(DifyMode::Workflow, 200, None, wf),
+            read_blocking(DifyMode::Workflow, 200, None, wf, &Value::Null),
             Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) }
         );
         let chat = r#"{"event":"message","answer":"Paris"}"#;
         assert_eq!(
-            read_blocking(DifyMode::Chat, 200, None, chat),
+            read_blocking(DifyMode::Chat, 200, None, chat, &Value::Null),
             Outcome::Ok { text: "Paris".into(), structured: Some(json!({"answer": "Paris"})) }
         );
     }
@@ -114,7 +119,10 @@ mod tests {
     #[test]
     fn a_chat_answers_files_come_along() {
         let chat = r#"{"event":"message","answer":"Done","message_files":[{"id":"f","type":"document","belongs_to":"assistant","url":"https://d.example/files/r.pdf"}]}"#;
-        let Outcome::Ok { structured: Some(s), .. } = read_blocking(DifyMode::Chat, 200, None, chat) else { panic!() };
+        let Outcome::Ok { structured: Some(s), .. } = read_blocking(DifyMode::Chat, 200, None, chat, &Value::Null)
+        else {
+            panic!()
+        };
         assert_eq!(s["files"][0]["url"], "https://d.example/files/r.pdf");
     }
 
@@ -122,40 +130,40 @@ mod tests {
     fn failures_carry_the_backend_message() {
         let failed = r#"{"data":{"status":"failed","error":"Node LLM failed: model timeout","outputs":{}}}"#;
         assert_eq!(
-            read_blocking(DifyMode::Workflow, 200, None, failed),
+            read_blocking(DifyMode::Workflow, 200, None, failed, &Value::Null),
             Outcome::Failed("the workflow ended failed: Node LLM failed: model timeout".into())
         );
         let quota = r#"{"code":"provider_quota_exceeded","message":"Your quota ... exhausted.","status":400}"#;
         assert_eq!(
-            read_blocking(DifyMode::Chat, 400, None, quota),
+            read_blocking(DifyMode::Chat, 400, None, quota, &Value::Null),
             Outcome::Failed(
                 "the Dify app refused the call (HTTP 400, provider_quota_exceeded): Your quota ... exhausted.".into()
             )
         );
         assert_eq!(
-            read_blocking(DifyMode::Chat, 500, None, "Internal Server Error"),
+            read_blocking(DifyMode::Chat, 500, None, "Internal Server Error", &Value::Null),
             Outcome::Failed("the Dify app answered HTTP 500: Internal Server Error".into())
         );
         assert_eq!(
-            read_blocking(DifyMode::Chat, 502, None, ""),
+            read_blocking(DifyMode::Chat, 502, None, "", &Value::Null),
             Outcome::Failed("the Dify app answered HTTP 502 with an empty body".into())
         );
         assert!(
-            matches!(read_blocking(DifyMode::Chat, 200, None, "<html>"), Outcome::Failed(m) if m.contains("not a JSON object"))
+            matches!(read_blocking(DifyMode::Chat, 200, None, "<html>", &Value::Null), Outcome::Failed(m) if m.contains("not a JSON object"))
         );
         assert!(
-            matches!(read_blocking(DifyMode::Chat, 200, None, "{}"), Outcome::Failed(m) if m.contains("no `answer`"))
+            matches!(read_blocking(DifyMode::Chat, 200, None, "{}", &Value::Null), Outcome::Failed(m) if m.contains("no `answer`"))
         );
         let limited = r#"{"code":"too_many_requests","message":"Too many requests","status":429}"#;
         assert_eq!(
-            read_blocking(DifyMode::Chat, 429, Some("7"), limited),
+            read_blocking(DifyMode::Chat, 429, Some("7"), limited, &Value::Null),
             Outcome::Failed(
                 "the Dify app refused the call (HTTP 429, too_many_requests): Too many requests; retry after 7 s"
                     .into()
             )
         );
         assert!(
-            matches!(read_blocking(DifyMode::Chat, 429, None, ""), Outcome::Failed(m) if m.ends_with("retry later"))
+            matches!(read_blocking(DifyMode::Chat, 429, None, "", &Value::Null), Outcome::Failed(m) if m.ends_with("retry later"))
         );
         assert_eq!(stop_path(DifyMode::Workflow, "t1"), "/workflows/tasks/t1/stop");
         assert_eq!(stop_path(DifyMode::AgentChat, "t1"), "/chat-messages/t1/stop");

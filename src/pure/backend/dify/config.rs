@@ -20,6 +20,10 @@ pub struct DifyConfig {
     pub base_url: String,
     /// The app's key: a sealed literal or a `$NAME` reference.
     pub api_key: String,
+    /// Chat modes: results name Dify's conversation and calls may continue it
+    /// (`conversation`); off by default, and not written when off.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub conversations: bool,
     #[serde(flatten)]
     pub limits: Limits,
     #[serde(flatten)]
@@ -73,10 +77,20 @@ impl FromFields for DifyConfig {
             app_mode: DifyMode::Workflow,
             base_url: f.text("base_url")?,
             api_key: f.text("api_key")?,
+            conversations: f.opt_flag(super::conversation::SETTING)?.unwrap_or(false),
             limits: Limits::default(),
             tasks: TaskSettings::default(),
             files: FileSettings::read(f),
         })
+    }
+}
+
+impl DifyConfig {
+    /// Whether calls of this app take part in conversations (`conversation`): the setting is
+    /// on and the mode has them (a completion or workflow app has none; the setting is refused
+    /// there).
+    pub fn keeps_conversations(&self) -> bool {
+        self.conversations && self.app_mode.takes_query()
     }
 }
 
@@ -105,7 +119,7 @@ impl Kind for DifyConfig {
 }
 
 pub const URL_KEY: &str = "base_url";
-const KEYS: [&str; 2] = [URL_KEY, "api_key"];
+const KEYS: [&str; 3] = [URL_KEY, "api_key", super::conversation::SETTING];
 
 /// Checks a Dify app's settings in place (the base URL loses its trailing slash).
 pub fn validate(mode: Mode, obj: &mut Map<String, Value>, errs: &mut Errors) {
@@ -120,5 +134,50 @@ pub fn validate(mode: Mode, obj: &mut Map<String, Value>, errs: &mut Errors) {
     FileSettings::validate(obj, errs);
     if !matches!(obj.get("api_key"), Some(Value::String(k)) if !k.is_empty()) {
         errs.add("backend.api_key", "is required: the Dify app's API key (app-...) or a $SECRET_NAME");
+    }
+    validate_conversations(mode, obj, errs);
+}
+
+/// `conversations`: true or false, and true only for the modes that have conversations.
+fn validate_conversations(mode: Mode, obj: &Map<String, Value>, errs: &mut Errors) {
+    let field = format!("backend.{}", super::conversation::SETTING);
+    match obj.get(super::conversation::SETTING) {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) if mode.dify().is_some_and(DifyMode::takes_query) => {}
+        Some(Value::Bool(true)) => errs.add(
+            field,
+            format!(
+                "a {} app has no conversations: only chat, advanced-chat and agent-chat apps do; leave it out",
+                mode.as_str()
+            ),
+        ),
+        Some(_) => errs.add(field, "must be true or false"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(mode: DifyMode, on: bool) -> DifyConfig {
+        DifyConfig {
+            app_mode: mode,
+            base_url: "https://dify.test/v1".into(),
+            api_key: "app-x".into(),
+            conversations: on,
+            limits: Default::default(),
+            tasks: Default::default(),
+            files: Default::default(),
+        }
+    }
+
+    #[test]
+    fn only_chat_modes_with_the_setting_on_keep_conversations() {
+        for mode in [DifyMode::Chat, DifyMode::AdvancedChat, DifyMode::AgentChat] {
+            assert!(config(mode, true).keeps_conversations(), "{mode:?}");
+            assert!(!config(mode, false).keeps_conversations(), "{mode:?}: off by default");
+        }
+        assert!(!config(DifyMode::Completion, true).keeps_conversations());
+        assert!(!config(DifyMode::Workflow, true).keeps_conversations());
     }
 }

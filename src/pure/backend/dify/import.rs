@@ -63,6 +63,21 @@ pub fn app_body_from_dify(
     Ok(body)
 }
 
+/// The import's optional `mode` (what the caller expects the Dify app to be) against the mode
+/// Dify's `/info` names: a mismatch is refused, saying what the app is and what to do.
+pub fn check_expected_mode(expected: Option<&Value>, info: &Value) -> Result<(), String> {
+    let Some(expected) = expected.filter(|v| !v.is_null()) else { return Ok(()) };
+    let actual = info.get("mode").and_then(Value::as_str).unwrap_or("");
+    match expected.as_str() {
+        Some(e) if e == actual => Ok(()),
+        Some(e) if Mode::parse(e).and_then(Mode::dify).is_some() => Err(format!(
+            "the Dify app behind this API key is a {actual} app, not a {e} app: leave mode out to import it as the \
+             {actual} app it is, or use the API key of your {e} app"
+        )),
+        _ => Err("mode, when given, must be one of workflow, chat, advanced-chat, agent-chat, completion".into()),
+    }
+}
+
 /// Whether an imported app should carry [`OUTPUTS_NOTE`]: a workflow without outputs.
 pub fn needs_outputs_note(mode: Option<Mode>, outputs: Option<&Value>) -> bool {
     mode == Some(Mode::Dify(DifyMode::Workflow)) && outputs.and_then(Value::as_array).is_none_or(Vec::is_empty)
@@ -109,6 +124,19 @@ mod tests {
         assert!(needs_outputs_note(Mode::parse("workflow"), None));
         assert!(needs_outputs_note(Mode::parse("workflow"), Some(&json!([]))));
         assert!(!needs_outputs_note(Mode::parse("chat"), None));
+    }
+
+    #[test]
+    fn an_expected_mode_must_be_the_apps() {
+        let info = json!({"mode": "workflow"});
+        assert_eq!(check_expected_mode(None, &info), Ok(()));
+        assert_eq!(check_expected_mode(Some(&Value::Null), &info), Ok(()));
+        assert_eq!(check_expected_mode(Some(&json!("workflow")), &info), Ok(()));
+        let e = check_expected_mode(Some(&json!("chat")), &info).unwrap_err();
+        assert!(e.starts_with("the Dify app behind this API key is a workflow app, not a chat app"), "{e}");
+        assert!(e.contains("leave mode out") && e.contains("use the API key of your chat app"), "{e}");
+        assert!(check_expected_mode(Some(&json!("mcp")), &info).unwrap_err().contains("must be one of"));
+        assert!(check_expected_mode(Some(&json!(3)), &info).is_err());
     }
 
     #[test]

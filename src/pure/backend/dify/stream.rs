@@ -26,6 +26,9 @@ pub struct DifyStream {
     done: Option<Outcome>,
     /// `message_file` events so far (at most `file_outputs::MAX_LINKS`).
     files: Vec<Value>,
+    /// The request body, when it takes part in conversations (`conversation`): the final
+    /// outcome then names the conversation.
+    conversation: Option<Value>,
 }
 
 impl DifyStream {
@@ -40,7 +43,17 @@ impl DifyStream {
             malformed: 0,
             done: None,
             files: Vec::new(),
+            conversation: None,
         }
+    }
+
+    /// A chat stream whose outcome names the conversation, when `sent` (the request body)
+    /// takes part in conversations.
+    pub fn answering(mut self, sent: &Value) -> Self {
+        if super::conversation::is_on(sent) {
+            self.conversation = Some(json!({ super::conversation::ARGUMENT: sent[super::conversation::ARGUMENT] }));
+        }
+        self
     }
 
     /// The run's task id (for the stop endpoint), once the stream has named it.
@@ -141,7 +154,11 @@ impl DifyStream {
                 self.files.push(file);
             }
             "message_end" if self.mode.takes_query() || self.mode == DifyMode::Completion => {
-                self.done = Some(self.answer_outcome());
+                let outcome = self.answer_outcome();
+                self.done = Some(match &self.conversation {
+                    Some(sent) => super::conversation::attach(outcome, sent, &v),
+                    None => outcome,
+                });
             }
             "workflow_finished" if self.mode == DifyMode::Workflow => {
                 self.done = Some(workflow_outcome(d));

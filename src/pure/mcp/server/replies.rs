@@ -5,7 +5,7 @@
 use super::gateway::{self, Forward};
 use super::input_required;
 use super::upstream_tasks;
-use crate::pure::backend::dify::file_outputs;
+use crate::pure::backend::dify::{conversation, file_outputs};
 use crate::pure::backend::mcp::downgrade::result_for_client;
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::outcome::Outcome;
@@ -205,6 +205,13 @@ pub fn finish_call(plan: &CallPlan, outcome: Outcome, server_version: &str) -> V
                 content.extend(file_outputs::content_items(structured.as_ref(), *mode, plan.version));
             }
             let mut r = json!({"content": content, "isError": false});
+            let sent = match &plan.request {
+                CallRequest::Dify { body, .. } => Some(body),
+                _ => None,
+            };
+            if let Some(id) = conversation::of_result(sent, structured.as_ref()) {
+                conversation::show(&mut r, id);
+            }
             if let (true, Some(s)) = (plan.version.structured_output(), structured) {
                 r["structuredContent"] = s;
             }

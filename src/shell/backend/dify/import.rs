@@ -31,7 +31,8 @@ pub async fn get_json(base_url: &str, api_key: &str, path: &str) -> Result<Value
     let mut resp = match outbound::send(Method::Get, &url, headers, None, IMPORT_TIMEOUT).await {
         Ok(r) => r,
         Err(SendError::Unreachable(e)) => {
-            return Err(import_error("dify_unreachable", format!("could not reach the Dify API at {shown}: {e}")))
+            let why = outbound::advice(&e, "base_url");
+            return Err(import_error("dify_unreachable", format!("could not reach the Dify API at {shown}: {why}")));
         }
         Err(SendError::TimedOut | SendError::TooLarge(_)) => {
             return Err(import_error(
