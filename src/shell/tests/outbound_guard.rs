@@ -140,7 +140,8 @@ fn a_failed_fetch_says_what_the_runtime_said() {
     let code = tool_server(&fx);
     // No backend at the origin: the runtime's own words, after the host.
     let (is_error, text) = outcome(&fx.call(&code, "Weather", json!({"location": "x"})));
-    assert!(is_error && text.contains("edge.test: fetch failed: connection refused"), "{text}");
+    // (A refused connection also names the setting to check: `pure::backend::advice`.)
+    assert!(is_error && text.contains("edge.test: ") && text.contains("(fetch failed: connection refused)"), "{text}");
     // A body that breaks off: the same, from the body's read.
     scripted(&fx, EDGE, |_| Reply::json(200, &json!({"a": "b".repeat(100)})).ending(BodyEnd::Reset));
     let (is_error, text) = outcome(&fx.call(&code, "Weather", json!({"location": "x"})));
