@@ -220,18 +220,17 @@ const SECRET_NAMES: [&str; 12] = [
     "session",
 ];
 
-/// Text that is a credential by its shape: Flowgate's own keys and tokens, Dify app keys,
-/// bearer headers, common provider keys.
-const SECRET_PREFIXES: [&str; 9] = ["fgk_", "fgc_", "app-", "Bearer ", "bearer ", "sk-", "ghp_", "xoxb-", "AKIA"];
+/// Words that are credentials by their shape: Flowgate's own keys and tokens, Dify app keys,
+/// common provider keys (JWTs are known by theirs, and the word after `Bearer`).
+const SECRET_PREFIXES: [&str; 7] = ["fgk_", "fgc_", "app-", "sk-", "ghp_", "xoxb-", "AKIA"];
 
 fn secret_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     SECRET_NAMES.iter().any(|s| lower.contains(s))
 }
 
-fn secret_text(s: &str) -> bool {
-    let t = s.trim();
-    SECRET_PREFIXES.iter().any(|p| t.starts_with(p) && t.len() >= p.len() + 8) || is_jwt(t)
+fn secret_word(w: &str) -> bool {
+    SECRET_PREFIXES.iter().any(|p| w.starts_with(p) && w.len() >= p.len() + 8) || is_jwt(w)
 }
 
 /// Three base64url parts, the first of a JSON header (`eyJ`).
@@ -240,6 +239,37 @@ fn is_jwt(s: &str) -> bool {
     parts.len() == 3
         && s.starts_with("eyJ")
         && parts.iter().all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+}
+
+/// `s` with every credential-shaped word in it replaced (a result's text often quotes its
+/// input); `None` when there is none. Words are runs of ASCII letters, digits and `-_.+/=`.
+fn redact_words(s: &str) -> Option<String> {
+    let word = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'+' | b'/' | b'=');
+    let bytes = s.as_bytes();
+    let (mut out, mut copied, mut after_bearer, mut i) = (String::new(), 0, false, 0);
+    while i < bytes.len() {
+        if !word(bytes[i]) {
+            after_bearer &= bytes[i] == b' ';
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && word(bytes[i]) {
+            i += 1;
+        }
+        // Word boundaries are ASCII bytes, so these are char boundaries.
+        let w = &s[start..i];
+        if (after_bearer && w.len() >= 8) || secret_word(w) {
+            out.push_str(&s[copied..start]);
+            out.push_str(REDACTED);
+            copied = i;
+        }
+        after_bearer = w.eq_ignore_ascii_case("bearer") && bytes.get(i) == Some(&b' ');
+    }
+    (copied > 0).then(|| {
+        out.push_str(&s[copied..]);
+        out
+    })
 }
 
 /// `v` with credentials replaced by [`REDACTED`]: values of members named like a credential,
@@ -253,7 +283,7 @@ fn redact_at(v: &Value, depth: usize) -> Value {
         return Value::String(REDACTED.into());
     }
     match v {
-        Value::String(s) if secret_text(s) => Value::String(REDACTED.into()),
+        Value::String(s) => Value::String(redact_words(s).unwrap_or_else(|| s.clone())),
         Value::Array(items) => Value::Array(items.iter().map(|i| redact_at(i, depth + 1)).collect()),
         Value::Object(members) => {
             let mut out = Map::new();

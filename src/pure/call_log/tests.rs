@@ -105,10 +105,14 @@ fn credentials_are_redacted_by_name_and_by_shape_at_any_depth() {
     assert_eq!(r["api_key"], REDACTED);
     assert_eq!(r["nested"]["Authorization"], REDACTED);
     assert_eq!(r["nested"]["items"], json!([REDACTED, "plain words", 3]));
+    // Inside text too (a result often quotes its input), the words around kept.
+    let quoted = redact(&json!("{\"echo\": \"key fgk_abcdefghijklmnop, then Bearer 0123456789abcdef.\"} ok"));
+    assert_eq!(quoted, json!(format!("{{\"echo\": \"key {REDACTED}, then Bearer {REDACTED}\"}} ok")));
+    assert_eq!(redact(&json!("Bearer of good news")), json!("Bearer of good news"), "a short word after Bearer");
     assert_eq!(r["headers"][0]["X-Session-Token"], REDACTED);
     assert_eq!(r["jwt"], REDACTED);
     assert_eq!(r["dify"], REDACTED);
-    assert_eq!(r["bearer"], REDACTED);
+    assert_eq!(r["bearer"], format!("Bearer {REDACTED}"));
     assert_eq!(r["empty_token"], Value::Null, "nothing to hide");
     assert_eq!(r["short"], "sk-1", "too short to be a key");
     assert_eq!(r["count"], 2);

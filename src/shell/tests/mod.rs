@@ -207,8 +207,10 @@ impl Fx {
 }
 
 mod backends_mcp;
+mod call_log;
 mod calls;
 mod console;
 mod endpoint;
+mod playground;
 mod smoke;
 mod soak;
