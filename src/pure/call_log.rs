@@ -5,7 +5,7 @@
 //! Bounded everywhere: at most [`PER_SERVER`] entries of a server wait in memory and stay in D1
 //! (the flush trims the rest), [`MAX_PENDING`] entries wait in all, payloads are clipped.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 use serde_json::{json, Map, Value};
 
@@ -124,7 +124,8 @@ impl Entry {
 /// The isolate's calls waiting for the next flush.
 #[derive(Debug, Default)]
 pub struct Pending {
-    entries: VecDeque<Entry>,
+    /// Oldest first (a `Vec`: removals are rare, and a `VecDeque` would be more code in the bundle).
+    entries: Vec<Entry>,
     /// Calls dropped because a bound was reached (the oldest go first); logged at the flush.
     pub dropped: u64,
 }
@@ -148,10 +149,10 @@ impl Pending {
             }
         }
         if self.entries.len() >= MAX_PENDING {
-            self.entries.pop_front();
+            self.entries.remove(0);
             self.dropped += 1;
         }
-        self.entries.push_back(entry);
+        self.entries.push(entry);
     }
 
     /// The statements that write every waiting call (the caller empties `self`): inserts of

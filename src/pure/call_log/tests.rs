@@ -140,7 +140,7 @@ fn memory_holds_at_most_the_last_calls_of_a_server_and_of_all() {
     p.push(entry("s2", 1, "T", "c", Status::Ok));
     assert_eq!(p.len(), PER_SERVER + 1);
     assert_eq!(p.dropped, 5);
-    assert_eq!(p.entries.front().map(|e| e.at_ms), Some(5), "the oldest went first");
+    assert_eq!(p.entries.first().map(|e| e.at_ms), Some(5), "the oldest went first");
     let mut all = Pending::default();
     for i in 0..(MAX_PENDING + 3) {
         all.push(entry(&format!("s{}", i % 10), i as u64, "T", "c", Status::Ok));

@@ -1,8 +1,6 @@
 //! The audit log in words and names (`pure::audit_words`): each entry gets a `summary` and the
 //! current name of its target, read in one query for the whole page.
 
-use std::collections::HashMap;
-
 use serde_json::{json, Value};
 
 use crate::pure::audit_words::{self, TargetKind};
@@ -15,7 +13,8 @@ use super::{Console, Result};
 impl Console<'_> {
     pub(super) async fn in_words(&self, mut entries: Vec<Value>) -> Result<Vec<Value>> {
         let ids: Vec<&str> = entries.iter().filter_map(|e| e["target"].as_str()).collect();
-        let mut names: HashMap<(String, String), String> = HashMap::new();
+        // (kind, id, name): a page holds at most 500 entries, a list is enough (and less bundle).
+        let mut names: Vec<(String, String, String)> = Vec::new();
         if !ids.is_empty() {
             let sql = "SELECT 'app' AS kind, id, name FROM apps WHERE id IN (SELECT value FROM json_each(?1)) \
                        UNION ALL SELECT 'server', id, name FROM mcp_servers WHERE id IN (SELECT value FROM json_each(?1)) \
@@ -27,7 +26,7 @@ impl Console<'_> {
                 .map_err(|e| internal("reading the audit log's names", e))?;
             for r in rows {
                 if let (Some(k), Some(id), Some(n)) = (r["kind"].as_str(), r["id"].as_str(), r["name"].as_str()) {
-                    names.insert((k.to_string(), id.to_string()), n.to_string());
+                    names.push((k.to_string(), id.to_string(), n.to_string()));
                 }
             }
         }
@@ -41,10 +40,11 @@ impl Console<'_> {
                 Some(TargetKind::AppOrServer) => &["server", "app"],
                 None => &[],
             };
-            let name = target
-                .as_ref()
-                .and_then(|id| kinds.iter().find_map(|k| names.get(&(k.to_string(), id.clone()))))
-                .cloned();
+            let name = target.as_ref().and_then(|id| {
+                kinds
+                    .iter()
+                    .find_map(|k| names.iter().find(|(nk, nid, _)| nk == k && nid == id).map(|(_, _, n)| n.clone()))
+            });
             let status = e["status"].as_u64().unwrap_or(0) as u16;
             e["summary"] = json!(audit_words::summary(&action, target.as_deref(), name.as_deref(), status));
             e["target_name"] = json!(name);
