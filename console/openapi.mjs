@@ -69,6 +69,26 @@ function op(method, role, summary, { ok = 200, body, answer, params = [], errors
   return [method, operation];
 }
 
+const CALL_STATUSES = ['ok', 'tool_error', 'error', 'gone'];
+
+/** POST …/tools/call: the endpoint's own answer, an SSE stream or one JSON-RPC response. */
+function playgroundCall() {
+  const [method, operation] = op('post', 'publisher', 'Run a tool from the console (the tool playground)', {
+    params: [SERVER],
+    body: object({ name: str, 'arguments?': { type: 'object' } }),
+    answer: schema('JsonRpcResponse'),
+    errors: [404, 409],
+    description:
+      'Runs the tool as an MCP client\'s `tools/call` of revision 2025-11-25 with a progress token, through the endpoint\'s own call path (argument checks, backends, notifications, usage metrics, call log), as the console user (`console:<actor>`). ' +
+      'The answer is what a client gets: for a tool that streams, `text/event-stream` whose events are `notifications/progress`, `notifications/message` and finally the JSON-RPC response; else that response as JSON. A tool error is a result with `isError`; a 409 for an inactive server. Audited.',
+  });
+  operation.responses['200'].content = {
+    'text/event-stream': { schema: { type: 'string', description: 'SSE: each `data:` is one JSON-RPC message.' } },
+    ...operation.responses['200'].content,
+  };
+  return [method, operation];
+}
+
 const id = (name, what) => ({ name, in: 'path', required: true, description: what, schema: str });
 const APP = id('app_id', 'The app id.');
 const SERVER = id('server_id', 'The server id.');
@@ -219,6 +239,39 @@ const paths = {
         query('step', '`minute` (default) or `hour`.', { type: 'string', enum: ['minute', 'hour'] }),
       ],
       answer: schema('Usage'),
+      errors: [404],
+    }),
+  ],
+  '/servers/{server_id}/tools': [
+    op('get', 'viewer', "The server's tools as an MCP client sees them (the tool playground)", {
+      params: [SERVER],
+      answer: schema('PlaygroundTools'),
+      errors: [404],
+      description: 'The `tools/list` result a client of `protocol_version` gets: names, descriptions, input and output schemas.',
+    }),
+  ],
+  '/servers/{server_id}/tools/call': [playgroundCall()],
+  '/servers/{server_id}/calls': [
+    op('get', 'viewer', "The server's call log: its recent tool calls, newest first", {
+      params: [
+        SERVER,
+        query('tool', 'Only calls of this tool.', str),
+        query('caller', 'Only calls of this caller (a client key name, an OAuth subject, a client name or a console user).', str),
+        query('status', 'Only calls that ended so.', { type: 'string', enum: CALL_STATUSES }),
+        query('limit', '1 to 500 (default 100).', { type: 'integer', minimum: 1, maximum: 500 }),
+        query('before', 'The `next` of an earlier page.', str),
+      ],
+      answer: schema('CallLog'),
+      errors: [404],
+      description: 'The last 1,000 calls of the server, successes included. Calls are gathered in memory and written with the usage flush (`flush_seconds`); this route writes its own isolate\'s first. Arguments and results only when the server keeps them (`record_payloads`), with credentials redacted.',
+    }),
+  ],
+  '/servers/{server_id}/calls/settings': [
+    op('get', 'viewer', "Whether the server's call log keeps arguments and results", { params: [SERVER], answer: schema('CallLogSettings'), errors: [404] }),
+    op('put', 'publisher', "Turn keeping arguments and results in the call log on or off", {
+      params: [SERVER],
+      body: schema('CallLogSettings'),
+      answer: schema('CallLogSettings'),
       errors: [404],
     }),
   ],
@@ -398,6 +451,8 @@ const schemas = {
     degraded: { type: 'boolean' },
     cancel_requested: { type: 'boolean' },
     completed_at: nullable('integer'),
+    'result?': { description: 'A finished task read alone: its CallToolResult (null otherwise).', type: ['object', 'null'] },
+    'error?': { description: 'A finished task read alone: its JSON-RPC error {code, message}, or why the result is gone.', type: ['object', 'null'] },
   }),
   Usage: object({
     server_id: str,
@@ -418,6 +473,43 @@ const schemas = {
     action: { ...str, description: 'e.g. `PUT /apps/{id}/server`.' },
     target: nullable('string'),
     status: int,
+    summary: { ...str, description: 'The entry in words, with the target\'s current name, e.g. `Changed the server of app “Summariser”`.' },
+    target_name: { ...nullable('string'), description: 'The current name of the app, server or token the entry is about (null when it is gone).' },
+  }),
+  PlaygroundTools: object({
+    server_id: str,
+    protocol_version: { type: 'string', description: 'The MCP revision the list is for (the playground\'s).' },
+    status: { type: 'string', enum: ['active', 'inactive'] },
+    tools: { type: 'array', items: { type: 'object', required: ['name', 'inputSchema'], properties: { name: str, description: str, inputSchema: { type: 'object' }, outputSchema: { type: 'object' } } } },
+  }),
+  JsonRpcResponse: {
+    type: 'object',
+    required: ['jsonrpc', 'id'],
+    properties: { jsonrpc: { const: '2.0' }, id: {}, result: { type: 'object' }, error: { type: 'object' } },
+    description: 'A JSON-RPC response: `result` (content, structuredContent, isError) or `error`.',
+  },
+  CallLogSettings: object({ record_payloads: { type: 'boolean', description: 'Keep arguments and results (credentials redacted, clipped to 2,000 characters).' } }),
+  CallLog: object({
+    server_id: str,
+    record_payloads: { type: 'boolean' },
+    flush_seconds: int,
+    next: { ...nullable('string'), description: 'The `before` of the next page; null on the last.' },
+    data: {
+      type: 'array',
+      items: object({
+        at: { ...int, description: 'Unix milliseconds: when the call finished.' },
+        at_iso: str,
+        tool: str,
+        caller_kind: { type: 'string', enum: ['key', 'oauth', 'client', 'console'] },
+        caller: str,
+        status: { type: 'string', enum: CALL_STATUSES },
+        duration_ms: int,
+        streamed: { type: 'boolean' },
+        error: { ...nullable('string'), description: 'What the client was told, for a call that failed.' },
+        arguments: { ...nullable('string'), description: 'Redacted JSON text, when the server keeps payloads.' },
+        result: { ...nullable('string'), description: 'Redacted JSON text, when the server keeps payloads.' },
+      }),
+    },
   }),
   TokenInput: object({ name: str, role: { type: 'string', enum: ROLES } }),
   Token: object({

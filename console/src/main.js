@@ -8,6 +8,8 @@ import { tasksPage } from './pages/tasks.js';
 import { usagePage } from './pages/usage.js';
 import { auditPage } from './pages/audit.js';
 import { tokensPage } from './pages/tokens.js';
+import { playgroundPage } from './pages/playground.js';
+import { callLogPage } from './pages/calllog.js';
 
 const PAGES = {
   apps: ['Apps', appsPage],
@@ -16,6 +18,8 @@ const PAGES = {
   usage: ['Usage', usagePage],
   audit: ['Audit log', auditPage],
   tokens: ['Console tokens', tokensPage],
+  playground: ['Tool playground', playgroundPage],
+  calls: ['Call log', callLogPage],
 };
 
 const main = document.getElementById('main');

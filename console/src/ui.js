@@ -173,11 +173,14 @@ export function copyBlock(title, text) {
     h('pre', { tabindex: '0' }, h('code', {}, text)));
 }
 
-/** Announces a short message in the page's live region. */
-export function announce(message) {
+/** Announces a short message in the page's live region. By default it survives the navigation
+ * that usually follows (a save, then the list), not the one after; `keep: false` for one about
+ * what this page shows (the URL shown once), which goes with the page. */
+export function announce(message, { keep = true } = {}) {
   const s = document.getElementById('status');
   s.textContent = message;
-  s.dataset.keep = '1'; // survives the navigation that usually follows, not the one after
+  if (keep) s.dataset.keep = '1';
+  else delete s.dataset.keep;
 }
 
 /** On navigation: an announcement made before the previous one is cleared. */
@@ -193,14 +196,14 @@ export function when(seconds) {
   return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 }
 
-/** A table of rows: columns [[header, row => cell]]. */
+/** A table of rows: columns [[header, row => cell, class?]] (class `wide-only`: hidden on narrow screens). */
 export function table(columns, rows, caption) {
   return h('div', { class: 'table-wrap', tabindex: '0', role: 'region', 'aria-label': caption },
     h('table', {},
       h('caption', {}, caption),
-      h('thead', {}, h('tr', {}, columns.map(([c]) => h('th', { scope: 'col' }, c)))),
+      h('thead', {}, h('tr', {}, columns.map(([c, , cls]) => h('th', { scope: 'col', class: cls }, c)))),
       h('tbody', {}, rows.length
-        ? rows.map((r) => h('tr', {}, columns.map(([, f]) => h('td', {}, f(r)))))
+        ? rows.map((r) => h('tr', {}, columns.map(([, f, cls]) => h('td', { class: cls }, f(r)))))
         : h('tr', {}, h('td', { colspan: columns.length, class: 'empty' }, 'Nothing yet')))));
 }
 

@@ -95,6 +95,11 @@ pub enum Handler {
     ListTokens,
     CreateToken,
     RevokeToken,
+    ListTools,
+    CallTool,
+    CallLog,
+    GetCallLogSettings,
+    SetCallLogSettings,
 }
 
 /// One route and method. `path` is under `/console/api`, `{name}` one path parameter (named as
@@ -215,6 +220,12 @@ pub const ROUTES: &[Route] = &[
     at(Get, "servers/{server_id}/tasks/{task_id}", GetTask, Viewer, 200),
     at(Post, "servers/{server_id}/tasks/{task_id}/cancel", CancelTask, Publisher, 200),
     at(Get, "servers/{server_id}/usage", Usage, Viewer, 200),
+    // The tool playground: the tools as a client sees them, and a call through the endpoint's path.
+    at(Get, "servers/{server_id}/tools", ListTools, Viewer, 200),
+    at(Post, "servers/{server_id}/tools/call", CallTool, Publisher, 200),
+    at(Get, "servers/{server_id}/calls", CallLog, Viewer, 200),
+    at(Get, "servers/{server_id}/calls/settings", GetCallLogSettings, Viewer, 200),
+    at(Put, "servers/{server_id}/calls/settings", SetCallLogSettings, Publisher, 200),
     at(Get, "audit", AuditLog, Viewer, 200),
     at(Post, "secrets/reseal", ResealSecrets, Admin, 200),
     // Console tokens are admin business, reading them included: a list of who holds which role.
@@ -357,6 +368,10 @@ mod tests {
             ("servers/X/tasks/Y", "GET"),
             ("servers/X/tasks/Y/cancel", "POST"),
             ("servers/X/usage", "GET"),
+            ("servers/X/tools", "GET"),
+            ("servers/X/tools/call", "POST"),
+            ("servers/X/calls", "GET"),
+            ("servers/X/calls/settings", "GET, PUT"),
             ("audit", "GET"),
             ("secrets/reseal", "POST"),
             ("tokens", "GET, POST"),

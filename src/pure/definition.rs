@@ -28,6 +28,9 @@ pub struct ServerDefinition {
     /// How clients authenticate: the server's client keys (hashes, never keys) or its issuer.
     #[serde(default)]
     pub auth: ClientAuth,
+    /// The call log keeps arguments and results (redacted) of this server's calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub call_log_payloads: bool,
 }
 
 impl crate::pure::fields::FromFields for ServerDefinition {
@@ -41,6 +44,7 @@ impl crate::pure::fields::FromFields for ServerDefinition {
             parameters: f.members("parameters")?,
             apps: f.list("apps")?,
             auth: f.opt_object("auth")?.unwrap_or_default(),
+            call_log_payloads: f.opt_flag("call_log_payloads")?.unwrap_or(false),
         })
     }
 }
@@ -173,6 +177,7 @@ mod tests {
             status: Status::Active,
             parameters: Map::new(),
             auth: Default::default(),
+            call_log_payloads: false,
             apps: vec![AppDefinition::new(
                 "a".into(),
                 "A".into(),

@@ -2,8 +2,10 @@
 
 pub mod admin;
 pub mod app;
+pub mod audit_words;
 pub mod backend;
 pub mod base64;
+pub mod call_log;
 pub mod client_auth;
 pub mod config;
 pub mod console_access;

@@ -254,19 +254,58 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     } else {
         Vec::new()
     };
+    dispatch(&body, &prepared, env, ctx, h, &upstreams, &catalogs, incoming, accepts_sse, cors.as_deref(), Via::Client)
+        .await
+}
+
+/// Who a message came from, for the call log: an MCP client, or the console's tool playground
+/// (as the console user named).
+#[derive(Debug, Clone, Copy)]
+pub enum Via<'a> {
+    Client,
+    Console(&'a str),
+}
+
+impl Via<'_> {
+    fn mark(self, ticket: usage::Ticket) -> usage::Ticket {
+        match self {
+            Via::Client => ticket,
+            Via::Console(actor) => ticket.by_console(actor),
+        }
+    }
+}
+
+/// Answers a message (or a batch) for a server the request may use, past the transport rules,
+/// the rate limit and client authentication: the one path of a message through the protocol
+/// and the backends, for the MCP endpoint and the console's tool playground alike.
+#[allow(clippy::too_many_arguments)]
+pub async fn dispatch(
+    body: &Value,
+    prepared: &Rc<Prepared>,
+    env: &Env,
+    ctx: &Context,
+    mut h: RequestHeaders<'_>,
+    upstreams: &Upstreams,
+    catalogs: &Catalogs,
+    incoming: Vec<(String, String)>,
+    accepts_sse: bool,
+    cors: Option<&str>,
+    via: Via<'_>,
+) -> crate::runtime::Result<Response> {
+    let def = &prepared.def;
     // `Mcp-Param-*` headers matter only for upstream tools (SEP-2243 `x-mcp-header`).
     h.headers = &incoming;
-    match &body {
+    match body {
         Value::Array(items) => {
             let mut out = Vec::with_capacity(items.len());
             for item in items {
-                let step = server::handle_full(def, &upstreams, &catalogs, item, &h, VERSION);
+                let step = server::handle_full(def, upstreams, catalogs, item, &h, VERSION);
                 let mut step = dify_upload::with_files(step, def, env).await;
                 if let Step::Call(plan) = &mut step {
                     plan.relay = Channel::Closed(Closed::JsonOnly);
                 }
-                let ticket = usage::ticket(item, &step, def, &upstreams, &h);
-                if let Some(v) = run(step, &prepared, env, ctx, &incoming).await.1 {
+                let ticket = usage::ticket(item, &step, def, upstreams, &h).map(|t| via.mark(t));
+                if let Some(v) = run(step, prepared, env, ctx, &incoming).await.1 {
                     if let Some(t) = ticket {
                         t.finish(&v);
                     }
@@ -274,73 +313,71 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
                 }
             }
             if out.is_empty() {
-                return accepted(cors.as_deref());
+                return accepted(cors);
             }
-            rpc(200, &Value::Array(out), cors.as_deref())
+            rpc(200, &Value::Array(out), cors)
         }
-        single => match dify_upload::with_files(
-            server::handle_full(def, &upstreams, &catalogs, single, &h, VERSION),
-            def,
-            env,
-        )
-        .await
-        {
-            // A lookup and a copy: the list was serialized once for this definition.
-            Step::ToolsList { id, version } => {
-                let text = response_text(&id, &prepared.tools_list(version, VERSION));
-                rpc_text(200, text, cors.as_deref())
-            }
-            // A client that takes SSE gets the backend's progress as it happens.
-            Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
-                record_end_user(ctx, env, def, &plan);
-                let ticket = usage::ticket_of_plan(single, &plan, def);
-                let version = plan.version;
-                match call_streamed(*plan, &prepared, env, ctx, incoming) {
-                    Ok(call) => {
-                        let call = call.with_usage(Some(ticket.streamed()));
-                        let mut headers = Headers::new();
-                        headers.set("content-type", "text/event-stream");
-                        headers.set("cache-control", "no-cache");
-                        with_cors(&mut headers, cors.as_deref())?;
-                        if !version.is_stateless() {
-                            return call.into_response(headers);
+        single => {
+            match dify_upload::with_files(server::handle_full(def, upstreams, catalogs, single, &h, VERSION), def, env)
+                .await
+            {
+                // A lookup and a copy: the list was serialized once for this definition.
+                Step::ToolsList { id, version } => {
+                    let text = response_text(&id, &prepared.tools_list(version, VERSION));
+                    rpc_text(200, text, cors)
+                }
+                // A client that takes SSE gets the backend's progress as it happens.
+                Step::Call(plan) if accepts_sse && def.apps.get(plan.app_index).is_some_and(|a| a.streams(true)) => {
+                    record_end_user(ctx, env, def, &plan);
+                    let ticket = via.mark(usage::ticket_of_plan(single, &plan, def));
+                    let version = plan.version;
+                    match call_streamed(*plan, prepared, env, ctx, incoming) {
+                        Ok(call) => {
+                            let call = call.with_usage(Some(ticket.streamed()));
+                            let mut headers = Headers::new();
+                            headers.set("content-type", "text/event-stream");
+                            headers.set("cache-control", "no-cache");
+                            with_cors(&mut headers, cors)?;
+                            if !version.is_stateless() {
+                                return call.into_response(headers);
+                            }
+                            // 2026-07-28 gives some errors an HTTP status: a call over at once is
+                            // answered whole, with its status.
+                            match call.open().await {
+                                Opening::Whole(v) => rpc(server::call_status(version, &v), &v, cors),
+                                Opening::Stream(call, first) => call.into_response_from(first, headers),
+                            }
                         }
-                        // 2026-07-28 gives some errors an HTTP status: a call over at once is
-                        // answered whole, with its status.
-                        match call.open().await {
-                            Opening::Whole(v) => rpc(server::call_status(version, &v), &v, cors.as_deref()),
-                            Opening::Stream(call, first) => call.into_response_from(first, headers),
+                        Err(response) => {
+                            ticket.finish(&response);
+                            rpc(200, &response, cors)
                         }
                     }
-                    Err(response) => {
-                        ticket.finish(&response);
-                        rpc(200, &response, cors.as_deref())
+                }
+                mut step => {
+                    let ticket = usage::ticket(single, &step, def, upstreams, &h).map(|t| via.mark(t));
+                    if let Step::Call(plan) = &mut step {
+                        // One JSON answer: an upstream's request could not reach this client.
+                        if !accepts_sse && matches!(plan.relay, Channel::Stream(_)) {
+                            plan.relay = Channel::Closed(Closed::JsonOnly);
+                        }
+                    }
+                    match run(step, prepared, env, ctx, &incoming).await {
+                        (status, None) => empty(status, cors),
+                        (status, Some(v)) => {
+                            if let Some(t) = ticket {
+                                t.finish(&v);
+                            }
+                            let mut resp = rpc(status, &v, cors)?;
+                            if let Some(sid) = crate::shell::backend::mcp::relay::session_id_for(env, def, single, &v) {
+                                resp.headers_mut().set("mcp-session-id", &sid);
+                            }
+                            Ok(resp)
+                        }
                     }
                 }
             }
-            mut step => {
-                let ticket = usage::ticket(single, &step, def, &upstreams, &h);
-                if let Step::Call(plan) = &mut step {
-                    // One JSON answer: an upstream's request could not reach this client.
-                    if !accepts_sse && matches!(plan.relay, Channel::Stream(_)) {
-                        plan.relay = Channel::Closed(Closed::JsonOnly);
-                    }
-                }
-                match run(step, &prepared, env, ctx, &incoming).await {
-                    (status, None) => empty(status, cors.as_deref()),
-                    (status, Some(v)) => {
-                        if let Some(t) = ticket {
-                            t.finish(&v);
-                        }
-                        let mut resp = rpc(status, &v, cors.as_deref())?;
-                        if let Some(sid) = crate::shell::backend::mcp::relay::session_id_for(env, def, single, &v) {
-                            resp.headers_mut().set("mcp-session-id", &sid);
-                        }
-                        Ok(resp)
-                    }
-                }
-            }
-        },
+        }
     }
 }
 
@@ -664,7 +701,7 @@ async fn task_answer(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Re
 /// The tool lists of a server's upstream MCP apps (KV, else fetched); an upstream that cannot
 /// be reached contributes no tools, and the reason is logged (once per failed fetch: a failure
 /// is remembered briefly, `failed_fetch`).
-async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
+pub async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
         let key = failed_fetch::key(failed_fetch::List::Tools, app, "");

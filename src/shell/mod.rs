@@ -6,6 +6,7 @@
 mod backend;
 mod cache;
 mod call;
+mod call_log;
 mod console;
 mod endpoint;
 mod http;
@@ -60,6 +61,7 @@ impl crate::runtime::Worker for Flowgate {
         platform::forget_settings();
         log::forget_sequence();
         usage::forget_pending();
+        call_log::forget_pending();
         resource_server::forget_keys();
     }
 }
@@ -115,7 +117,7 @@ async fn route(req: Incoming, env: &Env, ctx: &Context, segments: &[&str], shown
             Ok(http::json(200, &json!({ "openapi": "/console/api/openapi.json", "version": VERSION, "caller": null })))
         }
         ["console", "api", rest @ ..] => match check_admin(&req, env, ctx).await {
-            Ok(identity) => console::handle(req, env, &identity, rest, shown_path).await,
+            Ok(identity) => console::handle(req, env, ctx, &identity, rest, shown_path).await,
             Err(e) => Err(e),
         },
         // Under /mcp but not an endpoint: said in JSON-RPC, with what the URL lacks.

@@ -120,6 +120,8 @@ pub struct ServerRow {
     pub client_auth: String,
     /// The issuer settings of an `oauth` server (JSON, `pure::oauth_resource::OAuthSettings`).
     pub oauth: Option<String>,
+    /// The call log keeps arguments and results (`call_log_payloads`, migration 0008).
+    pub call_log_payloads: bool,
 }
 
 /// A client key as the console lists it (never the key, nor its hash).
@@ -227,6 +229,7 @@ impl FromFields for ServerRow {
             updated_at: f.int("updated_at")?,
             client_auth: f.text("client_auth")?,
             oauth: f.opt_text("oauth")?,
+            call_log_payloads: f.opt_int("call_log_payloads")?.unwrap_or(0) != 0,
         })
     }
 }
@@ -326,7 +329,7 @@ type ReadResult<T> = std::result::Result<T, String>;
 
 const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
 const SERVER_COLUMNS: &str =
-    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, client_auth, oauth";
+    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, client_auth, oauth, call_log_payloads";
 
 pub async fn list_apps(db: &Db) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
@@ -505,6 +508,7 @@ pub async fn delete_server(db: &Db, id: &str) -> Result<()> {
         stmt("DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(id)]),
         stmt("DELETE FROM end_users WHERE server_id = ?1", &[s(id)]),
         stmt("DELETE FROM server_keys WHERE server_id = ?1", &[s(id)]),
+        stmt("DELETE FROM call_log WHERE server_id = ?1", &[s(id)]),
         stmt("DELETE FROM mcp_servers WHERE id = ?1", &[s(id)]),
     ];
     batch(db, "deleting the server", stmts).await
@@ -531,6 +535,7 @@ pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefini
         status: crate::pure::server::Status::parse(&server.status).unwrap_or(crate::pure::server::Status::Inactive),
         parameters: server.parameters(),
         auth,
+        call_log_payloads: server.call_log_payloads,
         apps: apps
             .iter()
             .filter_map(|a| match a.to_definition() {

@@ -364,6 +364,7 @@ impl TaskRunner {
             status: crate::pure::server::Status::Active,
             parameters: Default::default(),
             auth: Default::default(),
+            call_log_payloads: false,
             apps: vec![rec.spec.app.clone()],
         }
     }

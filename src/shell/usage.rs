@@ -3,16 +3,19 @@
 //! `USAGE_FLUSH_SECONDS` (default 60) per isolate, from `ctx.wait_until` of whichever MCP request
 //! finds it due: no call waits for a storage write. Old rows are pruned in a flush at most once
 //! an hour per isolate. The console's usage route flushes this isolate's share before it reads.
+//! The call log (`shell::call_log`) is written in the same batch.
 
 use std::cell::RefCell;
 
 use crate::runtime::{Context, Db, Env, SqlValue};
 use serde_json::Value;
 
+use crate::pure::call_log::{self, CallerKind};
+use crate::pure::client_auth::AuthMode;
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::server::{self, CallPlan, RequestHeaders, Step};
 use crate::pure::mcp::tools::{tools_with, Upstreams};
-use crate::pure::usage::{self, failure_of, Aggregate, Arg, Call, Query, Row, Statement, UNKNOWN_TOOL};
+use crate::pure::usage::{self, Aggregate, Arg, Call, Query, Row, Statement, UNKNOWN_TOOL};
 
 use crate::shell::platform;
 
@@ -37,14 +40,29 @@ pub fn flush_seconds(env: &Env) -> u64 {
 }
 
 /// A `tools/call` being served: recorded when it finishes (or, if dropped unfinished, as a
-/// call whose client went away).
+/// call whose client went away), in the usage metrics and in the call log.
 pub struct Ticket {
     server_id: String,
     tool: String,
     caller: String,
+    /// Who the call log names.
+    log_caller: (CallerKind, String),
+    /// The arguments as the call log keeps them (servers that keep payloads only).
+    arguments: Option<String>,
+    keep_result: bool,
     started_ms: u64,
     streamed: bool,
     done: bool,
+}
+
+/// Who the call log names for a call of `def`: the authenticated identity (a client key's
+/// name, an OAuth subject) of a server that authenticates, else how the client named itself.
+fn log_caller(def: &ServerDefinition, identity: Option<&str>, client: String) -> (CallerKind, String) {
+    match (def.auth.mode, identity) {
+        (AuthMode::Key, Some(name)) => (CallerKind::Key, name.to_string()),
+        (AuthMode::OAuth, Some(sub)) => (CallerKind::OAuth, sub.to_string()),
+        _ => (CallerKind::Client, client),
+    }
 }
 
 /// A ticket for `msg` when it is a `tools/call` request that reached the server; `None` for
@@ -74,64 +92,94 @@ pub fn ticket(
         // Only tool calls are counted.
         _ => return None,
     };
-    Some(Ticket {
-        server_id: def.server_id.clone(),
-        tool,
-        caller,
-        started_ms: platform::now_ms(),
-        streamed: false,
-        done: false,
-    })
+    Some(Ticket::new(def, msg, tool, caller, log_caller(def, h.identity, server::client_of(msg, h))))
 }
 
 /// The ticket of a planned call (a streamed one: the step is consumed by the call).
 pub fn ticket_of_plan(msg: &Value, plan: &CallPlan, def: &ServerDefinition) -> Ticket {
     let name = msg.get("params").and_then(|p| p.get("name")).and_then(Value::as_str);
-    Ticket {
-        server_id: def.server_id.clone(),
-        tool: name.unwrap_or(UNKNOWN_TOOL).to_string(),
-        caller: plan.user.clone(),
-        started_ms: platform::now_ms(),
-        streamed: false,
-        done: false,
-    }
+    let identity = (def.auth.mode != AuthMode::None).then_some(plan.user.as_str());
+    let caller = log_caller(def, identity, plan.client_name.clone());
+    Ticket::new(def, msg, name.unwrap_or(UNKNOWN_TOOL).to_string(), plan.user.clone(), caller)
 }
 
 impl Ticket {
+    fn new(def: &ServerDefinition, msg: &Value, tool: String, caller: String, log: (CallerKind, String)) -> Ticket {
+        let keep = def.call_log_payloads;
+        let arguments = msg.get("params").and_then(|p| p.get("arguments"));
+        Ticket {
+            server_id: def.server_id.clone(),
+            tool,
+            caller,
+            log_caller: log,
+            arguments: if keep { arguments.map(call_log::payload_text) } else { None },
+            keep_result: keep,
+            started_ms: platform::now_ms(),
+            streamed: false,
+            done: false,
+        }
+    }
+
     /// The call will answer as an SSE stream.
     pub fn streamed(mut self) -> Ticket {
         self.streamed = true;
         self
     }
 
-    /// Records the call with its final JSON-RPC response.
-    pub fn finish(mut self, response: &Value) {
-        self.record(failure_of(response).as_deref());
+    /// A call from the console's tool playground: the call log names the console user.
+    pub fn by_console(mut self, actor: &str) -> Ticket {
+        self.log_caller = (CallerKind::Console, actor.to_string());
+        self
     }
 
-    fn record(&mut self, failure: Option<&str>) {
+    /// Records the call with its final JSON-RPC response.
+    pub fn finish(mut self, response: &Value) {
+        self.record(Some(response));
+    }
+
+    /// `None`: the client went away before the result.
+    fn record(&mut self, response: Option<&Value>) {
         if self.done {
             return;
         }
         self.done = true;
         let now = platform::now_ms();
+        let (status, failure) = match response {
+            Some(r) => call_log::Status::of_response(r),
+            None => (call_log::Status::Gone, Some("the client went away before the result".to_string())),
+        };
+        let latency_ms = now.saturating_sub(self.started_ms);
         let call = Call {
             server_id: &self.server_id,
             tool: &self.tool,
             at_ms: now,
-            latency_ms: now.saturating_sub(self.started_ms),
+            latency_ms,
             streamed: self.streamed,
             caller: &self.caller,
-            failure,
+            failure: failure.as_deref(),
         };
         STATE.with(|s| s.borrow_mut().pending.record(&call));
+        let (caller_kind, caller) = std::mem::replace(&mut self.log_caller, (CallerKind::Client, String::new()));
+        crate::shell::call_log::record(call_log::Entry {
+            server_id: std::mem::take(&mut self.server_id),
+            at_ms: now,
+            tool: std::mem::take(&mut self.tool),
+            caller_kind,
+            caller,
+            status,
+            duration_ms: latency_ms,
+            streamed: self.streamed,
+            error: failure,
+            arguments: self.arguments.take(),
+            result: if self.keep_result { response.and_then(call_log::result_text) } else { None },
+        });
     }
 }
 
 impl Drop for Ticket {
     /// A streamed call whose client went away before the result: counted as a failure.
     fn drop(&mut self) {
-        self.record(Some("the client went away before the result"));
+        self.record(None);
     }
 }
 
@@ -163,7 +211,8 @@ fn take_due(now_ms: u64, interval_ms: u64) -> Option<Vec<Statement>> {
         let mut s = s.borrow_mut();
         let last = *s.last_flush_ms.get_or_insert(now_ms);
         let prune_due = s.last_prune_ms.is_none_or(|p| now_ms >= p + PRUNE_EVERY_MS);
-        if now_ms < last + interval_ms || (s.pending.is_empty() && !prune_due) {
+        let calls_wait = !crate::shell::call_log::is_empty();
+        if now_ms < last + interval_ms || (s.pending.is_empty() && !calls_wait && !prune_due) {
             return None;
         }
         s.last_flush_ms = Some(now_ms);
@@ -179,7 +228,17 @@ fn take_due(now_ms: u64, interval_ms: u64) -> Option<Vec<Statement>> {
             s.last_prune_ms = Some(now_ms);
             (now_ms / 1000) as i64
         });
-        let plan = pending.flush_plan(prune_at);
+        let mut plan = pending.flush_plan(prune_at);
+        // The call log goes in the same batch: one write for both, never one per call.
+        let calls = crate::shell::call_log::take();
+        if calls.dropped > 0 {
+            crate::shell::log::error(&format!(
+                "call log: {} calls not kept (more than {} waited between flushes)",
+                calls.dropped,
+                crate::pure::call_log::MAX_PENDING
+            ));
+        }
+        plan.extend(calls.flush_plan());
         (!plan.is_empty()).then_some(plan)
     })
 }

@@ -361,6 +361,11 @@ impl Sim {
         self.world.trace_lines.borrow().clone()
     }
 
+    /// Every D1 statement the Worker has run so far (SQL cut to 120 characters), in order.
+    pub fn d1_statements(&self) -> Vec<String> {
+        self.world.d1_statements.borrow().clone()
+    }
+
     pub fn kv_get(&self, binding: &str, key: &str) -> Option<String> {
         self.world.kv.get(binding, key, self.now_ms())
     }

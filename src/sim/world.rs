@@ -48,6 +48,9 @@ pub struct World {
     pub settings: RefCell<BTreeMap<String, String>>,
     pub logs: RefCell<Vec<String>>,
     pub trace_lines: RefCell<Vec<String>>,
+    /// Every D1 statement the Worker ran (batches statement by statement), its SQL cut to 120
+    /// characters: what tests count writes by.
+    pub d1_statements: RefCell<Vec<String>>,
     pub responses: RefCell<Vec<ClientExchange>>,
     pub kv: Kv,
     pub d1: D1,
@@ -70,6 +73,7 @@ impl World {
             settings: RefCell::default(),
             logs: RefCell::default(),
             trace_lines: RefCell::default(),
+            d1_statements: RefCell::default(),
             responses: RefCell::default(),
             kv: Kv::default(),
             d1: D1::default(),
@@ -90,6 +94,11 @@ impl World {
     pub fn spawn_beside(&self, work: Fut<'static, ()>) {
         let label = format!("spawned by {}", self.exec.current_label());
         self.exec.spawn(label, work);
+    }
+
+    fn count_d1(&self, stmts: &[Statement]) {
+        let mut log = self.d1_statements.borrow_mut();
+        log.extend(stmts.iter().map(|s| s.sql.chars().take(120).collect::<String>()));
     }
 
     pub fn trace(&self, line: String) {
@@ -283,6 +292,7 @@ impl Runtime for World {
 
     fn d1_rows(&self, binding: &str, stmt: Statement) -> Fut<'static, Result<Vec<serde_json::Value>>> {
         self.exec.note(&format!("d1_rows {binding} {}", stmt.sql));
+        self.count_d1(std::slice::from_ref(&stmt));
         let (w, b) = (self.me(), binding.to_string());
         Box::pin(async move {
             w.clone().storage_faults("D1").await?;
@@ -292,6 +302,7 @@ impl Runtime for World {
 
     fn d1_batch(&self, binding: &str, stmts: Vec<Statement>) -> Fut<'static, Result<Vec<u64>>> {
         self.exec.note(&format!("d1_batch {binding} ({} statements)", stmts.len()));
+        self.count_d1(&stmts);
         let (w, b) = (self.me(), binding.to_string());
         Box::pin(async move {
             w.clone().storage_faults("D1").await?;

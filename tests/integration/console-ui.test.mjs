@@ -250,7 +250,7 @@ describe('web console', () => {
   test('rotate (keyboard through the confirmation): the old URL fails, the new one works; the audit log follows', async () => {
     await go('#/audit');
     const before = await page.locator('tbody tr').count();
-    assert.ok(await page.getByText(`POST /apps/{id}/server`).count(), 'the publish is in the audit log');
+    assert.ok(await page.getByText('Published app “Summariser”').count(), 'the publish is in the audit log, in words');
 
     await go(`#/servers/${serverId}`);
     await shot('server');
@@ -281,7 +281,7 @@ describe('web console', () => {
     await go('#/audit');
     assert.equal(await page.locator('tbody tr').count(), before + 1);
     const top = await page.locator('tbody tr').first().locator('td').allTextContents();
-    assert.deepEqual(top.slice(1), ['admin', 'POST /servers/{id}/refresh', serverId, '200']);
+    assert.deepEqual(top.slice(1), ['admin', 'Rotated the code of server “Summariser”', '200']);
     await shot('audit');
   });
 

@@ -105,11 +105,11 @@ describe('the demo, set up as make dev does', () => {
     assert.deepEqual(
       progress.map((p) => [p.progress, p.message]),
       [
-        [1, 'Start succeeded'],
-        [2, 'Look up sources succeeded'],
-        [3, 'Draft the briefing succeeded'],
-        [4, 'Review succeeded'],
-        [5, 'End succeeded'],
+        [1, 'Start succeeded (1 node finished)'],
+        [2, 'Look up sources succeeded (2 nodes finished)'],
+        [3, 'Draft the briefing succeeded (3 nodes finished)'],
+        [4, 'Review succeeded (4 nodes finished)'],
+        [5, 'End succeeded (5 nodes finished)'],
       ],
     );
     assert.match(result.structuredContent.summary, /^sea otters: /);
@@ -135,7 +135,7 @@ describe('the demo, set up as make dev does', () => {
     assert.equal(result.isError, false, JSON.stringify(result));
     assert.match(result.content[0].text, /^You asked: "What is Flowgate\?"\. This answer comes from/);
     assert.equal(result.structuredContent.answer, result.content[0].text);
-    assert.deepEqual(progress.map((p) => p.message), ['Start succeeded', 'Think it over succeeded', 'Answer succeeded']);
+    assert.deepEqual(progress.map((p) => p.message), ['Start succeeded (1 node finished)', 'Think it over succeeded (2 nodes finished)', 'Answer succeeded (3 nodes finished)']);
   });
 
   test('the HTTP tool streams percentages, then its result', async () => {

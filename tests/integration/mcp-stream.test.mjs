@@ -66,7 +66,7 @@ describe('through the official SDK client', () => {
       assert.deepEqual(result.structuredContent, { echo: { text: 'go' } });
       assert.equal(progress.length, nodes.length, JSON.stringify(progress));
       assert.deepEqual(progress.map((p) => p.progress), [1, 2, 3, 4, 5]);
-      assert.deepEqual(progress.map((p) => p.message), nodes.map((n) => `${n.title} succeeded`));
+      assert.deepEqual(progress.map((p) => p.message), nodes.map((n, i) => `${n.title} succeeded (${i + 1} node${i ? 's' : ''} finished)`));
       assert.deepEqual(nodeLogs().map((l) => l.data.node), nodes.map((n) => n.title));
       assert.ok(nodeLogs().every((l) => l.level === 'info' && l.logger === 'flowgate'));
       assert.equal(run.body.response_mode, 'streaming');

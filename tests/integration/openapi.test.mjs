@@ -318,6 +318,17 @@ describe('real answers fit the document', () => {
     assert.equal(usage.json.total.calls, 1, usage.text);
     assert.equal(usage.json.failures.length, 1, usage.text);
     await call('get', `/servers/${created.json.id}/usage?step=hour&from=2000-01-01T00:00:00Z`, { status: 400 });
+    // The tool playground and the call log (a run's stream is not JSON: a JSON-RPC error is).
+    const tools = await call('get', `/servers/${created.json.id}/tools`, { status: 200 });
+    assert.equal(tools.json.tools[0].name, 'Doc_app', tools.text);
+    const unknown = await call('post', `/servers/${created.json.id}/tools/call`, { body: { name: 'Nope' }, status: 200 });
+    assert.match(unknown.json.error.message, /Unknown tool/, unknown.text);
+    await call('post', `/servers/${created.json.id}/tools/call`, { body: {}, status: 400 });
+    const log = await call('get', `/servers/${created.json.id}/calls`, { status: 200 });
+    assert.equal(log.json.data.length, 2, log.text);
+    await call('get', `/servers/${created.json.id}/calls?status=nope`, { status: 400 });
+    await call('get', `/servers/${created.json.id}/calls/settings`, { status: 200 });
+    await call('put', `/servers/${created.json.id}/calls/settings`, { body: { record_payloads: true }, status: 200 });
   });
 
   test('multi-app servers, auth, keys, tasks', async () => {

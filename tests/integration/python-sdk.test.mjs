@@ -173,7 +173,7 @@ describe('a none server', () => {
     assert.equal(out.call.isError, false, JSON.stringify(out.call));
     assert.deepEqual(out.call.structuredContent, { echo: { text: 'go' } });
     assert.deepEqual(out.call.progress.map((x) => x.progress), [1, 2, 3, 4], JSON.stringify(out.call.progress));
-    assert.deepEqual(out.call.progress.map((x) => x.message), nodes.map((n) => `${n.title} succeeded`));
+    assert.deepEqual(out.call.progress.map((x) => x.message), nodes.map((n, i) => `${n.title} succeeded (${i + 1} node${i ? 's' : ''} finished)`));
     const nodeLogs = out.logs.filter((l) => l.data?.event === 'node_started');
     assert.deepEqual(nodeLogs.map((l) => l.data.node), nodes.map((n) => n.title));
     assert.ok(nodeLogs.every((l) => l.level === 'info' && l.logger === 'flowgate'), JSON.stringify(nodeLogs));

@@ -36,9 +36,9 @@ export async function appsPage(section, { args, refresh }) {
     table([
       ['Name', (a) => h('a', { href: `#/apps/${a.id}` }, a.name)],
       ['Mode', (a) => a.mode],
-      ['Description', (a) => a.description],
-      ['Updated', (a) => when(a.updated_at)],
-      ['', (a) => h('div', { class: 'row' },
+      ['Description', (a) => a.description, 'wide-only'],
+      ['Updated', (a) => when(a.updated_at), 'wide-only'],
+      ['', (a) => h('div', { class: 'row actions' },
         h('a', { class: 'button small', href: `#/servers/publish?app=${a.id}` }, 'Publish'),
         h('button', { type: 'button', class: 'small danger', onclick: () => remove(a, refresh) }, 'Delete'))],
     ], data, 'Registered apps'));

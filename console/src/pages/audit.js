@@ -8,9 +8,8 @@ export async function auditPage(section) {
     h('p', {}, 'Every console write and code rotation, newest first, with who made it and the answer\'s status.'),
     table([
       ['When', (e) => when(e.at)],
-      ['Actor', (e) => e.actor],
-      ['Action', (e) => h('code', {}, e.action)],
-      ['Target', (e) => e.target ?? '—'],
+      ['Who', (e) => e.actor],
+      ['What', (e) => h('span', { title: `${e.action}${e.target ? ` (${e.target})` : ''}` }, e.summary ?? e.action)],
       ['Status', (e) => h('span', { class: `badge s${String(e.status)[0]}xx` }, e.status)],
     ], data, 'Audit log'));
 }

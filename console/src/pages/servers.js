@@ -79,7 +79,7 @@ function readJsonField(control) {
 
 /** The MCP URL, shown this once (publish or rotate), with copy buttons and client configs. */
 function showSecret(section, server, verb) {
-  announce(`${verb} ${server.name}: copy the URL now, it is shown only once`);
+  announce(`${verb} ${server.name}: copy the URL now, it is shown only once`, { keep: false });
   const panel = secretPanel(server);
   section.replaceChildren(section.querySelector('h1'), panel,
     h('p', {}, h('a', { class: 'button', href: `#/servers/${server.id}` }, 'Server settings'), ' ',
@@ -155,6 +155,8 @@ async function detailPage(section, id, refresh) {
       h('button', { type: 'button', onclick: setStatus }, active ? 'Deactivate' : 'Activate'),
       h('button', { type: 'button', onclick: rotate }, 'Rotate code'),
       h('button', { type: 'button', class: 'danger', onclick: del }, 'Delete server'),
+      h('a', { class: 'button', href: `#/playground/${s.id}` }, 'Playground'),
+      h('a', { class: 'button', href: `#/calls/${s.id}` }, 'Call log'),
       h('a', { class: 'button', href: `#/usage/${s.id}` }, 'Usage'),
       h('a', { class: 'button', href: `#/tasks/${s.id}` }, 'Tasks')),
     authCard(s, refresh),

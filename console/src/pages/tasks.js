@@ -33,13 +33,27 @@ async function taskDetail(serverId, taskId, refresh) {
     }
     refresh();
   };
+  const { result, error, ...facts } = t;
   return h('div', { class: 'card' },
     h('h2', {}, `Task ${t.id}`),
-    h('dl', { class: 'facts' }, Object.entries(t).flatMap(([k, v]) => [
+    h('dl', { class: 'facts' }, Object.entries(facts).flatMap(([k, v]) => [
       h('dt', {}, k),
       h('dd', {}, /_at$/.test(k) && typeof v === 'number' ? when(v) : v === null ? '—' : String(v)),
     ])),
+    outcome(t.status, result, error),
     h('div', { class: 'row' },
       FINAL.includes(t.status) ? null : h('button', { type: 'button', class: 'danger', onclick: cancel }, 'Cancel task'),
       h('a', { class: 'button', href: `#/tasks/${serverId}` }, 'All tasks of this server')));
+}
+
+/** A finished task's result (content, structuredContent, isError) or error. */
+function outcome(status, result, error) {
+  if (!FINAL.includes(status)) return h('p', { class: 'hint', id: 'task-result' }, 'The result shows here once the task has finished.');
+  if (error) return h('div', { id: 'task-result' }, h('h3', {}, 'Error'), h('p', { class: 'form-error' }, error.code === null || error.code === undefined ? error.message : `${error.code}: ${error.message}`));
+  if (!result) return h('p', { class: 'hint', id: 'task-result' }, 'No result.');
+  return h('div', { id: 'task-result' },
+    h('h3', {}, 'Result ', result.isError ? h('span', { class: 'badge failed' }, 'isError') : h('span', { class: 'badge completed' }, 'ok')),
+    (result.content ?? []).map((c) => h('pre', { tabindex: '0' }, h('code', {}, c.type === 'text' ? c.text : JSON.stringify(c, null, 2)))),
+    result.structuredContent === undefined ? null
+      : [h('h4', {}, 'structuredContent'), h('pre', { tabindex: '0' }, h('code', {}, JSON.stringify(result.structuredContent, null, 2)))]);
 }

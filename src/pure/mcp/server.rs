@@ -793,6 +793,13 @@ pub fn caller_of(def: &ServerDefinition, msg: &Value, h: &RequestHeaders<'_>) ->
     end_user(def, &client_name(params, h), h)
 }
 
+/// How the sender of a message names itself (clientInfo, else its User-Agent): the call log's
+/// caller of a server that does not authenticate its clients.
+pub fn client_of(msg: &Value, h: &RequestHeaders<'_>) -> String {
+    let empty = Map::new();
+    client_name(msg.get("params").and_then(Value::as_object).unwrap_or(&empty), h)
+}
+
 /// Where a running call is recorded so that `notifications/cancelled` (a separate request, on
 /// any isolate) can find and stop it: per server, client, connecting address and request id.
 /// The user comes from what the client says about itself, which another client holding the

@@ -133,6 +133,7 @@ mod tests {
             status: crate::pure::server::Status::Active,
             parameters: Map::new(),
             auth: Default::default(),
+            call_log_payloads: false,
             apps: vec![AppDefinition::new("a1".into(), "App".into(), "d".into(), backend, form, json!([]))],
         }
     }

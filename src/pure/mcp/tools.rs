@@ -391,6 +391,7 @@ mod tests {
             status: crate::pure::server::Status::Active,
             parameters: json!({"text": "The text to summarise"}).as_object().unwrap().clone(),
             auth: Default::default(),
+            call_log_payloads: false,
             apps: apps
                 .into_iter()
                 .enumerate()

@@ -42,9 +42,25 @@ impl Console<'_> {
 
     pub(super) async fn task(&self, server_id: &str, task_id: &str) -> Result<Value> {
         self.server_row(server_id).await?;
-        store::get_task(self.db, server_id, task_id)
+        let mut row = store::get_task(self.db, server_id, task_id)
             .await?
-            .ok_or_else(|| ApiError::not_found(format!("server '{server_id}' has no task {}", quote_input(task_id))))
+            .ok_or_else(|| ApiError::not_found(format!("server '{server_id}' has no task {}", quote_input(task_id))))?;
+        // A finished task's result (or error) lives with its Durable Object until it expires.
+        row["result"] = Value::Null;
+        row["error"] = Value::Null;
+        if matches!(row["status"].as_str(), Some("completed" | "failed")) {
+            let get = crate::pure::task_contract::TaskCall::Get { server_id: server_id.to_string(), owner: None };
+            match crate::shell::tasks::call(self.env, task_id, &get).await {
+                Ok(Some(a)) => {
+                    row["result"] = a.result.unwrap_or(Value::Null);
+                    row["error"] =
+                        a.error.map_or(Value::Null, |(code, message)| json!({"code": code, "message": message}));
+                }
+                Ok(None) => row["error"] = json!({"code": null, "message": "the task has expired: its result is gone"}),
+                Err(e) => crate::shell::log::error(&format!("reading task {task_id}'s result: {e}")),
+            }
+        }
+        Ok(row)
     }
 
     pub(super) async fn cancel_task(&self, server_id: &str, task_id: &str) -> Result<Value> {

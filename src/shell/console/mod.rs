@@ -24,6 +24,9 @@ use crate::shell::store::{self};
 mod access;
 mod activity;
 mod apps;
+mod audit;
+mod call_log;
+mod playground;
 mod servers;
 
 type Result<T> = std::result::Result<T, ApiError>;
@@ -32,12 +35,19 @@ type Result<T> = std::result::Result<T, ApiError>;
 /// caller's role allows the route; every write (and
 /// code rotation), refused ones included, is recorded in the audit log under the caller's name.
 /// `shown_path` is the path as messages may quote it.
-pub async fn handle(req: Incoming, env: &Env, caller: &Identity, rest: &[&str], shown_path: &str) -> Result<Response> {
+pub async fn handle(
+    req: Incoming,
+    env: &Env,
+    ctx: &Context,
+    caller: &Identity,
+    rest: &[&str],
+    shown_path: &str,
+) -> Result<Response> {
     let method = req.method();
     let writes = !matches!(method, Method::Get | Method::Head | Method::Options) || rest.last() == Some(&"refresh");
     let decision = console_roles::decide(console_routes::resolve(rest, method.as_ref()), caller.role);
     let result = match decision.into_result(caller, method.as_ref(), shown_path) {
-        Ok(found) => run(req, env, caller, found, shown_path).await,
+        Ok(found) => run(req, env, ctx, caller, found, shown_path).await,
         Err(refused) => Err(refused),
     };
     if writes {
@@ -113,6 +123,7 @@ async fn audit(env: &Env, actor: &str, method: &str, rest: &[&str], status: u16)
 async fn run(
     mut req: Incoming,
     env: &Env,
+    ctx: &Context,
     caller: &Identity,
     found: Matched<'_>,
     shown_path: &str,
@@ -123,7 +134,8 @@ async fn run(
     let public_url = platform::settings(env).public_url.clone();
     let path = quote_input(shown_path);
     let refs = crate::shell::secrets::ref_policy(env);
-    let c = Console { env, db: &db, public_base: config::public_base(public_url.as_deref(), &origin), refs: &refs };
+    let c =
+        Console { env, ctx, db: &db, public_base: config::public_base(public_url.as_deref(), &origin), refs: &refs };
     let route = found.route;
     if route.writes {
         console_access::writing_get(caller, method.as_ref(), &path)?;
@@ -171,6 +183,12 @@ async fn run(
         Handler::ListTokens => c.list_tokens().await?,
         Handler::CreateToken => c.create_token(caller, &json_body(req).await?).await?,
         Handler::RevokeToken => c.revoke_token(id).await?,
+        Handler::ListTools => c.list_tools(id).await?,
+        // The endpoint's own answer: an SSE stream, or one JSON-RPC response.
+        Handler::CallTool => return c.call_tool(id, &caller.actor(), &json_body(req).await?).await,
+        Handler::CallLog => c.call_log(id, req).await?,
+        Handler::GetCallLogSettings => c.call_log_settings(id).await?,
+        Handler::SetCallLogSettings => c.set_call_log_settings(id, &json_body(req).await?).await?,
     };
     Ok(http::json(route.ok, &body))
 }
@@ -190,6 +208,8 @@ fn new_id() -> Result<String> {
 
 struct Console<'a> {
     env: &'a Env,
+    /// The request's context: what runs beside the answer (a playground call's stream).
+    ctx: &'a Context,
     db: &'a Db,
     /// Where MCP URLs point: `PUBLIC_URL`, or the request's origin (`Err`: PUBLIC_URL is unusable).
     public_base: std::result::Result<String, String>,

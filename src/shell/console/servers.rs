@@ -200,7 +200,7 @@ impl Console<'_> {
                 _ => return Err(field_error("limit", "must be an integer from 1 to 500")),
             };
         }
-        Ok(json!({ "data": store::audit_log(self.db, limit).await? }))
+        Ok(json!({ "data": self.in_words(store::audit_log(self.db, limit).await?).await? }))
     }
 
     // ---- shared server mechanics ----

@@ -207,6 +207,7 @@ impl Fx {
 }
 
 mod backends_mcp;
+mod call_log;
 mod calls;
 mod console;
 mod console_auth;
@@ -218,6 +219,7 @@ mod failed_fetch;
 mod files;
 mod legacy_sse;
 mod outbound_guard;
+mod playground;
 mod relay;
 mod smoke;
 mod soak;

@@ -23,6 +23,9 @@ pub struct DifyStream {
     truncated: bool,
     task_id: Option<String>,
     malformed: u32,
+    /// Nodes finished so far: how far along a workflow is (its graph, and so the number of
+    /// nodes a run will take, is not in the Service API's answers).
+    nodes_finished: u32,
     done: Option<Outcome>,
     /// `message_file` events so far (at most `file_outputs::MAX_LINKS`).
     files: Vec<Value>,
@@ -41,6 +44,7 @@ impl DifyStream {
             truncated: false,
             task_id: None,
             malformed: 0,
+            nodes_finished: 0,
             done: None,
             files: Vec::new(),
             conversation: None,
@@ -101,7 +105,8 @@ impl DifyStream {
                 }
                 "node_finished" => {
                     let d = head.data.unwrap_or_default();
-                    return out.push(node_finished(d.title.as_deref(), d.status.as_deref()));
+                    self.nodes_finished += 1;
+                    return out.push(node_finished(d.title.as_deref(), d.status.as_deref(), self.nodes_finished));
                 }
                 e if is_read(e.as_bytes()) => {}
                 _ => return,
@@ -123,7 +128,10 @@ impl DifyStream {
         let d = &v["data"];
         match v.get("event").and_then(Value::as_str).unwrap_or("") {
             "node_started" => out.push(node_started(d["title"].as_str(), d["node_type"].as_str())),
-            "node_finished" => out.push(node_finished(d["title"].as_str(), d["status"].as_str())),
+            "node_finished" => {
+                self.nodes_finished += 1;
+                out.push(node_finished(d["title"].as_str(), d["status"].as_str(), self.nodes_finished))
+            }
             "agent_thought" => {
                 let thought = text(&v["thought"]);
                 if !thought.is_empty() {
@@ -275,9 +283,13 @@ fn node_started(title: Option<&str>, node_type: Option<&str>) -> Signal {
     }
 }
 
-/// The progress of a node that finished, with its status.
-fn node_finished(title: Option<&str>, status: Option<&str>) -> Signal {
-    Signal::Progress { message: format!("{} {}", title.unwrap_or(""), status.unwrap_or("finished")) }
+/// The progress of a node that finished, with its status and how many have finished so far
+/// (the progress value counts them too).
+fn node_finished(title: Option<&str>, status: Option<&str>, finished: u32) -> Signal {
+    let nodes = if finished == 1 { "node" } else { "nodes" };
+    Signal::Progress {
+        message: format!("{} {} ({finished} {nodes} finished)", title.unwrap_or(""), status.unwrap_or("finished")),
+    }
 }
 
 fn text(v: &Value) -> String {
@@ -463,7 +475,7 @@ mod tests {
             level: "info",
             data: json!({"event": "node_started", "node": node, "type": ty}),
         };
-        let finished = |m: &str| Signal::Progress { message: m.into() };
+        let finished = |m: &str| Signal::Progress { message: format!("{m} (1 node finished)") };
         // Read by the head: plain, escaped, missing fields, data null or absent.
         assert_eq!(
             signals(r#"{"event": "node_started", "data": {"title": "LLM", "node_type": "llm", "inputs": {"a": [1]}}}"#),
@@ -506,9 +518,37 @@ mod tests {
             Outcome::Ok { text: r#"{"summary":"s"}"#.into(), structured: Some(json!({"summary": "s"})) }
         );
         assert_eq!(signals.len(), 2);
-        assert_eq!(signals[1], Signal::Progress { message: "LLM succeeded".into() });
+        assert_eq!(signals[1], Signal::Progress { message: "LLM succeeded (1 node finished)".into() });
         let failed = [json!({"event": "workflow_finished", "data": {"status": "failed", "error": "boom"}})];
         assert_eq!(run(DifyMode::Workflow, &failed, 100).0, Outcome::Failed("the workflow ended failed: boom".into()));
+    }
+
+    #[test]
+    fn workflow_progress_says_how_many_nodes_have_finished() {
+        let node = |title: &str| json!({"event": "node_finished", "task_id": "t1", "data": {"title": title, "status": "succeeded"}});
+        // The last names its event after its data (not read by the opening): counted all the same.
+        let events = [
+            node("Start"),
+            json!({"event": "node_started", "task_id": "t1", "data": {"title": "LLM", "node_type": "llm"}}),
+            node("LLM"),
+            json!({"task_id": "t1", "data": {"title": "End", "status": "succeeded"}, "event": "node_finished"}),
+        ];
+        let (_, signals) = run(DifyMode::Workflow, &events, 100);
+        let messages: Vec<&str> = signals
+            .iter()
+            .filter_map(|s| match s {
+                Signal::Progress { message } => Some(message.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            messages,
+            [
+                "Start succeeded (1 node finished)",
+                "LLM succeeded (2 nodes finished)",
+                "End succeeded (3 nodes finished)"
+            ]
+        );
     }
 
     #[test]
