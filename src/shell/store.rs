@@ -20,6 +20,8 @@ pub const TENANT: &str = "default";
 
 pub type Result<T> = std::result::Result<T, ApiError>;
 
+pub mod codes;
+
 #[derive(Debug)]
 pub struct AppRow {
     pub id: String,
@@ -49,6 +51,12 @@ pub struct ServerRow {
     pub client_auth: String,
     /// The issuer settings of an `oauth` server (JSON, `pure::oauth_resource::OAuthSettings`).
     pub oauth: Option<String>,
+    /// The code sealed under SECRETS_KEY (`pure::server_code`), for an admin's reveal.
+    pub code_sealed: Option<String>,
+    /// The code before the last rotation, while a grace lets it work: hash, hint, end (unix ms).
+    pub previous_code_hash: Option<String>,
+    pub previous_code_hint: Option<String>,
+    pub previous_code_until_ms: Option<i64>,
 }
 
 /// A client key as the console lists it (never the key, nor its hash).
@@ -156,6 +164,10 @@ impl FromFields for ServerRow {
             updated_at: f.int("updated_at")?,
             client_auth: f.text("client_auth")?,
             oauth: f.opt_text("oauth")?,
+            code_sealed: f.opt_text("code_sealed")?,
+            previous_code_hash: f.opt_text("previous_code_hash")?,
+            previous_code_hint: f.opt_text("previous_code_hint")?,
+            previous_code_until_ms: f.opt_int("previous_code_until_ms")?,
         })
     }
 }
@@ -230,8 +242,8 @@ fn first_with<T>(
 type ReadResult<T> = std::result::Result<T, String>;
 
 const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
-const SERVER_COLUMNS: &str =
-    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, client_auth, oauth";
+const SERVER_COLUMNS: &str = "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, \
+     updated_at, client_auth, oauth, code_sealed, previous_code_hash, previous_code_hint, previous_code_until_ms";
 
 pub async fn list_apps(db: &Db) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
@@ -342,6 +354,8 @@ pub struct NewServer<'a> {
     pub description: &'a str,
     pub code_hash: &'a str,
     pub code_hint: &'a str,
+    /// The code sealed (`None` without SECRETS_KEY: its URL cannot be shown again).
+    pub code_sealed: Option<&'a str>,
     pub parameters: &'a Map<String, Value>,
     pub app_ids: &'a [String],
     pub now: i64,
@@ -350,8 +364,8 @@ pub struct NewServer<'a> {
 /// Inserts a server and its app list in one transaction. `Ok(false)` when the code hash
 /// collided (the caller draws a new code).
 pub async fn insert_server(db: &Db, new: &NewServer<'_>) -> Result<bool> {
-    let insert = "INSERT INTO mcp_servers (id, tenant_id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at)
-                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?9)";
+    let insert = "INSERT INTO mcp_servers (id, tenant_id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, code_sealed)
+                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?9, ?10)";
     let mut batch = vec![stmt(
         insert,
         &[
@@ -364,6 +378,7 @@ pub async fn insert_server(db: &Db, new: &NewServer<'_>) -> Result<bool> {
             s(new.code_hint),
             s(&Value::Object(new.parameters.clone()).to_string()),
             n(new.now),
+            new.code_sealed.map_or(SqlValue::Null, s),
         ],
     )];
     batch.extend(server_app_rows(new.id, new.app_ids));
@@ -407,16 +422,6 @@ pub async fn update_server(db: &Db, row: &ServerRow, app_ids: Option<&[String]>,
     Ok(())
 }
 
-/// Replaces the code hash; `Ok(false)` on a collision.
-pub async fn rotate_code(db: &Db, id: &str, code_hash: &str, code_hint: &str, now: i64) -> Result<bool> {
-    let sql = "UPDATE mcp_servers SET code_hash = ?2, code_hint = ?3, updated_at = ?4 WHERE id = ?1";
-    match db.run(stmt(sql, &[s(id), s(code_hash), s(code_hint), n(now)])).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_code_collision(&e) => Ok(false),
-        Err(e) => Err(internal("rotating the server code", e)),
-    }
-}
-
 pub async fn delete_server(db: &Db, id: &str) -> Result<()> {
     db.batch(vec![
         stmt("DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(id)]),
@@ -450,6 +455,7 @@ pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefini
         status: crate::pure::server::Status::parse(&server.status).unwrap_or(crate::pure::server::Status::Inactive),
         parameters: server.parameters(),
         auth,
+        code_expires_at: None,
         apps: apps
             .iter()
             .filter_map(|a| {
@@ -552,11 +558,6 @@ pub async fn touch_key(db: &Db, key_id: &str, now: i64) -> Result<()> {
         .await
         .map_err(|e| internal("recording a client key's use", e))?;
     Ok(())
-}
-
-pub async fn get_server_by_code_hash(db: &Db, code_hash: &str) -> Result<Option<ServerRow>> {
-    let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE code_hash = ?1");
-    typed_one(db.first(stmt(&sql, &[s(code_hash)])).await, "looking up a server code")
 }
 
 /// Records that a client used a server (the `user` sent to its backends). A row is found by

@@ -362,6 +362,7 @@ impl TaskRunner {
             status: crate::pure::server::Status::Active,
             parameters: Default::default(),
             auth: Default::default(),
+            code_expires_at: None,
             apps: vec![rec.spec.app.clone()],
         }
     }

@@ -332,6 +332,7 @@ mod tests {
             status: crate::pure::server::Status::Active,
             parameters: json!({"text": "The text to summarise"}).as_object().unwrap().clone(),
             auth: Default::default(),
+            code_expires_at: None,
             apps: apps
                 .into_iter()
                 .enumerate()

@@ -29,6 +29,7 @@ fn def(apps: Vec<AppDefinition>) -> ServerDefinition {
         status: crate::pure::server::Status::Active,
         parameters: Map::new(),
         auth: Default::default(),
+        code_expires_at: None,
         apps,
     }
 }

@@ -16,6 +16,7 @@ fn def() -> ServerDefinition {
         status: crate::pure::server::Status::Active,
         parameters: Map::new(),
         auth: Default::default(),
+        code_expires_at: None,
         apps: vec![
             AppDefinition::new(
                 "a1".into(),
