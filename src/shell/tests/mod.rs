@@ -210,5 +210,6 @@ mod backends_mcp;
 mod calls;
 mod console;
 mod endpoint;
+mod server_code;
 mod smoke;
 mod soak;
