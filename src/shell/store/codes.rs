@@ -67,7 +67,7 @@ pub struct Publication {
 pub async fn publications(db: &Db) -> Result<Vec<Publication>> {
     let sql = "SELECT sa.app_id AS app_id, s.id AS id, s.name AS name, s.app_id IS NOT NULL AS one_app
                FROM mcp_server_apps sa JOIN mcp_servers s ON s.id = sa.server_id
-               WHERE s.tenant_id = ?1 ORDER BY s.created_at, s.id";
+               WHERE s.tenant_id = ?1 ORDER BY s.created_at, s.rowid";
     rows_with(db.all(stmt(sql, &[s(super::TENANT)])).await, "listing where apps are published", |f| {
         Ok(Publication {
             app_id: f.text("app_id")?,

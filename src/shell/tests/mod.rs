@@ -208,7 +208,9 @@ impl Fx {
 
 mod backends_mcp;
 mod calls;
+mod connection_test;
 mod console;
+mod edits;
 mod endpoint;
 mod server_code;
 mod smoke;
