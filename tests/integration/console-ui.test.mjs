@@ -182,8 +182,11 @@ describe('web console', () => {
     await page.getByLabel('Mode').selectOption('workflow');
     await page.getByLabel('Base URL').fill(dify.baseUrl);
     await page.getByRole('textbox', { name: 'API key' }).fill(apiKey);
-    await page.getByLabel(/^Input form/).fill(JSON.stringify(FORM));
-    await page.getByLabel(/^Outputs/).fill('[{"variable": "echo", "type": "object"}]');
+    // The form and outputs are tables of variables; a whole form is pasted in their JSON view.
+    await page.getByRole('button', { name: 'Edit the input form as JSON' }).click();
+    await page.getByLabel('Input form (JSON)').fill(JSON.stringify(FORM));
+    await page.getByRole('button', { name: 'Edit the outputs as JSON' }).click();
+    await page.getByLabel('Outputs (JSON)').fill('[{"variable": "echo", "type": "object"}]');
     await page.getByRole('button', { name: 'Create app' }).click();
     await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();
     await page.waitForSelector('section.page:not([aria-busy])');
