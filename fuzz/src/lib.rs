@@ -65,6 +65,7 @@ pub fn server_definition() -> ServerDefinition {
         status: flowgate::pure::server::Status::Active,
         parameters: Map::new(),
         auth: Default::default(),
+        code_expires_at: None,
         apps: vec![
             AppDefinition::new(
                 "a1".into(),

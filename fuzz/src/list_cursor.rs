@@ -50,6 +50,7 @@ pub fn server(server_id: &str, counts: &[usize]) -> (ServerDefinition, Catalogs)
         status: flowgate::pure::server::Status::Active,
         parameters: Map::new(),
         auth: Default::default(),
+        code_expires_at: None,
         apps,
     };
     (def, catalogs)
