@@ -178,7 +178,7 @@ describe('web console', () => {
     const apiKey = dify.addApp({ mode: 'workflow', name: 'Summariser', user_input_form: FORM });
     await go('#/apps/new');
     await page.getByLabel('Name', { exact: true }).fill('Summariser');
-    await page.getByLabel('Description').fill('Summarises text');
+    await page.getByLabel('Description', { exact: true }).fill('Summarises text');
     await page.getByLabel('Mode').selectOption('workflow');
     await page.getByLabel('Base URL').fill(dify.baseUrl);
     await page.getByRole('textbox', { name: 'API key' }).fill(apiKey);
@@ -308,7 +308,7 @@ describe('web console', () => {
   test('edit an app: the masked key is kept when *** is sent back', async () => {
     await go(`#/apps/${appId}`);
     assert.equal(await page.getByRole('textbox', { name: 'API key' }).inputValue(), '***', 'the key is shown masked');
-    await page.getByLabel('Description').fill('Summarises any text');
+    await page.getByLabel('Description', { exact: true }).fill('Summarises any text');
     await page.getByRole('button', { name: 'Save app' }).click();
     await page.getByRole('status').getByText('Saved Summariser').waitFor();
     const stored = await fg.console(`/apps/${appId}`);
