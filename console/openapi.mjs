@@ -90,6 +90,15 @@ function playgroundCall() {
 }
 
 const id = (name, what) => ({ name, in: 'path', required: true, description: what, schema: str });
+const GRACE_TEXT = 'The body is optional: `{"grace_seconds": n}` (0 to 604800, 7 days) keeps the previous code working that long, each use of it written to the log; a previous code still in an earlier grace stops at once.';
+/** A rotation's POST takes an optional body (`RotateInput`). */
+function rotation([method, operation]) {
+  if (method !== 'post') return [method, operation];
+  const responses = { ...operation.responses };
+  for (const c of [400, 413, 415]) responses[c] = { $ref: `#/components/responses/E${c}` };
+  const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
+  return [method, { ...operation, requestBody: { required: false, content: json(schema('RotateInput')) }, responses: sorted }];
+}
 const APP = id('app_id', 'The app id.');
 const SERVER = id('server_id', 'The server id.');
 const query = (name, description, s) => ({ name, in: 'query', required: false, description, schema: s });
@@ -129,6 +138,14 @@ const paths = {
       errors: [400, 404, 422],
     }),
   ],
+  '/apps/{app_id}/test': [
+    op('post', 'publisher', 'Test connection: probe the app\'s backend and say what is wrong and how to fix it', {
+      params: [APP],
+      answer: schema('ConnectionTest'),
+      errors: [400, 404],
+      description: "Sends only probes that run nothing, with the app's stored settings: a Dify app's `GET /info` and `GET /parameters` (key, base_url with /v1, mode, input form), an HTTP tool's endpoint by `GET`, an upstream MCP server's `initialize` and `tools/list`. The answer is 200 whatever the backend said: `ok` is false when a step failed, and `problem` and `fix` say what to do.",
+    }),
+  ],
   '/apps/{app_id}/server': [
     op('get', 'viewer', "Read the app's (Dify-style) server; never the code", {
       params: [APP],
@@ -151,12 +168,12 @@ const paths = {
     op('delete', 'publisher', "Delete the app's server", { params: [APP], answer: schema('Deleted'), errors: [404] }),
   ],
   '/apps/{app_id}/server/refresh': ['get', 'post'].map((m) =>
-    op(m, 'publisher', 'Rotate the server code (Dify keys this by server id; an app id works too)', {
+    rotation(op(m, 'publisher', 'Rotate the server code (Dify keys this by server id; an app id works too)', {
       params: [id('app_id', 'A server id, or the id of an app with a server.')],
       answer: schema('ServerWithCode'),
       errors: m === 'get' ? [404, 405] : [404],
-      description: m === 'get' ? "Dify's route: a GET that writes, so it needs a publisher, and a caller that sends an `Authorization` header (a caller Cloudflare Access signed in uses POST)." : undefined,
-    }),
+      description: m === 'get' ? "Dify's route: a GET that writes, so it needs a publisher, and a caller that sends an `Authorization` header (a caller Cloudflare Access signed in uses POST). No grace period: use POST for one." : GRACE_TEXT,
+    })),
   ),
   '/servers': [
     op('get', 'viewer', 'List every server (one-app ones too, with `kind`)', { answer: list(schema('Server')) }),
@@ -170,14 +187,29 @@ const paths = {
     op('get', 'viewer', 'Read a server', { params: [SERVER], answer: schema('Server'), errors: [404] }),
     op('put', 'publisher', 'Update a server', { params: [SERVER], body: schema('ServerUpdate'), answer: schema('Server'), errors: [404] }),
     op('delete', 'publisher', 'Delete a server', { params: [SERVER], answer: schema('Deleted'), errors: [404] }),
+    op('patch', 'publisher', 'Edit a server: name, description, parameter descriptions, status, apps', {
+      params: [SERVER],
+      body: schema('ServerEdit'),
+      answer: schema('Server'),
+      errors: [404],
+      description: 'Any of the fields; the others stay. A one-app server keeps its app and is named after it (rename the app). Each described parameter must be an input of one of the server\'s apps; an empty description removes it. The cached definition is rewritten before the answer.',
+    }),
+  ],
+  '/servers/{server_id}/reveal': [
+    op('post', 'admin', "Show the server's MCP URL again (from its sealed code); each reveal is in the audit log", {
+      params: [SERVER],
+      answer: schema('ServerUrl'),
+      errors: [404, 409],
+      description: 'A 409 (`not_revealable`) says why a URL cannot be shown (a code drawn before codes were kept sealed, or without SECRETS_KEY) and how to get one that can: rotate the code, with a grace period so clients keep working.',
+    }),
   ],
   '/servers/{server_id}/refresh': ['get', 'post'].map((m) =>
-    op(m, 'publisher', 'Rotate the server code: the old one stops working at once', {
+    rotation(op(m, 'publisher', 'Rotate the server code: the old one stops at once, or after the grace period a POST asks for', {
       params: [SERVER],
       answer: schema('ServerWithCode'),
       errors: m === 'get' ? [404, 405] : [404],
-      description: m === 'get' ? 'A GET that writes: a caller Cloudflare Access signed in uses POST.' : undefined,
-    }),
+      description: m === 'get' ? 'A GET that writes: a caller Cloudflare Access signed in uses POST. No grace period: use POST for one.' : GRACE_TEXT,
+    })),
   ),
   '/servers/{server_id}/auth': [
     op('get', 'viewer', "The server's client authentication", { params: [SERVER], answer: schema('Auth'), errors: [404] }),
@@ -283,7 +315,7 @@ const paths = {
   ],
   '/secrets/reseal': [
     op('post', 'admin', 'Re-seal stored credentials under the current SECRETS_KEY', {
-      answer: object({ resealed_apps: int }),
+      answer: object({ resealed_apps: int, resealed_server_codes: int }),
       errors: [409],
     }),
   ],
@@ -327,6 +359,11 @@ const serverProps = {
   'app_ids?': { ...strings, description: 'kind `multi`: its apps, in tool order.' },
   created_at: int,
   updated_at: int,
+  url_revealable: { type: 'boolean', description: 'Whether an admin can see the MCP URL again (POST /servers/{id}/reveal): the code is kept sealed under SECRETS_KEY.' },
+  'previous_code?': {
+    ...object({ hint: str, until_ms: { ...int, description: 'Unix milliseconds.' } }),
+    description: 'While a rotation\'s grace lasts: the previous code\'s last 4 characters and when it stops working.',
+  },
   'server_code?': { ...str, description: 'Only in the answer that drew it: keep it secret.' },
   'mcp_url?': { type: 'string', format: 'uri', description: 'Only with `server_code`.' },
   'warnings?': strings,
@@ -365,6 +402,11 @@ const appProps = {
   updated_at: int,
   'warnings?': strings,
   'note?': { ...str, description: 'Imports of workflows without declared outputs: how to declare them.' },
+  'servers?': {
+    type: 'array',
+    items: object({ id: str, name: str, kind: { type: 'string', enum: ['app', 'multi'] } }),
+    description: 'GET only: the servers that publish the app.',
+  },
 };
 
 const schemas = {
@@ -433,6 +475,37 @@ const schemas = {
     'description?': str,
     'parameters?': parametersMap,
     'status?': { type: 'string', enum: ['active', 'inactive'] },
+  }),
+  ServerEdit: object({
+    'name?': { ...str, description: 'Multi-app servers only: a one-app server is named after its app.' },
+    'description?': str,
+    'parameters?': { ...parametersMap, description: 'Variable name → description, replacing the stored ones; each variable an input of one of the server\'s apps; an empty description drops it.' },
+    'status?': { type: 'string', enum: ['active', 'inactive'] },
+    'app_ids?': { ...strings, description: 'Multi-app servers only: its apps, in tool order.' },
+  }),
+  ServerUrl: object({
+    id: str,
+    name: str,
+    server_code: { ...str, description: 'Keep it secret: it is the credential of the URL.' },
+    server_code_hint: str,
+    mcp_url: { type: 'string', format: 'uri' },
+  }),
+  RotateInput: object({
+    'grace_seconds?': { type: ['integer', 'null'], minimum: 0, maximum: 604800, description: 'How long the previous code keeps working (default 0: it stops at once).' },
+  }),
+  ConnectionTest: object({
+    ok: { type: 'boolean', description: 'No step failed (warnings allowed).' },
+    checks: {
+      type: 'array',
+      items: object({
+        step: { ...str, description: 'e.g. `GET /info`, `GET api_endpoint`, `initialize and tools/list`.' },
+        level: { type: 'string', enum: ['ok', 'warning', 'error'] },
+        detail: { ...str, description: 'What happened.' },
+        'fix?': { ...str, description: 'What to do (warnings and errors).' },
+      }),
+    },
+    'problem?': { ...str, description: 'The first failed step\'s detail.' },
+    'fix?': { ...str, description: 'The first failed step\'s fix.' },
   }),
   Key: object({ id: str, name: str, hint: str, created_at: int, last_used_at: nullable('integer') }),
   KeyCreated: object({ id: str, name: str, key: { ...str, description: 'fgk_…: shown this once.' }, hint: str, created_at: int }),

@@ -66,6 +66,7 @@ pub fn server_definition() -> ServerDefinition {
         parameters: Map::new(),
         auth: Default::default(),
         call_log_payloads: false,
+        code_expires_at: None,
         apps: vec![
             AppDefinition::new(
                 "a1".into(),

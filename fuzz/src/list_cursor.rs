@@ -51,6 +51,7 @@ pub fn server(server_id: &str, counts: &[usize]) -> (ServerDefinition, Catalogs)
         parameters: Map::new(),
         auth: Default::default(),
         call_log_payloads: false,
+        code_expires_at: None,
         apps,
     };
     (def, catalogs)

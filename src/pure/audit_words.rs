@@ -66,6 +66,9 @@ pub fn words(handler: Handler) -> &'static str {
         CallLog => "read the call log of server",
         GetCallLogSettings => "read the call log settings of server",
         SetCallLogSettings => "changed the call log settings of server",
+        EditServer => "edited server",
+        RevealServerUrl => "revealed the URL of server",
+        TestApp => "tested the connection of app",
     }
 }
 

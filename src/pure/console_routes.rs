@@ -14,10 +14,12 @@ pub enum Verb {
     Post,
     Put,
     Delete,
+    /// Last, so the `Allow` texts of the other four keep their places in [`ALLOW`].
+    Patch,
 }
 
 impl Verb {
-    pub const ALL: [Verb; 4] = [Verb::Get, Verb::Post, Verb::Put, Verb::Delete];
+    pub const ALL: [Verb; 5] = [Verb::Get, Verb::Post, Verb::Put, Verb::Delete, Verb::Patch];
 
     pub fn parse(method: &str) -> Option<Verb> {
         Verb::ALL.into_iter().find(|v| v.as_str() == method)
@@ -29,6 +31,7 @@ impl Verb {
             Verb::Post => "POST",
             Verb::Put => "PUT",
             Verb::Delete => "DELETE",
+            Verb::Patch => "PATCH",
         }
     }
 
@@ -39,7 +42,7 @@ impl Verb {
 
 /// `Allow` for each set of [`Verb`]s (bit `1 << verb`), in [`Verb::ALL`]'s order: static text
 /// (an `ApiError` carries `&'static str`), checked against the order by a test.
-const ALLOW: [&str; 16] = [
+const ALLOW: [&str; 32] = [
     "",
     "GET",
     "POST",
@@ -56,6 +59,22 @@ const ALLOW: [&str; 16] = [
     "GET, PUT, DELETE",
     "POST, PUT, DELETE",
     "GET, POST, PUT, DELETE",
+    "PATCH",
+    "GET, PATCH",
+    "POST, PATCH",
+    "GET, POST, PATCH",
+    "PUT, PATCH",
+    "GET, PUT, PATCH",
+    "POST, PUT, PATCH",
+    "GET, POST, PUT, PATCH",
+    "DELETE, PATCH",
+    "GET, DELETE, PATCH",
+    "POST, DELETE, PATCH",
+    "GET, POST, DELETE, PATCH",
+    "PUT, DELETE, PATCH",
+    "GET, PUT, DELETE, PATCH",
+    "POST, PUT, DELETE, PATCH",
+    "GET, POST, PUT, DELETE, PATCH",
 ];
 
 /// What a console route does: one `Console` method in `shell/console/` each (the shell's
@@ -100,6 +119,9 @@ pub enum Handler {
     CallLog,
     GetCallLogSettings,
     SetCallLogSettings,
+    EditServer,
+    RevealServerUrl,
+    TestApp,
 }
 
 /// One route and method. `path` is under `/console/api`, `{name}` one path parameter (named as
@@ -181,7 +203,7 @@ impl Role {
     }
 }
 
-use Verb::{Delete, Get, Post, Put};
+use Verb::{Delete, Get, Patch, Post, Put};
 
 /// Every console route and method. The first path that matches a request is its path (so a
 /// literal segment comes before `{…}` in the same place: `apps/import` before `apps/{app_id}`);
@@ -197,6 +219,8 @@ pub const ROUTES: &[Route] = &[
     at(Put, "apps/{app_id}", ReplaceApp, Publisher, 200),
     at(Delete, "apps/{app_id}", DeleteApp, Publisher, 200),
     at(Post, "apps/{app_id}/tools/refresh", RefreshTools, Publisher, 200),
+    // Reaches the app's backend with its stored credentials: not for viewers.
+    at(Post, "apps/{app_id}/test", TestApp, Publisher, 200),
     at(Get, "apps/{app_id}/server", GetAppServer, Viewer, 200),
     at(Post, "apps/{app_id}/server", CreateAppServer, Publisher, 201),
     at(Put, "apps/{app_id}/server", UpdateAppServer, Publisher, 200),
@@ -209,6 +233,9 @@ pub const ROUTES: &[Route] = &[
     at(Get, "servers/{server_id}", GetServer, Viewer, 200),
     at(Put, "servers/{server_id}", UpdateServer, Publisher, 200),
     at(Delete, "servers/{server_id}", DeleteServer, Publisher, 200),
+    at(Patch, "servers/{server_id}", EditServer, Publisher, 200),
+    // The server's code opened from its sealed copy: admins only, each reveal audited (a POST).
+    at(Post, "servers/{server_id}/reveal", RevealServerUrl, Admin, 200),
     at(Get, "servers/{server_id}/refresh", RotateServer, Publisher, 200).writing(),
     at(Post, "servers/{server_id}/refresh", RotateServer, Publisher, 200),
     at(Get, "servers/{server_id}/auth", GetAuth, Viewer, 200),
@@ -343,7 +370,7 @@ mod tests {
             assert_eq!(Verb::parse(v.as_str()), Some(v));
         }
         assert_eq!(Verb::parse("get"), None);
-        assert_eq!(Verb::parse("PATCH"), None);
+        assert_eq!(Verb::parse("patch"), None);
     }
 
     /// The `Allow` of every path, written out by hand (as the router answered before the table
@@ -356,10 +383,12 @@ mod tests {
             ("apps/import", "POST"),
             ("apps/X", "GET, PUT, DELETE"),
             ("apps/X/tools/refresh", "POST"),
+            ("apps/X/test", "POST"),
             ("apps/X/server", "GET, POST, PUT, DELETE"),
             ("apps/X/server/refresh", "GET, POST"),
             ("servers", "GET, POST"),
-            ("servers/X", "GET, PUT, DELETE"),
+            ("servers/X", "GET, PUT, DELETE, PATCH"),
+            ("servers/X/reveal", "POST"),
             ("servers/X/refresh", "GET, POST"),
             ("servers/X/auth", "GET, PUT"),
             ("servers/X/keys", "GET, POST"),
@@ -411,7 +440,8 @@ mod tests {
             if route.writes {
                 assert!(route.role >= Publisher, "{:?} {} must not be open to viewers", route.verb, route.path);
             }
-            if route.path.starts_with("tokens") || route.path.starts_with("secrets") {
+            if route.path.starts_with("tokens") || route.path.starts_with("secrets") || route.handler == RevealServerUrl
+            {
                 assert_eq!(route.role, Admin, "{:?} {}", route.verb, route.path);
             }
         }

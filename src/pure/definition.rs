@@ -10,8 +10,9 @@ use super::error::Errors;
 use super::form::{parse_form, FormField};
 use super::server::Status;
 
-/// Bumped whenever the shape changes, so entries written by an older deploy read as misses.
-pub const FORMAT: u32 = 5;
+/// Bumped whenever the shape changes, so entries written by an older deploy read as misses
+/// (and entries of this one by an older deploy: 6 added `code_expires_at`, which 5 would ignore).
+pub const FORMAT: u32 = 6;
 /// KV expiry of a definition. Console writes rewrite or delete entries at once; the TTL only
 /// bounds how long an unused entry lingers.
 pub const TTL_SECONDS: u64 = 3600;
@@ -31,6 +32,11 @@ pub struct ServerDefinition {
     /// The call log keeps arguments and results (redacted) of this server's calls.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub call_log_payloads: bool,
+    /// Set on the entry of a previous server code during its rotation's grace period: when that
+    /// code stops working (unix ms). Checked on every use, so a copy kept in an isolate's memo
+    /// or in KV stops at the same moment (`pure::server_code`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_expires_at: Option<u64>,
 }
 
 impl crate::pure::fields::FromFields for ServerDefinition {
@@ -45,6 +51,7 @@ impl crate::pure::fields::FromFields for ServerDefinition {
             apps: f.list("apps")?,
             auth: f.opt_object("auth")?.unwrap_or_default(),
             call_log_payloads: f.opt_flag("call_log_payloads")?.unwrap_or(false),
+            code_expires_at: f.opt_uint("code_expires_at")?,
         })
     }
 }
@@ -178,6 +185,7 @@ mod tests {
             parameters: Map::new(),
             auth: Default::default(),
             call_log_payloads: false,
+            code_expires_at: None,
             apps: vec![AppDefinition::new(
                 "a".into(),
                 "A".into(),
@@ -280,7 +288,7 @@ mod tests {
         let d = def();
         let text = serde_json::to_string(&d).unwrap();
         assert_eq!(ServerDefinition::from_cache(&text), Some(d));
-        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":5", "\"format\":4")), None);
+        assert_eq!(ServerDefinition::from_cache(&text.replace("\"format\":6", "\"format\":5")), None);
         assert_eq!(ServerDefinition::from_cache("not json"), None);
         let mut keyed = def();
         keyed.auth.mode = AuthMode::Key;

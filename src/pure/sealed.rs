@@ -4,7 +4,7 @@
 //! moment where stored credentials cannot be read.
 
 use super::base64;
-use aes_gcm::aead::{Aead, KeyInit};
+use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes256Gcm, Key, Nonce};
 
 const PREFIX: &str = "enc:v1:";
@@ -34,17 +34,29 @@ pub fn parse_key(s: &str) -> Result<[u8; 32], String> {
 
 /// Seals `plaintext` under `key` with a fresh 96-bit `nonce` (from the CSPRNG; never reused).
 pub fn seal(key: &[u8; 32], nonce: [u8; 12], plaintext: &str) -> Result<String, String> {
+    seal_bound(key, nonce, plaintext, b"")
+}
+
+/// Opens a sealed value with the first of `keys` that authenticates it.
+pub fn open(keys: &[[u8; 32]], sealed: &str) -> Result<String, String> {
+    open_bound(keys, sealed, b"")
+}
+
+/// [`seal`] with associated data `bound_to` (authenticated, not stored): the value opens only
+/// with the same `bound_to`, so a sealed server code copied to another row, or into an app's
+/// credentials, does not open there.
+pub fn seal_bound(key: &[u8; 32], nonce: [u8; 12], plaintext: &str, bound_to: &[u8]) -> Result<String, String> {
     let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key));
-    let ct =
-        cipher.encrypt(Nonce::from_slice(&nonce), plaintext.as_bytes()).map_err(|_| "sealing failed".to_string())?;
+    let payload = Payload { msg: plaintext.as_bytes(), aad: bound_to };
+    let ct = cipher.encrypt(Nonce::from_slice(&nonce), payload).map_err(|_| "sealing failed".to_string())?;
     let mut out = Vec::with_capacity(12 + ct.len());
     out.extend_from_slice(&nonce);
     out.extend_from_slice(&ct);
     Ok(format!("{PREFIX}{}", base64::encode_url(out)))
 }
 
-/// Opens a sealed value with the first of `keys` that authenticates it.
-pub fn open(keys: &[[u8; 32]], sealed: &str) -> Result<String, String> {
+/// Opens a value [`seal_bound`] sealed to `bound_to` (`b""`: one [`seal`] sealed).
+pub fn open_bound(keys: &[[u8; 32]], sealed: &str, bound_to: &[u8]) -> Result<String, String> {
     let data = sealed
         .strip_prefix(PREFIX)
         .and_then(|b| base64::decode_url(b).ok())
@@ -54,7 +66,7 @@ pub fn open(keys: &[[u8; 32]], sealed: &str) -> Result<String, String> {
     let (nonce, ct) = data.split_at(12);
     for key in keys {
         let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key));
-        if let Ok(pt) = cipher.decrypt(Nonce::from_slice(nonce), ct) {
+        if let Ok(pt) = cipher.decrypt(Nonce::from_slice(nonce), Payload { msg: ct, aad: bound_to }) {
             return String::from_utf8(pt).map_err(|_| "the stored credential is damaged".to_string());
         }
     }
@@ -99,6 +111,20 @@ mod tests {
         bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
         assert!(open(&[K1], &String::from_utf8(bytes).unwrap()).is_err());
         assert!(open(&[K1], "enc:v1:short").is_err());
+    }
+
+    /// A value sealed to one context opens only there: not unbound (as an app credential is
+    /// opened), not under another server's id.
+    #[test]
+    fn bound_values_open_only_in_their_context() {
+        let sealed = seal_bound(&K1, [5u8; 12], "AbCdEfGh12345678", b"server-1").unwrap();
+        assert_eq!(open_bound(&[K1], &sealed, b"server-1").unwrap(), "AbCdEfGh12345678");
+        assert!(open_bound(&[K1], &sealed, b"server-2").is_err());
+        assert!(open(&[K1], &sealed).is_err());
+        // Unbound sealing is the empty context: the values stored before still open.
+        let plain = seal(&K1, [6u8; 12], "x").unwrap();
+        assert_eq!(open_bound(&[K1], &plain, b""), Ok("x".into()));
+        assert!(open_bound(&[K1], &plain, b"server-1").is_err());
     }
 
     #[test]

@@ -91,6 +91,8 @@ impl From<Error> for ApiError {
     }
 }
 
+pub mod codes;
+
 #[derive(Debug)]
 pub struct AppRow {
     pub id: String,
@@ -122,6 +124,12 @@ pub struct ServerRow {
     pub oauth: Option<String>,
     /// The call log keeps arguments and results (`call_log_payloads`, migration 0008).
     pub call_log_payloads: bool,
+    /// The code sealed under SECRETS_KEY (`pure::server_code`), for an admin's reveal.
+    pub code_sealed: Option<String>,
+    /// The code before the last rotation, while a grace lets it work: hash, hint, end (unix ms).
+    pub previous_code_hash: Option<String>,
+    pub previous_code_hint: Option<String>,
+    pub previous_code_until_ms: Option<i64>,
 }
 
 /// A client key as the console lists it (never the key, nor its hash).
@@ -230,6 +238,10 @@ impl FromFields for ServerRow {
             client_auth: f.text("client_auth")?,
             oauth: f.opt_text("oauth")?,
             call_log_payloads: f.opt_int("call_log_payloads")?.unwrap_or(0) != 0,
+            code_sealed: f.opt_text("code_sealed")?,
+            previous_code_hash: f.opt_text("previous_code_hash")?,
+            previous_code_hint: f.opt_text("previous_code_hint")?,
+            previous_code_until_ms: f.opt_int("previous_code_until_ms")?,
         })
     }
 }
@@ -328,8 +340,8 @@ async fn first_with<T>(
 type ReadResult<T> = std::result::Result<T, String>;
 
 const APP_COLUMNS: &str = "id, name, description, mode, backend, user_input_form, outputs, created_at, updated_at";
-const SERVER_COLUMNS: &str =
-    "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, client_auth, oauth, call_log_payloads";
+const SERVER_COLUMNS: &str = "id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, \
+     updated_at, client_auth, oauth, call_log_payloads, code_sealed, previous_code_hash, previous_code_hint, previous_code_until_ms";
 
 pub async fn list_apps(db: &Db) -> Result<Vec<AppRow>> {
     let sql = format!("SELECT {APP_COLUMNS} FROM apps WHERE tenant_id = ?1 ORDER BY created_at, id");
@@ -435,6 +447,8 @@ pub struct NewServer<'a> {
     pub description: &'a str,
     pub code_hash: &'a str,
     pub code_hint: &'a str,
+    /// The code sealed (`None` without SECRETS_KEY: its URL cannot be shown again).
+    pub code_sealed: Option<&'a str>,
     pub parameters: &'a Map<String, Value>,
     pub app_ids: &'a [String],
     pub now: i64,
@@ -443,8 +457,8 @@ pub struct NewServer<'a> {
 /// Inserts a server and its app list in one transaction. `Ok(false)` when the code hash
 /// collided (the caller draws a new code).
 pub async fn insert_server(db: &Db, new: &NewServer<'_>) -> Result<bool> {
-    let insert = "INSERT INTO mcp_servers (id, tenant_id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at)
-                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?9)";
+    let insert = "INSERT INTO mcp_servers (id, tenant_id, app_id, name, description, code_hash, code_hint, status, parameters, created_at, updated_at, code_sealed)
+                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'active', ?8, ?9, ?9, ?10)";
     let mut batch = vec![stmt(
         insert,
         &[
@@ -457,6 +471,7 @@ pub async fn insert_server(db: &Db, new: &NewServer<'_>) -> Result<bool> {
             s(new.code_hint),
             s(&Value::Object(new.parameters.clone()).to_string()),
             n(new.now),
+            new.code_sealed.map_or(SqlValue::Null, s),
         ],
     )];
     batch.extend(server_app_rows(new.id, new.app_ids));
@@ -493,16 +508,6 @@ pub async fn update_server(db: &Db, row: &ServerRow, app_ids: Option<&[String]>,
     self::batch(db, "updating the server", batch).await
 }
 
-/// Replaces the code hash; `Ok(false)` on a collision.
-pub async fn rotate_code(db: &Db, id: &str, code_hash: &str, code_hint: &str, now: i64) -> Result<bool> {
-    let sql = "UPDATE mcp_servers SET code_hash = ?2, code_hint = ?3, updated_at = ?4 WHERE id = ?1";
-    match db.run(stmt(sql, &[s(id), s(code_hash), s(code_hint), n(now)])).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.violates("code_hash") => Ok(false),
-        Err(e) => Err(Error::unavailable("rotating the server code", e)),
-    }
-}
-
 pub async fn delete_server(db: &Db, id: &str) -> Result<()> {
     let stmts = vec![
         stmt("DELETE FROM mcp_server_apps WHERE server_id = ?1", &[s(id)]),
@@ -536,6 +541,7 @@ pub async fn load_definition(db: &Db, server: &ServerRow) -> Result<ServerDefini
         parameters: server.parameters(),
         auth,
         call_log_payloads: server.call_log_payloads,
+        code_expires_at: None,
         apps: apps
             .iter()
             .filter_map(|a| match a.to_definition() {
@@ -633,11 +639,6 @@ pub async fn delete_key(db: &Db, server_id: &str, key_id: &str) -> Result<()> {
 pub async fn touch_key(db: &Db, key_id: &str, now: i64) -> Result<()> {
     let sql = "UPDATE server_keys SET last_used_at = ?2 WHERE id = ?1";
     run(db, "recording a client key's use", stmt(sql, &[s(key_id), n(now)])).await
-}
-
-pub async fn get_server_by_code_hash(db: &Db, code_hash: &str) -> Result<Option<ServerRow>> {
-    let sql = format!("SELECT {SERVER_COLUMNS} FROM mcp_servers WHERE code_hash = ?1");
-    typed_one(db, "looking up a server code", stmt(&sql, &[s(code_hash)])).await
 }
 
 /// Records that a client used a server (the `user` sent to its backends). A row is found by

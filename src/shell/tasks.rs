@@ -365,6 +365,7 @@ impl TaskRunner {
             parameters: Default::default(),
             auth: Default::default(),
             call_log_payloads: false,
+            code_expires_at: None,
             apps: vec![rec.spec.app.clone()],
         }
     }

@@ -20,6 +20,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("../../migrations/0006_server_oauth.sql"),
     include_str!("../../migrations/0007_usage.sql"),
     include_str!("../../migrations/0008_call_log.sql"),
+    include_str!("../../migrations/0009_server_code_sealed.sql"),
 ];
 
 #[derive(Default)]

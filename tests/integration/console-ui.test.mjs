@@ -178,12 +178,15 @@ describe('web console', () => {
     const apiKey = dify.addApp({ mode: 'workflow', name: 'Summariser', user_input_form: FORM });
     await go('#/apps/new');
     await page.getByLabel('Name', { exact: true }).fill('Summariser');
-    await page.getByLabel('Description').fill('Summarises text');
+    await page.getByLabel('Description', { exact: true }).fill('Summarises text');
     await page.getByLabel('Mode').selectOption('workflow');
     await page.getByLabel('Base URL').fill(dify.baseUrl);
     await page.getByRole('textbox', { name: 'API key' }).fill(apiKey);
-    await page.getByLabel(/^Input form/).fill(JSON.stringify(FORM));
-    await page.getByLabel(/^Outputs/).fill('[{"variable": "echo", "type": "object"}]');
+    // The form and outputs are tables of variables; a whole form is pasted in their JSON view.
+    await page.getByRole('button', { name: 'Edit the input form as JSON' }).click();
+    await page.getByLabel('Input form (JSON)').fill(JSON.stringify(FORM));
+    await page.getByRole('button', { name: 'Edit the outputs as JSON' }).click();
+    await page.getByLabel('Outputs (JSON)').fill('[{"variable": "echo", "type": "object"}]');
     await page.getByRole('button', { name: 'Create app' }).click();
     await page.getByRole('heading', { level: 1, name: 'Servers' }).waitFor();
     await page.waitForSelector('section.page:not([aria-busy])');
@@ -305,7 +308,7 @@ describe('web console', () => {
   test('edit an app: the masked key is kept when *** is sent back', async () => {
     await go(`#/apps/${appId}`);
     assert.equal(await page.getByRole('textbox', { name: 'API key' }).inputValue(), '***', 'the key is shown masked');
-    await page.getByLabel('Description').fill('Summarises any text');
+    await page.getByLabel('Description', { exact: true }).fill('Summarises any text');
     await page.getByRole('button', { name: 'Save app' }).click();
     await page.getByRole('status').getByText('Saved Summariser').waitFor();
     const stored = await fg.console(`/apps/${appId}`);

@@ -354,12 +354,33 @@ describe('real answers fit the document', () => {
     await call('post', `/servers/${multi.id}/tasks/0123456789abcdef0123456789abcdef/cancel`, { status: 404 });
   });
 
+  test('reveal, grace rotation, edits, test connection', async () => {
+    const shown = await call('post', `/servers/${multi.id}/reveal`, { status: 200 });
+    assert.match(shown.json.mcp_url, /\/mcp\/server\/\w{16}\/mcp$/);
+    await call('post', '/servers/no-such-server/reveal', { status: 404 });
+    const rotated = await call('post', `/servers/${multi.id}/refresh`, { body: { grace_seconds: 60 }, status: 200 });
+    assert.equal(typeof rotated.json.previous_code.until_ms, 'number', rotated.text);
+    await call('post', `/servers/${multi.id}/refresh`, { body: { grace_seconds: 604801 }, status: 400 });
+    await call('get', `/servers/${multi.id}`, { status: 200 });
+    await call('patch', `/servers/${multi.id}`, { body: { name: 'Doc multi', parameters: { text: 'The text' } }, status: 200 });
+    await call('patch', `/servers/${multi.id}`, { body: { parameters: { nope: 'x' } }, status: 400 });
+    await call('patch', '/servers/no-such-server', { body: { description: 'x' }, status: 404 });
+    // Nothing listens on port 9: the report says so (200, ok false).
+    const tested = await call('post', `/apps/${app.id}/test`, { status: 200 });
+    assert.equal(tested.json.ok, false, tested.text);
+    await call('post', '/apps/no-such-app/test', { status: 404 });
+    // As a server created before codes were kept sealed.
+    await fg.d1(`UPDATE mcp_servers SET code_sealed = NULL WHERE id = '${multi.id}'`);
+    await call('post', `/servers/${multi.id}/reveal`, { status: 409 });
+  });
+
   test('tokens, roles, audit, reseal', async () => {
     viewer = (await call('post', '/tokens', { body: { name: 'doc-viewer', role: 'viewer' }, status: 201 })).json;
     await call('post', '/tokens', { body: { name: 'doc-viewer', role: 'viewer' }, status: 409 });
     await call('get', '/tokens', { status: 200 });
     await call('get', '/apps', { token: viewer.token, status: 200 });
     await call('post', '/apps', { body: appBody('refused'), token: viewer.token, status: 403 });
+    await call('post', `/servers/${multi.id}/reveal`, { token: viewer.token, status: 403 });
     await call('get', '/audit?limit=20', { status: 200 });
     await call('get', '/audit?limit=0', { status: 400 });
     await call('post', '/secrets/reseal', { status: 200 });

@@ -1,6 +1,8 @@
 // Apps: list, create by form for every mode, import from Dify, edit (credentials masked), delete.
 import { api } from '../api.js';
 import { announce, confirmAction, field, form, h, input, select, table, textarea, when } from '../ui.js';
+import { formEditor, outputsEditor } from './app-variables.js';
+import { publishedOn, testCard } from './app-test.js';
 
 const DIFY_MODES = ['workflow', 'chat', 'advanced-chat', 'agent-chat', 'completion'];
 const MODES = [...DIFY_MODES, 'http-tool', 'mcp'];
@@ -26,7 +28,7 @@ export async function appsPage(section, { args, refresh }) {
   if (args[0] === 'import') return section.append(importForm());
   if (args[0]) {
     const app = await api(`/apps/${encodeURIComponent(args[0])}`);
-    return section.append(appForm(app));
+    return section.append(appForm(app), testCard(app));
   }
   const { data } = await api('/apps');
   section.append(
@@ -36,6 +38,7 @@ export async function appsPage(section, { args, refresh }) {
     table([
       ['Name', (a) => h('a', { href: `#/apps/${a.id}` }, a.name)],
       ['Mode', (a) => a.mode],
+      ['Published on', publishedOn, 'wide-only'],
       ['Description', (a) => a.description, 'wide-only'],
       ['Updated', (a) => when(a.updated_at), 'wide-only'],
       ['', (a) => h('div', { class: 'row actions' },
@@ -78,8 +81,8 @@ function appForm(app) {
     mode: select(MODES.map((m) => [m, MODE_LABELS[m]]), { value: app?.mode ?? 'workflow' }),
     base_url: input({ type: 'url', value: b.base_url, placeholder: 'https://api.dify.ai/v1' }),
     api_key: input({ value: b.api_key, placeholder: 'app-… or $SECRET_NAME' }),
-    user_input_form: textarea({ rows: 5, value: json(app?.user_input_form ?? []) }),
-    outputs: textarea({ rows: 3, value: json(app?.outputs ?? []) }),
+    user_input_form: formEditor(app?.user_input_form ?? []),
+    outputs: outputsEditor(app?.outputs ?? []),
     api_endpoint: input({ type: 'url', value: b.api_endpoint, placeholder: 'https://tools.example.com/get_weather' }),
     tool_key: input({ value: b.api_key, placeholder: 'optional: a key or $SECRET_NAME' }),
     stream: h('input', { type: 'checkbox', checked: b.stream }),
@@ -104,8 +107,9 @@ function appForm(app) {
       (c.conversationsField = h('div', { class: 'field check' }, c.conversations,
         h('label', { for: (c.conversations.id = 'conversations-check') },
           'Conversations: results carry a conversation_id that a caller passes back to continue (chat modes)'))),
-      field('Input form (Dify user_input_form, JSON)', c.user_input_form, { name: 'user_input_form' }),
-      field('Outputs (workflow output variables, JSON)', c.outputs, { name: 'outputs', hint: '[{"variable": "summary", "type": "string"}, {"variable": "chart", "type": "file"}]; types: string, number, integer, boolean, object, array, file, array[file]' })),
+      c.user_input_form.element,
+      c.outputs.element,
+      h('p', { class: 'hint' }, 'Outputs: what a workflow returns, for the tool\'s output schema and structured results (a file output: type file or array[file]).')),
     'http-tool': h('fieldset', {},
       h('legend', {}, 'HTTP tool'),
       field('Endpoint', c.api_endpoint, { name: 'backend.api_endpoint' }),
@@ -135,8 +139,8 @@ function appForm(app) {
     if (k === 'dify') {
       Object.assign(backend, { base_url: c.base_url.value.trim(), api_key: c.api_key.value.trim() });
       if (CHAT_MODES.includes(mode) && c.conversations.checked) backend.conversations = true;
-      body.user_input_form = readJson(c.user_input_form, []);
-      body.outputs = readJson(c.outputs, []);
+      body.user_input_form = c.user_input_form.read();
+      body.outputs = c.outputs.read();
     } else if (k === 'http-tool') {
       Object.assign(backend, { api_endpoint: c.api_endpoint.value.trim(), stream: c.stream.checked, manifest: readJson(c.manifest, undefined) });
       if (c.tool_key.value.trim()) backend.api_key = c.tool_key.value.trim();

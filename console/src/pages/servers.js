@@ -2,6 +2,8 @@
 // ready-to-paste client configs), rotate, activate/deactivate, delete, auth mode, client keys.
 import { api } from '../api.js';
 import { announce, confirmAction, copyBlock, copyButton, field, form, h, input, select, table, textarea, when } from '../ui.js';
+import { urlCard } from './server-url.js';
+import { editCard } from './server-edit.js';
 
 export async function serversPage(section, { args, query, refresh }) {
   if (args[0] === 'publish') return publishPage(section, query);
@@ -78,7 +80,7 @@ function readJsonField(control) {
 }
 
 /** The MCP URL, shown this once (publish or rotate), with copy buttons and client configs. */
-function showSecret(section, server, verb) {
+export function showSecret(section, server, verb) {
   announce(`${verb} ${server.name}: copy the URL now, it is shown only once`, { keep: false });
   const panel = secretPanel(server);
   section.replaceChildren(section.querySelector('h1'), panel,
@@ -87,7 +89,7 @@ function showSecret(section, server, verb) {
   panel.querySelector('button.copy')?.focus();
 }
 
-export function secretPanel(server) {
+export function secretPanel(server, note = 'Shown only this once: Flowgate keeps only a hash of the code. Copy it now; rotate the code if it leaks.') {
   const url = server.mcp_url;
   const keyed = server.auth?.mode === 'key';
   const slug = server.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'flowgate';
@@ -107,14 +109,14 @@ export function secretPanel(server) {
   ];
   return h('div', { class: 'card secret', role: 'region', 'aria-label': 'MCP URL' },
     h('h2', {}, `${server.name}: MCP URL`),
-    h('p', { class: 'warn' }, 'Shown only this once: Flowgate keeps only a hash of the code. Copy it now; rotate the code if it leaks.'),
+    h('p', { class: 'warn' }, note),
     h('div', { class: 'url-row' }, h('code', { class: 'mcp-url', tabindex: '0' }, url), copyButton(url, 'Copy URL')),
     keyed ? h('p', {}, 'This server needs a client key: create one under Client keys and put it where fgk_… stands.') : null,
     h('details', { open: true }, h('summary', {}, 'Client configurations'), configs.map(([t, text]) => copyBlock(t, text))));
 }
 
 async function detailPage(section, id, refresh) {
-  const [s, { data: apps }] = await Promise.all([api(`/servers/${encodeURIComponent(id)}`), api('/apps')]);
+  const [s, { data: apps }, index] = await Promise.all([api(`/servers/${encodeURIComponent(id)}`), api('/apps'), api('/')]);
   const names = new Map(apps.map((a) => [a.id, a.name]));
   const appIds = s.kind === 'app' ? [s.app_id] : s.app_ids;
   section.querySelector('h1').textContent = `Server ${s.name}`;
@@ -130,15 +132,6 @@ async function detailPage(section, id, refresh) {
       ? api(`/apps/${s.app_id}/server`, { method: 'PUT', body: { id: s.id, status: next } })
       : api(`/servers/${s.id}`, { method: 'PUT', body: { status: next } })), `${s.name} is ${next}`, refresh);
   };
-  const rotate = async () => {
-    if (!(await confirmAction(`Rotate the code of "${s.name}"? The current URL stops working at once.`, 'Rotate code'))) return;
-    try {
-      const fresh = await api(`/servers/${s.id}/refresh`, { method: 'POST' });
-      showSecret(section, fresh, 'Rotated');
-    } catch (e) {
-      announce(e.message);
-    }
-  };
   const del = async () => {
     if (!(await confirmAction(`Delete the server "${s.name}"? Its URL stops working; its apps stay.`, 'Delete server'))) return;
     await act(() => api(`/servers/${s.id}`, { method: 'DELETE' }), `Deleted ${s.name}`, () => (location.hash = '#/servers'));
@@ -149,16 +142,17 @@ async function detailPage(section, id, refresh) {
       h('dt', {}, 'Kind'), h('dd', {}, s.kind === 'app' ? 'one app' : 'several apps'),
       h('dt', {}, 'Apps'), h('dd', {}, appIds.map((a) => names.get(a) ?? a).join(', ')),
       h('dt', {}, 'Status'), h('dd', {}, h('span', { class: `badge ${s.status}` }, s.status)),
-      h('dt', {}, 'Code'), h('dd', {}, `…${s.server_code_hint} (the URL was shown when it was drawn)`),
+      h('dt', {}, 'Code'), h('dd', {}, `…${s.server_code_hint}`),
       h('dt', {}, 'Created'), h('dd', {}, when(s.created_at))),
     h('div', { class: 'row' },
       h('button', { type: 'button', onclick: setStatus }, active ? 'Deactivate' : 'Activate'),
-      h('button', { type: 'button', onclick: rotate }, 'Rotate code'),
       h('button', { type: 'button', class: 'danger', onclick: del }, 'Delete server'),
       h('a', { class: 'button', href: `#/playground/${s.id}` }, 'Playground'),
       h('a', { class: 'button', href: `#/calls/${s.id}` }, 'Call log'),
       h('a', { class: 'button', href: `#/usage/${s.id}` }, 'Usage'),
       h('a', { class: 'button', href: `#/tasks/${s.id}` }, 'Tasks')),
+    urlCard(s, section, index.caller),
+    editCard(s, apps, refresh),
     authCard(s, refresh),
     await keysCard(s, refresh));
 }

@@ -134,6 +134,7 @@ mod tests {
             parameters: Map::new(),
             auth: Default::default(),
             call_log_payloads: false,
+            code_expires_at: None,
             apps: vec![AppDefinition::new("a1".into(), "App".into(), "d".into(), backend, form, json!([]))],
         }
     }

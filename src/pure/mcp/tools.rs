@@ -392,6 +392,7 @@ mod tests {
             parameters: json!({"text": "The text to summarise"}).as_object().unwrap().clone(),
             auth: Default::default(),
             call_log_payloads: false,
+            code_expires_at: None,
             apps: apps
                 .into_iter()
                 .enumerate()

@@ -27,7 +27,9 @@ impl Console<'_> {
 
     pub(super) async fn list_apps(&self) -> Result<Value> {
         let apps = store::list_apps(self.db).await?;
-        Ok(json!({ "data": apps.iter().map(AppRow::to_console_json).collect::<Vec<_>>() }))
+        let mut data: Vec<Value> = apps.iter().map(AppRow::to_console_json).collect();
+        self.add_publications(&mut data).await?;
+        Ok(json!({ "data": data }))
     }
 
     pub(super) async fn app_row(&self, id: &str) -> Result<AppRow> {
@@ -163,7 +165,7 @@ impl Console<'_> {
                 resealed += 1;
             }
         }
-        Ok(json!({ "resealed_apps": resealed }))
+        Ok(json!({ "resealed_apps": resealed, "resealed_server_codes": self.reseal_codes().await? }))
     }
 
     pub(super) async fn replace_app(&self, id: &str, body: &Value) -> Result<Value> {
@@ -184,7 +186,7 @@ impl Console<'_> {
         for server in &servers {
             match store::get_server(self.db, &server.id).await? {
                 Some(still) => cache::write(self.env, self.db, &still).await?,
-                None => cache::remove(self.env, &server.code_hash).await?,
+                None => cache::remove_server(self.env, server).await?,
             }
         }
         Ok(json!({ "result": "success", "id": id }))

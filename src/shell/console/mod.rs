@@ -26,7 +26,10 @@ mod activity;
 mod apps;
 mod audit;
 mod call_log;
+mod connection_test;
+mod edits;
 mod playground;
+mod server_code;
 mod servers;
 
 type Result<T> = std::result::Result<T, ApiError>;
@@ -153,7 +156,7 @@ async fn run(
         Handler::ListApps => c.list_apps().await?,
         Handler::CreateApp => c.create_app(&json_body(req).await?).await?,
         Handler::ImportApp => c.import_app(&json_body(req).await?).await?,
-        Handler::GetApp => c.app_row(id).await?.to_console_json(),
+        Handler::GetApp => c.get_app(id).await?,
         Handler::ReplaceApp => c.replace_app(id, &json_body(req).await?).await?,
         Handler::DeleteApp => c.delete_app(id).await?,
         Handler::RefreshTools => c.refresh_tools(id).await?,
@@ -162,13 +165,13 @@ async fn run(
         Handler::CreateAppServer => c.create_app_server(id, &read_json(req, MAX_CONSOLE_BODY, true).await?).await?,
         Handler::UpdateAppServer => c.update_app_server(id, &json_body(req).await?).await?,
         Handler::DeleteAppServer => c.delete_app_server(id).await?,
-        Handler::RotateAppServer => c.rotate_app_server(id).await?,
+        Handler::RotateAppServer => c.rotate_app_server(id, server_code::rotation_grace(req).await?).await?,
         Handler::ListServers => c.list_servers().await?,
         Handler::CreateServer => c.create_server(&json_body(req).await?).await?,
         Handler::GetServer => c.get_server(id).await?,
         Handler::UpdateServer => c.update_server(id, &json_body(req).await?).await?,
         Handler::DeleteServer => c.delete_server(id).await?,
-        Handler::RotateServer => c.rotate_server(id).await?,
+        Handler::RotateServer => c.rotate_server(id, server_code::rotation_grace(req).await?).await?,
         Handler::GetAuth => c.get_auth(id).await?,
         Handler::SetAuth => c.set_auth(id, &json_body(req).await?).await?,
         Handler::ListKeys => c.list_keys(id).await?,
@@ -189,6 +192,9 @@ async fn run(
         Handler::CallLog => c.call_log(id, req).await?,
         Handler::GetCallLogSettings => c.call_log_settings(id).await?,
         Handler::SetCallLogSettings => c.set_call_log_settings(id, &json_body(req).await?).await?,
+        Handler::EditServer => c.edit_server(id, &json_body(req).await?).await?,
+        Handler::RevealServerUrl => c.reveal_url(id).await?,
+        Handler::TestApp => c.test_app(id).await?,
     };
     Ok(http::json(route.ok, &body))
 }

@@ -70,14 +70,14 @@ impl Console<'_> {
     }
 
     /// Dify keys this route by server id; an app id is accepted as well.
-    pub(super) async fn rotate_app_server(&self, id: &str) -> Result<Value> {
+    pub(super) async fn rotate_app_server(&self, id: &str, grace_seconds: u64) -> Result<Value> {
         let row = match store::get_server(self.db, id).await? {
             Some(row) => row,
             None => store::get_server_of_app(self.db, id).await?.ok_or_else(|| {
                 ApiError::not_found(format!("no MCP server (or app with a server) with id {}", quote_input(id)))
             })?,
         };
-        self.rotate(row).await
+        self.rotate_code(row, grace_seconds).await
     }
 
     // ---- multi-app servers ----
@@ -185,9 +185,9 @@ impl Console<'_> {
         self.remove_server(&row).await
     }
 
-    pub(super) async fn rotate_server(&self, id: &str) -> Result<Value> {
+    pub(super) async fn rotate_server(&self, id: &str, grace_seconds: u64) -> Result<Value> {
         let row = self.server_row(id).await?;
-        self.rotate(row).await
+        self.rotate_code(row, grace_seconds).await
     }
 
     /// The newest console writes (`?limit=1..500`, default 100).
@@ -217,16 +217,15 @@ impl Console<'_> {
         let id = new_id()?;
         // A collision of two random 95-bit codes is not expected; retry a few times anyway.
         for _ in 0..3 {
-            let code = ids::server_code_from(&mut crate::runtime::fill_random)
-                .map_err(|e| internal("drawing a server code", e))?;
-            let hash = ids::sha256_hex(&code);
+            let drawn = self.draw_code(&id)?;
             let new = NewServer {
                 id: &id,
                 app_id,
                 name,
                 description,
-                code_hash: &hash,
-                code_hint: ids::code_hint(&code),
+                code_hash: &drawn.hash,
+                code_hint: ids::code_hint(&drawn.code),
+                code_sealed: drawn.sealed.as_deref(),
                 parameters,
                 app_ids,
                 now: platform::now_s(),
@@ -234,7 +233,7 @@ impl Console<'_> {
             if store::insert_server(self.db, &new).await? {
                 let row = self.server_row(&id).await?;
                 cache::write(self.env, self.db, &row).await?;
-                return self.server_json(&row, Some(&code)).await;
+                return self.server_json(&row, Some(&drawn.code)).await;
             }
         }
         Err(internal("storing the server", "server code collided three times"))
@@ -259,30 +258,14 @@ impl Console<'_> {
         self.server_json(&row, None).await
     }
 
-    pub(super) async fn rotate(&self, row: ServerRow) -> Result<Value> {
-        self.public_base()?;
-        for _ in 0..3 {
-            let code = ids::server_code_from(&mut crate::runtime::fill_random)
-                .map_err(|e| internal("drawing a server code", e))?;
-            let hash = ids::sha256_hex(&code);
-            if store::rotate_code(self.db, &row.id, &hash, ids::code_hint(&code), platform::now_s()).await? {
-                // The old code must stop working: its entry goes, the new one is written.
-                cache::remove(self.env, &row.code_hash).await?;
-                let fresh = self.server_row(&row.id).await?;
-                cache::write(self.env, self.db, &fresh).await?;
-                return self.server_json(&fresh, Some(&code)).await;
-            }
-        }
-        Err(internal("rotating the server code", "server code collided three times"))
-    }
-
     pub(super) async fn remove_server(&self, row: &ServerRow) -> Result<Value> {
         store::delete_server(self.db, &row.id).await?;
-        cache::remove(self.env, &row.code_hash).await?;
+        cache::remove_server(self.env, row).await?;
         Ok(json!({ "result": "success", "id": row.id }))
     }
 
-    /// A server as the console shows it. The full code and MCP URL only when just drawn.
+    /// A server as the console shows it. The full code and MCP URL only when just drawn (an
+    /// admin sees them again through `reveal_url`).
     pub(super) async fn server_json(&self, row: &ServerRow, code: Option<&str>) -> Result<Value> {
         let mut out = json!({
             "id": row.id,
@@ -295,6 +278,7 @@ impl Console<'_> {
             "created_at": row.created_at,
             "updated_at": row.updated_at,
         });
+        super::server_code::codes_json(row, &mut out);
         // `kind` says which routes manage it: `/apps/{app_id}/server` or `/servers/{id}`.
         match &row.app_id {
             Some(app_id) => {

@@ -879,7 +879,7 @@ fn reseal_moves_every_credential_to_the_current_key() {
         "opened with the previous key"
     );
     let r = fx.console(Method::Post, "/secrets/reseal", None);
-    assert_eq!(body(&r), json!({"resealed_apps": 1}), "{}", r.text());
+    assert_eq!(body(&r), json!({"resealed_apps": 1, "resealed_server_codes": 1}), "{}", r.text());
     let new = stored_backend(&fx, &app)["api_key"].as_str().unwrap().to_string();
     assert!(new.starts_with("enc:v1:") && new != old);
     // Without the previous key it still opens: it is sealed under the new one.

@@ -30,6 +30,7 @@ fn def(apps: Vec<AppDefinition>) -> ServerDefinition {
         parameters: Map::new(),
         auth: Default::default(),
         call_log_payloads: false,
+        code_expires_at: None,
         apps,
     }
 }

@@ -17,6 +17,7 @@ fn def() -> ServerDefinition {
         parameters: Map::new(),
         auth: Default::default(),
         call_log_payloads: false,
+        code_expires_at: None,
         apps: vec![
             AppDefinition::new(
                 "a1".into(),
