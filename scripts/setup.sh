@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing Flowgate needs, skipping whatever is already there:
 # the wasm target, rust-src, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
-# (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and a
-# Python virtualenv (.venv) with the official MCP Python SDK for the integration tests, and
+# (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and
+# Python virtualenvs with the official MCP Python SDK 1.x and 2.x and LangChain's MCP adapters, and
 # with --browser Debian's chromium for the web console's browser test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,23 +47,30 @@ if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
   cp package-lock.json "$stamp"
 fi
 
-# The MCP Python SDK in .venv, from tests/python/requirements.txt (every package pinned with its
-# hashes, resolved for CPython 3.11 from requirements.in): a fresh venv only when that file
-# changed since the last install. PYTHON=/path/to/python3.x picks the interpreter.
-venv=.venv
-pystamp=$venv/.flowgate-installed
-if [ ! -f "$pystamp" ] || ! cmp -s tests/python/requirements.txt "$pystamp" || ! "$venv/bin/python" -c '' 2>/dev/null; then
-  python=${PYTHON:-$(command -v python3.11 || command -v python3 || true)}
-  if [ -z "$python" ] || ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
-    say "the MCP Python SDK needs Python >= 3.10 (3.11 preferred): install it or set PYTHON=/path/to/python3.11"; exit 1
+# Python virtualenvs, each from a requirements.txt that pins every package with its hashes
+# (resolved for CPython 3.11 from the requirements.in beside it): a fresh venv only when that
+# file changed since the last install. PYTHON=/path/to/python3.x picks the interpreter.
+#   .venv            the MCP Python SDK 1.x (tests/python/client.py, python-sdk.test.mjs)
+#   .venv-sdk2       the MCP Python SDK 2.x (the README's 2.x snippet, docs-snippets.test.mjs)
+#   .venv-langchain  LangChain's MCP adapters (the README's LangChain snippet)
+python_venv() {
+  local venv=$1 lock=$2 what=$3
+  local pystamp=$venv/.flowgate-installed
+  if [ ! -f "$pystamp" ] || ! cmp -s "$lock" "$pystamp" || ! "$venv/bin/python" -c '' 2>/dev/null; then
+    local python=${PYTHON:-$(command -v python3.11 || command -v python3 || true)}
+    if [ -z "$python" ] || ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+      say "$what needs Python >= 3.10 (3.11 preferred): install it or set PYTHON=/path/to/python3.11"; exit 1
+    fi
+    say "installing $what into $venv ($("$python" --version 2>&1))"
+    rm -f "$pystamp"
+    "$python" -m venv --clear "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r "$lock"
+    cp "$lock" "$pystamp"
   fi
-  say "installing the MCP Python SDK into $venv ($("$python" --version 2>&1))"
-  rm -f "$pystamp"
-  "$python" -m venv --clear "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
-    -r tests/python/requirements.txt
-  cp tests/python/requirements.txt "$pystamp"
-fi
+}
+python_venv .venv tests/python/requirements.txt "the MCP Python SDK 1.x"
+python_venv .venv-sdk2 tests/python/sdk2/requirements.txt "the MCP Python SDK 2.x"
+python_venv .venv-langchain tests/python/langchain/requirements.txt "LangChain's MCP adapters"
 
 # The web console's browser test drives Debian's chromium with playwright-core (no browser is
 # downloaded at run time). With --browser (`make test`; not `make dev`), installed with apt when
