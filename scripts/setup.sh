@@ -2,8 +2,9 @@
 # Installs what building and testing Flowgate needs, skipping whatever is already there:
 # the wasm target, rust-src, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
 # (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and
-# Python virtualenvs with the official MCP Python SDK 1.x and 2.x and LangChain's MCP adapters, and
-# with --browser Debian's chromium for the web console's browser test.
+# a Python virtualenv with the official MCP Python SDK, and with --browser (`make test`) Debian's
+# chromium for the web console's browser test and virtualenvs with the MCP Python SDK 2.x and
+# LangChain's MCP adapters for the docs' snippets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -51,8 +52,10 @@ fi
 # (resolved for CPython 3.11 from the requirements.in beside it): a fresh venv only when that
 # file changed since the last install. PYTHON=/path/to/python3.x picks the interpreter.
 #   .venv            the MCP Python SDK 1.x (tests/python/client.py, python-sdk.test.mjs)
-#   .venv-sdk2       the MCP Python SDK 2.x (the README's 2.x snippet, docs-snippets.test.mjs)
+#   .venv-sdk2       the MCP Python SDK 2.x (the docs' 2.x snippets, docs-snippets.test.mjs)
 #   .venv-langchain  LangChain's MCP adapters (the README's LangChain snippet)
+# The last two only with --browser (`make test`): a build (`wrangler deploy` runs `make build`)
+# needs none of them.
 python_venv() {
   local venv=$1 lock=$2 what=$3
   local pystamp=$venv/.flowgate-installed
@@ -69,8 +72,10 @@ python_venv() {
   fi
 }
 python_venv .venv tests/python/requirements.txt "the MCP Python SDK 1.x"
-python_venv .venv-sdk2 tests/python/sdk2/requirements.txt "the MCP Python SDK 2.x"
-python_venv .venv-langchain tests/python/langchain/requirements.txt "LangChain's MCP adapters"
+if [ "${1:-}" = "--browser" ]; then
+  python_venv .venv-sdk2 tests/python/sdk2/requirements.txt "the MCP Python SDK 2.x"
+  python_venv .venv-langchain tests/python/langchain/requirements.txt "LangChain's MCP adapters"
+fi
 
 # The web console's browser test drives Debian's chromium with playwright-core (no browser is
 # downloaded at run time). With --browser (`make test`; not `make dev`), installed with apt when
