@@ -86,3 +86,11 @@ if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium
 fi
+
+# The docs' snippets (tests/integration/docs-snippets.test.mjs) use curl and jq, as a reader would.
+if [ "${1:-}" = "--browser" ] && ! command -v jq >/dev/null; then
+  say "installing jq (for the docs' snippets)"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends jq curl
+fi
