@@ -23,7 +23,8 @@ help:
 setup:
 	@scripts/setup.sh
 
-# setup, and Debian's chromium for the web console's browser test (tests/integration/console-ui.test.mjs).
+# setup, and what only the tests need: Debian's chromium for the web console's browser test
+# (tests/integration/console-ui.test.mjs), the Python SDK 2.x and LangChain venvs for the docs' snippets.
 setup-browser:
 	@scripts/setup.sh --browser
 

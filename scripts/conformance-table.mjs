@@ -36,7 +36,7 @@ const lines = [
   'through Flowgate is Flowgate\'s). "default" is the revision the scenario picks itself. Expected',
   'failures are listed with their reasons in `tests/conformance/expected-failures.yml`, known gaps in',
   '`GAPS` (failures) and `WARNS` (SHOULDs not met by design) of',
-  '`tests/integration/conformance-gateway.test.mjs` (see README "MCP conformance").',
+  '`tests/integration/conformance-gateway.test.mjs` (see [endpoint.md](endpoint.md#mcp-conformance)).',
   '',
   `${through.length} scenario and revision pairs through Flowgate: ${through.length - failing.length - skipped.length} pass (some with baselined`,
   `expected failures), ${skipped.length} the suite skips itself (${skipped.map((r) => r.scenario).join(', ') || 'none'}), ${failing.length} have failed checks: ${failing.map((r) => r.scenario).join(', ') || 'none'}.`,

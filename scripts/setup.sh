@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what building and testing Flowgate needs, skipping whatever is already there:
 # the wasm target, rust-src, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
-# (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and a
-# Python virtualenv (.venv) with the official MCP Python SDK for the integration tests, and
-# with --browser Debian's chromium for the web console's browser test.
+# (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and
+# a Python virtualenv with the official MCP Python SDK, and with --browser (`make test`) Debian's
+# chromium for the web console's browser test and virtualenvs with the MCP Python SDK 2.x and
+# LangChain's MCP adapters for the docs' snippets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -47,22 +48,33 @@ if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
   cp package-lock.json "$stamp"
 fi
 
-# The MCP Python SDK in .venv, from tests/python/requirements.txt (every package pinned with its
-# hashes, resolved for CPython 3.11 from requirements.in): a fresh venv only when that file
-# changed since the last install. PYTHON=/path/to/python3.x picks the interpreter.
-venv=.venv
-pystamp=$venv/.flowgate-installed
-if [ ! -f "$pystamp" ] || ! cmp -s tests/python/requirements.txt "$pystamp" || ! "$venv/bin/python" -c '' 2>/dev/null; then
-  python=${PYTHON:-$(command -v python3.11 || command -v python3 || true)}
-  if [ -z "$python" ] || ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
-    say "the MCP Python SDK needs Python >= 3.10 (3.11 preferred): install it or set PYTHON=/path/to/python3.11"; exit 1
+# Python virtualenvs, each from a requirements.txt that pins every package with its hashes
+# (resolved for CPython 3.11 from the requirements.in beside it): a fresh venv only when that
+# file changed since the last install. PYTHON=/path/to/python3.x picks the interpreter.
+#   .venv            the MCP Python SDK 1.x (tests/python/client.py, python-sdk.test.mjs)
+#   .venv-sdk2       the MCP Python SDK 2.x (the docs' 2.x snippets, docs-snippets.test.mjs)
+#   .venv-langchain  LangChain's MCP adapters (the README's LangChain snippet)
+# The last two only with --browser (`make test`): a build (`wrangler deploy` runs `make build`)
+# needs none of them.
+python_venv() {
+  local venv=$1 lock=$2 what=$3
+  local pystamp=$venv/.flowgate-installed
+  if [ ! -f "$pystamp" ] || ! cmp -s "$lock" "$pystamp" || ! "$venv/bin/python" -c '' 2>/dev/null; then
+    local python=${PYTHON:-$(command -v python3.11 || command -v python3 || true)}
+    if [ -z "$python" ] || ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+      say "$what needs Python >= 3.10 (3.11 preferred): install it or set PYTHON=/path/to/python3.11"; exit 1
+    fi
+    say "installing $what into $venv ($("$python" --version 2>&1))"
+    rm -f "$pystamp"
+    "$python" -m venv --clear "$venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r "$lock"
+    cp "$lock" "$pystamp"
   fi
-  say "installing the MCP Python SDK into $venv ($("$python" --version 2>&1))"
-  rm -f "$pystamp"
-  "$python" -m venv --clear "$venv"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes \
-    -r tests/python/requirements.txt
-  cp tests/python/requirements.txt "$pystamp"
+}
+python_venv .venv tests/python/requirements.txt "the MCP Python SDK 1.x"
+if [ "${1:-}" = "--browser" ]; then
+  python_venv .venv-sdk2 tests/python/sdk2/requirements.txt "the MCP Python SDK 2.x"
+  python_venv .venv-langchain tests/python/langchain/requirements.txt "LangChain's MCP adapters"
 fi
 
 # The web console's browser test drives Debian's chromium with playwright-core (no browser is
@@ -73,4 +85,12 @@ if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium
+fi
+
+# The docs' snippets (tests/integration/docs-snippets.test.mjs) use curl and jq, as a reader would.
+if [ "${1:-}" = "--browser" ] && ! command -v jq >/dev/null; then
+  say "installing jq (for the docs' snippets)"
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends jq curl
 fi

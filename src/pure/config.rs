@@ -638,11 +638,11 @@ mod tests {
         assert!(ad_hoc.is_empty(), "settings read outside shell::platform::settings: {ad_hoc:?}");
     }
 
-    /// The README's Configuration table names every row of [`SETTINGS`], and no other setting.
+    /// The settings table of docs/configuration.md names every row of [`SETTINGS`], and no other setting.
     #[test]
-    fn the_readme_lists_every_setting() {
-        let readme = include_str!("../../README.md");
-        let section = readme.split("\n## Configuration\n").nth(1).expect("the README has a Configuration section");
+    fn the_docs_list_every_setting() {
+        let page = include_str!("../../docs/configuration.md");
+        let section = page.split("\n## Settings\n").nth(1).expect("docs/configuration.md has a Settings section");
         let section = section.split("\n## ").next().unwrap_or_default();
         let mut listed = Vec::new();
         for row in section.lines().filter(|l| l.starts_with("| `")) {
@@ -650,12 +650,12 @@ mod tests {
             listed.extend(first.split('`').skip(1).step_by(2).filter(|n| !n.starts_with('$')));
         }
         for s in SETTINGS {
-            assert!(listed.contains(&s.name), "{} is missing from the README's Configuration table", s.name);
+            assert!(listed.contains(&s.name), "{} is missing from the table of docs/configuration.md", s.name);
         }
         for name in listed {
             assert!(
                 SETTINGS.iter().any(|s| s.name == name),
-                "the README's Configuration table lists {name}, which is not in SETTINGS"
+                "the table of docs/configuration.md lists {name}, which is not in SETTINGS"
             );
         }
     }

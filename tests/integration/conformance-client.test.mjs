@@ -16,7 +16,7 @@ const ADAPTER = `${NODE22} tests/conformance/client-adapter.mjs`;
 // Left out: elicitation-sep1034-client-defaults (applying a form's defaults is the end client's
 // job: Flowgate relays the request to its client, see conformance-relay.test.mjs) and the auth
 // scenarios that need an authorization-code grant with a user's consent or dynamic/CIMD
-// registration, which a gateway acting for itself does not do (see the README).
+// registration, which a gateway acting for itself does not do (see docs/testing.md, "Client conformance").
 const SCENARIOS = [
   ['initialize', '2025-06-18'],
   ['initialize', '2025-11-25'],
