@@ -92,7 +92,19 @@ test-integration: build setup-browser
 test-fixtures: build
 	$(NODE_TEST) 'tests/fixtures/*.test.mjs'
 
-test: setup-browser check-schema test-core test-fuzz test-integration
+# The host half (cargo test, then the fuzz smoke run) and the wasm build run side by side: cargo
+# takes its jobs from make's jobserver, so together they use the machine's cores without
+# oversubscribing them, and one's serial stretches (linking, LTO, wasm-opt) fill the other's
+# idle core. The integration tests start once both are done, on a quiet machine.
+TEST_JOBS ?= 2
+test: setup-browser check-schema
+	$(MAKE) -j$(TEST_JOBS) --output-sync=line test-host build
+	$(MAKE) test-integration
+
+.PHONY: test-host
+test-host:
+	$(MAKE) test-core
+	$(MAKE) test-fuzz
 
 clean:
 	rm -rf build dist target/wasm32-unknown-unknown

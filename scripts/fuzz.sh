@@ -58,6 +58,13 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 
 export CARGO_TARGET_DIR="$PWD/fuzz/target"
+if $SMOKE; then
+    # The smoke run executes a few thousand inputs a target: unoptimized code builds in less than
+    # half the CPU time, and the profile (not -Cdebug-assertions for every crate, as --dev would
+    # add) still decides the assertions. Its own target directory keeps the long run's build.
+    export CARGO_TARGET_DIR="$PWD/fuzz/target-smoke"
+    export CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=line-tables-only
+fi
 BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release"
 echo "== building fuzz targets"
 cargo fuzz build -O

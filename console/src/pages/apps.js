@@ -106,7 +106,7 @@ function appForm(app) {
       field('API key', c.api_key, { name: 'backend.api_key', hint: masked(b.api_key) }),
       (c.conversationsField = h('div', { class: 'field check' }, c.conversations,
         h('label', { for: (c.conversations.id = 'conversations-check') },
-          'Conversations: results carry a conversation_id that a caller passes back to continue (chat modes)'))),
+          'Conversations: results carry a conversation_id that a caller passes back to continue (chat apps only)'))),
       c.user_input_form.element,
       c.outputs.element,
       h('p', { class: 'hint' }, 'Outputs: what a workflow returns, for the tool\'s output schema and structured results (a file output: type file or array[file]).')),
