@@ -437,7 +437,7 @@ const schemas = {
       name: str,
       description: str,
       mode: { type: 'string', enum: MODES },
-      backend: { ...backendSchema, description: 'Dify: {base_url, api_key, ...}; http-tool: {api_endpoint, manifest, ...}; mcp: {url, protocol_version?, oauth?, ...}. See the README.' },
+      backend: { ...backendSchema, description: 'Dify: {base_url, api_key, ...}; http-tool: {api_endpoint, manifest, ...}; mcp: {url, protocol_version?, oauth?, ...}. See docs/backends.md.' },
       user_input_form: { type: 'array', items: { type: 'object' } },
       outputs: { type: 'array', items: object({ variable: str, type: str, 'description?': str }) },
     },

@@ -5,8 +5,9 @@
 // (`Authorization: Bearer <key>`), so concurrent tests never see each other's apps.
 //
 // Standalone, to try Flowgate without a Dify: `node tests/support/dify-fixture.mjs --port 5001`
-// serves a workflow app and a chat app (keys printed; `--key K` fixes the workflow app's key,
-// the chat app's is K-chat) until interrupted. `requests` grows with every call: fine for a try.
+// serves a workflow app, a chat app and a workflow that takes files (keys printed; `--key K`
+// fixes the workflow app's key, the chat app's is K-chat, the files app's K-files) until
+// interrupted. `requests` grows with every call: fine for a try.
 //
 //   const dify = await startDifyFixture();
 //   const key = dify.addApp({ mode: 'workflow', name: 'Echo', user_input_form: [...] });
@@ -196,6 +197,7 @@
 
 import { randomUUID, randomBytes } from 'node:crypto';
 
+import { realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
 import { listenLoopback, readBody } from './loopback-server.mjs';
@@ -1458,8 +1460,9 @@ export async function startDifyFixture({ port: listenPort = 0 } = {}) {
   };
 }
 
-// Standalone: `node tests/support/dify-fixture.mjs [--port N] [--key K]`.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+// Standalone: `node tests/support/dify-fixture.mjs [--port N] [--key K]` (also through a symlinked
+// directory, whose path import.meta.url has resolved).
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   const arg = (name) => {
     const i = process.argv.indexOf(name);
     return i > 0 ? process.argv[i + 1] : undefined;
@@ -1474,9 +1477,17 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   const form = [{ 'text-input': { variable: 'text', label: 'Text', required: true, max_length: 200 } }];
   const workflow = dify.addApp({ mode: 'workflow', name: 'Echo Workflow', user_input_form: form, apiKey: key });
   const chat = dify.addApp({ mode: 'chat', name: 'Echo Chat', user_input_form: [], apiKey: key ? `${key}-chat` : undefined });
+  // A workflow that takes files (docs/files-and-conversations.md): its echo shows each file as Dify got it.
+  const filesForm = [
+    ...form,
+    { file: { variable: 'doc', label: 'Document', required: true, allowed_file_types: ['document'], allowed_file_upload_methods: ['remote_url', 'local_file'] } },
+    { 'file-list': { variable: 'pics', label: 'Pictures', required: false, max_length: 3, allowed_file_types: ['image'], allowed_file_upload_methods: ['remote_url', 'local_file'] } },
+  ];
+  const files = dify.addApp({ mode: 'workflow', name: 'Echo Files', user_input_form: filesForm, apiKey: key ? `${key}-files` : undefined });
   console.log(`fake Dify Service API at ${dify.baseUrl}`);
   console.log(`  workflow app "Echo Workflow": api_key ${workflow}`);
   console.log(`  chat app "Echo Chat":         api_key ${chat}`);
+  console.log(`  workflow app "Echo Files":    api_key ${files} (a document and pictures)`);
   console.log('Register one with the console (base_url and api_key), publish it, then call it. Ctrl-C stops.');
   const bye = () => dify.stop().then(() => process.exit(0));
   process.on('SIGINT', bye);
