@@ -215,7 +215,11 @@ pub fn dify_parameters(base_url: &str, probe: &Probe, stored: &[String]) -> Chec
     let extra: Vec<&str> = stored.iter().filter(|s| !dify.iter().any(|(v, _)| v == *s)).map(String::as_str).collect();
     let required_missing = dify.iter().any(|(v, req)| *req && missing.contains(&v.as_str()));
     if missing.is_empty() && extra.is_empty() {
-        return Check::ok(STEP, format!("the input form matches Dify's ({} variables)", dify.len()));
+        let n = dify.len();
+        return Check::ok(
+            STEP,
+            format!("the input form matches Dify's ({n} variable{})", if n == 1 { "" } else { "s" }),
+        );
     }
     let mut detail = Vec::new();
     if !missing.is_empty() {
@@ -335,7 +339,10 @@ mod tests {
     fn dify_parameters_compares_the_forms() {
         let form = json!({"user_input_form": [{"text-input": {"variable": "text", "required": true}}, {"select": {"variable": "lang"}}]});
         let stored = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(dify_parameters(V1, &answered(200, form.clone()), &stored(&["text", "lang"])).level, Level::Ok);
+        let same = dify_parameters(V1, &answered(200, form.clone()), &stored(&["text", "lang"]));
+        assert_eq!((same.level, same.detail.as_str()), (Level::Ok, "the input form matches Dify's (2 variables)"));
+        let one = json!({"user_input_form": [{"text-input": {"variable": "text"}}]});
+        assert!(dify_parameters(V1, &answered(200, one), &stored(&["text"])).detail.ends_with("(1 variable)"));
         let optional = dify_parameters(V1, &answered(200, form.clone()), &stored(&["text", "extra"]));
         assert_eq!(optional.level, Level::Warning);
         assert!(
