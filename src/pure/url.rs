@@ -194,26 +194,53 @@ impl PrivateAllow {
     }
 }
 
-/// The one decision every outbound fetch goes through: the parsed URL to fetch (fetch
-/// `url.as_str()`), or why not. Error texts never repeat the URL (its query may hold keys).
-pub fn parse_outbound(url: &str, allow: &PrivateAllow) -> Result<Url, String> {
-    let parsed = Url::parse(url).map_err(|e| format!("the backend URL is not a valid URL ({e})"))?;
-    judge_outbound(parsed, allow)
+/// Why the guard refuses a URL, for each caller to word: a backend's URL (`parse_outbound`) or
+/// a URL a client hands over to be fetched by a backend (a Dify file input).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// Not a URL: the parser's words.
+    Invalid(String),
+    NotHttp,
+    Userinfo,
+    /// The host is private (loopback, private ranges, metadata, ...): the phrase says how.
+    Private(&'static str),
 }
 
-fn judge_outbound(url: Url, allow: &PrivateAllow) -> Result<Url, String> {
+/// The guard's decision on a URL to fetch: the parsed URL, or why not.
+pub fn judge(url: &str, allow: &PrivateAllow) -> Result<Url, Refusal> {
+    judge_parsed(Url::parse(url).map_err(|e| Refusal::Invalid(e.to_string()))?, allow)
+}
+
+fn judge_parsed(url: Url, allow: &PrivateAllow) -> Result<Url, Refusal> {
     if !is_http(&url) {
-        return Err("the backend URL must be an http:// or https:// URL".into());
+        return Err(Refusal::NotHttp);
     }
     if has_userinfo(&url) {
-        return Err("the backend URL must not carry credentials (user:password@)".into());
+        return Err(Refusal::Userinfo);
     }
     if !url.host_str().is_some_and(|h| allow.allows(h)) {
         if let Some(why) = host_reason(&url) {
-            return Err(format!("blocked: the backend host {why}; private backends need ALLOW_PRIVATE_BACKENDS=true"));
+            return Err(Refusal::Private(why));
         }
     }
     Ok(url)
+}
+
+/// The one decision every outbound fetch goes through: the parsed URL to fetch (fetch
+/// `url.as_str()`), or why not. Error texts never repeat the URL (its query may hold keys).
+pub fn parse_outbound(url: &str, allow: &PrivateAllow) -> Result<Url, String> {
+    judge(url, allow).map_err(backend_words)
+}
+
+fn backend_words(refusal: Refusal) -> String {
+    match refusal {
+        Refusal::Invalid(e) => format!("the backend URL is not a valid URL ({e})"),
+        Refusal::NotHttp => "the backend URL must be an http:// or https:// URL".into(),
+        Refusal::Userinfo => "the backend URL must not carry credentials (user:password@)".into(),
+        Refusal::Private(why) => {
+            format!("blocked: the backend host {why}; private backends need ALLOW_PRIVATE_BACKENDS=true")
+        }
+    }
 }
 
 /// "host" or "host:port" (explicit, non-default port only) of a URL, for messages shown to
@@ -327,7 +354,7 @@ pub fn follow_redirect(
         return Redirect::Refuse(format!("the backend redirected (HTTP {status}) to a URL with credentials"));
     }
     let target = display_host(&url);
-    match judge_outbound(url, allow) {
+    match judge_parsed(url, allow).map_err(backend_words) {
         Ok(url) => {
             let method_becomes_get = status == 303 || (is_post && matches!(status, 301 | 302));
             // Origins compare scheme too, so an https -> http downgrade is never same-origin.

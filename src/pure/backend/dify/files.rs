@@ -20,7 +20,6 @@ use serde_json::{json, Map, Value};
 use crate::pure::form::{FieldType, FormField};
 use crate::pure::named::Named;
 use crate::pure::url::PrivateAllow;
-use crate::pure::web_url::Url;
 
 /// Dify's file types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -536,22 +535,17 @@ fn name_from_url(url: &str) -> String {
 /// host unless `ALLOW_PRIVATE_BACKENDS` allows it). Dify fetches it from its own network, so
 /// without this check a caller could make Dify reach addresses only Dify can reach.
 pub fn judge_url(at: &str, url: &str, allow: &PrivateAllow) -> Result<String, String> {
-    let parsed = Url::parse(url).map_err(|e| format!("argument '{at}' is not a valid URL ({e})"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!("argument '{at}' must be an http:// or https:// URL"));
+    use crate::pure::url::Refusal;
+    // The same guard as every backend fetch (`pure::url::judge`), in words about the argument.
+    match crate::pure::url::judge(url, allow) {
+        Ok(parsed) => Ok(parsed.as_str().to_string()),
+        Err(Refusal::Invalid(e)) => Err(format!("argument '{at}' is not a valid URL ({e})")),
+        Err(Refusal::NotHttp) => Err(format!("argument '{at}' must be an http:// or https:// URL")),
+        Err(Refusal::Userinfo) => Err(format!("argument '{at}' must not carry credentials (user:password@)")),
+        Err(Refusal::Private(why)) => Err(format!(
+            "argument '{at}' was refused: its host {why}, and files are only fetched from public addresses"
+        )),
     }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(format!("argument '{at}' must not carry credentials (user:password@)"));
-    }
-    let host = parsed.host_str().unwrap_or("");
-    if !allow.allows(host) {
-        if let Some(why) = crate::pure::url::private_host_reason(parsed.as_str()) {
-            return Err(format!(
-                "argument '{at}' was refused: its host {why}, and files are only fetched from public addresses"
-            ));
-        }
-    }
-    Ok(parsed.as_str().to_string())
 }
 
 /// Base64 content decoded, refusing it before any allocation when its decoded size would pass
