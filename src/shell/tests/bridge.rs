@@ -250,3 +250,19 @@ fn a_legacy_sse_upstream_is_bridged_too() {
     assert_eq!(legacy.answers.borrow().len(), 1);
     fx.assert_invariants();
 }
+
+#[test]
+fn without_secrets_key_the_bridge_is_off_and_the_call_runs_as_before() {
+    let fx = Fx::new(707);
+    let (code, tool) = asker(&fx, json!({}));
+    fx.sim.set_setting("SECRETS_KEY", "");
+    fx.sim.evict_isolate();
+    let v = last(&call26(&fx, &code, &tool, elicitation(), "alice", json!({})));
+    let (is_error, text) = result_text(&v);
+    assert!(is_error && text.contains("refused"), "{v}");
+    let m =
+        upstream_answers(&fx).pop().unwrap_or_default()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert!(m.contains("2026-07-28"), "{m}");
+    assert!(bridges(&fx).is_empty(), "no object was made");
+    fx.assert_invariants();
+}
