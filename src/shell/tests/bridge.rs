@@ -200,11 +200,17 @@ fn a_restarted_object_gives_a_clear_error_not_a_hang() {
     let (code, tool) = asker(&fx, json!({}));
     let (key, _, state) = round_of(&last(&call26(&fx, &code, &tool, elicitation(), "alice", json!({}))));
     let name = bridges(&fx)[0].clone();
+    let call_id = upstream_calls(&fx, "tools/call").pop().and_then(|r| r.json()).map(|m| m["id"].clone());
     fx.sim.restart_object("BRIDGES", &name);
     let r = call26(&fx, &code, &tool, elicitation(), "alice", retry(&key, json!({"action": "accept"}), &state));
     assert_invalid(&last(&r), "restarted");
     assert!(upstream_answers(&fx).is_empty());
     assert!(fx.sim.object_storage("BRIDGES", &name).is_empty());
+    // The upstream is told the call is gone, not left waiting.
+    let cancels = upstream_calls(&fx, "notifications/cancelled");
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(cancels[0].json().map(|m| m["params"]["requestId"].clone()), call_id);
+    assert!(cancels[0].headers.get("mcp-session-id").is_some());
     fx.assert_invariants();
 }
 
@@ -265,4 +271,48 @@ fn without_secrets_key_the_bridge_is_off_and_the_call_runs_as_before() {
     assert!(m.contains("2026-07-28"), "{m}");
     assert!(bridges(&fx).is_empty(), "no object was made");
     fx.assert_invariants();
+}
+
+#[test]
+fn a_restarted_object_that_no_client_comes_back_to_cancels_the_call_at_its_next_alarm() {
+    let fx = Fx::new(708);
+    let (code, tool) = asker(&fx, json!({}));
+    round_of(&last(&call26(&fx, &code, &tool, elicitation(), "alice", json!({}))));
+    let name = bridges(&fx)[0].clone();
+    fx.sim.restart_object("BRIDGES", &name);
+    fx.sim.advance(31_000).unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(upstream_calls(&fx, "notifications/cancelled").len(), 1, "at the heartbeat alarm");
+    assert!(fx.sim.object_storage("BRIDGES", &name).is_empty());
+    assert_eq!(fx.sim.object_alarm("BRIDGES", &name), None);
+    fx.assert_invariants();
+}
+
+#[test]
+fn two_retries_of_one_round_at_once_give_the_upstream_one_answer() {
+    for seed in crate::sim::seeds(710..714) {
+        let fx = Fx::new(seed);
+        let (code, tool) = asker(&fx, json!({}));
+        let (key, _, state) = round_of(&last(&call26(&fx, &code, &tool, elicitation(), "alice", json!({}))));
+        let mut params = json!({"name": tool, "arguments": {"question": "Ship it?"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": V2026,
+                      "io.modelcontextprotocol/clientCapabilities": elicitation(),
+                      "io.modelcontextprotocol/clientInfo": {"name": "alice", "version": "1"}}});
+        params["inputResponses"] = json!({&key: {"action": "accept", "content": {"ok": true}}});
+        params["requestState"] = state.clone().into();
+        let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
+        let h = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", V2026),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", tool.as_str()),
+        ];
+        let one = || request(Method::Post, &Fx::mcp_url(&code), &h, Some(&body));
+        let answers: Vec<Value> = fx.sim.requests_at_once(vec![one(), one()]).iter().map(last).collect();
+        let done = answers.iter().filter(|v| result_text(v).1.contains("accept")).count();
+        let refused = answers.iter().filter(|v| v["error"]["code"] == -32602).count();
+        assert_eq!((done, refused), (1, 1), "seed {seed}: {answers:?}");
+        assert_eq!(upstream_answers(&fx).len(), 1, "seed {seed}");
+        fx.assert_invariants();
+    }
 }

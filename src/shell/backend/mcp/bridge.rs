@@ -194,6 +194,7 @@ struct Live {
     timeout_ms: u64,
     /// Ends the upstream call (it runs beside the object's requests).
     stop: RefCell<Option<futures::future::AbortHandle>>,
+    storage: Rc<dyn ObjectStorage>,
 }
 
 impl Live {
@@ -295,6 +296,7 @@ impl CallBridge {
             round_deadline_ms: Cell::new(u64::MAX),
             timeout_ms: start.timeout_ms,
             stop: RefCell::new(None),
+            storage: self.storage.clone(),
         });
         *self.live.borrow_mut() = Some(live.clone());
         let record = json!({"app": start.app, "started": now_ms()});
@@ -415,13 +417,28 @@ impl CallBridge {
         }
     }
 
-    /// A call recorded but not in memory (the object restarted): forgotten, and `true`.
+    /// A call recorded but not in memory (the object restarted): the upstream told it is
+    /// cancelled (with the app's own credentials: the client's forwarded ones were never
+    /// stored), the record forgotten, and `true`.
     async fn lost(&self) -> bool {
-        let recorded = self.storage.get(RECORD).await.ok().flatten().is_some();
-        if recorded {
-            self.finish().await;
+        let Some(text) = self.storage.get(RECORD).await.ok().flatten() else { return false };
+        self.finish().await;
+        let record = serde_json::from_str::<Value>(&text).unwrap_or_default();
+        let read = crate::pure::fields::read_with(record, |f| {
+            Ok((
+                f.object::<AppDefinition>("app")?,
+                f.opt_object::<Session>("session")?,
+                f.opt_text("url")?,
+                f.opt_uint("request")?,
+            ))
+        });
+        if let Ok((app, Some(session), Some(url), Some(request))) = read {
+            if let Ok(up) = upstream_of(&app, &self.env, None).await {
+                let why = "Flowgate's bridge for the call restarted, and the call was lost";
+                Client::new(&up, &self.env).notify_cancelled(&(session, url), request, why).await;
+            }
         }
-        recorded
+        true
     }
 }
 
@@ -437,6 +454,13 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
     }
     live.request_id.set(client.last_request_id() + 1);
     *live.target.borrow_mut() = client.cancel_target();
+    // What a restarted object needs to tell the upstream the call is gone.
+    if let Some((session, url)) = client.cancel_target() {
+        let record = json!({"app": start.app, "session": session, "url": url, "request": live.request_id.get()});
+        if let Err(e) = live.storage.put(RECORD, &record.to_string()).await {
+            crate::shell::log::error(&format!("recording a bridged call: {e}"));
+        }
+    }
     let asked_on = client.live_target();
     let (refusals, mut refused) = mpsc::unbounded::<(Value, Option<(Session, String)>)>();
     let mut on_note = |n: Value| {
