@@ -242,9 +242,9 @@ impl Bridge {
         }
     }
 
-    /// The call is given up (`why`): a waiting or later retry is told so.
+    /// The call is given up (`why`; the first reason stands): a waiting or later retry is told so.
     pub fn end(&mut self, why: &str) {
-        self.ended = Some(why.to_string());
+        self.ended.get_or_insert_with(|| why.to_string());
         self.open = false;
         self.finished(Reply::Failed(why.to_string()));
     }
@@ -388,6 +388,7 @@ mod tests {
         b.upstream_asked(&elicit("up-2"));
         b.next(0);
         b.end("the client did not answer within 30 s");
+        b.end("the call was given up");
         let gone = b.answer(2, &responses(json!({"elicitation-2": {"action": "accept"}}))).unwrap_err();
         assert!(gone.message().contains("did not answer within 30 s"), "{gone:?}");
         assert_eq!(b.next(0), Some(Reply::Failed("the client did not answer within 30 s".into())));

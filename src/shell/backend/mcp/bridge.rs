@@ -387,17 +387,16 @@ impl CallBridge {
     async fn give_up(&self, why: &str) {
         let live = self.live.borrow().clone();
         let Some(live) = live else { return };
-        if live.stop.borrow().is_none() {
-            return;
-        }
         live.machine.borrow_mut().end(why);
-        if let Some(stop) = live.stop.borrow_mut().take() {
+        // A call that already ended upstream has nothing left to cancel.
+        let running = live.stop.borrow_mut().take();
+        if let Some(stop) = running {
             stop.abort();
-        }
-        let target = live.target.borrow().clone();
-        if let Some(target) = target {
-            let client = Client::new(&live.up, &self.env);
-            client.notify_cancelled(&target, live.request_id.get(), why).await;
+            let target = live.target.borrow().clone();
+            if let Some(target) = target {
+                let client = Client::new(&live.up, &self.env);
+                client.notify_cancelled(&target, live.request_id.get(), why).await;
+            }
         }
         live.wake();
         self.finish().await;
