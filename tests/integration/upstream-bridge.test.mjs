@@ -22,6 +22,7 @@ let ups;
 let legacy;
 let url;
 let legacyUrl;
+let impatientUrl;
 
 before(async () => {
   if (!fs.existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/setup.sh to install the MCP Python SDK 2.x into .venv-sdk2`);
@@ -34,6 +35,7 @@ before(async () => {
     return (await publish(fg, r.json.id)).url;
   };
   url = await app('Asker', { url: ups.everything.url });
+  impatientUrl = await app('Impatient', { url: ups.everything.url, tool_call_timeout: 4 });
   legacyUrl = await app('OldAsker', { url: legacy.api.url, tool_call_timeout: 30 });
 });
 
@@ -114,5 +116,27 @@ describe('the round trip on the wire', () => {
     const replay = await rpc2026(url, 'tools/call', retry, { caps });
     assert.equal(replay.error?.code, -32602, JSON.stringify(replay));
     assert.match(replay.error.message, /answered already/);
+  });
+});
+
+describe('bounds', () => {
+  test('a client that never comes back: the object gives the call up at tool_call_timeout and cancels it upstream', async () => {
+    const caps = { elicitation: {} };
+    const message = `Anyone there? ${Date.now()}`;
+    const first = await rpc2026(impatientUrl, 'tools/call', { name: 'test_elicitation', arguments: { message } }, { caps });
+    assert.equal(first.result?.resultType, 'input_required', JSON.stringify(first));
+    const call = toolCalls(ups.everything, 'test_elicitation').find((r) => r.body.params.arguments.message === message);
+    assert.ok(call, 'the upstream got the call');
+    const cancelled = () => ups.everything.requests.find((r) => r.body?.method === 'notifications/cancelled' && r.body.params?.requestId === call.body.id);
+    const deadline = Date.now() + 15_000;
+    while (!cancelled() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 250));
+    assert.ok(cancelled(), 'the upstream was told the call is cancelled');
+    assert.match(cancelled().body.params.reason, /did not answer within 4 s/);
+    // The state has expired with the round: a late answer is refused.
+    const [[key]] = Object.entries(first.result.inputRequests);
+    const late = await rpc2026(impatientUrl, 'tools/call', {
+      name: 'test_elicitation', arguments: { message }, inputResponses: { [key]: { action: 'decline' } }, requestState: first.result.requestState,
+    }, { caps });
+    assert.equal(late.error?.code, -32602, JSON.stringify(late));
   });
 });
