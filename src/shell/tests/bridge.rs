@@ -316,3 +316,26 @@ fn two_retries_of_one_round_at_once_give_the_upstream_one_answer() {
         fx.assert_invariants();
     }
 }
+
+#[test]
+fn a_retry_that_outlasts_the_call_timeout_cancels_the_call_upstream() {
+    let fx = Fx::new(709);
+    let (code, tool) = asker(&fx, json!({"tool_call_timeout": 20}));
+    let args = json!({"arguments": {"question": "Ship it?", "stall": true}});
+    let (key, _, state) = round_of(&last(&call26(&fx, &code, &tool, elicitation(), "alice", args.clone())));
+    let call_id = upstream_calls(&fx, "tools/call").pop().and_then(|r| r.json()).map(|m| m["id"].clone());
+    let mut again = retry(&key, json!({"action": "accept", "content": {"ok": true}}), &state);
+    again["arguments"] = args["arguments"].clone();
+    let started = fx.sim.now_ms();
+    let v = last(&call26(&fx, &code, &tool, elicitation(), "alice", again));
+    assert!(result_text(&v).0, "{v}");
+    assert!(fx.sim.now_ms() - started <= 21_000, "ended by the call's timeout");
+    assert_eq!(upstream_answers(&fx).len(), 1, "the answer reached the upstream");
+    let cancels = upstream_calls(&fx, "notifications/cancelled");
+    assert_eq!(cancels.len(), 1);
+    assert_eq!(cancels[0].json().map(|m| m["params"]["requestId"].clone()), call_id);
+    let name = &bridges(&fx)[0];
+    assert!(fx.sim.object_storage("BRIDGES", name).is_empty());
+    assert_eq!(fx.sim.object_alarm("BRIDGES", name), None);
+    fx.assert_invariants();
+}

@@ -5,7 +5,7 @@
 //!
 //! Scripted beyond that, each when asked for: `ask` sends the client an `elicitation/create`
 //! on the call's stream (`arguments.rounds` of them, one after each answer) and answers with what
-//! the client said, once its answer is posted
+//! the client said, once its answer is posted (never, with `arguments.stall`)
 //! ([`McpUpstream::answers`]); tasks of 2025-11-25 (`long_job`, [`McpUpstream::tasks`]); the
 //! legacy HTTP+SSE transport only ([`McpUpstream::legacy`]); bearer tokens checked by the test
 //! ([`McpUpstream::require_token`], a 401 challenge otherwise); an outage ([`McpUpstream::down`]);
@@ -40,6 +40,8 @@ struct Waiting {
     rounds: u64,
     /// The client's answers so far.
     answered: Vec<Value>,
+    /// The call's `arguments.stall`: after the last answer the call never ends.
+    stall: bool,
 }
 
 /// A task of the upstream's: when it ends and what it gives.
@@ -103,7 +105,7 @@ fn tools(asks: bool, tasks: bool) -> Value {
     if asks {
         if let Some(l) = list.as_array_mut() {
             l.push(json!({"name": "ask", "description": "Asks the client a question (elicitation) and answers with what it said.",
-                "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}, "rounds": {"type": "integer", "minimum": 1}}}}));
+                "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}, "rounds": {"type": "integer", "minimum": 1}, "stall": {"type": "boolean"}}}}));
         }
     }
     if tasks {
@@ -241,7 +243,8 @@ impl McpUpstream {
     fn ask(&self, msg: &Value, feed: &Rc<Feed>, session: Option<String>, close: bool) {
         let call_id = msg.get("id").cloned().unwrap_or(Value::Null);
         let rounds = msg.pointer("/params/arguments/rounds").and_then(Value::as_u64).unwrap_or(1).max(1);
-        let w = Waiting { feed: feed.clone(), call_id, session, close, rounds, answered: Vec::new() };
+        let stall = msg.pointer("/params/arguments/stall") == Some(&json!(true));
+        let w = Waiting { feed: feed.clone(), call_id, session, close, rounds, answered: Vec::new(), stall };
         self.ask_next(msg.pointer("/params/arguments/question").and_then(Value::as_str), w);
     }
 
@@ -271,6 +274,7 @@ impl McpUpstream {
                 self.ask_next(None, w);
                 return true;
             }
+            (Some(_), _) if w.stall => return true,
             (Some(r), _) => {
                 w.answered.push(r.clone());
                 let all: Vec<String> = w.answered.iter().map(Value::to_string).collect();

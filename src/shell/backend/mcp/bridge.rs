@@ -240,7 +240,7 @@ impl ObjectHandler for CallBridge {
                 Op::Start(start) => self.start(*start).await,
                 Op::Answer { round, responses } => self.answer(round, &responses).await,
                 Op::Cancel => {
-                    self.give_up("the client went away").await;
+                    self.give_up("the client's request ended (it went away, or the call's timeout ran out)").await;
                     Reply::Failed("the call was cancelled".into())
                 }
             };
