@@ -644,3 +644,9 @@ object_class!(
     TokenBroker,
     crate::pure::config::OAUTH
 );
+object_class!(
+    /// The call bridge's class (`BRIDGES`): one 2025 upstream call held across a 2026-07-28
+    /// client's input rounds.
+    CallBridge,
+    crate::pure::config::BRIDGES
+);

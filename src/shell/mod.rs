@@ -52,6 +52,7 @@ impl crate::runtime::Worker for Flowgate {
         match namespace {
             platform::TASKS => Some(Rc::new(tasks::TaskRunner::new(storage, env))),
             platform::OAUTH => Some(Rc::new(backend::mcp::oauth::TokenBroker::new(storage, env))),
+            platform::BRIDGES => Some(Rc::new(backend::mcp::bridge::CallBridge::new(storage, env))),
             _ => None,
         }
     }

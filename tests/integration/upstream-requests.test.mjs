@@ -150,16 +150,21 @@ describe('what is not relayed: the upstream gets an error saying why', () => {
     assert.match(forged.json.result.content[0].text, /did not declare the sampling capability/);
   });
 
-  test('a 2026-07-28 client: no requests mid-call', async () => {
-    const meta = {
-      'io.modelcontextprotocol/protocolVersion': '2026-07-28',
-      'io.modelcontextprotocol/clientCapabilities': { sampling: {} },
-      'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
+  test('a 2026-07-28 client: no requests mid-call (one that declared the capability gets input_required, see upstream-bridge)', async () => {
+    const call26 = async (caps) => {
+      const meta = {
+        'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+        'io.modelcontextprotocol/clientCapabilities': caps,
+        'io.modelcontextprotocol/clientInfo': { name: 't', version: '1' },
+      };
+      const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'x' }, _meta: meta } };
+      return rpc(url, call, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'test_sampling' });
     };
-    const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'x' }, _meta: meta } };
-    const r = await rpc(url, call, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'test_sampling' });
+    const r = await call26({});
     assert.equal(r.json.result.isError, true);
     assert.match(r.json.result.content[0].text, /speaks MCP 2026-07-28/);
+    const bridged = await call26({ sampling: {} });
+    assert.equal(bridged.json.result.resultType, 'input_required', bridged.text);
   });
 });
 

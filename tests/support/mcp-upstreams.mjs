@@ -1283,3 +1283,8 @@ export const EVERYTHING_TOOLS = [
   'link',
   'fail_protocol',
 ];
+
+/** The everything server (asking tools included) over the legacy HTTP+SSE transport only: {api, close}. */
+export function startEverythingLegacySse() {
+  return startLegacySse(registerEverything);
+}

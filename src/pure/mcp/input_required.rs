@@ -25,8 +25,9 @@ pub const STATE_TTL_MS: u64 = 3_600_000;
 /// its `relay::caller_hash`).
 pub type Bind<'a> = [&'a str; 6];
 
-/// How many claims a sealed state holds: the bound ones, the expiry and the upstream's state.
-const CLAIMS: usize = 8;
+/// How many claims of a sealed state are the bound ones and the expiry (the upstream's state,
+/// or a bridged call's object and round, follow).
+const BOUND: usize = 7;
 
 fn invalid(why: &str) -> RpcError {
     RpcError::new(200, INVALID_PARAMS, format!("Invalid params: {why}"))
@@ -71,9 +72,27 @@ pub fn client_params(params: &Map<String, Value>) -> Result<Map<String, Value>, 
 /// that has expired.
 pub fn open_state(params: &mut Map<String, Value>, keys: &[[u8; 32]], bind: Bind, now_ms: u64) -> Result<(), RpcError> {
     let Some(token) = params.get("requestState").and_then(Value::as_str) else { return Ok(()) };
-    let claims: Vec<Value> = relay::open_as(STATE_PREFIX, keys, token)
+    let expired = "`requestState` has expired (a client has an hour to answer); send the request again without it";
+    let mut extra = open_bound(STATE_PREFIX, keys, token, bind, now_ms, 1, expired)?;
+    params.insert("requestState".into(), extra.remove(0));
+    Ok(())
+}
+
+/// Opens a `requestState` sealed by [`seal_bound`] under `prefix`: its `extra` claims after the
+/// bound ones, once those match `bind` and the state has not expired (`expired` says so);
+/// `Err` is the `-32602` the client gets, which never says whose a state was.
+pub fn open_bound(
+    prefix: &str,
+    keys: &[[u8; 32]],
+    token: &str,
+    bind: Bind,
+    now_ms: u64,
+    extra: usize,
+    expired: &str,
+) -> Result<Vec<Value>, RpcError> {
+    let mut claims: Vec<Value> = relay::open_as(prefix, keys, token)
         .and_then(|t| serde_json::from_str(&t).ok())
-        .filter(|c: &Vec<Value>| c.len() == CLAIMS)
+        .filter(|c: &Vec<Value>| c.len() == BOUND + extra)
         .ok_or_else(|| {
             invalid("`requestState` is not one Flowgate gave (altered, made up, or sealed with a key it no longer has)")
         })?;
@@ -93,12 +112,27 @@ pub fn open_state(params: &mut Map<String, Value>, keys: &[[u8; 32]], bind: Bind
         ));
     }
     if claims[6].as_u64().is_none_or(|e| now_ms > e) {
-        return Err(invalid(
-            "`requestState` has expired (a client has an hour to answer); send the request again without it",
-        ));
+        return Err(invalid(expired));
     }
-    params.insert("requestState".into(), claims[7].clone());
-    Ok(())
+    Ok(claims.split_off(BOUND))
+}
+
+/// A `requestState` under `prefix`: `bind` (the caller as its hash), the expiry and `extra`,
+/// sealed under `key`.
+pub fn seal_bound(
+    prefix: &str,
+    key: &[u8; 32],
+    nonce: [u8; 12],
+    bind: Bind,
+    expires_ms: u64,
+    extra: &[Value],
+) -> Result<String, RpcError> {
+    let caller = relay::caller_hash(bind[5]);
+    let mut claims = vec![json!(bind[0]), json!(bind[1]), json!(bind[2]), json!(bind[3]), json!(bind[4])];
+    claims.extend([json!(caller), json!(expires_ms)]);
+    claims.extend(extra.iter().cloned());
+    relay::seal_as(prefix, key, nonce, &Value::Array(claims).to_string())
+        .map_err(|e| RpcError::new(200, INTERNAL_ERROR, format!("Internal error: {e}")))
 }
 
 /// Whether an upstream's response is an `input_required` result.
@@ -154,11 +188,7 @@ pub fn seal_result(
             "Internal error: Flowgate has no SECRETS_KEY to seal the upstream's requestState with",
         )
     })?;
-    let caller = relay::caller_hash(bind[5]);
-    let claims = json!([bind[0], bind[1], bind[2], bind[3], bind[4], caller, now_ms + STATE_TTL_MS, state]);
-    let sealed = relay::seal_as(STATE_PREFIX, key, nonce, &claims.to_string())
-        .map_err(|e| RpcError::new(200, INTERNAL_ERROR, format!("Internal error: {e}")))?;
-    result["requestState"] = sealed.into();
+    result["requestState"] = seal_bound(STATE_PREFIX, key, nonce, bind, now_ms + STATE_TTL_MS, &[state])?.into();
     Ok(())
 }
 

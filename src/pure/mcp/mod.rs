@@ -2,6 +2,7 @@
 //! requests, and the Streamable HTTP rules of its endpoint. The protocol's vocabulary, which
 //! the upstream client uses too, is `pure::protocol`.
 
+pub mod bridge;
 pub mod gateway;
 pub mod http_rules;
 pub mod input_required;

@@ -207,6 +207,7 @@ impl Fx {
 }
 
 mod backends_mcp;
+mod bridge;
 mod call_log;
 mod calls;
 mod connection_test;

@@ -4,7 +4,8 @@
 //! `slow_progress` sends its progress and log notifications, `delayMs` apart on the clock).
 //!
 //! Scripted beyond that, each when asked for: `ask` sends the client an `elicitation/create`
-//! on the call's stream and answers with what the client said, once its answer is posted
+//! on the call's stream (`arguments.rounds` of them, one after each answer) and answers with what
+//! the client said, once its answer is posted (never, with `arguments.stall`)
 //! ([`McpUpstream::answers`]); tasks of 2025-11-25 (`long_job`, [`McpUpstream::tasks`]); the
 //! legacy HTTP+SSE transport only ([`McpUpstream::legacy`]); bearer tokens checked by the test
 //! ([`McpUpstream::require_token`], a 401 challenge otherwise); an outage ([`McpUpstream::down`]);
@@ -35,6 +36,12 @@ struct Waiting {
     session: Option<String>,
     /// Whether the feed is the call's own stream (closed after the answer), not a legacy one.
     close: bool,
+    /// The call's `arguments.rounds`: how many questions it asks in all, one after the other.
+    rounds: u64,
+    /// The client's answers so far.
+    answered: Vec<Value>,
+    /// The call's `arguments.stall`: after the last answer the call never ends.
+    stall: bool,
 }
 
 /// A task of the upstream's: when it ends and what it gives.
@@ -98,7 +105,7 @@ fn tools(asks: bool, tasks: bool) -> Value {
     if asks {
         if let Some(l) = list.as_array_mut() {
             l.push(json!({"name": "ask", "description": "Asks the client a question (elicitation) and answers with what it said.",
-                "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}}}));
+                "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}, "rounds": {"type": "integer", "minimum": 1}, "stall": {"type": "boolean"}}}}));
         }
     }
     if tasks {
@@ -234,16 +241,24 @@ impl McpUpstream {
     /// A call of `ask`: the client is asked on `feed`; the call's answer follows once the
     /// client has answered (see [`McpUpstream::take_answer`]).
     fn ask(&self, msg: &Value, feed: &Rc<Feed>, session: Option<String>, close: bool) {
+        let call_id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let rounds = msg.pointer("/params/arguments/rounds").and_then(Value::as_u64).unwrap_or(1).max(1);
+        let stall = msg.pointer("/params/arguments/stall") == Some(&json!(true));
+        let w = Waiting { feed: feed.clone(), call_id, session, close, rounds, answered: Vec::new(), stall };
+        self.ask_next(msg.pointer("/params/arguments/question").and_then(Value::as_str), w);
+    }
+
+    /// The next question of a call (its `question`, then "Question n?").
+    fn ask_next(&self, question: Option<&str>, w: Waiting) {
         let n = self.next_request.get() + 1;
         self.next_request.set(n);
         let id = format!("up-ask-{n}");
-        let question = msg.pointer("/params/arguments/question").and_then(Value::as_str).unwrap_or("Proceed?");
+        let numbered = format!("Question {}?", w.answered.len() + 1);
         let request = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
-            "message": question,
+            "message": question.unwrap_or(&numbered),
             "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
-        feed.push(frame(&request));
-        let call_id = msg.get("id").cloned().unwrap_or(Value::Null);
-        self.waiting.borrow_mut().insert(id, Waiting { feed: feed.clone(), call_id, session, close });
+        w.feed.push(frame(&request));
+        self.waiting.borrow_mut().insert(id, w);
     }
 
     /// A client's response to one of the upstream's requests: the call that asked answers
@@ -252,10 +267,19 @@ impl McpUpstream {
         self.answers.borrow_mut().push((msg.clone(), session.clone()));
         let key = msg.get("id").and_then(Value::as_str).unwrap_or_default().to_string();
         let known = self.waiting.borrow().get(&key).is_some_and(|w| w.session == session);
-        let Some(w) = known.then(|| self.waiting.borrow_mut().remove(&key)).flatten() else { return false };
+        let Some(mut w) = known.then(|| self.waiting.borrow_mut().remove(&key)).flatten() else { return false };
         let result = match (msg.get("result"), msg.get("error")) {
+            (Some(r), _) if (w.answered.len() as u64) + 1 < w.rounds => {
+                w.answered.push(r.clone());
+                self.ask_next(None, w);
+                return true;
+            }
+            (Some(_), _) if w.stall => return true,
             (Some(r), _) => {
-                json!({"content": [{"type": "text", "text": format!("answered: {r}")}], "structuredContent": {"answer": r}})
+                w.answered.push(r.clone());
+                let all: Vec<String> = w.answered.iter().map(Value::to_string).collect();
+                let text = format!("answered: {}", all.join(" then "));
+                json!({"content": [{"type": "text", "text": text}], "structuredContent": {"answer": r}})
             }
             (None, e) => {
                 json!({"content": [{"type": "text", "text": format!("refused: {}", e.cloned().unwrap_or(Value::Null))}], "isError": true})

@@ -24,6 +24,7 @@ use crate::shell::kv::Kv;
 use crate::shell::VERSION;
 
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
+use super::bridge;
 use super::client::*;
 
 /// An upstream app's tool list: KV first, else fetched (and cached for the app's TTL).
@@ -81,6 +82,10 @@ pub async fn call(
     };
     let scope = upstream.session_scope.as_str();
     let bind = [def.server_id.as_str(), app.id.as_str(), "tools/call", name, scope, plan.user.as_str()];
+    let bridged = bridge::Call { plan, app, bind };
+    if crate::pure::mcp::bridge::continues_bridge(&input) {
+        return bridge::resume(bridged, env, &input, abort).await;
+    }
     if let Err(e) = crate::shell::backend::mcp::relay::open_state(env, &mut input, bind) {
         return e.to_response(&plan.id);
     }
@@ -94,6 +99,12 @@ pub async fn call(
             upstream_tasks::Ask::Plain => None,
             upstream_tasks::Ask::Refuse(e) => return e.to_response(&plan.id),
         };
+    // A 2025 upstream's requests reach a 2026-07-28 client only through a bridge that holds
+    // the call across the client's input rounds (the bridge opens its own connection).
+    if task_ttl_ms.is_none() && bridge::wanted(plan, &input, &client, env) {
+        drop(client);
+        return bridge::start(bridged, env, incoming, name, arguments, &input, params, abort).await;
+    }
     // The call's request id is the client's next one (a re-initialized session may renumber
     // it; a cancel then names a request the upstream no longer has, which it ignores).
     on_start(client.last_request_id() + 1, client.http_session());

@@ -1,7 +1,9 @@
 //! Upstream MCP servers: the client and its sessions (`client`), a client's request relayed
 //! (`call`), upstream tasks (`tasks`), OAuth tokens (`oauth`, `client_assertion`), and the relay
-//! of input requests (`relay`).
+//! of input requests (`relay`), and the bridge that holds a 2025 upstream's call across a
+//! 2026-07-28 client's input rounds (`bridge`).
 
+pub mod bridge;
 pub mod call;
 pub mod client;
 pub mod client_assertion;

@@ -1,0 +1,435 @@
+//! The call bridge: a 2026-07-28 client calls a tool of a 2025 upstream that asks for input
+//! mid-call (`sampling/createMessage`, `elicitation/create`, `roots/list`). The 2026-07-28
+//! revision has no server-to-client requests: a server answers `resultType: "input_required"`
+//! with `inputRequests`, and the client retries the same request with `inputResponses` and the
+//! `requestState`. One Durable Object per call (`shell::backend::mcp::bridge`) holds the
+//! upstream call open across those retries; this is what it decides:
+//!
+//! - [`Bridge`]: the call's rounds. The upstream's requests are queued; a round hands the queued
+//!   ones to the client under keys; the client's answer for the open round becomes JSON-RPC
+//!   responses under the upstream's own ids; an answer for a round already answered, or for a
+//!   call that ended, is refused.
+//! - The `requestState` the client gets: `fg-bridge.` + AES-256-GCM over the call's binding (as
+//!   `input_required` states: server, app, tool, forwarded credentials, caller, expiry), the
+//!   object's name and the round.
+//! - [`Op`] and [`Reply`]: what the Worker and the object say to each other.
+
+use serde_json::{json, Map, Value};
+
+use super::input_required::{self as ir, Bind};
+use crate::pure::definition::AppDefinition;
+use crate::pure::fields::{self, Fields};
+use crate::pure::protocol::jsonrpc::RpcError;
+
+/// How a bridged call's `requestState` starts.
+pub const STATE_PREFIX: &str = "fg-bridge.";
+
+/// Whether a client's round-trip params (`input_required::client_params`) continue a bridged call.
+pub fn continues_bridge(input: &Map<String, Value>) -> bool {
+    input.get("requestState").and_then(Value::as_str).is_some_and(|s| s.starts_with(STATE_PREFIX))
+}
+
+/// The `requestState` of round `round` of the call held by object `object`, valid until
+/// `expires_ms`.
+pub fn seal_state(
+    key: &[u8; 32],
+    nonce: [u8; 12],
+    bind: Bind,
+    object: &str,
+    round: u32,
+    expires_ms: u64,
+) -> Result<String, RpcError> {
+    ir::seal_bound(STATE_PREFIX, key, nonce, bind, expires_ms, &[json!(object), json!(round)])
+}
+
+/// The object and round a retry's `requestState` names; `Err` is the `-32602` the client gets
+/// for a state Flowgate did not give, gave for another request or client, or that expired.
+pub fn open_state(token: &str, keys: &[[u8; 32]], bind: Bind, now_ms: u64) -> Result<(String, u32), RpcError> {
+    let expired = "`requestState` has expired: the client did not answer within the tool's tool_call_timeout, and \
+                   the upstream call was given up; call the tool again";
+    let extra = ir::open_bound(STATE_PREFIX, keys, token, bind, now_ms, 2, expired)?;
+    match (extra[0].as_str(), extra[1].as_u64().and_then(|r| u32::try_from(r).ok())) {
+        (Some(object), Some(round)) => Ok((object.to_string(), round)),
+        _ => Err(RpcError::new(
+            200,
+            crate::pure::protocol::jsonrpc::INVALID_PARAMS,
+            "Invalid params: `requestState` is not one Flowgate gave",
+        )),
+    }
+}
+
+/// One request of the upstream's, waiting for the client.
+#[derive(Debug, Clone, PartialEq)]
+struct Asked {
+    key: String,
+    upstream_id: Value,
+    method: String,
+    params: Value,
+}
+
+/// What the object answers the Worker, for the client's request (the first call, or a retry).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// The upstream asks: round `round`'s `inputRequests`, answerable until `expires_ms`.
+    Ask { round: u32, requests: Map<String, Value>, expires_ms: u64 },
+    /// The upstream's JSON-RPC response to the call.
+    Final(Value),
+    /// The call failed or ended: why, for a tool error.
+    Failed(String),
+    /// The retry is refused (`-32602`): why, in words the client can act on.
+    Refused(String),
+}
+
+impl Reply {
+    pub fn to_json(&self) -> Value {
+        match self {
+            Reply::Ask { round, requests, expires_ms } => {
+                json!({"ask": {"round": round, "inputRequests": requests, "expires": expires_ms}})
+            }
+            Reply::Final(v) => json!({ "final": v }),
+            Reply::Failed(why) => json!({ "failed": why }),
+            Reply::Refused(why) => json!({ "refused": why }),
+        }
+    }
+
+    pub fn from_json(v: Value) -> Result<Reply, String> {
+        fields::read_with(v, |f: &mut Fields| {
+            if let Some(ask) = f.opt_value("ask") {
+                return fields::read_with(ask, |a: &mut Fields| {
+                    Ok(Reply::Ask {
+                        round: a.uint32("round")?,
+                        requests: a.members("inputRequests")?,
+                        expires_ms: a.uint("expires")?,
+                    })
+                });
+            }
+            if let Some(v) = f.opt_value("final") {
+                return Ok(Reply::Final(v));
+            }
+            if let Some(why) = f.opt_text("failed")? {
+                return Ok(Reply::Failed(why));
+            }
+            Ok(Reply::Refused(f.text("refused")?))
+        })
+    }
+}
+
+/// A bridged call as the Worker hands it to its object: the app, the upstream tool and what the
+/// call sends it, the client's headers (for forwarded credentials; kept in memory only), and how
+/// long the call and each wait for the client may take.
+#[derive(Debug, Clone)]
+pub struct Start {
+    pub app: AppDefinition,
+    pub tool: String,
+    pub arguments: Value,
+    /// The client's round-trip params (`input_required::client_params`): its capabilities.
+    pub input: Map<String, Value>,
+    /// The call's `Mcp-Param-*` headers.
+    pub params: Vec<(String, String)>,
+    pub progress_token: Option<Value>,
+    pub incoming: Vec<(String, String)>,
+    pub timeout_ms: u64,
+}
+
+/// What the Worker asks of a call's object.
+#[derive(Debug, Clone)]
+pub enum Op {
+    /// Start the upstream call; answers with the first round or the result.
+    Start(Box<Start>),
+    /// The client's `inputResponses` for round `round`; answers with the next round or the result.
+    Answer { round: u32, responses: Map<String, Value> },
+    /// The client went away: cancel the upstream call.
+    Cancel,
+}
+
+fn pairs(list: &[(String, String)]) -> Value {
+    Value::Array(list.iter().map(|(k, v)| json!([k, v])).collect())
+}
+
+fn read_pairs(v: Vec<Value>) -> Vec<(String, String)> {
+    v.iter().filter_map(|p| Some((p.get(0)?.as_str()?.to_string(), p.get(1)?.as_str()?.to_string()))).collect()
+}
+
+impl Op {
+    pub fn to_json(&self) -> Value {
+        match self {
+            Op::Start(s) => json!({"op": "start", "app": s.app, "tool": s.tool, "arguments": s.arguments,
+                "input": s.input, "params": pairs(&s.params), "progress": s.progress_token,
+                "incoming": pairs(&s.incoming), "timeout": s.timeout_ms}),
+            Op::Answer { round, responses } => json!({"op": "answer", "round": round, "responses": responses}),
+            Op::Cancel => json!({"op": "cancel"}),
+        }
+    }
+
+    pub fn from_json(v: Value) -> Result<Op, String> {
+        fields::read_with(v, |f: &mut Fields| match f.text("op")?.as_str() {
+            "start" => Ok(Op::Start(Box::new(Start {
+                app: f.object("app")?,
+                tool: f.text("tool")?,
+                arguments: f.value("arguments")?,
+                input: f.members("input")?,
+                params: read_pairs(f.values("params")?),
+                progress_token: f.opt_value("progress").filter(|p| !p.is_null()),
+                incoming: read_pairs(f.values("incoming")?),
+                timeout_ms: f.uint("timeout")?,
+            }))),
+            "answer" => Ok(Op::Answer { round: f.uint32("round")?, responses: f.members("responses")? }),
+            "cancel" => Ok(Op::Cancel),
+            other => Err(format!("unknown bridge operation {other}")),
+        })
+    }
+}
+
+/// Why a client's answer is refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// The round was answered already (a replayed or concurrent retry).
+    Answered,
+    /// The call ended (given up, failed, or its object restarted): why.
+    Ended(String),
+    /// The answer does not fit the round's requests; the round stays open.
+    Invalid(String),
+}
+
+impl Refusal {
+    /// The `-32602` message the client gets.
+    pub fn message(&self) -> String {
+        match self {
+            Refusal::Answered => "`requestState` names a round of input that was answered already: retry with the \
+                                  requestState of the latest input_required result"
+                .into(),
+            Refusal::Ended(why) => {
+                format!("the upstream call this `requestState` continues has ended ({why}); call the tool again")
+            }
+            Refusal::Invalid(why) => format!("`inputResponses` {why}"),
+        }
+    }
+}
+
+/// The rounds of one bridged call.
+#[derive(Debug, Clone, Default)]
+pub struct Bridge {
+    /// The latest round handed to the client (0: none yet).
+    round: u32,
+    /// Whether that round waits for the client's answer.
+    open: bool,
+    asked: Vec<Asked>,
+    queued: Vec<Asked>,
+    next_key: u32,
+    done: Option<Reply>,
+    /// Why the call ended without a result of the upstream's (given up, lost).
+    ended: Option<String>,
+}
+
+impl Bridge {
+    /// The upstream asked `request` (one the client declared the capability for).
+    pub fn upstream_asked(&mut self, request: &Value) {
+        let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_string();
+        let kind = method.split('/').next().unwrap_or("input");
+        self.next_key += 1;
+        self.queued.push(Asked {
+            key: format!("{kind}-{}", self.next_key),
+            upstream_id: request.get("id").cloned().unwrap_or(Value::Null),
+            method,
+            params: request.get("params").cloned().unwrap_or_else(|| json!({})),
+        });
+    }
+
+    /// The upstream call is over: `reply` is its result (`Final`) or why it failed (`Failed`).
+    pub fn finished(&mut self, reply: Reply) {
+        if self.done.is_none() {
+            self.done = Some(reply);
+        }
+    }
+
+    /// The call is given up (`why`; the first reason stands): a waiting or later retry is told so.
+    pub fn end(&mut self, why: &str) {
+        self.ended.get_or_insert_with(|| why.to_string());
+        self.open = false;
+        self.finished(Reply::Failed(why.to_string()));
+    }
+
+    /// What the client waiting now gets, if anything is due: a new round of the queued
+    /// requests, the result, or nothing yet (`None`: wait). A round waiting for the client's
+    /// answer gives nothing.
+    pub fn next(&mut self, expires_ms: u64) -> Option<Reply> {
+        if self.open {
+            return None;
+        }
+        if let Some(done) = &self.done {
+            return Some(done.clone());
+        }
+        if self.queued.is_empty() {
+            return None;
+        }
+        self.round += 1;
+        self.open = true;
+        self.asked = std::mem::take(&mut self.queued);
+        let requests =
+            self.asked.iter().map(|a| (a.key.clone(), json!({"method": a.method, "params": a.params}))).collect();
+        Some(Reply::Ask { round: self.round, requests, expires_ms })
+    }
+
+    /// Whether a round waits for the client's answer.
+    pub fn waiting_for_client(&self) -> bool {
+        self.open
+    }
+
+    /// The client's `responses` to round `round`: the JSON-RPC responses for the upstream (under
+    /// its ids), and the round closed; or why they are refused.
+    pub fn answer(&mut self, round: u32, responses: &Map<String, Value>) -> Result<Vec<Value>, Refusal> {
+        if let Some(why) = &self.ended {
+            return Err(Refusal::Ended(why.clone()));
+        }
+        if round != self.round || !self.open {
+            return Err(Refusal::Answered);
+        }
+        let mut out = Vec::new();
+        for a in &self.asked {
+            let Some(Value::Object(result)) = responses.get(&a.key) else {
+                return Err(Refusal::Invalid(format!(
+                    "has no response (an object) for `{}`, which this round asked",
+                    a.key
+                )));
+            };
+            let mut result = result.clone();
+            // The 2026-07-28 result tag means nothing to a 2025 upstream.
+            result.remove("resultType");
+            out.push(json!({"jsonrpc": "2.0", "id": a.upstream_id, "result": result}));
+        }
+        if let Some(extra) = responses.keys().find(|k| !self.asked.iter().any(|a| &a.key == *k)) {
+            return Err(Refusal::Invalid(format!("has `{extra}`, which this round did not ask for")));
+        }
+        self.open = false;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pure::protocol::jsonrpc::INVALID_PARAMS;
+
+    const K: [u8; 32] = [7u8; 32];
+    const B: Bind = ["srv", "app", "tools/call", "ask", "", "alice"];
+
+    fn elicit(id: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {"message": "Name?"}})
+    }
+
+    fn responses(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn a_round_asks_what_the_upstream_asked_and_maps_the_answers_back_under_its_ids() {
+        let mut b = Bridge::default();
+        assert_eq!(b.next(9), None, "nothing asked yet");
+        b.upstream_asked(&elicit("up-1"));
+        b.upstream_asked(
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {"maxTokens": 5}}),
+        );
+        let Some(Reply::Ask { round, requests, expires_ms }) = b.next(9) else { panic!("no round") };
+        assert_eq!((round, expires_ms), (1, 9));
+        assert_eq!(
+            Value::Object(requests),
+            json!({"elicitation-1": {"method": "elicitation/create", "params": {"message": "Name?"}},
+                   "sampling-2": {"method": "sampling/createMessage", "params": {"maxTokens": 5}}})
+        );
+        assert!(b.waiting_for_client());
+        assert_eq!(b.next(9), None, "an open round waits for the client");
+        let answers = b
+            .answer(
+                1,
+                &responses(
+                    json!({"elicitation-1": {"action": "accept", "content": {"n": "x"}, "resultType": "complete"},
+                                  "sampling-2": {"role": "assistant", "content": {"type": "text", "text": "t"}}}),
+                ),
+            )
+            .unwrap();
+        assert_eq!(
+            answers[0],
+            json!({"jsonrpc": "2.0", "id": "up-1", "result": {"action": "accept", "content": {"n": "x"}}})
+        );
+        assert_eq!(answers[1]["id"], 7);
+        assert_eq!(answers[1]["result"]["role"], "assistant");
+        assert!(!b.waiting_for_client());
+        // A second request makes a second round, keyed anew.
+        b.upstream_asked(&elicit("up-2"));
+        let Some(Reply::Ask { round: 2, requests, .. }) = b.next(10) else { panic!("no second round") };
+        assert!(requests.contains_key("elicitation-3"), "{requests:?}");
+        b.answer(2, &responses(json!({"elicitation-3": {"action": "decline"}}))).unwrap();
+        b.finished(Reply::Final(json!({"id": 1, "result": {"content": []}})));
+        assert_eq!(b.next(10), Some(Reply::Final(json!({"id": 1, "result": {"content": []}}))));
+    }
+
+    #[test]
+    fn replayed_incomplete_and_late_answers_are_refused() {
+        let mut b = Bridge::default();
+        b.upstream_asked(&elicit("up-1"));
+        b.next(0);
+        // Incomplete or with a key not asked: refused, the round stays open.
+        let missing = b.answer(1, &responses(json!({}))).unwrap_err();
+        assert!(matches!(&missing, Refusal::Invalid(m) if m.contains("elicitation-1")), "{missing:?}");
+        let extra = b.answer(1, &responses(json!({"elicitation-1": {"action": "accept"}, "x": {}}))).unwrap_err();
+        assert!(matches!(&extra, Refusal::Invalid(m) if m.contains("`x`")), "{extra:?}");
+        assert_eq!(
+            b.answer(1, &responses(json!({"elicitation-1": 3}))).unwrap_err(),
+            Refusal::Invalid("has no response (an object) for `elicitation-1`, which this round asked".into())
+        );
+        assert_eq!(b.answer(2, &responses(json!({"elicitation-1": {}}))).unwrap_err(), Refusal::Answered);
+        b.answer(1, &responses(json!({"elicitation-1": {"action": "accept"}}))).unwrap();
+        // The same answer again (a replay): refused, nothing for the upstream.
+        assert_eq!(
+            b.answer(1, &responses(json!({"elicitation-1": {"action": "accept"}}))).unwrap_err(),
+            Refusal::Answered
+        );
+        assert!(Refusal::Answered.message().contains("answered already"));
+        b.upstream_asked(&elicit("up-2"));
+        b.next(0);
+        b.end("the client did not answer within 30 s");
+        b.end("the call was given up");
+        let gone = b.answer(2, &responses(json!({"elicitation-2": {"action": "accept"}}))).unwrap_err();
+        assert!(gone.message().contains("did not answer within 30 s"), "{gone:?}");
+        assert_eq!(b.next(0), Some(Reply::Failed("the client did not answer within 30 s".into())));
+    }
+
+    #[test]
+    fn states_name_the_object_and_round_and_are_bound_like_input_required_states() {
+        let token = seal_state(&K, [1; 12], B, "obj-1", 3, 5_000).unwrap();
+        assert!(token.starts_with(STATE_PREFIX) && !token.contains("obj-1"));
+        assert!(continues_bridge(&responses(json!({"requestState": token}))));
+        assert!(!continues_bridge(&responses(json!({"requestState": "fg-state.x"}))));
+        assert_eq!(open_state(&token, &[K], B, 4_000).unwrap(), ("obj-1".into(), 3));
+        let err = |b: Bind, now: u64, t: &str| open_state(t, &[K], b, now).unwrap_err();
+        let foreign = err(["srv", "app", "tools/call", "ask", "", "bob"], 0, &token);
+        assert!(foreign.message.contains("another client") && !foreign.message.contains("alice"));
+        assert!(err(["srv", "app", "tools/call", "other", "", "alice"], 0, &token).message.contains("another request"));
+        assert!(err(B, 5_001, &token).message.contains("expired"));
+        assert_eq!(err(B, 0, &format!("{token}A")).code, INVALID_PARAMS);
+        // An input_required state is not a bridge state, even under the same key.
+        let mut r = json!({"resultType": "input_required", "inputRequests": {}, "requestState": "s"});
+        ir::seal_result(&mut r, Default::default(), Some(&K), [2; 12], B, 0).unwrap();
+        assert!(err(B, 0, r["requestState"].as_str().unwrap()).message.contains("not one Flowgate gave"));
+    }
+
+    #[test]
+    fn ops_and_replies_survive_the_trip_between_worker_and_object() {
+        let r = Reply::Ask {
+            round: 2,
+            requests: responses(json!({"roots-1": {"method": "roots/list", "params": {}}})),
+            expires_ms: 8,
+        };
+        for reply in [r, Reply::Final(json!({"id": 1})), Reply::Failed("f".into()), Reply::Refused("r".into())] {
+            assert_eq!(Reply::from_json(reply.to_json()).unwrap(), reply);
+        }
+        let Op::Answer { round, responses: got } =
+            Op::from_json(Op::Answer { round: 4, responses: responses(json!({"a": {}})) }.to_json()).unwrap()
+        else {
+            panic!("not an answer")
+        };
+        assert_eq!((round, got), (4, responses(json!({"a": {}}))));
+        assert!(matches!(Op::from_json(Op::Cancel.to_json()), Ok(Op::Cancel)));
+        assert!(Op::from_json(json!({"op": "explode"})).is_err());
+    }
+}

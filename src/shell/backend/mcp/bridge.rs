@@ -1,0 +1,509 @@
+//! The call bridge (`pure::mcp::bridge` decides; this is the IO): a 2026-07-28 client's call of
+//! a 2025 upstream's tool, run inside a Durable Object (`CallBridge`, bound as `BRIDGES`, one
+//! per call) that holds the upstream's POST or SSE stream while the client answers the
+//! upstream's requests in `input_required` rounds. The Worker side ([`start`], [`resume`])
+//! hands the call and each retry to the object and turns its [`Reply`] into the client's answer.
+//!
+//! Bounds: each round waits for the client at most the app's `tool_call_timeout` (an alarm then
+//! gives the call up and tells the upstream `notifications/cancelled`); the whole call is bounded
+//! by the upstream client's own timeout. The object keeps the call in memory only: after a
+//! restart a retry is told the call was lost, and the alarm cancels it upstream.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use futures::channel::{mpsc, oneshot};
+use futures::StreamExt;
+use serde_json::{json, Map, Value};
+
+use crate::pure::backend::mcp::session::Session;
+use crate::pure::definition::AppDefinition;
+use crate::pure::mcp::bridge::{self as pb, Bridge, Op, Reply, Start};
+use crate::pure::mcp::input_required::{self as ir, Bind};
+use crate::pure::mcp::relay::{self, Channel};
+use crate::pure::mcp::server::{self, CallPlan};
+use crate::pure::outcome::Outcome;
+use crate::pure::protocol::jsonrpc::{RpcError, INVALID_PARAMS};
+use crate::runtime::{Env, Fut, ObjectHandler, ObjectStorage, Request, Response};
+use crate::shell::platform::now_ms;
+use crate::shell::VERSION;
+
+use super::client::{upstream_of, Client, Conn, Upstream};
+
+const STATES: &str = "bridge-state";
+const RECORD: &str = "call";
+/// How often the object's alarm comes back while a call lives (an alarm keeps an object that
+/// waits for its client in memory, and gives up a round past its bound).
+const HEARTBEAT_MS: u64 = 30_000;
+
+fn keys(env: &Env) -> Vec<[u8; 32]> {
+    let masters = crate::shell::secrets::keys(env).unwrap_or_default();
+    masters.iter().map(|k| relay::purpose_key(k, STATES)).collect()
+}
+
+// ---- the Worker's side ----
+
+/// Whether this call goes through a bridge: a 2026-07-28 client that declared a capability an
+/// upstream request needs, a 2025 upstream with a session (the answers must reach the call), a
+/// plain call (not a task), and a sealing key.
+pub fn wanted(plan: &CallPlan, input: &Map<String, Value>, client: &Client<'_>, env: &Env) -> bool {
+    let caps = ir::declared(input);
+    let declared = caps.sampling || caps.elicitation_form || caps.elicitation_url || caps.roots;
+    let session = match &client.conn {
+        Some(Conn::Http(s)) => s.session_id.is_some() && !s.stateless,
+        Some(Conn::Sse { .. }) => true,
+        None => false,
+    };
+    plan.relay == Channel::Closed(relay::Closed::Stateless)
+        && declared
+        && session
+        && client.protocol().is_some_and(|v| !v.is_stateless())
+        && !keys(env).is_empty()
+}
+
+/// What a bridged call needs of the Worker's request.
+pub struct Call<'a> {
+    pub plan: &'a CallPlan,
+    pub app: &'a AppDefinition,
+    pub bind: Bind<'a>,
+}
+
+/// Starts the call in a new object: the client's answer (the first round, or the result).
+#[allow(clippy::too_many_arguments)]
+pub async fn start(
+    call: Call<'_>,
+    env: &Env,
+    incoming: &[(String, String)],
+    tool: &str,
+    arguments: &Value,
+    input: &Map<String, Value>,
+    params: &[(String, String)],
+    abort: impl std::future::Future<Output = ()>,
+) -> Value {
+    let mut id = [0u8; 16];
+    if let Err(e) = crate::runtime::fill_random(&mut id) {
+        return server::finish_call(call.plan, Outcome::Failed(format!("no randomness for the call: {e}")), VERSION);
+    }
+    let object = crate::pure::ids::hex(&id);
+    let timeout_ms = call.app.backend.as_mcp().map_or(300_000, |b| b.call_timeout().as_millis() as u64);
+    let op = Op::Start(Box::new(Start {
+        app: call.app.clone(),
+        tool: tool.to_string(),
+        arguments: arguments.clone(),
+        input: input.clone(),
+        params: params.to_vec(),
+        progress_token: call.plan.progress_token.clone(),
+        incoming: incoming.to_vec(),
+        timeout_ms,
+    }));
+    let reply = ask(env, &object, &op, abort).await;
+    answer(&call, env, &object, reply)
+}
+
+/// A client's retry with a bridge's `requestState`: its `inputResponses` to the object that
+/// holds the call, and the client's answer (the next round, or the result).
+pub async fn resume(
+    call: Call<'_>,
+    env: &Env,
+    input: &Map<String, Value>,
+    abort: impl std::future::Future<Output = ()>,
+) -> Value {
+    let token = input.get("requestState").and_then(Value::as_str).unwrap_or_default();
+    let (object, round) = match pb::open_state(token, &keys(env), call.bind, now_ms()) {
+        Ok(o) => o,
+        Err(e) => return e.to_response(&call.plan.id),
+    };
+    let responses = input.get("inputResponses").and_then(Value::as_object).cloned().unwrap_or_default();
+    let reply = ask(env, &object, &Op::Answer { round, responses }, abort).await;
+    answer(&call, env, &object, reply)
+}
+
+/// Asks the call's object; a client that goes away first (`abort`) cancels the call.
+async fn ask(env: &Env, object: &str, op: &Op, abort: impl std::future::Future<Output = ()>) -> Reply {
+    let send = async {
+        let req = Request::post("https://bridge/", op.to_json().to_string());
+        let resp = env.runtime().object_fetch(crate::shell::platform::BRIDGES, object, req).await;
+        let text = match resp {
+            Ok(r) if r.status_code() == 200 => r.text().await.map_err(|e| e.to_string()),
+            Ok(r) => Err(format!("HTTP {}: {}", r.status_code(), r.text().await.unwrap_or_default())),
+            Err(e) => Err(e.to_string()),
+        };
+        match text.and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()).and_then(Reply::from_json)) {
+            Ok(reply) => reply,
+            Err(why) => Reply::Failed(format!("the call's bridge failed: {why}")),
+        }
+    };
+    futures::pin_mut!(send, abort);
+    match futures::future::select(send, abort).await {
+        futures::future::Either::Left((reply, _)) => reply,
+        futures::future::Either::Right(_) => {
+            let req = Request::post("https://bridge/", Op::Cancel.to_json().to_string());
+            let _ = env.runtime().object_fetch(crate::shell::platform::BRIDGES, object, req).await;
+            Reply::Failed("the call was cancelled".into())
+        }
+    }
+}
+
+/// The client's JSON-RPC response for the object's reply.
+fn answer(call: &Call<'_>, env: &Env, object: &str, reply: Reply) -> Value {
+    let plan = call.plan;
+    match reply {
+        Reply::Ask { round, requests, expires_ms } => {
+            let Some(key) = keys(env).first().copied() else {
+                return server::finish_call(plan, Outcome::Failed("Flowgate has no SECRETS_KEY".into()), VERSION);
+            };
+            let mut nonce = [0u8; 12];
+            if let Err(e) = crate::runtime::fill_random(&mut nonce) {
+                return server::finish_call(plan, Outcome::Failed(format!("no randomness: {e}")), VERSION);
+            }
+            match pb::seal_state(&key, nonce, call.bind, object, round, expires_ms) {
+                Ok(state) => {
+                    let result =
+                        json!({"resultType": "input_required", "inputRequests": requests, "requestState": state});
+                    server::upstream_response(
+                        plan,
+                        &call.app.name,
+                        &json!({"jsonrpc": "2.0", "id": 0, "result": result}),
+                        VERSION,
+                    )
+                }
+                Err(e) => e.to_response(&plan.id),
+            }
+        }
+        Reply::Final(response) => server::upstream_response(plan, &call.app.name, &response, VERSION),
+        Reply::Failed(why) => server::finish_call(plan, Outcome::Failed(why), VERSION),
+        Reply::Refused(why) => {
+            RpcError::new(200, INVALID_PARAMS, format!("Invalid params: {why}")).to_response(&plan.id)
+        }
+    }
+}
+
+// ---- the object ----
+
+/// A call in flight, in the object's memory.
+struct Live {
+    machine: RefCell<Bridge>,
+    /// Fetches waiting for the machine to change.
+    waiters: RefCell<Vec<oneshot::Sender<()>>>,
+    up: Upstream,
+    /// Where the call went (session and message URL): answers and the cancel go there.
+    target: RefCell<Option<(Session, String)>>,
+    request_id: Cell<u64>,
+    /// When the open round's wait for the client ends.
+    round_deadline_ms: Cell<u64>,
+    timeout_ms: u64,
+    /// Ends the upstream call (it runs beside the object's requests).
+    stop: RefCell<Option<futures::future::AbortHandle>>,
+    storage: Rc<dyn ObjectStorage>,
+}
+
+impl Live {
+    fn wake(&self) {
+        for w in self.waiters.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+    }
+}
+
+/// The Durable Object class of a bridged call (bound as `BRIDGES`, class `CallBridge`).
+pub struct CallBridge {
+    storage: Rc<dyn ObjectStorage>,
+    env: Env,
+    live: RefCell<Option<Rc<Live>>>,
+}
+
+impl Drop for CallBridge {
+    // An instance that goes (a restart) takes its call with it, as the platform does.
+    fn drop(&mut self) {
+        if let Some(live) = self.live.borrow_mut().take() {
+            if let Some(stop) = live.stop.borrow_mut().take() {
+                stop.abort();
+            }
+        }
+    }
+}
+
+impl ObjectHandler for CallBridge {
+    fn fetch(&self, req: Request) -> Fut<'_, Response> {
+        Box::pin(async move {
+            crate::shell::outbound::guard_from_env(&self.env);
+            let op = match req
+                .text()
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()).and_then(Op::from_json))
+            {
+                Ok(op) => op,
+                Err(e) => return Response::text_with_status(format!("not a bridge operation: {e}"), 400),
+            };
+            let reply = match op {
+                Op::Start(start) => self.start(*start).await,
+                Op::Answer { round, responses } => self.answer(round, &responses).await,
+                Op::Cancel => {
+                    self.give_up("the client's request ended (it went away, or the call's timeout ran out)").await;
+                    Reply::Failed("the call was cancelled".into())
+                }
+            };
+            Response::from_json(&reply.to_json())
+                .unwrap_or_else(|e| Response::text_with_status(format!("the bridge's reply: {e}"), 500))
+        })
+    }
+
+    fn alarm(&self) -> Fut<'_, crate::runtime::Result<()>> {
+        Box::pin(async move {
+            crate::shell::log::begin();
+            crate::shell::outbound::guard_from_env(&self.env);
+            let live = self.live.borrow().clone();
+            let Some(live) = live else {
+                self.lost().await;
+                return Ok(());
+            };
+            let now = now_ms();
+            if live.machine.borrow().waiting_for_client() && now >= live.round_deadline_ms.get() {
+                let why = format!("the client did not answer within {} s", live.timeout_ms / 1000);
+                self.give_up(&why).await;
+                return Ok(());
+            }
+            if live.stop.borrow().is_some() {
+                self.arm(&live).await;
+            }
+            Ok(())
+        })
+    }
+}
+
+impl CallBridge {
+    pub fn new(storage: Rc<dyn ObjectStorage>, env: Env) -> CallBridge {
+        CallBridge { storage, env, live: RefCell::new(None) }
+    }
+
+    async fn start(&self, start: Start) -> Reply {
+        if self.live.borrow().is_some() || self.storage.get(RECORD).await.ok().flatten().is_some() {
+            return Reply::Failed("the call's bridge is already in use".into());
+        }
+        let lookup =
+            |name: &str| start.incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
+        let up = match upstream_of(&start.app, &self.env, Some(&lookup)).await {
+            Ok(u) => u,
+            Err(e) => return Reply::Failed(e),
+        };
+        let live = Rc::new(Live {
+            machine: RefCell::default(),
+            waiters: RefCell::default(),
+            up,
+            target: RefCell::new(None),
+            request_id: Cell::new(0),
+            round_deadline_ms: Cell::new(u64::MAX),
+            timeout_ms: start.timeout_ms,
+            stop: RefCell::new(None),
+            storage: self.storage.clone(),
+        });
+        *self.live.borrow_mut() = Some(live.clone());
+        let record = json!({"app": start.app, "started": now_ms()});
+        if let Err(e) = self.storage.put(RECORD, &record.to_string()).await {
+            crate::shell::log::error(&format!("recording a bridged call: {e}"));
+        }
+        let (run, stop) = futures::future::abortable(run_call(live.clone(), self.env.clone(), start));
+        *live.stop.borrow_mut() = Some(stop);
+        let done = live.clone();
+        crate::runtime::spawn(async move {
+            if run.await.is_err() {
+                done.machine.borrow_mut().end("the call was given up");
+            }
+            done.stop.borrow_mut().take();
+            done.wake();
+        });
+        self.arm(&live).await;
+        self.next(&live).await
+    }
+
+    async fn answer(&self, round: u32, responses: &Map<String, Value>) -> Reply {
+        let live = self.live.borrow().clone();
+        let Some(live) = live else {
+            return match self.lost().await {
+                true => Reply::Refused(
+                    pb::Refusal::Ended(
+                        "Flowgate's bridge for the call restarted, and the upstream call was lost".into(),
+                    )
+                    .message(),
+                ),
+                false => Reply::Refused(pb::Refusal::Ended("it finished or was given up".into()).message()),
+            };
+        };
+        let answers = match live.machine.borrow_mut().answer(round, responses) {
+            Ok(a) => a,
+            Err(refusal) => return Reply::Refused(refusal.message()),
+        };
+        live.round_deadline_ms.set(u64::MAX);
+        let target = live.target.borrow().clone();
+        if let Some(target) = target {
+            let poster = Client::new(&live.up, &self.env);
+            for a in &answers {
+                match poster.post_message(&target, a).await {
+                    Ok(s) if (200..300).contains(&s) => {}
+                    Ok(s) => {
+                        crate::shell::log::error(&format!("upstream {} refused an answer (HTTP {s})", live.up.app_name))
+                    }
+                    Err(e) => {
+                        crate::shell::log::error(&format!("posting an answer to upstream {}: {e}", live.up.app_name))
+                    }
+                }
+            }
+        }
+        self.next(&live).await
+    }
+
+    /// Waits for the next reply (a round, or the call's end).
+    async fn next(&self, live: &Rc<Live>) -> Reply {
+        loop {
+            let expires = now_ms() + live.timeout_ms;
+            let reply = live.machine.borrow_mut().next(expires);
+            match reply {
+                Some(r @ Reply::Ask { .. }) => {
+                    live.round_deadline_ms.set(expires);
+                    self.arm(live).await;
+                    return r;
+                }
+                Some(r) => {
+                    self.finish().await;
+                    return r;
+                }
+                None => {}
+            }
+            let (tx, rx) = oneshot::channel();
+            live.waiters.borrow_mut().push(tx);
+            // The call ends on its own timeout; this bound is a backstop against a call that
+            // neither ends nor asks.
+            let wait = crate::runtime::sleep(live.timeout_ms + 10_000);
+            futures::pin_mut!(wait);
+            if let futures::future::Either::Right(_) = futures::future::select(rx, wait).await {
+                self.give_up("the upstream neither answered nor asked within the tool's tool_call_timeout").await;
+            }
+        }
+    }
+
+    /// Ends the call: the upstream told `notifications/cancelled`, the call stopped, a waiting
+    /// or later retry told `why`.
+    async fn give_up(&self, why: &str) {
+        let live = self.live.borrow().clone();
+        let Some(live) = live else { return };
+        live.machine.borrow_mut().end(why);
+        // A call that already ended upstream has nothing left to cancel.
+        let running = live.stop.borrow_mut().take();
+        if let Some(stop) = running {
+            stop.abort();
+            let target = live.target.borrow().clone();
+            if let Some(target) = target {
+                let client = Client::new(&live.up, &self.env);
+                client.notify_cancelled(&target, live.request_id.get(), why).await;
+            }
+        }
+        live.wake();
+        self.finish().await;
+    }
+
+    /// The call is over: nothing stored, no alarm.
+    async fn finish(&self) {
+        let _ = self.storage.delete_all().await;
+        let _ = self.storage.delete_alarm().await;
+    }
+
+    /// The next alarm: the open round's deadline, or the heartbeat.
+    async fn arm(&self, live: &Live) {
+        let at = (now_ms() + HEARTBEAT_MS).min(live.round_deadline_ms.get());
+        if let Err(e) = self.storage.set_alarm(at).await {
+            crate::shell::log::error(&format!("arming a bridged call's alarm: {e}"));
+        }
+    }
+
+    /// A call recorded but not in memory (the object restarted): the upstream told it is
+    /// cancelled (with the app's own credentials: the client's forwarded ones were never
+    /// stored), the record forgotten, and `true`.
+    async fn lost(&self) -> bool {
+        let Some(text) = self.storage.get(RECORD).await.ok().flatten() else { return false };
+        self.finish().await;
+        let record = serde_json::from_str::<Value>(&text).unwrap_or_default();
+        let read = crate::pure::fields::read_with(record, |f| {
+            Ok((
+                f.object::<AppDefinition>("app")?,
+                f.opt_object::<Session>("session")?,
+                f.opt_text("url")?,
+                f.opt_uint("request")?,
+            ))
+        });
+        if let Ok((app, Some(session), Some(url), Some(request))) = read {
+            if let Ok(up) = upstream_of(&app, &self.env, None).await {
+                let why = "Flowgate's bridge for the call restarted, and the call was lost";
+                Client::new(&up, &self.env).notify_cancelled(&(session, url), request, why).await;
+            }
+        }
+        true
+    }
+}
+
+/// The upstream call, beside the object's requests: requests the client declared a capability
+/// for go to the machine (for the client's next round), others are refused at once.
+async fn run_call(live: Rc<Live>, env: Env, start: Start) {
+    let caps = ir::declared(&start.input);
+    let mut client = Client::new(&live.up, &env);
+    if let Err(e) = client.connect(true).await {
+        live.machine.borrow_mut().finished(Reply::Failed(e));
+        live.wake();
+        return;
+    }
+    live.request_id.set(client.last_request_id() + 1);
+    *live.target.borrow_mut() = client.cancel_target();
+    // What a restarted object needs to tell the upstream the call is gone.
+    if let Some((session, url)) = client.cancel_target() {
+        let record = json!({"app": start.app, "session": session, "url": url, "request": live.request_id.get()});
+        if let Err(e) = live.storage.put(RECORD, &record.to_string()).await {
+            crate::shell::log::error(&format!("recording a bridged call: {e}"));
+        }
+    }
+    let asked_on = client.live_target();
+    let (refusals, mut refused) = mpsc::unbounded::<(Value, Option<(Session, String)>)>();
+    let mut on_note = |n: Value| {
+        if n.get("id").is_none() {
+            return;
+        }
+        let target = asked_on.borrow().clone();
+        if target.is_some() {
+            live.target.borrow_mut().clone_from(&target);
+        }
+        match relay::decide(&n, Channel::Stream(caps)) {
+            Ok(()) => {
+                live.machine.borrow_mut().upstream_asked(&n);
+                live.wake();
+            }
+            Err(why) => {
+                let _ = refusals.unbounded_send((relay::refusal(&n, &why), target));
+            }
+        }
+    };
+    let answering = async {
+        let poster = Client::new(&live.up, &env);
+        while let Some((refusal, target)) = refused.next().await {
+            if let Some(t) = target {
+                let _ = poster.post_message(&t, &refusal).await;
+            }
+        }
+        futures::future::pending::<()>().await
+    };
+    let call = client.call_tool_with(
+        &start.tool,
+        &start.arguments,
+        start.progress_token.as_ref(),
+        &start.input,
+        &start.params,
+        None,
+        &mut on_note,
+    );
+    futures::pin_mut!(call, answering);
+    let reply = match futures::future::select(call, answering).await {
+        futures::future::Either::Left((Ok(response), _)) => Reply::Final(response),
+        futures::future::Either::Left((Err(e), _)) => Reply::Failed(e),
+        futures::future::Either::Right(_) => Reply::Failed("the upstream call ended without an answer".into()),
+    };
+    live.machine.borrow_mut().finished(reply);
+    live.wake();
+}
