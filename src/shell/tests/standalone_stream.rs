@@ -1,0 +1,212 @@
+//! The upstream's standalone stream: while a call runs on a session, Flowgate holds the
+//! session's `GET` stream open, relays a request that comes on it (related to no request, as
+//! FastMCP sends `roots/list`) to a client that can answer it, refuses it at once with the
+//! reason otherwise, passes on logs at the client's level and the call's own progress, and
+//! closes the stream with the call; no `GET` without a session, and a 405 changes nothing.
+
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+
+use super::relay::{call_answering, client_headers, initialize, Seen};
+use super::upstream_apps::*;
+use super::*;
+use crate::runtime::Method;
+use crate::sim::backends::mcp::McpUpstream;
+use crate::sim::BackendRequest;
+
+const TEAM_KEY: &str = "team-key-for-the-standalone-tests";
+
+/// A standalone-stream upstream app (a static credential along) and its tool `name`.
+fn app_with(fx: &Fx, name: &str) -> (UpApp, String) {
+    fx.upstream.standalone.set(true);
+    fx.secret(TEAM_KEY);
+    let app = upstream_app(&fx, "Streamer", &format!("{UPSTREAM}/mcp"), json!({"headers": {"X-Team-Key": TEAM_KEY}}));
+    let tool = tool_named(fx, &app.code, name);
+    (app, tool)
+}
+
+fn call(tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+}
+
+fn call_result(seen: &Seen) -> Value {
+    seen.messages.iter().rev().find(|m| m["id"] == 21).cloned().unwrap_or(Value::Null)
+}
+
+fn relayed(seen: &Seen) -> Vec<Value> {
+    seen.messages.iter().filter(|m| m.get("method").is_some() && m.get("id").is_some()).cloned().collect()
+}
+
+/// The upstream's standalone `GET`s.
+fn gets(up: &McpUpstream) -> Vec<BackendRequest> {
+    up.requests.borrow().iter().filter(|r| r.method == Method::Get).cloned().collect()
+}
+
+#[test]
+fn a_roots_request_on_the_standalone_stream_reaches_a_client_that_declared_roots_and_its_answer_the_upstream() {
+    let fx = Fx::new(430);
+    let (app, tool) = app_with(&fx, "stream_ask");
+    let sid = initialize(&fx, &app.code, json!({"roots": {"listChanged": true}}), None);
+    let headers = client_headers(&sid, None);
+    let h2 = headers.clone();
+    let roots = json!({"roots": [{"uri": "file:///work/project", "name": "project"}]});
+    let answer = roots.clone();
+    let seen = call_answering(&fx, &app.code, headers, call(&tool, json!({"method": "roots/list"})), move |m| {
+        vec![(h2.clone(), json!({"jsonrpc": "2.0", "id": m["id"], "result": answer}))]
+    });
+    let asked = relayed(&seen);
+    assert_eq!(asked.len(), 1, "{:?}", seen.messages);
+    assert_eq!(asked[0]["method"], "roots/list");
+    let ticket = asked[0]["id"].as_str().unwrap_or_default();
+    assert!(ticket.starts_with("fg-relay.") && !ticket.contains("up-stream"), "sealed: {ticket}");
+    assert_eq!(seen.posted, vec![(202, String::new())]);
+    // The upstream got the client's roots under its own id, on the session whose stream asked.
+    let answers = fx.upstream.answers.borrow().clone();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0].0, json!({"jsonrpc": "2.0", "id": "up-stream-1", "result": roots}));
+    let call_session = upstream_calls(&fx, "tools/call").pop().and_then(|r| r.headers.get("mcp-session-id"));
+    assert!(call_session.is_some());
+    assert_eq!(answers[0].1, call_session);
+    let (is_error, text) = result_text(&call_result(&seen));
+    assert!(!is_error && text.contains("file:///work/project"), "{text}");
+    // The stream was opened on that session, with the session's credentials, and is closed now.
+    let g = gets(&fx.upstream);
+    assert_eq!(g.len(), 1, "one GET for the call");
+    assert_eq!(g[0].headers.get("mcp-session-id"), call_session);
+    assert_eq!(g[0].headers.get("accept").as_deref(), Some("text/event-stream"));
+    assert_eq!(g[0].headers.get("x-team-key").as_deref(), Some(TEAM_KEY));
+    assert_eq!(g[0].headers.get("mcp-protocol-version").as_deref(), Some(V2025));
+    assert!(!fx.upstream.standalone_open(), "the stream ended with the call");
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_request_no_client_can_take_is_refused_at_once_with_the_reason() {
+    let fx = Fx::new(431);
+    let (app, tool) = app_with(&fx, "stream_ask");
+    let sid = initialize(&fx, &app.code, json!({"sampling": {}}), None);
+    let json_only = {
+        let mut h = client_headers(&sid, None);
+        h[1].1 = "application/json".into();
+        h
+    };
+    let cases = [
+        ("roots/list", client_headers(&sid, None), "did not declare the roots capability"),
+        ("ping", client_headers(&sid, None), "Flowgate does not relay ping"),
+        ("sampling/createMessage", json_only, "takes only JSON answers"),
+    ];
+    for (i, (method, headers, why)) in cases.into_iter().enumerate() {
+        let started = fx.sim.now_ms();
+        let params = json!({"messages": [], "maxTokens": 5});
+        let body = call(&tool, json!({"method": method, "params": params}));
+        // A JSON-only client gets one JSON answer; the others read the call's event stream.
+        let seen = if headers[1].1 == "application/json" {
+            let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let r = fx.sim.request(request(Method::Post, &Fx::mcp_url(&app.code), &h, Some(&body)));
+            Seen { messages: messages(&r), posted: Vec::new() }
+        } else {
+            call_answering(&fx, &app.code, headers, body, |_| Vec::new())
+        };
+        assert!(relayed(&seen).is_empty(), "{:?}", seen.messages);
+        let answers = fx.upstream.answers.borrow().clone();
+        assert_eq!(answers.len(), i + 1, "{answers:?}");
+        let error = &answers[i].0["error"];
+        assert_eq!(error["code"], -32601, "{error}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "{method}: {message}");
+        // At once: the call (which waits for the answer) ended within a second of virtual time,
+        // far from any timeout, and its result names the reason.
+        let took = fx.sim.now_ms() - started;
+        assert!(took < 1_000, "{method}: the refusal took {took} ms");
+        let (is_error, text) = result_text(&call_result(&seen));
+        assert!(is_error && text.contains(why), "{method}: {text}");
+        assert!(!fx.upstream.standalone_open());
+    }
+    fx.assert_invariants();
+}
+
+#[test]
+fn logs_at_the_clients_level_and_the_calls_own_progress_reach_the_client() {
+    let fx = Fx::new(432);
+    let (app, tool) = app_with(&fx, "stream_note");
+    let sid = initialize(&fx, &app.code, json!({}), None);
+    let note = |message: Value, token: Option<i64>| {
+        let mut c = call(&tool, json!({"message": message, "delayMs": 300}));
+        if let Some(t) = token {
+            c["params"]["_meta"] = json!({"progressToken": t});
+        }
+        call_answering(&fx, &app.code, client_headers(&sid, None), c, |_| Vec::new()).messages
+    };
+    let log = |level: &str| json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "logger": "up", "data": "from the stream"}});
+    let warned = note(log("warning"), None);
+    assert_eq!(warned.len(), 2, "{warned:?}");
+    assert_eq!(warned[0], log("warning"), "passed on as it came");
+    assert_eq!(result_text(&warned[1]), (false, "sent".into()));
+    // Below the client's level (2025 clients: info): dropped.
+    let debug = note(log("debug"), None);
+    assert_eq!(debug.len(), 1, "{debug:?}");
+    let progress = |t: i64| json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": t, "progress": 1}});
+    let own = note(progress(5), Some(5));
+    assert_eq!(own.first(), Some(&progress(5)), "{own:?}");
+    let other = note(progress(6), Some(5));
+    assert_eq!(other.len(), 1, "another request's progress is not this call's: {other:?}");
+    let changed = note(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}), None);
+    assert_eq!(changed.len(), 1, "{changed:?}");
+    assert_eq!(gets(&fx.upstream).len(), 5, "one stream a call");
+    assert!(!fx.upstream.standalone_open());
+    fx.assert_invariants();
+}
+
+#[test]
+fn the_stream_is_held_while_the_call_runs_and_closed_when_it_ends() {
+    let fx = Fx::new(433);
+    let (app, tool) = app_with(&fx, "stream_note");
+    let up = fx.upstream.clone();
+    let open_meanwhile = Rc::new(std::cell::Cell::new(false));
+    let seen = open_meanwhile.clone();
+    let c = call(
+        &tool,
+        json!({"message": {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}}, "delayMs": 2_000}),
+    );
+    crate::runtime::spawn(async move {
+        crate::runtime::sleep(1_000).await;
+        seen.set(up.standalone_open());
+    });
+    let r = fx.mcp(&app.code, &c);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(open_meanwhile.get(), "held open while the call ran");
+    assert!(!fx.upstream.standalone_open(), "closed when it ended");
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert!(!fx.upstream.standalone_open());
+    fx.assert_invariants();
+}
+
+#[test]
+fn no_get_when_the_upstream_keeps_no_session() {
+    let fx = Fx::new(434);
+    let plain = Rc::new(McpUpstream::new(false, true));
+    plain.standalone.set(true);
+    fx.sim.add_backend("https://plain.test", plain.clone());
+    let app = upstream_app(&fx, "Plain", "https://plain.test/mcp", json!({}));
+    let tool = tool_named(&fx, &app.code, "echo");
+    let r = last(&fx.call(&app.code, &tool, json!({"text": "hi"})));
+    assert_eq!(result_text(&r), (false, "echo: hi".into()));
+    assert!(plain.requests.borrow().iter().any(|r| r.method == Method::Post));
+    assert!(gets(&plain).is_empty(), "no session, no standalone stream");
+    fx.assert_invariants();
+}
+
+#[test]
+fn an_upstream_without_a_standalone_stream_405_is_called_as_before() {
+    let fx = Fx::new(435);
+    let app = upstream_app(&fx, "Plain", &format!("{UPSTREAM}/mcp"), json!({}));
+    let tool = tool_named(&fx, &app.code, "echo");
+    let started = fx.sim.now_ms();
+    let r = last(&fx.call(&app.code, &tool, json!({"text": "hi"})));
+    assert_eq!(result_text(&r), (false, "echo: hi".into()));
+    let g = gets(&fx.upstream);
+    assert_eq!(g.len(), 1, "the GET was tried once, answered 405, and not again");
+    assert!(fx.sim.now_ms() - started < 1_000, "no wait for a stream that is not there");
+    fx.assert_invariants();
+}
