@@ -210,3 +210,61 @@ fn an_upstream_without_a_standalone_stream_405_is_called_as_before() {
     assert!(fx.sim.now_ms() - started < 1_000, "no wait for a stream that is not there");
     fx.assert_invariants();
 }
+
+#[test]
+fn a_request_during_a_forwarded_prompts_get_is_refused_at_once() {
+    use crate::sim::network::{BodyEnd, Feed};
+    use crate::sim::Reply;
+    let fx = Fx::new(436);
+    // An upstream with one prompt, whose prompts/get asks the client for its roots first (on
+    // the POST's own stream) and answers with what came back.
+    let waiting: Rc<std::cell::RefCell<Option<(Rc<Feed>, Value)>>> = Rc::default();
+    let w = waiting.clone();
+    let seen = recording(&fx, "https://prompts.test", move |req| {
+        let Some(msg) = req.json() else { return Reply::new(405, "text/plain", "no") };
+        let id = msg["id"].clone();
+        let ok = |result: Value| Reply::json(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}));
+        match msg["method"].as_str() {
+            Some("initialize") => ok(json!({"protocolVersion": V2025, "capabilities": {"prompts": {}, "tools": {}},
+                "serverInfo": {"name": "p", "version": "1"}}))
+            .with_header("mcp-session-id", "p-session"),
+            Some("tools/list") => ok(json!({"tools": []})),
+            Some("prompts/list") => ok(json!({"prompts": [{"name": "greet"}]})),
+            Some("prompts/get") => {
+                let feed = Rc::new(Feed::default());
+                *w.borrow_mut() = Some((feed.clone(), id.clone()));
+                let ask = json!({"jsonrpc": "2.0", "id": "p-ask", "method": "roots/list"});
+                Reply::sse(vec![format!("data: {ask}\n\n")], 0).ending(BodyEnd::Fed(feed))
+            }
+            None if msg["id"] == "p-ask" => {
+                if let Some((feed, call)) = w.borrow_mut().take() {
+                    let text = format!("got {}", msg.get("error").unwrap_or(&msg["result"]));
+                    let answer = json!({"jsonrpc": "2.0", "id": call, "result": {"messages": [
+                        {"role": "user", "content": {"type": "text", "text": text}}]}});
+                    feed.push(format!("data: {answer}\n\n"));
+                    feed.close();
+                }
+                Reply::new(202, "text/plain", "")
+            }
+            _ => Reply::new(202, "text/plain", ""),
+        }
+    });
+    let app = upstream_app(&fx, "Prompter", "https://prompts.test/mcp", json!({}));
+    let sid = initialize(&fx, &app.code, json!({"roots": {}}), None);
+    let started = fx.sim.now_ms();
+    let h = client_headers(&sid, None);
+    let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let get = json!({"jsonrpc": "2.0", "id": 5, "method": "prompts/get", "params": {"name": "Prompter_greet"}});
+    let r = last(&fx.sim.request(request(Method::Post, &Fx::mcp_url(&app.code), &h, Some(&get))));
+    assert!(fx.sim.now_ms() - started < 1_000, "answered at once, not after a timeout");
+    let text = r["result"]["messages"][0]["content"]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("-32601") && text.contains("during prompts/get"), "{r}");
+    let answered =
+        seen.borrow().iter().filter_map(|r| r.json()).find(|m| m["id"] == "p-ask" && m.get("method").is_none());
+    let answered = answered.unwrap_or_default();
+    assert!(
+        answered["error"]["message"].as_str().unwrap_or_default().contains("cannot relay roots/list"),
+        "{answered}"
+    );
+    fx.assert_invariants();
+}

@@ -134,14 +134,7 @@ pub async fn call(
         standalone::Route::Drop => {}
     };
     let poster = Client::new(&upstream, env);
-    let answering = async {
-        while let Some((refusal, target)) = refused.next().await {
-            if let Some(t) = target {
-                let _ = poster.post_message(&t, &refusal).await;
-            }
-        }
-        futures::future::pending::<()>().await
-    };
+    let answering = post_refusals(&poster, &mut refused);
     let answer = {
         // Ends with the call: the stream is aborted when this block drops it.
         let following = super::standalone::follow(standalone, &from_standalone);
@@ -196,6 +189,19 @@ pub async fn call(
             )
         }
     }
+}
+
+/// What the upstream is answered instead, posted as each comes (the upstream may be waiting
+/// for it to go on); never ends.
+type Refusals = futures::channel::mpsc::UnboundedReceiver<(Value, Option<(Session, String)>)>;
+
+async fn post_refusals(poster: &Client<'_>, refused: &mut Refusals) {
+    while let Some((refusal, target)) = refused.next().await {
+        if let Some(t) = target {
+            let _ = poster.post_message(&t, &refusal).await;
+        }
+    }
+    futures::future::pending::<()>().await
 }
 
 /// The answer to a `tools/call` whose upstream created a task (`result`): the task under
@@ -332,7 +338,26 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
         return server::forward_failed(fwd, &e);
     }
     let make = |id, s: &Session| session_request(id, fwd.method, params.clone(), s);
-    match client.request(&make, fwd.name.as_deref(), &[], upstream.call_timeout, &mut |_| {}).await {
+    // The answer goes to the client whole: a request the upstream sends meanwhile is refused
+    // at once, never left waiting.
+    let live = client.live_target();
+    let (refusals, mut refused) = futures::channel::mpsc::unbounded();
+    let mut refuse = |n: Value| {
+        if n.get("id").is_some() {
+            let _ = refusals.unbounded_send((relay::refusal_during(&n, fwd.method), live.borrow().clone()));
+        }
+    };
+    let poster = Client::new(&upstream, env);
+    let answer = {
+        let request = client.request(&make, fwd.name.as_deref(), &[], upstream.call_timeout, &mut refuse);
+        let answering = post_refusals(&poster, &mut refused);
+        futures::pin_mut!(request, answering);
+        match futures::future::select(request, answering).await {
+            futures::future::Either::Left((answer, _)) => answer,
+            futures::future::Either::Right(_) => Err("the upstream request ended without an answer".into()),
+        }
+    };
+    match answer {
         Ok(mut response) => {
             match crate::shell::backend::mcp::relay::seal_state(env, &mut response, fwd.version, &params, bind) {
                 Ok(()) => server::forwarded_response(fwd, &app.name, &response, VERSION),
