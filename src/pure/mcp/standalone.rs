@@ -22,8 +22,8 @@ pub const MAX_REOPENS: u32 = 20;
 pub const DEFAULT_RETRY_MS: u64 = 1_000;
 /// The longest a stream's `retry` may make Flowgate wait before opening it again.
 pub const MAX_RETRY_MS: u64 = 30_000;
-/// How long the opening `GET` may take before the call is sent anyway: a server that answers
-/// its head late still gets its stream, only the first messages could be missed.
+/// How long the answer to a `GET` of the stream may take; without one by then, the call goes on
+/// without the stream.
 pub const OPEN_WAIT_MS: u64 = 5_000;
 
 /// Whether a session has a standalone stream to open: only a Streamable HTTP session with an

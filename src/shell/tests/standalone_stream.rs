@@ -268,3 +268,24 @@ fn a_request_during_a_forwarded_prompts_get_is_refused_at_once() {
     );
     fx.assert_invariants();
 }
+
+#[test]
+fn a_session_the_upstream_forgot_is_replaced_before_the_call_when_its_stream_gets_404() {
+    let fx = Fx::new(437);
+    let (app, tool) = app_with(&fx, "stream_note");
+    let note = json!({"message": {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}}});
+    let r = last(&fx.call(&app.code, &tool, note.clone()));
+    assert_eq!(result_text(&r), (false, "sent".into()));
+    let first = upstream_calls(&fx, "tools/call").pop().and_then(|r| r.headers.get("mcp-session-id"));
+    fx.upstream.forget_sessions();
+    let calls_before = upstream_calls(&fx, "tools/call").len();
+    let r = last(&fx.call(&app.code, &tool, note));
+    assert_eq!(result_text(&r), (false, "sent".into()), "the stream of the new session carried the message");
+    let calls = upstream_calls(&fx, "tools/call");
+    assert_eq!(calls.len(), calls_before + 1, "the call went once, on the new session, never on the forgotten one");
+    let second = calls.last().and_then(|r| r.headers.get("mcp-session-id"));
+    assert!(second.is_some() && second != first, "{first:?} {second:?}");
+    let g: Vec<Option<String>> = gets(&fx.upstream).iter().map(|r| r.headers.get("mcp-session-id")).collect();
+    assert_eq!(g, vec![first.clone(), first, second], "404 on the forgotten session, then the new one's");
+    fx.assert_invariants();
+}

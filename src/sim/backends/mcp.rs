@@ -261,6 +261,11 @@ impl McpUpstream {
         self.waiting.borrow_mut().insert(id, Waiting { feed: feed.clone(), call_id, session, close });
     }
 
+    /// Forgets every session (a restart): each is answered 404 from now on.
+    pub fn forget_sessions(&self) {
+        self.sessions.borrow_mut().clear();
+    }
+
     /// The standalone stream of `session` while its reader holds it (dropped by the reader:
     /// closed).
     pub fn standalone_stream(&self, session: &str) -> Option<Rc<Feed>> {

@@ -118,7 +118,7 @@ pub async fn open(client: &mut Client<'_>, up: &Upstream) -> Option<Held> {
             Got::Not(Opened::SessionGone) if attempt == 0 => client.connect(false).await.ok()?,
             Got::Not(Opened::Failed(status)) if status != 0 => {
                 crate::shell::log::info(
-                    "the upstream refused its standalone stream; the call goes on without it",
+                    "the upstream did not open its standalone stream; the call goes on without it",
                     json!({"app": up.app_name, "status": status}),
                 );
                 return None;
