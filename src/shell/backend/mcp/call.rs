@@ -191,10 +191,11 @@ pub async fn call(
     }
 }
 
-/// What the upstream is answered instead, posted as each comes (the upstream may be waiting
-/// for it to go on); never ends.
+/// Errors for the upstream's requests that cannot go to the client, with the session each came on.
 type Refusals = futures::channel::mpsc::UnboundedReceiver<(Value, Option<(Session, String)>)>;
 
+/// Posts each refusal to the upstream as it comes (the upstream may be waiting for it to go on);
+/// never ends.
 async fn post_refusals(poster: &Client<'_>, refused: &mut Refusals) {
     while let Some((refusal, target)) = refused.next().await {
         if let Some(t) = target {
