@@ -22,6 +22,9 @@ pub const MAX_REOPENS: u32 = 20;
 pub const DEFAULT_RETRY_MS: u64 = 1_000;
 /// The longest a stream's `retry` may make Flowgate wait before opening it again.
 pub const MAX_RETRY_MS: u64 = 30_000;
+/// The waits before the stream is asked for again when the upstream answered 409 at the call's
+/// start (the caller's previous call may be closing its stream): short, since the call waits.
+pub const BUSY_WAITS_MS: [u64; 2] = [100, 250];
 /// How long the answer to a `GET` of the stream may take; without one by then, the call goes on
 /// without the stream.
 pub const OPEN_WAIT_MS: u64 = 5_000;

@@ -21,7 +21,7 @@ const TEAM_KEY: &str = "team-key-for-the-standalone-tests";
 fn app_with(fx: &Fx, name: &str) -> (UpApp, String) {
     fx.upstream.standalone.set(true);
     fx.secret(TEAM_KEY);
-    let app = upstream_app(&fx, "Streamer", &format!("{UPSTREAM}/mcp"), json!({"headers": {"X-Team-Key": TEAM_KEY}}));
+    let app = upstream_app(fx, "Streamer", &format!("{UPSTREAM}/mcp"), json!({"headers": {"X-Team-Key": TEAM_KEY}}));
     let tool = tool_named(fx, &app.code, name);
     (app, tool)
 }
@@ -218,7 +218,9 @@ fn a_request_during_a_forwarded_prompts_get_is_refused_at_once() {
     let fx = Fx::new(436);
     // An upstream with one prompt, whose prompts/get asks the client for its roots first (on
     // the POST's own stream) and answers with what came back.
-    let waiting: Rc<std::cell::RefCell<Option<(Rc<Feed>, Value)>>> = Rc::default();
+    // The prompts/get waiting for its roots: its stream and its id.
+    type Waiting = Option<(Rc<Feed>, Value)>;
+    let waiting: Rc<std::cell::RefCell<Waiting>> = Rc::default();
     let w = waiting.clone();
     let seen = recording(&fx, "https://prompts.test", move |req| {
         let Some(msg) = req.json() else { return Reply::new(405, "text/plain", "no") };
@@ -287,5 +289,48 @@ fn a_session_the_upstream_forgot_is_replaced_before_the_call_when_its_stream_get
     assert!(second.is_some() && second != first, "{first:?} {second:?}");
     let g: Vec<Option<String>> = gets(&fx.upstream).iter().map(|r| r.headers.get("mcp-session-id")).collect();
     assert_eq!(g, vec![first.clone(), first, second], "404 on the forgotten session, then the new one's");
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_stream_held_by_the_callers_other_call_is_asked_for_again_once_that_call_ends() {
+    use crate::runtime::Worker;
+    use futures::StreamExt;
+    let fx = Fx::new(438);
+    let (app, tool) = app_with(&fx, "stream_note");
+    let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}});
+    // The same caller's second call starts while the first holds the session's stream.
+    let second = request(
+        Method::Post,
+        &Fx::mcp_url(&app.code),
+        &[
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", V2025),
+        ],
+        Some(&call(&tool, json!({"message": log, "delayMs": 2_000}))),
+    );
+    let body: Rc<std::cell::RefCell<String>> = Rc::default();
+    let out = body.clone();
+    crate::runtime::spawn(async move {
+        crate::runtime::sleep(200).await;
+        #[allow(clippy::redundant_closure)] // `spawn` takes `impl Future`: it cannot be named as a function value.
+        let ctx = crate::runtime::Context::new(Rc::new(|f: crate::runtime::Fut<'static, ()>| crate::runtime::spawn(f)));
+        let resp = crate::shell::Flowgate.serve(second, crate::runtime::Env::current(), ctx).await;
+        let mut stream = resp.into_parts().2.into_stream();
+        while let Some(Ok(c)) = stream.next().await {
+            out.borrow_mut().push_str(&String::from_utf8_lossy(&c));
+        }
+    });
+    let first = last(&fx.call(&app.code, &tool, json!({"message": log, "delayMs": 1_000})));
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(result_text(&first), (false, "sent".into()));
+    assert!(body.borrow().contains("\"text\":\"sent\""), "{}", body.borrow());
+    // The first call's stream; the second's refused (409) at its start and twice shortly after,
+    // then asked for again while it ran, once the first call had let it go.
+    let g = gets(&fx.upstream);
+    assert_eq!(g.len(), 5, "{:?}", g.iter().map(|r| r.headers.get("mcp-session-id")).collect::<Vec<_>>());
+    assert!(g.iter().all(|r| r.headers.get("mcp-session-id") == g[0].headers.get("mcp-session-id")), "one session");
+    assert!(!fx.upstream.standalone_open());
     fx.assert_invariants();
 }

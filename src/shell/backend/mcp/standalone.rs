@@ -80,10 +80,13 @@ async fn get(sent: impl std::future::Future<Output = Result<Answer, outbound::Se
 /// Opens the standalone stream of the session `client` is connected with. `None` when the
 /// session has none (no `Mcp-Session-Id`, the legacy transport, 2026-07-28), the upstream
 /// offers none (405) or it failed. A 404 means the upstream forgot a cached session: a new one
-/// is started now, before the call, and its stream opened. A 409 (another call of the same
-/// caller holds the session's stream) is tried again while the call runs ([`follow`]).
+/// is started now, before the call, and its stream opened. A 409 (the session's stream is held:
+/// by the caller's previous call, still closing, or by another call of the caller's) is tried
+/// again shortly, then while the call runs ([`follow`]).
 pub async fn open(client: &mut Client<'_>, up: &Upstream) -> Option<Held> {
-    for attempt in 0..2 {
+    let mut renewed = false;
+    let mut busy_waits = sa::BUSY_WAITS_MS.iter();
+    loop {
         let (session, url) = match (&client.conn, client.cancel_target()) {
             (Some(Conn::Http(s)), Some(target)) if sa::has_stream(s) => target,
             _ => return None,
@@ -114,8 +117,14 @@ pub async fn open(client: &mut Client<'_>, up: &Upstream) -> Option<Held> {
                 let stream = answer.stream();
                 return Some(held(Some((answer, stream))));
             }
-            Got::Not(Opened::Busy) => return Some(held(None)),
-            Got::Not(Opened::SessionGone) if attempt == 0 => client.connect(false).await.ok()?,
+            Got::Not(Opened::Busy) => match busy_waits.next() {
+                Some(ms) => crate::runtime::sleep(*ms).await,
+                None => return Some(held(None)),
+            },
+            Got::Not(Opened::SessionGone) if !renewed => {
+                renewed = true;
+                client.connect(false).await.ok()?;
+            }
             Got::Not(Opened::Failed(status)) if status != 0 => {
                 crate::shell::log::info(
                     "the upstream did not open its standalone stream; the call goes on without it",
@@ -126,7 +135,6 @@ pub async fn open(client: &mut Client<'_>, up: &Upstream) -> Option<Held> {
             Got::Not(_) => return None,
         }
     }
-    None
 }
 
 /// Reads the stream while the call runs, each message to `on_message`; never ends by itself
