@@ -334,3 +334,31 @@ fn a_stream_held_by_the_callers_other_call_is_asked_for_again_once_that_call_end
     assert!(!fx.upstream.standalone_open());
     fx.assert_invariants();
 }
+
+#[test]
+fn a_2026_07_28_client_is_never_asked_and_the_upstream_is_told_why_at_once() {
+    let fx = Fx::new(439);
+    let (app, tool) = app_with(&fx, "stream_ask");
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"roots": {}}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let mut body = call(&tool, json!({"method": "roots/list"}));
+    body["params"]["_meta"] = meta;
+    let h = [
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool.as_str()),
+    ];
+    let started = fx.sim.now_ms();
+    let r = fx.sim.request(request(Method::Post, &Fx::mcp_url(&app.code), &h, Some(&body)));
+    assert!(fx.sim.now_ms() - started < 1_000, "at once");
+    assert!(messages(&r).iter().all(|m| m.get("method").is_none()), "nothing asked of the client: {}", r.text());
+    let (is_error, text) = result_text(&last(&r));
+    assert!(is_error && text.contains("speaks MCP 2026-07-28"), "{text}");
+    let answers = fx.upstream.answers.borrow().clone();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert!(answers[0].0["error"]["message"].as_str().unwrap_or_default().contains("input_required"));
+    assert_eq!(gets(&fx.upstream).len(), 1, "the stream was held for this call too");
+    fx.assert_invariants();
+}
