@@ -47,6 +47,8 @@ impl Held {
 enum Got {
     Stream(Answer),
     Not(Opened),
+    /// No answer (the reason logged).
+    Unreachable,
 }
 
 /// The answer to one `GET` of the stream (`sent`), read.
@@ -72,7 +74,7 @@ async fn get(sent: impl std::future::Future<Output = Result<Answer, outbound::Se
                 "the upstream's standalone stream could not be opened; the call goes on without it",
                 json!({"app": app, "why": why}),
             );
-            Got::Not(Opened::Failed(0))
+            Got::Unreachable
         }
     }
 }
@@ -125,14 +127,14 @@ pub async fn open(client: &mut Client<'_>, up: &Upstream) -> Option<Held> {
                 renewed = true;
                 client.connect(false).await.ok()?;
             }
-            Got::Not(Opened::Failed(status)) if status != 0 => {
+            Got::Not(Opened::Failed(status)) => {
                 crate::shell::log::info(
                     "the upstream did not open its standalone stream; the call goes on without it",
                     json!({"app": up.app_name, "status": status}),
                 );
                 return None;
             }
-            Got::Not(_) => return None,
+            Got::Not(_) | Got::Unreachable => return None,
         }
     }
 }
@@ -187,7 +189,7 @@ pub async fn follow(held: Option<Held>, on_message: &dyn Fn(Value)) {
                     h.live = Some((answer, stream));
                 }
                 Got::Not(Opened::Busy) => {}
-                Got::Not(_) => break,
+                Got::Not(_) | Got::Unreachable => break,
             }
         }
     }
