@@ -129,6 +129,11 @@ impl Answer {
     pub fn stream(&mut self) -> ByteStream {
         std::mem::replace(&mut self.body, Body::Empty).into_stream()
     }
+
+    /// Stops the exchange: a body still being read (an event stream held open) ends.
+    pub fn abort(&self) {
+        self.abort.abort();
+    }
 }
 
 /// Sends `method url` with `headers` and an optional JSON body; the final answer's headers must

@@ -68,7 +68,10 @@ describe('transports', () => {
     assert.equal(posts.length, 3);
     assert.equal(new Set(posts.map((r) => r.headers['mcp-session-id'])).size, 1, 'one session for all calls');
     assert.ok(posts.every((r) => r.headers['mcp-session-id'] && r.headers['mcp-protocol-version']));
-    assert.equal(ups.stateful.requests.filter((r) => r.method === 'GET').length, 0);
+    // The only GETs: each call's standalone stream, on the calls' session (never a resumption).
+    const gets = ups.stateful.requests.slice(n).filter((r) => r.method === 'GET');
+    assert.equal(gets.length, 3, 'one standalone stream a call');
+    assert.ok(gets.every((r) => r.headers['mcp-session-id'] === posts[0].headers['mcp-session-id'] && !r.headers['last-event-id']));
   });
 
   test('a stateless upstream needs no session', async () => {
@@ -133,10 +136,14 @@ describe('transports', () => {
     assert.equal((await call(url, 'Resumer_echo', { text: '2' })).json.result.structuredContent.text, '2');
     const posts = ups.stateful.requests.slice(n).filter((r) => r.method === 'POST');
     assert.deepEqual(posts.filter((r) => r.body?.method === 'initialize').length, 1, 'initialized exactly once more');
+    // The call's standalone stream (GET) found the session expired (404), so the call went
+    // once, on the new session.
+    const [first] = ups.stateful.requests.slice(n);
+    assert.equal(first.method, 'GET');
+    assert.ok(expired.includes(first.headers['mcp-session-id']), 'the first try used the expired session');
     const calls = posts.filter((r) => r.body?.method === 'tools/call');
-    assert.equal(calls.length, 2, 'the call with the expired session, then once with the new one');
-    assert.ok(expired.includes(calls[0].headers['mcp-session-id']), 'the first try used the expired session');
-    const renewed = calls[1].headers['mcp-session-id'];
+    assert.equal(calls.length, 1, 'the call went once, on the new session');
+    const renewed = calls[0].headers['mcp-session-id'];
     assert.ok(renewed && !expired.includes(renewed));
     assert.deepEqual(ups.stateful.sessions(), [renewed]);
 

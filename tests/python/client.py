@@ -3,10 +3,12 @@
     .venv/bin/python tests/python/client.py URL [-H 'Authorization: Bearer fgk_...']
         [--offer 2025-06-18] [--call TOOL [--arguments '{"text": "hi"}'] [--progress] [--task TTL_MS]]
         [--oauth-client-id ID --oauth-client-secret S --oauth-issuer URL [--oauth-scope 'a b']]
+        [--roots URI ...]
 
 The scenario: initialize (the SDK's ClientSession over its Streamable HTTP transport), tools/list,
 optionally one tools/call (with a progress callback when --progress; as a durable task through the
-SDK's experimental tasks API when --task), then ping. The printed object (stdout, one line):
+SDK's experimental tasks API when --task), then ping. With --roots the client declares the roots
+capability and answers `roots/list` with those URIs (each its own root, the URI as its name). The printed object (stdout, one line):
 
     {"ok": true, "sdk": {"name": "mcp", "version": "1.30.0"},
      "initialize": {"protocolVersion", "serverInfo", "instructions", "capabilities"},
@@ -57,6 +59,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--oauth-client-secret", metavar="SECRET", default="")
     p.add_argument("--oauth-issuer", metavar="URL", help="the issuer the client credentials belong to")
     p.add_argument("--oauth-scope", metavar="SCOPES", help="space-separated scopes to ask for")
+    p.add_argument("--roots", nargs="+", metavar="URI",
+                   help="declare the roots capability and answer roots/list with these URIs")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds for the whole scenario")
     return p.parse_args(argv)
 
@@ -132,7 +136,15 @@ async def scenario(args: argparse.Namespace, out: dict[str, Any], progress_state
         auth=oauth_provider(args),
     )
     async with http, streamable_http_client(args.url, http_client=http) as (read, write, _):
-        async with ClientSession(read, write, logging_callback=on_log) as session:
+        roots_asked: list[str] = []
+        out["rootsAsked"] = roots_asked
+
+        async def on_list_roots(_context: Any) -> types.ListRootsResult:
+            roots_asked.append("roots/list")
+            return types.ListRootsResult(roots=[types.Root(uri=u, name=u) for u in args.roots])
+
+        list_roots = on_list_roots if args.roots else None
+        async with ClientSession(read, write, logging_callback=on_log, list_roots_callback=list_roots) as session:
             progress_state["step"] = "initialize"
             init = await session.initialize()
             steps.append("initialize")

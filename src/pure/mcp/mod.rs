@@ -9,6 +9,7 @@ pub mod input_required;
 pub mod prepared;
 pub mod relay;
 pub mod server;
+pub mod standalone;
 pub mod tool_files;
 pub mod tools;
 pub mod upstream_tasks;

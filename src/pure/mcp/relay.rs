@@ -156,6 +156,20 @@ pub fn refusal(request: &Value, why: &str) -> Value {
     })
 }
 
+/// The error for a request an upstream sends while it answers a request Flowgate forwarded
+/// (`during`: `prompts/get`, `resources/read`, `completion/complete`): that answer goes to the
+/// client in one piece, so nothing can reach the client before it.
+pub fn refusal_during(request: &Value, during: &str) -> Value {
+    let method = request.get("method").and_then(Value::as_str).unwrap_or_default();
+    refusal(
+        request,
+        &format!(
+            "Flowgate cannot relay {method} to its client: it came during {during}, whose answer reaches the client in \
+             one piece (only tool calls carry requests to the client)"
+        ),
+    )
+}
+
 /// The upstream's request as the client gets it: the same, under the ticket's id.
 pub fn relayed_request(request: &Value, ticket_id: String) -> Value {
     let mut r = request.clone();
@@ -396,6 +410,10 @@ mod tests {
         assert!(e.contains("does not relay tools/call"), "{e}");
         let refused = refusal(&sampling, "no");
         assert_eq!(refused, json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32601, "message": "no"}}));
+        let during = refusal_during(&roots, "prompts/get");
+        assert_eq!((&during["id"], &during["error"]["code"]), (&json!(4), &json!(-32601)));
+        let why = during["error"]["message"].as_str().unwrap_or_default();
+        assert!(why.starts_with("Flowgate cannot relay roots/list") && why.contains("during prompts/get"), "{why}");
     }
 
     #[test]

@@ -227,6 +227,7 @@ mod relay;
 mod server_code;
 mod smoke;
 mod soak;
+mod standalone_stream;
 mod tasks_durable;
 mod upstream_apps;
 mod upstream_oauth;

@@ -9,7 +9,10 @@
 //! ([`McpUpstream::answers`]); tasks of 2025-11-25 (`long_job`, [`McpUpstream::tasks`]); the
 //! legacy HTTP+SSE transport only ([`McpUpstream::legacy`]); bearer tokens checked by the test
 //! ([`McpUpstream::require_token`], a 401 challenge otherwise); an outage ([`McpUpstream::down`]);
-//! a redirect of every call ([`McpUpstream::redirect_calls`]).
+//! a redirect of every call ([`McpUpstream::redirect_calls`]); a standalone stream per session
+//! ([`McpUpstream::standalone`]: a `GET` with the session id keeps one open, and `stream_ask` /
+//! `stream_note` send on it what belongs to no request of the client's, as FastMCP sends its
+//! `roots/list`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,6 +71,9 @@ pub struct McpUpstream {
     pub task_ms: u64,
     /// Lists `ask` (a test that relays requests turns it on; others see the usual three tools).
     pub asks: Cell<bool>,
+    /// A stateful upstream keeps a standalone stream per session (`GET` with its session id;
+    /// else a `GET` is 405) and lists `stream_ask` and `stream_note`.
+    pub standalone: Cell<bool>,
     /// Every request answered 503.
     pub down: Cell<bool>,
     /// Every `tools/call` answered with a 307 to this URL.
@@ -78,6 +84,7 @@ pub struct McpUpstream {
     next_request: Cell<u64>,
     waiting: RefCell<BTreeMap<String, Waiting>>,
     legacy_streams: RefCell<BTreeMap<String, Rc<Feed>>>,
+    standalone_streams: RefCell<BTreeMap<String, Rc<Feed>>>,
     up_tasks: RefCell<BTreeMap<String, UpTask>>,
     /// Every response a client sent to a request of the upstream's (the message as it came,
     /// and the session it came on).
@@ -91,7 +98,7 @@ fn rpc_error(status: u16, id: Value, code: i64, message: &str) -> Reply {
     Reply::json(status, &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}))
 }
 
-fn tools(asks: bool, tasks: bool) -> Value {
+fn tools(asks: bool, tasks: bool, standalone: bool) -> Value {
     let mut list = json!([
         {"name": "echo", "title": "Echo", "description": "Echoes its text.",
          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
@@ -106,6 +113,14 @@ fn tools(asks: bool, tasks: bool) -> Value {
         if let Some(l) = list.as_array_mut() {
             l.push(json!({"name": "ask", "description": "Asks the client a question (elicitation) and answers with what it said.",
                 "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}, "rounds": {"type": "integer", "minimum": 1}, "stall": {"type": "boolean"}}}}));
+        }
+    }
+    if standalone {
+        if let Some(l) = list.as_array_mut() {
+            l.push(json!({"name": "stream_ask", "description": "Sends a request (`method`, `params`) on the session's standalone stream, related to nothing, and answers with what came back.",
+                "inputSchema": {"type": "object", "properties": {"method": {"type": "string"}, "params": {"type": "object"}}, "required": ["method"]}}));
+            l.push(json!({"name": "stream_note", "description": "Sends `message` on the session's standalone stream, then answers after `delayMs`.",
+                "inputSchema": {"type": "object", "properties": {"message": {"type": "object"}, "delayMs": {"type": "number"}}, "required": ["message"]}}));
         }
     }
     if tasks {
@@ -167,7 +182,7 @@ impl McpUpstream {
                 "serverInfo": {"name": "sim-upstream", "version": "1.0.0"}
             })),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": tools(self.asks.get(), self.tasks) })),
+            "tools/list" => Ok(json!({ "tools": tools(self.asks.get(), self.tasks, self.standalone.get()) })),
             "tasks/get" | "tasks/result" => {
                 let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
                 let tasks = self.up_tasks.borrow();
@@ -259,6 +274,76 @@ impl McpUpstream {
             "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
         w.feed.push(frame(&request));
         self.waiting.borrow_mut().insert(id, w);
+    }
+
+    /// Forgets every session (a restart): each is answered 404 from now on.
+    pub fn forget_sessions(&self) {
+        self.sessions.borrow_mut().clear();
+    }
+
+    /// The standalone stream of `session` while its reader holds it (dropped by the reader:
+    /// closed).
+    pub fn standalone_stream(&self, session: &str) -> Option<Rc<Feed>> {
+        self.standalone_streams.borrow().get(session).filter(|f| Rc::strong_count(f) > 1 && !f.is_closed()).cloned()
+    }
+
+    /// Whether a standalone stream is held open by its reader now.
+    pub fn standalone_open(&self) -> bool {
+        self.standalone_streams.borrow().values().any(|f| Rc::strong_count(f) > 1 && !f.is_closed())
+    }
+
+    /// A `GET` for a session's standalone stream: opened (the previous one replaced once its
+    /// reader let go; 409 while it holds it), or the refusal a Streamable HTTP server gives.
+    fn open_standalone(&self, req: &BackendRequest) -> Reply {
+        if !req.headers.get("accept").unwrap_or_default().contains("text/event-stream") {
+            return rpc_error(406, Value::Null, -32000, "Not Acceptable: Client must accept text/event-stream");
+        }
+        let Some(session) = req.headers.get("mcp-session-id") else {
+            return rpc_error(400, Value::Null, -32000, "Bad Request: No valid session ID provided");
+        };
+        if !self.sessions.borrow().contains(&session) {
+            return rpc_error(404, Value::Null, -32001, "Session not found");
+        }
+        if self.standalone_stream(&session).is_some() {
+            return rpc_error(409, Value::Null, -32000, "Conflict: Only one SSE stream is allowed per session");
+        }
+        let feed = Rc::new(Feed::default());
+        self.standalone_streams.borrow_mut().insert(session, feed.clone());
+        Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed))
+    }
+
+    /// `stream_ask`: the request goes out on the session's standalone stream; the call answers
+    /// once the client (or Flowgate) answered it. No stream: an error result at once.
+    fn stream_ask(&self, msg: &Value, session: Option<String>) -> Reply {
+        let call_id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let Some(stream) = session.as_deref().and_then(|s| self.standalone_stream(s)) else {
+            let result =
+                json!({"content": [{"type": "text", "text": "no standalone stream to ask on"}], "isError": true});
+            return Reply::sse(vec![frame(&json!({"jsonrpc": "2.0", "id": call_id, "result": result}))], 0);
+        };
+        let n = self.next_request.get() + 1;
+        self.next_request.set(n);
+        let id = format!("up-stream-{n}");
+        let args = msg.pointer("/params/arguments").cloned().unwrap_or(json!({}));
+        let mut request = json!({"jsonrpc": "2.0", "id": id, "method": args["method"]});
+        if let Some(p) = args.get("params") {
+            request["params"] = p.clone();
+        }
+        stream.push(frame(&request));
+        let feed = Rc::new(Feed::default());
+        self.waiting.borrow_mut().insert(id, Waiting { feed: feed.clone(), call_id, session, close: true });
+        Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed))
+    }
+
+    /// `stream_note`: `message` goes out on the session's standalone stream (when there is one);
+    /// the call answers `delayMs` later.
+    fn stream_note(&self, msg: &Value, session: Option<String>) -> Reply {
+        let args = msg.pointer("/params/arguments").cloned().unwrap_or(json!({}));
+        let sent = session.as_deref().and_then(|s| self.standalone_stream(s)).map(|f| f.push(frame(&args["message"])));
+        let text = if sent.is_some() { "sent" } else { "no standalone stream" };
+        let answer = json!({"jsonrpc": "2.0", "id": msg.get("id").cloned().unwrap_or(Value::Null),
+            "result": {"content": [{"type": "text", "text": text}]}});
+        Reply::sse(vec![frame(&answer)], 0).delayed(args["delayMs"].as_u64().unwrap_or(0))
     }
 
     /// A client's response to one of the upstream's requests: the call that asked answers
@@ -361,6 +446,9 @@ impl Backend for McpUpstream {
                 rpc_error(404, Value::Null, -32001, "Session not found")
             };
         }
+        if req.method == Method::Get && self.stateful && self.standalone.get() {
+            return self.open_standalone(req);
+        }
         if req.method != Method::Post {
             return rpc_error(405, Value::Null, -32000, "Method not allowed.").with_header("allow", "POST, DELETE");
         }
@@ -408,6 +496,11 @@ impl Backend for McpUpstream {
         if method == "tools/call" {
             if let Some(to) = self.redirect_calls.borrow().as_ref() {
                 return Reply::new(307, "", Vec::new()).with_header("location", to);
+            }
+            match params.get("name").and_then(Value::as_str) {
+                Some("stream_ask") if self.standalone.get() => return self.stream_ask(&msg, session),
+                Some("stream_note") if self.standalone.get() => return self.stream_note(&msg, session),
+                _ => {}
             }
             if params.get("name").and_then(Value::as_str) == Some("ask") {
                 let feed = Rc::new(Feed::default());

@@ -17,6 +17,7 @@ use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::gateway::Forward;
 use crate::pure::mcp::relay::{self, Ticket};
 use crate::pure::mcp::server::{self, CallPlan, CallRequest};
+use crate::pure::mcp::standalone;
 use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::outcome::Outcome;
 
@@ -93,6 +94,8 @@ pub async fn call(
     if let Err(e) = client.connect(true).await {
         return server::finish_call(plan, Outcome::Failed(e), VERSION);
     }
+    // Before the call goes out, so that nothing the upstream sends on it meanwhile is lost.
+    let standalone = super::standalone::open(&mut client, &upstream).await;
     let task_ttl_ms =
         match upstream_tasks::ask(task_ttl_ms, if_offered, client.capabilities().as_ref(), plan.version, name) {
             upstream_tasks::Ask::Task(ttl) => Some(ttl),
@@ -109,33 +112,43 @@ pub async fn call(
     // it; a cancel then names a request the upstream no longer has, which it ignores).
     on_start(client.last_request_id() + 1, client.http_session());
     let target = client.cancel_target();
-    // Requests the upstream sends meanwhile go to the client (`ask_client`), or are refused; a
-    // refusal is posted back to the upstream beside the call, which waits for it.
+    // Requests the upstream sends meanwhile, on the call's stream or the session's standalone
+    // one, related to the call or not, go to the client (`ask_client`) or are refused; a
+    // refusal is posted back to the upstream beside the call, which may wait for it.
     let live = client.live_target();
     let (refusals, mut refused) = futures::channel::mpsc::unbounded::<(Value, Option<(Session, String)>)>();
+    let emit = std::cell::RefCell::new(emit);
+    let ask = |n: Value, target: Option<(Session, String)>| match ask_client(
+        &n,
+        plan,
+        def,
+        &upstream,
+        env,
+        target.as_ref(),
+    ) {
+        Ok(relayed) => (*emit.borrow_mut())(relayed),
+        Err(refusal) => {
+            let _ = refusals.unbounded_send((refusal, target));
+        }
+    };
     let mut relay = |n: Value| {
         if n.get("id").is_some() {
-            let target = live.borrow().clone();
-            match ask_client(&n, plan, def, &upstream, env, target.as_ref()) {
-                Ok(relayed) => emit(relayed),
-                Err(refusal) => {
-                    let _ = refusals.unbounded_send((refusal, target));
-                }
-            }
+            ask(n, live.borrow().clone());
         } else if server::relays(plan, &n) {
-            emit(n);
+            (*emit.borrow_mut())(n);
         }
     };
-    let answering = async {
-        let poster = Client::new(&upstream, env);
-        while let Some((refusal, target)) = refused.next().await {
-            if let Some(t) = target {
-                let _ = poster.post_message(&t, &refusal).await;
-            }
-        }
-        futures::future::pending::<()>().await
+    let stream_target = standalone.as_ref().map(super::standalone::Held::target);
+    let from_standalone = |n: Value| match standalone::route(&n, plan) {
+        standalone::Route::Ask => ask(n, stream_target.clone()),
+        standalone::Route::Pass => (*emit.borrow_mut())(n),
+        standalone::Route::Drop => {}
     };
+    let poster = Client::new(&upstream, env);
+    let answering = post_refusals(&poster, &mut refused);
     let answer = {
+        // Ends with the call: the stream is aborted when this block drops it.
+        let following = super::standalone::follow(standalone, &from_standalone);
         let call = client.call_tool_with(
             name,
             arguments,
@@ -145,9 +158,10 @@ pub async fn call(
             task_ttl_ms,
             &mut relay,
         );
-        futures::pin_mut!(call, abort, answering);
+        futures::pin_mut!(call, abort, answering, following);
+        let beside = futures::future::select(answering, following);
         let call = async {
-            match futures::future::select(call, answering).await {
+            match futures::future::select(call, beside).await {
                 futures::future::Either::Left((answer, _)) => answer,
                 futures::future::Either::Right(_) => Err("the upstream call ended without an answer".into()),
             }
@@ -158,6 +172,12 @@ pub async fn call(
             futures::future::Either::Right(_) => None,
         }
     };
+    // Refusals the call's end overtook still go out: no upstream request waits on silence.
+    while let Ok((refusal, target)) = refused.try_recv() {
+        if let Some(t) = target {
+            let _ = poster.post_message(&t, &refusal).await;
+        }
+    }
     match answer {
         Some(Ok(response)) if upstream_tasks::created(&response["result"]).is_some() => {
             task_created(plan, def, &upstream, &response["result"], task_ttl_ms.is_some(), env)
@@ -180,6 +200,20 @@ pub async fn call(
             )
         }
     }
+}
+
+/// Errors for the upstream's requests that cannot go to the client, with the session each came on.
+type Refusals = futures::channel::mpsc::UnboundedReceiver<(Value, Option<(Session, String)>)>;
+
+/// Posts each refusal to the upstream as it comes (the upstream may be waiting for it to go on);
+/// never ends.
+async fn post_refusals(poster: &Client<'_>, refused: &mut Refusals) {
+    while let Some((refusal, target)) = refused.next().await {
+        if let Some(t) = target {
+            let _ = poster.post_message(&t, &refusal).await;
+        }
+    }
+    futures::future::pending::<()>().await
 }
 
 /// The answer to a `tools/call` whose upstream created a task (`result`): the task under
@@ -316,7 +350,26 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
         return server::forward_failed(fwd, &e);
     }
     let make = |id, s: &Session| session_request(id, fwd.method, params.clone(), s);
-    match client.request(&make, fwd.name.as_deref(), &[], upstream.call_timeout, &mut |_| {}).await {
+    // The answer goes to the client whole: a request the upstream sends meanwhile is refused
+    // at once, never left waiting.
+    let live = client.live_target();
+    let (refusals, mut refused) = futures::channel::mpsc::unbounded();
+    let mut refuse = |n: Value| {
+        if n.get("id").is_some() {
+            let _ = refusals.unbounded_send((relay::refusal_during(&n, fwd.method), live.borrow().clone()));
+        }
+    };
+    let poster = Client::new(&upstream, env);
+    let answer = {
+        let request = client.request(&make, fwd.name.as_deref(), &[], upstream.call_timeout, &mut refuse);
+        let answering = post_refusals(&poster, &mut refused);
+        futures::pin_mut!(request, answering);
+        match futures::future::select(request, answering).await {
+            futures::future::Either::Left((answer, _)) => answer,
+            futures::future::Either::Right(_) => Err("the upstream request ended without an answer".into()),
+        }
+    };
+    match answer {
         Ok(mut response) => {
             match crate::shell::backend::mcp::relay::seal_state(env, &mut response, fwd.version, &params, bind) {
                 Ok(()) => server::forwarded_response(fwd, &app.name, &response, VERSION),

@@ -224,9 +224,15 @@ impl<'a> Client<'a> {
         }
     }
 
-    /// POSTs `body` to `url`; when the upstream refuses with a challenge a new OAuth token can
-    /// answer (401, or 403 insufficient_scope) and the app's token comes from `backend.oauth`,
-    /// the token broker gets a new token and the request is sent once more (never twice).
+    /// The headers of a `GET` for one of the session's event streams (an answer's, resumed, or
+    /// the standalone one): the session's credentials, `Accept: text/event-stream`.
+    pub(super) fn stream_headers(&self, session: &Session) -> Result<Headers, String> {
+        let mut h = self.headers(Some(session), "", None)?;
+        h.set("accept", "text/event-stream");
+        Ok(h)
+    }
+
+    /// POSTs `body` to `url`, answering a challenge as [`Client::exchange`] does.
     async fn post(
         &self,
         url: &str,
@@ -234,8 +240,23 @@ impl<'a> Client<'a> {
         body: &Value,
         timeout: Duration,
     ) -> Result<Answer, SendError> {
+        self.exchange(Method::Post, url, headers, Some(body), timeout).await
+    }
+
+    /// Sends one request of the session; when the upstream refuses with a challenge a new OAuth
+    /// token can answer (401, or 403 insufficient_scope) and the app's token comes from
+    /// `backend.oauth`, the token broker gets a new token and the request is sent once more
+    /// (never twice).
+    pub(super) async fn exchange(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &dyn Fn() -> Result<Headers, String>,
+        body: Option<&Value>,
+        timeout: Duration,
+    ) -> Result<Answer, SendError> {
         let resp =
-            outbound::send(Method::Post, url, headers().map_err(SendError::unsendable)?, Some(body), timeout).await?;
+            outbound::send(method.clone(), url, headers().map_err(SendError::unsendable)?, body, timeout).await?;
         let status = resp.status_code();
         let Some(app) = self.up.oauth_app.as_ref().filter(|_| matches!(status, 401 | 403)) else { return Ok(resp) };
         let www = resp.headers().get("www-authenticate");
@@ -249,7 +270,7 @@ impl<'a> Client<'a> {
                 return Ok(resp);
             }
         }
-        outbound::send(Method::Post, url, headers().map_err(SendError::unsendable)?, Some(body), timeout).await
+        outbound::send(method, url, headers().map_err(SendError::unsendable)?, body, timeout).await
     }
 
     /// Streamable HTTP handshake: initialize, or `server/discover` for a stateless upstream.
@@ -558,8 +579,7 @@ impl<'a> Client<'a> {
             return Err(Attempt::Failed(format!("upstream {app} answered HTTP {status}: {snippet}")));
         }
         let mut reader = ReplyReader::new(json!(id));
-        let mut get = self.headers(Some(session), "", None)?;
-        get.set("accept", "text/event-stream");
+        let get = self.stream_headers(session)?;
         // Named like every other upstream failure: on a multi-app server the text alone must say
         // which upstream broke off or timed out.
         read_reply(resp, &mut reader, timeout, self.up.max_result_bytes, on_note, Some((&self.up.url, get)))

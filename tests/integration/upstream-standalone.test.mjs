@@ -1,0 +1,144 @@
+// The upstream's standalone stream: an upstream that asks for `roots/list` on its session's GET
+// stream, related to no request (as FastMCP does; tests/support/standalone-upstream.mjs), gets
+// its answer through Flowgate while the call runs: relayed to a client that declared roots (the
+// TypeScript SDK and the Python SDK), refused at once with the reason for one that did not, so
+// the call ends quickly either way instead of waiting for the upstream's timeout (20 s). Logs on
+// that stream reach the client; the stream is closed when the call ends.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import { repoRoot, startFlowgate } from '../support/harness.mjs';
+import { publish, upstreamApp } from '../support/flowgate-setup.mjs';
+import { startStandaloneUpstream } from '../support/standalone-upstream.mjs';
+
+const PYTHON = path.join(repoRoot, '.venv', 'bin', 'python');
+const CLIENT = path.join(repoRoot, 'tests', 'python', 'client.py');
+const ROOTS = [{ uri: 'file:///work/project', name: 'project' }];
+/** Far below the upstream's own 20 s: the answer (or the refusal) came at once. */
+const QUICK_MS = 8_000;
+
+let fg;
+let up;
+let url;
+
+before(async () => {
+  [fg, up] = await Promise.all([startFlowgate(), startStandaloneUpstream()]);
+  const id = await upstreamApp(fg, 'Rooted', { url: up.url, tool_name_prefix: false });
+  ({ url } = await publish(fg, id));
+});
+
+after(async () => {
+  await Promise.allSettled([fg?.stop(), up?.close()]);
+});
+
+async function connect(capabilities) {
+  const client = new Client({ name: 'standalone-test', version: '1.0.0' }, { capabilities });
+  const asked = [];
+  // The SDK takes a handler only for a capability the client declares.
+  if (capabilities.roots) {
+    client.setRequestHandler(ListRootsRequestSchema, async (req, extra) => {
+      asked.push(String(extra.requestId));
+      return { roots: ROOTS };
+    });
+  }
+  const logs = [];
+  client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.push(n.params));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  return { client, asked, logs };
+}
+
+/** Waits (up to 5 s) until the upstream holds no standalone stream. */
+async function streamsClosed() {
+  for (let i = 0; i < 100 && up.openStreams() > 0; i++) await new Promise((r) => setTimeout(r, 50));
+  return up.openStreams();
+}
+
+const standaloneGets = () => up.requests.filter((r) => r.method === 'GET');
+
+describe('the TypeScript SDK', () => {
+  test('declared roots: the upstream\'s roots/list on its standalone stream reaches the client, and the call answers with its roots', async () => {
+    const { client, asked } = await connect({ roots: {} });
+    try {
+      const gets = standaloneGets().length;
+      const started = Date.now();
+      const r = await client.callTool({ name: 'roots', arguments: {} });
+      assert.ok(Date.now() - started < QUICK_MS, `took ${Date.now() - started} ms`);
+      assert.equal(r.isError, undefined, JSON.stringify(r));
+      assert.deepEqual(JSON.parse(r.content[0].text), ROOTS);
+      assert.equal(asked.length, 1);
+      assert.match(asked[0], /^fg-relay\./, 'under a sealed id');
+      const [get] = standaloneGets().slice(gets);
+      assert.ok(get, 'Flowgate opened the standalone stream');
+      assert.equal(get.headers.accept, 'text/event-stream');
+      assert.ok(get.headers['mcp-session-id']);
+      assert.equal(await streamsClosed(), 0, 'closed when the call ended');
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('no roots declared: the upstream is refused at once, and the tool result names why', async () => {
+    const { client, asked } = await connect({});
+    try {
+      const started = Date.now();
+      const r = await client.callTool({ name: 'roots', arguments: {} });
+      assert.ok(Date.now() - started < QUICK_MS, `took ${Date.now() - started} ms`);
+      assert.equal(r.isError, true, JSON.stringify(r));
+      assert.match(r.content[0].text, /did not declare the roots capability/);
+      assert.equal(asked.length, 0);
+      const refusal = up.requests.find((q) => q.method === 'POST' && q.body?.error && /roots/.test(q.body.error.message));
+      assert.ok(refusal, 'the upstream got a JSON-RPC error');
+      assert.equal(refusal.body.error.code, -32601);
+    } finally {
+      await client.close();
+    }
+  });
+
+  test('a log message on the standalone stream reaches the client', async () => {
+    const { client, logs } = await connect({});
+    try {
+      const r = await client.callTool({ name: 'log', arguments: { level: 'warning', data: 'from the standalone stream' } });
+      assert.equal(r.content[0].text, 'logged');
+      assert.deepEqual(logs, [{ level: 'warning', logger: 'standalone', data: 'from the standalone stream' }]);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('the Python SDK', () => {
+  const run = promisify(execFile);
+  async function python(extra) {
+    assert.ok(fs.existsSync(PYTHON), `${PYTHON} is missing: run scripts/setup.sh`);
+    const argv = [CLIENT, url, '--timeout', '60', '--call', 'roots', ...extra];
+    const started = Date.now();
+    const { stdout } = await run(PYTHON, argv, { timeout: 90_000 }).catch((e) => e);
+    return { out: JSON.parse(stdout.trim().split('\n').at(-1)), ms: Date.now() - started };
+  }
+
+  test('declared roots: answered through Flowgate, the call ends quickly with them', async () => {
+    const { out, ms } = await python(['--roots', 'file:///work/python']);
+    assert.equal(out.ok, true, JSON.stringify(out));
+    assert.ok(ms < QUICK_MS + 5_000, `took ${ms} ms`);
+    assert.deepEqual(out.rootsAsked, ['roots/list']);
+    assert.equal(out.call.isError, false);
+    assert.deepEqual(JSON.parse(out.call.content[0].text), [{ uri: 'file:///work/python', name: 'file:///work/python' }]);
+  });
+
+  test('no roots declared: a quick tool error that names why', async () => {
+    const { out, ms } = await python([]);
+    assert.equal(out.ok, true, JSON.stringify(out));
+    assert.ok(ms < QUICK_MS + 5_000, `took ${ms} ms`);
+    assert.deepEqual(out.rootsAsked, []);
+    assert.equal(out.call.isError, true);
+    assert.match(out.call.content[0].text, /did not declare the roots capability/);
+  });
+});
