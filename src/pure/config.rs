@@ -57,6 +57,7 @@ settings! {
     CACHE: Binding, "KV: server definitions, upstream sessions and tool lists.";
     TASKS: Binding, "Durable Objects: durable tasks.";
     OAUTH: Binding, "Durable Objects: OAuth tokens of upstream apps.";
+    LEGACY_SESSIONS: Binding, "Durable Objects: legacy HTTP+SSE sessions with upstream apps.";
     MCP_RATE_LIMIT: Binding, "Rate limiting: MCP requests per server code.";
     ADMIN_AUTH_LIMIT: Binding, "Rate limiting: wrong admin tokens per client address.";
 }

@@ -227,8 +227,8 @@ impl StreamReader {
 pub enum Line {
     /// First: the session the request went on (as stored: `session::Session`'s JSON), the
     /// endpoint messages go to, the id the request went up under, and whether the session was
-    /// opened for this request.
-    Opened { session: Value, endpoint: String, id: u64, new: bool },
+    /// opened for this request (and when it replaced one, why that one ended).
+    Opened { session: Value, endpoint: String, id: u64, new: bool, ended: Option<String> },
     /// A notification or a request of the upstream's for this call.
     Message(Value),
     /// The response: the last line.
@@ -241,8 +241,8 @@ impl Line {
     /// The line's text, newline included.
     pub fn encode(&self) -> Vec<u8> {
         let v = match self {
-            Line::Opened { session, endpoint, id, new } => {
-                json!({"opened": {"session": session, "endpoint": endpoint, "id": id, "new": new}})
+            Line::Opened { session, endpoint, id, new, ended } => {
+                json!({"opened": {"session": session, "endpoint": endpoint, "id": id, "new": new, "ended": ended}})
             }
             Line::Message(m) => json!({"message": m}),
             Line::Response(r) => json!({"response": r}),
@@ -258,7 +258,8 @@ impl Line {
         if let Some(o) = v.get("opened") {
             let endpoint = o["endpoint"].as_str().unwrap_or_default().to_string();
             let id = o["id"].as_u64().ok_or("the session object sent no request id")?;
-            return Ok(Line::Opened { session: o["session"].clone(), endpoint, id, new: o["new"] == true });
+            let ended = o["ended"].as_str().map(str::to_string);
+            return Ok(Line::Opened { session: o["session"].clone(), endpoint, id, new: o["new"] == true, ended });
         }
         if let Some(m) = v.get("message") {
             return Ok(Line::Message(m.clone()));
@@ -426,7 +427,9 @@ mod tests {
                 endpoint: "https://u.test/m?s=1".into(),
                 id: 4,
                 new: true,
+                ended: Some("idle for 300 s".into()),
             },
+            Line::Opened { session: json!({}), endpoint: "https://u.test/m".into(), id: 5, new: false, ended: None },
             Line::Message(json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "é\n"}})),
             Line::Response(json!({"jsonrpc": "2.0", "id": 4, "result": {}})),
             Line::Failed("the upstream closed its stream".into()),
