@@ -8,7 +8,10 @@
 //! ([`McpUpstream::answers`]); tasks of 2025-11-25 (`long_job`, [`McpUpstream::tasks`]); the
 //! legacy HTTP+SSE transport only ([`McpUpstream::legacy`]); bearer tokens checked by the test
 //! ([`McpUpstream::require_token`], a 401 challenge otherwise); an outage ([`McpUpstream::down`]);
-//! a redirect of every call ([`McpUpstream::redirect_calls`]).
+//! a redirect of every call ([`McpUpstream::redirect_calls`]); on the legacy transport, a
+//! stateful `count` tool ([`McpUpstream::counts`]: 1, 2, … per session), streams the upstream
+//! ends or forgets ([`McpUpstream::end_streams`], [`McpUpstream::forget_streams`]), and messages
+//! of its own on every open stream ([`McpUpstream::send_on_streams`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -61,6 +64,9 @@ pub struct McpUpstream {
     pub task_ms: u64,
     /// Lists `ask` (a test that relays requests turns it on; others see the usual three tools).
     pub asks: Cell<bool>,
+    /// Lists `count`, which answers how often it was called in the session (legacy transport).
+    pub counts: Cell<bool>,
+    counters: RefCell<BTreeMap<String, u64>>,
     /// Every request answered 503.
     pub down: Cell<bool>,
     /// Every `tools/call` answered with a 307 to this URL.
@@ -84,7 +90,7 @@ fn rpc_error(status: u16, id: Value, code: i64, message: &str) -> Reply {
     Reply::json(status, &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}))
 }
 
-fn tools(asks: bool, tasks: bool) -> Value {
+fn tools(asks: bool, tasks: bool, counts: bool) -> Value {
     let mut list = json!([
         {"name": "echo", "title": "Echo", "description": "Echoes its text.",
          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
@@ -99,6 +105,12 @@ fn tools(asks: bool, tasks: bool) -> Value {
         if let Some(l) = list.as_array_mut() {
             l.push(json!({"name": "ask", "description": "Asks the client a question (elicitation) and answers with what it said.",
                 "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}}}));
+        }
+    }
+    if counts {
+        if let Some(l) = list.as_array_mut() {
+            l.push(json!({"name": "count", "description": "How often it was called in this session.",
+                "inputSchema": {"type": "object", "properties": {}}}));
         }
     }
     if tasks {
@@ -160,7 +172,7 @@ impl McpUpstream {
                 "serverInfo": {"name": "sim-upstream", "version": "1.0.0"}
             })),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": tools(self.asks.get(), self.tasks) })),
+            "tools/list" => Ok(json!({ "tools": tools(self.asks.get(), self.tasks, self.counts.get()) })),
             "tasks/get" | "tasks/result" => {
                 let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
                 let tasks = self.up_tasks.borrow();
@@ -268,6 +280,30 @@ impl McpUpstream {
         true
     }
 
+    /// The legacy sessions whose streams are open.
+    pub fn open_streams(&self) -> usize {
+        self.legacy_streams.borrow().values().filter(|f| !f.is_closed()).count()
+    }
+
+    /// Ends every legacy stream and forgets its session (a restart of the upstream).
+    pub fn end_streams(&self) {
+        for (_, feed) in std::mem::take(&mut *self.legacy_streams.borrow_mut()) {
+            feed.close();
+        }
+    }
+
+    /// Forgets every legacy session while leaving its stream open: its endpoint answers 404.
+    pub fn forget_streams(&self) {
+        self.legacy_streams.borrow_mut().clear();
+    }
+
+    /// Sends `message` on every open legacy stream (a request or notification of its own).
+    pub fn send_on_streams(&self, message: &Value) {
+        for feed in self.legacy_streams.borrow().values() {
+            feed.push(frame(message));
+        }
+    }
+
     /// The legacy transport: the GET opens a session's event stream; a POST to its endpoint
     /// is accepted and answered on that stream.
     fn legacy(&self, req: &BackendRequest, now_ms: u64) -> Reply {
@@ -296,6 +332,16 @@ impl McpUpstream {
             }
             Some(_) if method == "tools/call" && msg.pointer("/params/name") == Some(&json!("ask")) => {
                 self.ask(&msg, &feed, Some(sid), false);
+            }
+            Some(id) if method == "tools/call" && msg.pointer("/params/name") == Some(&json!("count")) => {
+                let n = {
+                    let mut counters = self.counters.borrow_mut();
+                    let n = counters.entry(sid).or_default();
+                    *n += 1;
+                    *n
+                };
+                let result = json!({"content": [{"type": "text", "text": format!("count {n}")}]});
+                feed.push(frame(&json!({"jsonrpc": "2.0", "id": id, "result": result})));
             }
             Some(id) => {
                 let params = msg.get("params").cloned().unwrap_or(json!({}));

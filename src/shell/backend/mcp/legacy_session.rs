@@ -98,11 +98,16 @@ pub async fn open(env: &Env, object: &str, reach: &Reach<'_>) -> Result<Opened, 
     let text = resp.text().await.map_err(|e| Failure::Unavailable(format!("the session object's answer: {e}")))?;
     let mut lines = LineReader::default();
     match lines.feed(format!("{text}\n").as_bytes()).map_err(Failure::Unavailable)?.pop() {
-        Some(Line::Opened { session, endpoint, .. }) => Ok(Opened {
-            object: object.to_string(),
-            session: crate::pure::fields::read(session).map_err(Failure::Unavailable)?,
-            endpoint,
-        }),
+        Some(Line::Opened { session, endpoint, new, ended, .. }) => {
+            if new {
+                said_new(reach.app, ended);
+            }
+            Ok(Opened {
+                object: object.to_string(),
+                session: crate::pure::fields::read(session).map_err(Failure::Unavailable)?,
+                endpoint,
+            })
+        }
         Some(Line::Failed(why)) => Err(Failure::Upstream(why)),
         _ => Err(Failure::Unavailable("the session object answered nothing Flowgate reads".into())),
     }
@@ -143,10 +148,7 @@ pub async fn request(
                     id = sent_as;
                     *live.borrow_mut() = Some((opened.session.clone(), opened.endpoint.clone()));
                     if new {
-                        crate::shell::log::info(
-                            "the call went on a new legacy SSE session with its upstream",
-                            json!({"app": reach.app, "earlier_session_ended": ended}),
-                        );
+                        said_new(reach.app, ended);
                     }
                 }
                 Line::Message(m) => on_note(m),
@@ -155,6 +157,15 @@ pub async fn request(
             }
         }
     }
+}
+
+/// The log line of a request that went on a new session: state the upstream kept for the
+/// caller in the one before (when there was one, it says why it ended) is gone.
+fn said_new(app: &str, ended: Option<String>) {
+    crate::shell::log::info(
+        "the call went on a new legacy SSE session with its upstream",
+        json!({"app": app, "earlier_session_ended": ended}),
+    );
 }
 
 /// The Durable Object class of a legacy session (bound as `LEGACY_SESSIONS`, class
@@ -325,12 +336,13 @@ impl LegacySession {
         };
         if !call {
             return Ok(match self.ensure(&asked).await {
-                Ok(_) => {
+                Ok(new) => {
                     let Some((session, endpoint, _)) = self.current() else {
                         return Ok(lines(&[Line::Failed(format!("upstream {}: the session ended", asked.app))]));
                     };
                     let session = serde_json::to_value(&session)?;
-                    lines(&[Line::Opened { session, endpoint, id: 0, new: false, ended: None }])
+                    let ended = if new { self.inner.ended.borrow().clone() } else { None };
+                    lines(&[Line::Opened { session, endpoint, id: 0, new, ended }])
                 }
                 Err(why) => lines(&[Line::Failed(why)]),
             });
