@@ -232,10 +232,14 @@ impl Inner {
         let route = self.calls.borrow().route(&message);
         match route {
             Route::To(id, m) => {
-                let sent = self.waiting.borrow().get(&id).map(|tx| tx.unbounded_send(Line::Message(m.clone())));
+                let sent = self
+                    .waiting
+                    .borrow()
+                    .get(&id)
+                    .is_some_and(|tx| tx.unbounded_send(Line::Message(m.clone())).is_ok());
                 // The call's caller went away just now: a request of the upstream's still
                 // gets its answer.
-                if !matches!(sent, Some(Ok(()))) && m.get("id").is_some() {
+                if !sent && m.get("id").is_some() {
                     let why = crate::pure::backend::mcp::legacy_session::no_call(m["method"].as_str().unwrap_or(""));
                     return Some(crate::pure::backend::mcp::legacy_session::refusal(&m, &why));
                 }
