@@ -231,3 +231,35 @@ fn a_request_of_the_upstreams_among_several_calls_of_the_caller_is_refused_with_
     );
     fx.assert_invariants();
 }
+
+#[test]
+fn a_call_that_runs_out_of_time_is_cancelled_upstream_under_the_id_the_session_gave_it() {
+    let fx = Fx::new(708);
+    let up = Rc::new(McpUpstream::new(false, false).legacy_only(None));
+    up.asks.set(true);
+    up.counts.set(true);
+    fx.sim.add_backend(LEGACY, up.clone());
+    let app = upstream_app(&fx, "Old", &format!("{LEGACY}/sse"), json!({"tool_call_timeout": 5}));
+    let (ask, count_tool) = (tool_named(&fx, &app.code, "ask"), tool_named(&fx, &app.code, "count"));
+    let sid = initialize(&fx, &app.code, json!({"elicitation": {}}), None);
+    // Two calls first, so the session's ids are not the client's own numbering.
+    assert_eq!(count(&fx, &app, &count_tool, Some(&sid)), "count 1");
+    assert_eq!(count(&fx, &app, &count_tool, Some(&sid)), "count 2");
+    // The question goes to the client, which never answers: the call runs out of time.
+    let call = json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"name": ask, "arguments": {"question": "Still there?"}}});
+    let r = fx.mcp_with(&app.code, &[("mcp-session-id", sid.as_str())], &call);
+    let (is_error, text) = result_text(&last(&r));
+    assert!(is_error, "{}", r.text());
+    let sent = up.requests.borrow().iter().filter_map(|q| q.json()).find(|m| m["params"]["name"] == "ask");
+    let sent_id = sent.map(|m| m["id"].clone()).unwrap_or_default();
+    let cancels: Vec<Value> = up
+        .requests
+        .borrow()
+        .iter()
+        .filter_map(|q| q.json())
+        .filter(|m| m["method"] == "notifications/cancelled")
+        .collect();
+    assert_eq!(cancels.len(), 1, "{text} {cancels:?}");
+    assert_eq!(cancels[0]["params"]["requestId"], sent_id, "{cancels:?}");
+    fx.assert_invariants();
+}

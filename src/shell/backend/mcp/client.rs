@@ -405,15 +405,22 @@ impl<'a> Client<'a> {
         let sse_url = self.up.url.clone();
         let id = self.id();
         let body = make(id, &opened.session);
-        let reach = self.legacy_reach(&sse_url, &headers);
-        let done = legacy_session::request(self.env, &mut opened, &reach, &body, timeout, &self.live, on_note).await;
+        let up = self.up;
+        let reach = legacy_session::Reach {
+            app: &up.app_name,
+            sse_url: &sse_url,
+            headers: &headers,
+            protocol: up.protocol,
+            init_timeout: up.init_timeout,
+        };
+        // The id the object sent it under is what a `notifications/cancelled` names, also when
+        // the call is dropped before its answer.
+        let sent_as = &mut self.next_id;
+        let done = legacy_session::request(self.env, &mut opened, &reach, &body, timeout, &self.live, sent_as, on_note);
+        let done = done.await;
         self.conn = Some(Conn::Legacy(opened));
         match done {
-            Ok((response, sent_as)) => {
-                // What a `notifications/cancelled` for it names.
-                self.next_id = sent_as;
-                Some(Ok(response))
-            }
+            Ok(response) => Some(Ok(response)),
             Err(legacy_session::Failure::Upstream(why)) => Some(Err(why)),
             Err(legacy_session::Failure::Unavailable(why)) => {
                 crate::shell::log::error(&format!("legacy SSE session object of app '{}': {why}", self.up.app_name));

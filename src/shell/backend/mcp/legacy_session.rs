@@ -114,8 +114,9 @@ pub async fn open(env: &Env, object: &str, reach: &Reach<'_>) -> Result<Opened, 
 }
 
 /// One request on the object's session: what belongs to it goes to `on_note` as it comes, and
-/// `live` is set to the session and endpoint it went on before any of it; the response, and
-/// the id it went upstream under.
+/// `live` and `sent_as` are set to the session and endpoint it went on and the id it went
+/// upstream under before any of it; the response.
+#[allow(clippy::too_many_arguments)]
 pub async fn request(
     env: &Env,
     opened: &mut Opened,
@@ -123,8 +124,9 @@ pub async fn request(
     message: &Value,
     timeout: Duration,
     live: &RefCell<Option<(Session, String)>>,
+    sent_as: &mut u64,
     on_note: &mut dyn FnMut(Value),
-) -> Result<(Value, u64), Failure> {
+) -> Result<Value, Failure> {
     let resp = ask_object(env, &opened.object, "/call", &reach.body(Some(message), timeout)).await?;
     let mut stream = resp.into_parts().2.into_stream();
     let mut lines = LineReader::default();
@@ -142,17 +144,18 @@ pub async fn request(
         })?;
         for line in lines.feed(&chunk).map_err(Failure::Unavailable)? {
             match line {
-                Line::Opened { session, endpoint, id: sent_as, new, ended } => {
+                Line::Opened { session, endpoint, id: upstream_id, new, ended } => {
                     opened.session = crate::pure::fields::read(session).map_err(Failure::Unavailable)?;
                     opened.endpoint = endpoint;
-                    id = sent_as;
+                    id = upstream_id;
+                    *sent_as = upstream_id;
                     *live.borrow_mut() = Some((opened.session.clone(), opened.endpoint.clone()));
                     if new {
                         said_new(reach.app, ended);
                     }
                 }
                 Line::Message(m) => on_note(m),
-                Line::Response(r) => return Ok((r, id)),
+                Line::Response(r) => return Ok(r),
                 Line::Failed(why) => return Err(Failure::Upstream(why)),
             }
         }
