@@ -263,3 +263,25 @@ fn a_call_that_runs_out_of_time_is_cancelled_upstream_under_the_id_the_session_g
     assert_eq!(cancels[0]["params"]["requestId"], sent_id, "{cancels:?}");
     fx.assert_invariants();
 }
+
+#[test]
+fn progress_and_logs_of_the_only_call_come_back_with_the_clients_token() {
+    let fx = Fx::new(709);
+    let (up, app, _) = counter(&fx);
+    let tool = tool_named(&fx, &app.code, "slow_progress");
+    let call = json!({"jsonrpc": "2.0", "id": 51, "method": "tools/call", "params": {
+        "name": tool, "arguments": {"steps": 2, "delayMs": 0}, "_meta": {"progressToken": "client-token"}}});
+    let r = fx.mcp(&app.code, &call);
+    let got = messages(&r);
+    let progress: Vec<&Value> = got.iter().filter(|m| m["method"] == "notifications/progress").collect();
+    assert_eq!(progress.len(), 2, "{got:?}");
+    assert!(progress.iter().all(|m| m["params"]["progressToken"] == "client-token"), "{progress:?}");
+    let logs = got.iter().filter(|m| m["method"] == "notifications/message").count();
+    assert_eq!(logs, 2, "{got:?}");
+    assert_eq!(result_text(&last(&r)), (false, "done 2".to_string()));
+    // Upstream, the token was the session's own id for the call.
+    let sent = up.requests.borrow().iter().filter_map(|q| q.json()).find(|m| m["params"]["name"] == "slow_progress");
+    let sent = sent.unwrap_or_default();
+    assert_eq!(sent["params"]["_meta"]["progressToken"], sent["id"], "{sent}");
+    fx.assert_invariants();
+}

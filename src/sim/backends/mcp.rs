@@ -345,6 +345,10 @@ impl McpUpstream {
             }
             Some(id) => {
                 let params = msg.get("params").cloned().unwrap_or(json!({}));
+                // `slow_progress`'s notifications come on the stream before its answer.
+                for f in notifications(&method, &params) {
+                    feed.push(f);
+                }
                 let answer = match self.answer(req, &method, &params, now_ms) {
                     Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
                     Err((code, message)) => {

@@ -35,7 +35,8 @@ pub fn is_idle(last_used_ms: u64, now_ms: u64, idle_ms: u64) -> bool {
 }
 
 /// One call in flight on the session: the id its request went upstream under, and the
-/// progress token it carries (progress names it, so it is placed even among several calls).
+/// client's progress token. Upstream, the token is the call's id ([`Calls::start`]): two
+/// clients of one caller may both use `1`, and progress must still find its call.
 #[derive(Debug, Clone, PartialEq)]
 struct Flight {
     id: u64,
@@ -65,7 +66,8 @@ pub enum Route {
 }
 
 impl Calls {
-    /// A new request of the session: the id it goes upstream under.
+    /// A new request of the session: the id it goes upstream under, which is also the
+    /// progress token it carries upstream when the client gave one (restored on the way back).
     pub fn start(&mut self, progress_token: Option<Value>) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
@@ -132,9 +134,12 @@ impl Calls {
 
     fn route_notification(&self, message: &Value, method: &str) -> Route {
         if method == "notifications/progress" {
-            let token = message.pointer("/params/progressToken");
-            let owner = self.flights.iter().find(|f| f.progress_token.is_some() && f.progress_token.as_ref() == token);
-            return owner.map_or(Route::Drop, |f| Route::To(f.id, message.clone()));
+            let token = message.pointer("/params/progressToken").and_then(Value::as_u64);
+            let owner = self.flights.iter().find(|f| Some(f.id) == token);
+            let Some((id, Some(theirs))) = owner.map(|f| (f.id, f.progress_token.clone())) else { return Route::Drop };
+            let mut m = message.clone();
+            m["params"]["progressToken"] = theirs;
+            return Route::To(id, m);
         }
         match self.only() {
             Some(n) => Route::To(n, message.clone()),
@@ -371,14 +376,20 @@ mod tests {
         let b = calls.start(Some(json!(7)));
         assert_eq!(calls.route(&log), Route::Drop, "a log among two calls cannot be placed");
         let progress = |t: Value| json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": t, "progress": 1}});
-        assert_eq!(calls.route(&progress(json!(7))), Route::To(b, progress(json!(7))));
-        assert_eq!(calls.route(&progress(json!("tok-a"))), Route::To(a, progress(json!("tok-a"))));
-        assert_eq!(calls.route(&progress(json!("other"))), Route::Drop);
-        // A call without a token does not take another's progress.
+        // Upstream, each call's token is its id; the client's own comes back.
+        assert_eq!(calls.route(&progress(json!(b))), Route::To(b, progress(json!(7))));
+        assert_eq!(calls.route(&progress(json!(a))), Route::To(a, progress(json!("tok-a"))));
+        assert_eq!(calls.route(&progress(json!("tok-a"))), Route::Drop, "the client's token is not what goes upstream");
+        assert_eq!(calls.route(&progress(json!(99))), Route::Drop);
+        // Two calls with the same client token are still told apart.
+        let c = calls.start(Some(json!(7)));
+        assert_eq!(calls.route(&progress(json!(c))), Route::To(c, progress(json!(7))));
+        // A call without a token gets no progress, not even under its id.
         calls.end(a);
         calls.end(b);
-        calls.start(None);
-        assert_eq!(calls.route(&progress(json!("tok-a"))), Route::Drop);
+        calls.end(c);
+        let d = calls.start(None);
+        assert_eq!(calls.route(&progress(json!(d))), Route::Drop);
         assert_eq!(calls.route(&json!("not a message")), Route::Drop);
         assert_eq!(calls.route(&json!({"jsonrpc": "2.0", "id": 1})), Route::Drop);
     }

@@ -526,10 +526,15 @@ impl LegacySession {
                 l.headers = asked.headers.clone();
             }
             let token = message.pointer("/params/_meta/progressToken").cloned();
+            let asked_progress = token.is_some();
             let id = self.inner.calls.borrow_mut().start(token);
             let (tx, rx) = unbounded();
             self.inner.waiting.borrow_mut().insert(id, tx);
             message["id"] = id.into();
+            // Unique on the session; the client's token comes back with each notification.
+            if asked_progress {
+                message["params"]["_meta"]["progressToken"] = id.into();
+            }
             match post(&endpoint, &session, &asked.headers, &message).await {
                 Ok(()) => {
                     let ended = if new { self.inner.ended.borrow().clone() } else { None };
