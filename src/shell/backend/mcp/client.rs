@@ -132,6 +132,17 @@ pub(super) enum Conn {
     Legacy(legacy_session::Opened),
 }
 
+/// What the legacy session object needs of `up` for one request sent with `headers`.
+fn legacy_reach<'a>(up: &'a Upstream, headers: &'a Headers) -> legacy_session::Reach<'a> {
+    legacy_session::Reach {
+        app: &up.app_name,
+        sse_url: &up.url,
+        headers,
+        protocol: up.protocol,
+        init_timeout: up.init_timeout,
+    }
+}
+
 /// A client bound to one upstream for the length of one request.
 pub struct Client<'a> {
     up: &'a Upstream,
@@ -362,7 +373,7 @@ impl<'a> Client<'a> {
         let headers = self.headers(None, "", None)?;
         let object =
             crate::pure::backend::mcp::legacy_session::object_name(&self.up.app_id, &self.up.session_scope, "");
-        match legacy_session::open(self.env, &object, &self.legacy_reach(sse_url, &headers)).await {
+        match legacy_session::open(self.env, &object, &legacy_reach(self.up, &headers)).await {
             Ok(opened) => {
                 self.conn = Some(Conn::Legacy(opened));
                 Ok(())
@@ -372,17 +383,6 @@ impl<'a> Client<'a> {
                 crate::shell::log::error(&format!("legacy SSE session object of app '{}': {why}", self.up.app_name));
                 self.open_sse(sse_url).await
             }
-        }
-    }
-
-    fn legacy_reach<'h>(&'h self, sse_url: &'h str, headers: &'h Headers) -> legacy_session::Reach<'h> {
-        let up = self.up;
-        legacy_session::Reach {
-            app: &up.app_name,
-            sse_url,
-            headers,
-            protocol: up.protocol,
-            init_timeout: up.init_timeout,
         }
     }
 
@@ -402,17 +402,9 @@ impl<'a> Client<'a> {
             Ok(h) => h,
             Err(e) => return Some(Err(e)),
         };
-        let sse_url = self.up.url.clone();
         let id = self.id();
         let body = make(id, &opened.session);
-        let up = self.up;
-        let reach = legacy_session::Reach {
-            app: &up.app_name,
-            sse_url: &sse_url,
-            headers: &headers,
-            protocol: up.protocol,
-            init_timeout: up.init_timeout,
-        };
+        let reach = legacy_reach(self.up, &headers);
         // The id the object sent it under is what a `notifications/cancelled` names, also when
         // the call is dropped before its answer.
         let sent_as = &mut self.next_id;
@@ -425,7 +417,7 @@ impl<'a> Client<'a> {
             Err(legacy_session::Failure::Unavailable(why)) => {
                 crate::shell::log::error(&format!("legacy SSE session object of app '{}': {why}", self.up.app_name));
                 self.conn = None;
-                match self.open_sse(&sse_url).await {
+                match self.open_sse(&self.up.url).await {
                     Ok(()) => None,
                     Err(e) => Some(Err(e)),
                 }
