@@ -58,6 +58,7 @@ settings! {
     TASKS: Binding, "Durable Objects: durable tasks.";
     OAUTH: Binding, "Durable Objects: OAuth tokens of upstream apps.";
     BRIDGES: Binding, "Durable Objects: 2025 upstream calls held across a 2026-07-28 client's input rounds.";
+    LEGACY_SESSIONS: Binding, "Durable Objects: legacy HTTP+SSE sessions with upstream apps.";
     MCP_RATE_LIMIT: Binding, "Rate limiting: MCP requests per server code.";
     ADMIN_AUTH_LIMIT: Binding, "Rate limiting: wrong admin tokens per client address.";
 }

@@ -445,8 +445,12 @@ impl Runtime for Workers {
             let mut resp = stub.fetch_with_request(raw.into()).await?;
             let status = resp.status_code();
             let headers = headers_of(&resp.headers().0);
-            let bytes = resp.bytes().await?;
-            Ok(Response::new(status, headers, Body::Bytes(bytes)))
+            // A streamed answer (a legacy session's lines) is read as it comes.
+            let body = match resp.body() {
+                worker::ResponseBody::Stream(s) => Body::Stream(chunks_of(s.clone())),
+                _ => Body::Bytes(resp.bytes().await?),
+            };
+            Ok(Response::new(status, headers, body))
         })
     }
 
@@ -649,4 +653,9 @@ object_class!(
     /// client's input rounds.
     CallBridge,
     crate::pure::config::BRIDGES
+);
+object_class!(
+    /// The class that keeps legacy HTTP+SSE upstream sessions (`LEGACY_SESSIONS`).
+    LegacySession,
+    crate::pure::config::LEGACY_SESSIONS
 );

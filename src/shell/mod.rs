@@ -53,6 +53,7 @@ impl crate::runtime::Worker for Flowgate {
             platform::TASKS => Some(Rc::new(tasks::TaskRunner::new(storage, env))),
             platform::OAUTH => Some(Rc::new(backend::mcp::oauth::TokenBroker::new(storage, env))),
             platform::BRIDGES => Some(Rc::new(backend::mcp::bridge::CallBridge::new(storage, env))),
+            platform::LEGACY_SESSIONS => Some(Rc::new(backend::mcp::legacy_session::LegacySession::new(storage, env))),
             _ => None,
         }
     }

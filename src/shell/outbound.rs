@@ -134,6 +134,12 @@ impl Answer {
     pub fn abort(&self) {
         self.abort.abort();
     }
+
+    /// The body and the switch that stops the exchange, for a stream kept open beyond this
+    /// answer (a legacy SSE session's) and closed on purpose later.
+    pub fn into_held_stream(mut self) -> (ByteStream, Box<dyn Abort>) {
+        (self.stream(), self.abort)
+    }
 }
 
 /// Sends `method url` with `headers` and an optional JSON body; the final answer's headers must

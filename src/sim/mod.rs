@@ -401,6 +401,12 @@ impl Sim {
         self.world.restart_instance(ns, name);
     }
 
+    /// Takes the namespace's binding away: every call to its objects fails as on a deployment
+    /// without it.
+    pub fn unbind_object(&self, ns: &str) {
+        self.world.objects.unbound.borrow_mut().insert(ns.to_string());
+    }
+
     /// Drops the object's alarm (storage kept), as when it was lost with a restart.
     pub fn lose_alarm(&self, ns: &str, name: &str) {
         self.world.lose_alarm(ns, name);

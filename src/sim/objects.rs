@@ -28,6 +28,8 @@ pub struct ObjectState {
 #[derive(Default)]
 pub struct Objects {
     pub states: RefCell<BTreeMap<(String, String), Rc<ObjectState>>>,
+    /// Namespaces the deployment does not bind (a wrangler.toml without them).
+    pub unbound: RefCell<std::collections::BTreeSet<String>>,
 }
 
 impl Objects {
@@ -98,6 +100,9 @@ impl ObjectStorage for SimStorage {
 impl World {
     /// The live instance, made now if there is none.
     pub(super) fn instance(self: &Rc<Self>, ns: &str, name: &str) -> Result<Rc<dyn ObjectHandler>> {
+        if self.objects.unbound.borrow().contains(ns) {
+            return Err(Error::new(Kind::Object, format!("no Durable Object namespace is bound as {ns}")));
+        }
         let state = self.objects.state(ns, name);
         if let Some(h) = state.handler.borrow().clone() {
             return Ok(h);

@@ -41,8 +41,8 @@ fn a_streamable_http_405_falls_back_to_the_legacy_transport_and_the_call_answers
     assert_eq!(result_text(&v), (false, "echo: over sse".to_string()), "{v}");
     let log = seen(&up);
     // Tried first: the Streamable HTTP initialize (and the stateless revision's probe), refused
-    // with 405; then the stream, and every message to the endpoint it named. (Each request opens
-    // its own legacy session: one stream carries one session.)
+    // with 405; then the stream, and every message to the endpoint it named. (The list and the
+    // caller each have a session of their own, kept open between requests: `legacy_sessions`.)
     let get = log.iter().position(|(m, _, _)| *m == Method::Get).unwrap_or_else(|| panic!("no stream: {log:?}"));
     let probes: Vec<_> = log[..get].iter().map(|(_, p, m)| (p.as_str(), m.as_deref().unwrap_or(""))).collect();
     assert_eq!(probes, [("/mcp", "initialize"), ("/mcp", "server/discover")], "{log:?}");

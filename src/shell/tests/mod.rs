@@ -220,6 +220,7 @@ mod endpoint_auth;
 mod error_messages;
 mod failed_fetch;
 mod files;
+mod legacy_sessions;
 mod legacy_sse;
 mod outbound_guard;
 mod playground;

@@ -12,7 +12,10 @@
 //! a redirect of every call ([`McpUpstream::redirect_calls`]); a standalone stream per session
 //! ([`McpUpstream::standalone`]: a `GET` with the session id keeps one open, and `stream_ask` /
 //! `stream_note` send on it what belongs to no request of the client's, as FastMCP sends its
-//! `roots/list`).
+//! `roots/list`); on the legacy transport, a stateful `count` tool ([`McpUpstream::counts`]: 1, 2, … per session),
+//! streams the upstream ends or forgets ([`McpUpstream::end_streams`],
+//! [`McpUpstream::forget_streams`]), and messages of its own on every open stream
+//! ([`McpUpstream::send_on_streams`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -74,6 +77,9 @@ pub struct McpUpstream {
     /// A stateful upstream keeps a standalone stream per session (`GET` with its session id;
     /// else a `GET` is 405) and lists `stream_ask` and `stream_note`.
     pub standalone: Cell<bool>,
+    /// Lists `count`, which answers how often it was called in the session (legacy transport).
+    pub counts: Cell<bool>,
+    counters: RefCell<BTreeMap<String, u64>>,
     /// Every request answered 503.
     pub down: Cell<bool>,
     /// Every `tools/call` answered with a 307 to this URL.
@@ -98,7 +104,7 @@ fn rpc_error(status: u16, id: Value, code: i64, message: &str) -> Reply {
     Reply::json(status, &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}))
 }
 
-fn tools(asks: bool, tasks: bool, standalone: bool) -> Value {
+fn tools(asks: bool, tasks: bool, standalone: bool, counts: bool) -> Value {
     let mut list = json!([
         {"name": "echo", "title": "Echo", "description": "Echoes its text.",
          "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
@@ -121,6 +127,12 @@ fn tools(asks: bool, tasks: bool, standalone: bool) -> Value {
                 "inputSchema": {"type": "object", "properties": {"method": {"type": "string"}, "params": {"type": "object"}}, "required": ["method"]}}));
             l.push(json!({"name": "stream_note", "description": "Sends `message` on the session's standalone stream, then answers after `delayMs`.",
                 "inputSchema": {"type": "object", "properties": {"message": {"type": "object"}, "delayMs": {"type": "number"}}, "required": ["message"]}}));
+        }
+    }
+    if counts {
+        if let Some(l) = list.as_array_mut() {
+            l.push(json!({"name": "count", "description": "How often it was called in this session.",
+                "inputSchema": {"type": "object", "properties": {}}}));
         }
     }
     if tasks {
@@ -182,7 +194,9 @@ impl McpUpstream {
                 "serverInfo": {"name": "sim-upstream", "version": "1.0.0"}
             })),
             "ping" => Ok(json!({})),
-            "tools/list" => Ok(json!({ "tools": tools(self.asks.get(), self.tasks, self.standalone.get()) })),
+            "tools/list" => {
+                Ok(json!({ "tools": tools(self.asks.get(), self.tasks, self.standalone.get(), self.counts.get()) }))
+            }
             "tasks/get" | "tasks/result" => {
                 let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
                 let tasks = self.up_tasks.borrow();
@@ -331,7 +345,18 @@ impl McpUpstream {
         }
         stream.push(frame(&request));
         let feed = Rc::new(Feed::default());
-        self.waiting.borrow_mut().insert(id, Waiting { feed: feed.clone(), call_id, session, close: true, rounds: 1, answered: Vec::new(), stall: false });
+        self.waiting.borrow_mut().insert(
+            id,
+            Waiting {
+                feed: feed.clone(),
+                call_id,
+                session,
+                close: true,
+                rounds: 1,
+                answered: Vec::new(),
+                stall: false,
+            },
+        );
         Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed))
     }
 
@@ -377,6 +402,30 @@ impl McpUpstream {
         true
     }
 
+    /// The legacy sessions whose streams are open.
+    pub fn open_streams(&self) -> usize {
+        self.legacy_streams.borrow().values().filter(|f| !f.is_closed()).count()
+    }
+
+    /// Ends every legacy stream and forgets its session (a restart of the upstream).
+    pub fn end_streams(&self) {
+        for (_, feed) in std::mem::take(&mut *self.legacy_streams.borrow_mut()) {
+            feed.close();
+        }
+    }
+
+    /// Forgets every legacy session while leaving its stream open: its endpoint answers 404.
+    pub fn forget_streams(&self) {
+        self.legacy_streams.borrow_mut().clear();
+    }
+
+    /// Sends `message` on every open legacy stream (a request or notification of its own).
+    pub fn send_on_streams(&self, message: &Value) {
+        for feed in self.legacy_streams.borrow().values() {
+            feed.push(frame(message));
+        }
+    }
+
     /// The legacy transport: the GET opens a session's event stream; a POST to its endpoint
     /// is accepted and answered on that stream.
     fn legacy(&self, req: &BackendRequest, now_ms: u64) -> Reply {
@@ -406,8 +455,22 @@ impl McpUpstream {
             Some(_) if method == "tools/call" && msg.pointer("/params/name") == Some(&json!("ask")) => {
                 self.ask(&msg, &feed, Some(sid), false);
             }
+            Some(id) if method == "tools/call" && msg.pointer("/params/name") == Some(&json!("count")) => {
+                let n = {
+                    let mut counters = self.counters.borrow_mut();
+                    let n = counters.entry(sid).or_default();
+                    *n += 1;
+                    *n
+                };
+                let result = json!({"content": [{"type": "text", "text": format!("count {n}")}]});
+                feed.push(frame(&json!({"jsonrpc": "2.0", "id": id, "result": result})));
+            }
             Some(id) => {
                 let params = msg.get("params").cloned().unwrap_or(json!({}));
+                // `slow_progress`'s notifications come on the stream before its answer.
+                for f in notifications(&method, &params) {
+                    feed.push(f);
+                }
                 let answer = match self.answer(req, &method, &params, now_ms) {
                     Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
                     Err((code, message)) => {

@@ -7,6 +7,7 @@
 //! - `session`: the handshake or discovery, the requests sent in a session and their headers;
 //! - `replies`: reading an answer whatever its form (JSON or SSE), responses and server requests;
 //! - `legacy_sse`: the legacy transport's `endpoint` event, held to the same origin;
+//! - `legacy_session`: one legacy session kept across requests: what a message belongs to;
 //! - `headers`: header safety, static and forwarded headers, precedence;
 //! - `oauth`: the token request, the token answer, when to refresh;
 //! - `client_assertion`: `private_key_jwt`: the client's key read, the assertion JWT built;
@@ -29,6 +30,7 @@ pub mod downgrade;
 pub mod error;
 pub mod failed_fetch;
 pub mod headers;
+pub mod legacy_session;
 pub mod legacy_sse;
 pub mod oauth;
 pub mod replies;

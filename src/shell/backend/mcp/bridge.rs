@@ -51,7 +51,9 @@ pub fn wanted(plan: &CallPlan, input: &Map<String, Value>, client: &Client<'_>, 
     let declared = caps.sampling || caps.elicitation_form || caps.elicitation_url || caps.roots;
     let session = match &client.conn {
         Some(Conn::Http(s)) => s.session_id.is_some() && !s.stateless,
-        Some(Conn::Sse { .. }) => true,
+        // A legacy upstream's bridged call runs on the object's own SSE session, not on the
+        // caller's kept one (`legacy_session`): the answers must reach the stream the object reads.
+        Some(Conn::Sse { .. } | Conn::Legacy(_)) => true,
         None => false,
     };
     plan.relay == Channel::Closed(relay::Closed::Stateless)

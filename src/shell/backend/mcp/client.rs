@@ -3,7 +3,8 @@
 //!
 //! Sessions of Streamable HTTP upstreams are kept in KV per app and reused by every isolate
 //! (a 404 means the upstream dropped it: re-initialize once and retry). The legacy HTTP+SSE
-//! transport binds a session to one event stream, so it is opened per request.
+//! transport binds a session to one event stream: a `LegacySession` Durable Object per caller
+//! holds it across requests (`legacy_session`); without the object, it is opened per request.
 
 use std::time::Duration;
 
@@ -31,6 +32,7 @@ use crate::pure::definition::AppDefinition;
 use crate::pure::mcp::upstream_tasks::{self};
 use crate::pure::protocol::version::Version;
 
+use crate::shell::backend::mcp::legacy_session;
 use crate::shell::kv::Kv;
 use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
 use crate::shell::secrets;
@@ -120,7 +122,25 @@ pub async fn upstream_of(
 #[allow(clippy::large_enum_variant)]
 pub(super) enum Conn {
     Http(Session),
-    Sse { session: Session, endpoint: String, stream: ByteStream, reader: ReplyReader },
+    Sse {
+        session: Session,
+        endpoint: String,
+        stream: ByteStream,
+        reader: ReplyReader,
+    },
+    /// A legacy session the caller's Durable Object keeps (`legacy_session`).
+    Legacy(legacy_session::Opened),
+}
+
+/// What the legacy session object needs of `up` for one request sent with `headers`.
+fn legacy_reach<'a>(up: &'a Upstream, headers: &'a Headers) -> legacy_session::Reach<'a> {
+    legacy_session::Reach {
+        app: &up.app_name,
+        sse_url: &up.url,
+        headers,
+        protocol: up.protocol,
+        init_timeout: up.init_timeout,
+    }
 }
 
 /// A client bound to one upstream for the length of one request.
@@ -172,7 +192,7 @@ impl<'a> Client<'a> {
         }
         let up = self.up;
         match first_transport(up.choice, &up.url) {
-            Transport::Sse => self.open_sse(&up.url).await,
+            Transport::Sse => self.open_legacy(&up.url).await,
             Transport::StreamableHttp => match self.init_http().await {
                 Ok(session) => {
                     self.remember(&session).await;
@@ -184,7 +204,7 @@ impl<'a> Client<'a> {
                     if !up.protocol.is_some_and(Version::is_stateless)
                         && falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) =>
                 {
-                    self.open_sse(&up.url).await
+                    self.open_legacy(&up.url).await
                 }
                 Err(f) => Err(init_failure_message(&up.app_name, &f)),
             },
@@ -368,6 +388,64 @@ impl<'a> Client<'a> {
         })
     }
 
+    /// The legacy transport through the caller's session object; without it (or when it
+    /// fails) a session of this request's own ([`Client::open_sse`]).
+    async fn open_legacy(&mut self, sse_url: &str) -> Result<(), String> {
+        let headers = self.headers(None, "", None)?;
+        let object =
+            crate::pure::backend::mcp::legacy_session::object_name(&self.up.app_id, &self.up.session_scope, "");
+        match legacy_session::open(self.env, &object, &legacy_reach(self.up, &headers)).await {
+            Ok(opened) => {
+                self.conn = Some(Conn::Legacy(opened));
+                Ok(())
+            }
+            Err(legacy_session::Failure::Upstream(why)) => Err(why),
+            Err(legacy_session::Failure::Unavailable(why)) => {
+                crate::shell::log::error(&format!("legacy SSE session object of app '{}': {why}", self.up.app_name));
+                self.open_sse(sse_url).await
+            }
+        }
+    }
+
+    /// A request on the caller's legacy session; `None` when the object failed and the
+    /// request must go on a session of its own (then connected as such).
+    async fn legacy_request(
+        &mut self,
+        make: &dyn Fn(u64, &Session) -> Value,
+        timeout: Duration,
+        on_note: &mut dyn FnMut(Value),
+    ) -> Option<Result<Value, String>> {
+        if !matches!(self.conn, Some(Conn::Legacy(_))) {
+            return None;
+        }
+        let Some(Conn::Legacy(mut opened)) = self.conn.take() else { return None };
+        let headers = match self.headers(None, "", None) {
+            Ok(h) => h,
+            Err(e) => return Some(Err(e)),
+        };
+        let id = self.id();
+        let body = make(id, &opened.session);
+        let reach = legacy_reach(self.up, &headers);
+        // The id the object sent it under is what a `notifications/cancelled` names, also when
+        // the call is dropped before its answer.
+        let sent_as = &mut self.next_id;
+        let done = legacy_session::request(self.env, &mut opened, &reach, &body, timeout, &self.live, sent_as, on_note);
+        let done = done.await;
+        self.conn = Some(Conn::Legacy(opened));
+        match done {
+            Ok(response) => Some(Ok(response)),
+            Err(legacy_session::Failure::Upstream(why)) => Some(Err(why)),
+            Err(legacy_session::Failure::Unavailable(why)) => {
+                crate::shell::log::error(&format!("legacy SSE session object of app '{}': {why}", self.up.app_name));
+                self.conn = None;
+                match self.open_sse(&self.up.url).await {
+                    Ok(()) => None,
+                    Err(e) => Some(Err(e)),
+                }
+            }
+        }
+    }
+
     /// The legacy transport: GET the event stream, wait for its `endpoint` event (same origin
     /// only), then initialize over it.
     async fn open_sse(&mut self, sse_url: &str) -> Result<(), String> {
@@ -494,14 +572,20 @@ impl<'a> Client<'a> {
         timeout: Duration,
         on_note: &mut dyn FnMut(Value),
     ) -> Result<Value, String> {
+        if let Some(done) = self.legacy_request(make, timeout, on_note).await {
+            return done;
+        }
         for attempt in 0..2 {
             let id = self.id();
             let mut conn = self.conn.take().ok_or("not connected")?;
             *self.live.borrow_mut() = Some(match &conn {
                 Conn::Http(s) => (s.clone(), self.up.url.clone()),
                 Conn::Sse { session, endpoint, .. } => (session.clone(), endpoint.clone()),
+                Conn::Legacy(l) => (l.session.clone(), l.endpoint.clone()),
             });
             let result = match &mut conn {
+                // Taken by `legacy_request` above.
+                Conn::Legacy(_) => Err(Attempt::Failed("the legacy session was not used".into())),
                 Conn::Sse { session, .. } => {
                     let body = make(id, session);
                     self.sse_request(&mut conn, body, id, timeout, on_note).await.map_err(Attempt::Failed)
@@ -610,6 +694,7 @@ impl<'a> Client<'a> {
     pub(super) fn capabilities(&self) -> Option<Value> {
         match &self.conn {
             Some(Conn::Http(s)) | Some(Conn::Sse { session: s, .. }) => s.capabilities.clone(),
+            Some(Conn::Legacy(l)) => l.session.capabilities.clone(),
             None => None,
         }
     }
@@ -688,6 +773,7 @@ impl<'a> Client<'a> {
     pub fn protocol(&self) -> Option<Version> {
         match &self.conn {
             Some(Conn::Http(s)) | Some(Conn::Sse { session: s, .. }) => s.version(),
+            Some(Conn::Legacy(l)) => l.session.version(),
             None => None,
         }
     }
@@ -713,6 +799,7 @@ impl<'a> Client<'a> {
         match &self.conn {
             Some(Conn::Http(s)) => Some((s.clone(), self.up.url.clone())),
             Some(Conn::Sse { session, endpoint, .. }) => Some((session.clone(), endpoint.clone())),
+            Some(Conn::Legacy(l)) => Some((l.session.clone(), l.endpoint.clone())),
             None => None,
         }
     }
