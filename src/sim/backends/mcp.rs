@@ -331,7 +331,18 @@ impl McpUpstream {
         }
         stream.push(frame(&request));
         let feed = Rc::new(Feed::default());
-        self.waiting.borrow_mut().insert(id, Waiting { feed: feed.clone(), call_id, session, close: true, rounds: 1, answered: Vec::new(), stall: false });
+        self.waiting.borrow_mut().insert(
+            id,
+            Waiting {
+                feed: feed.clone(),
+                call_id,
+                session,
+                close: true,
+                rounds: 1,
+                answered: Vec::new(),
+                stall: false,
+            },
+        );
         Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed))
     }
 
