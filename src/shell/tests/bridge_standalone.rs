@@ -162,3 +162,22 @@ fn no_standalone_get_without_a_session_and_one_legacy_connection_a_bridged_call(
     assert_eq!(g, vec!["/sse".to_string()], "one connection for the bridged call");
     fx.assert_invariants();
 }
+
+#[test]
+fn notifications_during_a_bridged_call_are_not_relayed_and_the_log_says_so() {
+    let fx = Fx::new(724);
+    let (code, _) = streamer(&fx, json!({}));
+    let tool = tool_named(&fx, &code, "stream_note");
+    let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "error", "data": "x"}});
+    let mut e = json!({});
+    e["arguments"] = json!({"message": log, "delayMs": 300});
+    let r = call26(&fx, &code, &tool, json!({"roots": {}}), "alice", e);
+    assert_eq!(bridges(&fx).len(), 1, "bridged");
+    let all = messages(&r);
+    assert_eq!(all.len(), 1, "the result only: {all:?}");
+    assert_eq!(result_text(&all[0]), (false, "sent".into()), "the stream carried the log");
+    let said = fx.sim.logs().into_iter().filter(|l| l.contains("were not relayed")).collect::<Vec<_>>();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("\"count\":1") && said[0].contains("Streamer"), "{}", said[0]);
+    fx.assert_invariants();
+}

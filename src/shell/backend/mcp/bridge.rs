@@ -481,7 +481,9 @@ impl CallBridge {
 /// The upstream call, beside the object's requests: requests the client declared a capability
 /// for go to the machine (for the client's next round), others are refused at once; the same
 /// for those on the session's standalone stream, held while the call runs. Notifications
-/// (progress, logs) are dropped: a 2026-07-28 client has nothing open to take them mid-round.
+/// (progress, logs, on either stream) are dropped, and counted in one log line at the end: the
+/// client's requests answer rounds and results only, and nothing of the client's is open
+/// between them.
 async fn run_call(live: Rc<Live>, env: Env, start: Start) {
     let caps = ir::declared(&start.input);
     let mut client = Client::new(&live.up, &env);
@@ -516,8 +518,10 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
             let _ = refusals.unbounded_send((relay::refusal(n, &why), target));
         }
     };
+    let dropped = Cell::new(0u32);
     let mut on_note = |n: Value| {
         if n.get("id").is_none() {
+            dropped.set(dropped.get() + 1);
             return;
         }
         let target = asked_on.borrow().clone();
@@ -530,6 +534,8 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
     let from_standalone = |n: Value| {
         if standalone::is_request(&n) {
             asked(&n, Came::Beside, stream_target.clone());
+        } else if n.get("method").is_some() {
+            dropped.set(dropped.get() + 1);
         }
     };
     let poster = Client::new(&live.up, &env);
@@ -564,6 +570,13 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
         if let Some(t) = target {
             let _ = poster.post_message(&t, &refusal).await;
         }
+    }
+    if dropped.get() > 0 {
+        crate::shell::log::info(
+            "notifications the upstream sent during a bridged call were not relayed (a 2026-07-28 client has no \
+             stream open between its input rounds)",
+            json!({"app": live.up.app_name, "count": dropped.get()}),
+        );
     }
     live.machine.borrow_mut().finished(reply);
     live.wake();
