@@ -3,7 +3,9 @@
 // its answer through Flowgate while the call runs: relayed to a client that declared roots (the
 // TypeScript SDK and the Python SDK), refused at once with the reason for one that did not, so
 // the call ends quickly either way instead of waiting for the upstream's timeout (20 s). Logs on
-// that stream reach the client; the stream is closed when the call ends.
+// that stream reach the client; the stream is closed when the call ends. The Python SDK 2.x
+// default client speaks 2026-07-28 with Flowgate: its call is bridged, and the request on the
+// stream (held by the call's object) becomes an input_required round, or is refused at once.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -21,6 +23,8 @@ import { startStandaloneUpstream } from '../support/standalone-upstream.mjs';
 
 const PYTHON = path.join(repoRoot, '.venv', 'bin', 'python');
 const CLIENT = path.join(repoRoot, 'tests', 'python', 'client.py');
+const PYTHON2 = path.join(repoRoot, '.venv-sdk2', 'bin', 'python');
+const ASKING_CLIENT = path.join(repoRoot, 'tests', 'python', 'sdk2', 'asking_client.py');
 const ROOTS = [{ uri: 'file:///work/project', name: 'project' }];
 /** Far below the upstream's own 20 s: the answer (or the refusal) came at once. */
 const QUICK_MS = 8_000;
@@ -140,5 +144,39 @@ describe('the Python SDK', () => {
     assert.deepEqual(out.rootsAsked, []);
     assert.equal(out.call.isError, true);
     assert.match(out.call.content[0].text, /did not declare the roots capability/);
+  });
+});
+
+describe('the Python SDK 2.x default client (2026-07-28: the call is bridged)', () => {
+  const run = promisify(execFile);
+  async function python2(declare) {
+    assert.ok(fs.existsSync(PYTHON2), `${PYTHON2} is missing: run scripts/setup.sh`);
+    const argv = [ASKING_CLIENT, url, 'roots', '{}', '--declare', declare, '--timeout', '60'];
+    const started = Date.now();
+    const { stdout } = await run(PYTHON2, argv, { timeout: 90_000 }).catch((e) => e);
+    return { out: JSON.parse(stdout.trim().split('\n').at(-1)), ms: Date.now() - started };
+  }
+
+  test('declared roots: the roots/list on the standalone stream is a round, and the call answers with its roots', async () => {
+    const gets = standaloneGets().length;
+    const { out, ms } = await python2('roots');
+    assert.equal(out.ok, true, JSON.stringify(out));
+    assert.equal(out.protocol, '2026-07-28');
+    assert.ok(ms < QUICK_MS + 5_000, `took ${ms} ms`);
+    assert.deepEqual(out.asked, [{ method: 'roots/list' }]);
+    assert.equal(out.isError, false, out.text);
+    assert.deepEqual(JSON.parse(out.text), ROOTS);
+    assert.equal(standaloneGets().length - gets, 1, 'one standalone stream for the call, the object\'s');
+    assert.equal(await streamsClosed(), 0, 'closed when the call ended');
+  });
+
+  test('roots not declared (sampling only): refused to the upstream at once, and the tool result names why', async () => {
+    const { out, ms } = await python2('sampling');
+    assert.equal(out.ok, true, JSON.stringify(out));
+    assert.ok(ms < QUICK_MS + 5_000, `took ${ms} ms`);
+    assert.deepEqual(out.asked, []);
+    assert.equal(out.isError, true);
+    assert.match(out.text, /did not declare the roots capability/);
+    assert.equal(await streamsClosed(), 0);
   });
 });

@@ -58,6 +58,17 @@ pub fn open_state(token: &str, keys: &[[u8; 32]], bind: Bind, now_ms: u64) -> Re
     }
 }
 
+/// Where a request of the upstream's came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Came {
+    /// On the call's own stream: it ends with the call (its result, or the
+    /// `notifications/cancelled` a given-up call gets).
+    WithCall,
+    /// On the session's standalone stream, related to no request: nothing ends it but an
+    /// answer, so one that can no longer reach the client is refused ([`Bridge::unanswerable`]).
+    Beside,
+}
+
 /// One request of the upstream's, waiting for the client.
 #[derive(Debug, Clone, PartialEq)]
 struct Asked {
@@ -65,6 +76,7 @@ struct Asked {
     upstream_id: Value,
     method: String,
     params: Value,
+    came: Came,
 }
 
 /// What the object answers the Worker, for the client's request (the first call, or a retry).
@@ -222,8 +234,9 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    /// The upstream asked `request` (one the client declared the capability for).
-    pub fn upstream_asked(&mut self, request: &Value) {
+    /// The upstream asked `request` (one the client declared the capability for), on the
+    /// stream `came` says.
+    pub fn upstream_asked(&mut self, request: &Value, came: Came) {
         let method = request.get("method").and_then(Value::as_str).unwrap_or_default().to_string();
         let kind = method.split('/').next().unwrap_or("input");
         self.next_key += 1;
@@ -232,6 +245,7 @@ impl Bridge {
             upstream_id: request.get("id").cloned().unwrap_or(Value::Null),
             method,
             params: request.get("params").cloned().unwrap_or_else(|| json!({})),
+            came,
         });
     }
 
@@ -245,6 +259,12 @@ impl Bridge {
     /// The call is given up (`why`; the first reason stands): a waiting or later retry is told so.
     pub fn end(&mut self, why: &str) {
         self.ended.get_or_insert_with(|| why.to_string());
+        // The open round's requests will never be answered now: back with the unasked ones.
+        if self.open {
+            let mut stranded = std::mem::take(&mut self.asked);
+            stranded.append(&mut self.queued);
+            self.queued = stranded;
+        }
         self.open = false;
         self.finished(Reply::Failed(why.to_string()));
     }
@@ -268,6 +288,29 @@ impl Bridge {
         let requests =
             self.asked.iter().map(|a| (a.key.clone(), json!({"method": a.method, "params": a.params}))).collect();
         Some(Reply::Ask { round: self.round, requests, expires_ms })
+    }
+
+    /// The refusals (JSON-RPC errors under the upstream's ids) of the requests that came beside
+    /// the call and will never reach the client now that it is over: those no round handed out
+    /// (the call ended first) and, when it was given up, those of the round it left open. Each
+    /// is given once; nothing while the call runs.
+    pub fn unanswerable(&mut self) -> Vec<Value> {
+        if self.done.is_none() {
+            return Vec::new();
+        }
+        let why = match &self.ended {
+            Some(why) => format!("the call it came during was given up ({why})"),
+            None => "the call it came during ended before its client could be asked".to_string(),
+        };
+        let (beside, with_call) = std::mem::take(&mut self.queued).into_iter().partition(|a| a.came == Came::Beside);
+        self.queued = with_call;
+        beside
+            .into_iter()
+            .map(|a: Asked| {
+                let request = json!({"jsonrpc": "2.0", "id": a.upstream_id, "method": a.method});
+                super::relay::refusal(&request, &format!("Flowgate cannot put {} to its client: {why}", a.method))
+            })
+            .collect()
     }
 
     /// Whether a round waits for the client's answer.
@@ -325,9 +368,10 @@ mod tests {
     fn a_round_asks_what_the_upstream_asked_and_maps_the_answers_back_under_its_ids() {
         let mut b = Bridge::default();
         assert_eq!(b.next(9), None, "nothing asked yet");
-        b.upstream_asked(&elicit("up-1"));
+        b.upstream_asked(&elicit("up-1"), Came::WithCall);
         b.upstream_asked(
             &json!({"jsonrpc": "2.0", "id": 7, "method": "sampling/createMessage", "params": {"maxTokens": 5}}),
+            Came::Beside,
         );
         let Some(Reply::Ask { round, requests, expires_ms }) = b.next(9) else { panic!("no round") };
         assert_eq!((round, expires_ms), (1, 9));
@@ -355,7 +399,7 @@ mod tests {
         assert_eq!(answers[1]["result"]["role"], "assistant");
         assert!(!b.waiting_for_client());
         // A second request makes a second round, keyed anew.
-        b.upstream_asked(&elicit("up-2"));
+        b.upstream_asked(&elicit("up-2"), Came::WithCall);
         let Some(Reply::Ask { round: 2, requests, .. }) = b.next(10) else { panic!("no second round") };
         assert!(requests.contains_key("elicitation-3"), "{requests:?}");
         b.answer(2, &responses(json!({"elicitation-3": {"action": "decline"}}))).unwrap();
@@ -366,7 +410,7 @@ mod tests {
     #[test]
     fn replayed_incomplete_and_late_answers_are_refused() {
         let mut b = Bridge::default();
-        b.upstream_asked(&elicit("up-1"));
+        b.upstream_asked(&elicit("up-1"), Came::WithCall);
         b.next(0);
         // Incomplete or with a key not asked: refused, the round stays open.
         let missing = b.answer(1, &responses(json!({}))).unwrap_err();
@@ -385,13 +429,59 @@ mod tests {
             Refusal::Answered
         );
         assert!(Refusal::Answered.message().contains("answered already"));
-        b.upstream_asked(&elicit("up-2"));
+        b.upstream_asked(&elicit("up-2"), Came::WithCall);
         b.next(0);
         b.end("the client did not answer within 30 s");
         b.end("the call was given up");
         let gone = b.answer(2, &responses(json!({"elicitation-2": {"action": "accept"}}))).unwrap_err();
         assert!(gone.message().contains("did not answer within 30 s"), "{gone:?}");
         assert_eq!(b.next(0), Some(Reply::Failed("the client did not answer within 30 s".into())));
+    }
+
+    #[test]
+    fn requests_that_came_beside_the_call_are_refused_once_they_can_no_longer_reach_the_client() {
+        let roots = |id: &str| json!({"jsonrpc": "2.0", "id": id, "method": "roots/list"});
+        let refused_ids = |v: Vec<Value>| v.iter().map(|r| r["id"].clone()).collect::<Vec<_>>();
+        // Asked and answered in a round, then the call ends: nothing left to refuse.
+        let mut b = Bridge::default();
+        b.upstream_asked(&roots("s-1"), Came::Beside);
+        b.next(0);
+        assert!(b.unanswerable().is_empty(), "the call runs: the round may yet be answered");
+        b.answer(1, &responses(json!({"roots-1": {"roots": []}}))).unwrap();
+        // One more beside the call and one with it, queued when the result comes: the one beside
+        // is refused (once), the call's own ends with the call.
+        b.upstream_asked(&roots("s-2"), Came::Beside);
+        b.upstream_asked(&elicit("c-1"), Came::WithCall);
+        assert!(b.unanswerable().is_empty(), "not before the call is over");
+        b.finished(Reply::Final(json!({"id": 1, "result": {}})));
+        let refused = b.unanswerable();
+        assert_eq!(refused_ids(refused.clone()), vec![json!("s-2")]);
+        assert_eq!(refused[0]["error"]["code"], -32601);
+        let m = refused[0]["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains("roots/list") && m.contains("ended before its client could be asked"), "{m}");
+        assert!(b.unanswerable().is_empty(), "each refused once");
+
+        // Given up with a round open: its request beside the call is refused with the reason,
+        // the call's own is not (the call's cancellation covers it).
+        let mut b = Bridge::default();
+        b.upstream_asked(&roots("s-1"), Came::Beside);
+        b.upstream_asked(&elicit("c-1"), Came::WithCall);
+        b.next(0);
+        b.upstream_asked(&roots("s-2"), Came::Beside);
+        b.end("the client did not answer within 30 s");
+        let refused = b.unanswerable();
+        assert_eq!(refused_ids(refused.clone()), vec![json!("s-1"), json!("s-2")]);
+        let m = refused[0]["error"]["message"].as_str().unwrap_or_default();
+        assert!(m.contains("given up (the client did not answer within 30 s)"), "{m}");
+        assert!(b.unanswerable().is_empty());
+
+        // Given up after its round was answered: the answered request is not refused.
+        let mut b = Bridge::default();
+        b.upstream_asked(&roots("s-1"), Came::Beside);
+        b.next(0);
+        b.answer(1, &responses(json!({"roots-1": {"roots": []}}))).unwrap();
+        b.end("the call was given up");
+        assert!(b.unanswerable().is_empty());
     }
 
     #[test]

@@ -78,10 +78,17 @@ pub enum Route {
     Drop,
 }
 
+/// Whether a message of the stream is a request of the upstream's (it must be answered: put to
+/// the client or refused), not a notification or a response. A null id is no request (nothing
+/// could answer it).
+pub fn is_request(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str).is_some() && message.get("id").is_some_and(|id| !id.is_null())
+}
+
 /// Where one message of the standalone stream goes, for the call `plan`.
 pub fn route(message: &Value, plan: &CallPlan) -> Route {
     let Some(method) = message.get("method").and_then(Value::as_str) else { return Route::Drop };
-    if message.get("id").is_some_and(|id| !id.is_null()) {
+    if is_request(message) {
         return Route::Ask;
     }
     match method {
@@ -221,9 +228,18 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": 4, "method": "some/unknown"}),
         ] {
             assert_eq!(route(&m, &p), Route::Ask, "{m}");
+            assert!(is_request(&m), "{m}");
         }
         // A null id is no request (nothing could answer it).
-        assert_eq!(route(&json!({"jsonrpc": "2.0", "id": null, "method": "roots/list"}), &p), Route::Drop);
+        let null_id = json!({"jsonrpc": "2.0", "id": null, "method": "roots/list"});
+        assert_eq!(route(&null_id, &p), Route::Drop);
+        for m in [
+            null_id,
+            json!({"jsonrpc": "2.0", "id": 5, "result": {}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/message"}),
+        ] {
+            assert!(!is_request(&m), "{m}");
+        }
     }
 
     #[test]

@@ -14,11 +14,11 @@ use super::*;
 use crate::runtime::Method;
 
 const V2026: &str = "2026-07-28";
-const LEGACY: &str = "https://legacy.test";
+pub(super) const LEGACY: &str = "https://legacy.test";
 
 /// A 2026-07-28 `tools/call` of `tool` by client `client` that declared `caps`, with `extra`
 /// params (a retry's `inputResponses` and `requestState`); the answer.
-fn call26(fx: &Fx, code: &str, tool: &str, caps: Value, client: &str, extra: Value) -> ClientResponse {
+pub(super) fn call26(fx: &Fx, code: &str, tool: &str, caps: Value, client: &str, extra: Value) -> ClientResponse {
     let mut params = json!({"name": tool, "arguments": {"question": "Ship it?"},
         "_meta": {"io.modelcontextprotocol/protocolVersion": V2026, "io.modelcontextprotocol/clientCapabilities": caps,
                   "io.modelcontextprotocol/clientInfo": {"name": client, "version": "1"}}});
@@ -36,7 +36,7 @@ fn call26(fx: &Fx, code: &str, tool: &str, caps: Value, client: &str, extra: Val
     fx.sim.request(request(Method::Post, &Fx::mcp_url(code), &h, Some(&body)))
 }
 
-fn elicitation() -> Value {
+pub(super) fn elicitation() -> Value {
     json!({"elicitation": {}})
 }
 
@@ -49,7 +49,7 @@ fn asker(fx: &Fx, backend: Value) -> (String, String) {
 }
 
 /// The round an answer asks for: its one key, the request, and the state.
-fn round_of(v: &Value) -> (String, Value, String) {
+pub(super) fn round_of(v: &Value) -> (String, Value, String) {
     let r = &v["result"];
     assert_eq!(r["resultType"], "input_required", "{v}");
     let requests = r["inputRequests"].as_object().cloned().unwrap_or_default();
@@ -58,21 +58,21 @@ fn round_of(v: &Value) -> (String, Value, String) {
     (key, request, r["requestState"].as_str().unwrap_or_default().to_string())
 }
 
-fn retry(key: &str, answer: Value, state: &str) -> Value {
+pub(super) fn retry(key: &str, answer: Value, state: &str) -> Value {
     json!({"inputResponses": {key: answer}, "requestState": state})
 }
 
 /// What the upstream got as answers to its own requests.
-fn upstream_answers(fx: &Fx) -> Vec<Value> {
+pub(super) fn upstream_answers(fx: &Fx) -> Vec<Value> {
     fx.upstream.answers.borrow().iter().map(|(a, _)| a.clone()).collect()
 }
 
 /// The bridge objects made so far.
-fn bridges(fx: &Fx) -> Vec<String> {
+pub(super) fn bridges(fx: &Fx) -> Vec<String> {
     fx.sim.objects().into_iter().filter(|(ns, _)| ns == "BRIDGES").map(|(_, n)| n).collect()
 }
 
-fn assert_invalid(v: &Value, needle: &str) {
+pub(super) fn assert_invalid(v: &Value, needle: &str) {
     assert_eq!(v["error"]["code"], -32602, "{v}");
     let m = v["error"]["message"].as_str().unwrap_or_default();
     assert!(m.contains(needle), "{m}");

@@ -208,6 +208,7 @@ impl Fx {
 
 mod backends_mcp;
 mod bridge;
+mod bridge_standalone;
 mod call_log;
 mod calls;
 mod connection_test;

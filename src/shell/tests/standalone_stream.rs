@@ -336,29 +336,39 @@ fn a_stream_held_by_the_callers_other_call_is_asked_for_again_once_that_call_end
 }
 
 #[test]
-fn a_2026_07_28_client_is_never_asked_and_the_upstream_is_told_why_at_once() {
+fn a_2026_07_28_clients_declared_capability_becomes_a_round_and_an_undeclared_one_is_refused_at_once() {
+    use super::bridge::{call26, retry, round_of};
     let fx = Fx::new(439);
     let (app, tool) = app_with(&fx, "stream_ask");
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"roots": {}}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
-    let mut body = call(&tool, json!({"method": "roots/list"}));
-    body["params"]["_meta"] = meta;
-    let h = [
-        ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", tool.as_str()),
-    ];
-    let started = fx.sim.now_ms();
-    let r = fx.sim.request(request(Method::Post, &Fx::mcp_url(&app.code), &h, Some(&body)));
-    assert!(fx.sim.now_ms() - started < 1_000, "at once");
-    assert!(messages(&r).iter().all(|m| m.get("method").is_none()), "nothing asked of the client: {}", r.text());
-    let (is_error, text) = result_text(&last(&r));
-    assert!(is_error && text.contains("speaks MCP 2026-07-28"), "{text}");
+    let ask = |caps: Value, extra: Value| {
+        let mut e = extra;
+        e["arguments"] = json!({"method": "roots/list"});
+        last(&call26(&fx, &app.code, &tool, caps, "t", e))
+    };
+    // Declared roots: the call is bridged, and the request on the standalone stream is a round.
+    let (key, request, state) = round_of(&ask(json!({"roots": {}}), json!({})));
+    assert_eq!(request["method"], "roots/list");
+    assert!(fx.upstream.answers.borrow().is_empty(), "nothing answered before the client");
+    let roots = json!({"roots": [{"uri": "file:///work/project"}]});
+    let done = ask(json!({"roots": {}}), retry(&key, roots.clone(), &state));
+    let (is_error, text) = result_text(&done);
+    assert!(!is_error && text.contains("file:///work/project"), "{done}");
     let answers = fx.upstream.answers.borrow().clone();
     assert_eq!(answers.len(), 1, "{answers:?}");
-    assert!(answers[0].0["error"]["message"].as_str().unwrap_or_default().contains("input_required"));
-    assert_eq!(gets(&fx.upstream).len(), 1, "the stream was held for this call too");
+    assert_eq!(answers[0].0, json!({"jsonrpc": "2.0", "id": "up-stream-1", "result": roots}));
+    // Declared sampling only: bridged too, and the roots request is refused at once, saying why.
+    let started = fx.sim.now_ms();
+    let v = ask(json!({"sampling": {}}), json!({}));
+    assert!(fx.sim.now_ms() - started < 1_000, "at once");
+    let (is_error, text) = result_text(&v);
+    assert!(is_error && text.contains("refused"), "{v}");
+    let answers = fx.upstream.answers.borrow().clone();
+    assert_eq!(answers.len(), 2, "{answers:?}");
+    assert_eq!(answers[1].0["id"], "up-stream-2");
+    let m = answers[1].0["error"]["message"].as_str().unwrap_or_default();
+    assert!(m.contains("did not declare the roots capability"), "{m}");
+    // One stream a call (the object's; the Worker opened none), and none left open.
+    assert_eq!(gets(&fx.upstream).len(), 2, "one GET a call");
+    assert!(!fx.upstream.standalone_open());
     fx.assert_invariants();
 }

@@ -17,11 +17,13 @@ use futures::StreamExt;
 use serde_json::{json, Map, Value};
 
 use crate::pure::backend::mcp::session::Session;
+use crate::pure::backend::mcp::transport::{first_transport, Transport};
 use crate::pure::definition::AppDefinition;
-use crate::pure::mcp::bridge::{self as pb, Bridge, Op, Reply, Start};
+use crate::pure::mcp::bridge::{self as pb, Bridge, Came, Op, Reply, Start};
 use crate::pure::mcp::input_required::{self as ir, Bind};
 use crate::pure::mcp::relay::{self, Channel};
 use crate::pure::mcp::server::{self, CallPlan};
+use crate::pure::mcp::standalone;
 use crate::pure::outcome::Outcome;
 use crate::pure::protocol::jsonrpc::{RpcError, INVALID_PARAMS};
 use crate::runtime::{Env, Fut, ObjectHandler, ObjectStorage, Request, Response};
@@ -47,8 +49,6 @@ fn keys(env: &Env) -> Vec<[u8; 32]> {
 /// upstream request needs, a 2025 upstream with a session (the answers must reach the call), a
 /// plain call (not a task), and a sealing key.
 pub fn wanted(plan: &CallPlan, input: &Map<String, Value>, client: &Client<'_>, env: &Env) -> bool {
-    let caps = ir::declared(input);
-    let declared = caps.sampling || caps.elicitation_form || caps.elicitation_url || caps.roots;
     let session = match &client.conn {
         Some(Conn::Http(s)) => s.session_id.is_some() && !s.stateless,
         // A legacy upstream's bridged call runs on the object's own SSE session, not on the
@@ -56,11 +56,33 @@ pub fn wanted(plan: &CallPlan, input: &Map<String, Value>, client: &Client<'_>, 
         Some(Conn::Sse { .. } | Conn::Legacy(_)) => true,
         None => false,
     };
-    plan.relay == Channel::Closed(relay::Closed::Stateless)
-        && declared
-        && session
-        && client.protocol().is_some_and(|v| !v.is_stateless())
-        && !keys(env).is_empty()
+    asked_for(plan, input, env) && session && client.protocol().is_some_and(|v| !v.is_stateless())
+}
+
+/// Whether this call goes through a bridge, known before connecting: a plain call (the client
+/// asked for no task) that [`wanted`] would bridge, to an upstream reached by the legacy
+/// HTTP+SSE transport (its URL or its setting says so; the transport always keeps a session
+/// and speaks a 2025 revision). Its connection cannot be handed to the object, so the Worker
+/// opens none: one handshake a call, the object's.
+pub fn wanted_before_connecting(
+    plan: &CallPlan,
+    input: &Map<String, Value>,
+    up: &Upstream,
+    task_asked: bool,
+    env: &Env,
+) -> bool {
+    !task_asked
+        && first_transport(up.choice, &up.url) == Transport::Sse
+        && !up.protocol.is_some_and(|v| v.is_stateless())
+        && asked_for(plan, input, env)
+}
+
+/// The client's half of [`wanted`]: a 2026-07-28 client that declared one of the capabilities
+/// an upstream request needs, and a key to seal its states.
+fn asked_for(plan: &CallPlan, input: &Map<String, Value>, env: &Env) -> bool {
+    let caps = ir::declared(input);
+    let declared = caps.sampling || caps.elicitation_form || caps.elicitation_url || caps.roots;
+    plan.relay == Channel::Closed(relay::Closed::Stateless) && declared && !keys(env).is_empty()
 }
 
 /// What a bridged call needs of the Worker's request.
@@ -367,6 +389,7 @@ impl CallBridge {
                     return r;
                 }
                 Some(r) => {
+                    self.refuse_unanswerable(live).await;
                     self.finish().await;
                     return r;
                 }
@@ -400,8 +423,22 @@ impl CallBridge {
                 client.notify_cancelled(&target, live.request_id.get(), why).await;
             }
         }
+        self.refuse_unanswerable(&live).await;
         live.wake();
         self.finish().await;
+    }
+
+    /// Refuses what came beside the call (on the standalone stream) and can no longer reach the
+    /// client, now that the call is over: no upstream request waits on silence.
+    async fn refuse_unanswerable(&self, live: &Live) {
+        let refusals = live.machine.borrow_mut().unanswerable();
+        let target = live.target.borrow().clone();
+        if let (false, Some(target)) = (refusals.is_empty(), target) {
+            let poster = Client::new(&live.up, &self.env);
+            for r in &refusals {
+                let _ = poster.post_message(&target, r).await;
+            }
+        }
     }
 
     /// The call is over: nothing stored, no alarm.
@@ -444,7 +481,11 @@ impl CallBridge {
 }
 
 /// The upstream call, beside the object's requests: requests the client declared a capability
-/// for go to the machine (for the client's next round), others are refused at once.
+/// for go to the machine (for the client's next round), others are refused at once; the same
+/// for those on the session's standalone stream, held while the call runs. Notifications
+/// (progress, logs, on either stream) are dropped, and counted in one log line at the end: the
+/// client's requests answer rounds and results only, and nothing of the client's is open
+/// between them.
 async fn run_call(live: Rc<Live>, env: Env, start: Start) {
     let caps = ir::declared(&start.input);
     let mut client = Client::new(&live.up, &env);
@@ -453,6 +494,10 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
         live.wake();
         return;
     }
+    // Before the call goes out, so that nothing the upstream sends on it meanwhile is lost (a
+    // 404 starts a new session first, which the call then uses). It ends with this future: the
+    // call's result, or its being given up (which drops the future).
+    let held = super::standalone::open(&mut client, &live.up).await;
     live.request_id.set(client.last_request_id() + 1);
     *live.target.borrow_mut() = client.cancel_target();
     // What a restarted object needs to tell the upstream the call is gone.
@@ -464,48 +509,77 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
     }
     let asked_on = client.live_target();
     let (refusals, mut refused) = mpsc::unbounded::<(Value, Option<(Session, String)>)>();
+    // One decision for a request of the upstream's, whichever stream it came on.
+    let asked = |n: &Value, came: Came, target: Option<(Session, String)>| match relay::decide(n, Channel::Stream(caps))
+    {
+        Ok(()) => {
+            live.machine.borrow_mut().upstream_asked(n, came);
+            live.wake();
+        }
+        Err(why) => {
+            let _ = refusals.unbounded_send((relay::refusal(n, &why), target));
+        }
+    };
+    let dropped = Cell::new(0u32);
     let mut on_note = |n: Value| {
         if n.get("id").is_none() {
+            dropped.set(dropped.get() + 1);
             return;
         }
         let target = asked_on.borrow().clone();
         if target.is_some() {
             live.target.borrow_mut().clone_from(&target);
         }
-        match relay::decide(&n, Channel::Stream(caps)) {
-            Ok(()) => {
-                live.machine.borrow_mut().upstream_asked(&n);
-                live.wake();
-            }
-            Err(why) => {
-                let _ = refusals.unbounded_send((relay::refusal(&n, &why), target));
-            }
+        asked(&n, Came::WithCall, target);
+    };
+    let stream_target = held.as_ref().map(super::standalone::Held::target);
+    let from_standalone = |n: Value| {
+        if standalone::is_request(&n) {
+            asked(&n, Came::Beside, stream_target.clone());
+        } else if n.get("method").is_some() {
+            dropped.set(dropped.get() + 1);
         }
     };
-    let answering = async {
-        let poster = Client::new(&live.up, &env);
-        while let Some((refusal, target)) = refused.next().await {
-            if let Some(t) = target {
-                let _ = poster.post_message(&t, &refusal).await;
+    let poster = Client::new(&live.up, &env);
+    let reply = {
+        let answering = async {
+            while let Some((refusal, target)) = refused.next().await {
+                if let Some(t) = target {
+                    let _ = poster.post_message(&t, &refusal).await;
+                }
             }
+            futures::future::pending::<()>().await
+        };
+        let following = super::standalone::follow(held, &from_standalone);
+        let call = client.call_tool_with(
+            &start.tool,
+            &start.arguments,
+            start.progress_token.as_ref(),
+            &start.input,
+            &start.params,
+            None,
+            &mut on_note,
+        );
+        futures::pin_mut!(call, answering, following);
+        match futures::future::select(call, futures::future::select(answering, following)).await {
+            futures::future::Either::Left((Ok(response), _)) => Reply::Final(response),
+            futures::future::Either::Left((Err(e), _)) => Reply::Failed(e),
+            futures::future::Either::Right(_) => Reply::Failed("the upstream call ended without an answer".into()),
         }
-        futures::future::pending::<()>().await
     };
-    let call = client.call_tool_with(
-        &start.tool,
-        &start.arguments,
-        start.progress_token.as_ref(),
-        &start.input,
-        &start.params,
-        None,
-        &mut on_note,
-    );
-    futures::pin_mut!(call, answering);
-    let reply = match futures::future::select(call, answering).await {
-        futures::future::Either::Left((Ok(response), _)) => Reply::Final(response),
-        futures::future::Either::Left((Err(e), _)) => Reply::Failed(e),
-        futures::future::Either::Right(_) => Reply::Failed("the upstream call ended without an answer".into()),
-    };
+    // Refusals the call's end overtook still go out.
+    while let Ok((refusal, target)) = refused.try_recv() {
+        if let Some(t) = target {
+            let _ = poster.post_message(&t, &refusal).await;
+        }
+    }
+    if dropped.get() > 0 {
+        crate::shell::log::info(
+            "notifications the upstream sent during a bridged call were not relayed (a 2026-07-28 client has no \
+             stream open between its input rounds)",
+            json!({"app": live.up.app_name, "count": dropped.get()}),
+        );
+    }
     live.machine.borrow_mut().finished(reply);
     live.wake();
 }

@@ -90,24 +90,29 @@ pub async fn call(
     if let Err(e) = crate::shell::backend::mcp::relay::open_state(env, &mut input, bind) {
         return e.to_response(&plan.id);
     }
+    // A 2025 upstream's requests reach a 2026-07-28 client only through a bridge that holds
+    // the call across the client's input rounds (the bridge opens its own connection, and the
+    // session's standalone stream). A legacy SSE upstream's connection is known to be bridged
+    // before it is opened: the Worker opens none.
+    if bridge::wanted_before_connecting(plan, &input, &upstream, task_ttl_ms.is_some(), env) {
+        return bridge::start(bridged, env, incoming, name, arguments, &input, params, abort).await;
+    }
     let mut client = Client::new(&upstream, env);
     if let Err(e) = client.connect(true).await {
         return server::finish_call(plan, Outcome::Failed(e), VERSION);
     }
-    // Before the call goes out, so that nothing the upstream sends on it meanwhile is lost.
-    let standalone = super::standalone::open(&mut client, &upstream).await;
     let task_ttl_ms =
         match upstream_tasks::ask(task_ttl_ms, if_offered, client.capabilities().as_ref(), plan.version, name) {
             upstream_tasks::Ask::Task(ttl) => Some(ttl),
             upstream_tasks::Ask::Plain => None,
             upstream_tasks::Ask::Refuse(e) => return e.to_response(&plan.id),
         };
-    // A 2025 upstream's requests reach a 2026-07-28 client only through a bridge that holds
-    // the call across the client's input rounds (the bridge opens its own connection).
     if task_ttl_ms.is_none() && bridge::wanted(plan, &input, &client, env) {
         drop(client);
         return bridge::start(bridged, env, incoming, name, arguments, &input, params, abort).await;
     }
+    // Before the call goes out, so that nothing the upstream sends on it meanwhile is lost.
+    let standalone = super::standalone::open(&mut client, &upstream).await;
     // The call's request id is the client's next one (a re-initialized session may renumber
     // it; a cancel then names a request the upstream no longer has, which it ignores).
     on_start(client.last_request_id() + 1, client.http_session());
