@@ -53,6 +53,7 @@ fn catalog(prefix: &str, completions: bool) -> Catalog {
             json!({"name": "secret"}),
         ],
         skills: Vec::new(),
+        fetched_ms: 0,
     }
 }
 
