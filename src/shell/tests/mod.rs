@@ -208,6 +208,7 @@ impl Fx {
 
 mod backends_mcp;
 mod call_log;
+mod catalog_variants;
 mod calls;
 mod connection_test;
 mod console;
