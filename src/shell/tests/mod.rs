@@ -208,8 +208,8 @@ impl Fx {
 
 mod backends_mcp;
 mod call_log;
-mod catalog_variants;
 mod calls;
+mod catalog_variants;
 mod connection_test;
 mod console;
 mod console_auth;
