@@ -1,0 +1,88 @@
+// The reference everything server (@modelcontextprotocol/server-everything, pinned) as an
+// upstream, on each transport it offers: the same client script (tests/support/
+// everything-client.mjs, the official TypeScript SDK client) run directly against it and
+// through Flowgate gives transcripts that differ only in the ways docs/upstream-gateway.md
+// lists ("What differs through Flowgate"), for a client that declares no capabilities and one
+// that declares sampling, elicitation and roots.
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { isDeepStrictEqual } from 'node:util';
+
+import { startFlowgate } from '../support/harness.mjs';
+import { startEverything } from '../support/everything.mjs';
+import { runEverythingScript } from '../support/everything-client.mjs';
+import { publish } from '../support/flowgate-setup.mjs';
+
+let fg;
+let ev;
+const servers = {}; // transport -> {url, prefix}
+
+const APP_NAMES = { streamableHttp: 'Everything', sse: 'EverythingSse' };
+
+before(async () => {
+  [fg, ev] = await Promise.all([startFlowgate(), startEverything()]);
+  for (const transport of ['streamableHttp', 'sse']) {
+    const name = APP_NAMES[transport];
+    const r = await fg.console('/apps', { method: 'POST', body: { name, description: 'The reference server', mode: 'mcp', backend: { url: ev[transport].url } } });
+    assert.equal(r.status, 201, r.text);
+    servers[transport] = { url: (await publish(fg, r.json.id)).url, prefix: `${name}_` };
+  }
+});
+
+after(async () => {
+  await Promise.allSettled([fg?.stop(), ev?.stop()]);
+});
+
+/**
+ * The documented differences, applied to a direct transcript: what the same script gets
+ * through Flowgate. Each is listed in docs/upstream-gateway.md.
+ */
+export function throughFlowgate(direct) {
+  return direct.map(([op, v]) => {
+    if (op === 'initialize') {
+      // Flowgate is stateless: no subscriptions, no list-changed notifications.
+      const c = structuredClone(v.capabilities);
+      if (c.resources) c.resources = { subscribe: false, listChanged: false };
+      if (c.prompts) c.prompts = { listChanged: false };
+      if (c.tools) c.tools = { listChanged: false };
+      // Flowgate keeps no list of its clients' tasks: no tasks/list.
+      if (c.tasks) delete c.tasks.list;
+      return [op, { ...v, capabilities: c }];
+    }
+    return [op, v];
+  });
+}
+
+const byOp = (entries) => Object.fromEntries(entries);
+
+for (const transport of ['streamableHttp', 'sse']) {
+  describe(`the everything server over ${transport === 'sse' ? 'legacy HTTP+SSE' : 'Streamable HTTP'}`, () => {
+    for (const capable of [false, true]) {
+      const who = capable ? 'a client that declares sampling, elicitation and roots' : 'a client that declares no capabilities';
+      test(`${who}: the same transcript directly and through Flowgate, but for the documented differences`, async () => {
+        const direct = await runEverythingScript({ url: ev[transport].url, transport, capable });
+        const through = await runEverythingScript({ url: servers[transport].url, transport: 'streamableHttp', capable, prefix: servers[transport].prefix });
+        const want = byOp(throughFlowgate(direct.entries));
+        const got = byOp(through.entries);
+        assert.deepEqual(Object.keys(got), Object.keys(want));
+        const differ = Object.keys(want).filter((op) => !isDeepStrictEqual(got[op], want[op]));
+        const report = differ.map((op) => `${op}\n  through Flowgate: ${JSON.stringify(got[op])}\n  expected:         ${JSON.stringify(want[op])}`);
+        assert.deepEqual(differ, [], report.join('\n'));
+        // The script did what it says: the upstream offered this client its own tool list
+        // (13 tools without capabilities, 17 with), the calls answered, and the one error is
+        // the unknown URI's, the upstream's own -32602 both ways, its words kept by Flowgate.
+        const tools = want['tools/list'].map((t) => t.name);
+        assert.equal(tools.length, capable ? 17 : 13, tools.join(' '));
+        assert.equal(tools.includes('trigger-sampling-request'), capable);
+        const calls = Object.keys(want).filter((op) => op.startsWith('tools/call '));
+        assert.equal(calls.length, 10, calls.join(' '));
+        assert.ok(calls.every((op) => want[op].content?.length > 0 && !want[op].isError), 'every call answered');
+        const unknown = 'resources/read demo://resource/static/document/no-such-file.md';
+        assert.deepEqual(Object.keys(direct.errors), [unknown]);
+        assert.deepEqual(Object.keys(through.errors), [unknown]);
+        assert.equal(got[unknown].error.code, -32602);
+        assert.match(through.errors[unknown], new RegExp(`upstream ${APP_NAMES[transport]} said: .*Resource demo://resource/static/document/no-such-file.md not found`));
+      });
+    }
+  });
+}
