@@ -215,7 +215,9 @@ impl Console<'_> {
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
         // The endpoint of this isolate asks again at once rather than after a failure's window.
-        crate::shell::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app, ""));
+        for v in Variant::all() {
+            crate::shell::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app, &v.key()));
+        }
         let exposed = aggregate(&app.name, &app.id, mcp_config(&app)?, &tools);
         let mut out = json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
@@ -225,7 +227,10 @@ impl Console<'_> {
         // in, what it exposes and the URIs another app of that server already serves.
         match crate::shell::backend::mcp::call::catalog_of(&app, self.env, true, Variant::none()).await {
             Ok(catalog) => {
-                crate::shell::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Catalog, &app, ""));
+                for v in Variant::all() {
+                    let key = failed_fetch::key(failed_fetch::List::Catalog, &app, &v.key());
+                    crate::shell::memo::forget_failed_fetch(&key);
+                }
                 out["capabilities"] = catalog.capabilities.clone();
                 let mut servers = Vec::new();
                 for row in store::servers_of_app(self.db, id).await? {

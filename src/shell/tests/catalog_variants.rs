@@ -161,3 +161,25 @@ fn a_legacy_sse_upstream_is_told_the_clients_set_too() {
     assert_eq!(declared(&up).last(), Some(&json!({"sampling": {}})));
     fx.assert_invariants();
 }
+
+#[test]
+fn a_refresh_forgets_the_failed_fetches_of_every_variant() {
+    let fx = Fx::new(4305);
+    let app = upstream_app(&fx, "Up", &format!("{UPSTREAM}/mcp"), json!({}));
+    let sampler = initialize(&fx, &app.code, json!({"sampling": {}}), None);
+    fx.upstream.down.set(true);
+    // Both lists fail, and each failure is remembered (the next list asks nothing).
+    assert!(listed(&fx, &app.code, &sampler).is_empty());
+    assert!(names(&tools(&fx, &app.code, &[])).is_empty());
+    let asked = fx.upstream.requests.borrow().len();
+    assert!(listed(&fx, &app.code, &sampler).is_empty());
+    assert!(names(&tools(&fx, &app.code, &[])).is_empty());
+    assert_eq!(fx.upstream.requests.borrow().len(), asked, "remembered: not asked again");
+    // Back up: a refresh makes every variant ask again at once, not after the window.
+    fx.upstream.down.set(false);
+    let r = fx.console(Method::Post, &format!("/apps/{}/tools/refresh", app.app_id), None);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(listed(&fx, &app.code, &sampler).iter().any(|n| n.ends_with("echo")));
+    assert!(names(&tools(&fx, &app.code, &[])).iter().any(|n| n.ends_with("echo")));
+    fx.assert_invariants();
+}

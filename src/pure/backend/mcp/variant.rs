@@ -38,6 +38,20 @@ impl Variant {
         Variant::default()
     }
 
+    /// Every variant there is, once each (24: `sampling.tools` only with sampling).
+    pub fn all() -> impl Iterator<Item = Variant> {
+        let on = |bits: u8, i: u8| bits & (1 << i) != 0;
+        (0..32u8).filter(move |b| on(*b, 0) || !on(*b, 1)).map(move |b| {
+            Variant(ClientCaps {
+                sampling: on(b, 0),
+                sampling_tools: on(b, 1),
+                elicitation_form: on(b, 2),
+                elicitation_url: on(b, 3),
+                roots: on(b, 4),
+            })
+        })
+    }
+
     pub fn caps(self) -> ClientCaps {
         self.0
     }
@@ -147,20 +161,10 @@ mod tests {
         // The same set, declared in other words, is the same variant.
         assert_eq!(Variant::of(caps(json!({"roots": {}, "sampling": {}}))).key(), "sr");
         assert_eq!(Variant::of(caps(json!({"sampling": {}, "roots": {"listChanged": false}}))).key(), "sr");
-        // All 5 capabilities give at most 24 sets (tools only with sampling).
-        let mut keys = std::collections::BTreeSet::new();
-        for bits in 0..32u8 {
-            let b = |i: u8| bits & (1 << i) != 0;
-            let c = ClientCaps {
-                sampling: b(0),
-                sampling_tools: b(1),
-                elicitation_form: b(2),
-                elicitation_url: b(3),
-                roots: b(4),
-            };
-            keys.insert(Variant::of(c).key());
-        }
-        assert_eq!(keys.len(), 24);
+        // All 5 capabilities give 24 sets (tools only with sampling), each its own key.
+        let keys: std::collections::BTreeSet<String> = Variant::all().map(Variant::key).collect();
+        assert_eq!((keys.len(), Variant::all().count()), (24, 24));
+        assert!(Variant::all().all(|v| Variant::parse(&v.key()) == v && Variant::of(v.caps()) == v));
     }
 
     #[test]
