@@ -265,15 +265,8 @@ impl<'a> Client<'a> {
         let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
         let id = self.id();
         let headers = || self.headers(None, "initialize", None);
-        let mut resp = match self
-            .post(
-                &self.up.url,
-                &headers,
-                &initialize_offering(id, offered, &self.up.declared.capabilities()),
-                self.up.init_timeout,
-            )
-            .await
-        {
+        let init = initialize_offering(id, offered, &self.up.declared.capabilities());
+        let mut resp = match self.post(&self.up.url, &headers, &init, self.up.init_timeout).await {
             Ok(r) => r,
             Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
             Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
@@ -410,16 +403,9 @@ impl<'a> Client<'a> {
             stream,
             reader,
         };
-        let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
-        let response = self
-            .sse_request(
-                &mut conn,
-                initialize_offering(id, offered, &self.up.declared.capabilities()),
-                id,
-                self.up.init_timeout,
-                &mut |_| {},
-            )
-            .await?;
+        let offered =
+            initialize_offering(id, self.up.protocol.unwrap_or(OFFERED_VERSION), &self.up.declared.capabilities());
+        let response = self.sse_request(&mut conn, offered, id, self.up.init_timeout, &mut |_| {}).await?;
         let result = response_result(&app, &response)?;
         let session = parse_initialize(&result, None, Transport::Sse)?;
         if let Some(pinned) = self.up.protocol {
