@@ -62,6 +62,37 @@ fn each_client_sees_the_tools_the_upstream_offers_a_client_that_declared_what_it
 }
 
 #[test]
+fn catalogs_are_the_clients_too() {
+    let fx = Fx::new(4306);
+    fx.upstream.per_client.set(true);
+    let app = upstream_app(&fx, "Up", &format!("{UPSTREAM}/mcp"), json!({}));
+    let plain = initialize(&fx, &app.code, json!({}), None);
+    let sampler = initialize(&fx, &app.code, json!({"sampling": {}}), None);
+    let prompts = |sid: &str| rpc_with(&fx, &app.code, &[("mcp-session-id", sid)], "prompts/list", json!({}));
+    // The upstream offers prompts only to a client that can sample: so does Flowgate, in
+    // either order, from the isolate's memo the second time and from KV the third (the memo
+    // kept 5 s).
+    for round in 0..3 {
+        if round == 2 {
+            fx.sim.advance(20_000).unwrap_or_else(|h| panic!("{h}"));
+        }
+        let v = prompts(&sampler);
+        assert_eq!(v["result"]["prompts"][0]["name"], "Up_sampled", "{v}");
+        let v = prompts(&plain);
+        assert_eq!(v["error"]["code"], -32601, "{v}");
+    }
+    // The handshake says so too.
+    let init = |caps: Value| {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": V2025, "capabilities": caps, "clientInfo": {"name": "t", "version": "1"}}});
+        last(&fx.mcp(&app.code, &body))["result"]["capabilities"].clone()
+    };
+    assert!(init(json!({"sampling": {}})).get("prompts").is_some());
+    assert!(init(json!({})).get("prompts").is_none());
+    fx.assert_invariants();
+}
+
+#[test]
 fn the_upstream_is_told_the_clients_set_and_nothing_more() {
     let fx = Fx::new(4301);
     let app = upstream_app(&fx, "Up", &format!("{UPSTREAM}/mcp"), json!({}));

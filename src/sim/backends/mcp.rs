@@ -62,7 +62,8 @@ pub struct McpUpstream {
     pub task_ms: u64,
     /// Lists `ask` (a test that relays requests turns it on; others see the usual three tools).
     pub asks: Cell<bool>,
-    /// Lists (and calls) `sample` only in sessions whose `initialize` declared `sampling`.
+    /// Lists (and calls) `sample`, and offers prompts (`sampled`), only in sessions whose
+    /// `initialize` declared `sampling`.
     pub per_client: Cell<bool>,
     /// Every request answered 503.
     pub down: Cell<bool>,
@@ -183,7 +184,14 @@ impl McpUpstream {
         if self.tasks {
             capabilities["tasks"] = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
         }
+        // A client that can sample is offered prompts too (`per_client`).
+        if self.per_client.get() && params.pointer("/capabilities/sampling").is_some_and(Value::is_object) {
+            capabilities["prompts"] = json!({});
+        }
         match method {
+            "prompts/list" if offers_sample => {
+                Ok(json!({"prompts": [{"name": "sampled", "description": "For clients that sample."}]}))
+            }
             "initialize" => Ok(json!({
                 "protocolVersion": params.get("protocolVersion").cloned().unwrap_or(json!("2025-06-18")),
                 "capabilities": capabilities,
