@@ -168,6 +168,13 @@ mod tests {
     }
 
     #[test]
+    fn the_declared_entry_is_no_header_a_client_or_an_app_can_name() {
+        assert!(!crate::pure::http_field::is_header_name(DECLARED_ENTRY));
+        let app = json!({"forward_headers": {"X-Declared": DECLARED_ENTRY}});
+        assert!(crate::pure::backend::mcp::headers::check_forward_headers(app.as_object().unwrap()).is_err());
+    }
+
+    #[test]
     fn a_made_up_key_declares_nothing() {
         for k in ["", "x", "s x", "NONE", "sfz"] {
             assert_eq!(Variant::parse(k), Variant::none(), "{k:?}");
