@@ -2,8 +2,8 @@
 // upstream, on each transport it offers: the same client script (tests/support/
 // everything-client.mjs, the official TypeScript SDK client) run directly against it and
 // through Flowgate gives transcripts that differ only in the ways docs/upstream-gateway.md
-// lists ("What differs through Flowgate"), for a client that declares no capabilities and one
-// that declares sampling, elicitation and roots.
+// lists ("What differs through Flowgate"), for clients of 2025-11-25 and 2025-06-18 that declare
+// no capabilities, and ones that declare sampling, elicitation and roots.
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { isDeepStrictEqual } from 'node:util';
@@ -37,7 +37,8 @@ after(async () => {
  * The documented differences, applied to a direct transcript: what the same script gets
  * through Flowgate. Each is listed in docs/upstream-gateway.md.
  */
-export function throughFlowgate(direct) {
+export function throughFlowgate(direct, revision) {
+  const older = revision < '2025-11-25';
   return direct.map(([op, v]) => {
     if (op === 'initialize') {
       // Flowgate is stateless: no subscriptions, no list-changed notifications.
@@ -45,10 +46,15 @@ export function throughFlowgate(direct) {
       if (c.resources) c.resources = { subscribe: false, listChanged: false };
       if (c.prompts) c.prompts = { listChanged: false };
       if (c.tools) c.tools = { listChanged: false };
-      // Flowgate keeps no list of its clients' tasks: no tasks/list.
+      // Flowgate keeps no list of its clients' tasks: no tasks/list; and no tasks at all
+      // before 2025-11-25, the first revision with them.
       if (c.tasks) delete c.tasks.list;
+      if (older) delete c.tasks;
       return [op, { ...v, capabilities: c }];
     }
+    // Tools as a client of an older revision may see them: no `execution` before 2025-11-25
+    // (the reference server sends it to every revision).
+    if (op === 'tools/list' && older) return [op, v.map(({ execution, ...t }) => t)];
     return [op, v];
   });
 }
@@ -57,12 +63,12 @@ const byOp = (entries) => Object.fromEntries(entries);
 
 for (const transport of ['streamableHttp', 'sse']) {
   describe(`the everything server over ${transport === 'sse' ? 'legacy HTTP+SSE' : 'Streamable HTTP'}`, () => {
-    for (const capable of [false, true]) {
-      const who = capable ? 'a client that declares sampling, elicitation and roots' : 'a client that declares no capabilities';
+    for (const [revision, capable] of [['2025-11-25', false], ['2025-11-25', true], ['2025-06-18', false], ['2025-06-18', true]]) {
+      const who = `a ${revision} client that declares ${capable ? 'sampling, elicitation and roots' : 'no capabilities'}`;
       test(`${who}: the same transcript directly and through Flowgate, but for the documented differences`, async () => {
-        const direct = await runEverythingScript({ url: ev[transport].url, transport, capable });
-        const through = await runEverythingScript({ url: servers[transport].url, transport: 'streamableHttp', capable, prefix: servers[transport].prefix });
-        const want = byOp(throughFlowgate(direct.entries));
+        const direct = await runEverythingScript({ url: ev[transport].url, transport, capable, revision });
+        const through = await runEverythingScript({ url: servers[transport].url, transport: 'streamableHttp', capable, revision, prefix: servers[transport].prefix });
+        const want = byOp(throughFlowgate(direct.entries, revision));
         const got = byOp(through.entries);
         assert.deepEqual(Object.keys(got), Object.keys(want));
         const differ = Object.keys(want).filter((op) => !isDeepStrictEqual(got[op], want[op]));

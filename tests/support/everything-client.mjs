@@ -9,6 +9,7 @@
 //
 // `capable`: the client declares sampling, elicitation (form and URL mode) and roots (with
 // handlers that answer at once); otherwise it declares no capabilities at all.
+// `revision`: the MCP revision the client offers (default: the SDK's latest, 2025-11-25).
 // `prefix`: what Flowgate puts before the upstream's tool and prompt names (`Everything_`);
 // stripped from the names in the transcript, added to the names the script calls.
 //
@@ -19,6 +20,8 @@
 // prompt with sample arguments; complete a prompt argument and a template variable.
 // Normalized: times of day in texts (the dynamic resources say when they were made) become
 // `<time>`, and base64 blobs holding text are decoded to it so that the time can be found.
+
+import assert from 'node:assert/strict';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
@@ -72,8 +75,15 @@ export function normalize(v) {
   return v;
 }
 
-function transportFor(url, transport) {
-  return transport === 'sse' ? new SSEClientTransport(new URL(url)) : new StreamableHTTPClientTransport(new URL(url));
+/** The transport; with `revision`, its `initialize` offers that revision instead of the SDK's
+ * latest (the SDK client has no setting for it; it accepts any revision it supports back). */
+function transportFor(url, transport, revision) {
+  const t = transport === 'sse' ? new SSEClientTransport(new URL(url)) : new StreamableHTTPClientTransport(new URL(url));
+  if (revision) {
+    const send = t.send.bind(t);
+    t.send = (msg, opts) => send(msg.method === 'initialize' ? { ...msg, params: { ...msg.params, protocolVersion: revision } } : msg, opts);
+  }
+  return t;
 }
 
 /** Every page of a list. */
@@ -89,7 +99,7 @@ async function all(method, key) {
 }
 
 /** Runs the script; see the top of this file. */
-export async function runEverythingScript({ url, transport, capable = false, prefix = '', clientName = 'everything-script' }) {
+export async function runEverythingScript({ url, transport, capable = false, prefix = '', revision, clientName = 'everything-script' }) {
   const client = new Client({ name: clientName, version: '1.0.0' }, { capabilities: capable ? CAPABLE : {} });
   if (capable) {
     client.setRequestHandler(CreateMessageRequestSchema, async () => ({ role: 'assistant', content: { type: 'text', text: 'sampled' }, model: 'script' }));
@@ -107,9 +117,11 @@ export async function runEverythingScript({ url, transport, capable = false, pre
       entries.push([op, { error: { code: e?.code ?? null } }]);
     }
   };
-  await client.connect(transportFor(url, transport));
+  const t = transportFor(url, transport, revision);
+  await client.connect(t);
   try {
     entries.push(['initialize', { capabilities: normalize(client.getServerCapabilities() ?? {}) }]);
+    if (revision && transport !== 'sse') assert.equal(t.protocolVersion, revision, 'the revision offered was the one spoken');
     const tools = await all((p) => client.listTools(p), 'tools');
     entries.push(['tools/list', tools.map((t) => ({ ...t, name: prefix ? unprefix(t.name) : t.name }))]);
     entries.push(['resources/list', await all((p) => client.listResources(p), 'resources')]);
