@@ -37,7 +37,7 @@ after(async () => {
  * The documented differences, applied to a direct transcript: what the same script gets
  * through Flowgate. Each is listed in docs/upstream-gateway.md.
  */
-export function throughFlowgate(direct, revision) {
+function throughFlowgate(direct, revision) {
   const older = revision < '2025-11-25';
   return direct.map(([op, v]) => {
     if (op === 'initialize') {
