@@ -10,6 +10,7 @@ use crate::pure::backend::config::Backend;
 use crate::pure::backend::dify::mode::DifyMode;
 use crate::pure::backend::mcp::binding::{Caller as UpstreamCaller, CALLER_ENTRY};
 use crate::pure::backend::mcp::failed_fetch;
+use crate::pure::backend::mcp::variant::{Variant, DECLARED_ENTRY};
 use crate::pure::backend::run_record::RunRecord;
 use crate::pure::client_auth::{authenticate, AuthMode, Refusal};
 use crate::pure::definition::{AppDefinition, ServerDefinition};
@@ -236,11 +237,23 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     }
     let accepts_sse = accepts_sse(accept.as_deref());
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
-    let upstreams =
-        if has_upstreams && mentions_tools(&body) { load_upstreams(def, env).await } else { Upstreams::default() };
+    // As the upstreams offer them to a client that declared what this one did (`variant`).
+    let declared = Variant::of_request(
+        &body,
+        pv.as_deref().and_then(crate::pure::protocol::version::Version::parse),
+        h.session_caps,
+    );
+    let upstreams = if has_upstreams && mentions_tools(&body) {
+        load_upstreams(def, env, declared).await
+    } else {
+        Upstreams::default()
+    };
     // Their catalogs (resources, prompts, capabilities), for the requests that need them.
-    let catalogs =
-        if has_upstreams && mentions_catalogs(&body) { load_catalogs(def, env).await } else { Catalogs::default() };
+    let catalogs = if has_upstreams && mentions_catalogs(&body) {
+        load_catalogs(def, env, declared).await
+    } else {
+        Catalogs::default()
+    };
     // A client key or an OAuth token is Flowgate's credential: it is never forwarded upstream.
     let keyed = def.auth.mode != AuthMode::None;
     let incoming: Vec<(String, String)> = if has_upstreams {
@@ -250,6 +263,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             .filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization")))
             .collect();
         headers.push((CALLER_ENTRY.to_string(), caller_tag));
+        headers.push((DECLARED_ENTRY.to_string(), declared.key()));
         headers
     } else {
         Vec::new()
@@ -698,14 +712,14 @@ async fn task_answer(req: &TaskRequest, def: &ServerDefinition, env: &Env) -> Re
     }
 }
 
-/// The tool lists of a server's upstream MCP apps (KV, else fetched); an upstream that cannot
-/// be reached contributes no tools, and the reason is logged (once per failed fetch: a failure
-/// is remembered briefly, `failed_fetch`).
-pub async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
+/// The tool lists of a server's upstream MCP apps as offered to a client that declared
+/// `declared` (KV, else fetched); an upstream that cannot be reached contributes no tools, and
+/// the reason is logged (once per failed fetch: a failure is remembered briefly, `failed_fetch`).
+pub async fn load_upstreams(def: &ServerDefinition, env: &Env, declared: Variant) -> Upstreams {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
-        let key = failed_fetch::key(failed_fetch::List::Tools, app, "");
-        if let Some(list) = unless_failed_lately(&key, upstream_call::tools_of(app, env, false), |e| {
+        let key = failed_fetch::key(failed_fetch::List::Tools, app, &declared.key());
+        if let Some(list) = unless_failed_lately(&key, upstream_call::tools_of(app, env, false, declared), |e| {
             crate::shell::log::error(&format!("listing the tools of upstream app '{}': {e}", app.name))
         })
         .await
@@ -716,13 +730,14 @@ pub async fn load_upstreams(def: &ServerDefinition, env: &Env) -> Upstreams {
     Upstreams(map)
 }
 
-/// The catalogs of a server's upstream MCP apps (memo, KV, else fetched); an upstream that
-/// cannot be reached offers nothing this time, and the reason is logged (once per failed fetch).
-async fn load_catalogs(def: &ServerDefinition, env: &Env) -> Catalogs {
+/// The catalogs of a server's upstream MCP apps as offered to a client that declared `declared`
+/// (memo, KV, else fetched); an upstream that cannot be reached offers nothing this time, and
+/// the reason is logged (once per failed fetch).
+async fn load_catalogs(def: &ServerDefinition, env: &Env, declared: Variant) -> Catalogs {
     let mut map = std::collections::HashMap::new();
     for app in def.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
-        let key = failed_fetch::key(failed_fetch::List::Catalog, app, "");
-        if let Some(c) = unless_failed_lately(&key, upstream_call::catalog_of(app, env, false), |e| {
+        let key = failed_fetch::key(failed_fetch::List::Catalog, app, &declared.key());
+        if let Some(c) = unless_failed_lately(&key, upstream_call::catalog_of(app, env, false, declared), |e| {
             crate::shell::log::error(&format!("reading the catalog of upstream app '{}': {e}", app.name))
         })
         .await

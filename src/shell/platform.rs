@@ -24,14 +24,16 @@ pub fn upstream_session_key(app_id: &str, scope: &str) -> String {
     format!("upstream-session:{app_id}:{scope}")
 }
 
-/// The KV key of an upstream app's tool list.
-pub fn upstream_tools_key(app_id: &str) -> String {
-    format!("upstream-tools:{app_id}")
+/// The KV key of an upstream app's tool list as offered to clients that declared `variant`
+/// (`variant::Variant::key`).
+pub fn upstream_tools_key(app_id: &str, variant: &str) -> String {
+    format!("upstream-tools:{app_id}:{variant}")
 }
 
-/// The KV key of an upstream app's catalog: capabilities, resources, templates, prompts.
-pub fn upstream_catalog_key(app_id: &str) -> String {
-    format!("upstream-catalog:{app_id}")
+/// The KV key of an upstream app's catalog (capabilities, resources, templates, prompts) as
+/// offered to clients that declared `variant`.
+pub fn upstream_catalog_key(app_id: &str, variant: &str) -> String {
+    format!("upstream-catalog:{app_id}:{variant}")
 }
 
 /// Milliseconds since the epoch, by the runtime's clock.

@@ -109,8 +109,9 @@ describe('private backends', () => {
     await fg.d1(`UPDATE apps SET backend = json_set(backend, '${field}', '${target}') WHERE id = '${created.json.id}'`);
     return { app: created.json, ...(await publish(fg, created.json.id)) };
   }
-  /** An upstream app's tool list as Flowgate would have cached it while its host was public. */
-  const seedTools = (appId) => fg.kvPut(`upstream-tools:${appId}`, JSON.stringify([{ name: 'echo', inputSchema: { type: 'object' } }]));
+  /** An upstream app's tool list as Flowgate would have cached it while its host was public
+   * (for clients that declared no capabilities, as these calls do). */
+  const seedTools = (appId) => fg.kvPut(`upstream-tools:${appId}:none`, JSON.stringify({ at: Date.now(), tools: [{ name: 'echo', inputSchema: { type: 'object' } }] }));
 
   test('a stored Unicode spelling of a loopback host is mapped by the runtime and not called', async () => {
     // The console refuses a non-ASCII host (write it in Punycode); stored behind its back, the

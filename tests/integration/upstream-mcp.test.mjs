@@ -50,7 +50,7 @@ test('tools_cache_ttl_seconds: the upstream list is cached for that long', async
   const to = Date.now();
   assert.equal((await list(url)).length, 13);
   assert.equal(ttlListings().length, 1, 'the second listing came from the cache');
-  const cached = (await fg.kvKeys()).find((k) => k.name === `upstream-tools:${app.id}`);
+  const cached = (await fg.kvKeys()).find((k) => k.name === `upstream-tools:${app.id}:none`);
   assert.ok(cached, 'the list is cached in KV');
   assert.ok(cached.expiration >= Math.floor(from / 1000) + 60 - 1 && cached.expiration <= Math.ceil(to / 1000) + 60 + 1, `expires at ${cached.expiration}`);
   Object.assign(shortLived, { url, expiration: cached.expiration });
@@ -269,7 +269,7 @@ describe('aggregation', () => {
     assert.equal(old.title, undefined);
     assert.equal(old.outputSchema, undefined);
     assert.equal(old.annotations, undefined);
-    const cached = (await fg.kvKeys()).find((k) => k.name === `upstream-tools:${app.id}`);
+    const cached = (await fg.kvKeys()).find((k) => k.name === `upstream-tools:${app.id}:none`);
     assert.ok(cached, 'the list is cached in KV');
     // For tools_cache_ttl_seconds, by default 300 s (bracketed by times taken around the listing).
     assert.ok(cached.expiration >= Math.floor(listedFrom / 1000) + 300 - 1 && cached.expiration <= Math.ceil(listedTo / 1000) + 300 + 1, `expires at ${cached.expiration}`);

@@ -14,10 +14,14 @@
 //! - a URI no app lists goes to the first app with a resource template that matches it
 //!   (RFC 6570: `{x}` one or more characters other than `/ ? #`, `{+x}` / `{#x}` any, `{?x}` /
 //!   `{&x}` the rest of the query), unless that app's `denied_resources` names the URI;
+//! - a read of a URI nothing above routes goes to the first app that lists a resource or a
+//!   template under the same scheme and authority (`demo://resource/…`), when that app's filters
+//!   would let the URI through (no `allowed_resources`, not denied): the upstream that could
+//!   own it answers (its own "not found", usually), as it would if asked directly;
 //! - deny wins on every route (read, template match, skill file, directory read, completion):
 //!   a URI an app's `denied_resources` names is never sent to that app;
-//! - anything else is "resource not found", answered by Flowgate: a URI an upstream did not
-//!   list (or that `denied_resources` removed) is never forwarded.
+//! - anything else is "resource not found", answered by Flowgate: a URI an upstream could not
+//!   own (or that `allowed_resources` / `denied_resources` left out) is never forwarded.
 
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -255,7 +259,10 @@ impl<'a> Gateway<'a> {
             "prompts/list" => self.page(catalog::PROMPTS, params, version).map(Answer::Result),
             "resources/read" => {
                 let uri = uri_param(params, "uri", method)?;
-                let app_index = self.owner_of_uri(uri).ok_or_else(|| self.not_found(uri, version))?;
+                let app_index = self
+                    .owner_of_uri(uri)
+                    .or_else(|| self.could_own(uri))
+                    .ok_or_else(|| self.not_found(uri, version))?;
                 self.forward(id, version, app_index, "resources/read", params, Some(uri.to_string()))
             }
             "prompts/get" => {
@@ -344,6 +351,19 @@ impl<'a> Gateway<'a> {
             .iter()
             .find(|t| !self.denies(t.app_index, uri) && matches_template(&t.parts, uri))
             .map(|t| t.app_index)
+    }
+
+    /// The first app that lists a resource or template with `uri`'s scheme and authority and
+    /// whose filters let `uri` through: the upstream that could own a URI it did not list.
+    fn could_own(&self, uri: &str) -> Option<usize> {
+        let origin = uri_origin(uri)?;
+        let listed = self.resources.iter().filter_map(|(i, r)| Some((*i, r["uri"].as_str()?)));
+        let templated = self.templates.iter().map(|t| (t.app_index, t.uri_template.as_str()));
+        let mut apps: Vec<usize> =
+            listed.chain(templated).filter(|(_, u)| uri_origin(u) == Some(origin)).map(|(i, _)| i).collect();
+        apps.sort_unstable();
+        apps.into_iter()
+            .find(|i| self.def.apps.get(*i).and_then(|a| a.backend.as_mcp()).is_some_and(|c| resource_allowed(c, uri)))
     }
 
     /// Whether app `app_index`'s `denied_resources` names `uri`.
@@ -456,6 +476,25 @@ fn truncated(s: &str) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
+}
+
+/// A URI's scheme and authority (`demo://resource` of `demo://resource/a/b`), or its scheme
+/// for a URI without an authority (`urn:` of `urn:x:y`); `None` when it has none, or for a
+/// template whose origin is itself a variable.
+fn uri_origin(uri: &str) -> Option<&str> {
+    let colon = uri.find(':')?;
+    let scheme = &uri[..colon];
+    if scheme.is_empty() || !scheme.chars().all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)) {
+        return None;
+    }
+    let origin = match uri[colon + 1..].strip_prefix("//") {
+        Some(rest) => {
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            &uri[..colon + 3 + end]
+        }
+        None => &uri[..=colon],
+    };
+    (!origin.contains('{')).then_some(origin)
 }
 
 fn uri_param<'p>(params: &'p Map<String, Value>, key: &str, method: &str) -> Result<&'p str, RpcError> {

@@ -98,9 +98,19 @@ impl Tool<'_> {
             // The upstream's own definition, as far as this client's revision can carry it.
             let mut t = tool_for_client(exposed, version);
             if let Some(o) = t.as_object_mut() {
-                o.remove("execution");
-                if (version.has_tasks() || version.is_stateless()) && self.task_support() != TaskSupport::Forbidden {
-                    o.insert("execution".into(), json!({"taskSupport": self.task_support().as_str()}));
+                let given = o.remove("execution");
+                if version.has_tasks() || version.is_stateless() {
+                    match self.task_support() {
+                        // The upstream's own "forbidden" stays as it gave it.
+                        TaskSupport::Forbidden => {
+                            if let Some(e) = given.filter(|e| e["taskSupport"] == "forbidden") {
+                                o.insert("execution".into(), e);
+                            }
+                        }
+                        support => {
+                            o.insert("execution".into(), json!({"taskSupport": support.as_str()}));
+                        }
+                    }
                 }
             }
             return t;

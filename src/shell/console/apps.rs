@@ -8,6 +8,7 @@ use crate::pure::backend::dify::import as dify_import;
 use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::backend::mcp::config::McpConfig;
 use crate::pure::backend::mcp::failed_fetch;
+use crate::pure::backend::mcp::variant::Variant;
 use crate::pure::client_auth::AuthMode;
 use crate::pure::definition::AppDefinition;
 use crate::pure::error::ApiError;
@@ -210,11 +211,13 @@ impl Console<'_> {
         }
         let app =
             row.to_definition().map_err(|why| ApiError::bad_request(format!("app '{id}' cannot be used: {why}")))?;
-        let tools = crate::shell::backend::mcp::call::tools_of(&app, self.env, true)
+        let tools = crate::shell::backend::mcp::call::tools_of(&app, self.env, true, Variant::none())
             .await
             .map_err(|e| ApiError::new(422, "upstream_failed", e))?;
         // The endpoint of this isolate asks again at once rather than after a failure's window.
-        crate::shell::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app, ""));
+        for v in Variant::all() {
+            crate::shell::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Tools, &app, &v.key()));
+        }
         let exposed = aggregate(&app.name, &app.id, mcp_config(&app)?, &tools);
         let mut out = json!({
             "upstream_tools": tools.iter().filter_map(|t| t["name"].as_str()).collect::<Vec<_>>(),
@@ -222,16 +225,21 @@ impl Console<'_> {
         });
         // Resources, templates and prompts are re-read with the tools; per server the app is
         // in, what it exposes and the URIs another app of that server already serves.
-        match crate::shell::backend::mcp::call::catalog_of(&app, self.env, true).await {
+        match crate::shell::backend::mcp::call::catalog_of(&app, self.env, true, Variant::none()).await {
             Ok(catalog) => {
-                crate::shell::memo::forget_failed_fetch(&failed_fetch::key(failed_fetch::List::Catalog, &app, ""));
+                for v in Variant::all() {
+                    let key = failed_fetch::key(failed_fetch::List::Catalog, &app, &v.key());
+                    crate::shell::memo::forget_failed_fetch(&key);
+                }
                 out["capabilities"] = catalog.capabilities.clone();
                 let mut servers = Vec::new();
                 for row in store::servers_of_app(self.db, id).await? {
                     let def = store::load_definition(self.db, &row).await?;
                     let mut catalogs = crate::pure::mcp::gateway::Catalogs::default();
                     for other in def.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
-                        match crate::shell::backend::mcp::call::catalog_of(other, self.env, false).await {
+                        match crate::shell::backend::mcp::call::catalog_of(other, self.env, false, Variant::none())
+                            .await
+                        {
                             Ok(c) => {
                                 catalogs.0.insert(other.id.clone(), c);
                             }

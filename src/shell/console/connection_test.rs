@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::pure::backend::config::Backend;
+use crate::pure::backend::mcp::variant::Variant;
 use crate::pure::connection_test::{self as diagnose, Check, Level, Probe};
 use crate::pure::definition::AppDefinition;
 use crate::pure::error::ApiError;
@@ -71,7 +72,7 @@ impl Console<'_> {
 /// An upstream's `initialize` and `tools/list` on a new session (the cached tool list is
 /// refreshed on the way, as the console's refresh does).
 async fn test_upstream(app: &AppDefinition, env: &crate::runtime::Env) -> Vec<Check> {
-    let listed = crate::shell::backend::mcp::call::tools_of(app, env, true).await;
+    let listed = crate::shell::backend::mcp::call::tools_of(app, env, true, Variant::none()).await;
     let names = listed.map(|tools| tools.iter().filter_map(|t| t["name"].as_str().map(str::to_string)).collect());
     vec![diagnose::mcp_initialize(&names)]
 }

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use serde_json::{json, Value};
 
 use crate::pure::backend::mcp::binding::{Caller as UpstreamCaller, CALLER_ENTRY};
+use crate::pure::backend::mcp::variant::Variant;
 use crate::pure::error::ApiError;
 use crate::pure::mcp::gateway::Catalogs;
 use crate::pure::mcp::prepared::Prepared;
@@ -38,7 +39,7 @@ impl Console<'_> {
         let row = self.server_row(server_id).await?;
         let def = store::load_definition(self.db, &row).await?;
         let upstreams = if def.apps.iter().any(|a| a.backend.as_mcp().is_some()) {
-            endpoint::load_upstreams(&def, self.env).await
+            endpoint::load_upstreams(&def, self.env, Variant::none()).await
         } else {
             Upstreams::default()
         };

@@ -4,6 +4,7 @@
 use serde_json::{json, Map, Value};
 
 use crate::pure::backend::mcp::aggregate::aggregate;
+use crate::pure::backend::mcp::variant::Variant;
 use crate::pure::error::ApiError;
 use crate::pure::ids;
 use crate::pure::protocol::names::{self};
@@ -135,16 +136,18 @@ impl Console<'_> {
                 continue;
             };
             let names: Vec<(String, UpstreamName)> = match app.backend.as_mcp() {
-                Some(c) => match crate::shell::backend::mcp::call::tools_of(&app, self.env, false).await {
-                    Ok(list) => {
-                        let prefixed = c.tool_name_prefix.unwrap_or(true);
-                        aggregate(&app.name, &app.id, c, &list)
-                            .into_iter()
-                            .map(|t| (t.name, Some((t.upstream_name, prefixed))))
-                            .collect()
+                Some(c) => {
+                    match crate::shell::backend::mcp::call::tools_of(&app, self.env, false, Variant::none()).await {
+                        Ok(list) => {
+                            let prefixed = c.tool_name_prefix.unwrap_or(true);
+                            aggregate(&app.name, &app.id, c, &list)
+                                .into_iter()
+                                .map(|t| (t.name, Some((t.upstream_name, prefixed))))
+                                .collect()
+                        }
+                        Err(_) => Vec::new(),
                     }
-                    Err(_) => Vec::new(),
-                },
+                }
                 None => vec![(names::sanitize_name(&app.name, &app.id), None)],
             };
             for (name, upstream) in names {

@@ -158,8 +158,20 @@ fn no_standalone_get_without_a_session_and_one_legacy_connection_a_bridged_call(
     let answer = json!({"action": "accept", "content": {"ok": true}});
     let done = last(&call26(&fx, &app.code, &tool, json!({"elicitation": {}}), "alice", retry(&key, answer, &state)));
     assert!(result_text(&done).1.contains("accept"), "{done}");
+    // Two connections: one listing the tools for what this client declared
+    // (`catalog_variants`), then the call's.
     let g: Vec<String> = gets(&legacy)[before..].iter().map(|r| r.path.clone()).collect();
-    assert_eq!(g, vec!["/sse".to_string()], "one connection for the bridged call");
+    assert_eq!(g, vec!["/sse".to_string(); 2], "the list's session and the bridged call's");
+    // With that list cached, another bridged call of the same caller opens none: it goes on the
+    // caller's kept session (`legacy_sessions`).
+    let before = gets(&legacy).len();
+    let (key, _, state) =
+        round_of(&last(&call26(&fx, &app.code, &tool, json!({"elicitation": {}}), "alice", json!({}))));
+    let answer = json!({"action": "accept", "content": {"ok": true}});
+    let done = last(&call26(&fx, &app.code, &tool, json!({"elicitation": {}}), "alice", retry(&key, answer, &state)));
+    assert!(result_text(&done).1.contains("accept"), "{done}");
+    let g: Vec<String> = gets(&legacy)[before..].iter().map(|r| r.path.clone()).collect();
+    assert!(g.is_empty(), "the kept session carried the second bridged call: {g:?}");
     fx.assert_invariants();
 }
 

@@ -211,6 +211,7 @@ mod bridge;
 mod bridge_standalone;
 mod call_log;
 mod calls;
+mod catalog_variants;
 mod connection_test;
 mod console;
 mod console_auth;

@@ -15,7 +15,9 @@
 //! `roots/list`); on the legacy transport, a stateful `count` tool ([`McpUpstream::counts`]: 1, 2, … per session),
 //! streams the upstream ends or forgets ([`McpUpstream::end_streams`],
 //! [`McpUpstream::forget_streams`]), and messages of its own on every open stream
-//! ([`McpUpstream::send_on_streams`]).
+//! ([`McpUpstream::send_on_streams`]);
+//! a tool offered only to clients that declared sampling, as the reference server does
+//! ([`McpUpstream::per_client`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -80,6 +82,9 @@ pub struct McpUpstream {
     /// Lists `count`, which answers how often it was called in the session (legacy transport).
     pub counts: Cell<bool>,
     counters: RefCell<BTreeMap<String, u64>>,
+    /// Lists (and calls) `sample`, and offers prompts (`sampled`), only in sessions whose
+    /// `initialize` declared `sampling`.
+    pub per_client: Cell<bool>,
     /// Every request answered 503.
     pub down: Cell<bool>,
     /// Every `tools/call` answered with a 307 to this URL.
@@ -95,6 +100,10 @@ pub struct McpUpstream {
     /// Every response a client sent to a request of the upstream's (the message as it came,
     /// and the session it came on).
     pub answers: RefCell<Vec<(Value, Option<String>)>>,
+    /// The client capabilities of every `initialize`, in order.
+    pub initialized_with: RefCell<Vec<Value>>,
+    /// What each session's `initialize` declared (by session id, legacy ones too).
+    declared: RefCell<BTreeMap<String, Value>>,
     /// Every request refused for its token (401).
     pub refused: Cell<u32>,
     pub requests: RefCell<Vec<BackendRequest>>,
@@ -102,6 +111,12 @@ pub struct McpUpstream {
 
 fn rpc_error(status: u16, id: Value, code: i64, message: &str) -> Reply {
     Reply::json(status, &json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": id}))
+}
+
+/// The tool offered only to clients that declared sampling ([`McpUpstream::per_client`]).
+fn sample_tool() -> Value {
+    json!({"name": "sample", "description": "Offered to clients that can sample.",
+        "inputSchema": {"type": "object", "properties": {}}})
 }
 
 fn tools(asks: bool, tasks: bool, standalone: bool, counts: bool) -> Value {
@@ -181,13 +196,37 @@ impl McpUpstream {
         self.up_tasks.borrow().keys().cloned().collect()
     }
 
+    /// Whether the session `req` belongs to declared sampling at its `initialize`.
+    fn session_samples(&self, req: &BackendRequest) -> bool {
+        let legacy = req.path.split_once("sessionId=").map(|(_, s)| s.to_string());
+        let Some(sid) = req.headers.get("mcp-session-id").or(legacy) else { return false };
+        self.declared.borrow().get(&sid).is_some_and(|c| c.get("sampling").is_some_and(Value::is_object))
+    }
+
+    /// Records what an `initialize` of session `sid` declared.
+    fn record_initialize(&self, sid: Option<&str>, params: &Value) {
+        let caps = params.get("capabilities").cloned().unwrap_or(Value::Null);
+        self.initialized_with.borrow_mut().push(caps.clone());
+        if let Some(sid) = sid {
+            self.declared.borrow_mut().insert(sid.to_string(), caps);
+        }
+    }
+
     /// The result of one call, or its JSON-RPC error (code, message).
     fn answer(&self, req: &BackendRequest, method: &str, params: &Value, now_ms: u64) -> Result<Value, (i64, String)> {
+        let offers_sample = self.per_client.get() && self.session_samples(req);
         let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
         if self.tasks {
             capabilities["tasks"] = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
         }
+        // A client that can sample is offered prompts too (`per_client`).
+        if self.per_client.get() && params.pointer("/capabilities/sampling").is_some_and(Value::is_object) {
+            capabilities["prompts"] = json!({});
+        }
         match method {
+            "prompts/list" if offers_sample => {
+                Ok(json!({"prompts": [{"name": "sampled", "description": "For clients that sample."}]}))
+            }
             "initialize" => Ok(json!({
                 "protocolVersion": params.get("protocolVersion").cloned().unwrap_or(json!("2025-06-18")),
                 "capabilities": capabilities,
@@ -195,7 +234,11 @@ impl McpUpstream {
             })),
             "ping" => Ok(json!({})),
             "tools/list" => {
-                Ok(json!({ "tools": tools(self.asks.get(), self.tasks, self.standalone.get(), self.counts.get()) }))
+                let mut list = tools(self.asks.get(), self.tasks, self.standalone.get(), self.counts.get());
+                if let (true, Some(l)) = (offers_sample, list.as_array_mut()) {
+                    l.push(sample_tool());
+                }
+                Ok(json!({ "tools": list }))
             }
             "tasks/get" | "tasks/result" => {
                 let id = params.get("taskId").and_then(Value::as_str).unwrap_or_default();
@@ -231,6 +274,9 @@ impl McpUpstream {
                         Ok(
                             json!({"content": [{"type": "text", "text": h.to_string()}], "structuredContent": {"headers": h}}),
                         )
+                    }
+                    Some("sample") if offers_sample => {
+                        Ok(json!({"content": [{"type": "text", "text": "this session can sample"}]}))
                     }
                     Some("slow_progress") => {
                         let steps = args.get("steps").and_then(Value::as_u64).unwrap_or(0);
@@ -467,6 +513,9 @@ impl McpUpstream {
             }
             Some(id) => {
                 let params = msg.get("params").cloned().unwrap_or(json!({}));
+                if method == "initialize" {
+                    self.record_initialize(Some(&sid), &params);
+                }
                 // `slow_progress`'s notifications come on the stream before its answer.
                 for f in notifications(&method, &params) {
                     feed.push(f);
@@ -556,6 +605,9 @@ impl Backend for McpUpstream {
         // A notification from the client: accepted, nothing to answer.
         let Some(id) = id.filter(|_| !method.is_empty()) else { return Reply::new(202, "", Vec::new()) };
         let params = msg.get("params").cloned().unwrap_or(json!({}));
+        if method == "initialize" {
+            self.record_initialize(new_session.as_deref(), &params);
+        }
         if method == "tools/call" {
             if let Some(to) = self.redirect_calls.borrow().as_ref() {
                 return Reply::new(307, "", Vec::new()).with_header("location", to);

@@ -29,6 +29,10 @@ pub struct Catalog {
     /// `skills/list` entries (`{uri, frontmatter, resources}`), as the upstream listed them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skills: Vec<Value>,
+    /// When it was read from the upstream (ms since the epoch): a refresh after it makes the
+    /// catalogs of other variants stale (`variant::still_current`).
+    #[serde(default)]
+    pub fetched_ms: u64,
 }
 
 impl crate::pure::fields::FromFields for Catalog {
@@ -39,6 +43,7 @@ impl crate::pure::fields::FromFields for Catalog {
             resource_templates: f.values("resource_templates")?,
             prompts: f.values("prompts")?,
             skills: f.values("skills")?,
+            fetched_ms: f.opt_uint("fetched_ms")?.unwrap_or(0),
         })
     }
 }

@@ -18,7 +18,9 @@
 //! - `catalog`: what else the upstream offers (capabilities, resources, templates, prompts);
 //! - `downgrade`: tools and results as a client of an older revision may see them;
 //! - `error`: upstream text in Flowgate's errors;
-//! - `failed_fetch`: a failed tool list or catalog fetch, remembered briefly.
+//! - `failed_fetch`: a failed tool list or catalog fetch, remembered briefly;
+//! - `variant`: what the calling client declared, which the upstream is told and catalogs are
+//!   cached by.
 
 pub mod aggregate;
 pub mod binding;
@@ -36,6 +38,7 @@ pub mod oauth;
 pub mod replies;
 pub mod session;
 pub mod transport;
+pub mod variant;
 
 /// Header and form pairs as the tests of this kind write them.
 #[cfg(test)]

@@ -86,26 +86,26 @@ fn add_session_meta(params: &mut Map<String, Value>, session: &Session) {
     }
 }
 
-/// What Flowgate declares to upstreams: it relays sampling, elicitation (both modes) and roots
-/// requests to the client of the call that is running, when that client declared them, and
-/// answers the rest with errors (`mcp::relay`). The session is shared by every client of the
-/// app, so this is the union; the per-client decision is Flowgate's.
-pub fn client_capabilities() -> Value {
-    json!({"sampling": {"tools": {}}, "elicitation": {"form": {}, "url": {}}, "roots": {}})
-}
-
-/// The handshake request. Flowgate offers 2025-11-25 with [`client_capabilities`].
-pub fn initialize_request(id: u64) -> Value {
-    initialize_offering(id, OFFERED_VERSION)
-}
-
-/// The handshake offering `version` (an app's `backend.protocol_version`).
-pub fn initialize_offering(id: u64, version: Version) -> Value {
+/// The handshake offering `version` (an app's `backend.protocol_version`, else
+/// [`OFFERED_VERSION`]) with `capabilities`: what the calling client declared
+/// (`variant::Variant::capabilities`), so the upstream offers it what it offers that client.
+pub fn initialize_offering(id: u64, version: Version, capabilities: &Value) -> Value {
     let mut p = Map::new();
     p.insert("protocolVersion".into(), version.as_str().into());
-    p.insert("capabilities".into(), client_capabilities());
+    p.insert("capabilities".into(), capabilities.clone());
     p.insert("clientInfo".into(), client_info());
     request(id, methods::INITIALIZE, p)
+}
+
+/// `params` with the client capabilities a 2026-07-28 upstream is told in `_meta` (an upstream
+/// with a session learnt them at initialize, and they are left out again by the request
+/// builders); ones already there (a client's own round trip) stay.
+pub fn declaring(mut params: Map<String, Value>, capabilities: &Value) -> Map<String, Value> {
+    let entry = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+    if let Some(keys) = entry.as_object_mut() {
+        keys.entry(meta::CLIENT_CAPABILITIES).or_insert_with(|| capabilities.clone());
+    }
+    params
 }
 
 /// Sent after a successful initialize, before any other request (the spec's handshake order).
@@ -113,12 +113,14 @@ pub fn initialized_notification() -> Value {
     json!({ "jsonrpc": "2.0", "method": methods::INITIALIZED })
 }
 
-/// `tools/list`, one page; the caller follows `nextCursor`.
-pub fn tools_list_request(id: u64, cursor: Option<&str>, session: &Session) -> Value {
+/// `tools/list`, one page, for a client that declared `capabilities`; the caller follows
+/// `nextCursor`.
+pub fn tools_list_request(id: u64, cursor: Option<&str>, session: &Session, capabilities: &Value) -> Value {
     let mut p = Map::new();
     if let Some(c) = cursor {
         p.insert("cursor".into(), c.into());
     }
+    let mut p = declaring(p, capabilities);
     add_session_meta(&mut p, session);
     request(id, methods::TOOLS_LIST, p)
 }
@@ -276,13 +278,15 @@ mod tests {
 
     #[test]
     fn handshake_messages() {
-        let r = initialize_request(1);
+        let declared = json!({"sampling": {}, "roots": {}});
+        let r = initialize_offering(1, OFFERED_VERSION, &declared);
         assert_eq!(r["jsonrpc"], "2.0");
         assert_eq!(r["id"], 1);
         assert_eq!(r["method"], "initialize");
         assert_eq!(r["params"]["protocolVersion"], "2025-11-25");
-        assert_eq!(r["params"]["capabilities"], client_capabilities());
-        assert!(r["params"]["capabilities"]["elicitation"]["url"].is_object());
+        // What the calling client declared, nothing more.
+        assert_eq!(r["params"]["capabilities"], declared);
+        assert_eq!(initialize_offering(1, OFFERED_VERSION, &json!({}))["params"]["capabilities"], json!({}));
         assert_eq!(r["params"]["clientInfo"]["name"], "flowgate");
         assert_eq!(r["params"]["clientInfo"]["version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(initialized_notification(), json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
@@ -296,9 +300,11 @@ mod tests {
     #[test]
     fn list_and_call_requests_per_session() {
         let old = session("2025-06-18");
-        let l = tools_list_request(3, None, &old);
+        let sampling = json!({"sampling": {}});
+        // An upstream with a session learnt the capabilities at initialize.
+        let l = tools_list_request(3, None, &old, &sampling);
         assert_eq!(l, json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}));
-        let l = tools_list_request(4, Some("page2"), &old);
+        let l = tools_list_request(4, Some("page2"), &old, &json!({}));
         assert_eq!(l["params"], json!({"cursor": "page2"}));
         let c = tools_call_request(5, "search", &json!({"q": "x"}), Some(&json!("tok")), &Map::new(), &old);
         assert_eq!(c["params"], json!({"name": "search", "arguments": {"q": "x"}, "_meta": {"progressToken": "tok"}}));
@@ -306,9 +312,21 @@ mod tests {
         assert_eq!(c["params"], json!({"name": "search", "arguments": {}}));
 
         let new = session("2026-07-28");
-        let l = tools_list_request(7, Some("c"), &new);
+        let l = tools_list_request(7, Some("c"), &new, &sampling);
         assert_eq!(l["params"]["cursor"], "c");
         assert_eq!(l["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
+        assert_eq!(l["params"]["_meta"][meta::CLIENT_CAPABILITIES], sampling);
+        let l = tools_list_request(7, None, &new, &json!({}));
+        assert_eq!(l["params"]["_meta"][meta::CLIENT_CAPABILITIES], json!({}));
+        // Any other list likewise; a client's own declaration is not replaced.
+        let r = session_request(8, "prompts/list", declaring(Map::new(), &sampling), &new);
+        assert_eq!(r["params"]["_meta"][meta::CLIENT_CAPABILITIES], sampling);
+        assert!(session_request(8, "prompts/list", declaring(Map::new(), &sampling), &old)["params"]
+            .get("_meta")
+            .is_none());
+        let own = json!({"_meta": {meta::CLIENT_CAPABILITIES: {"roots": {}}}});
+        let kept = declaring(own.as_object().unwrap().clone(), &sampling);
+        assert_eq!(kept["_meta"][meta::CLIENT_CAPABILITIES], json!({"roots": {}}));
         let c = tools_call_request(8, "search", &json!({}), Some(&json!(9)), &Map::new(), &new);
         assert_eq!(c["params"]["_meta"]["progressToken"], 9);
         assert_eq!(c["params"]["_meta"][meta::PROTOCOL_VERSION], "2026-07-28");
@@ -403,7 +421,7 @@ mod tests {
 
     #[test]
     fn pinned_revisions() {
-        assert_eq!(initialize_offering(1, V2025_06_18)["params"]["protocolVersion"], "2025-06-18");
+        assert_eq!(initialize_offering(1, V2025_06_18, &json!({}))["params"]["protocolVersion"], "2025-06-18");
         assert!(check_pinned(&session("2025-06-18"), V2025_06_18).is_ok());
         let err = check_pinned(&session("2025-11-25"), V2025_06_18).unwrap_err();
         assert!(err.contains("2025-11-25") && err.contains("pinned to 2025-06-18"), "{err}");

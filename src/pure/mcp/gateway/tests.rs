@@ -53,6 +53,7 @@ fn catalog(prefix: &str, completions: bool) -> Catalog {
             json!({"name": "secret"}),
         ],
         skills: Vec::new(),
+        fetched_ms: 0,
     }
 }
 
@@ -181,6 +182,40 @@ fn bad_cursors_are_invalid_params() {
 }
 
 #[test]
+fn an_unlisted_uri_goes_only_where_the_filters_let_it() {
+    let d = def(vec![
+        mcp_app("a", "Alpha", json!({"allowed_resources": ["alpha://one"]})),
+        mcp_app("b", "Beta", json!({"denied_resources": ["beta://two/hidden"]})),
+        mcp_app("c", "Gamma", json!({})),
+    ]);
+    let mut c = Catalogs::default();
+    c.0.insert("a".into(), Rc::new(catalog("alpha", false)));
+    c.0.insert("b".into(), Rc::new(catalog("beta", false)));
+    c.0.insert("c".into(), Rc::new(catalog("alpha", false)));
+    let g = Gateway::new(&d, &c);
+    let read = |uri: &str| g.answer(&json!(1), "resources/read", &params(json!({"uri": uri})), V);
+    // Alpha allows only what it names: another URI under alpha://one reaches no app (Gamma's
+    // alpha://one collided with Alpha's); one under alpha://two (Gamma's, Alpha left it out)
+    // goes to Gamma, which filters nothing.
+    assert_eq!(forward(read("alpha://one")).app_index, 0);
+    assert_eq!(read("alpha://one/elsewhere").unwrap_err().code, -32002);
+    assert_eq!(forward(read("alpha://two/elsewhere")).app_index, 2);
+    assert_eq!(forward(read("beta://two/other")).app_index, 1);
+    // Beta's denied URI reaches no app, and the error says why.
+    let e = read("beta://two/hidden").unwrap_err();
+    assert_eq!(e.code, -32002);
+    assert!(e.message.contains("denied_resources"), "{}", e.message);
+    assert_eq!(uri_origin("demo://resource/static/a.md"), Some("demo://resource"));
+    assert_eq!(uri_origin("demo://resource"), Some("demo://resource"));
+    assert_eq!(uri_origin("demo://res?x#y"), Some("demo://res"));
+    assert_eq!(uri_origin("urn:isbn:1"), Some("urn:"));
+    assert_eq!(uri_origin("demo://{host}/x"), None);
+    assert_eq!(uri_origin("{+base}/x"), None);
+    assert_eq!(uri_origin("no scheme"), None);
+    assert_eq!(uri_origin(":x"), None);
+}
+
+#[test]
 fn reads_gets_and_completions_are_routed() {
     let (d, c) = two();
     let g = Gateway::new(&d, &c);
@@ -195,8 +230,16 @@ fn reads_gets_and_completions_are_routed() {
         forward(g.answer(&id, "resources/read", &params(json!({"uri": "beta://item/42/data"})), V)).app_index,
         1
     );
+    // A URI neither listed nor matched goes to the upstream that could own it (the first app
+    // listing its scheme and authority), which answers for it as it would directly.
+    for (uri, app) in
+        [("beta://item/4/2/data", 1), ("beta://item//data", 1), ("alpha://one/three", 0), ("beta://two?page=2", 1)]
+    {
+        let f = forward(g.answer(&id, "resources/read", &params(json!({"uri": uri})), V));
+        assert_eq!((f.app_index, f.name.as_deref()), (app, Some(uri)), "{uri}");
+    }
     // Denied and unknown URIs are not found, with the URI in data; -32002 before 2026-07-28.
-    for uri in ["beta://one", "nowhere://x", "beta://item/4/2/data", "beta://item//data"] {
+    for uri in ["beta://one", "nowhere://x", "alpha://three", "beta:one", "alpha:/x", "item/4/data"] {
         let e = g.answer(&id, "resources/read", &params(json!({"uri": uri})), V).unwrap_err();
         assert_eq!((e.code, e.data.clone()), (-32002, Some(json!({"uri": uri}))), "{uri}");
         assert!(e.message.starts_with("Resource not found"), "{}", e.message);

@@ -651,6 +651,32 @@ fn relayed_answers_and_what_a_call_may_relay() {
 }
 
 #[test]
+fn an_upstreams_forbidden_task_support_is_kept_as_it_gave_it() {
+    let d = upstream_def(&json!({"url": "https://mcp.example/mcp", "tool_name_prefix": false}));
+    let mut upstreams = Upstreams::default();
+    upstreams.0.insert(
+        "up".into(),
+        vec![
+            json!({"name": "plain", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "forbidden"}}),
+            json!({"name": "bare", "inputSchema": {"type": "object"}}),
+            json!({"name": "odd", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "sometimes"}}),
+        ],
+    );
+    let tool = |version: Version, name: &str| {
+        let list = tools_list_result(&d, &upstreams, version, "v");
+        list["tools"].as_array().unwrap().iter().find(|t| t["name"] == name).cloned().unwrap()
+    };
+    for version in [Version::V2025_11_25, Version::V2026_07_28] {
+        assert_eq!(tool(version, "plain")["execution"], json!({"taskSupport": "forbidden"}), "{version:?}");
+        // Nothing is made up where the upstream said nothing, or something Flowgate cannot read.
+        assert!(tool(version, "bare").get("execution").is_none(), "{version:?}");
+        assert!(tool(version, "odd").get("execution").is_none(), "{version:?}");
+    }
+    // A revision without tasks has no such field.
+    assert!(tool(Version::V2025_06_18, "plain").get("execution").is_none());
+}
+
+#[test]
 fn an_upstreams_task_tools_run_as_its_tasks() {
     use crate::pure::backend::mcp::catalog::Catalog;
     use std::rc::Rc;

@@ -51,8 +51,7 @@ fn keys(env: &Env) -> Vec<[u8; 32]> {
 pub fn wanted(plan: &CallPlan, input: &Map<String, Value>, client: &Client<'_>, env: &Env) -> bool {
     let session = match &client.conn {
         Some(Conn::Http(s)) => s.session_id.is_some() && !s.stateless,
-        // A legacy upstream's bridged call runs on the object's own SSE session, not on the
-        // caller's kept one (`legacy_session`): the answers must reach the stream the object reads.
+        // A legacy upstream: the answers go to its message endpoint, as the object reads its stream.
         Some(Conn::Sse { .. } | Conn::Legacy(_)) => true,
         None => false,
     };

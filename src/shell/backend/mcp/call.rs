@@ -13,6 +13,7 @@ use crate::pure::backend::mcp::catalog::Catalog;
 use crate::pure::backend::mcp::config::{McpConfig, DEFAULT_TOOLS_TTL_S};
 use crate::pure::backend::mcp::session::{session_request, Session};
 use crate::pure::backend::mcp::transport::Transport;
+use crate::pure::backend::mcp::variant::{still_current, Variant};
 use crate::pure::definition::{AppDefinition, ServerDefinition};
 use crate::pure::mcp::gateway::Forward;
 use crate::pure::mcp::relay::{self, Ticket};
@@ -28,21 +29,24 @@ use crate::shell::VERSION;
 use super::bridge;
 use super::client::*;
 
-/// An upstream app's tool list: KV first, else fetched (and cached for the app's TTL).
-pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Vec<Value>, String> {
+/// An upstream app's tool list as it offers it to a client that declared `declared`: KV first,
+/// else fetched in a session that declares the same (and cached for the app's TTL, per variant).
+pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool, declared: Variant) -> Result<Vec<Value>, String> {
     let kv = Kv::new(env);
+    let key = crate::shell::platform::upstream_tools_key(&app.id, &declared.key());
     if !refresh {
-        if let Ok(Some(Value::Array(list))) = kv.get_json::<Value>(&tools_key(&app.id)).await {
+        if let Some(list) = cached_tools(&kv, &app.id, declared).await {
             return Ok(list);
         }
     }
     // Tool lists are shared by every client, so they are fetched with the app's own
     // credentials only, never with one client's forwarded headers.
-    let upstream = upstream_of(app, env, None).await?;
+    let mut upstream = upstream_of(app, env, None).await?;
+    upstream.declared = declared;
     let mut client = Client::new(&upstream, env);
     if refresh {
         // A refresh starts from a new session; a cached old one is ended first.
-        if let Ok(Some(old)) = kv.get_json::<Session>(&session_key(&app.id, &upstream.session_scope)).await {
+        if let Ok(Some(old)) = kv.get_json::<Session>(&session_key(&upstream)).await {
             client.conn = Some(Conn::Http(old));
             client.close().await;
         }
@@ -50,8 +54,24 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<V
     client.connect(!refresh).await?;
     let list = client.list_tools().await?;
     let ttl = app.backend.as_mcp().map_or(DEFAULT_TOOLS_TTL_S, McpConfig::tools_ttl_seconds);
-    let _ = kv.put_json(&tools_key(&app.id), &list, ttl).await;
+    let entry = json!({"at": crate::shell::platform::now_ms(), "tools": list});
+    let _ = kv.put_json(&key, &entry, ttl).await;
     Ok(list)
+}
+
+/// The cached tool list of a variant, unless a refresh re-read the empty variant's list after
+/// it was read (`variant::still_current`).
+async fn cached_tools(kv: &Kv, app_id: &str, declared: Variant) -> Option<Vec<Value>> {
+    let key = crate::shell::platform::upstream_tools_key(app_id, &declared.key());
+    let read_at = |e: &Value| e["at"].as_u64();
+    if declared == Variant::none() {
+        return kv.get_json::<Value>(&key).await.ok()??["tools"].as_array().cloned();
+    }
+    let base_key = crate::shell::platform::upstream_tools_key(app_id, &Variant::none().key());
+    let (entry, base) = futures::future::join(kv.get_json::<Value>(&key), kv.get_json::<Value>(&base_key)).await;
+    let entry = entry.ok()??;
+    let base_at = base.ok().flatten().as_ref().and_then(read_at);
+    still_current(read_at(&entry)?, base_at).then(|| entry["tools"].as_array().cloned())?
 }
 
 /// Calls an upstream MCP tool; relayed notifications go to `emit` as they arrive. The final
@@ -289,25 +309,33 @@ fn ask_client(
     Ok(relay::relayed_request(request, token))
 }
 
-/// An upstream app's catalog (capabilities, resources, templates, prompts): this isolate's memo,
-/// else KV, else read from the upstream (each list whole) and cached for the app's
+/// An upstream app's catalog (capabilities, resources, templates, prompts) as it offers it to a
+/// client that declared `declared`: this isolate's memo, else KV, else read from the upstream
+/// (each list whole) in a session declaring the same, and cached per variant for the app's
 /// `tools_cache_ttl_seconds`, like its tools. `refresh` reads the upstream now.
-pub async fn catalog_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result<Rc<Catalog>, String> {
+pub async fn catalog_of(
+    app: &AppDefinition,
+    env: &Env,
+    refresh: bool,
+    declared: Variant,
+) -> Result<Rc<Catalog>, String> {
     let (now, fresh_ms) = (crate::shell::platform::now_ms(), crate::shell::memo::fresh_ms(env));
-    let key = crate::shell::platform::upstream_catalog_key(&app.id);
+    let key = crate::shell::platform::upstream_catalog_key(&app.id, &declared.key());
+    let memo_key = format!("{}\n{}", app.id, declared.key());
     let kv = Kv::new(env);
     if !refresh {
-        if let Some(c) = crate::shell::memo::catalog(&app.id, now, fresh_ms) {
+        if let Some(c) = crate::shell::memo::catalog(&memo_key, now, fresh_ms) {
             return Ok(c);
         }
-        if let Ok(Some(c)) = kv.get_json::<Catalog>(&key).await {
+        if let Some(c) = cached_catalog(&kv, &app.id, declared).await {
             let c = Rc::new(c);
-            crate::shell::memo::remember_catalog(&app.id, Rc::clone(&c), now);
+            crate::shell::memo::remember_catalog(&memo_key, Rc::clone(&c), now);
             return Ok(c);
         }
     }
     // Shared by every client, so read with the app's own credentials only (as tool lists are).
-    let upstream = upstream_of(app, env, None).await?;
+    let mut upstream = upstream_of(app, env, None).await?;
+    upstream.declared = declared;
     let mut client = Client::new(&upstream, env);
     client.connect(true).await?;
     // A session cached before capabilities were kept with it: start one that knows them.
@@ -318,7 +346,7 @@ pub async fn catalog_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result
             client.capabilities().unwrap_or_else(|| json!({}))
         }
     };
-    let mut c = Catalog { capabilities: capabilities.clone(), ..Catalog::default() };
+    let mut c = Catalog { capabilities: capabilities.clone(), fetched_ms: now, ..Catalog::default() };
     for list in Catalog::lists_for(&capabilities) {
         *c.items_mut(list) = client.list_all(list).await?;
     }
@@ -327,8 +355,22 @@ pub async fn catalog_of(app: &AppDefinition, env: &Env, refresh: bool) -> Result
         crate::shell::log::error(&format!("caching the catalog of upstream app '{}': {e}", app.name));
     }
     let c = Rc::new(c);
-    crate::shell::memo::remember_catalog(&app.id, Rc::clone(&c), crate::shell::platform::now_ms());
+    crate::shell::memo::remember_catalog(&memo_key, Rc::clone(&c), crate::shell::platform::now_ms());
     Ok(c)
+}
+
+/// The cached catalog of a variant, unless a refresh re-read the empty variant's after it was
+/// read (`variant::still_current`).
+async fn cached_catalog(kv: &Kv, app_id: &str, declared: Variant) -> Option<Catalog> {
+    let key = crate::shell::platform::upstream_catalog_key(app_id, &declared.key());
+    if declared == Variant::none() {
+        return kv.get_json::<Catalog>(&key).await.ok()?;
+    }
+    let base_key = crate::shell::platform::upstream_catalog_key(app_id, &Variant::none().key());
+    let (entry, base) = futures::future::join(kv.get_json::<Catalog>(&key), kv.get_json::<Catalog>(&base_key)).await;
+    let entry = entry.ok()??;
+    let base_at = base.ok().flatten().map(|b| b.fetched_ms);
+    still_current(entry.fetched_ms, base_at).then_some(entry)
 }
 
 /// Makes a request the gateway routed to its upstream app (`resources/read`, `prompts/get`,

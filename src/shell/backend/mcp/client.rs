@@ -20,13 +20,14 @@ use crate::pure::backend::mcp::headers::{forwarded_headers, header_value_problem
 use crate::pure::backend::mcp::legacy_sse::resolve_endpoint;
 use crate::pure::backend::mcp::replies::{response_result, Incoming, ReplyReader};
 use crate::pure::backend::mcp::session::{
-    check_pinned, discover_request, initialize_offering, initialized_notification, param_headers, parse_initialize,
-    request_headers, retry_rejected_version, session_request, stateless_session, tools_call_request,
+    check_pinned, declaring, discover_request, initialize_offering, initialized_notification, param_headers,
+    parse_initialize, request_headers, retry_rejected_version, session_request, stateless_session, tools_call_request,
     tools_list_request, Session, OFFERED_VERSION,
 };
 use crate::pure::backend::mcp::transport::{
     falls_back_to_sse, first_transport, init_failure_message, InitFailure, Transport, TransportChoice, ACCEPT,
 };
+use crate::pure::backend::mcp::variant::{Variant, DECLARED_ENTRY};
 use crate::pure::backend::settings::DEFAULT_MAX_RESULT_BYTES;
 use crate::pure::definition::AppDefinition;
 use crate::pure::mcp::upstream_tasks::{self};
@@ -61,6 +62,9 @@ pub struct Upstream {
     /// Which cached session this request may use (`binding::session_scope`): one per origin
     /// and backend, caller and forwarded credential, so callers never share an upstream session.
     pub session_scope: String,
+    /// What the calling client declared (`variant`): what the upstream is told at initialize
+    /// (or in a 2026-07-28 list's `_meta`); sessions are kept per scope and variant.
+    pub declared: Variant,
     /// The app's `max_result_bytes`: bounds how much of one answer is read.
     pub max_result_bytes: usize,
     /// The app, when its `Authorization` comes from `backend.oauth` (no forwarded header
@@ -101,6 +105,7 @@ pub async fn upstream_of(
     // never reused across callers nor sent to another upstream.
     let caller = incoming.and_then(|lookup| lookup(binding::CALLER_ENTRY));
     let session_scope = binding::session_scope(b, caller.as_deref(), &forwarded);
+    let declared = incoming.and_then(|lookup| lookup(DECLARED_ENTRY)).map_or(Variant::none(), |k| Variant::parse(&k));
     Ok(Upstream {
         app_name: app.name.clone(),
         app_id: app.id.clone(),
@@ -113,6 +118,7 @@ pub async fn upstream_of(
         call_timeout: b.call_timeout() + Duration::from_secs(5),
         headers: merge_headers(&[&statics, &oauth, &forwarded]),
         session_scope,
+        declared,
         max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
         oauth_app,
     })
@@ -140,6 +146,7 @@ fn legacy_reach<'a>(up: &'a Upstream, headers: &'a Headers) -> legacy_session::R
         headers,
         protocol: up.protocol,
         init_timeout: up.init_timeout,
+        declared: up.declared,
     }
 }
 
@@ -158,12 +165,10 @@ pub struct Client<'a> {
     auth: RefCell<Option<(String, String)>>,
 }
 
-pub(super) fn session_key(app_id: &str, scope: &str) -> String {
-    crate::shell::platform::upstream_session_key(app_id, scope)
-}
-
-pub fn tools_key(app_id: &str) -> String {
-    crate::shell::platform::upstream_tools_key(app_id)
+/// The KV key of the session `up` may use: one per scope and declared variant, since the
+/// upstream offers each declared set its own tools.
+pub(super) fn session_key(up: &Upstream) -> String {
+    crate::shell::platform::upstream_session_key(&up.app_id, &format!("{}:{}", up.session_scope, up.declared.key()))
 }
 
 impl<'a> Client<'a> {
@@ -181,7 +186,7 @@ impl<'a> Client<'a> {
     /// an old server and never on 401/403.
     pub async fn connect(&mut self, use_cache: bool) -> Result<(), String> {
         if use_cache {
-            let key = session_key(&self.up.app_id, &self.up.session_scope);
+            let key = session_key(self.up);
             if let Ok(Some(s)) = Kv::new(self.env).get_json::<Session>(&key).await {
                 if s.transport == Transport::StreamableHttp {
                     self.conn = Some(Conn::Http(s));
@@ -212,14 +217,14 @@ impl<'a> Client<'a> {
     }
 
     async fn remember(&self, session: &Session) {
-        let key = session_key(&self.up.app_id, &self.up.session_scope);
+        let key = session_key(self.up);
         if let Err(e) = Kv::new(self.env).put_json(&key, session, SESSION_TTL_S).await {
             crate::shell::log::error(&format!("caching an upstream session: {e}"));
         }
     }
 
     async fn forget(&self) {
-        let _ = Kv::new(self.env).delete(&session_key(&self.up.app_id, &self.up.session_scope)).await;
+        let _ = Kv::new(self.env).delete(&session_key(self.up)).await;
     }
 
     fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, String> {
@@ -302,12 +307,12 @@ impl<'a> Client<'a> {
         let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
         let id = self.id();
         let headers = || self.headers(None, "initialize", None);
-        let mut resp =
-            match self.post(&self.up.url, &headers, &initialize_offering(id, offered), self.up.init_timeout).await {
-                Ok(r) => r,
-                Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-                Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
-            };
+        let init = initialize_offering(id, offered, &self.up.declared.capabilities());
+        let mut resp = match self.post(&self.up.url, &headers, &init, self.up.init_timeout).await {
+            Ok(r) => r,
+            Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
+            Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+        };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
             let www = resp.headers().get("www-authenticate");
@@ -392,8 +397,11 @@ impl<'a> Client<'a> {
     /// fails) a session of this request's own ([`Client::open_sse`]).
     async fn open_legacy(&mut self, sse_url: &str) -> Result<(), String> {
         let headers = self.headers(None, "", None)?;
-        let object =
-            crate::pure::backend::mcp::legacy_session::object_name(&self.up.app_id, &self.up.session_scope, "");
+        let object = crate::pure::backend::mcp::legacy_session::object_name(
+            &self.up.app_id,
+            &self.up.session_scope,
+            &self.up.declared.key(),
+        );
         match legacy_session::open(self.env, &object, &legacy_reach(self.up, &headers)).await {
             Ok(opened) => {
                 self.conn = Some(Conn::Legacy(opened));
@@ -498,10 +506,9 @@ impl<'a> Client<'a> {
             stream,
             reader,
         };
-        let offered = self.up.protocol.unwrap_or(OFFERED_VERSION);
-        let response = self
-            .sse_request(&mut conn, initialize_offering(id, offered), id, self.up.init_timeout, &mut |_| {})
-            .await?;
+        let offered =
+            initialize_offering(id, self.up.protocol.unwrap_or(OFFERED_VERSION), &self.up.declared.capabilities());
+        let response = self.sse_request(&mut conn, offered, id, self.up.init_timeout, &mut |_| {}).await?;
         let result = response_result(&app, &response)?;
         let session = parse_initialize(&result, None, Transport::Sse)?;
         if let Some(pinned) = self.up.protocol {
@@ -675,11 +682,11 @@ impl<'a> Client<'a> {
     pub async fn list_tools(&mut self) -> Result<Vec<Value>, String> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
+        let declared = self.up.declared.capabilities();
         for _ in 0..MAX_TOOL_PAGES {
             let c = cursor.clone();
-            let response = self
-                .request(&|id, s| tools_list_request(id, c.as_deref(), s), None, &[], self.up.init_timeout, &mut |_| {})
-                .await?;
+            let make = |id, s: &Session| tools_list_request(id, c.as_deref(), s, &declared);
+            let response = self.request(&make, None, &[], self.up.init_timeout, &mut |_| {}).await?;
             let result = response_result(&self.up.app_name, &response)?;
             tools.extend(result["tools"].as_array().cloned().unwrap_or_default());
             match result["nextCursor"].as_str() {
@@ -704,6 +711,7 @@ impl<'a> Client<'a> {
     pub(super) async fn list_all(&mut self, list: List) -> Result<Vec<Value>, String> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
+        let declared = self.up.declared.capabilities();
         for _ in 0..catalog::MAX_PAGES {
             let c = cursor.clone();
             let make = |id, s: &Session| {
@@ -711,7 +719,7 @@ impl<'a> Client<'a> {
                 if let Some(c) = &c {
                     p.insert("cursor".into(), c.clone().into());
                 }
-                session_request(id, list.method, p, s)
+                session_request(id, list.method, declaring(p, &declared), s)
             };
             let response = self.request(&make, None, &[], self.up.init_timeout, &mut |_| {}).await?;
             if catalog::is_method_not_found(&response) {

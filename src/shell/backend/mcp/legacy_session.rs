@@ -31,6 +31,7 @@ use crate::pure::backend::mcp::session::{
     OFFERED_VERSION,
 };
 use crate::pure::backend::mcp::transport::{init_failure_message, InitFailure, Transport};
+use crate::pure::backend::mcp::variant::Variant;
 use crate::pure::protocol::version::Version;
 
 use crate::shell::outbound::{self, Deadline, SendError};
@@ -64,6 +65,8 @@ pub struct Reach<'a> {
     pub headers: &'a Headers,
     pub protocol: Option<Version>,
     pub init_timeout: Duration,
+    /// What the calling client declared: the object's session tells the upstream the same.
+    pub declared: Variant,
 }
 
 impl Reach<'_> {
@@ -72,6 +75,7 @@ impl Reach<'_> {
         json!({
             "app": self.app, "url": self.sse_url, "headers": headers,
             "protocol": self.protocol.map(Version::as_str),
+            "declared": self.declared.key(),
             "init_timeout_ms": self.init_timeout.as_millis() as u64,
             "timeout_ms": timeout.as_millis() as u64,
             "message": message,
@@ -273,6 +277,7 @@ struct Asked {
     url: String,
     headers: Headers,
     protocol: Option<Version>,
+    declared: Variant,
     init_timeout: Duration,
     timeout: Duration,
     message: Option<Value>,
@@ -291,6 +296,7 @@ impl Asked {
             url: v["url"].as_str().ok_or("no upstream URL")?.to_string(),
             headers,
             protocol: v["protocol"].as_str().and_then(Version::parse),
+            declared: v["declared"].as_str().map_or(Variant::none(), Variant::parse),
             init_timeout: ms("init_timeout_ms"),
             timeout: ms("timeout_ms"),
             message: v.get("message").filter(|m| m.is_object()).cloned(),
@@ -454,7 +460,13 @@ impl LegacySession {
             id
         };
         let offered = asked.protocol.unwrap_or(OFFERED_VERSION);
-        let posted = post(&endpoint, &provisional, &asked.headers, &initialize_offering(id, offered)).await;
+        let posted = post(
+            &endpoint,
+            &provisional,
+            &asked.headers,
+            &initialize_offering(id, offered, &asked.declared.capabilities()),
+        )
+        .await;
         if let Err(why) = posted {
             return Err(failed(format!("upstream {app} did not take initialize on its SSE endpoint: {why}"), &*stop));
         }
