@@ -79,6 +79,22 @@ pub fn internal(context: &str, e: impl std::fmt::Display) -> ApiError {
     )
 }
 
+/// A platform failure met while doing something the answer needs (drawing random bytes,
+/// reading D1): the words of what was being done are what the client reads (see [`internal`]).
+pub trait Doing<T> {
+    /// `Err` logged in full and answered 503, "`what` failed; retry …".
+    fn doing(self, what: &str) -> Result<T, ApiError>;
+}
+
+impl<T, E: std::fmt::Display> Doing<T> for Result<T, E> {
+    fn doing(self, what: &str) -> Result<T, ApiError> {
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(internal(what, e)),
+        }
+    }
+}
+
 /// Why a request body was not read.
 pub enum BodyError {
     /// Longer than the limit (announced, or found while reading): nothing past it was read.
