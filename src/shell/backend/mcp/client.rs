@@ -32,7 +32,7 @@ use crate::pure::mcp::upstream_tasks::{self};
 use crate::pure::protocol::version::Version;
 
 use crate::shell::kv::Kv;
-use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
+use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError, Unreachable};
 use crate::shell::secrets;
 
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
@@ -202,7 +202,7 @@ impl<'a> Client<'a> {
         let _ = Kv::new(self.env).delete(&session_key(&self.up.app_id, &self.up.session_scope)).await;
     }
 
-    fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, String> {
+    fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, BadHeader> {
         let mut h = Headers::new();
         h.set("content-type", "application/json");
         h.set("accept", ACCEPT);
@@ -220,7 +220,7 @@ impl<'a> Client<'a> {
         };
         match set(&mut h) {
             Ok(()) => Ok(h),
-            Err(e) => Err(format!("a header for upstream {} cannot be set: {e}", self.up.app_name)),
+            Err(why) => Err(BadHeader { app: self.up.app_name.clone(), name: None, why }),
         }
     }
 
@@ -230,12 +230,11 @@ impl<'a> Client<'a> {
     async fn post(
         &self,
         url: &str,
-        headers: &dyn Fn() -> Result<Headers, String>,
+        headers: &dyn Fn() -> Result<Headers, BadHeader>,
         body: &Value,
         timeout: Duration,
     ) -> Result<Answer, SendError> {
-        let resp =
-            outbound::send(Method::Post, url, headers().map_err(SendError::unsendable)?, Some(body), timeout).await?;
+        let resp = outbound::send(Method::Post, url, headers()?, Some(body), timeout).await?;
         let status = resp.status_code();
         let Some(app) = self.up.oauth_app.as_ref().filter(|_| matches!(status, 401 | 403)) else { return Ok(resp) };
         let www = resp.headers().get("www-authenticate");
@@ -249,7 +248,7 @@ impl<'a> Client<'a> {
                 return Ok(resp);
             }
         }
-        outbound::send(Method::Post, url, headers().map_err(SendError::unsendable)?, Some(body), timeout).await
+        outbound::send(Method::Post, url, headers()?, Some(body), timeout).await
     }
 
     /// Streamable HTTP handshake: initialize, or `server/discover` for a stateless upstream.
@@ -265,7 +264,7 @@ impl<'a> Client<'a> {
             match self.post(&self.up.url, &headers, &initialize_offering(id, offered), self.up.init_timeout).await {
                 Ok(r) => r,
                 Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-                Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+                Err(e) => return Err(InitFailure::Transport(e.to_string())),
             };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
@@ -319,7 +318,7 @@ impl<'a> Client<'a> {
             let mut resp = match self.post(&self.up.url, &headers, &discover_request(id), self.up.init_timeout).await {
                 Ok(r) => r,
                 Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-                Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+                Err(e) => return Err(InitFailure::Transport(e.to_string())),
             };
             let status = resp.status_code();
             if (200..300).contains(&status) {
@@ -363,7 +362,7 @@ impl<'a> Client<'a> {
             }
             Err(e) => {
                 let host = crate::pure::url::host_for_display(sse_url);
-                return Err(format!("could not reach upstream {app} at {host}: {}", send_error_text(e)));
+                return Err(format!("could not reach upstream {app} at {host}: {}", e));
             }
         };
         let status = resp.status_code();
@@ -441,12 +440,7 @@ impl<'a> Client<'a> {
             Ok(r) => {
                 return Err(format!("upstream {app} refused a message on its SSE endpoint (HTTP {})", r.status_code()))
             }
-            Err(e) => {
-                return Err(format!(
-                    "upstream {app} did not accept a message on its SSE endpoint: {}",
-                    send_error_text(e)
-                ))
-            }
+            Err(e) => return Err(format!("upstream {app} did not accept a message on its SSE endpoint: {}", e)),
         }
         reader.expect(json!(id));
         let mut deadline = Deadline::after(timeout);
@@ -524,7 +518,9 @@ impl<'a> Client<'a> {
         let headers = || {
             let mut h = self.headers(Some(session), method, name)?;
             for (k, v) in param_headers(session, params) {
-                h.try_set(k, v).map_err(|e| format!("the {k} header for upstream {app} cannot be set: {e}"))?;
+                if let Err(why) = h.try_set(k, v) {
+                    return Err(BadHeader { app: app.clone(), name: Some(k.clone()), why });
+                }
             }
             Ok(h)
         };
@@ -533,7 +529,7 @@ impl<'a> Client<'a> {
             Err(SendError::TimedOut) => {
                 return Err(Attempt::Failed(format!("upstream {app} did not answer within {} s", timeout.as_secs())))
             }
-            Err(e) => return Err(Attempt::Failed(format!("could not reach upstream {app}: {}", send_error_text(e)))),
+            Err(e) => return Err(Attempt::Failed(format!("could not reach upstream {app}: {}", e))),
         };
         let status = resp.status_code();
         if status == 404 && session.session_id.is_some() {
@@ -706,13 +702,10 @@ impl<'a> Client<'a> {
 
     /// Posts one message that expects no answer (a notification, or a response to the
     /// upstream's own request) on a session: the HTTP status the upstream answered.
-    pub async fn post_message(&self, target: &(Session, String), body: &Value) -> Result<u16, String> {
+    pub async fn post_message(&self, target: &(Session, String), body: &Value) -> Result<u16, SendError> {
         let method = body.get("method").and_then(Value::as_str).unwrap_or_default();
         let h = self.headers(Some(&target.0), method, None)?;
-        match outbound::send(Method::Post, &target.1, h, Some(body), Duration::from_secs(10)).await {
-            Ok(r) => Ok(r.status_code()),
-            Err(e) => Err(send_error_text(e)),
-        }
+        Ok(outbound::send(Method::Post, &target.1, h, Some(body), Duration::from_secs(10)).await?.status_code())
     }
 
     /// Where the request in flight went, as [`Client::request`] last sent it.
@@ -745,7 +738,7 @@ async fn read_reply(
     max_result_bytes: usize,
     on_note: &mut dyn FnMut(Value),
     mut resume: Option<(&str, Headers)>,
-) -> Result<Value, String> {
+) -> Result<Value, ReplyError> {
     let ct = resp.headers().get("content-type").unwrap_or_default().to_ascii_lowercase();
     if ct.contains("text/event-stream") {
         let mut stream = resp.stream();
@@ -756,7 +749,7 @@ async fn read_reply(
             let closed = match deadline.next_chunk(&mut stream).await {
                 Ok(chunk) => reader.feed_sse(&chunk, &mut items).map(|_| false)?,
                 Err(ChunkEnd::Closed) => reader.finish_sse(&mut items).map(|_| true)?,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(ReplyError::Chunk(e)),
             };
             for item in items {
                 match item {
@@ -765,38 +758,35 @@ async fn read_reply(
                 }
             }
             if reader.is_done() {
-                return Err("the upstream stream ended without an answer".into());
+                return Err(ReplyError::Ended);
             }
             if closed {
                 let (Some((url, h)), Some((id, wait_ms))) = (&mut resume, reader.resume()) else {
-                    return Err("the upstream closed its event stream before answering".into());
+                    return Err(ReplyError::ClosedEarly);
                 };
                 let left = deadline.left_ms();
                 resumes += 1;
                 if resumes > MAX_RESUMES || wait_ms >= left {
-                    return Err(format!("the upstream's event stream closed {resumes} times without an answer"));
+                    return Err(ReplyError::ClosedTimes(resumes));
                 }
                 // An id `fetch` would refuse is not sent: the stream resumes from the start.
                 let _ = h.try_set("last-event-id", id);
                 crate::runtime::sleep(wait_ms).await;
                 let left = Duration::from_millis(deadline.left_ms().max(1));
-                let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await.map_err(send_error_text)?;
+                let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await?;
                 if r.status_code() != 200 {
-                    return Err(format!("resuming the upstream's event stream got HTTP {}", r.status_code()));
+                    return Err(ReplyError::ResumeStatus(r.status_code()));
                 }
                 stream = r.stream();
             }
         }
     }
-    let text =
-        outbound::text(&mut resp, timeout, outbound::one_piece_cap(max_result_bytes)).await.map_err(|e| match e {
-            SendError::TooLarge(_) => format!(
-                "the upstream's answer is larger than its app's max_result_bytes ({max_result_bytes} bytes) allows; \
-             raise max_result_bytes or ask for less"
-            ),
-            SendError::TimedOut => "the upstream's answer did not arrive in time".to_string(),
-            SendError::Unreachable(e) => format!("the upstream's answer broke off: {e}"),
-        })?;
+    let text = match outbound::text(&mut resp, timeout, outbound::one_piece_cap(max_result_bytes)).await {
+        Ok(text) => text,
+        Err(SendError::TooLarge(_)) => return Err(ReplyError::TooLarge { max_result_bytes }),
+        Err(SendError::TimedOut) => return Err(ReplyError::Late),
+        Err(SendError::Unreachable(e)) => return Err(ReplyError::BrokeOff(e)),
+    };
     let mut response = None;
     for item in reader.json_body(&text)? {
         match item {
@@ -804,7 +794,116 @@ async fn read_reply(
             Incoming::Response(r) => response = Some(r),
         }
     }
-    response.ok_or_else(|| "the upstream's answer holds no response".into())
+    response.ok_or(ReplyError::NoResponse)
+}
+
+/// Why one answer was not read to its response. Shown in the words a person reads after
+/// "upstream <name>: ".
+#[derive(Debug)]
+enum ReplyError {
+    /// The event stream's next chunk did not come.
+    Chunk(ChunkEnd),
+    /// What the upstream sent is not MCP (the reader's words).
+    Malformed(String),
+    Ended,
+    ClosedEarly,
+    /// Closed this many times, each resumed, without an answer.
+    ClosedTimes(u32),
+    /// Resuming the stream was not sent.
+    Resume(SendError),
+    ResumeStatus(u16),
+    TooLarge {
+        max_result_bytes: usize,
+    },
+    Late,
+    BrokeOff(Unreachable),
+    NoResponse,
+}
+
+impl std::fmt::Display for ReplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplyError::Chunk(e) => e.fmt(f),
+            ReplyError::Malformed(why) => f.write_str(why),
+            ReplyError::Ended => f.write_str("the upstream stream ended without an answer"),
+            ReplyError::ClosedEarly => f.write_str("the upstream closed its event stream before answering"),
+            ReplyError::ClosedTimes(n) => write!(f, "the upstream's event stream closed {n} times without an answer"),
+            ReplyError::Resume(e) => e.fmt(f),
+            ReplyError::ResumeStatus(status) => write!(f, "resuming the upstream's event stream got HTTP {status}"),
+            ReplyError::TooLarge { max_result_bytes } => write!(
+                f,
+                "the upstream's answer is larger than its app's max_result_bytes ({max_result_bytes} bytes) allows; \
+                 raise max_result_bytes or ask for less"
+            ),
+            ReplyError::Late => f.write_str("the upstream's answer did not arrive in time"),
+            ReplyError::BrokeOff(e) => write!(f, "the upstream's answer broke off: {e}"),
+            ReplyError::NoResponse => f.write_str("the upstream's answer holds no response"),
+        }
+    }
+}
+
+/// The reader's refusals (`pure::backend::mcp::replies`) are words.
+impl From<String> for ReplyError {
+    fn from(why: String) -> ReplyError {
+        ReplyError::Malformed(why)
+    }
+}
+
+impl From<SendError> for ReplyError {
+    fn from(e: SendError) -> ReplyError {
+        ReplyError::Resume(e)
+    }
+}
+
+/// A handshake whose answer was not read: no MCP answer (`InitFailure::Transport`).
+impl From<ReplyError> for InitFailure {
+    fn from(e: ReplyError) -> InitFailure {
+        InitFailure::Transport(e.to_string())
+    }
+}
+
+/// A header `fetch` refuses for an upstream: whose, which (a request's `Mcp-Param-*` header,
+/// or `None`: one of the app's own or the session's), and the runtime's words.
+#[derive(Debug)]
+pub struct BadHeader {
+    app: String,
+    name: Option<String>,
+    why: InvalidHeader,
+}
+
+impl std::fmt::Display for BadHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (app, why) = (&self.app, &self.why);
+        match &self.name {
+            Some(name) => write!(f, "the {name} header for upstream {app} cannot be set: {why}"),
+            None => write!(f, "a header for upstream {app} cannot be set: {why}"),
+        }
+    }
+}
+
+impl From<BadHeader> for SendError {
+    fn from(e: BadHeader) -> SendError {
+        SendError::unsendable(e.to_string())
+    }
+}
+
+impl From<BadHeader> for InitFailure {
+    fn from(e: BadHeader) -> InitFailure {
+        InitFailure::Transport(e.to_string())
+    }
+}
+
+impl From<BadHeader> for Attempt {
+    fn from(e: BadHeader) -> Attempt {
+        Attempt::Failed(e.to_string())
+    }
+}
+
+/// For the client's methods that still answer in words.
+impl From<BadHeader> for String {
+    fn from(e: BadHeader) -> String {
+        e.to_string()
+    }
 }
 
 /// Why one attempt of a request failed.
@@ -817,14 +916,5 @@ enum Attempt {
 impl From<String> for Attempt {
     fn from(why: String) -> Attempt {
         Attempt::Failed(why)
-    }
-}
-
-/// A failed send, in words (the guard's and redirect refusals are already whole sentences).
-fn send_error_text(e: SendError) -> String {
-    match e {
-        SendError::Unreachable(e) => e.to_string(),
-        SendError::TimedOut => "no answer in time".into(),
-        SendError::TooLarge(cap) => format!("the answer is larger than {} KiB", cap / 1024),
     }
 }
