@@ -31,6 +31,7 @@ use crate::pure::definition::AppDefinition;
 use crate::pure::mcp::upstream_tasks::{self};
 use crate::pure::protocol::version::Version;
 
+use crate::shell::backend::mcp::oauth::NoAuthorization;
 use crate::shell::kv::Kv;
 use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError, Unreachable};
 use crate::shell::secrets;
@@ -66,22 +67,81 @@ pub struct Upstream {
     pub oauth_app: Option<AppDefinition>,
 }
 
-/// Resolves an app's upstream settings; `Err` says what is wrong in words a person can act on.
-/// `incoming` reads the client request's headers for `forward_headers`; `None` (a shared tool
-/// list, a background task) leaves request-scoped headers out.
+/// Why an app's upstream settings do not resolve for a request, in words a person can act on.
+#[derive(Debug)]
+pub enum Unresolved {
+    /// The app is not an MCP server app: its name.
+    NotMcp(String),
+    /// A static header's `$NAME` or sealed value does not resolve.
+    Secret {
+        header: String,
+        app: String,
+        error: secrets::Error,
+    },
+    /// A static header's value cannot be sent (`header_value_problem`'s words).
+    BadValue {
+        header: String,
+        app: String,
+        why: &'static str,
+    },
+    OAuth(NoAuthorization),
+    /// A forwarded header (`forward_headers`) is missing or refused, in `pure`'s words.
+    Forwarded(String),
+}
+
+impl std::fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unresolved::NotMcp(app) => write!(f, "the app '{app}' is not an MCP server app"),
+            Unresolved::Secret { header, app, error } => write!(f, "header {header} of app '{app}' {error}"),
+            Unresolved::BadValue { header, app, why } => {
+                write!(f, "header {header} of app '{app}' {why}, so it was not sent")
+            }
+            Unresolved::OAuth(e) => e.fmt(f),
+            Unresolved::Forwarded(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<NoAuthorization> for Unresolved {
+    fn from(e: NoAuthorization) -> Unresolved {
+        Unresolved::OAuth(e)
+    }
+}
+
+impl From<String> for Unresolved {
+    fn from(why: String) -> Unresolved {
+        Unresolved::Forwarded(why)
+    }
+}
+
+/// For the callers that still answer in words.
+impl From<Unresolved> for String {
+    fn from(e: Unresolved) -> String {
+        e.to_string()
+    }
+}
+
+/// Resolves an app's upstream settings. `incoming` reads the client request's headers for
+/// `forward_headers`; `None` (a shared tool list, a background task) leaves request-scoped
+/// headers out.
 pub async fn upstream_of(
     app: &AppDefinition,
     env: &Env,
     incoming: Option<HeaderLookup<'_>>,
-) -> Result<Upstream, String> {
+) -> Result<Upstream, Unresolved> {
     let Some(b) = app.backend.as_mcp() else {
-        return Err(format!("the app '{}' is not an MCP server app", app.name));
+        return Err(Unresolved::NotMcp(app.name.clone()));
     };
     let mut statics = Vec::new();
     for (name, raw) in &b.headers {
-        let v = secrets::resolve(env, raw).map_err(|e| format!("header {name} of app '{}' {e}", app.name))?;
+        let (header, app) = (name.clone(), app.name.clone());
+        let v = match secrets::resolve(env, raw) {
+            Ok(v) => v,
+            Err(error) => return Err(Unresolved::Secret { header, app, error }),
+        };
         if let Some(why) = header_value_problem(&v) {
-            return Err(format!("header {name} of app '{}' {why}, so it was not sent", app.name));
+            return Err(Unresolved::BadValue { header, app, why });
         }
         statics.push((name.clone(), v));
     }
