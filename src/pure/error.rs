@@ -57,8 +57,8 @@ impl ApiError {
     }
 
     /// 400 for one bad field (`validation` with one entry).
-    pub fn field(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::validation(vec![FieldError { field: field.into(), message: message.into() }])
+    pub fn field(field: &str, message: String) -> Self {
+        Self::validation(vec![FieldError { field: field.to_string(), message }])
     }
 
     /// Adds a response header to the answer.

@@ -71,6 +71,12 @@ pub fn error(err: &ApiError) -> Response {
 
 /// Storage and platform failures: logged in full, reported without internals.
 pub fn internal(context: &str, e: impl std::fmt::Display) -> ApiError {
+    reported(context, &e)
+}
+
+/// [`internal`], one copy for every kind of failure.
+#[inline(never)]
+fn reported(context: &str, e: &dyn std::fmt::Display) -> ApiError {
     crate::shell::log::error(&format!("{context}: {e}"));
     ApiError::new(
         503,

@@ -99,7 +99,7 @@ impl From<SlotError<Error>> for Unsealable {
 /// not read).
 impl From<Unsealable> for ApiError {
     fn from(e: Unsealable) -> ApiError {
-        ApiError::field(e.field.as_deref().unwrap_or("backend"), e.error.to_string())
+        ApiError::field(e.field.as_deref().unwrap_or("backend"), format!("{}", e.error))
     }
 }
 

@@ -126,7 +126,7 @@ impl Console<'_> {
             return Err(field_error("api_key", crate::pure::sealed::REFUSED_FROM_CONSOLE));
         }
         let key =
-            crate::shell::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e.to_string()))?;
+            crate::shell::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &format!("{e}")))?;
         let info = dify::get_json(base, &key, "/info").await?;
         dify_import::check_expected_mode(body.get("mode"), &info)?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;

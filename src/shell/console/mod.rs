@@ -205,18 +205,18 @@ async fn json_body(req: &mut Incoming) -> Result<serde_json::Value> {
 }
 
 fn field_error(field: &str, message: &str) -> ApiError {
-    ApiError::field(field, message)
+    ApiError::field(field, message.to_string())
 }
 
 /// 503: a setting of this Worker (PUBLIC_URL, SECRETS_KEY) does not read.
 fn misconfigured(why: impl std::fmt::Display) -> ApiError {
-    ApiError::new(503, "misconfigured", why.to_string())
+    ApiError::new(503, "misconfigured", format!("{why}"))
 }
 
 /// 409: a stored secret could not be sealed again under the current key (step two of a key
 /// rotation stops at it).
 fn reseal_failed(why: impl std::fmt::Display) -> ApiError {
-    ApiError::new(409, "reseal_failed", why.to_string())
+    ApiError::new(409, "reseal_failed", format!("{why}"))
 }
 
 fn new_id() -> Result<String> {

@@ -532,67 +532,60 @@ fn name_from_url(url: &str) -> String {
 
 /// Why a file argument is not sent: the call's tool error, naming the argument (`at`).
 #[derive(Debug, Clone, PartialEq)]
-pub enum FileError {
+pub struct FileError {
+    pub at: String,
+    pub problem: FileProblem,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileProblem {
     /// The guard refused the URL.
-    Url {
-        at: String,
-        refusal: Refusal,
-    },
+    Url(Refusal),
     /// The file is larger than its cap (bytes).
     TooLarge {
-        at: String,
         size: usize,
         cap: usize,
     },
-    NotBase64 {
-        at: String,
-    },
+    NotBase64,
     /// The upload failed: why (completing "could not be uploaded: …").
-    NotUploaded {
-        at: String,
-        why: String,
-    },
+    NotUploaded(String),
     /// Dify took the upload but named no file id.
-    NoFileId {
-        at: String,
-    },
+    NoFileId,
+}
+
+impl FileError {
+    fn of(at: &str, problem: FileProblem) -> FileError {
+        FileError { at: at.to_string(), problem }
+    }
 }
 
 impl std::fmt::Display for FileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            FileError::Url { at, refusal: Refusal::Invalid(e) } => {
-                write!(f, "argument '{at}' is not a valid URL ({e})")
+        let at = &self.at;
+        match &self.problem {
+            FileProblem::NotUploaded(_) | FileProblem::NoFileId => write!(f, "the file of argument '{at}' ")?,
+            _ => write!(f, "argument '{at}' ")?,
+        }
+        match &self.problem {
+            FileProblem::Url(Refusal::Invalid(e)) => write!(f, "is not a valid URL ({e})"),
+            FileProblem::Url(Refusal::NotHttp) => f.write_str("must be an http:// or https:// URL"),
+            FileProblem::Url(Refusal::Userinfo) => f.write_str("must not carry credentials (user:password@)"),
+            FileProblem::Url(Refusal::Private(why)) => {
+                write!(f, "was refused: its host {why}, and files are only fetched from public addresses")
             }
-            FileError::Url { at, refusal: Refusal::NotHttp } => {
-                write!(f, "argument '{at}' must be an http:// or https:// URL")
+            FileProblem::TooLarge { size, cap } => {
+                write!(f, "is a file of {size} bytes; at most {cap} bytes ({}) may be sent", in_units(*cap))
             }
-            FileError::Url { at, refusal: Refusal::Userinfo } => {
-                write!(f, "argument '{at}' must not carry credentials (user:password@)")
-            }
-            FileError::Url { at, refusal: Refusal::Private(why) } => write!(
-                f,
-                "argument '{at}' was refused: its host {why}, and files are only fetched from public addresses"
-            ),
-            FileError::TooLarge { at, size, cap } => {
-                write!(
-                    f,
-                    "argument '{at}' is a file of {size} bytes; at most {cap} bytes ({}) may be sent",
-                    in_units(*cap)
-                )
-            }
-            FileError::NotBase64 { at } => write!(f, "argument '{at}' has `data` that is not valid base64"),
-            FileError::NotUploaded { at, why } => write!(f, "the file of argument '{at}' could not be uploaded: {why}"),
-            FileError::NoFileId { at } => {
-                write!(f, "the file of argument '{at}' was uploaded, but Dify's answer names no file id")
-            }
+            FileProblem::NotBase64 => f.write_str("has `data` that is not valid base64"),
+            FileProblem::NotUploaded(why) => write!(f, "could not be uploaded: {why}"),
+            FileProblem::NoFileId => f.write_str("was uploaded, but Dify's answer names no file id"),
         }
     }
 }
 
 impl From<FileError> for crate::pure::outcome::Outcome {
     fn from(e: FileError) -> Self {
-        crate::pure::outcome::Outcome::Failed(e.to_string())
+        crate::pure::outcome::Outcome::Failed(format!("{e}"))
     }
 }
 
@@ -604,7 +597,7 @@ pub fn judge_url(at: &str, url: &str, allow: &PrivateAllow) -> Result<String, Fi
     // The same guard as every backend fetch (`pure::url::judge`), in words about the argument.
     match crate::pure::url::judge(url, allow) {
         Ok(parsed) => Ok(parsed.as_str().to_string()),
-        Err(refusal) => Err(FileError::Url { at: at.to_string(), refusal }),
+        Err(refusal) => Err(FileError::of(at, FileProblem::Url(refusal))),
     }
 }
 
@@ -627,12 +620,12 @@ pub fn decode_bounded(at: &str, text: &str, cap: usize) -> Result<Vec<u8>, FileE
             b => b,
         })
         .collect();
-    crate::pure::base64::decode_url(&compact).map_err(|_| FileError::NotBase64 { at: at.to_string() })
+    crate::pure::base64::decode_url(&compact).map_err(|_| FileError::of(at, FileProblem::NotBase64))
 }
 
 /// The refusal of a file over its cap.
 pub fn too_large(at: &str, size: usize, cap: usize) -> FileError {
-    FileError::TooLarge { at: at.to_string(), size, cap }
+    FileError::of(at, FileProblem::TooLarge { size, cap })
 }
 
 fn in_units(bytes: usize) -> String {
@@ -721,11 +714,11 @@ pub fn uploaded_id(at: &str, status: u16, body: &str) -> Result<String, FileErro
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     if !(200..300).contains(&status) {
         let why = crate::pure::outcome::http_failure("the Dify app", status, None, parsed.as_ref(), body);
-        return Err(FileError::NotUploaded { at: at.to_string(), why });
+        return Err(FileError::of(at, FileProblem::NotUploaded(why)));
     }
     match parsed.as_ref().and_then(|v| v.get("id")).and_then(Value::as_str) {
         Some(id) if !id.is_empty() => Ok(id.to_string()),
-        _ => Err(FileError::NoFileId { at: at.to_string() }),
+        _ => Err(FileError::of(at, FileProblem::NoFileId)),
     }
 }
 

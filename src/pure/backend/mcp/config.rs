@@ -314,7 +314,7 @@ pub fn validate(obj: &Map<String, Value>, errs: &mut Errors) {
     match obj.get("oauth") {
         None | Some(Value::Null) => {}
         Some(o @ Value::Object(_)) => {
-            if let Err(e) = OAuthConfig::from_value(o, &|_| Ok::<_, String>("set".into())) {
+            if let Err(e) = OAuthConfig::from_value(o, &|_| Ok("set".into())) {
                 errs.add("backend.oauth", e);
             }
             if let Some(why) = literal_key_problem(o) {

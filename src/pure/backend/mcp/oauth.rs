@@ -97,10 +97,7 @@ pub const DEFAULT_EXPIRES_IN_SECONDS: u64 = 3600;
 impl OAuthConfig {
     /// Reads `backend.oauth`. `$NAME` in client_secret / private_key / refresh_token is passed to `resolve`
     /// (which answers the value, or Err with what could not be found).
-    pub fn from_value<E: std::fmt::Display>(
-        v: &Value,
-        resolve: &dyn Fn(&str) -> Result<String, E>,
-    ) -> Result<Self, String> {
+    pub fn from_value(v: &Value, resolve: &dyn Fn(&str) -> Result<String, String>) -> Result<Self, String> {
         let obj = v.as_object().ok_or("backend.oauth must be an object")?;
         let text = |key: &str| -> Result<Option<String>, String> {
             match obj.get(key) {

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::pure::backend::dify::files::{self, decode_bounded, too_large, FileError, Source};
+use crate::pure::backend::dify::files::{self, decode_bounded, too_large, FileError, FileProblem, Source};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, Step};
 use crate::pure::outcome::Outcome;
@@ -107,7 +107,7 @@ async fn upload(
             .map_err(|_| BadCredentials(target.app_name.clone()))?;
     }
     let url = format!("{}/files/upload", target.base_url);
-    let failed = |why: String| Outcome::from(FileError::NotUploaded { at: at.to_string(), why });
+    let failed = |why: String| Outcome::from(FileError { at: at.to_string(), problem: FileProblem::NotUploaded(why) });
     let timeout = target.total.max(Duration::from_secs(1));
     let mut resp =
         match outbound::send_bytes(Method::Post, &url, headers, Some(body), timeout, CrossOrigin::Refused).await {

@@ -71,7 +71,7 @@ pub async fn call(
     let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
     let upstream = match upstream_of(app, env, Some(&lookup)).await {
         Ok(u) => u,
-        Err(e) => return server::finish_call(plan, Outcome::Failed(e.to_string()), VERSION),
+        Err(e) => return server::finish_call(plan, Outcome::Failed(e), VERSION),
     };
     let (name, arguments, mut input, params, task_ttl_ms, if_offered) = match &plan.request {
         CallRequest::Mcp { tool, arguments, input, params, task_ttl_ms, task_if_offered } => {
@@ -201,7 +201,7 @@ fn task_created(
     };
     match crate::shell::backend::mcp::relay::seal_task(env, &handle) {
         Ok(id) => server::relayed_task_created(plan, &upstream_tasks::normalize(task, &id, None), VERSION),
-        Err(why) => fail(why.to_string()),
+        Err(why) => fail(format!("{why}")),
     }
 }
 
@@ -235,7 +235,8 @@ fn ask_client(
         caller: relay::caller_hash(&plan.user),
         expires_ms: crate::shell::platform::now_ms() + up.call_timeout.as_millis() as u64,
     };
-    let token = crate::shell::backend::mcp::relay::seal_ticket(env, &ticket).map_err(|why| refuse(&why.to_string()))?;
+    let token =
+        crate::shell::backend::mcp::relay::seal_ticket(env, &ticket).map_err(|why| refuse(&format!("{why}")))?;
     Ok(relay::relayed_request(request, token))
 }
 
@@ -291,7 +292,7 @@ pub async fn forward(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming:
     let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
     let upstream = match upstream_of(app, env, Some(&lookup)).await {
         Ok(u) => u,
-        Err(e) => return server::forward_failed(fwd, &e.to_string()),
+        Err(e) => return server::forward_failed(fwd, &e),
     };
     let name = fwd.name.as_deref().or_else(|| fwd.params.get("name").and_then(Value::as_str)).unwrap_or_default();
     let scope = upstream.session_scope.as_str();

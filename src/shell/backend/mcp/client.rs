@@ -31,9 +31,8 @@ use crate::pure::definition::AppDefinition;
 use crate::pure::mcp::upstream_tasks::{self};
 use crate::pure::protocol::version::Version;
 
-use crate::shell::backend::mcp::oauth::NoAuthorization;
 use crate::shell::kv::Kv;
-use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError, Unreachable};
+use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
 use crate::shell::secrets;
 
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
@@ -67,81 +66,22 @@ pub struct Upstream {
     pub oauth_app: Option<AppDefinition>,
 }
 
-/// Why an app's upstream settings do not resolve for a request, in words a person can act on.
-#[derive(Debug)]
-pub enum Unresolved {
-    /// The app is not an MCP server app: its name.
-    NotMcp(String),
-    /// A static header's `$NAME` or sealed value does not resolve.
-    Secret {
-        header: String,
-        app: String,
-        error: secrets::Error,
-    },
-    /// A static header's value cannot be sent (`header_value_problem`'s words).
-    BadValue {
-        header: String,
-        app: String,
-        why: &'static str,
-    },
-    OAuth(NoAuthorization),
-    /// A forwarded header (`forward_headers`) is missing or refused, in `pure`'s words.
-    Forwarded(String),
-}
-
-impl std::fmt::Display for Unresolved {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Unresolved::NotMcp(app) => write!(f, "the app '{app}' is not an MCP server app"),
-            Unresolved::Secret { header, app, error } => write!(f, "header {header} of app '{app}' {error}"),
-            Unresolved::BadValue { header, app, why } => {
-                write!(f, "header {header} of app '{app}' {why}, so it was not sent")
-            }
-            Unresolved::OAuth(e) => e.fmt(f),
-            Unresolved::Forwarded(why) => f.write_str(why),
-        }
-    }
-}
-
-impl From<NoAuthorization> for Unresolved {
-    fn from(e: NoAuthorization) -> Unresolved {
-        Unresolved::OAuth(e)
-    }
-}
-
-impl From<String> for Unresolved {
-    fn from(why: String) -> Unresolved {
-        Unresolved::Forwarded(why)
-    }
-}
-
-/// For the callers that still answer in words.
-impl From<Unresolved> for String {
-    fn from(e: Unresolved) -> String {
-        e.to_string()
-    }
-}
-
-/// Resolves an app's upstream settings. `incoming` reads the client request's headers for
-/// `forward_headers`; `None` (a shared tool list, a background task) leaves request-scoped
-/// headers out.
+/// Resolves an app's upstream settings; `Err` says what is wrong in words a person can act on.
+/// `incoming` reads the client request's headers for `forward_headers`; `None` (a shared tool
+/// list, a background task) leaves request-scoped headers out.
 pub async fn upstream_of(
     app: &AppDefinition,
     env: &Env,
     incoming: Option<HeaderLookup<'_>>,
-) -> Result<Upstream, Unresolved> {
+) -> Result<Upstream, String> {
     let Some(b) = app.backend.as_mcp() else {
-        return Err(Unresolved::NotMcp(app.name.clone()));
+        return Err(format!("the app '{}' is not an MCP server app", app.name));
     };
     let mut statics = Vec::new();
     for (name, raw) in &b.headers {
-        let (header, app) = (name.clone(), app.name.clone());
-        let v = match secrets::resolve(env, raw) {
-            Ok(v) => v,
-            Err(error) => return Err(Unresolved::Secret { header, app, error }),
-        };
+        let v = secrets::resolve(env, raw).map_err(|e| format!("header {name} of app '{}' {e}", app.name))?;
         if let Some(why) = header_value_problem(&v) {
-            return Err(Unresolved::BadValue { header, app, why });
+            return Err(format!("header {name} of app '{}' {why}, so it was not sent", app.name));
         }
         statics.push((name.clone(), v));
     }
@@ -262,7 +202,7 @@ impl<'a> Client<'a> {
         let _ = Kv::new(self.env).delete(&session_key(&self.up.app_id, &self.up.session_scope)).await;
     }
 
-    fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, BadHeader> {
+    fn headers(&self, session: Option<&Session>, method: &str, name: Option<&str>) -> Result<Headers, String> {
         let mut h = Headers::new();
         h.set("content-type", "application/json");
         h.set("accept", ACCEPT);
@@ -280,7 +220,7 @@ impl<'a> Client<'a> {
         };
         match set(&mut h) {
             Ok(()) => Ok(h),
-            Err(why) => Err(BadHeader { app: self.up.app_name.clone(), name: None, why }),
+            Err(e) => Err(format!("a header for upstream {} cannot be set: {e}", self.up.app_name)),
         }
     }
 
@@ -290,11 +230,12 @@ impl<'a> Client<'a> {
     async fn post(
         &self,
         url: &str,
-        headers: &dyn Fn() -> Result<Headers, BadHeader>,
+        headers: &dyn Fn() -> Result<Headers, String>,
         body: &Value,
         timeout: Duration,
     ) -> Result<Answer, SendError> {
-        let resp = outbound::send(Method::Post, url, headers()?, Some(body), timeout).await?;
+        let resp =
+            outbound::send(Method::Post, url, headers().map_err(SendError::unsendable)?, Some(body), timeout).await?;
         let status = resp.status_code();
         let Some(app) = self.up.oauth_app.as_ref().filter(|_| matches!(status, 401 | 403)) else { return Ok(resp) };
         let www = resp.headers().get("www-authenticate");
@@ -308,7 +249,7 @@ impl<'a> Client<'a> {
                 return Ok(resp);
             }
         }
-        outbound::send(Method::Post, url, headers()?, Some(body), timeout).await
+        outbound::send(Method::Post, url, headers().map_err(SendError::unsendable)?, Some(body), timeout).await
     }
 
     /// Streamable HTTP handshake: initialize, or `server/discover` for a stateless upstream.
@@ -324,7 +265,7 @@ impl<'a> Client<'a> {
             match self.post(&self.up.url, &headers, &initialize_offering(id, offered), self.up.init_timeout).await {
                 Ok(r) => r,
                 Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-                Err(e) => return Err(InitFailure::Transport(e.to_string())),
+                Err(e) => return Err(InitFailure::Transport(format!("{e}"))),
             };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
@@ -378,7 +319,7 @@ impl<'a> Client<'a> {
             let mut resp = match self.post(&self.up.url, &headers, &discover_request(id), self.up.init_timeout).await {
                 Ok(r) => r,
                 Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-                Err(e) => return Err(InitFailure::Transport(e.to_string())),
+                Err(e) => return Err(InitFailure::Transport(format!("{e}"))),
             };
             let status = resp.status_code();
             if (200..300).contains(&status) {
@@ -578,9 +519,7 @@ impl<'a> Client<'a> {
         let headers = || {
             let mut h = self.headers(Some(session), method, name)?;
             for (k, v) in param_headers(session, params) {
-                if let Err(why) = h.try_set(k, v) {
-                    return Err(BadHeader { app: app.clone(), name: Some(k.clone()), why });
-                }
+                h.try_set(k, v).map_err(|e| format!("the {k} header for upstream {app} cannot be set: {e}"))?;
             }
             Ok(h)
         };
@@ -764,7 +703,7 @@ impl<'a> Client<'a> {
     /// upstream's own request) on a session: the HTTP status the upstream answered.
     pub async fn post_message(&self, target: &(Session, String), body: &Value) -> Result<u16, SendError> {
         let method = body.get("method").and_then(Value::as_str).unwrap_or_default();
-        let h = self.headers(Some(&target.0), method, None)?;
+        let h = self.headers(Some(&target.0), method, None).map_err(SendError::unsendable)?;
         Ok(outbound::send(Method::Post, &target.1, h, Some(body), Duration::from_secs(10)).await?.status_code())
     }
 
@@ -798,7 +737,7 @@ async fn read_reply(
     max_result_bytes: usize,
     on_note: &mut dyn FnMut(Value),
     mut resume: Option<(&str, Headers)>,
-) -> Result<Value, ReplyError> {
+) -> Result<Value, String> {
     let ct = resp.headers().get("content-type").unwrap_or_default().to_ascii_lowercase();
     if ct.contains("text/event-stream") {
         let mut stream = resp.stream();
@@ -809,7 +748,7 @@ async fn read_reply(
             let closed = match deadline.next_chunk(&mut stream).await {
                 Ok(chunk) => reader.feed_sse(&chunk, &mut items).map(|_| false)?,
                 Err(ChunkEnd::Closed) => reader.finish_sse(&mut items).map(|_| true)?,
-                Err(e) => return Err(ReplyError::Chunk(e)),
+                Err(e) => return Err(e.to_string()),
             };
             for item in items {
                 match item {
@@ -818,35 +757,38 @@ async fn read_reply(
                 }
             }
             if reader.is_done() {
-                return Err(ReplyError::Ended);
+                return Err("the upstream stream ended without an answer".into());
             }
             if closed {
                 let (Some((url, h)), Some((id, wait_ms))) = (&mut resume, reader.resume()) else {
-                    return Err(ReplyError::ClosedEarly);
+                    return Err("the upstream closed its event stream before answering".into());
                 };
                 let left = deadline.left_ms();
                 resumes += 1;
                 if resumes > MAX_RESUMES || wait_ms >= left {
-                    return Err(ReplyError::ClosedTimes(resumes));
+                    return Err(format!("the upstream's event stream closed {resumes} times without an answer"));
                 }
                 // An id `fetch` would refuse is not sent: the stream resumes from the start.
                 let _ = h.try_set("last-event-id", id);
                 crate::runtime::sleep(wait_ms).await;
                 let left = Duration::from_millis(deadline.left_ms().max(1));
-                let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await?;
+                let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await.map_err(|e| e.to_string())?;
                 if r.status_code() != 200 {
-                    return Err(ReplyError::ResumeStatus(r.status_code()));
+                    return Err(format!("resuming the upstream's event stream got HTTP {}", r.status_code()));
                 }
                 stream = r.stream();
             }
         }
     }
-    let text = match outbound::text(&mut resp, timeout, outbound::one_piece_cap(max_result_bytes)).await {
-        Ok(text) => text,
-        Err(SendError::TooLarge(_)) => return Err(ReplyError::TooLarge { max_result_bytes }),
-        Err(SendError::TimedOut) => return Err(ReplyError::Late),
-        Err(SendError::Unreachable(e)) => return Err(ReplyError::BrokeOff(e)),
-    };
+    let text =
+        outbound::text(&mut resp, timeout, outbound::one_piece_cap(max_result_bytes)).await.map_err(|e| match e {
+            SendError::TooLarge(_) => format!(
+                "the upstream's answer is larger than its app's max_result_bytes ({max_result_bytes} bytes) allows; \
+             raise max_result_bytes or ask for less"
+            ),
+            SendError::TimedOut => "the upstream's answer did not arrive in time".to_string(),
+            SendError::Unreachable(e) => format!("the upstream's answer broke off: {e}"),
+        })?;
     let mut response = None;
     for item in reader.json_body(&text)? {
         match item {
@@ -854,116 +796,7 @@ async fn read_reply(
             Incoming::Response(r) => response = Some(r),
         }
     }
-    response.ok_or(ReplyError::NoResponse)
-}
-
-/// Why one answer was not read to its response. Shown in the words a person reads after
-/// "upstream <name>: ".
-#[derive(Debug)]
-enum ReplyError {
-    /// The event stream's next chunk did not come.
-    Chunk(ChunkEnd),
-    /// What the upstream sent is not MCP (the reader's words).
-    Malformed(String),
-    Ended,
-    ClosedEarly,
-    /// Closed this many times, each resumed, without an answer.
-    ClosedTimes(u32),
-    /// Resuming the stream was not sent.
-    Resume(SendError),
-    ResumeStatus(u16),
-    TooLarge {
-        max_result_bytes: usize,
-    },
-    Late,
-    BrokeOff(Unreachable),
-    NoResponse,
-}
-
-impl std::fmt::Display for ReplyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ReplyError::Chunk(e) => e.fmt(f),
-            ReplyError::Malformed(why) => f.write_str(why),
-            ReplyError::Ended => f.write_str("the upstream stream ended without an answer"),
-            ReplyError::ClosedEarly => f.write_str("the upstream closed its event stream before answering"),
-            ReplyError::ClosedTimes(n) => write!(f, "the upstream's event stream closed {n} times without an answer"),
-            ReplyError::Resume(e) => e.fmt(f),
-            ReplyError::ResumeStatus(status) => write!(f, "resuming the upstream's event stream got HTTP {status}"),
-            ReplyError::TooLarge { max_result_bytes } => write!(
-                f,
-                "the upstream's answer is larger than its app's max_result_bytes ({max_result_bytes} bytes) allows; \
-                 raise max_result_bytes or ask for less"
-            ),
-            ReplyError::Late => f.write_str("the upstream's answer did not arrive in time"),
-            ReplyError::BrokeOff(e) => write!(f, "the upstream's answer broke off: {e}"),
-            ReplyError::NoResponse => f.write_str("the upstream's answer holds no response"),
-        }
-    }
-}
-
-/// The reader's refusals (`pure::backend::mcp::replies`) are words.
-impl From<String> for ReplyError {
-    fn from(why: String) -> ReplyError {
-        ReplyError::Malformed(why)
-    }
-}
-
-impl From<SendError> for ReplyError {
-    fn from(e: SendError) -> ReplyError {
-        ReplyError::Resume(e)
-    }
-}
-
-/// A handshake whose answer was not read: no MCP answer (`InitFailure::Transport`).
-impl From<ReplyError> for InitFailure {
-    fn from(e: ReplyError) -> InitFailure {
-        InitFailure::Transport(e.to_string())
-    }
-}
-
-/// A header `fetch` refuses for an upstream: whose, which (a request's `Mcp-Param-*` header,
-/// or `None`: one of the app's own or the session's), and the runtime's words.
-#[derive(Debug)]
-pub struct BadHeader {
-    app: String,
-    name: Option<String>,
-    why: InvalidHeader,
-}
-
-impl std::fmt::Display for BadHeader {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (app, why) = (&self.app, &self.why);
-        match &self.name {
-            Some(name) => write!(f, "the {name} header for upstream {app} cannot be set: {why}"),
-            None => write!(f, "a header for upstream {app} cannot be set: {why}"),
-        }
-    }
-}
-
-impl From<BadHeader> for SendError {
-    fn from(e: BadHeader) -> SendError {
-        SendError::unsendable(e.to_string())
-    }
-}
-
-impl From<BadHeader> for InitFailure {
-    fn from(e: BadHeader) -> InitFailure {
-        InitFailure::Transport(e.to_string())
-    }
-}
-
-impl From<BadHeader> for Attempt {
-    fn from(e: BadHeader) -> Attempt {
-        Attempt::Failed(e.to_string())
-    }
-}
-
-/// For the client's methods that still answer in words.
-impl From<BadHeader> for String {
-    fn from(e: BadHeader) -> String {
-        e.to_string()
-    }
+    response.ok_or_else(|| "the upstream's answer holds no response".into())
 }
 
 /// Why one attempt of a request failed.

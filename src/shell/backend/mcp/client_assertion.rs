@@ -70,7 +70,7 @@ impl std::fmt::Display for BadKey {
 
 impl From<BadKey> for ApiError {
     fn from(e: BadKey) -> ApiError {
-        ApiError::field("backend.oauth.private_key", e.to_string())
+        ApiError::field("backend.oauth.private_key", format!("{e}"))
     }
 }
 

@@ -55,6 +55,13 @@ impl std::fmt::Display for NoAuthorization {
     }
 }
 
+/// For `upstream_of`, which answers in words.
+impl From<NoAuthorization> for String {
+    fn from(e: NoAuthorization) -> String {
+        format!("{e}")
+    }
+}
+
 impl From<String> for NoAuthorization {
     fn from(why: String) -> NoAuthorization {
         NoAuthorization::Failed(why)
@@ -169,7 +176,9 @@ impl TokenBroker {
         let body: Value = serde_json::from_str(&req.text().await?).unwrap_or(Value::Null);
         let app = body["app_name"].as_str().unwrap_or("app").to_string();
         let env = self.env.clone();
-        let cfg = match OAuthConfig::from_value(&body["oauth"], &|v| secrets::resolve(&env, v)) {
+        // One copy of `from_value` (the console's checks use it too): its resolver answers in words.
+        let resolve = |v: &str| secrets::resolve(&env, v).map_err(|e| format!("{e}"));
+        let cfg = match OAuthConfig::from_value(&body["oauth"], &resolve) {
             Ok(c) => c,
             Err(e) => return Response::from_json(&json!({"error": format!("backend.oauth of app '{app}': {e}")})),
         };

@@ -141,8 +141,9 @@ fn base64_is_measured_before_it_is_decoded() {
         .unwrap_err()
         .to_string()
         .contains("3145728 bytes; at most 1048576 bytes (1 MiB)"));
-    assert_eq!(decode_bounded("d", "a*==", 10), Err(FileError::NotBase64 { at: "d".into() }));
-    assert_eq!(FileError::NotBase64 { at: "d".into() }.to_string(), "argument 'd' has `data` that is not valid base64");
+    let not_base64 = FileError { at: "d".into(), problem: FileProblem::NotBase64 };
+    assert_eq!(decode_bounded("d", "a*==", 10), Err(not_base64.clone()));
+    assert_eq!(not_base64.to_string(), "argument 'd' has `data` that is not valid base64");
 }
 
 #[test]
