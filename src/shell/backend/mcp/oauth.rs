@@ -440,3 +440,24 @@ async fn send(url: &str, headers: Headers, form: String) -> Result<(u16, String)
         Err(SendError::Unreachable(e)) => Err(e.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words a call gets when its upstream's token is missing: the broker's failure names
+    /// the app; the broker's own reason is passed on as it is.
+    #[test]
+    fn no_authorization_says_why() {
+        let broker = NoAuthorization::Broker {
+            app: "Docs".into(),
+            error: crate::runtime::Error::new(crate::runtime::Kind::Object, "the object is overloaded"),
+        };
+        assert_eq!(broker.to_string(), "the OAuth token of app 'Docs' could not be obtained: the object is overloaded");
+        assert_eq!(
+            String::from(NoAuthorization::from("the token endpoint failed".to_string())),
+            "the token endpoint failed"
+        );
+        assert_eq!(NoAuthorization::NotAChallenge.to_string(), "not a challenge");
+    }
+}

@@ -153,3 +153,18 @@ pub fn seal_state(
         crate::shell::platform::now_ms(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the upstream (or the client) reads when an id is not sealed: the sentence naming
+    /// the missing key, the platform's words, or the sealer's.
+    #[test]
+    fn not_sealed_says_why() {
+        let sentence = "Flowgate has no SECRETS_KEY to seal the request's id with, so it relays nothing";
+        assert_eq!(NotSealed::NoKey(sentence).to_string(), sentence);
+        assert_eq!(NotSealed::from(Unavailable).to_string(), Unavailable.to_string());
+        assert_eq!(NotSealed::from("sealing failed".to_string()).to_string(), "sealing failed");
+    }
+}
