@@ -117,7 +117,7 @@ fn usage_query(data: &[u8]) {
             assert!(q.from < q.to, "{q:?}");
             assert!(q.from % s == 0 && q.to % s == 0, "{q:?}");
         }
-        Err((field, message)) => {
+        Err(flowgate::pure::error::BadField(field, message)) => {
             assert!(["step", "from", "to"].contains(&field), "{field}");
             assert!(!message.is_empty());
         }

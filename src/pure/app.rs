@@ -467,15 +467,17 @@ mod tests {
     #[test]
     fn literals_are_sealed_and_refs_are_not() {
         let mut b = json!({"api_key": "lit", "headers": {"A": "$REF", "B": "v"}, "oauth": {"client_secret": "s"}});
-        seal_literals(&mut b, &mut |v| Ok(format!("enc:v1:{}", v.len()))).unwrap();
+        seal_literals::<String>(&mut b, &mut |v| Ok(format!("enc:v1:{}", v.len()))).unwrap();
         assert_eq!(b["api_key"], "enc:v1:3");
         assert_eq!(b["headers"]["A"], "$REF");
         assert_eq!(b["headers"]["B"], "enc:v1:1");
         assert_eq!(b["oauth"]["client_secret"], "enc:v1:1");
         // Sealed values are not sealed twice; a failure names the slot.
-        seal_literals(&mut b, &mut |_| panic!("nothing left to seal")).unwrap();
+        seal_literals::<String>(&mut b, &mut |_| panic!("nothing left to seal")).unwrap();
         let mut c = json!({"api_key": "lit"});
-        assert_eq!(seal_literals(&mut c, &mut |_| Err("no key".into())).unwrap_err(), "backend.api_key no key");
+        let failed = seal_literals(&mut c, &mut |_| Err("no key")).unwrap_err();
+        assert_eq!((failed.path.as_str(), failed.error), ("backend.api_key", "no key"));
+        assert_eq!(failed.to_string(), "backend.api_key no key");
     }
 
     #[test]
@@ -616,7 +618,7 @@ mod tests {
         let spec = validate_app(&app(pem, "ES256"), None).unwrap();
         assert_eq!(mask_backend(&spec.backend)["oauth"]["private_key"], "***");
         let mut sealed = spec.backend.clone();
-        seal_literals(&mut sealed, &mut |_| Ok("enc:v1:k".into())).unwrap();
+        seal_literals::<String>(&mut sealed, &mut |_| Ok("enc:v1:k".into())).unwrap();
         assert_eq!(sealed["oauth"]["private_key"], "enc:v1:k");
         // A literal that is no usable key is refused with the reason, never echoed.
         for (key, alg, needle) in [

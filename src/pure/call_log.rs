@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Map, Value};
 
+use crate::pure::error::BadField;
 use crate::pure::usage::{clip, iso, Arg, Statement};
 
 /// Calls kept per server, in D1 and waiting in memory.
@@ -328,31 +329,29 @@ pub struct Query {
     pub before: Option<(i64, i64)>,
 }
 
-/// Reads `tool`, `caller`, `status`, `limit` and `before`; `Err((field, message))` for a 400.
+/// Reads `tool`, `caller`, `status`, `limit` and `before`; `Err` names the field at fault, for a 400.
 /// Empty values are no filter; unknown parameters are ignored.
-pub fn parse_query(pairs: &[(String, String)]) -> Result<Query, (&'static str, String)> {
+pub fn parse_query(pairs: &[(String, String)]) -> Result<Query, BadField> {
     let get = |k: &str| pairs.iter().rev().find(|(n, _)| n == k).map(|(_, v)| v.as_str()).filter(|v| !v.is_empty());
     let quote = crate::pure::quote::quote_input;
     let status = match get("status") {
         None => None,
-        Some(s) => Some(
-            Status::parse(s)
-                .ok_or_else(|| ("status", format!("must be one of ok, tool_error, error, gone (got {})", quote(s))))?,
-        ),
+        Some(s) => Some(Status::parse(s).ok_or_else(|| {
+            BadField("status", format!("must be one of ok, tool_error, error, gone (got {})", quote(s)))
+        })?),
     };
     let limit = match get("limit") {
         None => DEFAULT_LIMIT,
         Some(v) => match v.parse::<u32>() {
             Ok(n @ 1..=MAX_LIMIT) => n,
-            _ => return Err(("limit", format!("must be an integer from 1 to {MAX_LIMIT} (got {})", quote(v)))),
+            _ => return Err(BadField("limit", format!("must be an integer from 1 to {MAX_LIMIT} (got {})", quote(v)))),
         },
     };
     let before = match get("before") {
         None => None,
-        Some(v) => Some(
-            parse_cursor(v)
-                .ok_or_else(|| ("before", format!("must be the `next` value of an earlier page (got {})", quote(v))))?,
-        ),
+        Some(v) => Some(parse_cursor(v).ok_or_else(|| {
+            BadField("before", format!("must be the `next` value of an earlier page (got {})", quote(v)))
+        })?),
     };
     let text = |k: &str| get(k).map(|v| v.chars().take(200).collect::<String>());
     Ok(Query { tool: text("tool"), caller: text("caller"), status, limit, before })

@@ -9,6 +9,17 @@ pub struct FieldError {
     pub message: String,
 }
 
+/// One bad query parameter or body field, for a 400 that names it: the field and what is wrong
+/// with it (completing "the field …").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadField(pub &'static str, pub String);
+
+impl From<BadField> for ApiError {
+    fn from(BadField(field, message): BadField) -> ApiError {
+        ApiError::field(field, message)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiError {
     pub status: u16,
@@ -43,6 +54,11 @@ impl ApiError {
     pub fn validation(errors: Vec<FieldError>) -> Self {
         let message = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect::<Vec<_>>().join("; ");
         ApiError { status: 400, code: "validation_failed", message, errors, allow: None, headers: Vec::new() }
+    }
+
+    /// 400 for one bad field (`validation` with one entry).
+    pub fn field(field: &str, message: String) -> Self {
+        Self::validation(vec![FieldError { field: field.to_string(), message }])
     }
 
     /// Adds a response header to the answer.

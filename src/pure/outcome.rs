@@ -14,6 +14,13 @@ pub enum Outcome {
     Failed(String),
 }
 
+/// A call that could not draw the random bytes it needs fails in the platform's words.
+impl From<crate::pure::random::Unavailable> for Outcome {
+    fn from(e: crate::pure::random::Unavailable) -> Outcome {
+        Outcome::Failed(e.to_string())
+    }
+}
+
 impl Outcome {
     /// Applies an app's `max_result_bytes` to a finished result, on every path (one piece or
     /// streamed, any backend kind). A longer text is cut on a character boundary with a note;

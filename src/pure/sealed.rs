@@ -32,23 +32,53 @@ pub fn parse_key(s: &str) -> Result<[u8; 32], String> {
     bytes.try_into().map_err(|_| "must be exactly 32 bytes (64 hex characters)".to_string())
 }
 
+/// Why a value was not sealed or opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    /// AES-GCM refused to encrypt (a plaintext beyond its limit).
+    SealingFailed,
+    /// Not a sealed value, or not one that decrypts to text.
+    Damaged,
+    /// None of the keys authenticates it.
+    UnknownKey,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Error::SealingFailed => "sealing failed",
+            Error::Damaged => "the stored credential is damaged",
+            Error::UnknownKey => {
+                "the stored credential was sealed with a key this Worker does not have (SECRETS_KEY / SECRETS_KEY_PREVIOUS)"
+            }
+        })
+    }
+}
+
+/// For the callers that still speak in words (`pure::mcp::relay`).
+impl From<Error> for String {
+    fn from(e: Error) -> String {
+        e.to_string()
+    }
+}
+
 /// Seals `plaintext` under `key` with a fresh 96-bit `nonce` (from the CSPRNG; never reused).
-pub fn seal(key: &[u8; 32], nonce: [u8; 12], plaintext: &str) -> Result<String, String> {
+pub fn seal(key: &[u8; 32], nonce: [u8; 12], plaintext: &str) -> Result<String, Error> {
     seal_bound(key, nonce, plaintext, b"")
 }
 
 /// Opens a sealed value with the first of `keys` that authenticates it.
-pub fn open(keys: &[[u8; 32]], sealed: &str) -> Result<String, String> {
+pub fn open(keys: &[[u8; 32]], sealed: &str) -> Result<String, Error> {
     open_bound(keys, sealed, b"")
 }
 
 /// [`seal`] with associated data `bound_to` (authenticated, not stored): the value opens only
 /// with the same `bound_to`, so a sealed server code copied to another row, or into an app's
 /// credentials, does not open there.
-pub fn seal_bound(key: &[u8; 32], nonce: [u8; 12], plaintext: &str, bound_to: &[u8]) -> Result<String, String> {
+pub fn seal_bound(key: &[u8; 32], nonce: [u8; 12], plaintext: &str, bound_to: &[u8]) -> Result<String, Error> {
     let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key));
     let payload = Payload { msg: plaintext.as_bytes(), aad: bound_to };
-    let ct = cipher.encrypt(Nonce::from_slice(&nonce), payload).map_err(|_| "sealing failed".to_string())?;
+    let ct = cipher.encrypt(Nonce::from_slice(&nonce), payload).map_err(|_| Error::SealingFailed)?;
     let mut out = Vec::with_capacity(12 + ct.len());
     out.extend_from_slice(&nonce);
     out.extend_from_slice(&ct);
@@ -56,22 +86,21 @@ pub fn seal_bound(key: &[u8; 32], nonce: [u8; 12], plaintext: &str, bound_to: &[
 }
 
 /// Opens a value [`seal_bound`] sealed to `bound_to` (`b""`: one [`seal`] sealed).
-pub fn open_bound(keys: &[[u8; 32]], sealed: &str, bound_to: &[u8]) -> Result<String, String> {
+pub fn open_bound(keys: &[[u8; 32]], sealed: &str, bound_to: &[u8]) -> Result<String, Error> {
     let data = sealed
         .strip_prefix(PREFIX)
         .and_then(|b| base64::decode_url(b).ok())
         // Nonce and tag at least (an empty value seals to just these).
         .filter(|d| d.len() >= 12 + 16)
-        .ok_or("the stored credential is damaged")?;
+        .ok_or(Error::Damaged)?;
     let (nonce, ct) = data.split_at(12);
     for key in keys {
         let cipher = Aes256Gcm::new(Key::<Aes256Gcm>::from_slice(key));
         if let Ok(pt) = cipher.decrypt(Nonce::from_slice(nonce), Payload { msg: ct, aad: bound_to }) {
-            return String::from_utf8(pt).map_err(|_| "the stored credential is damaged".to_string());
+            return String::from_utf8(pt).map_err(|_| Error::Damaged);
         }
     }
-    Err("the stored credential was sealed with a key this Worker does not have (SECRETS_KEY / SECRETS_KEY_PREVIOUS)"
-        .into())
+    Err(Error::UnknownKey)
 }
 
 #[cfg(test)]
@@ -89,7 +118,8 @@ mod tests {
         assert_eq!(open(&[K1], &sealed).unwrap(), "app-secret");
         // After rotation the old key is the previous one and still opens it.
         assert_eq!(open(&[K2, K1], &sealed).unwrap(), "app-secret");
-        assert!(open(&[K2], &sealed).unwrap_err().contains("SECRETS_KEY"));
+        assert_eq!(open(&[K2], &sealed), Err(Error::UnknownKey));
+        assert!(Error::UnknownKey.to_string().contains("SECRETS_KEY"));
         // Different nonces give different ciphertexts for the same secret.
         assert_ne!(sealed, seal(&K1, [2u8; 12], "app-secret").unwrap());
     }
@@ -110,7 +140,7 @@ mod tests {
         let last = bytes.len() - 2;
         bytes[last] = if bytes[last] == b'A' { b'B' } else { b'A' };
         assert!(open(&[K1], &String::from_utf8(bytes).unwrap()).is_err());
-        assert!(open(&[K1], "enc:v1:short").is_err());
+        assert_eq!(open(&[K1], "enc:v1:short"), Err(Error::Damaged));
     }
 
     /// A value sealed to one context opens only there: not unbound (as an app credential is

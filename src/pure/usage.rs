@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::pure::error::BadField;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -464,42 +465,45 @@ pub const MAX_MINUTE_POINTS: i64 = 24 * 60;
 pub const MAX_HOUR_POINTS: i64 = 31 * 24;
 
 /// `from`, `to` (epoch seconds or ISO-8601 / RFC 3339) and `step` (`minute`|`hour`) of
-/// `GET …/usage`; `Err((field, message))` for a 400. Defaults: `to` now, `step` minute, `from`
+/// `GET …/usage`; `Err` names the field at fault, for a 400. Defaults: `to` now, `step` minute, `from`
 /// an hour before `to` (a day before with `step=hour`). Unknown parameters are ignored.
-pub fn parse_query(pairs: &[(String, String)], now_s: i64) -> Result<Query, (&'static str, String)> {
+pub fn parse_query(pairs: &[(String, String)], now_s: i64) -> Result<Query, BadField> {
     let get = |k: &str| pairs.iter().rev().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
     let step = match get("step") {
         None | Some("minute") => Step::Minute,
         Some("hour") => Step::Hour,
         Some(other) => {
-            return Err(("step", format!("must be minute or hour (got {})", crate::pure::quote::quote_input(other))))
+            return Err(BadField(
+                "step",
+                format!("must be minute or hour (got {})", crate::pure::quote::quote_input(other)),
+            ))
         }
     };
     // The default end is just past `now`, so the current bucket is in the range even in the
     // first second of a minute or hour (the range's end is exclusive).
     let to = match get("to") {
         None => now_s + 1,
-        Some(v) => parse_time(v).ok_or(("to", time_message(v)))?,
+        Some(v) => parse_time(v).ok_or(BadField("to", time_message(v)))?,
     };
     let from = match get("from") {
         None => to - if step == Step::Minute { 3600 } else { 24 * 3600 },
-        Some(v) => parse_time(v).ok_or(("from", time_message(v)))?,
+        Some(v) => parse_time(v).ok_or(BadField("from", time_message(v)))?,
     };
     if from >= to {
-        return Err(("from", format!("must be before to ({} is not before {})", iso(from), iso(to))));
+        return Err(BadField("from", format!("must be before to ({} is not before {})", iso(from), iso(to))));
     }
     let (retention, kept) = match step {
         Step::Minute => (MINUTE_RETENTION_S, "minute buckets are kept for 24 hours; use step=hour for older ranges"),
         Step::Hour => (HOUR_RETENTION_S, "hour buckets are kept for 30 days"),
     };
     if from < now_s - retention - step.seconds() {
-        return Err(("from", format!("{} is too old: {kept}", iso(from))));
+        return Err(BadField("from", format!("{} is too old: {kept}", iso(from))));
     }
     let s = step.seconds();
     let q = Query { from: from.div_euclid(s) * s, to: (to + s - 1).div_euclid(s) * s, step };
     let max = if step == Step::Minute { MAX_MINUTE_POINTS } else { MAX_HOUR_POINTS };
     if q.points() > max {
-        return Err((
+        return Err(BadField(
             "to",
             format!(
                 "the range holds {} {}s; at most {max} per request (narrow it or use a larger step)",

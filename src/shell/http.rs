@@ -71,12 +71,34 @@ pub fn error(err: &ApiError) -> Response {
 
 /// Storage and platform failures: logged in full, reported without internals.
 pub fn internal(context: &str, e: impl std::fmt::Display) -> ApiError {
+    reported(context, &e)
+}
+
+/// [`internal`], one copy for every kind of failure.
+#[inline(never)]
+fn reported(context: &str, e: &dyn std::fmt::Display) -> ApiError {
     crate::shell::log::error(&format!("{context}: {e}"));
     ApiError::new(
         503,
         "storage_unavailable",
         format!("{context} failed; retry, and check the Worker logs if it persists"),
     )
+}
+
+/// A platform failure met while doing something the answer needs (drawing random bytes,
+/// reading D1): the words of what was being done are what the client reads (see [`internal`]).
+pub trait Doing<T> {
+    /// `Err` logged in full and answered 503, "`what` failed; retry …".
+    fn doing(self, what: &str) -> Result<T, ApiError>;
+}
+
+impl<T, E: std::fmt::Display> Doing<T> for Result<T, E> {
+    fn doing(self, what: &str) -> Result<T, ApiError> {
+        match self {
+            Ok(v) => Ok(v),
+            Err(e) => Err(internal(what, e)),
+        }
+    }
 }
 
 /// Why a request body was not read.

@@ -94,6 +94,18 @@ impl From<crate::runtime::Error> for SendError {
     }
 }
 
+/// A failed send in general words (the guard's and redirect refusals are already whole
+/// sentences); a caller that knows what was being read says more.
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Unreachable(e) => e.fmt(f),
+            SendError::TimedOut => f.write_str("no answer in time"),
+            SendError::TooLarge(cap) => write!(f, "the answer is larger than {} KiB", cap / 1024),
+        }
+    }
+}
+
 impl SendError {
     /// The guard refused the request, in its words.
     pub fn refused(why: String) -> SendError {

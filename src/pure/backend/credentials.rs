@@ -47,11 +47,26 @@ pub fn credential_at<'a>(stored: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
-/// Rewrites credential slots: `f` gets each string value and may return a replacement.
-pub fn map_credentials(
+/// A credential slot that could not be rewritten: its path (`backend.api_key`) and why. Shown
+/// as "<path> <why>": the why completes a sentence about the slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotError<E> {
+    pub path: String,
+    pub error: E,
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for SlotError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.path, self.error)
+    }
+}
+
+/// Rewrites credential slots: `f` gets each string value and may return a replacement; the
+/// first failure stops the rewrite and names its slot.
+pub fn map_credentials<E>(
     backend: &mut Value,
-    f: &mut dyn FnMut(&str) -> Result<Option<String>, String>,
-) -> Result<(), String> {
+    f: &mut dyn FnMut(&str) -> Result<Option<String>, E>,
+) -> Result<(), SlotError<E>> {
     let Some(obj) = backend.as_object_mut() else { return Ok(()) };
     let mut failure = None;
     for_each_credential(obj, "backend", &mut |path, slot| {
@@ -62,7 +77,7 @@ pub fn map_credentials(
             match f(v) {
                 Ok(Some(new)) => *slot = Value::String(new),
                 Ok(None) => {}
-                Err(e) => failure = Some(format!("{path} {e}")),
+                Err(error) => failure = Some(SlotError { path: path.to_string(), error }),
             }
         }
     });
@@ -71,7 +86,10 @@ pub fn map_credentials(
 
 /// Replaces every literal credential (not a `$NAME`, not already sealed, not empty) by
 /// `seal(literal)`; `Err` names the slot.
-pub fn seal_literals(backend: &mut Value, seal: &mut dyn FnMut(&str) -> Result<String, String>) -> Result<(), String> {
+pub fn seal_literals<E>(
+    backend: &mut Value,
+    seal: &mut dyn FnMut(&str) -> Result<String, E>,
+) -> Result<(), SlotError<E>> {
     map_credentials(backend, &mut |v| {
         if v.is_empty() || is_secret_ref(v) || crate::pure::sealed::is_sealed(v) {
             Ok(None)

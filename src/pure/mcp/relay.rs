@@ -259,22 +259,54 @@ pub fn seal_ticket(key: &[u8; 32], nonce: [u8; 12], ticket: &Ticket) -> Result<S
     seal_as(TICKET_PREFIX, key, nonce, &text)
 }
 
+/// Why a client's answer to a relayed request is refused (never whose the request was).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TicketRefused {
+    /// Altered, made up, or sealed with a key this Worker no longer has.
+    NotOurs,
+    OtherServer,
+    OtherClient,
+    /// The call that asked has ended.
+    Ended,
+}
+
+impl std::fmt::Display for TicketRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TicketRefused::NotOurs => {
+                "the id is not one Flowgate gave to a request it relayed (altered, made up, or sealed with a key it no \
+                 longer has)"
+            }
+            TicketRefused::OtherServer => "the request was relayed through another MCP server",
+            TicketRefused::OtherClient => {
+                "the request was relayed to another client: only the client that made the call (the same client \
+                 key, OAuth subject, or client name) can answer it"
+            }
+            TicketRefused::Ended => "the call that asked has ended (its tool_call_timeout ran out)",
+        })
+    }
+}
+
 /// Opens a relayed request's id, for `server_id` and the answering client's backend `user`, at
-/// `now_ms`; `Err` says why it is refused (never whose the request was).
-pub fn open_ticket(keys: &[[u8; 32]], token: &str, server_id: &str, user: &str, now_ms: u64) -> Result<Ticket, String> {
+/// `now_ms`; `Err` says why it is refused.
+pub fn open_ticket(
+    keys: &[[u8; 32]],
+    token: &str,
+    server_id: &str,
+    user: &str,
+    now_ms: u64,
+) -> Result<Ticket, TicketRefused> {
     let ticket: Ticket = open_as(TICKET_PREFIX, keys, token)
         .and_then(|t| serde_json::from_str(&t).ok())
-        .ok_or("the id is not one Flowgate gave to a request it relayed (altered, made up, or sealed with a key it no longer has)")?;
+        .ok_or(TicketRefused::NotOurs)?;
     if ticket.server_id != server_id {
-        return Err("the request was relayed through another MCP server".into());
+        return Err(TicketRefused::OtherServer);
     }
     if ticket.caller != caller_hash(user) {
-        return Err("the request was relayed to another client: only the client that made the call (the same client \
-                    key, OAuth subject, or client name) can answer it"
-            .into());
+        return Err(TicketRefused::OtherClient);
     }
     if now_ms > ticket.expires_ms {
-        return Err("the call that asked has ended (its tool_call_timeout ran out)".into());
+        return Err(TicketRefused::Ended);
     }
     Ok(ticket)
 }
@@ -426,13 +458,16 @@ mod tests {
         assert_eq!(opened.request_id, json!(0));
         // Rotation: the previous key still opens it.
         assert!(open_ticket(&[OTHER, K], &id, "srv-1", "alice", 0).is_ok());
-        assert!(open_ticket(&[OTHER], &id, "srv-1", "alice", 0).unwrap_err().contains("not one Flowgate gave"));
-        assert!(open_ticket(&[K], &id, "srv-2", "alice", 0).unwrap_err().contains("another MCP server"));
-        assert!(open_ticket(&[K], &id, "srv-1", "alice", 10_001).unwrap_err().contains("ended"));
+        let refused = |keys: &[[u8; 32]], server: &str, user: &str, now: u64| {
+            open_ticket(keys, &id, server, user, now).unwrap_err().to_string()
+        };
+        assert!(refused(&[OTHER], "srv-1", "alice", 0).contains("not one Flowgate gave"));
+        assert!(refused(&[K], "srv-2", "alice", 0).contains("another MCP server"));
+        assert!(refused(&[K], "srv-1", "alice", 10_001).contains("ended"));
         // Bound to its caller: another client of the same server is refused, and not told whose.
-        let bob = open_ticket(&[K], &id, "srv-1", "bob", 0).unwrap_err();
+        let bob = refused(&[K], "srv-1", "bob", 0);
         assert!(bob.contains("another client") && !bob.contains("alice"), "{bob}");
-        assert!(open_ticket(&[K], &id, "srv-1", "", 0).unwrap_err().contains("another client"));
+        assert_eq!(open_ticket(&[K], &id, "srv-1", "", 0).unwrap_err(), TicketRefused::OtherClient);
         assert!(!id.contains(&caller_hash("alice")), "the caller is sealed too");
         // Any altered character is refused.
         let mut bytes = id.clone().into_bytes();

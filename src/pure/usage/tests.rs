@@ -229,21 +229,21 @@ fn the_query_has_defaults_and_precise_errors() {
     let q = parse_query(&pairs(&[("step", "hour")]), 1_764_583_200).unwrap();
     assert_eq!((q.to, q.points()), (1_764_586_800, 25));
     let err = |p: &[(&str, &str)]| parse_query(&pairs(p), now).unwrap_err();
-    let (field, msg) = err(&[("step", "day")]);
+    let BadField(field, msg) = err(&[("step", "day")]);
     assert_eq!((field, msg.as_str()), ("step", "must be minute or hour (got \"day\")"));
-    let (field, msg) = err(&[("from", "yesterday")]);
+    let BadField(field, msg) = err(&[("from", "yesterday")]);
     assert_eq!(field, "from");
     assert!(msg.starts_with("must be epoch seconds or an ISO-8601 time"), "{msg}");
     assert_eq!(err(&[("to", "x")]).0, "to");
-    let (field, msg) = err(&[("from", "1764583230"), ("to", "1764583000")]);
+    let BadField(field, msg) = err(&[("from", "1764583230"), ("to", "1764583000")]);
     assert_eq!(field, "from");
     assert!(msg.contains("must be before to"), "{msg}");
-    let (field, msg) = err(&[("from", "2025-11-29T00:00:00Z")]);
+    let BadField(field, msg) = err(&[("from", "2025-11-29T00:00:00Z")]);
     assert_eq!(field, "from");
     assert!(msg.contains("use step=hour"), "{msg}");
     assert!(parse_query(&pairs(&[("from", "2025-11-29T00:00:00Z"), ("step", "hour")]), now).is_ok());
     assert!(err(&[("from", "2025-10-01T00:00:00Z"), ("step", "hour")]).1.contains("30 days"));
-    let (field, msg) = err(&[("to", "2026-12-01T00:00:00Z"), ("from", "2025-12-01T09:00:00Z")]);
+    let BadField(field, msg) = err(&[("to", "2026-12-01T00:00:00Z"), ("from", "2025-12-01T09:00:00Z")]);
     assert_eq!(field, "to");
     assert!(msg.contains("at most 1440"), "{msg}");
 }

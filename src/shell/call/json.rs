@@ -7,13 +7,21 @@ use serde_json::Value;
 
 use crate::pure::mcp::server::CallPlan;
 
-use crate::shell::call::stream::{request_headers, Target};
+use crate::shell::call::stream::{request_headers, BadCredentials, Target};
 use crate::shell::outbound::{self, SendError};
 
+/// Why a JSON call gave no value. Shown as a short phrase the caller puts after what failed.
 #[derive(Debug)]
 pub enum CallError {
+    /// The backend answered outside 2xx: its status and body.
     Http(u16, String),
-    Other(String),
+    /// The app's credentials cannot be sent.
+    BadCredentials,
+    /// The request got no answer.
+    NotSent(SendError),
+    /// The answer came but could not be read whole.
+    Unread(SendError),
+    NotJson,
 }
 
 impl std::fmt::Display for CallError {
@@ -22,8 +30,29 @@ impl std::fmt::Display for CallError {
             CallError::Http(status, body) => {
                 write!(f, "HTTP {status}: {}", crate::pure::outcome::truncate(body.trim(), 300))
             }
-            CallError::Other(m) => f.write_str(m),
+            CallError::BadCredentials => f.write_str("bad credentials"),
+            CallError::NotSent(SendError::Unreachable(e)) => write!(f, "unreachable: {e}"),
+            CallError::NotSent(SendError::TimedOut) => f.write_str("timed out"),
+            CallError::NotSent(SendError::TooLarge(_)) => f.write_str("the answer is too large"),
+            CallError::Unread(SendError::TooLarge(cap)) => {
+                write!(f, "the answer is larger than {} KiB (the app's max_result_bytes bounds it)", cap / 1024)
+            }
+            CallError::Unread(SendError::TimedOut) => f.write_str("the answer did not arrive in time"),
+            CallError::Unread(SendError::Unreachable(_)) => f.write_str("the answer broke off"),
+            CallError::NotJson => f.write_str("the answer is not JSON"),
         }
+    }
+}
+
+impl From<BadCredentials> for CallError {
+    fn from(_: BadCredentials) -> CallError {
+        CallError::BadCredentials
+    }
+}
+
+impl From<serde_json::Error> for CallError {
+    fn from(_: serde_json::Error) -> CallError {
+        CallError::NotJson
     }
 }
 
@@ -60,30 +89,47 @@ async fn call_json(
     body: Option<&Value>,
     resend: Resend,
 ) -> Result<Value, CallError> {
-    let headers = || request_headers(plan, backend).map_err(|_| CallError::Other("bad credentials".into()));
+    let headers = || request_headers(plan, backend);
     let mut sent = outbound::send(method.clone(), url, headers()?, body, backend.first_byte).await;
     if resend == Resend::Once && matches!(sent, Err(SendError::Unreachable(_))) {
         sent = outbound::send(method, url, headers()?, body, backend.first_byte).await;
     }
-    let mut resp = match sent {
-        Ok(r) => r,
-        Err(SendError::Unreachable(e)) => return Err(CallError::Other(format!("unreachable: {e}"))),
-        Err(SendError::TimedOut) => return Err(CallError::Other("timed out".into())),
-        Err(SendError::TooLarge(_)) => return Err(CallError::Other("the answer is too large".into())),
-    };
+    let mut resp = sent.map_err(CallError::NotSent)?;
     let status = resp.status_code();
     let text = outbound::text(&mut resp, backend.idle, outbound::one_piece_cap(backend.max_result_bytes))
         .await
-        .map_err(|e| match e {
-            SendError::TooLarge(cap) => CallError::Other(format!(
-                "the answer is larger than {} KiB (the app's max_result_bytes bounds it)",
-                cap / 1024
-            )),
-            SendError::TimedOut => CallError::Other("the answer did not arrive in time".into()),
-            SendError::Unreachable(_) => CallError::Other("the answer broke off".into()),
-        })?;
+        .map_err(CallError::Unread)?;
     if !(200..300).contains(&status) {
         return Err(CallError::Http(status, text));
     }
-    serde_json::from_str(&text).map_err(|_| CallError::Other("the answer is not JSON".into()))
+    Ok(serde_json::from_str(&text)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shell::outbound::Unreachable;
+
+    /// Each failure reads as the phrase a task's or a polled tool's error puts after what
+    /// failed; a send and a read of the same kind say different things.
+    #[test]
+    fn call_errors_say_what_failed() {
+        let says = |e: CallError| e.to_string();
+        assert_eq!(
+            says(CallError::Http(502, format!(" {} ", "x".repeat(400)))),
+            format!("HTTP 502: {}", "x".repeat(300))
+        );
+        assert_eq!(says(BadCredentials("a".into()).into()), "bad credentials");
+        let down = || SendError::Unreachable(Unreachable::Network("connection refused".into()));
+        assert_eq!(says(CallError::NotSent(down())), "unreachable: connection refused");
+        assert_eq!(says(CallError::NotSent(SendError::TimedOut)), "timed out");
+        assert_eq!(says(CallError::NotSent(SendError::TooLarge(1))), "the answer is too large");
+        assert_eq!(
+            says(CallError::Unread(SendError::TooLarge(2048))),
+            "the answer is larger than 2 KiB (the app's max_result_bytes bounds it)"
+        );
+        assert_eq!(says(CallError::Unread(SendError::TimedOut)), "the answer did not arrive in time");
+        assert_eq!(says(CallError::Unread(down())), "the answer broke off");
+        assert_eq!(says(serde_json::from_str::<Value>("{").unwrap_err().into()), "the answer is not JSON");
+    }
 }

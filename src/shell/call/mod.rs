@@ -139,7 +139,7 @@ pub async fn run_to_completion(plan: &CallPlan, served: &Rc<Prepared>, env: &Env
 async fn call_blocking(plan: &CallPlan, b: &Target) -> Outcome {
     let headers = match request_headers(plan, b) {
         Ok(h) => h,
-        Err(outcome) => return outcome,
+        Err(bad) => return bad.into(),
     };
     let url = format!("{}{}", b.base_url, plan.request.path());
     let body = plan.request.http_body();

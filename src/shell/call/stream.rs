@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::runtime::{ByteStream, Context, Env, Headers, Method, Response};
+use crate::runtime::{ByteStream, Context, Env, Headers, InvalidHeader, Method, Response};
 use futures::channel::mpsc::{unbounded, UnboundedReceiver};
 use futures::channel::oneshot;
 use futures::future::{select, Either};
@@ -24,7 +24,7 @@ use crate::pure::backend::run_record::RunRecord;
 use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, Progress};
 use crate::pure::outcome::{Outcome, Signal};
-use crate::pure::sse::{write_comment, write_json_event, SseParser};
+use crate::pure::sse::{write_comment, write_json_event, SseError, SseParser};
 
 /// Longest silence toward the client: a comment goes out after it, which keeps intermediaries
 /// from closing the stream and lets the runtime notice a client that went away (a disconnect
@@ -318,7 +318,9 @@ impl CallStream {
                     Ok(Wait::Item(Some(Ok(chunk)))) => {
                         self.last_chunk_ms = crate::shell::platform::now_ms();
                         if let Err(e) = self.take_chunk(&chunk, &mut out) {
-                            return Some(self.abort(Outcome::Failed(e), &mut out));
+                            let bad =
+                                Outcome::Failed(format!("the app '{}' sent a bad stream: {e}", self.target.app_name));
+                            return Some(self.abort(bad, &mut out));
                         }
                         if !self.registered && !self.read_all() {
                             if let Some(task_id) = self.cancel.task_id.clone() {
@@ -544,7 +546,7 @@ impl CallStream {
         }
     }
 
-    fn take_chunk(&mut self, chunk: &[u8], out: &mut String) -> Result<(), String> {
+    fn take_chunk(&mut self, chunk: &[u8], out: &mut String) -> Result<(), SseError> {
         // Events are handed over borrowed from the chunk: nothing is allocated per event. The
         // parser is taken out meanwhile, since `take_event` needs `self`.
         let mut parser = std::mem::take(&mut self.parser);
@@ -554,7 +556,7 @@ impl CallStream {
             }
         });
         self.parser = parser;
-        fed.map_err(|e| format!("the app '{}' sent a bad stream: {e}", self.target.app_name))
+        fed
     }
 
     fn take_event(&mut self, data: &[u8], out: &mut String) {
@@ -611,24 +613,33 @@ impl CallStream {
     }
 }
 
+/// The app's credentials (or the caller's id an HTTP tool gets) hold characters an HTTP header
+/// cannot carry: the app's name.
+#[derive(Debug)]
+pub struct BadCredentials(pub String);
+
+impl From<BadCredentials> for Outcome {
+    fn from(BadCredentials(app): BadCredentials) -> Outcome {
+        Outcome::Failed(format!("the credentials of app '{app}' contain characters not allowed in an HTTP header"))
+    }
+}
+
 /// The headers of a backend call: the key (when there is one), and for HTTP tools the
 /// conversation and user ids of docs/http-tool-protocol.md.
-pub fn request_headers(plan: &CallPlan, b: &Target) -> Result<Headers, Outcome> {
+pub fn request_headers(plan: &CallPlan, b: &Target) -> Result<Headers, BadCredentials> {
+    call_headers(plan, b).map_err(|_| BadCredentials(b.app_name.clone()))
+}
+
+fn call_headers(plan: &CallPlan, b: &Target) -> Result<Headers, InvalidHeader> {
     let mut headers = Headers::new();
-    let bad = |_| {
-        Outcome::Failed(format!(
-            "the credentials of app '{}' contain characters not allowed in an HTTP header",
-            b.app_name
-        ))
-    };
     headers.set("content-type", "application/json");
     if !b.api_key.is_empty() {
-        headers.try_set("authorization", &format!("Bearer {}", b.api_key)).map_err(bad)?;
+        headers.try_set("authorization", &format!("Bearer {}", b.api_key))?;
     }
     if let CallRequest::HttpTool { .. } = plan.request {
         // MCP has no conversations; each client is one continuing conversation with the tool.
-        headers.try_set("x-dify-conversation-id", &plan.user).map_err(bad)?;
-        headers.try_set("x-dify-user-id", &plan.user).map_err(bad)?;
+        headers.try_set("x-dify-conversation-id", &plan.user)?;
+        headers.try_set("x-dify-user-id", &plan.user)?;
     }
     Ok(headers)
 }

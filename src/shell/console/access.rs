@@ -10,7 +10,7 @@ use crate::pure::error::ApiError;
 use crate::pure::quote::quote_input;
 
 use crate::shell::cache;
-use crate::shell::http::internal;
+use crate::shell::http::{internal, Doing};
 use crate::shell::memo;
 use crate::shell::platform;
 use crate::shell::store::{self, KeyInsert};
@@ -80,8 +80,7 @@ impl Console<'_> {
         let id = new_id()?;
         // Two random 190-bit keys hashing alike is not expected; retry a few times anyway.
         for _ in 0..3 {
-            let key = client_auth::new_key_from(&mut crate::runtime::fill_random)
-                .map_err(|e| internal("drawing a client key", e))?;
+            let key = client_auth::new_key_from(&mut crate::runtime::fill_random).doing("drawing a client key")?;
             let new = store::NewKey {
                 id: &id,
                 server_id: &row.id,
@@ -151,8 +150,8 @@ impl Console<'_> {
         let created_by = caller.actor();
         // Two random 190-bit tokens hashing alike is not expected; retry a few times anyway.
         for _ in 0..3 {
-            let token = console_tokens::new_token_from(&mut crate::runtime::fill_random)
-                .map_err(|e| internal("drawing a console token", e))?;
+            let token =
+                console_tokens::new_token_from(&mut crate::runtime::fill_random).doing("drawing a console token")?;
             let new = store::NewConsoleToken {
                 id: &id,
                 name: &name,

@@ -6,7 +6,7 @@ use crate::pure::error::ApiError;
 use crate::pure::quote::quote_input;
 use crate::pure::usage;
 
-use crate::shell::http::{internal, Incoming};
+use crate::shell::http::{Doing, Incoming};
 use crate::shell::platform;
 use crate::shell::store::{self};
 
@@ -74,7 +74,7 @@ impl Console<'_> {
         let cancel = crate::pure::task_contract::TaskCall::Cancel { server_id: server_id.to_string(), owner: None };
         crate::shell::tasks::call(self.env, task_id, &cancel)
             .await
-            .map_err(|e| internal("cancelling the task", e))?
+            .doing("cancelling the task")?
             .ok_or_else(|| ApiError::not_found(format!("task '{task_id}' has expired")))?;
         self.task(server_id, task_id).await
     }
@@ -87,14 +87,12 @@ impl Console<'_> {
         self.server_row(server_id).await?;
         let url = req.url()?;
         let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-        let q =
-            usage::parse_query(&pairs, platform::now_s()).map_err(|(field, message)| field_error(field, &message))?;
+        let q = usage::parse_query(&pairs, platform::now_s())?;
         if let Err(e) = crate::shell::usage::flush_now(self.env).await {
             crate::shell::log::error(&format!("writing usage metrics: {e}"));
         }
-        let (rows, failures) = crate::shell::usage::read(self.db, server_id, &q)
-            .await
-            .map_err(|e| internal("reading usage metrics", e))?;
+        let (rows, failures) =
+            crate::shell::usage::read(self.db, server_id, &q).await.doing("reading usage metrics")?;
         let mut out = usage::report(&q, &rows);
         out["server_id"] = json!(server_id);
         out["failures"] = Value::Array(failures);

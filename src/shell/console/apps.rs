@@ -21,7 +21,7 @@ use crate::shell::cache;
 use crate::shell::platform;
 use crate::shell::store::{self, AppRow, ServerRow};
 
-use super::{field_error, new_id, Console, Result};
+use super::{field_error, misconfigured, new_id, reseal_failed, Console, Result};
 
 impl Console<'_> {
     // ---- apps ----
@@ -67,22 +67,20 @@ impl Console<'_> {
 
     /// An upstream OAuth private key (`private_key_jwt`) must be one WebCrypto imports.
     pub(super) async fn check_signing_key(&self, spec: &AppSpec) -> Result<()> {
-        crate::shell::backend::mcp::client_assertion::check_key(self.env, &spec.backend)
-            .await
-            .map_err(|e| field_error("backend.oauth.private_key", &e))
+        Ok(crate::shell::backend::mcp::client_assertion::check_key(self.env, &spec.backend).await?)
     }
 
     /// Literal credentials are stored only sealed.
     pub(super) fn seal(&self, spec: &mut AppSpec) -> Result<()> {
-        crate::shell::secrets::seal_backend(self.env, &mut spec.backend).map_err(|e| match e.split_once(' ') {
-            Some((field, message)) if field.starts_with("backend.") => field_error(field, message),
-            _ => field_error("backend", &e),
-        })
+        Ok(crate::shell::secrets::seal_backend(self.env, &mut spec.backend)?)
     }
 
     /// The base of MCP URLs, checked before a code is drawn (a code is shown only once).
     pub(super) fn public_base(&self) -> Result<&str> {
-        self.public_base.as_deref().map_err(|e| ApiError::new(503, "misconfigured", e.clone()))
+        match &self.public_base {
+            Ok(base) => Ok(base),
+            Err(why) => Err(misconfigured(why)),
+        }
     }
 
     pub(super) async fn create_app(&self, body: &Value) -> Result<Value> {
@@ -128,12 +126,12 @@ impl Console<'_> {
         if crate::pure::sealed::is_sealed(api_key) {
             return Err(field_error("api_key", crate::pure::sealed::REFUSED_FROM_CONSOLE));
         }
-        let key = crate::shell::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &e))?;
+        let key =
+            crate::shell::secrets::resolve(self.env, api_key).map_err(|e| field_error("api_key", &format!("{e}")))?;
         let info = dify::get_json(base, &key, "/info").await?;
-        dify_import::check_expected_mode(body.get("mode"), &info).map_err(|m| field_error("mode", &m))?;
+        dify_import::check_expected_mode(body.get("mode"), &info)?;
         let parameters = dify::get_json(base, &key, "/parameters").await?;
-        let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key, body.get("outputs"))
-            .map_err(|m| ApiError::new(422, "not_a_dify_app", m))?;
+        let app_body = dify_import::app_body_from_dify(&info, &parameters, base, api_key, body.get("outputs"))?;
         // Dify's form may hold what Flowgate refuses; say so as an import problem.
         let mut spec = app::validate_app_in(&app_body, None, self.refs).map_err(|e| {
             ApiError::new(
@@ -158,8 +156,7 @@ impl Console<'_> {
         let mut resealed = 0;
         for row in store::list_apps(self.db).await? {
             let mut backend = row.backend();
-            let changed = crate::shell::secrets::reseal_backend(self.env, &mut backend)
-                .map_err(|e| ApiError::new(409, "reseal_failed", e))?;
+            let changed = crate::shell::secrets::reseal_backend(self.env, &mut backend).map_err(reseal_failed)?;
             if changed {
                 store::update_app_backend(self.db, &row.id, &backend, platform::now_s()).await?;
                 self.rewrite_cache_of_app(&row.id).await?;

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use crate::pure::audit_words::{self, TargetKind};
 use crate::runtime::{SqlValue, Statement};
 
-use crate::shell::http::internal;
+use crate::shell::http::Doing;
 
 use super::{Console, Result};
 
@@ -23,7 +23,7 @@ impl Console<'_> {
                 .db
                 .all(Statement::new(sql, vec![SqlValue::Text(json!(ids).to_string())]))
                 .await
-                .map_err(|e| internal("reading the audit log's names", e))?;
+                .doing("reading the audit log's names")?;
             for r in rows {
                 if let (Some(k), Some(id), Some(n)) = (r["kind"].as_str(), r["id"].as_str(), r["name"].as_str()) {
                     names.push((k.to_string(), id.to_string(), n.to_string()));

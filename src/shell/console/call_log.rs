@@ -7,7 +7,7 @@ use crate::pure::call_log;
 use crate::runtime::{SqlValue, Statement};
 
 use crate::shell::cache;
-use crate::shell::http::{internal, Incoming};
+use crate::shell::http::{Doing, Incoming};
 use crate::shell::platform;
 use crate::shell::usage::bind;
 
@@ -20,15 +20,11 @@ impl Console<'_> {
         let row = self.server_row(server_id).await?;
         let url = req.url()?;
         let pairs: Vec<(String, String)> = url.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
-        let q = call_log::parse_query(&pairs).map_err(|(field, message)| field_error(field, &message))?;
+        let q = call_log::parse_query(&pairs)?;
         if let Err(e) = crate::shell::usage::flush_now(self.env).await {
             crate::shell::log::error(&format!("writing usage metrics and the call log: {e}"));
         }
-        let rows = self
-            .db
-            .all(bind(&call_log::select(server_id, &q)))
-            .await
-            .map_err(|e| internal("reading the call log", e))?;
+        let rows = self.db.all(bind(&call_log::select(server_id, &q))).await.doing("reading the call log")?;
         let mut out = call_log::page(&q, &rows);
         out["server_id"] = json!(server_id);
         out["record_payloads"] = json!(row.call_log_payloads);
@@ -55,7 +51,7 @@ impl Console<'_> {
         let sql = "UPDATE mcp_servers SET call_log_payloads = ?2, updated_at = ?3 WHERE id = ?1";
         let args =
             vec![SqlValue::Text(server_id.into()), SqlValue::Int(i64::from(on)), SqlValue::Int(platform::now_s())];
-        self.db.run(Statement::new(sql, args)).await.map_err(|e| internal("changing the call log settings", e))?;
+        self.db.run(Statement::new(sql, args)).await.doing("changing the call log settings")?;
         let row = self.server_row(server_id).await?;
         cache::write(self.env, self.db, &row).await?;
         Ok(json!({ "record_payloads": row.call_log_payloads }))

@@ -46,7 +46,7 @@ impl Console<'_> {
     ) -> Vec<Check> {
         let key = match crate::shell::secrets::resolve(self.env, api_key) {
             Ok(k) => k,
-            Err(why) => return vec![diagnose::credential_problem("backend.api_key", &why)],
+            Err(why) => return vec![diagnose::credential_problem("backend.api_key", &format!("{why}"))],
         };
         let base = base_url.trim_end_matches('/');
         let info = diagnose::dify_info(base, &probe(&format!("{base}/info"), Some(&key)).await, mode);
@@ -63,7 +63,7 @@ impl Console<'_> {
     async fn test_http_tool(&self, endpoint: &str, api_key: Option<&str>) -> Vec<Check> {
         let key = match api_key.map(|k| crate::shell::secrets::resolve(self.env, k)).transpose() {
             Ok(k) => k,
-            Err(why) => return vec![diagnose::credential_problem("backend.api_key", &why)],
+            Err(why) => return vec![diagnose::credential_problem("backend.api_key", &format!("{why}"))],
         };
         vec![diagnose::http_tool_endpoint(endpoint, &probe(endpoint, key.as_deref()).await)]
     }

@@ -16,7 +16,7 @@ use crate::pure::error::ApiError;
 use crate::pure::ids;
 use crate::pure::quote::quote_input;
 
-use crate::shell::http::{self, internal, read_json, Incoming, MAX_CONSOLE_BODY};
+use crate::shell::http::{self, read_json, Doing, Incoming, MAX_CONSOLE_BODY};
 use crate::shell::memo;
 use crate::shell::platform;
 use crate::shell::store::{self};
@@ -205,11 +205,22 @@ async fn json_body(req: &mut Incoming) -> Result<serde_json::Value> {
 }
 
 fn field_error(field: &str, message: &str) -> ApiError {
-    ApiError::validation(vec![crate::pure::error::FieldError { field: field.into(), message: message.into() }])
+    ApiError::field(field, message.to_string())
+}
+
+/// 503: a setting of this Worker (PUBLIC_URL, SECRETS_KEY) does not read.
+fn misconfigured(why: impl std::fmt::Display) -> ApiError {
+    ApiError::new(503, "misconfigured", format!("{why}"))
+}
+
+/// 409: a stored secret could not be sealed again under the current key (step two of a key
+/// rotation stops at it).
+fn reseal_failed(why: impl std::fmt::Display) -> ApiError {
+    ApiError::new(409, "reseal_failed", format!("{why}"))
 }
 
 fn new_id() -> Result<String> {
-    ids::new_id_from(&mut crate::runtime::fill_random).map_err(|e| internal("drawing a random id", e))
+    ids::new_id_from(&mut crate::runtime::fill_random).doing("drawing a random id")
 }
 
 struct Console<'a> {

@@ -20,7 +20,7 @@ use crate::pure::server::Status;
 use crate::runtime::Response;
 
 use crate::shell::endpoint::{self, Via};
-use crate::shell::http::internal;
+use crate::shell::http::Doing;
 use crate::shell::store;
 use crate::shell::VERSION;
 
@@ -53,8 +53,9 @@ impl Console<'_> {
         let msg = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
         let h = RequestHeaders { protocol_version: Some(REVISION.as_str()), ..RequestHeaders::default() };
         let result = match server::handle_full(def, &upstreams, &Catalogs::default(), &msg, &h, VERSION) {
-            Step::ToolsList { version, .. } => serde_json::from_str::<Value>(&prepared.tools_list(version, VERSION))
-                .map_err(|e| internal("reading the tool list", e))?,
+            Step::ToolsList { version, .. } => {
+                serde_json::from_str::<Value>(&prepared.tools_list(version, VERSION)).doing("reading the tool list")?
+            }
             Step::Reply { body: Some(body), .. } if body.get("result").is_some() => body["result"].clone(),
             _ => return Err(ApiError::new(500, "internal", "the tool list could not be made")),
         };
@@ -122,6 +123,6 @@ impl Console<'_> {
             Via::Console(actor),
         )
         .await
-        .map_err(|e| internal("running the tool", e))
+        .doing("running the tool")
     }
 }

@@ -10,12 +10,12 @@ use crate::pure::server_code::{self, sealing_context};
 use crate::runtime::Method;
 
 use crate::shell::cache;
-use crate::shell::http::{internal, read_json, Incoming, MAX_CONSOLE_BODY};
+use crate::shell::http::{internal, read_json, Doing, Incoming, MAX_CONSOLE_BODY};
 use crate::shell::platform;
 use crate::shell::store::codes::{self, Rotation};
 use crate::shell::store::{self, ServerRow};
 
-use super::{Console, Result};
+use super::{misconfigured, reseal_failed, Console, Result};
 
 /// A code just drawn: the code (shown once, or to an admin's reveal), its hash, and its sealed
 /// copy (`None` without SECRETS_KEY).
@@ -37,8 +37,7 @@ pub(super) async fn rotation_grace(req: &mut Incoming) -> Result<u64> {
 impl Console<'_> {
     /// Draws a code for server `server_id` and seals it to that server.
     pub(super) fn draw_code(&self, server_id: &str) -> Result<Drawn> {
-        let code = ids::server_code_from(&mut crate::runtime::fill_random)
-            .map_err(|e| internal("drawing a server code", e))?;
+        let code = ids::server_code_from(&mut crate::runtime::fill_random).doing("drawing a server code")?;
         let hash = ids::sha256_hex(&code);
         let sealed = self.seal_code(server_id, &code)?;
         Ok(Drawn { code, hash, sealed })
@@ -56,10 +55,8 @@ impl Console<'_> {
         };
         let Some(key) = key else { return Ok(None) };
         let mut nonce = [0u8; 12];
-        crate::runtime::fill_random(&mut nonce).map_err(|e| internal("drawing a nonce", e))?;
-        sealed::seal_bound(&key, nonce, code, &sealing_context(server_id))
-            .map(Some)
-            .map_err(|e| internal("sealing the server code", e))
+        crate::runtime::fill_random(&mut nonce).doing("drawing a nonce")?;
+        sealed::seal_bound(&key, nonce, code, &sealing_context(server_id)).map(Some).doing("sealing the server code")
     }
 
     /// Replaces a server's code. With `grace_seconds` > 0 the code being replaced keeps working
@@ -69,7 +66,7 @@ impl Console<'_> {
         self.public_base()?;
         let now_ms = platform::now_ms();
         let until = now_ms.saturating_add(grace_seconds.saturating_mul(1000));
-        let until = i64::try_from(until).map_err(|e| internal("computing the grace's end", e))?;
+        let until = i64::try_from(until).doing("computing the grace's end")?;
         let previous = (grace_seconds > 0).then_some((row.code_hash.as_str(), row.code_hint.as_str(), until));
         for _ in 0..3 {
             let drawn = self.draw_code(&row.id)?;
@@ -100,7 +97,7 @@ impl Console<'_> {
     pub(super) async fn reveal_url(&self, id: &str) -> Result<Value> {
         let row = self.server_row(id).await?;
         let base = self.public_base()?.to_string();
-        let keys = crate::shell::secrets::keys(self.env).map_err(|e| ApiError::new(503, "misconfigured", e))?;
+        let keys = crate::shell::secrets::keys(self.env).map_err(misconfigured)?;
         let Some(sealed_code) = &row.code_sealed else {
             return Err(ApiError::new(409, "not_revealable", server_code::not_revealable(&row.id, !keys.is_empty())));
         };
@@ -126,7 +123,7 @@ impl Console<'_> {
     /// Seals every kept server code again with the current key (step two of a key rotation);
     /// how many were.
     pub(super) async fn reseal_codes(&self) -> Result<usize> {
-        let keys = crate::shell::secrets::keys(self.env).map_err(|e| ApiError::new(409, "reseal_failed", e))?;
+        let keys = crate::shell::secrets::keys(self.env).map_err(reseal_failed)?;
         let Some(current) = keys.first().copied() else { return Ok(0) };
         let mut resealed = 0;
         for row in store::list_servers(self.db).await? {
@@ -136,9 +133,8 @@ impl Console<'_> {
                 ApiError::new(409, "reseal_failed", format!("the sealed code of server {}: {e}", row.id))
             })?;
             let mut nonce = [0u8; 12];
-            crate::runtime::fill_random(&mut nonce).map_err(|e| internal("drawing a nonce", e))?;
-            let again = sealed::seal_bound(&current, nonce, &code, &context)
-                .map_err(|e| internal("sealing a server code", e))?;
+            crate::runtime::fill_random(&mut nonce).doing("drawing a nonce")?;
+            let again = sealed::seal_bound(&current, nonce, &code, &context).doing("sealing a server code")?;
             codes::set_sealed(self.db, &row.id, &again).await?;
             resealed += 1;
         }

@@ -19,7 +19,7 @@ use serde_json::{json, Map, Value};
 
 use crate::pure::form::{FieldType, FormField};
 use crate::pure::named::Named;
-use crate::pure::url::PrivateAllow;
+use crate::pure::url::{PrivateAllow, Refusal};
 
 /// Dify's file types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -530,28 +530,81 @@ fn name_from_url(url: &str) -> String {
     }
 }
 
+/// Why a file argument is not sent: the call's tool error, naming the argument (`at`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileError {
+    pub at: String,
+    pub problem: FileProblem,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FileProblem {
+    /// The guard refused the URL.
+    Url(Refusal),
+    /// The file is larger than its cap (bytes).
+    TooLarge {
+        size: usize,
+        cap: usize,
+    },
+    NotBase64,
+    /// The upload failed: why (completing "could not be uploaded: …").
+    NotUploaded(String),
+    /// Dify took the upload but named no file id.
+    NoFileId,
+}
+
+impl FileError {
+    fn of(at: &str, problem: FileProblem) -> FileError {
+        FileError { at: at.to_string(), problem }
+    }
+}
+
+impl std::fmt::Display for FileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = &self.at;
+        match &self.problem {
+            FileProblem::NotUploaded(_) | FileProblem::NoFileId => write!(f, "the file of argument '{at}' ")?,
+            _ => write!(f, "argument '{at}' ")?,
+        }
+        match &self.problem {
+            FileProblem::Url(Refusal::Invalid(e)) => write!(f, "is not a valid URL ({e})"),
+            FileProblem::Url(Refusal::NotHttp) => f.write_str("must be an http:// or https:// URL"),
+            FileProblem::Url(Refusal::Userinfo) => f.write_str("must not carry credentials (user:password@)"),
+            FileProblem::Url(Refusal::Private(why)) => {
+                write!(f, "was refused: its host {why}, and files are only fetched from public addresses")
+            }
+            FileProblem::TooLarge { size, cap } => {
+                write!(f, "is a file of {size} bytes; at most {cap} bytes ({}) may be sent", in_units(*cap))
+            }
+            FileProblem::NotBase64 => f.write_str("has `data` that is not valid base64"),
+            FileProblem::NotUploaded(why) => write!(f, "could not be uploaded: {why}"),
+            FileProblem::NoFileId => f.write_str("was uploaded, but Dify's answer names no file id"),
+        }
+    }
+}
+
+impl From<FileError> for crate::pure::outcome::Outcome {
+    fn from(e: FileError) -> Self {
+        crate::pure::outcome::Outcome::Failed(format!("{e}"))
+    }
+}
+
 /// The URL as it goes to Dify, or why Flowgate will not let Dify fetch it: the same rules as
 /// a backend URL (http or https, no credentials, no private, loopback, link-local or metadata
 /// host unless `ALLOW_PRIVATE_BACKENDS` allows it). Dify fetches it from its own network, so
 /// without this check a caller could make Dify reach addresses only Dify can reach.
-pub fn judge_url(at: &str, url: &str, allow: &PrivateAllow) -> Result<String, String> {
-    use crate::pure::url::Refusal;
+pub fn judge_url(at: &str, url: &str, allow: &PrivateAllow) -> Result<String, FileError> {
     // The same guard as every backend fetch (`pure::url::judge`), in words about the argument.
     match crate::pure::url::judge(url, allow) {
         Ok(parsed) => Ok(parsed.as_str().to_string()),
-        Err(Refusal::Invalid(e)) => Err(format!("argument '{at}' is not a valid URL ({e})")),
-        Err(Refusal::NotHttp) => Err(format!("argument '{at}' must be an http:// or https:// URL")),
-        Err(Refusal::Userinfo) => Err(format!("argument '{at}' must not carry credentials (user:password@)")),
-        Err(Refusal::Private(why)) => Err(format!(
-            "argument '{at}' was refused: its host {why}, and files are only fetched from public addresses"
-        )),
+        Err(refusal) => Err(FileError::of(at, FileProblem::Url(refusal))),
     }
 }
 
 /// Base64 content decoded, refusing it before any allocation when its decoded size would pass
 /// `cap` bytes. ASCII whitespace (line breaks) is ignored; the URL-safe alphabet and missing
 /// padding are accepted.
-pub fn decode_bounded(at: &str, text: &str, cap: usize) -> Result<Vec<u8>, String> {
+pub fn decode_bounded(at: &str, text: &str, cap: usize) -> Result<Vec<u8>, FileError> {
     let significant = text.bytes().filter(|b| !b.is_ascii_whitespace() && *b != b'=').count();
     // Every 4 characters carry 3 bytes; a trailing 2 or 3 carry 1 or 2.
     let size = significant / 4 * 3 + (significant % 4).saturating_sub(1);
@@ -567,13 +620,12 @@ pub fn decode_bounded(at: &str, text: &str, cap: usize) -> Result<Vec<u8>, Strin
             b => b,
         })
         .collect();
-    crate::pure::base64::decode_url(&compact)
-        .map_err(|_| format!("argument '{at}' has `data` that is not valid base64"))
+    crate::pure::base64::decode_url(&compact).map_err(|_| FileError::of(at, FileProblem::NotBase64))
 }
 
 /// The refusal of a file over its cap.
-pub fn too_large(at: &str, size: usize, cap: usize) -> String {
-    format!("argument '{at}' is a file of {size} bytes; at most {cap} bytes ({}) may be sent", in_units(cap))
+pub fn too_large(at: &str, size: usize, cap: usize) -> FileError {
+    FileError::of(at, FileProblem::TooLarge { size, cap })
 }
 
 fn in_units(bytes: usize) -> String {
@@ -658,15 +710,15 @@ pub fn multipart(boundary: &str, name: &str, mime: &str, user: &str, content: &[
 }
 
 /// The upload's id from Dify's answer (`{"id": ..., "name", "size", ...}`), or why not.
-pub fn uploaded_id(at: &str, status: u16, body: &str) -> Result<String, String> {
+pub fn uploaded_id(at: &str, status: u16, body: &str) -> Result<String, FileError> {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     if !(200..300).contains(&status) {
         let why = crate::pure::outcome::http_failure("the Dify app", status, None, parsed.as_ref(), body);
-        return Err(format!("the file of argument '{at}' could not be uploaded: {why}"));
+        return Err(FileError::of(at, FileProblem::NotUploaded(why)));
     }
     match parsed.as_ref().and_then(|v| v.get("id")).and_then(Value::as_str) {
         Some(id) if !id.is_empty() => Ok(id.to_string()),
-        _ => Err(format!("the file of argument '{at}' was uploaded, but Dify's answer names no file id")),
+        _ => Err(FileError::of(at, FileProblem::NoFileId)),
     }
 }
 

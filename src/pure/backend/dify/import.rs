@@ -3,9 +3,19 @@
 use serde_json::{json, Value};
 
 use super::mode::DifyMode;
+use crate::pure::error::{ApiError, BadField};
 use crate::pure::mode::Mode;
 
-/// Why the responses are not those of a Dify app (a message for the person importing).
+/// Why the responses are not those of a Dify app (a message for the person importing): a 422.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotADifyApp(pub String);
+
+impl From<NotADifyApp> for ApiError {
+    fn from(NotADifyApp(why): NotADifyApp) -> ApiError {
+        ApiError::new(422, "not_a_dify_app", why)
+    }
+}
+
 /// The note an import answers with when a workflow's outputs are not declared: Dify's API
 /// says what a workflow takes (`/parameters`) but not what it returns.
 pub const OUTPUTS_NOTE: &str = "Dify's API does not say what a workflow returns, so this app declares no outputs: \
@@ -21,20 +31,22 @@ pub fn app_body_from_dify(
     base_url: &str,
     api_key: &str,
     outputs: Option<&Value>,
-) -> Result<Value, String> {
-    let mode = info
-        .get("mode")
-        .and_then(Value::as_str)
-        .ok_or("the /info response has no `mode`; is this the Service API base URL of a Dify app (…/v1)?")?;
+) -> Result<Value, NotADifyApp> {
+    let refuse = |why: String| Err(NotADifyApp(why));
+    let Some(mode) = info.get("mode").and_then(Value::as_str) else {
+        return refuse(
+            "the /info response has no `mode`; is this the Service API base URL of a Dify app (…/v1)?".into(),
+        );
+    };
     if Mode::parse(mode).and_then(Mode::dify).is_none() {
-        return Err(format!("the Dify app has mode '{mode}', which Flowgate cannot serve"));
+        return refuse(format!("the Dify app has mode '{mode}', which Flowgate cannot serve"));
     }
     let name = info.get("name").and_then(Value::as_str).filter(|n| !n.trim().is_empty()).unwrap_or("Dify app");
     let description = info.get("description").and_then(Value::as_str).unwrap_or("");
     let form = match parameters.get("user_input_form") {
         Some(f @ Value::Array(_)) => f.clone(),
         None | Some(Value::Null) => json!([]),
-        Some(_) => return Err("the /parameters response has a `user_input_form` that is not a list".into()),
+        Some(_) => return refuse("the /parameters response has a `user_input_form` that is not a list".into()),
     };
     let mut body = json!({
         "name": name,
@@ -64,17 +76,24 @@ pub fn app_body_from_dify(
 }
 
 /// The import's optional `mode` (what the caller expects the Dify app to be) against the mode
-/// Dify's `/info` names: a mismatch is refused, saying what the app is and what to do.
-pub fn check_expected_mode(expected: Option<&Value>, info: &Value) -> Result<(), String> {
+/// Dify's `/info` names: a mismatch is refused (the field `mode`), saying what the app is and
+/// what to do.
+pub fn check_expected_mode(expected: Option<&Value>, info: &Value) -> Result<(), BadField> {
     let Some(expected) = expected.filter(|v| !v.is_null()) else { return Ok(()) };
     let actual = info.get("mode").and_then(Value::as_str).unwrap_or("");
     match expected.as_str() {
         Some(e) if e == actual => Ok(()),
-        Some(e) if Mode::parse(e).and_then(Mode::dify).is_some() => Err(format!(
-            "the Dify app behind this API key is a {actual} app, not a {e} app: leave mode out to import it as the \
-             {actual} app it is, or use the API key of your {e} app"
+        Some(e) if Mode::parse(e).and_then(Mode::dify).is_some() => Err(BadField(
+            "mode",
+            format!(
+                "the Dify app behind this API key is a {actual} app, not a {e} app: leave mode out to import it as \
+                 the {actual} app it is, or use the API key of your {e} app"
+            ),
         )),
-        _ => Err("mode, when given, must be one of workflow, chat, advanced-chat, agent-chat, completion".into()),
+        _ => Err(BadField(
+            "mode",
+            "mode, when given, must be one of workflow, chat, advanced-chat, agent-chat, completion".into(),
+        )),
     }
 }
 
@@ -132,10 +151,11 @@ mod tests {
         assert_eq!(check_expected_mode(None, &info), Ok(()));
         assert_eq!(check_expected_mode(Some(&Value::Null), &info), Ok(()));
         assert_eq!(check_expected_mode(Some(&json!("workflow")), &info), Ok(()));
-        let e = check_expected_mode(Some(&json!("chat")), &info).unwrap_err();
+        let BadField(field, e) = check_expected_mode(Some(&json!("chat")), &info).unwrap_err();
+        assert_eq!(field, "mode");
         assert!(e.starts_with("the Dify app behind this API key is a workflow app, not a chat app"), "{e}");
         assert!(e.contains("leave mode out") && e.contains("use the API key of your chat app"), "{e}");
-        assert!(check_expected_mode(Some(&json!("mcp")), &info).unwrap_err().contains("must be one of"));
+        assert!(check_expected_mode(Some(&json!("mcp")), &info).unwrap_err().1.contains("must be one of"));
         assert!(check_expected_mode(Some(&json!(3)), &info).is_err());
     }
 
@@ -143,8 +163,12 @@ mod tests {
     fn refuses_what_is_not_a_dify_app() {
         assert!(app_body_from_dify(&json!({"hello": 1}), &json!({}), "u", "k", None)
             .unwrap_err()
+            .0
             .contains("no `mode`"));
-        assert!(app_body_from_dify(&json!({"mode": "mcp"}), &json!({}), "u", "k", None).unwrap_err().contains("'mcp'"));
+        assert!(app_body_from_dify(&json!({"mode": "mcp"}), &json!({}), "u", "k", None)
+            .unwrap_err()
+            .0
+            .contains("'mcp'"));
         assert!(app_body_from_dify(&json!({"mode": "chat"}), &json!({"user_input_form": 3}), "u", "k", None).is_err());
     }
 }

@@ -6,12 +6,12 @@
 
 use std::time::Duration;
 
-use crate::pure::backend::dify::files::{self, decode_bounded, too_large, Source};
+use crate::pure::backend::dify::files::{self, decode_bounded, too_large, FileError, FileProblem, Source};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::server::{self, CallPlan, CallRequest, Step};
 use crate::pure::outcome::Outcome;
 use crate::runtime::{Env, Headers, Method};
-use crate::shell::call::stream::Target;
+use crate::shell::call::stream::{BadCredentials, Target};
 use crate::shell::outbound::{self, CrossOrigin, SendError};
 use crate::shell::VERSION;
 
@@ -56,7 +56,7 @@ async fn place_files(plan: &mut CallPlan, def: &ServerDefinition, env: &Env) -> 
     let mut urls = Vec::with_capacity(pending.len());
     for f in &pending {
         urls.push(match &f.source {
-            Source::Url(u) => Some(files::judge_url(&f.at, u, &allow).map_err(Outcome::Failed)?),
+            Source::Url(u) => Some(files::judge_url(&f.at, u, &allow)?),
             _ => None,
         });
     }
@@ -67,10 +67,8 @@ async fn place_files(plan: &mut CallPlan, def: &ServerDefinition, env: &Env) -> 
             (None, source) => {
                 let cap = files::size_cap(f.file_type, system_parameters, max_file_bytes);
                 let bytes = match source {
-                    Source::Base64(text) => decode_bounded(&f.at, &text, cap).map_err(Outcome::Failed)?,
-                    Source::Text(text) if text.len() > cap => {
-                        return Err(Outcome::Failed(too_large(&f.at, text.len(), cap)))
-                    }
+                    Source::Base64(text) => decode_bounded(&f.at, &text, cap)?,
+                    Source::Text(text) if text.len() > cap => return Err(too_large(&f.at, text.len(), cap).into()),
                     Source::Text(text) => text.into_bytes(),
                     Source::Url(_) => Vec::new(),
                 };
@@ -96,7 +94,7 @@ async fn upload(
     content: Vec<u8>,
 ) -> Result<String, Outcome> {
     let mut nonce = [0u8; 16];
-    crate::runtime::fill_random(&mut nonce).map_err(|e| Outcome::Failed(e.to_string()))?;
+    crate::runtime::fill_random(&mut nonce)?;
     let boundary = format!("flowgate-{}", crate::pure::ids::hex(&nonce));
     let body = files::multipart(&boundary, name, mime, user, &content);
     drop(content);
@@ -104,15 +102,12 @@ async fn upload(
     headers.set("content-type", &format!("multipart/form-data; boundary={boundary}"));
     headers.set("accept", "application/json");
     if !target.api_key.is_empty() {
-        headers.try_set("authorization", &format!("Bearer {}", target.api_key)).map_err(|_| {
-            Outcome::Failed(format!(
-                "the credentials of app '{}' contain characters not allowed in an HTTP header",
-                target.app_name
-            ))
-        })?;
+        headers
+            .try_set("authorization", &format!("Bearer {}", target.api_key))
+            .map_err(|_| BadCredentials(target.app_name.clone()))?;
     }
     let url = format!("{}/files/upload", target.base_url);
-    let failed = |why: String| Outcome::Failed(format!("the file of argument '{at}' could not be uploaded: {why}"));
+    let failed = |why: String| Outcome::from(FileError { at: at.to_string(), problem: FileProblem::NotUploaded(why) });
     let timeout = target.total.max(Duration::from_secs(1));
     let mut resp =
         match outbound::send_bytes(Method::Post, &url, headers, Some(body), timeout, CrossOrigin::Refused).await {
@@ -128,5 +123,5 @@ async fn upload(
         Ok(t) => t,
         Err(_) => return Err(failed(format!("the Dify app's answer (HTTP {status}) could not be read"))),
     };
-    files::uploaded_id(at, status, &text).map_err(Outcome::Failed)
+    Ok(files::uploaded_id(at, status, &text)?)
 }

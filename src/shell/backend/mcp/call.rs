@@ -271,7 +271,7 @@ fn task_created(
     };
     match crate::shell::backend::mcp::relay::seal_task(env, &handle) {
         Ok(id) => server::relayed_task_created(plan, &upstream_tasks::normalize(task, &id, None), VERSION),
-        Err(why) => fail(why),
+        Err(why) => fail(format!("{why}")),
     }
 }
 
@@ -305,7 +305,8 @@ fn ask_client(
         caller: relay::caller_hash(&plan.user),
         expires_ms: crate::shell::platform::now_ms() + up.call_timeout.as_millis() as u64,
     };
-    let token = crate::shell::backend::mcp::relay::seal_ticket(env, &ticket).map_err(|why| refuse(&why))?;
+    let token =
+        crate::shell::backend::mcp::relay::seal_ticket(env, &ticket).map_err(|why| refuse(&format!("{why}")))?;
     Ok(relay::relayed_request(request, token))
 }
 

@@ -311,7 +311,7 @@ impl<'a> Client<'a> {
         let mut resp = match self.post(&self.up.url, &headers, &init, self.up.init_timeout).await {
             Ok(r) => r,
             Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-            Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+            Err(e) => return Err(InitFailure::Transport(format!("{e}"))),
         };
         let status = resp.status_code();
         if !(200..300).contains(&status) {
@@ -365,7 +365,7 @@ impl<'a> Client<'a> {
             let mut resp = match self.post(&self.up.url, &headers, &discover_request(id), self.up.init_timeout).await {
                 Ok(r) => r,
                 Err(SendError::TimedOut) => return Err(InitFailure::Timeout),
-                Err(e) => return Err(InitFailure::Transport(send_error_text(e))),
+                Err(e) => return Err(InitFailure::Transport(format!("{e}"))),
             };
             let status = resp.status_code();
             if (200..300).contains(&status) {
@@ -470,7 +470,7 @@ impl<'a> Client<'a> {
             }
             Err(e) => {
                 let host = crate::pure::url::host_for_display(sse_url);
-                return Err(format!("could not reach upstream {app} at {host}: {}", send_error_text(e)));
+                return Err(format!("could not reach upstream {app} at {host}: {}", e));
             }
         };
         let status = resp.status_code();
@@ -547,12 +547,7 @@ impl<'a> Client<'a> {
             Ok(r) => {
                 return Err(format!("upstream {app} refused a message on its SSE endpoint (HTTP {})", r.status_code()))
             }
-            Err(e) => {
-                return Err(format!(
-                    "upstream {app} did not accept a message on its SSE endpoint: {}",
-                    send_error_text(e)
-                ))
-            }
+            Err(e) => return Err(format!("upstream {app} did not accept a message on its SSE endpoint: {}", e)),
         }
         reader.expect(json!(id));
         let mut deadline = Deadline::after(timeout);
@@ -645,7 +640,7 @@ impl<'a> Client<'a> {
             Err(SendError::TimedOut) => {
                 return Err(Attempt::Failed(format!("upstream {app} did not answer within {} s", timeout.as_secs())))
             }
-            Err(e) => return Err(Attempt::Failed(format!("could not reach upstream {app}: {}", send_error_text(e)))),
+            Err(e) => return Err(Attempt::Failed(format!("could not reach upstream {app}: {}", e))),
         };
         let status = resp.status_code();
         if status == 404 && session.session_id.is_some() {
@@ -821,13 +816,10 @@ impl<'a> Client<'a> {
 
     /// Posts one message that expects no answer (a notification, or a response to the
     /// upstream's own request) on a session: the HTTP status the upstream answered.
-    pub async fn post_message(&self, target: &(Session, String), body: &Value) -> Result<u16, String> {
+    pub async fn post_message(&self, target: &(Session, String), body: &Value) -> Result<u16, SendError> {
         let method = body.get("method").and_then(Value::as_str).unwrap_or_default();
-        let h = self.headers(Some(&target.0), method, None)?;
-        match outbound::send(Method::Post, &target.1, h, Some(body), Duration::from_secs(10)).await {
-            Ok(r) => Ok(r.status_code()),
-            Err(e) => Err(send_error_text(e)),
-        }
+        let h = self.headers(Some(&target.0), method, None).map_err(SendError::unsendable)?;
+        Ok(outbound::send(Method::Post, &target.1, h, Some(body), Duration::from_secs(10)).await?.status_code())
     }
 
     /// Where the request in flight went, as [`Client::request`] last sent it.
@@ -895,7 +887,7 @@ async fn read_reply(
                 let _ = h.try_set("last-event-id", id);
                 crate::runtime::sleep(wait_ms).await;
                 let left = Duration::from_millis(deadline.left_ms().max(1));
-                let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await.map_err(send_error_text)?;
+                let mut r = outbound::send(Method::Get, url, h.clone(), None, left).await.map_err(|e| e.to_string())?;
                 if r.status_code() != 200 {
                     return Err(format!("resuming the upstream's event stream got HTTP {}", r.status_code()));
                 }
@@ -932,14 +924,5 @@ enum Attempt {
 impl From<String> for Attempt {
     fn from(why: String) -> Attempt {
         Attempt::Failed(why)
-    }
-}
-
-/// A failed send, in words (the guard's and redirect refusals are already whole sentences).
-fn send_error_text(e: SendError) -> String {
-    match e {
-        SendError::Unreachable(e) => e.to_string(),
-        SendError::TimedOut => "no answer in time".into(),
-        SendError::TooLarge(cap) => format!("the answer is larger than {} KiB", cap / 1024),
     }
 }

@@ -31,8 +31,45 @@ const TOKEN_TIMEOUT: Duration = Duration::from_secs(15);
 /// A token answer is a few hundred bytes; nothing larger is read.
 const TOKEN_BODY_CAP: usize = 64 * 1024;
 
+/// Why an app's upstream gets no `Authorization` header from its token broker.
+#[derive(Debug)]
+pub enum NoAuthorization {
+    /// The refusal is not one a new token answers.
+    NotAChallenge,
+    /// The broker could not be asked, or its answer does not read: the app, and why.
+    Broker { app: String, error: crate::runtime::Error },
+    /// The broker's own words (the token endpoint, or finding it, failed), or why its token
+    /// does not read.
+    Failed(String),
+}
+
+impl std::fmt::Display for NoAuthorization {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NoAuthorization::NotAChallenge => f.write_str("not a challenge"),
+            NoAuthorization::Broker { app, error } => {
+                write!(f, "the OAuth token of app '{app}' could not be obtained: {error}")
+            }
+            NoAuthorization::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+/// For `upstream_of`, which answers in words.
+impl From<NoAuthorization> for String {
+    fn from(e: NoAuthorization) -> String {
+        format!("{e}")
+    }
+}
+
+impl From<String> for NoAuthorization {
+    fn from(why: String) -> NoAuthorization {
+        NoAuthorization::Failed(why)
+    }
+}
+
 /// The `Authorization` header for an app's upstream, from its token broker.
-pub async fn authorization(env: &Env, app: &AppDefinition) -> Result<(String, String), String> {
+pub async fn authorization(env: &Env, app: &AppDefinition) -> Result<(String, String), NoAuthorization> {
     authorize(env, app, None).await
 }
 
@@ -45,9 +82,9 @@ pub async fn reauthorize(
     status: u16,
     challenge: Option<&str>,
     used: &str,
-) -> Result<(String, String), String> {
+) -> Result<(String, String), NoAuthorization> {
     let c = disc::parse_challenge(challenge.unwrap_or_default());
-    let Some(reaction) = disc::reaction(status, &c) else { return Err("not a challenge".into()) };
+    let Some(reaction) = disc::reaction(status, &c) else { return Err(NoAuthorization::NotAChallenge) };
     let hint = json!({
         "step_up": reaction == Reaction::StepUp,
         "scope": c.scope,
@@ -57,8 +94,11 @@ pub async fn reauthorize(
     authorize(env, app, Some(hint)).await
 }
 
-async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> Result<(String, String), String> {
-    let fail = |e: crate::runtime::Error| format!("the OAuth token of app '{}' could not be obtained: {e}", app.name);
+async fn authorize(
+    env: &Env,
+    app: &AppDefinition,
+    challenge: Option<Value>,
+) -> Result<(String, String), NoAuthorization> {
     let mcp = app.backend.as_mcp();
     // One broker per origin and backend: a token is only ever sent where it was obtained for,
     // and a changed backend starts with none.
@@ -66,16 +106,26 @@ async fn authorize(env: &Env, app: &AppDefinition, challenge: Option<Value>) -> 
     let oauth = mcp.and_then(|c| c.oauth.as_ref());
     let body =
         json!({"app_name": app.name, "oauth": oauth, "mcp_url": mcp.map(|c| c.url.as_str()), "challenge": challenge});
-    let req = Request::post("https://oauth/token", body.to_string());
-    let resp = env.runtime().object_fetch(crate::shell::platform::OAUTH, &name, req).await.map_err(fail)?;
-    let answer: Value = serde_json::from_str(&resp.text().await.map_err(fail)?).map_err(|e| fail(e.into()))?;
+    let answer = match ask_broker(env, &name, body).await {
+        Ok(answer) => answer,
+        Err(error) => return Err(NoAuthorization::Broker { app: app.name.clone(), error }),
+    };
     match answer["token"].as_object() {
         Some(_) => {
             let token: OAuthToken = crate::pure::fields::read(answer["token"].clone())?;
             Ok(up::authorization_header(&token))
         }
-        None => Err(answer["error"].as_str().unwrap_or("the token endpoint failed").to_string()),
+        None => {
+            Err(NoAuthorization::Failed(answer["error"].as_str().unwrap_or("the token endpoint failed").to_string()))
+        }
     }
+}
+
+/// The broker's JSON answer to `body`.
+async fn ask_broker(env: &Env, name: &str, body: Value) -> crate::runtime::Result<Value> {
+    let req = Request::post("https://oauth/token", body.to_string());
+    let resp = env.runtime().object_fetch(crate::shell::platform::OAUTH, name, req).await?;
+    Ok(serde_json::from_str(&resp.text().await?)?)
 }
 
 /// The Durable Object class that holds an upstream app's OAuth token (bound as `OAUTH`, class
@@ -126,7 +176,9 @@ impl TokenBroker {
         let body: Value = serde_json::from_str(&req.text().await?).unwrap_or(Value::Null);
         let app = body["app_name"].as_str().unwrap_or("app").to_string();
         let env = self.env.clone();
-        let cfg = match OAuthConfig::from_value(&body["oauth"], &|v| secrets::resolve(&env, v)) {
+        // One copy of `from_value` (the console's checks use it too): its resolver answers in words.
+        let resolve = |v: &str| secrets::resolve(&env, v).map_err(|e| format!("{e}"));
+        let cfg = match OAuthConfig::from_value(&body["oauth"], &resolve) {
             Ok(c) => c,
             Err(e) => return Response::from_json(&json!({"error": format!("backend.oauth of app '{app}': {e}")})),
         };
@@ -386,5 +438,26 @@ async fn send(url: &str, headers: Headers, form: String) -> Result<(u16, String)
         Err(SendError::TimedOut) => Err("the answer timed out".into()),
         Err(SendError::TooLarge(cap)) => Err(format!("the answer is larger than {} KiB", cap / 1024)),
         Err(SendError::Unreachable(e)) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words a call gets when its upstream's token is missing: the broker's failure names
+    /// the app; the broker's own reason is passed on as it is.
+    #[test]
+    fn no_authorization_says_why() {
+        let broker = NoAuthorization::Broker {
+            app: "Docs".into(),
+            error: crate::runtime::Error::new(crate::runtime::Kind::Object, "the object is overloaded"),
+        };
+        assert_eq!(broker.to_string(), "the OAuth token of app 'Docs' could not be obtained: the object is overloaded");
+        assert_eq!(
+            String::from(NoAuthorization::from("the token endpoint failed".to_string())),
+            "the token endpoint failed"
+        );
+        assert_eq!(NoAuthorization::NotAChallenge.to_string(), "not a challenge");
     }
 }

@@ -8,10 +8,11 @@ use serde_json::{Map, Value};
 
 use crate::pure::definition::ServerDefinition;
 use crate::pure::mcp::input_required::{self as ir, Bind};
-use crate::pure::mcp::relay::{self, ClientCaps, Ticket};
+use crate::pure::mcp::relay::{self, ClientCaps, Ticket, TicketRefused};
 use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::protocol::jsonrpc::{RpcError, INTERNAL_ERROR};
 use crate::pure::protocol::version::Version;
+use crate::pure::random::Unavailable;
 
 const TICKETS: &str = "relay-ticket";
 const SESSIONS: &str = "mcp-session";
@@ -25,10 +26,42 @@ fn keys(env: &Env, purpose: &str) -> Vec<[u8; 32]> {
     masters.iter().map(|k| relay::purpose_key(k, purpose)).collect()
 }
 
-fn nonce() -> Result<[u8; 12], String> {
+fn nonce() -> Result<[u8; 12], Unavailable> {
     let mut n = [0u8; 12];
-    crate::runtime::fill_random(&mut n).map_err(|e| e.to_string())?;
+    crate::runtime::fill_random(&mut n)?;
     Ok(n)
+}
+
+/// Why an id was not sealed for the client: the words the upstream or the client gets.
+#[derive(Debug)]
+pub enum NotSealed {
+    /// No SECRETS_KEY: what is therefore not relayed, in a whole sentence.
+    NoKey(&'static str),
+    Random(Unavailable),
+    /// `pure::mcp::relay`'s words.
+    Failed(String),
+}
+
+impl std::fmt::Display for NotSealed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotSealed::NoKey(sentence) => f.write_str(sentence),
+            NotSealed::Random(e) => e.fmt(f),
+            NotSealed::Failed(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<Unavailable> for NotSealed {
+    fn from(e: Unavailable) -> NotSealed {
+        NotSealed::Random(e)
+    }
+}
+
+impl From<String> for NotSealed {
+    fn from(why: String) -> NotSealed {
+        NotSealed::Failed(why)
+    }
 }
 
 /// What the client declared at `initialize`, from the `Mcp-Session-Id` it sent.
@@ -54,24 +87,24 @@ pub fn session_id_for(env: &Env, def: &ServerDefinition, request: &Value, respon
 
 /// Opens the id a client answered, for `server_id` and the answering client's backend `user`;
 /// `Err` says why it is refused.
-pub fn open_ticket(env: &Env, token: &str, server_id: &str, user: &str) -> Result<Ticket, String> {
+pub fn open_ticket(env: &Env, token: &str, server_id: &str, user: &str) -> Result<Ticket, TicketRefused> {
     relay::open_ticket(&keys(env, TICKETS), token, server_id, user, crate::shell::platform::now_ms())
 }
 
 /// The id a relayed request goes to the client under.
-pub fn seal_ticket(env: &Env, ticket: &Ticket) -> Result<String, String> {
+pub fn seal_ticket(env: &Env, ticket: &Ticket) -> Result<String, NotSealed> {
     let key = *keys(env, TICKETS)
         .first()
-        .ok_or("Flowgate has no SECRETS_KEY to seal the request's id with, so it relays nothing")?;
-    relay::seal_ticket(&key, nonce()?, ticket)
+        .ok_or(NotSealed::NoKey("Flowgate has no SECRETS_KEY to seal the request's id with, so it relays nothing"))?;
+    Ok(relay::seal_ticket(&key, nonce()?, ticket)?)
 }
 
 /// The id a client gets for an upstream's task (`pure::mcp::upstream_tasks`).
-pub fn seal_task(env: &Env, handle: &Handle) -> Result<String, String> {
-    let key = *keys(env, TASKS)
-        .first()
-        .ok_or("Flowgate has no SECRETS_KEY to seal the upstream's task id with, so it relays no tasks")?;
-    upstream_tasks::seal_handle(&key, nonce()?, handle)
+pub fn seal_task(env: &Env, handle: &Handle) -> Result<String, NotSealed> {
+    let key = *keys(env, TASKS).first().ok_or(NotSealed::NoKey(
+        "Flowgate has no SECRETS_KEY to seal the upstream's task id with, so it relays no tasks",
+    ))?;
+    Ok(upstream_tasks::seal_handle(&key, nonce()?, handle)?)
 }
 
 /// Where a relayed task id leads, if Flowgate gave it for this server.
@@ -119,4 +152,19 @@ pub fn seal_state(
         bind,
         crate::shell::platform::now_ms(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the upstream (or the client) reads when an id is not sealed: the sentence naming
+    /// the missing key, the platform's words, or the sealer's.
+    #[test]
+    fn not_sealed_says_why() {
+        let sentence = "Flowgate has no SECRETS_KEY to seal the request's id with, so it relays nothing";
+        assert_eq!(NotSealed::NoKey(sentence).to_string(), sentence);
+        assert_eq!(NotSealed::from(Unavailable).to_string(), Unavailable.to_string());
+        assert_eq!(NotSealed::from("sealing failed".to_string()).to_string(), "sealing failed");
+    }
 }

@@ -28,7 +28,8 @@ pub async fn op(req: &TaskRequest, def: &ServerDefinition, env: &Env, incoming: 
     server::relayed_task_response(req, run(req, def, env, incoming).await, VERSION)
 }
 
-fn failed(why: &str) -> RpcError {
+/// The upstream failed: the words of why, as an internal error.
+fn failed(why: impl std::fmt::Display) -> RpcError {
     RpcError::new(200, jsonrpc::INTERNAL_ERROR, format!("Internal error: {why}"))
 }
 
@@ -45,7 +46,7 @@ async fn run(
         .ok_or_else(unknown)?;
     let app = def.apps.iter().find(|a| a.id == handle.app_id).ok_or_else(unknown)?;
     let lookup = |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone());
-    let up = upstream_of(app, env, Some(&lookup)).await.map_err(|e| failed(&e))?;
+    let up = upstream_of(app, env, Some(&lookup)).await.map_err(failed)?;
     if up.session_scope != handle.scope {
         return Err(RpcError::new(
             200,
@@ -57,10 +58,10 @@ async fn run(
         ));
     }
     let mut client = Client::new(&up, env);
-    client.connect(true).await.map_err(|e| failed(&e))?;
+    client.connect(true).await.map_err(failed)?;
     let upstream = client.protocol().ok_or_else(|| failed("the upstream session has no revision"))?;
     if !upstream.is_stateless() && !upstream.has_tasks() {
-        return Err(failed(&format!("upstream {} no longer speaks a revision with tasks", up.app_name)));
+        return Err(failed(format!("upstream {} no longer speaks a revision with tasks", up.app_name)));
     }
     let mut task = Relayed { client: &mut client, app: &up.app_name, handle: &handle, id: &req.task_id, upstream };
     match req.op {
@@ -140,7 +141,7 @@ impl Relayed<'_, '_> {
         let make = |id, s: &Session| session_request(id, method, p.clone(), s);
         let timeout = self.client.call_timeout();
         let response =
-            self.client.request(&make, Some(upstream_id), &[], timeout, &mut |_| {}).await.map_err(|e| failed(&e))?;
+            self.client.request(&make, Some(upstream_id), &[], timeout, &mut |_| {}).await.map_err(failed)?;
         if let Some(e) = response.get("error") {
             let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
             // The upstream's message names its own id of the task; the client knows Flowgate's.
@@ -149,7 +150,7 @@ impl Relayed<'_, '_> {
         }
         match response.get("result") {
             Some(r) if r.is_object() => Ok(r.clone()),
-            _ => Err(failed(&format!("upstream {} answered {method} without a result object", self.app))),
+            _ => Err(failed(format!("upstream {} answered {method} without a result object", self.app))),
         }
     }
 
@@ -157,7 +158,7 @@ impl Relayed<'_, '_> {
     async fn get(&mut self, inline: bool) -> Result<Map<String, Value>, RpcError> {
         let answer = self.ask("tasks/get", None).await?;
         let Some(task) = answer.as_object() else {
-            return Err(failed(&format!("upstream {} answered tasks/get without a task", self.app)));
+            return Err(failed(format!("upstream {} answered tasks/get without a task", self.app)));
         };
         let finished = upstream_tasks::is_terminal(task) && task.get("status") != Some(&json!("cancelled"));
         let payload = if inline && finished && !self.upstream.is_stateless() {

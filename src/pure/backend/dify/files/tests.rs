@@ -133,12 +133,17 @@ fn base64_is_measured_before_it_is_decoded() {
     assert_eq!(decode_bounded("d", "aGVsbG8=", 5).unwrap(), b"hello");
     assert_eq!(decode_bounded("d", "aGVs\nbG8", 5).unwrap(), b"hello", "line breaks and missing padding");
     assert_eq!(decode_bounded("d", "_-8", 2).unwrap(), [0xff, 0xef], "URL-safe alphabet");
-    let e = decode_bounded("d", "aGVsbG8=", 4).unwrap_err();
+    let e = decode_bounded("d", "aGVsbG8=", 4).unwrap_err().to_string();
     assert_eq!(e, "argument 'd' is a file of 5 bytes; at most 4 bytes (4 bytes) may be sent");
     // A huge text is refused by its length alone.
     let huge = "A".repeat(4 << 20);
-    assert!(decode_bounded("d", &huge, 1 << 20).unwrap_err().contains("3145728 bytes; at most 1048576 bytes (1 MiB)"));
-    assert!(decode_bounded("d", "a*==", 10).unwrap_err().contains("not valid base64"));
+    assert!(decode_bounded("d", &huge, 1 << 20)
+        .unwrap_err()
+        .to_string()
+        .contains("3145728 bytes; at most 1048576 bytes (1 MiB)"));
+    let not_base64 = FileError { at: "d".into(), problem: FileProblem::NotBase64 };
+    assert_eq!(decode_bounded("d", "a*==", 10), Err(not_base64.clone()));
+    assert_eq!(not_base64.to_string(), "argument 'd' has `data` that is not valid base64");
 }
 
 #[test]
@@ -165,7 +170,7 @@ fn urls_are_judged_before_dify_sees_them() {
         ("https://u:p@x.example/a", "credentials"),
         ("not a url", "is not a valid URL"),
     ] {
-        let e = judge_url("doc", url, &none).unwrap_err();
+        let e = judge_url("doc", url, &none).unwrap_err().to_string();
         assert!(e.starts_with("argument 'doc' ") && e.contains(says), "{url}: {e}");
     }
     let allow = PrivateAllow::from_setting(Some("127.0.0.1"));
@@ -206,9 +211,10 @@ fn the_multipart_upload_body() {
     );
     assert_eq!(uploaded_id("doc", 201, r#"{"id":"u-1","name":"a.txt"}"#).unwrap(), "u-1");
     let e = uploaded_id("doc", 413, r#"{"code":"file_too_large","message":"File size exceeded.","status":413}"#)
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert_eq!(e, "the file of argument 'doc' could not be uploaded: the Dify app refused the call (HTTP 413, file_too_large): File size exceeded.");
-    assert!(uploaded_id("doc", 201, "{}").unwrap_err().contains("names no file id"));
+    assert!(uploaded_id("doc", 201, "{}").unwrap_err().to_string().contains("names no file id"));
 }
 
 #[test]
