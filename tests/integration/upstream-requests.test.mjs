@@ -162,9 +162,11 @@ describe('what is not relayed: the upstream gets an error saying why', () => {
       const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'test_sampling', arguments: { prompt: 'x' }, _meta: meta } };
       return rpc(url, call, { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'test_sampling' });
     };
+    // Declaring nothing, it is not asked: the upstream was told so (catalogs per client) and
+    // says itself that the client cannot sample.
     const r = await call26({});
     assert.equal(r.json.result.isError, true);
-    assert.match(r.json.result.content[0].text, /speaks MCP 2026-07-28/);
+    assert.match(r.json.result.content[0].text, /does not support sampling/);
     const bridged = await call26({ sampling: {} });
     assert.equal(bridged.json.result.resultType, 'input_required', bridged.text);
   });
