@@ -726,8 +726,7 @@ fn call_tool(
     let progress_token =
         request_meta.and_then(|m| m.get(meta::PROGRESS_TOKEN)).filter(|t| t.is_string() || t.is_number()).cloned();
     let asked_level = request_meta.and_then(|m| m.get(meta::LOG_LEVEL)).and_then(Value::as_str);
-    let log_level =
-        asked_level.and_then(|l| LOG_LEVELS.iter().copied().find(|k| *k == l)).or(version.default_log_level());
+    let log_level = asked_level.and_then(log_level).or(version.default_log_level());
     let cancel_key = cancel_key(def, &user, h.caller, id);
     let mut decision = tasks::decide(version, tool.task_support(), &tool.name, params);
     let toolset = |name: &str| tool.app.backend.as_mcp().is_some_and(|m| m.toolset_of(name).is_some());
@@ -878,8 +877,8 @@ fn task_request(
 
 mod replies;
 pub use replies::{
-    call_status, finish_call, forward_failed, forwarded_response, notification, relayed_task_created,
-    relayed_task_response, relays, task_created, task_response, upstream_response, Progress,
+    call_status, finish_call, forward_failed, forwarded_response, log_level, log_reaches, notification,
+    relayed_task_created, relayed_task_response, relays, task_created, task_response, upstream_response, Progress,
 };
 
 #[cfg(test)]

@@ -253,9 +253,7 @@ impl Line {
             Line::Response(r) => json!({"response": r}),
             Line::Failed(why) => json!({"error": why}),
         };
-        let mut bytes = v.to_string().into_bytes();
-        bytes.push(b'\n');
-        bytes
+        crate::pure::lines::encode(&v)
     }
 
     fn decode(text: &str) -> Result<Line, String> {
@@ -282,21 +280,12 @@ impl Line {
 /// Splits the object's answer into [`Line`]s as its chunks arrive.
 #[derive(Debug, Default)]
 pub struct LineReader {
-    buf: Vec<u8>,
+    lines: crate::pure::lines::Lines,
 }
 
 impl LineReader {
     pub fn feed(&mut self, chunk: &[u8]) -> Result<Vec<Line>, String> {
-        self.buf.extend_from_slice(chunk);
-        let mut out = Vec::new();
-        while let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = self.buf.drain(..=i).collect();
-            let text = String::from_utf8_lossy(&line);
-            if !text.trim().is_empty() {
-                out.push(Line::decode(text.trim())?);
-            }
-        }
-        Ok(out)
+        self.lines.feed(chunk).iter().map(|l| Line::decode(l)).collect()
     }
 }
 

@@ -137,12 +137,23 @@ pub fn relays(plan: &CallPlan, notification: &Value) -> bool {
     match notification["method"].as_str() {
         Some(methods::PROGRESS) => plan.progress_token.is_some(),
         Some(methods::MESSAGE) => {
-            let Some(threshold) = plan.log_level else { return false };
-            let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l).unwrap_or(0);
-            rank(notification["params"]["level"].as_str().unwrap_or("info")) >= rank(threshold)
+            log_reaches(plan.log_level, notification["params"]["level"].as_str().unwrap_or("info"))
         }
         _ => false,
     }
+}
+
+/// Whether a log message at `level` reaches a client that takes them from `threshold` up
+/// (`None`: none). An unknown level counts as the least severe.
+pub fn log_reaches(threshold: Option<&str>, level: &str) -> bool {
+    let Some(threshold) = threshold else { return false };
+    let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l).unwrap_or(0);
+    rank(level) >= rank(threshold)
+}
+
+/// The log level named `name`, if it is one.
+pub fn log_level(name: &str) -> Option<&'static str> {
+    LOG_LEVELS.iter().copied().find(|k| *k == name)
 }
 
 /// Counts the progress of one call; `progress` must grow with every notification.
@@ -166,9 +177,7 @@ pub fn notification(plan: &CallPlan, signal: Signal, progress: &mut Progress) ->
             })
         }
         Signal::Log { level, data } => {
-            let threshold = plan.log_level?;
-            let rank = |l: &str| LOG_LEVELS.iter().position(|k| *k == l).unwrap_or(0);
-            (rank(level) >= rank(threshold)).then(|| {
+            log_reaches(plan.log_level, level).then(|| {
                 json!({"jsonrpc": "2.0", "method": methods::MESSAGE, "params": {"level": level, "logger": "flowgate", "data": data}})
             })
         }
