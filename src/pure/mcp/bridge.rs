@@ -12,14 +12,18 @@
 //! - The `requestState` the client gets: `fg-bridge.` + AES-256-GCM over the call's binding (as
 //!   `input_required` states: server, app, tool, forwarded credentials, caller, expiry), the
 //!   object's name and the round.
-//! - [`Op`] and [`Reply`]: what the Worker and the object say to each other.
+//! - [`Op`] and [`Reply`]: what the Worker and the object say to each other; the object's answer
+//!   is [`Line`]s: the notifications of the call the client's request takes ([`Notes`]) as they
+//!   come, then the reply.
 
 use serde_json::{json, Map, Value};
 
 use super::input_required::{self as ir, Bind};
+use super::server::{self, CallPlan};
 use crate::pure::definition::AppDefinition;
 use crate::pure::fields::{self, Fields};
 use crate::pure::protocol::jsonrpc::RpcError;
+use crate::pure::protocol::methods;
 
 /// How a bridged call's `requestState` starts.
 pub const STATE_PREFIX: &str = "fg-bridge.";
@@ -126,6 +130,80 @@ impl Reply {
     }
 }
 
+/// What one client request of a bridged call (the first, or a retry: each has its own `_meta`)
+/// takes of the notifications the upstream sends while it is open.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Notes {
+    /// The request's `progressToken` (`None`: no progress).
+    pub progress_token: Option<Value>,
+    /// The least severe log level it takes (`None`: no log messages).
+    pub log_level: Option<&'static str>,
+}
+
+impl Notes {
+    pub fn of(plan: &CallPlan) -> Notes {
+        Notes { progress_token: plan.progress_token.clone(), log_level: plan.log_level }
+    }
+
+    /// What the client gets of `note`, a notification of the upstream's during the call that went
+    /// up with progress token `call_token` (the first request's): that call's progress, under
+    /// this request's own token; a log message at or above this request's level. `None` for
+    /// anything else (another request's progress, list changes, …), as in any call.
+    pub fn for_client(&self, note: &Value, call_token: Option<&Value>) -> Option<Value> {
+        match note.get("method").and_then(Value::as_str)? {
+            methods::PROGRESS => {
+                let token = self.progress_token.as_ref()?;
+                if call_token.is_none() || note.pointer("/params/progressToken") != call_token {
+                    return None;
+                }
+                let mut n = note.clone();
+                n["params"]["progressToken"] = token.clone();
+                Some(n)
+            }
+            methods::MESSAGE => {
+                let level = note.pointer("/params/level").and_then(Value::as_str).unwrap_or("info");
+                server::log_reaches(self.log_level, level).then(|| note.clone())
+            }
+            _ => None,
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({"progress": self.progress_token, "log": self.log_level})
+    }
+
+    fn read(f: &mut Fields) -> Result<Notes, String> {
+        let progress_token = f.opt_value("progress").filter(|p| !p.is_null());
+        let log_level = f.opt_text("log")?.as_deref().and_then(server::log_level);
+        Ok(Notes { progress_token, log_level })
+    }
+}
+
+/// One line of the object's answer to a client request: a notification for the client, as it
+/// came, or the reply (the last line).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Line {
+    Note(Value),
+    Reply(Reply),
+}
+
+impl Line {
+    pub fn encode(&self) -> Vec<u8> {
+        match self {
+            Line::Note(n) => crate::pure::lines::encode(&json!({ "note": n })),
+            Line::Reply(r) => crate::pure::lines::encode(&r.to_json()),
+        }
+    }
+
+    pub fn decode(text: &str) -> Result<Line, String> {
+        let v: Value = serde_json::from_str(text).map_err(|e| format!("a line that is not JSON ({e})"))?;
+        match v.get("note") {
+            Some(n) => Ok(Line::Note(n.clone())),
+            None => Reply::from_json(v).map(Line::Reply),
+        }
+    }
+}
+
 /// A bridged call as the Worker hands it to its object: the app, the upstream tool and what the
 /// call sends it, the client's headers (for forwarded credentials; kept in memory only), and how
 /// long the call and each wait for the client may take.
@@ -138,7 +216,8 @@ pub struct Start {
     pub input: Map<String, Value>,
     /// The call's `Mcp-Param-*` headers.
     pub params: Vec<(String, String)>,
-    pub progress_token: Option<Value>,
+    /// What the first request takes; its progress token is the one the upstream call gets.
+    pub notes: Notes,
     pub incoming: Vec<(String, String)>,
     pub timeout_ms: u64,
 }
@@ -148,14 +227,19 @@ pub struct Start {
 pub enum Op {
     /// Start the upstream call; answers with the first round or the result.
     Start(Box<Start>),
-    /// The client's `inputResponses` for round `round`; answers with the next round or the result.
-    Answer { round: u32, responses: Map<String, Value> },
+    /// The client's `inputResponses` for round `round`; answers with the next round or the
+    /// result, after the notifications the retry takes.
+    Answer { round: u32, responses: Map<String, Value>, notes: Notes },
     /// The client went away: cancel the upstream call.
     Cancel,
 }
 
 fn pairs(list: &[(String, String)]) -> Value {
     Value::Array(list.iter().map(|(k, v)| json!([k, v])).collect())
+}
+
+fn read_notes(f: &mut Fields) -> Result<Notes, String> {
+    fields::read_with(f.value("notes")?, Notes::read)
 }
 
 fn read_pairs(v: Vec<Value>) -> Vec<(String, String)> {
@@ -166,9 +250,11 @@ impl Op {
     pub fn to_json(&self) -> Value {
         match self {
             Op::Start(s) => json!({"op": "start", "app": s.app, "tool": s.tool, "arguments": s.arguments,
-                "input": s.input, "params": pairs(&s.params), "progress": s.progress_token,
+                "input": s.input, "params": pairs(&s.params), "notes": s.notes.to_json(),
                 "incoming": pairs(&s.incoming), "timeout": s.timeout_ms}),
-            Op::Answer { round, responses } => json!({"op": "answer", "round": round, "responses": responses}),
+            Op::Answer { round, responses, notes } => {
+                json!({"op": "answer", "round": round, "responses": responses, "notes": notes.to_json()})
+            }
             Op::Cancel => json!({"op": "cancel"}),
         }
     }
@@ -181,11 +267,13 @@ impl Op {
                 arguments: f.value("arguments")?,
                 input: f.members("input")?,
                 params: read_pairs(f.values("params")?),
-                progress_token: f.opt_value("progress").filter(|p| !p.is_null()),
+                notes: read_notes(f)?,
                 incoming: read_pairs(f.values("incoming")?),
                 timeout_ms: f.uint("timeout")?,
             }))),
-            "answer" => Ok(Op::Answer { round: f.uint32("round")?, responses: f.members("responses")? }),
+            "answer" => {
+                Ok(Op::Answer { round: f.uint32("round")?, responses: f.members("responses")?, notes: read_notes(f)? })
+            }
             "cancel" => Ok(Op::Cancel),
             other => Err(format!("unknown bridge operation {other}")),
         })
@@ -485,6 +573,29 @@ mod tests {
     }
 
     #[test]
+    fn a_request_takes_the_calls_progress_under_its_own_token_and_logs_from_its_level_up() {
+        let progress = |t: Value| json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": t, "progress": 1}});
+        let log = |level: &str| json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "data": "d"}});
+        let call = json!("first-token");
+        // A retry with a token of its own: the call's progress (it went up with the first
+        // request's token) comes back under the retry's.
+        let retry = Notes { progress_token: Some(json!(42)), log_level: Some("warning") };
+        assert_eq!(retry.for_client(&progress(call.clone()), Some(&call)), Some(progress(json!(42))));
+        assert_eq!(retry.for_client(&progress(json!("other")), Some(&call)), None, "another request's progress");
+        assert_eq!(retry.for_client(&progress(call.clone()), None), None, "the call asked for no progress");
+        assert_eq!(retry.for_client(&log("error"), Some(&call)), Some(log("error")));
+        assert_eq!(retry.for_client(&log("warning"), Some(&call)), Some(log("warning")));
+        assert_eq!(retry.for_client(&log("info"), Some(&call)), None, "below the request's level");
+        let listed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+        assert_eq!(retry.for_client(&listed, Some(&call)), None);
+        assert_eq!(retry.for_client(&json!({"jsonrpc": "2.0", "id": 1, "result": {}}), Some(&call)), None);
+        // A request that asked for neither takes nothing.
+        let plain = Notes::default();
+        assert_eq!(plain.for_client(&progress(call.clone()), Some(&call)), None);
+        assert_eq!(plain.for_client(&log("emergency"), Some(&call)), None);
+    }
+
+    #[test]
     fn states_name_the_object_and_round_and_are_bound_like_input_required_states() {
         let token = seal_state(&K, [1; 12], B, "obj-1", 3, 5_000).unwrap();
         assert!(token.starts_with(STATE_PREFIX) && !token.contains("obj-1"));
@@ -513,12 +624,21 @@ mod tests {
         for reply in [r, Reply::Final(json!({"id": 1})), Reply::Failed("f".into()), Reply::Refused("r".into())] {
             assert_eq!(Reply::from_json(reply.to_json()).unwrap(), reply);
         }
-        let Op::Answer { round, responses: got } =
-            Op::from_json(Op::Answer { round: 4, responses: responses(json!({"a": {}})) }.to_json()).unwrap()
-        else {
+        let takes = Notes { progress_token: Some(json!("p-2")), log_level: Some("warning") };
+        let answer = Op::Answer { round: 4, responses: responses(json!({"a": {}})), notes: takes.clone() };
+        let Op::Answer { round, responses: got, notes } = Op::from_json(answer.to_json()).unwrap() else {
             panic!("not an answer")
         };
-        assert_eq!((round, got), (4, responses(json!({"a": {}}))));
+        assert_eq!((round, got, notes), (4, responses(json!({"a": {}})), takes));
+        let none = Op::Answer { round: 1, responses: Map::new(), notes: Notes::default() };
+        let Op::Answer { notes, .. } = Op::from_json(none.to_json()).unwrap() else { panic!("not an answer") };
+        assert_eq!(notes, Notes::default());
+        let lines = [Line::Note(json!({"method": "notifications/progress"})), Line::Reply(Reply::Failed("f".into()))];
+        let bytes: Vec<u8> = lines.iter().flat_map(Line::encode).collect();
+        let got: Vec<Line> =
+            crate::pure::lines::Lines::default().feed(&bytes).iter().map(|l| Line::decode(l).unwrap()).collect();
+        assert_eq!(got, lines);
+        assert!(Line::decode("{\"what\": 1}").is_err() && Line::decode("nope").is_err());
         assert!(matches!(Op::from_json(Op::Cancel.to_json()), Ok(Op::Cancel)));
         assert!(Op::from_json(json!({"op": "explode"})).is_err());
     }

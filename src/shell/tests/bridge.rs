@@ -17,18 +17,37 @@ const V2026: &str = "2026-07-28";
 pub(super) const LEGACY: &str = "https://legacy.test";
 
 /// A 2026-07-28 `tools/call` of `tool` by client `client` that declared `caps`, with `extra`
-/// params (a retry's `inputResponses` and `requestState`); the answer.
+/// params (a retry's `inputResponses` and `requestState`; its `_meta` added to the call's); the
+/// answer.
 pub(super) fn call26(fx: &Fx, code: &str, tool: &str, caps: Value, client: &str, extra: Value) -> ClientResponse {
+    call26_taking(fx, code, tool, caps, client, extra, "application/json, text/event-stream")
+}
+
+/// [`call26`] by a client that takes `accept`.
+pub(super) fn call26_taking(
+    fx: &Fx,
+    code: &str,
+    tool: &str,
+    caps: Value,
+    client: &str,
+    extra: Value,
+    accept: &str,
+) -> ClientResponse {
     let mut params = json!({"name": tool, "arguments": {"question": "Ship it?"},
         "_meta": {"io.modelcontextprotocol/protocolVersion": V2026, "io.modelcontextprotocol/clientCapabilities": caps,
                   "io.modelcontextprotocol/clientInfo": {"name": client, "version": "1"}}});
-    if let (Some(p), Some(x)) = (params.as_object_mut(), extra.as_object()) {
+    let mut extra = extra;
+    if let (Some(m), Some(x)) = (params["_meta"].as_object_mut(), extra.get("_meta").and_then(Value::as_object)) {
+        m.extend(x.clone());
+    }
+    if let (Some(p), Some(x)) = (params.as_object_mut(), extra.as_object_mut()) {
+        x.remove("_meta");
         p.extend(x.clone());
     }
     let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
     let h = [
         ("content-type", "application/json"),
-        ("accept", "application/json, text/event-stream"),
+        ("accept", accept),
         ("mcp-protocol-version", V2026),
         ("mcp-method", "tools/call"),
         ("mcp-name", tool),
@@ -337,5 +356,94 @@ fn a_retry_that_outlasts_the_call_timeout_cancels_the_call_upstream() {
     let name = &bridges(&fx)[0];
     assert!(fx.sim.object_storage("BRIDGES", name).is_empty());
     assert_eq!(fx.sim.object_alarm("BRIDGES", name), None);
+    fx.assert_invariants();
+}
+
+/// `_meta` of a request that takes progress under `token` and log messages from `info` up.
+pub(super) fn taking(token: &str) -> Value {
+    json!({"_meta": {"progressToken": token, "io.modelcontextprotocol/logLevel": "info"}})
+}
+
+/// The `ask` call's first request, with `notes` on: the upstream sends progress and logs
+/// before each question and before its result.
+pub(super) fn noting(token: &str) -> Value {
+    let mut first = taking(token);
+    first["arguments"] = json!({"question": "Ship it?", "notes": true});
+    first
+}
+
+pub(super) fn progress(token: &str, n: u64, before: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/progress",
+           "params": {"progressToken": token, "progress": n, "message": format!("before {before}")}})
+}
+
+pub(super) fn info(before: &str) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/message",
+           "params": {"level": "info", "logger": "ask", "data": format!("info: before {before}")}})
+}
+
+pub(super) fn not_relayed(fx: &Fx) -> Vec<String> {
+    fx.sim.logs().into_iter().filter(|l| l.contains("were not relayed")).collect()
+}
+
+#[test]
+fn progress_and_logs_of_a_bridged_call_reach_the_clients_sse_answer_before_its_round_and_its_result() {
+    let fx = Fx::new(715);
+    let (code, tool) = asker(&fx, json!({}));
+    let r = call26(&fx, &code, &tool, elicitation(), "alice", noting("tok-1"));
+    assert_eq!(bridges(&fx).len(), 1, "bridged");
+    assert!(r.headers.get("content-type").is_some_and(|c| c.contains("text/event-stream")), "{:?}", r.headers);
+    // In the order they came, the round last; the debug message is below the client's level.
+    let all = messages(&r);
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert_eq!(all[0], progress("tok-1", 1, "question 1"));
+    assert_eq!(all[1], info("question 1"));
+    let (key, _, state) = round_of(&all[2]);
+    // The upstream call went up with the first request's token.
+    let sent = upstream_calls(&fx, "tools/call").pop().and_then(|c| c.json()).unwrap_or_default();
+    assert_eq!(sent["params"]["_meta"]["progressToken"], "tok-1");
+    // The retry has a token of its own: the call's progress comes to it under that one.
+    let mut again = retry(&key, json!({"action": "accept", "content": {"ok": true}}), &state);
+    again["_meta"] = taking("tok-2")["_meta"].clone();
+    let all = messages(&call26(&fx, &code, &tool, elicitation(), "alice", again));
+    assert_eq!(all.len(), 3, "{all:?}");
+    assert_eq!(all[0], progress("tok-2", 2, "the result"));
+    assert_eq!(all[1], info("the result"));
+    let (is_error, text) = result_text(&all[2]);
+    assert!(!is_error && text.contains("accept"), "{all:?}");
+    assert!(not_relayed(&fx).is_empty(), "nothing came between the requests: {:?}", not_relayed(&fx));
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_bridged_retry_that_asks_for_no_progress_or_logs_gets_none() {
+    let fx = Fx::new(716);
+    let (code, tool) = asker(&fx, json!({}));
+    let (key, _, state) = round_of(&last(&call26(&fx, &code, &tool, elicitation(), "alice", noting("tok-1"))));
+    let again = retry(&key, json!({"action": "accept", "content": {"ok": true}}), &state);
+    let all = messages(&call26(&fx, &code, &tool, elicitation(), "alice", again));
+    assert_eq!(all.len(), 1, "the result only: {all:?}");
+    assert!(result_text(&all[0]).1.contains("accept"), "{all:?}");
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_json_only_client_gets_no_notifications_of_a_bridged_call() {
+    let fx = Fx::new(717);
+    let (code, tool) = asker(&fx, json!({}));
+    let json_only = |extra: Value| call26_taking(&fx, &code, &tool, elicitation(), "alice", extra, "application/json");
+    let r = json_only(noting("tok-1"));
+    assert_eq!(bridges(&fx).len(), 1, "bridged");
+    assert!(r.headers.get("content-type").is_some_and(|c| c.contains("application/json")), "{:?}", r.headers);
+    let all = messages(&r);
+    assert_eq!(all.len(), 1, "{all:?}");
+    let (key, _, state) = round_of(&all[0]);
+    let mut again = retry(&key, json!({"action": "accept", "content": {"ok": true}}), &state);
+    again["_meta"] = taking("tok-2")["_meta"].clone();
+    let r = json_only(again);
+    assert!(r.headers.get("content-type").is_some_and(|c| c.contains("application/json")), "{:?}", r.headers);
+    let all = messages(&r);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert!(result_text(&all[0]).1.contains("accept"), "{all:?}");
     fx.assert_invariants();
 }

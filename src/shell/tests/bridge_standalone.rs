@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use serde_json::{json, Value};
 
-use super::bridge::{bridges, call26, retry, round_of, LEGACY};
+use super::bridge::{bridges, call26, info, not_relayed, noting, progress, retry, round_of, taking, LEGACY};
 use super::upstream_apps::*;
 use super::*;
 use crate::runtime::Method;
@@ -176,20 +176,55 @@ fn no_standalone_get_without_a_session_and_one_legacy_connection_a_bridged_call(
 }
 
 #[test]
-fn notifications_during_a_bridged_call_are_not_relayed_and_the_log_says_so() {
+fn a_log_on_the_standalone_stream_during_a_bridged_call_reaches_the_client_before_the_result() {
     let fx = Fx::new(724);
     let (code, _) = streamer(&fx, json!({}));
     let tool = tool_named(&fx, &code, "stream_note");
     let log = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "error", "data": "x"}});
-    let mut e = json!({});
+    let mut e = json!({"_meta": {"io.modelcontextprotocol/logLevel": "warning"}});
     e["arguments"] = json!({"message": log, "delayMs": 300});
     let r = call26(&fx, &code, &tool, json!({"roots": {}}), "alice", e);
     assert_eq!(bridges(&fx).len(), 1, "bridged");
     let all = messages(&r);
-    assert_eq!(all.len(), 1, "the result only: {all:?}");
-    assert_eq!(result_text(&all[0]), (false, "sent".into()), "the stream carried the log");
-    let said = fx.sim.logs().into_iter().filter(|l| l.contains("were not relayed")).collect::<Vec<_>>();
+    assert_eq!(all.len(), 2, "the log, then the result: {all:?}");
+    assert_eq!(all[0], log);
+    assert_eq!(result_text(&all[1]), (false, "sent".into()), "the stream carried the log");
+    assert!(not_relayed(&fx).is_empty(), "{:?}", not_relayed(&fx));
+    fx.assert_invariants();
+}
+
+#[test]
+fn notifications_between_the_rounds_of_a_bridged_call_are_dropped_and_counted() {
+    let fx = Fx::new(726);
+    fx.upstream.asks.set(true);
+    let (code, _) = streamer(&fx, json!({}));
+    let tool = tool_named(&fx, &code, "ask");
+    let all = messages(&call26(&fx, &code, &tool, json!({"elicitation": {}}), "alice", noting("tok-1")));
+    assert_eq!(all.len(), 3, "{all:?}");
+    let (key, _, state) = round_of(&all[2]);
+    // The round is out and no request of the client's is open: what the upstream sends now on
+    // the session's standalone stream (which the object holds) can reach nobody.
+    let session = upstream_calls(&fx, "tools/call").pop().and_then(|r| r.headers.get("mcp-session-id"));
+    let stream = session.as_deref().and_then(|s| fx.upstream.standalone_stream(s));
+    let Some(stream) = stream else { panic!("the object holds the stream across the round") };
+    let frame = |m: Value| format!("event: message\ndata: {m}\n\n");
+    let log = |level: &str| json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "data": "between"}});
+    stream.push(frame(log("error")));
+    stream.push(frame(json!({"jsonrpc": "2.0", "method": "notifications/progress",
+        "params": {"progressToken": "tok-1", "progress": 1.5}})));
+    // Below the level the client asked for: it would not have gone anyway, and is not counted.
+    stream.push(frame(log("debug")));
+    fx.sim.advance(1_000).unwrap_or_else(|h| panic!("{h}"));
+    assert!(not_relayed(&fx).is_empty(), "said once, when the call ends");
+    let mut again = retry(&key, json!({"action": "accept", "content": {"ok": true}}), &state);
+    again["_meta"] = taking("tok-2")["_meta"].clone();
+    let all = messages(&call26(&fx, &code, &tool, json!({"elicitation": {}}), "alice", again));
+    assert_eq!(all.len(), 3, "what came between the rounds is not in the retry's answer: {all:?}");
+    assert_eq!(all[0], progress("tok-2", 2, "the result"));
+    assert_eq!(all[1], info("the result"));
+    assert!(result_text(&all[2]).1.contains("accept"), "{all:?}");
+    let said = not_relayed(&fx);
     assert_eq!(said.len(), 1, "{said:?}");
-    assert!(said[0].contains("\"count\":1") && said[0].contains("Streamer"), "{}", said[0]);
+    assert!(said[0].contains("\"count\":2") && said[0].contains("Streamer"), "{}", said[0]);
     fx.assert_invariants();
 }

@@ -5,7 +5,8 @@
 //!
 //! Scripted beyond that, each when asked for: `ask` sends the client an `elicitation/create`
 //! on the call's stream (`arguments.rounds` of them, one after each answer) and answers with what
-//! the client said, once its answer is posted (never, with `arguments.stall`)
+//! the client said, once its answer is posted (never, with `arguments.stall`; progress and log
+//! messages before each question and the result, with `arguments.notes`)
 //! ([`McpUpstream::answers`]); tasks of 2025-11-25 (`long_job`, [`McpUpstream::tasks`]); the
 //! legacy HTTP+SSE transport only ([`McpUpstream::legacy`]); bearer tokens checked by the test
 //! ([`McpUpstream::require_token`], a 401 challenge otherwise); an outage ([`McpUpstream::down`]);
@@ -50,6 +51,10 @@ struct Waiting {
     answered: Vec<Value>,
     /// The call's `arguments.stall`: after the last answer the call never ends.
     stall: bool,
+    /// The call's `arguments.notes`: before each question and before the result it sends, on the
+    /// same stream, its progress (with the call's `progressToken`, when it has one) and a log
+    /// message at `info` and one at `debug`. The progress token, if so.
+    notes: Option<Option<Value>>,
 }
 
 /// A task of the upstream's: when it ends and what it gives.
@@ -133,7 +138,7 @@ fn tools(asks: bool, tasks: bool, standalone: bool, counts: bool) -> Value {
     if asks {
         if let Some(l) = list.as_array_mut() {
             l.push(json!({"name": "ask", "description": "Asks the client a question (elicitation) and answers with what it said.",
-                "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}, "rounds": {"type": "integer", "minimum": 1}, "stall": {"type": "boolean"}}}}));
+                "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}, "rounds": {"type": "integer", "minimum": 1}, "stall": {"type": "boolean"}, "notes": {"type": "boolean"}}}}));
         }
     }
     if standalone {
@@ -319,8 +324,23 @@ impl McpUpstream {
         let call_id = msg.get("id").cloned().unwrap_or(Value::Null);
         let rounds = msg.pointer("/params/arguments/rounds").and_then(Value::as_u64).unwrap_or(1).max(1);
         let stall = msg.pointer("/params/arguments/stall") == Some(&json!(true));
-        let w = Waiting { feed: feed.clone(), call_id, session, close, rounds, answered: Vec::new(), stall };
+        let notes = (msg.pointer("/params/arguments/notes") == Some(&json!(true)))
+            .then(|| msg.pointer("/params/_meta/progressToken").cloned());
+        let w = Waiting { feed: feed.clone(), call_id, session, close, rounds, answered: Vec::new(), stall, notes };
         self.ask_next(msg.pointer("/params/arguments/question").and_then(Value::as_str), w);
+    }
+
+    /// What an `ask` call with `notes` sends before its step `step` (a question, or the result).
+    fn send_notes(w: &Waiting, step: u64, what: &str) {
+        let Some(token) = &w.notes else { return };
+        if let Some(t) = token {
+            w.feed.push(frame(&json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": t, "progress": step, "message": format!("before {what}")}})));
+        }
+        for level in ["info", "debug"] {
+            w.feed.push(frame(&json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": level, "logger": "ask", "data": format!("{level}: before {what}")}})));
+        }
     }
 
     /// The next question of a call (its `question`, then "Question n?").
@@ -329,6 +349,7 @@ impl McpUpstream {
         self.next_request.set(n);
         let id = format!("up-ask-{n}");
         let numbered = format!("Question {}?", w.answered.len() + 1);
+        McpUpstream::send_notes(&w, w.answered.len() as u64 + 1, &format!("question {}", w.answered.len() + 1));
         let request = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
             "message": question.unwrap_or(&numbered),
             "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}}});
@@ -401,6 +422,7 @@ impl McpUpstream {
                 rounds: 1,
                 answered: Vec::new(),
                 stall: false,
+                notes: None,
             },
         );
         Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed))
@@ -441,6 +463,7 @@ impl McpUpstream {
                 json!({"content": [{"type": "text", "text": format!("refused: {}", e.cloned().unwrap_or(Value::Null))}], "isError": true})
             }
         };
+        McpUpstream::send_notes(&w, w.answered.len() as u64 + 1, "the result");
         w.feed.push(frame(&json!({"jsonrpc": "2.0", "id": w.call_id, "result": result})));
         if w.close {
             w.feed.close();

@@ -3,6 +3,9 @@
 //! per call) that holds the upstream's POST or SSE stream while the client answers the
 //! upstream's requests in `input_required` rounds. The Worker side ([`start`], [`resume`])
 //! hands the call and each retry to the object and turns its [`Reply`] into the client's answer.
+//! While a client request is open (from its arrival until its reply) the object streams it, as
+//! lines ([`Line`]), the call's progress and log messages that request takes, and the Worker
+//! emits them on the client's SSE answer as for any call; what comes between requests is dropped.
 //!
 //! Bounds: each round waits for the client at most the app's `tool_call_timeout` (an alarm then
 //! gives the call up and tells the upstream `notifications/cancelled`); the whole call is bounded
@@ -19,7 +22,7 @@ use serde_json::{json, Map, Value};
 use crate::pure::backend::mcp::session::Session;
 use crate::pure::backend::mcp::transport::{first_transport, Transport};
 use crate::pure::definition::AppDefinition;
-use crate::pure::mcp::bridge::{self as pb, Bridge, Came, Op, Reply, Start};
+use crate::pure::mcp::bridge::{self as pb, Bridge, Came, Line, Notes, Op, Reply, Start};
 use crate::pure::mcp::input_required::{self as ir, Bind};
 use crate::pure::mcp::relay::{self, Channel};
 use crate::pure::mcp::server::{self, CallPlan};
@@ -101,6 +104,7 @@ pub async fn start(
     arguments: &Value,
     input: &Map<String, Value>,
     params: &[(String, String)],
+    emit: &mut dyn FnMut(Value),
     abort: impl std::future::Future<Output = ()>,
 ) -> Value {
     let mut id = [0u8; 16];
@@ -115,20 +119,22 @@ pub async fn start(
         arguments: arguments.clone(),
         input: input.clone(),
         params: params.to_vec(),
-        progress_token: call.plan.progress_token.clone(),
+        notes: Notes::of(call.plan),
         incoming: incoming.to_vec(),
         timeout_ms,
     }));
-    let reply = ask(env, &object, &op, abort).await;
+    let reply = ask(env, &object, &op, emit, abort).await;
     answer(&call, env, &object, reply)
 }
 
 /// A client's retry with a bridge's `requestState`: its `inputResponses` to the object that
-/// holds the call, and the client's answer (the next round, or the result).
+/// holds the call, and the client's answer (the next round, or the result); the call's
+/// notifications the retry takes go to `emit` meanwhile.
 pub async fn resume(
     call: Call<'_>,
     env: &Env,
     input: &Map<String, Value>,
+    emit: &mut dyn FnMut(Value),
     abort: impl std::future::Future<Output = ()>,
 ) -> Value {
     let token = input.get("requestState").and_then(Value::as_str).unwrap_or_default();
@@ -137,24 +143,43 @@ pub async fn resume(
         Err(e) => return e.to_response(&call.plan.id),
     };
     let responses = input.get("inputResponses").and_then(Value::as_object).cloned().unwrap_or_default();
-    let reply = ask(env, &object, &Op::Answer { round, responses }, abort).await;
+    let reply = ask(env, &object, &Op::Answer { round, responses, notes: Notes::of(call.plan) }, emit, abort).await;
     answer(&call, env, &object, reply)
 }
 
-/// Asks the call's object; a client that goes away first (`abort`) cancels the call.
-async fn ask(env: &Env, object: &str, op: &Op, abort: impl std::future::Future<Output = ()>) -> Reply {
+/// Asks the call's object: the notifications it streams go to `emit` as they come, its reply
+/// ends the answer. A client that goes away first (`abort`) cancels the call.
+async fn ask(
+    env: &Env,
+    object: &str,
+    op: &Op,
+    emit: &mut dyn FnMut(Value),
+    abort: impl std::future::Future<Output = ()>,
+) -> Reply {
     let send = async {
         let req = Request::post("https://bridge/", op.to_json().to_string());
-        let resp = env.runtime().object_fetch(crate::shell::platform::BRIDGES, object, req).await;
-        let text = match resp {
-            Ok(r) if r.status_code() == 200 => r.text().await.map_err(|e| e.to_string()),
-            Ok(r) => Err(format!("HTTP {}: {}", r.status_code(), r.text().await.unwrap_or_default())),
-            Err(e) => Err(e.to_string()),
+        let failed = |why: String| Reply::Failed(format!("the call's bridge failed: {why}"));
+        let resp = match env.runtime().object_fetch(crate::shell::platform::BRIDGES, object, req).await {
+            Ok(r) if r.status_code() == 200 => r,
+            Ok(r) => return failed(format!("HTTP {}: {}", r.status_code(), r.text().await.unwrap_or_default())),
+            Err(e) => return failed(e.to_string()),
         };
-        match text.and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()).and_then(Reply::from_json)) {
-            Ok(reply) => reply,
-            Err(why) => Reply::Failed(format!("the call's bridge failed: {why}")),
+        let mut body = resp.into_parts().2.into_stream();
+        let mut lines = crate::pure::lines::Lines::default();
+        while let Some(chunk) = body.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => return failed(format!("its answer broke off ({e})")),
+            };
+            for line in lines.feed(&chunk) {
+                match Line::decode(&line) {
+                    Ok(Line::Note(n)) => emit(n),
+                    Ok(Line::Reply(reply)) => return reply,
+                    Err(why) => return failed(why),
+                }
+            }
         }
+        failed("its answer ended without a reply".into())
     };
     futures::pin_mut!(send, abort);
     match futures::future::select(send, abort).await {
@@ -218,6 +243,15 @@ struct Live {
     /// Ends the upstream call (it runs beside the object's requests).
     stop: RefCell<Option<futures::future::AbortHandle>>,
     storage: Rc<dyn ObjectStorage>,
+    /// The client request open now (from its arrival until its reply is decided): where the
+    /// call's notifications go.
+    listener: RefCell<Option<mpsc::UnboundedSender<Value>>>,
+    /// What the latest client request takes of them (between requests: what would have gone).
+    notes: RefCell<Notes>,
+    /// The progress token the upstream call went up with (the first request's).
+    call_token: Option<Value>,
+    /// Notifications the client would have taken that came while none of its requests was open.
+    dropped: Cell<u32>,
 }
 
 impl Live {
@@ -226,16 +260,43 @@ impl Live {
             let _ = w.send(());
         }
     }
+
+    /// A notification of the upstream's during the call (on either stream): to the client's
+    /// open request if it takes it; counted if it would have but no request is open.
+    fn note(&self, note: &Value) {
+        let Some(out) = self.notes.borrow().for_client(note, self.call_token.as_ref()) else { return };
+        let sent = self.listener.borrow().as_ref().is_some_and(|to| to.unbounded_send(out).is_ok());
+        if !sent {
+            self.dropped.set(self.dropped.get() + 1);
+        }
+    }
+
+    /// Says once how many notifications found no client request open.
+    fn report_dropped(&self) {
+        let count = self.dropped.replace(0);
+        if count > 0 {
+            crate::shell::log::info(
+                "notifications the upstream sent during a bridged call were not relayed (they came while its \
+                 2026-07-28 client had no request open: between its input rounds)",
+                json!({"app": self.up.app_name, "count": count}),
+            );
+        }
+    }
 }
 
 /// The Durable Object class of a bridged call (bound as `BRIDGES`, class `CallBridge`).
 pub struct CallBridge {
+    core: Rc<Core>,
+}
+
+/// The object's state; its answers hold it while they stream.
+struct Core {
     storage: Rc<dyn ObjectStorage>,
     env: Env,
     live: RefCell<Option<Rc<Live>>>,
 }
 
-impl Drop for CallBridge {
+impl Drop for Core {
     // An instance that goes (a restart) takes its call with it, as the platform does.
     fn drop(&mut self) {
         if let Some(live) = self.live.borrow_mut().take() {
@@ -246,10 +307,41 @@ impl Drop for CallBridge {
     }
 }
 
+/// The object's answer to a client request: the notifications `notes` carries as they come,
+/// then `reply`'s outcome (which closes the request to them first, so that all that came before
+/// goes before it).
+fn streamed(notes: mpsc::UnboundedReceiver<Value>, reply: futures::future::LocalBoxFuture<'static, Reply>) -> Response {
+    let answer = futures::stream::unfold(Some((notes, reply)), |state| async move {
+        let (mut notes, mut reply) = state?;
+        let first = match futures::future::select(notes.next(), &mut reply).await {
+            futures::future::Either::Left((note, _)) => Ok(note),
+            futures::future::Either::Right((r, _)) => Err(r),
+        };
+        let bytes = match first {
+            Ok(Some(note)) => return Some((Ok(Line::Note(note).encode()), Some((notes, reply)))),
+            // No request of the client's listens (a refused retry): the reply alone.
+            Ok(None) => Line::Reply(reply.await).encode(),
+            Err(r) => {
+                let mut bytes = Vec::new();
+                while let Ok(note) = notes.try_recv() {
+                    bytes.extend(Line::Note(note).encode());
+                }
+                bytes.extend(Line::Reply(r).encode());
+                bytes
+            }
+        };
+        Some((Ok::<Vec<u8>, crate::runtime::Error>(bytes), None))
+    });
+    let mut r = Response::from_stream(Box::pin(answer));
+    r.headers_mut().set("content-type", "application/x-ndjson");
+    r
+}
+
 impl ObjectHandler for CallBridge {
     fn fetch(&self, req: Request) -> Fut<'_, Response> {
+        let core = self.core.clone();
         Box::pin(async move {
-            crate::shell::outbound::guard_from_env(&self.env);
+            crate::shell::outbound::guard_from_env(&core.env);
             let op = match req
                 .text()
                 .await
@@ -259,36 +351,38 @@ impl ObjectHandler for CallBridge {
                 Ok(op) => op,
                 Err(e) => return Response::text_with_status(format!("not a bridge operation: {e}"), 400),
             };
-            let reply = match op {
-                Op::Start(start) => self.start(*start).await,
-                Op::Answer { round, responses } => self.answer(round, &responses).await,
-                Op::Cancel => {
-                    self.give_up("the client's request ended (it went away, or the call's timeout ran out)").await;
-                    Reply::Failed("the call was cancelled".into())
+            let (listener, notes) = mpsc::unbounded();
+            match op {
+                Op::Start(start) => streamed(notes, Box::pin(async move { core.start(*start, listener).await })),
+                Op::Answer { round, responses, notes: takes } => {
+                    streamed(notes, Box::pin(async move { core.answer(round, &responses, takes, listener).await }))
                 }
-            };
-            Response::from_json(&reply.to_json())
-                .unwrap_or_else(|e| Response::text_with_status(format!("the bridge's reply: {e}"), 500))
+                Op::Cancel => {
+                    core.give_up("the client's request ended (it went away, or the call's timeout ran out)").await;
+                    Response::from_bytes(Line::Reply(Reply::Failed("the call was cancelled".into())).encode())
+                }
+            }
         })
     }
 
     fn alarm(&self) -> Fut<'_, crate::runtime::Result<()>> {
         Box::pin(async move {
             crate::shell::log::begin();
-            crate::shell::outbound::guard_from_env(&self.env);
-            let live = self.live.borrow().clone();
+            let core = &self.core;
+            crate::shell::outbound::guard_from_env(&core.env);
+            let live = core.live.borrow().clone();
             let Some(live) = live else {
-                self.lost().await;
+                core.lost().await;
                 return Ok(());
             };
             let now = now_ms();
             if live.machine.borrow().waiting_for_client() && now >= live.round_deadline_ms.get() {
                 let why = format!("the client did not answer within {} s", live.timeout_ms / 1000);
-                self.give_up(&why).await;
+                core.give_up(&why).await;
                 return Ok(());
             }
             if live.stop.borrow().is_some() {
-                self.arm(&live).await;
+                core.arm(&live).await;
             }
             Ok(())
         })
@@ -297,10 +391,13 @@ impl ObjectHandler for CallBridge {
 
 impl CallBridge {
     pub fn new(storage: Rc<dyn ObjectStorage>, env: Env) -> CallBridge {
-        CallBridge { storage, env, live: RefCell::new(None) }
+        CallBridge { core: Rc::new(Core { storage, env, live: RefCell::new(None) }) }
     }
+}
 
-    async fn start(&self, start: Start) -> Reply {
+impl Core {
+    /// Starts the call; the first request listens on `listener` until its reply.
+    async fn start(&self, start: Start, listener: mpsc::UnboundedSender<Value>) -> Reply {
         if self.live.borrow().is_some() || self.storage.get(RECORD).await.ok().flatten().is_some() {
             return Reply::Failed("the call's bridge is already in use".into());
         }
@@ -320,6 +417,10 @@ impl CallBridge {
             timeout_ms: start.timeout_ms,
             stop: RefCell::new(None),
             storage: self.storage.clone(),
+            listener: RefCell::new(Some(listener)),
+            notes: RefCell::new(start.notes.clone()),
+            call_token: start.notes.progress_token.clone(),
+            dropped: Cell::new(0),
         });
         *self.live.borrow_mut() = Some(live.clone());
         let record = json!({"app": start.app, "started": now_ms()});
@@ -337,10 +438,20 @@ impl CallBridge {
             done.wake();
         });
         self.arm(&live).await;
-        self.next(&live).await
+        let reply = self.next(&live).await;
+        live.listener.borrow_mut().take();
+        reply
     }
 
-    async fn answer(&self, round: u32, responses: &Map<String, Value>) -> Reply {
+    /// A retry's answers for round `round`; once taken, the retry listens on `listener` (for what
+    /// `notes` says it takes) until its reply.
+    async fn answer(
+        &self,
+        round: u32,
+        responses: &Map<String, Value>,
+        notes: Notes,
+        listener: mpsc::UnboundedSender<Value>,
+    ) -> Reply {
         let live = self.live.borrow().clone();
         let Some(live) = live else {
             return match self.lost().await {
@@ -357,6 +468,9 @@ impl CallBridge {
             Ok(a) => a,
             Err(refusal) => return Reply::Refused(refusal.message()),
         };
+        // The round is this request's: what the upstream sends from now on is for it.
+        *live.notes.borrow_mut() = notes;
+        *live.listener.borrow_mut() = Some(listener);
         live.round_deadline_ms.set(u64::MAX);
         let target = live.target.borrow().clone();
         if let Some(target) = target {
@@ -373,9 +487,10 @@ impl CallBridge {
                 }
             }
         }
-        self.next(&live).await
+        let reply = self.next(&live).await;
+        live.listener.borrow_mut().take();
+        reply
     }
-
     /// Waits for the next reply (a round, or the call's end).
     async fn next(&self, live: &Rc<Live>) -> Reply {
         loop {
@@ -412,6 +527,7 @@ impl CallBridge {
         let live = self.live.borrow().clone();
         let Some(live) = live else { return };
         live.machine.borrow_mut().end(why);
+        live.report_dropped();
         // A call that already ended upstream has nothing left to cancel.
         let running = live.stop.borrow_mut().take();
         if let Some(stop) = running {
@@ -482,9 +598,8 @@ impl CallBridge {
 /// The upstream call, beside the object's requests: requests the client declared a capability
 /// for go to the machine (for the client's next round), others are refused at once; the same
 /// for those on the session's standalone stream, held while the call runs. Notifications
-/// (progress, logs, on either stream) are dropped, and counted in one log line at the end: the
-/// client's requests answer rounds and results only, and nothing of the client's is open
-/// between them.
+/// (progress, logs, on either stream) go to the client's open request (`Live::note`); those
+/// that came between its requests are counted in one log line at the end.
 async fn run_call(live: Rc<Live>, env: Env, start: Start) {
     let caps = ir::declared(&start.input);
     let mut client = Client::new(&live.up, &env);
@@ -519,10 +634,9 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
             let _ = refusals.unbounded_send((relay::refusal(n, &why), target));
         }
     };
-    let dropped = Cell::new(0u32);
     let mut on_note = |n: Value| {
         if n.get("id").is_none() {
-            dropped.set(dropped.get() + 1);
+            live.note(&n);
             return;
         }
         let target = asked_on.borrow().clone();
@@ -536,7 +650,7 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
         if standalone::is_request(&n) {
             asked(&n, Came::Beside, stream_target.clone());
         } else if n.get("method").is_some() {
-            dropped.set(dropped.get() + 1);
+            live.note(&n);
         }
     };
     let poster = Client::new(&live.up, &env);
@@ -553,7 +667,7 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
         let call = client.call_tool_with(
             &start.tool,
             &start.arguments,
-            start.progress_token.as_ref(),
+            start.notes.progress_token.as_ref(),
             &start.input,
             &start.params,
             None,
@@ -572,13 +686,7 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
             let _ = poster.post_message(&t, &refusal).await;
         }
     }
-    if dropped.get() > 0 {
-        crate::shell::log::info(
-            "notifications the upstream sent during a bridged call were not relayed (a 2026-07-28 client has no \
-             stream open between its input rounds)",
-            json!({"app": live.up.app_name, "count": dropped.get()}),
-        );
-    }
+    live.report_dropped();
     live.machine.borrow_mut().finished(reply);
     live.wake();
 }

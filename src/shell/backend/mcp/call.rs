@@ -105,7 +105,7 @@ pub async fn call(
     let bind = [def.server_id.as_str(), app.id.as_str(), "tools/call", name, scope, plan.user.as_str()];
     let bridged = bridge::Call { plan, app, bind };
     if crate::pure::mcp::bridge::continues_bridge(&input) {
-        return bridge::resume(bridged, env, &input, abort).await;
+        return bridge::resume(bridged, env, &input, emit, abort).await;
     }
     if let Err(e) = crate::shell::backend::mcp::relay::open_state(env, &mut input, bind) {
         return e.to_response(&plan.id);
@@ -115,7 +115,7 @@ pub async fn call(
     // session's standalone stream). A legacy SSE upstream's connection is known to be bridged
     // before it is opened: the Worker opens none.
     if bridge::wanted_before_connecting(plan, &input, &upstream, task_ttl_ms.is_some(), env) {
-        return bridge::start(bridged, env, incoming, name, arguments, &input, params, abort).await;
+        return bridge::start(bridged, env, incoming, name, arguments, &input, params, emit, abort).await;
     }
     let mut client = Client::new(&upstream, env);
     if let Err(e) = client.connect(true).await {
@@ -129,7 +129,7 @@ pub async fn call(
         };
     if task_ttl_ms.is_none() && bridge::wanted(plan, &input, &client, env) {
         drop(client);
-        return bridge::start(bridged, env, incoming, name, arguments, &input, params, abort).await;
+        return bridge::start(bridged, env, incoming, name, arguments, &input, params, emit, abort).await;
     }
     // Before the call goes out, so that nothing the upstream sends on it meanwhile is lost.
     let standalone = super::standalone::open(&mut client, &upstream).await;
