@@ -308,27 +308,30 @@ impl Drop for Core {
 }
 
 /// The object's answer to a client request: the notifications `notes` carries as they come,
-/// then `reply`'s outcome (which closes the request to them first, so that all that came before
-/// goes before it).
-fn streamed(notes: mpsc::UnboundedReceiver<Value>, reply: futures::future::LocalBoxFuture<'static, Reply>) -> Response {
-    let answer = futures::stream::unfold(Some((notes, reply)), |state| async move {
-        let (mut notes, mut reply) = state?;
-        let first = match futures::future::select(notes.next(), &mut reply).await {
+/// then `reply`'s outcome (which closes the request to them). The reply is worked out beside the answer, so that the call goes on even if
+/// the Worker stops reading (a client that went away: its `Op::Cancel` ends the call).
+fn streamed(
+    notes: mpsc::UnboundedReceiver<Value>,
+    reply: impl std::future::Future<Output = Reply> + 'static,
+) -> Response {
+    let (decided, replied) = oneshot::channel();
+    crate::runtime::spawn(async move {
+        let _ = decided.send(reply.await);
+    });
+    let answer = futures::stream::unfold(Some((notes, replied)), |state| async move {
+        let (mut notes, mut replied) = state?;
+        // The notes first (`select` polls them first): the reply goes out only once every note
+        // queued before it was decided has.
+        let first = match futures::future::select(notes.next(), &mut replied).await {
             futures::future::Either::Left((note, _)) => Ok(note),
             futures::future::Either::Right((r, _)) => Err(r),
         };
+        let gone = |_| Reply::Failed("the call's bridge stopped before its reply".into());
         let bytes = match first {
-            Ok(Some(note)) => return Some((Ok(Line::Note(note).encode()), Some((notes, reply)))),
+            Ok(Some(note)) => return Some((Ok(Line::Note(note).encode()), Some((notes, replied)))),
             // No request of the client's listens (a refused retry): the reply alone.
-            Ok(None) => Line::Reply(reply.await).encode(),
-            Err(r) => {
-                let mut bytes = Vec::new();
-                while let Ok(note) = notes.try_recv() {
-                    bytes.extend(Line::Note(note).encode());
-                }
-                bytes.extend(Line::Reply(r).encode());
-                bytes
-            }
+            Ok(None) => Line::Reply(replied.await.unwrap_or_else(gone)).encode(),
+            Err(r) => Line::Reply(r.unwrap_or_else(gone)).encode(),
         };
         Some((Ok::<Vec<u8>, crate::runtime::Error>(bytes), None))
     });
