@@ -229,5 +229,6 @@ mod soak;
 mod tasks_durable;
 mod upstream_apps;
 mod upstream_oauth;
+mod upstream_oauth_discovery;
 mod upstream_sessions;
 mod upstream_tasks;
