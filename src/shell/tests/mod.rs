@@ -228,6 +228,7 @@ mod smoke;
 mod soak;
 mod tasks_durable;
 mod upstream_apps;
+mod upstream_kills;
 mod upstream_oauth;
 mod upstream_oauth_discovery;
 mod upstream_sessions;

@@ -1,0 +1,173 @@
+//! The upstream MCP paths the other upstream tests leave open: `resources/read` and
+//! `prompts/get` routed to the upstream that lists them, the catalog and the tool list read
+//! once and re-read on the session they were read on, and answers to a relayed request that
+//! come too late or twice.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use serde_json::{json, Value};
+
+use super::relay::{call_answering, client_headers, initialize};
+use super::upstream_apps::*;
+use super::*;
+use crate::runtime::Method;
+use crate::sim::{Backend, BackendRequest, Reply};
+
+const CAT: &str = "https://catalog.test";
+
+/// A stateful upstream over Streamable HTTP (JSON answers) with one tool, one resource and one
+/// prompt: `resources/read` and `prompts/get` answer with what they were asked for.
+#[derive(Default)]
+struct Cat {
+    sessions: Cell<u64>,
+    seen: RefCell<Vec<BackendRequest>>,
+}
+
+impl Cat {
+    fn count(&self, method: &str) -> usize {
+        self.seen.borrow().iter().filter(|r| r.json().is_some_and(|m| m["method"] == method)).count()
+    }
+}
+
+impl Backend for Cat {
+    fn handle(&self, req: &BackendRequest, _now: u64) -> Reply {
+        self.seen.borrow_mut().push(req.clone());
+        let Some(msg) = req.json() else { return Reply::new(405, "", Vec::new()) };
+        let Some(id) = msg.get("id").cloned() else { return Reply::new(202, "", Vec::new()) };
+        let params = &msg["params"];
+        let result = match msg["method"].as_str().unwrap_or_default() {
+            "initialize" => {
+                self.sessions.set(self.sessions.get() + 1);
+                let result = json!({"protocolVersion": "2025-06-18",
+                    "capabilities": {"tools": {}, "resources": {}, "prompts": {}},
+                    "serverInfo": {"name": "cat", "version": "1"}});
+                let session = format!("cat-{}", self.sessions.get());
+                return Reply::json(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                    .with_header("mcp-session-id", &session);
+            }
+            "tools/list" => json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}),
+            "resources/list" => json!({"resources": [{"uri": "mem://notes", "name": "notes"}]}),
+            "prompts/list" => json!({"prompts": [{"name": "greet", "arguments": [{"name": "who"}]}]}),
+            "resources/read" => {
+                let uri = params["uri"].as_str().unwrap_or_default();
+                json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": format!("the text of {uri}")}]})
+            }
+            "prompts/get" => {
+                let text = format!("{} says hello to {}", params["name"], params["arguments"]["who"]);
+                json!({"messages": [{"role": "user", "content": {"type": "text", "text": text}}]})
+            }
+            _ => json!({}),
+        };
+        Reply::json(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    }
+}
+
+fn cat(fx: &Fx) -> (Rc<Cat>, UpApp) {
+    let c = Rc::new(Cat::default());
+    fx.sim.add_backend(CAT, c.clone());
+    let app = upstream_app(fx, "Cat", &format!("{CAT}/mcp"), json!({}));
+    (c, app)
+}
+
+#[test]
+fn a_resource_read_and_a_prompt_get_reach_the_upstream_that_lists_them() {
+    let fx = Fx::new(330);
+    let (up, app) = cat(&fx);
+    let v = rpc_with(&fx, &app.code, &[], "resources/read", json!({"uri": "mem://notes"}));
+    assert_eq!(v["result"]["contents"][0]["text"], "the text of mem://notes", "{v}");
+    let prompts = rpc_with(&fx, &app.code, &[], "prompts/list", json!({}));
+    let name = prompts["result"]["prompts"][0]["name"].as_str().unwrap_or_default().to_string();
+    assert!(name.ends_with("greet"), "{prompts}");
+    let v = rpc_with(&fx, &app.code, &[], "prompts/get", json!({"name": name, "arguments": {"who": "Ada"}}));
+    // Asked upstream under the upstream's own name.
+    assert_eq!(v["result"]["messages"][0]["content"]["text"], "\"greet\" says hello to \"Ada\"", "{v}");
+    assert_eq!((up.count("resources/read"), up.count("prompts/get")), (1, 1));
+    fx.assert_invariants();
+}
+
+#[test]
+fn the_catalog_is_read_from_the_upstream_once_for_many_lists() {
+    let fx = Fx::new(331);
+    let (up, app) = cat(&fx);
+    for _ in 0..3 {
+        let v = rpc_with(&fx, &app.code, &[], "resources/list", json!({}));
+        assert_eq!(v["result"]["resources"][0]["uri"], "mem://notes", "{v}");
+    }
+    fx.sim.evict_isolate();
+    let v = rpc_with(&fx, &app.code, &[], "prompts/list", json!({}));
+    assert!(v["result"]["prompts"][0]["name"].as_str().is_some_and(|n| n.ends_with("greet")), "{v}");
+    assert_eq!((up.count("resources/list"), up.count("prompts/list")), (1, 1), "from this isolate's memo, then KV");
+    fx.assert_invariants();
+}
+
+#[test]
+fn an_expired_tool_list_is_read_again_on_the_session_it_was_read_on() {
+    let fx = Fx::new(332);
+    let (up, app) = cat(&fx);
+    assert_eq!(tools(&fx, &app.code, &[]).len(), 1);
+    let inits = up.count("initialize");
+    // Past the tool list's five minutes in KV (the upstream session is kept an hour).
+    fx.sim.advance(301_000).unwrap_or_else(|h| panic!("{h}"));
+    fx.sim.evict_isolate();
+    assert_eq!(tools(&fx, &app.code, &[]).len(), 1);
+    assert_eq!(up.count("tools/list"), 2, "the list was read again");
+    assert_eq!(up.count("initialize"), inits, "on the session it was read on, without a new handshake");
+    fx.assert_invariants();
+}
+
+fn ask(tool: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 21, "method": "tools/call", "params": {"name": tool, "arguments": {"question": "Now?"}}})
+}
+
+fn accept(ticket: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": ticket, "result": {"action": "accept", "content": {"ok": true}}})
+}
+
+fn ticket_of(messages: &[Value]) -> Value {
+    messages.iter().find(|m| m["method"] == "elicitation/create").map(|m| m["id"].clone()).unwrap_or_default()
+}
+
+#[test]
+fn an_answer_after_the_call_ended_is_refused_and_never_reaches_the_upstream() {
+    let fx = Fx::new(333);
+    fx.upstream.asks.set(true);
+    let app = upstream_app(&fx, "Asker", &format!("{UPSTREAM}/mcp"), json!({"tool_call_timeout": 10}));
+    let tool = tool_named(&fx, &app.code, "ask");
+    let sid = initialize(&fx, &app.code, json!({"elicitation": {}}), None);
+    let headers = client_headers(&sid, None);
+    // The client does not answer: the call ends at its timeout.
+    let seen = call_answering(&fx, &app.code, headers.clone(), ask(&tool), |_| Vec::new());
+    let ticket = ticket_of(&seen.messages);
+    assert!(ticket.as_str().is_some_and(|t| t.starts_with("fg-relay.")), "{:?}", seen.messages);
+    fx.sim.advance(30_000).unwrap_or_else(|h| panic!("{h}"));
+    let hs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let r = fx.sim.request(request(Method::Post, &Fx::mcp_url(&app.code), &hs, Some(&accept(&ticket))));
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(r.text().contains("the call that asked has ended (its tool_call_timeout ran out)"), "{}", r.text());
+    assert!(fx.upstream.answers.borrow().is_empty(), "a late answer reached the upstream");
+    fx.assert_invariants();
+}
+
+#[test]
+fn an_answer_given_twice_is_taken_once_and_the_second_is_told_why_not() {
+    let fx = Fx::new(334);
+    fx.upstream.asks.set(true);
+    let app = upstream_app(&fx, "Asker", &format!("{UPSTREAM}/mcp"), json!({}));
+    let tool = tool_named(&fx, &app.code, "ask");
+    let sid = initialize(&fx, &app.code, json!({"elicitation": {}}), None);
+    let headers = client_headers(&sid, None);
+    let h = headers.clone();
+    let seen = call_answering(&fx, &app.code, headers, ask(&tool), move |m| {
+        vec![(h.clone(), accept(&m["id"])), (h.clone(), accept(&m["id"]))]
+    });
+    assert_eq!(seen.posted.len(), 2, "{:?}", seen.posted);
+    assert_eq!(seen.posted[0], (202, String::new()));
+    let (status, body) = &seen.posted[1];
+    assert_eq!(*status, 502, "{body}");
+    assert!(body.contains("upstream Asker refused the answer (HTTP 400); the call may have ended"), "{body}");
+    // The upstream took the first and refused the second: the call goes on with the first.
+    let result = seen.messages.iter().rev().find(|m| m["id"] == 21).cloned().unwrap_or_default();
+    assert!(!result_text(&result).0, "{result}");
+    fx.assert_invariants();
+}
