@@ -171,3 +171,37 @@ fn an_answer_given_twice_is_taken_once_and_the_second_is_told_why_not() {
     assert!(!result_text(&result).0, "{result}");
     fx.assert_invariants();
 }
+
+#[test]
+fn a_clients_own_credential_the_upstream_refuses_is_never_swapped_for_the_apps_token() {
+    let fx = Fx::new(335);
+    let secret = "both-client-secret-0123456789";
+    fx.issuer.add_client("both-client", secret);
+    fx.secret(secret);
+    let issuer = fx.issuer.clone();
+    fx.upstream.require_token(move |t, now| issuer.accepts(t, now));
+    let oauth = json!({"token_url": format!("{ISSUER}/token"), "client_id": "both-client", "client_secret": secret});
+    let backend =
+        json!({"oauth": oauth, "forward_headers": {"authorization": "authorization"}, "on_missing": "passthrough"});
+    let app = upstream_app(&fx, "Both", &format!("{UPSTREAM}/mcp"), backend);
+    // The shared tool list is read with the app's own token.
+    let tool = tool_named(&fx, &app.code, "echo");
+    let app_token = fx.issuer.tokens();
+    assert_eq!(app_token.len(), 1);
+    // A call with the client's own credential, which the upstream refuses: the refusal stands.
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": {"text": "x"}}});
+    let v = last(&fx.mcp_with(&app.code, &[("authorization", "Bearer the-clients-own")], &call));
+    let (is_error, text) = result_text(&v);
+    assert!(is_error && text.contains("(HTTP 401)"), "{v}");
+    assert_eq!(fx.issuer.tokens().len(), 1, "no token was fetched for the client's refused request");
+    let sent: Vec<Option<String>> = fx
+        .upstream
+        .requests
+        .borrow()
+        .iter()
+        .skip_while(|r| r.bearer() != Some("the-clients-own".into()))
+        .map(|r| r.bearer())
+        .collect();
+    assert!(!sent.is_empty() && sent.iter().all(|b| b.as_deref() == Some("the-clients-own")), "{sent:?}");
+    fx.assert_invariants();
+}
