@@ -205,3 +205,161 @@ fn a_clients_own_credential_the_upstream_refuses_is_never_swapped_for_the_apps_t
     assert!(!sent.is_empty() && sent.iter().all(|b| b.as_deref() == Some("the-clients-own")), "{sent:?}");
     fx.assert_invariants();
 }
+
+/// A 2026-07-28 upstream (stateless: no initialize, `server/discover`): its first
+/// `rejections` discovers are 400s that reject the version while listing it as supported
+/// (a node behind a balancer that was not yet upgraded); `plain_400` makes every discover a 400
+/// without that.
+#[derive(Default)]
+struct Stateless {
+    rejections: Cell<u32>,
+    plain_400: bool,
+    seen: RefCell<Vec<String>>,
+}
+
+impl Stateless {
+    fn discovers(&self) -> usize {
+        self.seen.borrow().iter().filter(|m| *m == "server/discover").count()
+    }
+}
+
+impl Backend for Stateless {
+    fn handle(&self, req: &BackendRequest, _now: u64) -> Reply {
+        let Some(msg) = req.json() else { return Reply::new(405, "", Vec::new()) };
+        let method = msg["method"].as_str().unwrap_or_default().to_string();
+        self.seen.borrow_mut().push(method.clone());
+        let id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let rejected = json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32022,
+            "message": "Unsupported protocol version", "data": {"supported": ["2026-07-28"]}}});
+        let result = match method.as_str() {
+            "initialize" => return Reply::json(400, &rejected),
+            "server/discover" if self.plain_400 => {
+                return Reply::json(
+                    400,
+                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "no"}}),
+                )
+            }
+            "server/discover" if self.rejections.get() > 0 => {
+                self.rejections.set(self.rejections.get() - 1);
+                return Reply::json(400, &rejected);
+            }
+            "server/discover" => json!({"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                "serverInfo": {"name": "stateless", "version": "1"}}),
+            "tools/list" => json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}),
+            "tools/call" => json!({"content": [{"type": "text", "text": "stateless echo"}]}),
+            _ => json!({}),
+        };
+        Reply::json(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    }
+}
+
+fn stateless(fx: &Fx, origin: &str, s: Stateless) -> (Rc<Stateless>, UpApp) {
+    let s = Rc::new(s);
+    fx.sim.add_backend(origin, s.clone());
+    let app = upstream_app(fx, "Stateless", &format!("{origin}/mcp"), json!({}));
+    (s, app)
+}
+
+#[test]
+fn a_discover_rejecting_the_version_it_lists_is_asked_once_more_and_no_more() {
+    let fx = Fx::new(336);
+    // Rejected once: asked again, and the call answers.
+    let (up, app) = stateless(&fx, "https://once.test", Stateless { rejections: Cell::new(1), ..Stateless::default() });
+    let tool = tool_named(&fx, &app.code, "echo");
+    assert_eq!(up.discovers(), 2, "{:?}", up.seen.borrow());
+    let v = last(&fx.call(&app.code, &tool, json!({})));
+    assert_eq!(result_text(&v), (false, "stateless echo".to_string()), "{v}");
+    // Rejected every time: asked twice, then the handshake fails.
+    let (up, app) =
+        stateless(&fx, "https://always.test", Stateless { rejections: Cell::new(u32::MAX), ..Stateless::default() });
+    let r = fx.console(Method::Post, &format!("/apps/{}/tools/refresh", app.app_id), None);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert_eq!(up.discovers(), 2, "{:?}", up.seen.borrow());
+    // Any other 400: not asked again.
+    let (up, app) = stateless(&fx, "https://plain.test", Stateless { plain_400: true, ..Stateless::default() });
+    let r = fx.console(Method::Post, &format!("/apps/{}/tools/refresh", app.app_id), None);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert_eq!(up.discovers(), 1, "{:?}", up.seen.borrow());
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_legacy_endpoint_that_refuses_a_message_is_named_with_its_status() {
+    let fx = Fx::new(337);
+    // The stream names an endpoint without the session's id: the upstream answers 404.
+    let up = Rc::new(crate::sim::backends::mcp::McpUpstream::new(false, false).legacy_only(Some("/messages")));
+    fx.sim.add_backend("https://legacy.test", up);
+    let app = upstream_app(&fx, "Old", "https://legacy.test/mcp", json!({}));
+    let r = fx.console(Method::Post, &format!("/apps/{}/tools/refresh", app.app_id), None);
+    assert_eq!(r.status, 422, "{}", r.text());
+    assert!(r.text().contains("upstream Old refused a message on its SSE endpoint (HTTP 404)"), "{}", r.text());
+    fx.assert_invariants();
+}
+
+/// A stateful upstream that can forget every session (404 for it) and fail its handshake.
+#[derive(Default)]
+struct Forgetful {
+    sessions: Cell<u64>,
+    /// Sessions below this number are unknown.
+    known_from: Cell<u64>,
+    init_fails: Cell<bool>,
+    /// The session id of every request but `initialize`.
+    used: RefCell<Vec<Option<String>>>,
+}
+
+impl Backend for Forgetful {
+    fn handle(&self, req: &BackendRequest, _now: u64) -> Reply {
+        let Some(msg) = req.json() else { return Reply::new(405, "", Vec::new()) };
+        let Some(id) = msg.get("id").cloned() else { return Reply::new(202, "", Vec::new()) };
+        if msg["method"] == "initialize" {
+            if self.init_fails.get() {
+                return Reply::new(500, "text/plain", "down for maintenance");
+            }
+            self.sessions.set(self.sessions.get() + 1);
+            let result = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "forgetful", "version": "1"}});
+            return Reply::json(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+                .with_header("mcp-session-id", &format!("f-{}", self.sessions.get()));
+        }
+        let sid = req.headers.get("mcp-session-id");
+        self.used.borrow_mut().push(sid.clone());
+        let n: u64 = sid.as_deref().and_then(|s| s.strip_prefix("f-")).and_then(|n| n.parse().ok()).unwrap_or(0);
+        if n < self.known_from.get() || n == 0 {
+            return Reply::json(
+                404,
+                &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32001, "message": "Session not found"}}),
+            );
+        }
+        let result = match msg["method"].as_str() {
+            Some("tools/list") => json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}),
+            _ => json!({"content": [{"type": "text", "text": "forgetful echo"}]}),
+        };
+        Reply::json(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    }
+}
+
+#[test]
+fn a_session_the_upstream_forgot_is_not_tried_again_after_a_failed_handshake() {
+    let fx = Fx::new(338);
+    let up = Rc::new(Forgetful::default());
+    fx.sim.add_backend("https://forgetful.test", up.clone());
+    let app = upstream_app(&fx, "Forgetful", "https://forgetful.test/mcp", json!({}));
+    let tool = tool_named(&fx, &app.code, "echo");
+    let v = last(&fx.call(&app.code, &tool, json!({})));
+    assert_eq!(result_text(&v), (false, "forgetful echo".to_string()), "{v}");
+    let stale = up.used.borrow().last().cloned().flatten();
+    assert!(stale.is_some());
+    // The upstream restarts: it knows none of its sessions, and its handshake fails for a while.
+    up.known_from.set(up.sessions.get() + 1);
+    up.init_fails.set(true);
+    let v = last(&fx.call(&app.code, &tool, json!({})));
+    assert!(result_text(&v).0, "{v}");
+    // Back: the next call starts a new session at once, without the forgotten one first.
+    up.init_fails.set(false);
+    let before = up.used.borrow().len();
+    let v = last(&fx.call(&app.code, &tool, json!({})));
+    assert_eq!(result_text(&v), (false, "forgetful echo".to_string()), "{v}");
+    let after: Vec<Option<String>> = up.used.borrow()[before..].to_vec();
+    assert!(!after.contains(&stale), "the forgotten session was tried again: {after:?}");
+    fx.assert_invariants();
+}
