@@ -233,3 +233,4 @@ mod upstream_oauth;
 mod upstream_oauth_discovery;
 mod upstream_sessions;
 mod upstream_tasks;
+mod upstream_toolsets;
