@@ -363,3 +363,88 @@ fn a_session_the_upstream_forgot_is_not_tried_again_after_a_failed_handshake() {
     assert!(!after.contains(&stale), "the forgotten session was tried again: {after:?}");
     fx.assert_invariants();
 }
+
+/// An upstream whose `tools/call` answers on an event stream that closes before the answer,
+/// with an event id and a `retry` (SEP-1699): `resumes` more GETs with `Last-Event-ID` close
+/// the same way, the one after answers (`u32::MAX`: none ever does).
+struct Resumable {
+    resumes: u32,
+    retry_ms: u64,
+    /// The call's JSON-RPC id, and the streams opened for it so far.
+    call: RefCell<(Value, u32)>,
+    /// The `Last-Event-ID` of every GET.
+    gets: RefCell<Vec<Option<String>>>,
+}
+
+impl Resumable {
+    fn closing(&self, n: u32) -> Reply {
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": n}});
+        Reply::sse(vec![format!("id: ev-{n}\nretry: {}\nevent: message\ndata: {note}\n\n", self.retry_ms)], 0)
+    }
+}
+
+impl Backend for Resumable {
+    fn handle(&self, req: &BackendRequest, _now: u64) -> Reply {
+        if req.method == Method::Get {
+            self.gets.borrow_mut().push(req.headers.get("last-event-id"));
+            let (id, opened) = self.call.borrow().clone();
+            *self.call.borrow_mut() = (id.clone(), opened + 1);
+            if opened > self.resumes {
+                let answer =
+                    json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "resumed"}]}});
+                return Reply::sse(vec![format!("id: ev-{opened}\nevent: message\ndata: {answer}\n\n")], 0);
+            }
+            return self.closing(opened);
+        }
+        let Some(msg) = req.json() else { return Reply::new(405, "", Vec::new()) };
+        let Some(id) = msg.get("id").cloned() else { return Reply::new(202, "", Vec::new()) };
+        let result = match msg["method"].as_str().unwrap_or_default() {
+            "initialize" => json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "resumable", "version": "1"}}),
+            "tools/list" => json!({"tools": [{"name": "work", "inputSchema": {"type": "object"}}]}),
+            "tools/call" => {
+                *self.call.borrow_mut() = (id, 1);
+                return self.closing(0);
+            }
+            _ => json!({}),
+        };
+        Reply::json(200, &json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    }
+}
+
+fn resumable(fx: &Fx, origin: &str, resumes: u32, retry_ms: u64, backend: Value) -> (Rc<Resumable>, String, String) {
+    let up = Rc::new(Resumable { resumes, retry_ms, call: RefCell::new((Value::Null, 0)), gets: RefCell::default() });
+    fx.sim.add_backend(origin, up.clone());
+    let app = upstream_app(fx, "Resumable", &format!("{origin}/mcp"), backend);
+    let tool = tool_named(fx, &app.code, "work");
+    (up, app.code, tool)
+}
+
+#[test]
+fn a_stream_closed_before_its_answer_is_resumed_from_its_last_event() {
+    let fx = Fx::new(339);
+    let (up, code, tool) = resumable(&fx, "https://resume.test", 1, 100, json!({}));
+    let v = last(&fx.call(&code, &tool, json!({})));
+    assert_eq!(result_text(&v), (false, "resumed".to_string()), "{v}");
+    assert_eq!(*up.gets.borrow(), vec![Some("ev-0".to_string()), Some("ev-1".to_string())]);
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_stream_that_keeps_closing_is_resumed_twenty_times_and_a_long_retry_not_waited_for() {
+    let fx = Fx::new(342);
+    let (up, code, tool) = resumable(&fx, "https://endless.test", u32::MAX, 100, json!({}));
+    let v = last(&fx.call(&code, &tool, json!({})));
+    let (is_error, text) = result_text(&v);
+    assert!(is_error && text.contains("the upstream's event stream closed 21 times without an answer"), "{v}");
+    assert_eq!(up.gets.borrow().len(), 20);
+    // A retry longer than the call has left: given up at once, not slept through.
+    let (up, code, tool) = resumable(&fx, "https://later.test", u32::MAX, 60_000, json!({"tool_call_timeout": 10}));
+    let t0 = fx.sim.now_ms();
+    let v = last(&fx.call(&code, &tool, json!({})));
+    let (is_error, text) = result_text(&v);
+    assert!(is_error && text.contains("the upstream's event stream closed 1 times without an answer"), "{v}");
+    assert!(up.gets.borrow().is_empty());
+    assert!(fx.sim.now_ms() - t0 < 1_000, "it waited");
+    fx.assert_invariants();
+}
