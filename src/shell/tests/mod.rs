@@ -216,6 +216,7 @@ mod conversations;
 mod edits;
 mod endpoint;
 mod endpoint_auth;
+mod endpoint_kills;
 mod error_messages;
 mod failed_fetch;
 mod files;
