@@ -233,6 +233,8 @@ impl Backend for Stateless {
             "message": "Unsupported protocol version", "data": {"supported": ["2026-07-28"]}}});
         let result = match method.as_str() {
             "initialize" => return Reply::json(400, &rejected),
+            // A bound on a client that would ask for ever: a plain 503 ends it.
+            "server/discover" if self.discovers() > 5 => return Reply::new(503, "text/plain", "enough"),
             "server/discover" if self.plain_400 => {
                 return Reply::json(
                     400,
