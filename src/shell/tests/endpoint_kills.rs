@@ -113,3 +113,48 @@ fn a_polled_async_tool_call_the_client_cancels_is_cancelled_at_its_cancel_endpoi
     assert_eq!(cancels[0]["task_id"], "r-7", "{}", cancels[0]);
     fx.assert_invariants();
 }
+
+/// Starts `tool` as a durable task and waits for its result; the result's text.
+fn task_result(fx: &Fx, code: &str, tool: &str, arguments: Value) -> (bool, String) {
+    let created = last(&fx.mcp(
+        code,
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments, "task": {"ttl": 60_000}}}),
+    ));
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_default().to_string();
+    assert!(!id.is_empty(), "{created}");
+    let r =
+        last(&fx.mcp(code, &json!({"jsonrpc": "2.0", "id": 10, "method": "tasks/result", "params": {"taskId": id}})));
+    result_text(&r)
+}
+
+#[test]
+fn a_durable_task_runs_each_kind_of_app_the_way_that_app_is_called() {
+    let fx = Fx::new(352);
+    let tasks = json!({"task_support": "optional"});
+    // (An upstream MCP tool runs as a durable task only as a task toolset's submit tool; a
+    // toolset task is `upstream_toolsets.rs`'s.)
+    // A Dify chat app: a chat message, not a workflow run.
+    let chat = fx.dify_app_with("Chat", "chat", "app-key-chat", crate::sim::backends::dify::App::new("chat"), tasks);
+    let code = fx.publish(&chat);
+    let (is_error, text) = task_result(&fx, &code, "Chat", json!({"query": "hi", "text": "hi"}));
+    assert!(!is_error && text.contains("Hello from the simulated Dify."), "{text}");
+    // An HTTP tool without async endpoints: one call, its answer the result.
+    let key = "task-tool-key-0123456789";
+    fx.secret(key);
+    let path =
+        fx.tool.add_tool("t", crate::sim::backends::http_tool::Tool { api_key: key.into(), ..Default::default() });
+    let manifest = json!({"name": "weather", "description": "Weather.",
+        "parameters": [{"name": "location", "type": "string", "required": true, "description": "City"}]});
+    let backend = json!({"api_endpoint": format!("{TOOL}{path}"), "api_key": key, "manifest": manifest, "task_support": "optional"});
+    let r = fx.console(
+        Method::Post,
+        "/apps",
+        Some(&json!({"name": "Weather", "description": "d", "mode": "http-tool", "backend": backend})),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    let code = fx.publish(&r.json().and_then(|v| v["id"].as_str().map(str::to_string)).unwrap_or_default());
+    let (is_error, text) = task_result(&fx, &code, "Weather", json!({"location": "Oslo"}));
+    assert!(!is_error && text.contains("Oslo"), "{text}");
+    fx.assert_invariants();
+}
