@@ -224,6 +224,7 @@ mod legacy_sse;
 mod outbound_guard;
 mod playground;
 mod relay;
+mod relay_keys;
 mod server_code;
 mod smoke;
 mod soak;
