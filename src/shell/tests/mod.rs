@@ -220,6 +220,7 @@ mod endpoint_kills;
 mod error_messages;
 mod failed_fetch;
 mod files;
+mod input_required;
 mod legacy_sse;
 mod outbound_guard;
 mod playground;
