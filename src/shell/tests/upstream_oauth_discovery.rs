@@ -224,3 +224,39 @@ fn an_issuer_refusing_the_client_assertion_is_told_apart_from_a_wrong_secret() {
     );
     fx.assert_invariants();
 }
+
+#[test]
+fn a_private_key_reference_set_to_no_pkcs8_key_is_refused_when_the_app_is_stored() {
+    let fx = Fx::new(325);
+    fx.sim.set_setting("SECRET_REF_NAMES", "UP_SIGNING_KEY");
+    fx.sim.set_setting("UP_SIGNING_KEY", "-----BEGIN EC PRIVATE KEY-----\nAAAA\n-----END EC PRIVATE KEY-----");
+    let oauth =
+        json!({"token_url": format!("{ISSUER}/token"), "client_id": "jwt-client", "private_key": "$UP_SIGNING_KEY"});
+    let r = fx.console(
+        Method::Post,
+        "/apps",
+        Some(&json!({"name": "Signed", "description": "d", "mode": "mcp",
+            "backend": {"url": format!("{UPSTREAM}/mcp"), "oauth": oauth}})),
+    );
+    assert_eq!(r.status, 400, "{}", r.text());
+    let text = r.text();
+    assert!(
+        text.contains(
+            "backend.oauth.private_key refers to $UP_SIGNING_KEY, which is a EC PRIVATE KEY (SEC 1 / PKCS#1) PEM"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("AAAA"), "the key is never quoted: {text}");
+    // Set to a PKCS#8 key: stored.
+    let (pem, _) = pkcs8_pem("k", "ES256", "good");
+    fx.secret(&pem);
+    fx.sim.set_setting("UP_SIGNING_KEY", &pem);
+    let r = fx.console(
+        Method::Post,
+        "/apps",
+        Some(&json!({"name": "Signed", "description": "d", "mode": "mcp",
+            "backend": {"url": format!("{UPSTREAM}/mcp"), "oauth": oauth}})),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    fx.assert_invariants();
+}
