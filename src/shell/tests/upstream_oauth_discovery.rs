@@ -242,7 +242,7 @@ fn a_private_key_reference_set_to_no_pkcs8_key_is_refused_when_the_app_is_stored
     let text = r.text();
     assert!(
         text.contains(
-            "backend.oauth.private_key refers to $UP_SIGNING_KEY, which is a EC PRIVATE KEY (SEC 1 / PKCS#1) PEM"
+            "backend.oauth.private_key: refers to $UP_SIGNING_KEY, which is a EC PRIVATE KEY (SEC 1 / PKCS#1) PEM"
         ),
         "{text}"
     );
