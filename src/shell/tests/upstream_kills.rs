@@ -450,3 +450,77 @@ fn a_stream_that_keeps_closing_is_resumed_twenty_times_and_a_long_retry_not_wait
     assert!(fx.sim.now_ms() - t0 < 1_000, "it waited");
     fx.assert_invariants();
 }
+
+/// A 2025-11-25 upstream that runs `long_job` as a task taking `task_ms`; the app and the
+/// job's listed name.
+fn job_upstream(fx: &Fx, origin: &str, task_ms: u64) -> (Rc<crate::sim::backends::mcp::McpUpstream>, UpApp, String) {
+    let up = Rc::new(crate::sim::backends::mcp::McpUpstream::new(true, false).with_tasks(task_ms));
+    fx.sim.add_backend(origin, up.clone());
+    let app = upstream_app(fx, "Jobs", &format!("{origin}/mcp"), json!({}));
+    let job = tool_named(fx, &app.code, "long_job");
+    (up, app, job)
+}
+
+fn start_job(fx: &Fx, code: &str, job: &str) -> String {
+    let created = rpc_with(
+        fx,
+        code,
+        &[],
+        "tools/call",
+        json!({"name": job, "arguments": {"text": "hi"}, "task": {"ttl": 600_000}}),
+    );
+    let id = created["result"]["task"]["taskId"].as_str().unwrap_or_default().to_string();
+    assert!(id.starts_with("fg-task."), "{created}");
+    id
+}
+
+fn upstream_asked(up: &crate::sim::backends::mcp::McpUpstream, method: &str) -> usize {
+    up.requests.borrow().iter().filter(|r| r.json().is_some_and(|m| m["method"] == method)).count()
+}
+
+#[test]
+fn a_relayed_task_longer_than_twenty_seconds_is_waited_for_by_tasks_result() {
+    let fx = Fx::new(343);
+    let (_, app, job) = job_upstream(&fx, "https://longjobs.test", 45_000);
+    let id = start_job(&fx, &app.code, &job);
+    // The upstream's own tasks/result blocks until its task ends: so does the client's.
+    let result = rpc_with(&fx, &app.code, &[], "tasks/result", json!({"taskId": id}));
+    assert_eq!(result_text(&result), (false, "done: hi".to_string()), "{result}");
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_2026_client_reads_a_relayed_tasks_result_inline_once_it_is_done_and_never_waits_for_it() {
+    let fx = Fx::new(344);
+    let (up, app, job) = job_upstream(&fx, "https://jobs26.test", 3_000);
+    let id = start_job(&fx, &app.code, &job);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
+    let get_2026 = || {
+        let headers = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tasks/get"),
+            ("mcp-name", id.as_str()),
+        ];
+        let body = json!({"jsonrpc": "2.0", "id": 8, "method": "tasks/get", "params": {"taskId": id, "_meta": meta}});
+        last(&fx.sim.request(request(Method::Post, &Fx::mcp_url(&app.code), &headers, Some(&body))))
+    };
+    // Working: answered at once, without the result.
+    let t0 = fx.sim.now_ms();
+    let working = get_2026();
+    assert_eq!(working["result"]["status"], "working", "{working}");
+    assert!(fx.sim.now_ms() - t0 < 1_000, "a tasks/get waited for the task");
+    assert_eq!(upstream_asked(&up, "tasks/result"), 0);
+    fx.sim.advance(5_000).unwrap_or_else(|h| panic!("{h}"));
+    // A 2025-11-25 client's tasks/get of the finished task: the task, no result fetched.
+    let done = rpc_with(&fx, &app.code, &[], "tasks/get", json!({"taskId": id}));
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert_eq!(upstream_asked(&up, "tasks/result"), 0);
+    // A 2026-07-28 client's: the result inline.
+    let done = get_2026();
+    assert_eq!(done["result"]["status"], "completed", "{done}");
+    assert!(done.to_string().contains("done: hi"), "{done}");
+    fx.assert_invariants();
+}
