@@ -16,10 +16,12 @@ const TEAM_KEY: &str = "team-key-0123456789";
 
 /// An upstream with `report_submit`, `report_status` and `report_cancel`: a report is done at
 /// its third status poll, unless it was cancelled first.
+/// One tool call: the tool, its arguments, the `x-team-key` and `x-user-token` it came with.
+type Call = (String, Value, Option<String>, Option<String>);
+
 #[derive(Default)]
 struct Reports {
-    /// Every tool call: (tool, arguments, the `x-team-key` and `x-user-token` it came with).
-    calls: RefCell<Vec<(String, Value, Option<String>, Option<String>)>>,
+    calls: RefCell<Vec<Call>>,
     cancelled: RefCell<Vec<String>>,
 }
 
