@@ -229,6 +229,7 @@ mod relay_keys;
 mod server_code;
 mod smoke;
 mod soak;
+mod store_kills;
 mod tasks_durable;
 mod upstream_apps;
 mod upstream_kills;
