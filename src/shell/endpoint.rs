@@ -274,11 +274,7 @@ fn not_allowed(m: Method, cors: Option<&str>) -> crate::runtime::Result<Response
     let e = RpcError::new(
         405,
         jsonrpc::INVALID_REQUEST,
-        format!(
-            "Method not allowed: {} (this MCP endpoint takes POST; GET opens a session's stream, with the \
-             Mcp-Session-Id Flowgate gave and Accept: text/event-stream)",
-            m.as_ref()
-        ),
+        format!("Method not allowed: {} (this MCP endpoint takes POST)", m.as_ref()),
     );
     let mut resp = rpc(405, &e.to_response(&Value::Null), cors)?;
     resp.headers_mut().set("allow", "POST, OPTIONS");

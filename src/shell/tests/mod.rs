@@ -230,6 +230,7 @@ mod server_code;
 mod smoke;
 mod soak;
 mod standalone_stream;
+mod subscriptions;
 mod tasks_durable;
 mod upstream_apps;
 mod upstream_oauth;
