@@ -330,7 +330,7 @@ async fn session_stream(
             headers.set("cache-control", "no-cache");
             with_cors(&mut headers, cors)?;
             for (k, v) in headers.iter() {
-                resp.headers_mut().set(&k, &v);
+                resp.headers_mut().set(k, v);
             }
             Ok(resp)
         }
