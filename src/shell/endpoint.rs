@@ -193,7 +193,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     }
     let accepts_sse = accepts_sse(header(&req, "accept").as_deref());
     if stream_get {
-        return session_stream(&req, env, ctx, def, &h, caller_tag, accepts_sse, cors.as_deref()).await;
+        return session_stream(&req, env, def, &h, caller_tag, accepts_sse, cors.as_deref()).await;
     }
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
     let upstreams =
@@ -289,7 +289,6 @@ fn not_allowed(m: Method, cors: Option<&str>) -> crate::runtime::Result<Response
 async fn session_stream(
     req: &Incoming,
     env: &Env,
-    ctx: &Context,
     def: &ServerDefinition,
     h: &RequestHeaders<'_>,
     caller_tag: String,
@@ -323,7 +322,7 @@ async fn session_stream(
     let mut incoming: Vec<(String, String)> =
         req.headers().entries().filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization"))).collect();
     incoming.push((CALLER_ENTRY.to_string(), caller_tag));
-    match crate::shell::backend::mcp::subscriptions::open_stream(env, ctx, def, &session_id, incoming).await {
+    match crate::shell::backend::mcp::subscriptions::open_stream(env, def, &session_id, &incoming).await {
         Ok(mut resp) => {
             let mut headers = Headers::new();
             headers.set("content-type", "text/event-stream");

@@ -25,7 +25,8 @@ pub const STREAM_WAIT_MS: u64 = 2_000;
 /// The most URIs one session may be subscribed to.
 pub const MAX_SUBSCRIPTIONS: usize = 256;
 
-/// The upstream notifications passed on to the client as they come (no URI to check).
+/// The upstream notifications passed on to the client as they come (no URI to check), from the
+/// upstream streams the object holds.
 pub const LIST_CHANGED: [&str; 3] =
     ["notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"];
 pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
@@ -66,8 +67,11 @@ impl Subscriptions {
         Ok(())
     }
 
-    pub fn remove(&mut self, uri: &str) {
-        self.0.remove(uri);
+    /// Forgets `uri`; the app it was forwarded to, if no other subscription of the session is
+    /// that app's (its upstream stream is no longer needed).
+    pub fn remove(&mut self, uri: &str) -> Option<String> {
+        let app = self.0.remove(uri)?;
+        (!self.0.values().any(|a| *a == app)).then_some(app)
     }
 
     /// Whether `app_id`'s update of `uri` is for this session.
@@ -131,28 +135,21 @@ pub fn sse_event(message: &Value) -> Vec<u8> {
     format!("event: message\ndata: {message}\n\n").into_bytes()
 }
 
-/// The `initialize` result of a client that can stay, its capabilities widened to what the
-/// session's stream delivers: `resources.subscribe` and `listChanged` of the tools, resources
-/// and prompts it already declares. Declared before the client opens the stream (the spec puts
-/// them in `initialize`); without the stream, `resources/subscribe` is refused saying so.
+/// The `initialize` result of a client that can stay (by the revision it agreed), its
+/// capabilities widened to what the session's stream delivers: `resources.subscribe` (when it
+/// declares resources). Declared before the client opens the stream (the spec puts it in
+/// `initialize`); without the stream, `resources/subscribe` is refused saying so. `listChanged`
+/// stays false: list changes come only from the upstreams a session is subscribed to (the object
+/// holds only their streams, which calls would otherwise use), so a session without
+/// subscriptions gets none.
 pub fn declare(result: &mut Value) {
     let version = result.get("protocolVersion").and_then(Value::as_str).and_then(Version::parse);
     if !version.is_some_and(can_stay) {
         return;
     }
     let Some(caps) = result.get_mut("capabilities").and_then(Value::as_object_mut) else { return };
-    for (kind, value) in caps.iter_mut() {
-        let Some(o) = value.as_object_mut() else { continue };
-        match kind.as_str() {
-            "resources" => {
-                o.insert("subscribe".into(), json!(true));
-                o.insert("listChanged".into(), json!(true));
-            }
-            "tools" | "prompts" => {
-                o.insert("listChanged".into(), json!(true));
-            }
-            _ => {}
-        }
+    if let Some(o) = caps.get_mut("resources").and_then(Value::as_object_mut) {
+        o.insert("subscribe".into(), json!(true));
     }
 }
 

@@ -129,18 +129,20 @@ fn a_client_that_stays_gets_updates_of_what_it_subscribed_to_and_the_list_change
     let app = app(&fx);
     let (init, sid) = initialize(&fx, &app.code, AGENT);
     let caps = &init["result"]["capabilities"];
-    assert_eq!(caps["resources"], json!({"subscribe": true, "listChanged": true}), "{init}");
-    assert_eq!(caps["tools"]["listChanged"], true, "{init}");
+    assert_eq!(caps["resources"], json!({"subscribe": true, "listChanged": false}), "{init}");
+    assert_eq!(caps["tools"]["listChanged"], false, "list changes come only with subscriptions: {init}");
     let h = headers(&sid, AGENT);
     let stream = open(&fx, &app.code, &sid, AGENT);
     assert_eq!(stream.status.get(), 200);
-    assert!(fx.upstream.standalone_open(), "the object holds the upstream session's stream");
+    assert!(!fx.upstream.standalone_open(), "no subscription yet: the upstream's stream stays free for calls");
 
     let r = rpc(&fx, &app.code, &h, "resources/subscribe", "sim://watched");
     assert_eq!(r["result"], json!({}), "{r}");
     let subscribed = fx.upstream.subscribed();
     assert_eq!(subscribed.len(), 1, "forwarded to the upstream: {subscribed:?}");
     assert_eq!(subscribed[0].1, "sim://watched");
+    fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
+    assert!(fx.upstream.standalone_open(), "the object holds the upstream session's stream");
 
     fx.upstream.send_on_standalone(&updated("sim://watched"));
     fx.upstream.send_on_standalone(&updated("sim://other"));
@@ -156,9 +158,36 @@ fn a_client_that_stays_gets_updates_of_what_it_subscribed_to_and_the_list_change
     let r = rpc(&fx, &app.code, &h, "resources/unsubscribe", "sim://watched");
     assert_eq!(r["result"], json!({}), "{r}");
     assert!(fx.upstream.subscribed().is_empty());
-    fx.upstream.send_on_standalone(&updated("sim://watched"));
     fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
-    assert_eq!(stream.updates().len(), 1, "no update after unsubscribe: {:?}", stream.messages.borrow());
+    assert!(!fx.upstream.standalone_open(), "the last subscription gone, the upstream's stream is let go");
+    assert!(!stream.ended.get(), "the client's stream stays");
+    assert_eq!(fx.upstream.send_on_standalone(&updated("sim://watched")), 0);
+}
+
+#[test]
+fn a_call_gets_the_upstreams_stream_while_no_subscription_holds_it() {
+    let fx = Fx::new(476);
+    let app = app(&fx);
+    let (_, sid) = initialize(&fx, &app.code, AGENT);
+    let h = headers(&sid, AGENT);
+    let _stream = open(&fx, &app.code, &sid, AGENT);
+    let tool = tool_named(&fx, &app.code, "stream_note");
+    // A log on the session's standalone stream during the call: relayed on the call's answer
+    // when the call holds that stream.
+    let logged = || {
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "on the stream"}});
+        let call = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": tool, "arguments": {"message": note, "delayMs": 200}}});
+        let r = fx.mcp_with(&app.code, &[("mcp-session-id", &sid), ("user-agent", AGENT)], &call);
+        assert_eq!(result_text(&last(&r)), (false, "sent".to_string()), "{}", r.text());
+        messages(&r).iter().any(|m| m["params"]["data"] == "on the stream")
+    };
+    assert!(logged(), "no subscription: the call holds the upstream's stream");
+    assert_eq!(rpc(&fx, &app.code, &h, "resources/subscribe", "sim://watched")["result"], json!({}));
+    fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
+    assert!(!logged(), "a subscription holds it: the call goes on without it (the documented limit)");
+    assert_eq!(rpc(&fx, &app.code, &h, "resources/unsubscribe", "sim://watched")["result"], json!({}));
+    fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
+    assert!(logged(), "unsubscribed: the call has it again");
 }
 
 #[test]
@@ -194,6 +223,8 @@ fn the_stream_closing_ends_the_upstream_stream_and_forgets_the_subscriptions() {
     let h = headers(&sid, AGENT);
     let mut stream = open(&fx, &app.code, &sid, AGENT);
     assert_eq!(rpc(&fx, &app.code, &h, "resources/subscribe", "sim://watched")["result"], json!({}));
+    fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
+    assert!(fx.upstream.standalone_open());
     stream.close();
     fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
     assert!(!fx.upstream.standalone_open(), "the upstream's stream ends with the client's");
@@ -210,6 +241,8 @@ fn the_idle_bound_ends_the_streams() {
     let app = app(&fx);
     let (_, sid) = initialize(&fx, &app.code, AGENT);
     let stream = open(&fx, &app.code, &sid, AGENT);
+    let r = rpc(&fx, &app.code, &headers(&sid, AGENT), "resources/subscribe", "sim://watched");
+    assert_eq!(r["result"], json!({}), "{r}");
     fx.sim.advance(IDLE_MS / 2).unwrap_or_else(|h| panic!("{h}"));
     assert!(!stream.ended.get(), "keep-alives are not use, but half the bound is not over");
     fx.sim.advance(IDLE_MS).unwrap_or_else(|h| panic!("{h}"));

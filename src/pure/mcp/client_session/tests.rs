@@ -32,8 +32,13 @@ fn an_update_reaches_the_client_only_for_a_uri_it_subscribed_to_with_that_app() 
     assert_eq!(route("app-a", &subs, &update("test://other")), Relay::Drop);
     // Another app's resource of the same URI is not the one subscribed to.
     assert_eq!(route("app-b", &subs, &update("test://watched")), Relay::Drop);
-    subs.remove("test://watched");
+    assert_eq!(subs.remove("test://watched"), Some("app-a".to_string()), "the app's last subscription");
     assert_eq!(route("app-a", &subs, &update("test://watched")), Relay::Drop);
+    assert_eq!(subs.remove("test://watched"), None);
+    subs.add("test://x", "app-a").unwrap();
+    subs.add("test://y", "app-a").unwrap();
+    assert_eq!(subs.remove("test://x"), None, "app-a still has test://y");
+    assert_eq!(subs.remove("test://y"), Some("app-a".to_string()));
 }
 
 #[test]
@@ -79,16 +84,16 @@ fn declare_widens_only_what_is_declared() {
     declare(&mut r);
     assert_eq!(
         r["capabilities"],
-        json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": true}, "logging": {}})
+        json!({"tools": {"listChanged": false}, "resources": {"subscribe": true, "listChanged": false}, "logging": {}})
     );
     let mut bare = json!({"protocolVersion": "2025-03-26", "capabilities": {"tools": {}}});
     declare(&mut bare);
-    assert_eq!(bare["capabilities"], json!({"tools": {"listChanged": true}}));
+    assert_eq!(bare["capabilities"], json!({"tools": {}}), "no resources, nothing to subscribe to");
     // A revision that cannot open the stream is told nothing more.
     for v in ["2024-11-05", "2026-07-28"] {
-        let mut old = json!({"protocolVersion": v, "capabilities": {"tools": {}}});
+        let mut old = json!({"protocolVersion": v, "capabilities": {"resources": {"subscribe": false}}});
         declare(&mut old);
-        assert_eq!(old["capabilities"], json!({"tools": {}}), "{v}");
+        assert_eq!(old["capabilities"], json!({"resources": {"subscribe": false}}), "{v}");
     }
 }
 

@@ -26,7 +26,7 @@ use crate::pure::mcp::client_session::{self as cs, NoStream, Relay, Subscription
 use crate::pure::mcp::gateway::Forward;
 use crate::pure::mcp::standalone::has_stream;
 use crate::pure::protocol::jsonrpc::RpcError;
-use crate::runtime::{Context, Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response};
+use crate::runtime::{Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response};
 use crate::shell::outbound;
 
 use super::client::{upstream_of, Client, Conn};
@@ -53,33 +53,22 @@ fn lookup(incoming: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_
 }
 
 /// The standalone stream of a client's session (the `GET`), as the object holds it; `Err` is
-/// the object's refusal or failure (status, words). The upstreams' own streams are opened
-/// after the answer has started (`ctx.wait_until`).
+/// the object's refusal or failure (status, words). An upstream's own stream is opened at the
+/// first subscription to one of its resources ([`subscribe`]), not here: until then a call of
+/// the caller's uses it (`standalone`).
 pub async fn open_stream(
     env: &Env,
-    ctx: &Context,
     def: &ServerDefinition,
     session_id: &str,
-    incoming: Vec<(String, String)>,
+    incoming: &[(String, String)],
 ) -> Result<Response, (u16, String)> {
     let object = cs::object_name(&def.server_id, session_id);
-    let owner = cs::owner(&caller_of(&incoming));
+    let owner = cs::owner(&caller_of(incoming));
     let resp = ask(env, &object, "/stream", &json!({"owner": owner})).await.map_err(|e| (503, e))?;
     if resp.status_code() != 200 {
         let status = resp.status_code();
         return Err((status, resp.text().await.unwrap_or_default()));
     }
-    let (env2, def2) = (env.clone(), def.clone());
-    ctx.wait_until(async move {
-        for app in def2.apps.iter().filter(|a| a.backend.as_mcp().is_some()) {
-            if let Some(target) = target(&env2, app, &incoming).await {
-                let body = json!({"owner": owner, "app_id": app.id, "target": target});
-                if let Err(e) = ask(&env2, &object, "/watch", &body).await {
-                    crate::shell::log::info(&e, json!({"app": app.name}));
-                }
-            }
-        }
-    });
     Ok(resp)
 }
 
@@ -311,23 +300,27 @@ impl ClientSession {
                     (true, true) => Response::text_with_status("open", 200),
                 })
             }
-            "subscribe" | "watch" => {
+            "subscribe" => {
                 if !inner.is_open_for(&owner) {
                     return Ok(Response::text_with_status("no stream is open for this caller", 409));
                 }
                 let app_id = body["app_id"].as_str().unwrap_or_default().to_string();
-                if path == "subscribe" {
-                    let uri = body["uri"].as_str().unwrap_or_default();
-                    if body["method"] == "resources/unsubscribe" {
-                        inner.subs.borrow_mut().remove(uri);
-                    } else if let Err(why) = inner.subs.borrow_mut().add(uri, &app_id) {
+                let uri = body["uri"].as_str().unwrap_or_default();
+                if body["method"] == "resources/unsubscribe" {
+                    // The app's last subscription: its stream goes back to the caller's calls.
+                    let released = inner.subs.borrow_mut().remove(uri);
+                    if let Some(w) = released.and_then(|app| inner.watchers.borrow_mut().remove(&app)) {
+                        w.stop.abort();
+                    }
+                } else {
+                    if let Err(why) = inner.subs.borrow_mut().add(uri, &app_id) {
                         return Ok(Response::text_with_status(why, 400));
                     }
-                    self.touch().await?;
+                    if let Some(target) = body.get("target").filter(|t| t.is_object()) {
+                        self.watch(&app_id, target);
+                    }
                 }
-                if let Some(target) = body.get("target").filter(|t| t.is_object()) {
-                    self.watch(&app_id, target);
-                }
+                self.touch().await?;
                 Ok(Response::text_with_status("ok", 200))
             }
             _ => Ok(Response::text_with_status("no such route", 404)),
