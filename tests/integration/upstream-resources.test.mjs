@@ -54,11 +54,11 @@ after(async () => {
 });
 
 describe('upstream resources, prompts and completions', () => {
-  test('initialize declares what the upstreams offer, subscriptions and list changes on the session\'s stream', () => {
+  test('initialize declares what the upstreams offer, subscriptions on the session\'s stream', () => {
     // The SDK client has a session, whose GET stream delivers them (upstream-subscriptions.test.mjs).
     const caps = client.getServerCapabilities();
-    assert.deepEqual(caps.resources, { subscribe: true, listChanged: true });
-    assert.deepEqual(caps.prompts, { listChanged: true });
+    assert.deepEqual(caps.resources, { subscribe: true, listChanged: false });
+    assert.deepEqual(caps.prompts, { listChanged: false });
     assert.deepEqual(caps.completions, {});
     assert.ok(caps.tools);
   });

@@ -1,7 +1,7 @@
 //! A client that stays: a 2025-revision client that opens the standalone `GET` stream of its
 //! Flowgate session gets `resources/subscribe` and the upstreams' `notifications/resources/updated`
 //! and `…/list_changed` on it. The shell's `ClientSession` Durable Object (one per sealed session
-//! id) holds that stream and the upstream sessions' own standalone streams; this module decides
+//! id) holds that stream and the standalone streams of the upstream sessions it is subscribed on; this module decides
 //! what it is named, who may use it, what it remembers and what of an upstream's stream reaches
 //! the client. No IO.
 

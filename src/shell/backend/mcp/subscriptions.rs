@@ -1,9 +1,10 @@
 //! Clients that stay: a 2025-revision client's standalone `GET` stream of its Flowgate session,
 //! held by a `ClientSession` Durable Object (binding `CLIENT_SESSIONS`, one per sealed session
 //! id, `pure::mcp::client_session` decides) with the upstream sessions' own standalone streams
-//! (`standalone::hold` / `follow`), so that `resources/subscribe` can be forwarded to the
-//! upstream that owns the URI and its `notifications/resources/updated`, and every upstream's
-//! list changes, reach the client. Everything lives in the object's memory: the client's stream
+//! (`standalone::hold` / `follow`) of the upstreams it is subscribed to, so that
+//! `resources/subscribe` can be forwarded to the upstream that owns the URI and its
+//! `notifications/resources/updated` and list changes reach the client. An upstream's stream is
+//! held only while a subscription needs it: otherwise the caller's calls use it. Everything lives in the object's memory: the client's stream
 //! closing, the idle bound (the object's alarm) or the object's restart ends the upstream streams
 //! and forgets the subscriptions.
 //!
