@@ -125,7 +125,8 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     // alone; `ping` skips the limiter). The check runs beside the definition lookup (from the
     // isolate's memo when hot), not before it; the handshake and `tools/list` count only once
     // the definition shows upstream MCP apps, whose lists they read.
-    let counted = rate_counted(&body, false);
+    // A session stream's GET counts as one message: each holds an object.
+    let counted = if stream_get { 1 } else { rate_counted(&body, false) };
     let (limited, served) =
         futures::future::join(rate_limited(env, &code_hash, counted), cache::served(env, ctx, &code_hash)).await;
     if !within_limit(limited) {
@@ -142,7 +143,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     };
     let def = &prepared.def;
     let has_upstreams = def.apps.iter().any(|a| a.backend.as_mcp().is_some());
-    let list_reads = if has_upstreams { rate_counted(&body, true) - counted } else { 0 };
+    let list_reads = if has_upstreams && !stream_get { rate_counted(&body, true) - counted } else { 0 };
     if list_reads > 0 && !within_limit(rate_limited(env, &code_hash, list_reads).await) {
         return too_many(env, &echo_id, cors.as_deref());
     }
