@@ -12,9 +12,9 @@
 // marks the module, and a request that finds it marked goes through the Proxy once, which
 // re-creates the module. The Durable Object
 // classes are re-exported as they are, so their bindings still find them.
-import RustWorker, { CallBridge, LegacySession, TaskRunner, TokenBroker } from '../build/index.js';
+import RustWorker, { CallBridge, ClientSession, LegacySession, TaskRunner, TokenBroker } from '../build/index.js';
 
-export { CallBridge, LegacySession, TaskRunner, TokenBroker };
+export { CallBridge, ClientSession, LegacySession, TaskRunner, TokenBroker };
 
 const rustFetch = RustWorker.prototype.fetch;
 const initState = globalThis.__worker_init_state;

@@ -59,6 +59,7 @@ settings! {
     OAUTH: Binding, "Durable Objects: OAuth tokens of upstream apps.";
     BRIDGES: Binding, "Durable Objects: 2025 upstream calls held across a 2026-07-28 client's input rounds.";
     LEGACY_SESSIONS: Binding, "Durable Objects: legacy HTTP+SSE sessions with upstream apps.";
+    CLIENT_SESSIONS: Binding, "Durable Objects: the standalone streams of clients that stay (subscriptions).";
     MCP_RATE_LIMIT: Binding, "Rate limiting: MCP requests per server code.";
     ADMIN_AUTH_LIMIT: Binding, "Rate limiting: wrong admin tokens per client address.";
 }

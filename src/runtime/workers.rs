@@ -659,3 +659,9 @@ object_class!(
     LegacySession,
     crate::pure::config::LEGACY_SESSIONS
 );
+object_class!(
+    /// The class that holds a client session's standalone stream and subscriptions
+    /// (`CLIENT_SESSIONS`).
+    ClientSession,
+    crate::pure::config::CLIENT_SESSIONS
+);

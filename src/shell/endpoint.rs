@@ -64,8 +64,12 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             return rpc(403, &e.to_response(&Value::Null), None);
         }
     };
+    // A client that stays opens its session's standalone stream (`subscriptions`).
+    let stream_get = req.method() == Method::Get
+        && header(&req, "mcp-session-id").is_some_and(|s| s.starts_with(crate::pure::mcp::relay::SESSION_PREFIX));
     match req.method() {
         Method::Post => {}
+        Method::Get if stream_get => {}
         Method::Options => return preflight(cors.as_deref(), header(&req, "access-control-request-headers")),
         m => {
             // A mistyped code is said as such whatever the method: a client that falls back to
@@ -73,64 +77,17 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
             if let Some(refused) = unknown_code(env, ctx, code, cors.as_deref()).await {
                 return refused;
             }
-            // Stateless: no GET stream to open and no session to DELETE.
-            let e = RpcError::new(
-                405,
-                jsonrpc::INVALID_REQUEST,
-                format!("Method not allowed: {} (this MCP endpoint takes POST)", m.as_ref()),
-            );
-            let mut resp = rpc(405, &e.to_response(&Value::Null), cors.as_deref())?;
-            resp.headers_mut().set("allow", "POST, OPTIONS");
-            return Ok(resp);
+            // No session: no GET stream to open. Sessions are sealed values: none to DELETE.
+            return not_allowed(m, cors.as_deref());
         }
     }
-    let fail = |status: u16, code: i64, message: String| {
-        rpc(status, &RpcError::new(status, code, message).to_response(&Value::Null), cors.as_deref())
-    };
-    let content_type = header(&req, "content-type").unwrap_or_default();
-    if !is_json_content_type(&content_type) {
-        return fail(
-            415,
-            jsonrpc::INVALID_REQUEST,
-            format!(
-                "Unsupported Media Type: send JSON-RPC as Content-Type: application/json (got {})",
-                if content_type.is_empty() { "none".to_string() } else { plain_or_quoted(&content_type) }
-            ),
-        );
-    }
-    let accept = header(&req, "accept");
-    if let Some(accept) = &accept {
-        if !accepts_json(accept) {
-            return fail(
-                406,
-                jsonrpc::INVALID_REQUEST,
-                format!(
-                    "Not Acceptable: this endpoint answers application/json (and text/event-stream); Accept was {}",
-                    plain_or_quoted(accept)
-                ),
-            );
+    let body = if stream_get {
+        Value::Null
+    } else {
+        match read_body(&mut req, cors.as_deref()).await? {
+            Ok(body) => body,
+            Err(refused) => return Ok(refused),
         }
-    }
-    let bytes = match crate::shell::http::body_capped(&mut req, MAX_BODY).await {
-        Ok(b) => b,
-        Err(BodyError::TooLarge) => {
-            return fail(
-                413,
-                jsonrpc::INVALID_REQUEST,
-                format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024),
-            )
-        }
-        Err(BodyError::Unreadable(e)) => {
-            return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body could not be read: {e}"))
-        }
-    };
-    let text = match std::str::from_utf8(&bytes) {
-        Ok(t) => t,
-        Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body is not UTF-8 text ({e})")),
-    };
-    let body: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body is not valid JSON ({e})")),
     };
     let echo_id = body.get("id").filter(|i| i.is_string() || i.is_number()).cloned().unwrap_or(Value::Null);
     let not_found = || server_not_found(&echo_id, cors.as_deref());
@@ -169,7 +126,8 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     // alone; `ping` skips the limiter). The check runs beside the definition lookup (from the
     // isolate's memo when hot), not before it; the handshake and `tools/list` count only once
     // the definition shows upstream MCP apps, whose lists they read.
-    let counted = rate_counted(&body, false);
+    // A session stream's GET counts as one message: each holds an object.
+    let counted = if stream_get { 1 } else { rate_counted(&body, false) };
     let (limited, served) =
         futures::future::join(rate_limited(env, &code_hash, counted), cache::served(env, ctx, &code_hash)).await;
     if !within_limit(limited) {
@@ -186,7 +144,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     };
     let def = &prepared.def;
     let has_upstreams = def.apps.iter().any(|a| a.backend.as_mcp().is_some());
-    let list_reads = if has_upstreams { rate_counted(&body, true) - counted } else { 0 };
+    let list_reads = if has_upstreams && !stream_get { rate_counted(&body, true) - counted } else { 0 };
     if list_reads > 0 && !within_limit(rate_limited(env, &code_hash, list_reads).await) {
         return too_many(env, &echo_id, cors.as_deref());
     }
@@ -235,7 +193,10 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         );
         return rpc(403, &e.to_response(&echo_id), cors.as_deref());
     }
-    let accepts_sse = accepts_sse(accept.as_deref());
+    let accepts_sse = accepts_sse(header(&req, "accept").as_deref());
+    if stream_get {
+        return session_stream(&req, env, def, &h, caller_tag, accepts_sse, cors.as_deref()).await;
+    }
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
     // As the upstreams offer them to a client that declared what this one did (`variant`).
     let declared = Variant::of_request(
@@ -270,6 +231,129 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     };
     dispatch(&body, &prepared, env, ctx, h, &upstreams, &catalogs, incoming, accepts_sse, cors.as_deref(), Via::Client)
         .await
+}
+
+/// A POST's JSON body, or the answer refusing it (media type, `Accept`, size, UTF-8, JSON).
+async fn read_body(req: &mut Incoming, cors: Option<&str>) -> crate::runtime::Result<Result<Value, Response>> {
+    let fail = |status: u16, code: i64, message: String| -> crate::runtime::Result<Result<Value, Response>> {
+        Ok(Err(rpc(status, &RpcError::new(status, code, message).to_response(&Value::Null), cors)?))
+    };
+    let content_type = header(req, "content-type").unwrap_or_default();
+    if !is_json_content_type(&content_type) {
+        return fail(
+            415,
+            jsonrpc::INVALID_REQUEST,
+            format!(
+                "Unsupported Media Type: send JSON-RPC as Content-Type: application/json (got {})",
+                if content_type.is_empty() { "none".to_string() } else { plain_or_quoted(&content_type) }
+            ),
+        );
+    }
+    let accept = header(req, "accept");
+    if let Some(accept) = &accept {
+        if !accepts_json(accept) {
+            return fail(
+                406,
+                jsonrpc::INVALID_REQUEST,
+                format!(
+                    "Not Acceptable: this endpoint answers application/json (and text/event-stream); Accept was {}",
+                    plain_or_quoted(accept)
+                ),
+            );
+        }
+    }
+    let bytes = match crate::shell::http::body_capped(req, MAX_BODY).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            return fail(
+                413,
+                jsonrpc::INVALID_REQUEST,
+                format!("Payload Too Large: MCP messages are limited to {} KiB", MAX_BODY / 1024),
+            )
+        }
+        Err(BodyError::Unreadable(e)) => {
+            return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body could not be read: {e}"))
+        }
+    };
+    let text = match std::str::from_utf8(&bytes) {
+        Ok(t) => t,
+        Err(e) => return fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body is not UTF-8 text ({e})")),
+    };
+    match serde_json::from_str(text) {
+        Ok(v) => Ok(Ok(v)),
+        Err(e) => fail(400, jsonrpc::PARSE_ERROR, format!("Parse error: the body is not valid JSON ({e})")),
+    }
+}
+
+fn not_allowed(m: Method, cors: Option<&str>) -> crate::runtime::Result<Response> {
+    let e = RpcError::new(
+        405,
+        jsonrpc::INVALID_REQUEST,
+        format!("Method not allowed: {} (this MCP endpoint takes POST)", m.as_ref()),
+    );
+    let mut resp = rpc(405, &e.to_response(&Value::Null), cors)?;
+    resp.headers_mut().set("allow", "POST, OPTIONS");
+    Ok(resp)
+}
+
+/// The `GET` of a session's standalone stream (`subscriptions`): held for a 2025 client of a
+/// server with upstream MCP apps, whose session id Flowgate sealed for this server; 404 for a
+/// session id that is not this server's (the client initializes again), 405 where there is
+/// nothing to stream (as before: the SDKs go on without the stream).
+#[allow(clippy::too_many_arguments)]
+async fn session_stream(
+    req: &Incoming,
+    env: &Env,
+    def: &ServerDefinition,
+    h: &RequestHeaders<'_>,
+    caller_tag: String,
+    accepts_sse: bool,
+    cors: Option<&str>,
+) -> crate::runtime::Result<Response> {
+    let fail = |status: u16, message: String| {
+        rpc(status, &RpcError::new(status, jsonrpc::INVALID_REQUEST, message).to_response(&Value::Null), cors)
+    };
+    let version = h.protocol_version.map_or(Some(crate::pure::protocol::version::Version::V2025_03_26), |v| {
+        crate::pure::protocol::version::Version::parse(v)
+    });
+    let stays = version.is_some_and(crate::pure::mcp::client_session::can_stay);
+    if !stays || !def.apps.iter().any(|a| a.backend.as_mcp().is_some()) {
+        return not_allowed(Method::Get, cors);
+    }
+    if h.session_caps.is_none() {
+        return fail(
+            404,
+            "Session not found: this Mcp-Session-Id is not one this server gave; initialize again".into(),
+        );
+    }
+    if !accepts_sse {
+        return fail(
+            406,
+            "Not Acceptable: a session's stream is text/event-stream; send Accept: text/event-stream".into(),
+        );
+    }
+    let Some(session_id) = header(req, "mcp-session-id") else { return not_allowed(Method::Get, cors) };
+    let keyed = def.auth.mode != AuthMode::None;
+    let mut incoming: Vec<(String, String)> =
+        req.headers().entries().filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization"))).collect();
+    incoming.push((CALLER_ENTRY.to_string(), caller_tag));
+    match crate::shell::backend::mcp::subscriptions::open_stream(env, def, &session_id, &incoming).await {
+        Ok(mut resp) => {
+            let mut headers = Headers::new();
+            headers.set("content-type", "text/event-stream");
+            headers.set("cache-control", "no-cache");
+            with_cors(&mut headers, cors)?;
+            for (k, v) in headers.iter() {
+                resp.headers_mut().set(k, v);
+            }
+            Ok(resp)
+        }
+        Err((403, why)) => fail(403, format!("Forbidden: {why}")),
+        Err((_, why)) => {
+            crate::shell::log::info("a client session's stream could not be opened", serde_json::json!({"why": why}));
+            not_allowed(Method::Get, cors)
+        }
+    }
 }
 
 /// Who a message came from, for the call log: an MCP client, or the console's tool playground
@@ -382,8 +466,14 @@ pub async fn dispatch(
                             if let Some(t) = ticket {
                                 t.finish(&v);
                             }
+                            let sid = crate::shell::backend::mcp::relay::session_id_for(env, def, single, &v);
+                            let mut v = v;
+                            if sid.is_some() && def.apps.iter().any(|a| a.backend.as_mcp().is_some()) {
+                                // The session's stream delivers subscriptions and list changes.
+                                crate::pure::mcp::client_session::declare(&mut v["result"]);
+                            }
                             let mut resp = rpc(status, &v, cors)?;
-                            if let Some(sid) = crate::shell::backend::mcp::relay::session_id_for(env, def, single, &v) {
+                            if let Some(sid) = sid {
                                 resp.headers_mut().set("mcp-session-id", &sid);
                             }
                             Ok(resp)
@@ -571,6 +661,10 @@ async fn run(
             record_end_user(ctx, env, def, &plan);
             let body = call_backend(&plan, served, env, ctx, incoming).await;
             (server::call_status(plan.version, &body), Some(body))
+        }
+        Step::Forward(fwd) if fwd.method.ends_with("subscribe") => {
+            let body = crate::shell::backend::mcp::subscriptions::subscribe(&fwd, def, env, incoming).await;
+            (server::call_status(fwd.version, &body), Some(body))
         }
         Step::Forward(fwd) => {
             let body = upstream_call::forward(&fwd, def, env, incoming).await;

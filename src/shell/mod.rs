@@ -54,6 +54,7 @@ impl crate::runtime::Worker for Flowgate {
             platform::OAUTH => Some(Rc::new(backend::mcp::oauth::TokenBroker::new(storage, env))),
             platform::BRIDGES => Some(Rc::new(backend::mcp::bridge::CallBridge::new(storage, env))),
             platform::LEGACY_SESSIONS => Some(Rc::new(backend::mcp::legacy_session::LegacySession::new(storage, env))),
+            platform::CLIENT_SESSIONS => Some(Rc::new(backend::mcp::subscriptions::ClientSession::new(storage, env))),
             _ => None,
         }
     }

@@ -10,7 +10,7 @@ use crate::runtime::Env;
 // The bindings wrangler.toml declares, under the names the shell uses for them (the names are
 // rows of `pure::config::SETTINGS`).
 pub use crate::pure::config::{
-    ADMIN_AUTH_LIMIT, BRIDGES, CACHE as KV, DB as D1, LEGACY_SESSIONS, MCP_RATE_LIMIT, OAUTH, TASKS,
+    ADMIN_AUTH_LIMIT, BRIDGES, CACHE as KV, CLIENT_SESSIONS, DB as D1, LEGACY_SESSIONS, MCP_RATE_LIMIT, OAUTH, TASKS,
 };
 
 /// The KV key of a server's definition, by the SHA-256 of its code.

@@ -1,6 +1,6 @@
 // The server scenarios no other conformance file runs through Flowgate: JSON Schema 2020-12 tool
 // schemas, SEP-2243 custom headers, stateless serving (SEP-2575), session lifecycle, SSE polling
-// (SEP-1699), resource subscriptions, and
+// (SEP-1699), resource subscriptions (a client that opens its session's stream), and
 // the reference tool scenarios at 2026-07-28 (Flowgate speaks that revision for a 2025
 // upstream). Each runs through Flowgate and, where the fixture speaks the revision, straight
 // against the fixture behind it, so that a failure through Flowgate is Flowgate's.
@@ -50,14 +50,9 @@ const fixtureUrl = (key) => (key === 'v2026' ? up2026.url : ups.everything.url);
 const fixtureName = (key) => (key === 'v2026' ? 'fixture: input-required-upstream' : 'fixture: SDK everything');
 
 // What fails, and why; each test asserts that exactly these checks fail, so a fix shows.
-const GAPS = {
-  // Stateless by design: no stream outlives a request, so subscriptions are -32601. The SDK
-  // fixture fails them as well (it declares subscribe but has no handler).
-  'Flowgate resources-subscribe': ['resources-subscribe'],
-  'Flowgate resources-unsubscribe': ['resources-unsubscribe'],
-  'fixture resources-subscribe': ['resources-subscribe'],
-  'fixture resources-unsubscribe': ['resources-unsubscribe'],
-};
+// (None now: resources-subscribe and -unsubscribe pass through Flowgate, whose client opens its
+// session's GET stream and so has its subscriptions forwarded to the fixture.)
+const GAPS = {};
 
 // SHOULDs Flowgate does not meet by design (WARNING checks), and why; asserted exactly like GAPS.
 const WARNS = {

@@ -54,9 +54,10 @@ after(async () => {
 });
 
 describe('upstream resources, prompts and completions', () => {
-  test('initialize declares what the upstreams offer, without subscriptions', () => {
+  test('initialize declares what the upstreams offer, subscriptions on the session\'s stream', () => {
+    // The SDK client has a session, whose GET stream delivers them (upstream-subscriptions.test.mjs).
     const caps = client.getServerCapabilities();
-    assert.deepEqual(caps.resources, { subscribe: false, listChanged: false });
+    assert.deepEqual(caps.resources, { subscribe: true, listChanged: false });
     assert.deepEqual(caps.prompts, { listChanged: false });
     assert.deepEqual(caps.completions, {});
     assert.ok(caps.tools);
@@ -154,14 +155,14 @@ describe('upstream resources, prompts and completions', () => {
     assert.equal(completed.json.error.code, -32602);
     assert.match(completed.json.error.message, /other:\/\/item\/secret \(an app of this server denies it\)/);
     const subscribed = await rpc(url, req('resources/subscribe', { uri: 'other://item/secret' }), V);
-    assert.equal(subscribed.json.error.code, -32601);
+    assert.equal(subscribed.json.error.code, -32002, 'not found, before anything else');
     const mentions = ups.catalog.requests.filter((r) => JSON.stringify(r.body ?? {}).includes('other://item/secret'));
     assert.equal(mentions.length, 0, 'a denied URI is never forwarded, even where a template matches it');
     assert.equal((await client.readResource({ uri: 'other://item/8' })).contents[0].text, 'item 8 from catalog', 'the template still serves other URIs');
 
     const sub = await rpc(url, req('resources/subscribe', { uri: 'test://watched-resource' }), V);
     assert.equal(sub.json.error.code, -32601);
-    assert.match(sub.json.error.message, /stateless/);
+    assert.match(sub.json.error.message, /it needs this server's session: send the Mcp-Session-Id/);
   });
 
   test('a server whose upstreams offer no resources or prompts declares none and answers -32601', async () => {

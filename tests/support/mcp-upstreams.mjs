@@ -62,7 +62,8 @@
 //                                                  arg1 completes from ["paris", "park", "party"] by prefix
 //              test_prompt_with_embedded_resource {resourceUri}  an embedded text resource, then text
 //              test_prompt_with_image              an image (the red PNG), then text
-//   capabilities: resources, prompts, completions (declared by McpServer from the above).
+//   capabilities: resources (with subscribe: resources/subscribe and unsubscribe kept per
+//                 session), prompts, completions (declared by McpServer from the above).
 //
 // ---- Upstreams ----------------------------------------------------------------------------
 // stateful   url http://127.0.0.1:P/mcp. Streamable HTTP with sessions (randomUUID), one
@@ -76,6 +77,9 @@
 //            Extras: sessions() → live session ids; expireSessions() → drops (closes) them all,
 //            returns their ids; closedSessions → ids ended by DELETE; notifyToolListChanged()
 //            → notifications/tools/list_changed on every live session (standalone GET stream);
+//            subscriptions() → [session id, URI] pairs (everything catalog);
+//            notifyResourceUpdated(uri) → notifications/resources/updated to the sessions
+//            subscribed to it;
 //            refuseDelete(true) → DELETE answers 405 (Allow: GET, POST) and the session lives on,
 //            as for a server that does not let clients end sessions (the spec allows it).
 // everything url http://127.0.0.1:P/mcp. Like `stateful` (sessions, SSE answers) with the shared
@@ -194,6 +198,8 @@ import {
   ListResourcesRequestSchema,
   ListToolsRequestSchema,
   McpError,
+  SubscribeRequestSchema,
+  UnsubscribeRequestSchema,
   isInitializeRequest,
 } from '@modelcontextprotocol/sdk/types.js';
 
@@ -443,6 +449,18 @@ function registerEverythingCatalog(mcp) {
       contents: [{ uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }],
     }),
   );
+  // Subscriptions (as the reference server's): the session's URIs, kept on the McpServer;
+  // updates go out with notifyResourceUpdated() of the upstream's api.
+  mcp.server.registerCapabilities({ resources: { subscribe: true, listChanged: true } });
+  mcp.subscribed = new Set();
+  mcp.server.setRequestHandler(SubscribeRequestSchema, async (req) => {
+    mcp.subscribed.add(req.params.uri);
+    return {};
+  });
+  mcp.server.setRequestHandler(UnsubscribeRequestSchema, async (req) => {
+    mcp.subscribed.delete(req.params.uri);
+    return {};
+  });
   mcp.registerPrompt('test_simple_prompt', { description: 'A prompt without arguments' }, async () => ({
     messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }],
   }));
@@ -830,6 +848,14 @@ async function startStateful(register, { pageSize, resumable } = {}) {
       },
       async notifyToolListChanged() {
         await Promise.allSettled([...sessions.values()].map(({ mcp }) => mcp.server.sendToolListChanged()));
+      },
+      /** [session id, URI] of every subscription now. */
+      subscriptions: () => [...sessions.entries()].flatMap(([id, { mcp }]) => [...(mcp.subscribed ?? [])].map((uri) => [id, uri])),
+      /** notifications/resources/updated for `uri` to every session subscribed to it. */
+      async notifyResourceUpdated(uri) {
+        const subscribed = [...sessions.values()].filter(({ mcp }) => mcp.subscribed?.has(uri));
+        await Promise.allSettled(subscribed.map(({ mcp }) => mcp.server.sendResourceUpdated({ uri })));
+        return subscribed.length;
       },
     },
     async close() {

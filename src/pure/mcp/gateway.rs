@@ -32,6 +32,7 @@ use crate::pure::backend::mcp::aggregate::{aggregate_prompts, resource_allowed, 
 use crate::pure::backend::mcp::catalog::{self, Catalog, List};
 use crate::pure::definition::ServerDefinition;
 use crate::pure::ids::sha256_hex;
+use crate::pure::mcp::client_session;
 use crate::pure::quote::plain_or_quoted;
 
 use crate::pure::protocol::jsonrpc::{self, RpcError};
@@ -210,7 +211,8 @@ impl<'a> Gateway<'a> {
 
     /// What the server declares in `capabilities` for these upstreams, for a client of `version`:
     /// `resources` and `prompts` when some upstream offers them (no subscriptions and no
-    /// list-changed notifications: the endpoint is stateless, with no stream to send them on),
+    /// list-changed notifications here: the shell widens them for a client that can keep a
+    /// session's stream, `client_session::declare`),
     /// `completions` from 2025-03-26, where the capability exists; the Skills extension to
     /// 2026-07-28 clients.
     pub fn add_capabilities(&self, c: &mut Value, version: Version) {
@@ -243,15 +245,20 @@ impl<'a> Gateway<'a> {
             "resources/list" | "resources/templates/list" | "resources/read" if !self.resources_offered => {
                 Err(not_offered(method, version, "resources"))
             }
-            "resources/subscribe" | "resources/unsubscribe" => Err(RpcError::new(
-                version.method_not_found_status(),
-                jsonrpc::METHOD_NOT_FOUND,
-                format!(
-                    "Method not found: {method} (this MCP endpoint is stateless: it keeps no session or \
-                     stream to send notifications/resources/updated on, so it declares resources.subscribe: \
-                     false; read the resource again instead)"
-                ),
-            )),
+            "resources/subscribe" | "resources/unsubscribe" if !self.resources_offered => {
+                Err(not_offered(method, version, "resources"))
+            }
+            // Delivered on the session's standalone stream, which only 2025 clients have.
+            "resources/subscribe" | "resources/unsubscribe" if !client_session::can_stay(version) => {
+                Err(client_session::no_stream(method, version, client_session::NoStream::Stateless))
+            }
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = uri_param(params, "uri", method)?;
+                let app_index = self.owner_of_uri(uri).ok_or_else(|| self.not_found(uri, version))?;
+                let method =
+                    if method == "resources/subscribe" { "resources/subscribe" } else { "resources/unsubscribe" };
+                self.forward(id, version, app_index, method, params, Some(uri.to_string()))
+            }
             "prompts/list" | "prompts/get" if !self.prompts_offered => Err(not_offered(method, version, "prompts")),
             "completion/complete" if !self.completions_offered => Err(not_offered(method, version, "completions")),
             "resources/list" => self.page(catalog::RESOURCES, params, version).map(Answer::Result),

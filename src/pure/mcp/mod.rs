@@ -3,6 +3,7 @@
 //! the upstream client uses too, is `pure::protocol`.
 
 pub mod bridge;
+pub mod client_session;
 pub mod gateway;
 pub mod http_rules;
 pub mod input_required;

@@ -305,6 +305,18 @@ pub fn handle_full(
         },
         methods::TOOLS_CALL => return call_tool(def, upstreams, id, params, version, h, server_version),
         m if gateway::METHODS.contains(&m) => match Gateway::new(def, catalogs).answer(id, m, params, version) {
+            // Updates go on the session's stream: no session, nothing to deliver them on.
+            Ok(Answer::Forward(f))
+                if f.method.starts_with("resources/")
+                    && f.method.ends_with("subscribe")
+                    && h.session_caps.is_none() =>
+            {
+                Err(crate::pure::mcp::client_session::no_stream(
+                    m,
+                    version,
+                    crate::pure::mcp::client_session::NoStream::NoSession,
+                ))
+            }
             Ok(Answer::Forward(mut f)) => {
                 f.user = end_user(def, &client_name(params, h), h);
                 return Step::Forward(f);

@@ -294,7 +294,8 @@ fn a_legacy_endpoint_that_refuses_a_message_is_named_with_its_status() {
     let app = upstream_app(&fx, "Old", "https://legacy.test/mcp", json!({}));
     let r = fx.console(Method::Post, &format!("/apps/{}/tools/refresh", app.app_id), None);
     assert_eq!(r.status, 422, "{}", r.text());
-    assert!(r.text().contains("upstream Old refused a message on its SSE endpoint (HTTP 404)"), "{}", r.text());
+    // The caller's kept session (`legacy_sessions`) is opened by its object, which names the step.
+    assert!(r.text().contains("upstream Old did not take initialize on its SSE endpoint: HTTP 404"), "{}", r.text());
     fx.assert_invariants();
 }
 

@@ -16,9 +16,10 @@
 //! `roots/list`); on the legacy transport, a stateful `count` tool ([`McpUpstream::counts`]: 1, 2, … per session),
 //! streams the upstream ends or forgets ([`McpUpstream::end_streams`],
 //! [`McpUpstream::forget_streams`]), and messages of its own on every open stream
-//! ([`McpUpstream::send_on_streams`]);
-//! a tool offered only to clients that declared sampling, as the reference server does
-//! ([`McpUpstream::per_client`]).
+//! ([`McpUpstream::send_on_streams`]); a tool offered only to clients that declared sampling, as
+//! the reference server does ([`McpUpstream::per_client`]); resources with subscriptions
+//! ([`McpUpstream::resources`]), whose updates and list changes go out on the standalone streams
+//! ([`McpUpstream::send_on_standalone`]).
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,6 +87,11 @@ pub struct McpUpstream {
     pub standalone: Cell<bool>,
     /// Lists `count`, which answers how often it was called in the session (legacy transport).
     pub counts: Cell<bool>,
+    /// Offers resources (`sim://watched`, `sim://other`) with subscriptions: `resources/subscribe`
+    /// and `unsubscribe` are recorded per session ([`McpUpstream::subscribed`]); updates and list
+    /// changes go out with [`McpUpstream::send_on_standalone`].
+    pub resources: Cell<bool>,
+    subscriptions: RefCell<BTreeSet<(String, String)>>,
     counters: RefCell<BTreeMap<String, u64>>,
     /// Lists (and calls) `sample`, and offers prompts (`sampled`), only in sessions whose
     /// `initialize` declared `sampling`.
@@ -221,6 +227,9 @@ impl McpUpstream {
     fn answer(&self, req: &BackendRequest, method: &str, params: &Value, now_ms: u64) -> Result<Value, (i64, String)> {
         let offers_sample = self.per_client.get() && self.session_samples(req);
         let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
+        if self.resources.get() {
+            capabilities["resources"] = json!({"subscribe": true, "listChanged": true});
+        }
         if self.tasks {
             capabilities["tasks"] = json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}});
         }
@@ -238,6 +247,24 @@ impl McpUpstream {
                 "serverInfo": {"name": "sim-upstream", "version": "1.0.0"}
             })),
             "ping" => Ok(json!({})),
+            "resources/list" if self.resources.get() => Ok(json!({"resources": [
+                {"uri": "sim://watched", "name": "watched", "mimeType": "text/plain"},
+                {"uri": "sim://other", "name": "other", "mimeType": "text/plain"}]})),
+            "resources/templates/list" if self.resources.get() => Ok(json!({"resourceTemplates": []})),
+            "resources/read" if self.resources.get() => {
+                let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default();
+                Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": format!("content of {uri}")}]}))
+            }
+            "resources/subscribe" | "resources/unsubscribe" if self.resources.get() => {
+                let uri = params.get("uri").and_then(Value::as_str).unwrap_or_default().to_string();
+                let session = req.headers.get("mcp-session-id").unwrap_or_default();
+                if method == "resources/subscribe" {
+                    self.subscriptions.borrow_mut().insert((session, uri));
+                } else {
+                    self.subscriptions.borrow_mut().remove(&(session, uri));
+                }
+                Ok(json!({}))
+            }
             "tools/list" => {
                 let mut list = tools(self.asks.get(), self.tasks, self.standalone.get(), self.counts.get());
                 if let (true, Some(l)) = (offers_sample, list.as_array_mut()) {
@@ -366,6 +393,27 @@ impl McpUpstream {
     /// closed).
     pub fn standalone_stream(&self, session: &str) -> Option<Rc<Feed>> {
         self.standalone_streams.borrow().get(session).filter(|f| Rc::strong_count(f) > 1 && !f.is_closed()).cloned()
+    }
+
+    /// The (session, URI) pairs subscribed to now.
+    pub fn subscribed(&self) -> Vec<(String, String)> {
+        self.subscriptions.borrow().iter().cloned().collect()
+    }
+
+    /// Sends `message` on every standalone stream held open now (an update or a list change);
+    /// how many it went out on.
+    pub fn send_on_standalone(&self, message: &Value) -> usize {
+        let streams: Vec<Rc<Feed>> = self
+            .standalone_streams
+            .borrow()
+            .values()
+            .filter(|f| Rc::strong_count(f) > 1 && !f.is_closed())
+            .cloned()
+            .collect();
+        for f in &streams {
+            f.push(frame(message));
+        }
+        streams.len()
     }
 
     /// Whether a standalone stream is held open by its reader now.

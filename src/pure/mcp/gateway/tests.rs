@@ -311,7 +311,25 @@ fn capabilities_and_methods_follow_the_upstreams() {
         assert!(e.message.contains("no upstream MCP server"), "{}", e.message);
     }
     let e = g.answer(&json!(1), "resources/subscribe", &Map::new(), Version::V2025_06_18).unwrap_err();
-    assert!(e.code == jsonrpc::METHOD_NOT_FOUND && e.message.contains("stateless"), "{}", e.message);
+    assert!(e.code == jsonrpc::METHOD_NOT_FOUND && e.message.contains("no upstream MCP server"), "{}", e.message);
+}
+
+#[test]
+fn subscriptions_go_to_the_owner_of_the_uri_for_clients_with_sessions_only() {
+    let (d, c) = two();
+    let g = Gateway::new(&d, &c);
+    let p = params(json!({"uri": "beta://item/7/data"}));
+    for m in ["resources/subscribe", "resources/unsubscribe"] {
+        let f = forward(g.answer(&json!(3), m, &p, V));
+        assert_eq!((f.method, f.app_index, f.name.as_deref()), (m, 1, Some("beta://item/7/data")));
+        // 2026-07-28 has no sessions, so no stream to deliver updates on.
+        let e = g.answer(&json!(3), m, &p, Version::V2026_07_28).unwrap_err();
+        assert!(e.code == jsonrpc::METHOD_NOT_FOUND && e.message.contains("no sessions"), "{}", e.message);
+    }
+    let e = g.answer(&json!(3), "resources/subscribe", &params(json!({"uri": "nowhere://x"})), V).unwrap_err();
+    assert_eq!(e.code, -32002, "a URI no app owns is not forwarded: {}", e.message);
+    let e = g.answer(&json!(3), "resources/subscribe", &Map::new(), V).unwrap_err();
+    assert_eq!(e.code, jsonrpc::INVALID_PARAMS, "{}", e.message);
 }
 
 #[test]
@@ -558,9 +576,9 @@ fn deny_wins_on_every_route_to_a_resource() {
         assert!(e.code == jsonrpc::INVALID_PARAMS && e.message.contains("denies it"), "{uri}: {}", e.message);
     }
     assert_eq!(forward(complete("beta://item/{id}/data")).app_index, 1);
-    // Subscribe is refused whatever the URI: nothing to forward.
+    // Nor is a subscription to it forwarded.
     let e = g.answer(&id, "resources/subscribe", &params(json!({"uri": "beta://item/7/data"})), V).unwrap_err();
-    assert_eq!(e.code, jsonrpc::METHOD_NOT_FOUND);
+    assert_eq!(e.code, -32002, "{}", e.message);
 
     // A URI one app denies goes to a later app whose template matches it (its own resource), as
     // a listed URI does.

@@ -139,6 +139,31 @@ pub async fn open(client: &mut Client<'_>, up: &Upstream) -> Option<Held> {
     }
 }
 
+/// Opens the standalone stream of a session for a holder other than a call (a client
+/// session's Durable Object, `subscriptions`), from what the Worker's client found: the
+/// session, the URL and the stream's headers (its credentials). `None` when the upstream
+/// offers none or it failed; a stream held elsewhere (409) is asked for again by [`follow`].
+pub async fn hold(session: Session, url: String, headers: Headers, app: String) -> Option<Held> {
+    let wait = Duration::from_millis(sa::OPEN_WAIT_MS);
+    let got = get(outbound::send(Method::Get, &url, headers.clone(), None, wait), &app).await;
+    let live = match got {
+        Got::Stream(mut answer) => {
+            let stream = answer.stream();
+            Some((answer, stream))
+        }
+        Got::Not(Opened::Busy) => None,
+        Got::Not(Opened::Failed(status)) => {
+            crate::shell::log::info(
+                "the upstream did not open its standalone stream for a client session",
+                json!({"app": app, "status": status}),
+            );
+            return None;
+        }
+        Got::Not(_) | Got::Unreachable => return None,
+    };
+    Some(Held { session, url, headers, app, live, reader: StreamReader::default() })
+}
+
 /// Reads the stream while the call runs, each message to `on_message`; never ends by itself
 /// (the call's end drops it, which aborts the exchange). A stream the upstream closes is opened
 /// again after its `retry` (with `Last-Event-ID`), as is one refused with 409, at most

@@ -1,0 +1,385 @@
+//! Clients that stay: a 2025-revision client's standalone `GET` stream of its Flowgate session,
+//! held by a `ClientSession` Durable Object (binding `CLIENT_SESSIONS`, one per sealed session
+//! id, `pure::mcp::client_session` decides) with the upstream sessions' own standalone streams
+//! (`standalone::hold` / `follow`) of the upstreams it is subscribed to, so that
+//! `resources/subscribe` can be forwarded to the upstream that owns the URI and its
+//! `notifications/resources/updated` and list changes reach the client. An upstream's stream is
+//! held only while a subscription needs it: otherwise the caller's calls use it. Everything lives in the object's memory: the client's stream
+//! closing, the idle bound (the object's alarm) or the object's restart ends the upstream streams
+//! and forgets the subscriptions.
+//!
+//! The Worker's side: [`open_stream`] (the `GET`), [`subscribe`] (`resources/subscribe` and
+//! `resources/unsubscribe` from a client with a session).
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+use crate::pure::backend::mcp::binding::CALLER_ENTRY;
+use crate::pure::backend::mcp::session::Session;
+use crate::pure::definition::ServerDefinition;
+use crate::pure::mcp::client_session::{self as cs, NoStream, Relay, Subscriptions};
+use crate::pure::mcp::gateway::Forward;
+use crate::pure::mcp::standalone::has_stream;
+use crate::pure::protocol::jsonrpc::RpcError;
+use crate::runtime::{Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response};
+use crate::shell::outbound;
+
+use super::client::{upstream_of, Client, Conn};
+use super::standalone;
+
+/// How long the Worker waits for the object to answer a subscription's check (it waits
+/// `STREAM_WAIT_MS` at most itself).
+const POST_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn ask(env: &Env, object: &str, path: &str, body: &Value) -> Result<Response, String> {
+    let req = Request::post(&format!("https://client-session{path}"), body.to_string());
+    match env.runtime().object_fetch(crate::shell::platform::CLIENT_SESSIONS, object, req).await {
+        Ok(r) => Ok(r),
+        Err(e) => Err(format!("the session object could not be reached: {e}")),
+    }
+}
+
+fn caller_of(incoming: &[(String, String)]) -> String {
+    incoming.iter().find(|(k, _)| k == CALLER_ENTRY).map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
+fn lookup(incoming: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_ {
+    |name: &str| incoming.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.clone())
+}
+
+/// The standalone stream of a client's session (the `GET`), as the object holds it; `Err` is
+/// the object's refusal or failure (status, words). An upstream's own stream is opened at the
+/// first subscription to one of its resources ([`subscribe`]), not here: until then a call of
+/// the caller's uses it (`standalone`).
+pub async fn open_stream(
+    env: &Env,
+    def: &ServerDefinition,
+    session_id: &str,
+    incoming: &[(String, String)],
+) -> Result<Response, (u16, String)> {
+    let object = cs::object_name(&def.server_id, session_id);
+    let owner = cs::owner(&caller_of(incoming));
+    let resp = ask(env, &object, "/stream", &json!({"owner": owner})).await.map_err(|e| (503, e))?;
+    if resp.status_code() != 200 {
+        let status = resp.status_code();
+        return Err((status, resp.text().await.unwrap_or_default()));
+    }
+    Ok(resp)
+}
+
+/// What the object needs to open `app`'s standalone stream on the caller's session: `None` for
+/// an upstream whose session has none (stateless, legacy SSE, 2026-07-28) or that cannot be
+/// reached (logged).
+async fn target(
+    env: &Env,
+    app: &crate::pure::definition::AppDefinition,
+    incoming: &[(String, String)],
+) -> Option<Value> {
+    let look = lookup(incoming);
+    let up = match upstream_of(app, env, Some(&look)).await {
+        Ok(u) => u,
+        Err(e) => {
+            crate::shell::log::info("a client session cannot watch an upstream", json!({"app": app.name, "why": e}));
+            return None;
+        }
+    };
+    let mut client = Client::new(&up, env);
+    if let Err(e) = client.connect(true).await {
+        crate::shell::log::info("a client session cannot watch an upstream", json!({"app": app.name, "why": e}));
+        return None;
+    }
+    let Some(Conn::Http(session)) = &client.conn else { return None };
+    if !has_stream(session) {
+        return None;
+    }
+    let headers = client.stream_headers(session).ok()?;
+    let pairs: Vec<Value> = headers.iter().map(|(k, v)| json!([k, v])).collect();
+    Some(json!({"app": app.name, "url": up.url, "session": session, "headers": pairs}))
+}
+
+/// `resources/subscribe` or `resources/unsubscribe` of a client with a session: refused unless
+/// the session's stream is open (held by its object, for this caller), else forwarded to the
+/// upstream that owns the URI, on the caller's session, and recorded by the object, which then
+/// holds that session's standalone stream.
+pub async fn subscribe(fwd: &Forward, def: &ServerDefinition, env: &Env, incoming: &[(String, String)]) -> Value {
+    let refuse = |why: NoStream| cs::no_stream(fwd.method, fwd.version, why).to_response(&fwd.id);
+    let Some(session_id) = lookup(incoming)("mcp-session-id") else { return refuse(NoStream::NoSession) };
+    let object = cs::object_name(&def.server_id, &session_id);
+    let owner = cs::owner(&caller_of(incoming));
+    match ask(env, &object, "/check", &json!({"owner": owner})).await {
+        Ok(r) if r.status_code() == 200 => {}
+        Ok(_) => return refuse(NoStream::NotOpen),
+        Err(e) => return refuse(NoStream::Unavailable(e)),
+    }
+    let answer = super::call::forward(fwd, def, env, incoming).await;
+    if answer.get("error").is_some() {
+        return answer;
+    }
+    let Some(app) = def.apps.get(fwd.app_index) else { return answer };
+    let uri = fwd.params.get("uri").and_then(Value::as_str).unwrap_or_default();
+    let target = target(env, app, incoming).await;
+    let body = json!({"owner": owner, "method": fwd.method, "uri": uri, "app_id": app.id, "target": target});
+    match ask(env, &object, "/subscribe", &body).await {
+        Ok(r) if r.status_code() == 200 => answer,
+        Ok(r) if r.status_code() == 409 => refuse(NoStream::NotOpen),
+        Ok(r) => {
+            let why = r.text().await.unwrap_or_default();
+            RpcError::new(200, crate::pure::protocol::jsonrpc::INVALID_PARAMS, format!("Invalid params: {why}"))
+                .to_response(&fwd.id)
+        }
+        Err(e) => refuse(NoStream::Unavailable(e)),
+    }
+}
+
+/// The Durable Object class of a client session (bound as `CLIENT_SESSIONS`, class
+/// `ClientSession`).
+pub struct ClientSession {
+    storage: Rc<dyn ObjectStorage>,
+    env: Env,
+    inner: Rc<Inner>,
+}
+
+/// An upstream session's standalone stream the object follows.
+struct Watcher {
+    session_id: Option<String>,
+    stop: futures::future::AbortHandle,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// The client's stream: where its events go, and which opening it is.
+    client: RefCell<Option<(UnboundedSender<Vec<u8>>, u64)>>,
+    generation: Cell<u64>,
+    owner: RefCell<Option<String>>,
+    subs: RefCell<Subscriptions>,
+    watchers: RefCell<BTreeMap<String, Watcher>>,
+    last_used_ms: Cell<u64>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for w in self.watchers.get_mut().values() {
+            w.stop.abort();
+        }
+    }
+}
+
+impl Inner {
+    /// Ends the session of `generation` (if it still is): the client's stream, the upstreams'
+    /// streams, the subscriptions.
+    fn end(&self, generation: u64, why: &str) {
+        if self.client.borrow().as_ref().is_none_or(|(_, g)| *g != generation) {
+            return;
+        }
+        self.client.borrow_mut().take();
+        for (_, w) in std::mem::take(&mut *self.watchers.borrow_mut()) {
+            w.stop.abort();
+        }
+        *self.subs.borrow_mut() = Subscriptions::default();
+        self.owner.borrow_mut().take();
+        crate::shell::log::info("a client session's stream ended", json!({"why": why}));
+    }
+
+    fn send(&self, message: &Value) -> bool {
+        let sent =
+            self.client.borrow().as_ref().is_some_and(|(tx, _)| tx.unbounded_send(cs::sse_event(message)).is_ok());
+        if sent {
+            self.last_used_ms.set(crate::shell::platform::now_ms());
+        }
+        sent
+    }
+
+    fn is_open_for(&self, owner: &str) -> bool {
+        self.client.borrow().is_some() && self.owner.borrow().as_deref() == Some(owner)
+    }
+}
+
+/// Ends the session when the client's stream goes (the client closed it, or it was replaced).
+struct StreamGuard {
+    inner: Weak<Inner>,
+    generation: u64,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if let Some(inner) = self.inner.upgrade() {
+            inner.end(self.generation, "the client's stream closed");
+        }
+    }
+}
+
+/// The client's event stream: what the object sends, a keep-alive comment after
+/// `KEEPALIVE_MS` of silence, until the object ends it.
+fn client_stream(rx: UnboundedReceiver<Vec<u8>>, guard: StreamGuard) -> Response {
+    let stream = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
+        let next = rx.next();
+        let tick = crate::runtime::sleep(cs::KEEPALIVE_MS);
+        futures::pin_mut!(next, tick);
+        match futures::future::select(next, tick).await {
+            futures::future::Either::Left((Some(bytes), _)) => Some((Ok(bytes), (rx, guard))),
+            futures::future::Either::Left((None, _)) => None,
+            futures::future::Either::Right(_) => Some((Ok(b": keep-alive\n\n".to_vec()), (rx, guard))),
+        }
+    });
+    let mut r = Response::from_stream(Box::pin(stream));
+    r.headers_mut().set("content-type", "text/event-stream");
+    r.headers_mut().set("cache-control", "no-cache");
+    r
+}
+
+impl ObjectHandler for ClientSession {
+    fn fetch(&self, req: Request) -> Fut<'_, Response> {
+        Box::pin(async move {
+            self.answer(req)
+                .await
+                .unwrap_or_else(|e| Response::text_with_status(format!("the client session failed: {e}"), 500))
+        })
+    }
+
+    fn alarm(&self) -> Fut<'_, crate::runtime::Result<()>> {
+        Box::pin(async move {
+            let now = crate::shell::platform::now_ms();
+            let Some(generation) = self.inner.client.borrow().as_ref().map(|(_, g)| *g) else { return Ok(()) };
+            let last = self.inner.last_used_ms.get();
+            if now.saturating_sub(last) >= cs::IDLE_MS {
+                self.inner.end(generation, &format!("it was idle for {} s", cs::IDLE_MS / 1000));
+                return Ok(());
+            }
+            self.storage.set_alarm(last.max(now) + cs::IDLE_MS).await
+        })
+    }
+}
+
+impl ClientSession {
+    pub fn new(storage: Rc<dyn ObjectStorage>, env: Env) -> Self {
+        ClientSession { storage, env, inner: Rc::default() }
+    }
+
+    async fn touch(&self) -> crate::runtime::Result<()> {
+        let now = crate::shell::platform::now_ms();
+        self.inner.last_used_ms.set(now);
+        self.storage.set_alarm(now + cs::IDLE_MS).await
+    }
+
+    async fn answer(&self, req: Request) -> crate::runtime::Result<Response> {
+        crate::shell::outbound::guard_from_env(&self.env);
+        let path = req.url.rsplit('/').next().unwrap_or_default().to_string();
+        let body: Value = serde_json::from_str(&req.text().await?).unwrap_or(Value::Null);
+        let owner = body["owner"].as_str().unwrap_or_default().to_string();
+        let inner = &self.inner;
+        let foreign = || Response::text_with_status("this session's stream belongs to another caller", 403);
+        match path.as_str() {
+            "stream" => {
+                if inner.client.borrow().is_some() && inner.owner.borrow().as_deref() != Some(owner.as_str()) {
+                    return Ok(foreign());
+                }
+                // A new GET replaces the stream before it (the subscriptions stay).
+                let generation = inner.generation.get() + 1;
+                inner.generation.set(generation);
+                let (tx, rx) = unbounded();
+                *inner.client.borrow_mut() = Some((tx, generation));
+                *inner.owner.borrow_mut() = Some(owner);
+                self.touch().await?;
+                Ok(client_stream(rx, StreamGuard { inner: Rc::downgrade(inner), generation }))
+            }
+            "check" => {
+                // The SDKs open the stream without waiting after initialize: a subscribe may come first.
+                let mut waited = 0;
+                while inner.client.borrow().is_none() && waited < cs::STREAM_WAIT_MS {
+                    crate::runtime::sleep(50).await;
+                    waited += 50;
+                }
+                Ok(match (inner.client.borrow().is_some(), inner.is_open_for(&owner)) {
+                    (false, _) => Response::text_with_status("no stream is open", 409),
+                    (true, false) => foreign(),
+                    (true, true) => Response::text_with_status("open", 200),
+                })
+            }
+            "subscribe" => {
+                if !inner.is_open_for(&owner) {
+                    return Ok(Response::text_with_status("no stream is open for this caller", 409));
+                }
+                let app_id = body["app_id"].as_str().unwrap_or_default().to_string();
+                let uri = body["uri"].as_str().unwrap_or_default();
+                if body["method"] == "resources/unsubscribe" {
+                    // The app's last subscription: its stream goes back to the caller's calls.
+                    let released = inner.subs.borrow_mut().remove(uri);
+                    if let Some(w) = released.and_then(|app| inner.watchers.borrow_mut().remove(&app)) {
+                        w.stop.abort();
+                    }
+                } else {
+                    if let Err(why) = inner.subs.borrow_mut().add(uri, &app_id) {
+                        return Ok(Response::text_with_status(why, 400));
+                    }
+                    if let Some(target) = body.get("target").filter(|t| t.is_object()) {
+                        self.watch(&app_id, target);
+                    }
+                }
+                self.touch().await?;
+                Ok(Response::text_with_status("ok", 200))
+            }
+            _ => Ok(Response::text_with_status("no such route", 404)),
+        }
+    }
+
+    /// Follows `app_id`'s upstream session stream (`target`), unless it already does for that
+    /// session; a watcher of another session of the app (renewed upstream) is replaced.
+    fn watch(&self, app_id: &str, target: &Value) {
+        let session: Session = match crate::pure::fields::read(target["session"].clone()) {
+            Ok(s) => s,
+            Err(e) => {
+                crate::shell::log::info("a client session cannot watch an upstream", json!({"why": e}));
+                return;
+            }
+        };
+        if self.inner.watchers.borrow().get(app_id).is_some_and(|w| w.session_id == session.session_id) {
+            return;
+        }
+        let mut headers = Headers::new();
+        for pair in target["headers"].as_array().into_iter().flatten() {
+            if let (Some(k), Some(v)) = (pair[0].as_str(), pair[1].as_str()) {
+                let _ = headers.try_set(k, v);
+            }
+        }
+        let url = target["url"].as_str().unwrap_or_default().to_string();
+        let app = target["app"].as_str().unwrap_or("app").to_string();
+        let session_id = session.session_id.clone();
+        let (inner, id) = (Rc::downgrade(&self.inner), app_id.to_string());
+        let (post_url, post_headers) = (url.clone(), headers.clone());
+        let work = async move {
+            let held = standalone::hold(session, url, headers, app).await;
+            let on_message = |m: Value| {
+                let Some(inner) = inner.upgrade() else { return };
+                let relay = cs::route(&id, &inner.subs.borrow(), &m);
+                match relay {
+                    Relay::Client(n) => {
+                        inner.send(&n);
+                    }
+                    Relay::Refuse(answer) => {
+                        let (url, mut h) = (post_url.clone(), post_headers.clone());
+                        h.set("accept", "application/json, text/event-stream");
+                        h.set("content-type", "application/json");
+                        crate::runtime::spawn(async move {
+                            let _ = outbound::send(Method::Post, &url, h, Some(&answer), POST_TIMEOUT).await;
+                        });
+                    }
+                    Relay::Drop => {}
+                }
+            };
+            standalone::follow(held, &on_message).await;
+        };
+        let (work, stop) = futures::future::abortable(work);
+        crate::runtime::spawn(async move {
+            let _ = work.await;
+        });
+        if let Some(old) = self.inner.watchers.borrow_mut().insert(app_id.to_string(), Watcher { session_id, stop }) {
+            old.stop.abort();
+        }
+    }
+}
