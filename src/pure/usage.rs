@@ -11,7 +11,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// Upper bounds (exclusive, ms) of the latency buckets; the last bucket is everything above.

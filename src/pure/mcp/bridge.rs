@@ -14,7 +14,8 @@
 //!   object's name and the round.
 //! - [`Op`] and [`Reply`]: what the Worker and the object say to each other.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use super::input_required::{self as ir, Bind};
 use crate::pure::definition::AppDefinition;

@@ -12,9 +12,10 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use crate::json;
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::pure::backend::mcp::session::Session;
 use crate::pure::backend::mcp::transport::{first_transport, Transport};
