@@ -166,7 +166,7 @@ fn read_pairs(v: Vec<Value>) -> Vec<(String, String)> {
 impl Op {
     pub fn to_json(&self) -> Value {
         match self {
-            Op::Start(s) => json!({"op": "start", "app": s.app, "tool": s.tool, "arguments": s.arguments,
+            Op::Start(s) => json!({"op": "start", "app": s.app.to_value(), "tool": s.tool, "arguments": s.arguments,
                 "input": s.input, "params": pairs(&s.params), "progress": s.progress_token,
                 "incoming": pairs(&s.incoming), "timeout": s.timeout_ms}),
             Op::Answer { round, responses } => json!({"op": "answer", "round": round, "responses": responses}),
