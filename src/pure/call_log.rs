@@ -7,7 +7,8 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::error::BadField;
 use crate::pure::usage::{clip, iso, Arg, Statement};

@@ -3,8 +3,9 @@
 //! a Dify app's `GET /info` and `GET /parameters`, an HTTP tool's endpoint (a `GET`, which runs
 //! nothing), an upstream MCP server's `initialize` and `tools/list`.
 
+use crate::json;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::backend::dify::mode::DifyMode;
 use super::named::Named;

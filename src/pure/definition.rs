@@ -97,6 +97,15 @@ impl AppDefinition {
     }
 }
 
+impl AppDefinition {
+    /// The definition as a JSON value (what its `Serialize` writes), made by writing its JSON
+    /// text and reading that back: the text writer is compiled anyway (task records), while a
+    /// second writer that builds a `Value` was 4 KB of code for the call bridge's few uses.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_string(self).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or(Value::Null)
+    }
+}
+
 impl Serialize for AppDefinition {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
@@ -206,6 +215,18 @@ mod tests {
 
     fn dify(settings: Value) -> Backend {
         Backend::from_settings(Mode::Dify(DifyMode::Workflow), &settings).unwrap()
+    }
+
+    #[test]
+    fn to_value_is_what_serialize_writes() {
+        let form = json!([{"text-input": {"variable": "q", "label": "Q", "required": true, "default": 1.5}}]);
+        let backend = Backend::from_settings(Mode::Mcp, &json!({"url": "https://m.example/mcp"})).unwrap();
+        for app in [
+            def().apps.remove(0),
+            AppDefinition::new("m".into(), "M".into(), "d".into(), backend, form, json!([{"variable": "o"}])),
+        ] {
+            assert_eq!(app.to_value(), serde_json::to_value(&app).unwrap());
+        }
     }
 
     #[test]

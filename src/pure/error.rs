@@ -1,6 +1,7 @@
 //! Console API errors: an HTTP status, a stable machine code and a message a person can act on.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 /// One bad field of a request body, named by its JSON path (`backend.base_url`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,6 +20,7 @@ pub mod fields;
 pub mod form;
 pub mod http_field;
 pub mod ids;
+pub mod json_build;
 pub mod lines;
 pub mod mcp;
 pub mod memo;

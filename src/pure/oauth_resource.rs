@@ -8,8 +8,9 @@
 //! The signature itself is checked by the shell with WebCrypto: the bundle has no RSA or EC code.
 
 use super::base64;
+use crate::json;
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::error::{json_kind, Errors};
 use super::quote::{plain_or_quoted, quote_input};

@@ -1,7 +1,8 @@
 //! What every backend kind shares on the way back: the outcome of a call, the signals a
 //! running call sends toward the client, the `max_result_bytes` cut, and failure wording.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 /// What a tool call produced: text for every client, structured output for newer ones.
 #[derive(Debug, Clone, PartialEq)]

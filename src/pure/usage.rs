@@ -11,8 +11,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::json;
 use crate::pure::error::BadField;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// Upper bounds (exclusive, ms) of the latency buckets; the last bucket is everything above.

@@ -93,7 +93,7 @@ pub async fn served(env: &Env, ctx: &Context, code_hash: &str) -> Result<Option<
     }
     crate::shell::log::info(
         &server_code::grace_use_line(&p.def.name, until, now),
-        serde_json::json!({ "server_id": p.def.server_id, "previous_code_until_ms": until }),
+        crate::json!({ "server_id": p.def.server_id, "previous_code_until_ms": until }),
     );
     Ok(Some(p))
 }

@@ -5,7 +5,8 @@
 
 use std::cell::RefCell;
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 thread_local! {
     static REQUEST_ID: RefCell<String> = const { RefCell::new(String::new()) };

@@ -26,7 +26,7 @@ mod usage;
 
 use std::rc::Rc;
 
-use serde_json::json;
+use crate::json;
 
 use crate::pure::admin;
 use crate::pure::console_access;

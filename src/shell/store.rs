@@ -1,7 +1,8 @@
 //! The registry in D1: apps, servers, and which apps each server exposes.
 
+use crate::json;
 use crate::runtime::{Db, SqlValue, Statement};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::config::Backend;

@@ -7,8 +7,9 @@
 //! its backend's run cancelled; after the TTL (and the bounded grace of a task that ended late)
 //! its storage is deleted.
 
+use crate::json;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::rc::Rc;
 
 use crate::runtime::{

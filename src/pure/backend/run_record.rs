@@ -3,7 +3,8 @@
 //! backend kind that runs it. Records written by earlier deploys read as before: a Dify run's
 //! record has no `kind`, the others `"kind": "async_tool"` or `"mcp"`.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::fields::{Fields, FromFields};
 

@@ -16,7 +16,8 @@
 //!   is [`Line`]s: the notifications of the call the client's request takes ([`Notes`]) as they
 //!   come, then the reply.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use super::input_required::{self as ir, Bind};
 use super::server::{self, CallPlan};
@@ -249,7 +250,7 @@ fn read_pairs(v: Vec<Value>) -> Vec<(String, String)> {
 impl Op {
     pub fn to_json(&self) -> Value {
         match self {
-            Op::Start(s) => json!({"op": "start", "app": s.app, "tool": s.tool, "arguments": s.arguments,
+            Op::Start(s) => json!({"op": "start", "app": s.app.to_value(), "tool": s.tool, "arguments": s.arguments,
                 "input": s.input, "params": pairs(&s.params), "notes": s.notes.to_json(),
                 "incoming": pairs(&s.incoming), "timeout": s.timeout_ms}),
             Op::Answer { round, responses, notes } => {

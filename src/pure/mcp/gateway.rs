@@ -26,7 +26,8 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::backend::mcp::aggregate::{aggregate_prompts, resource_allowed, resource_denied, ExposedTool};
 use crate::pure::backend::mcp::catalog::{self, Catalog, List};

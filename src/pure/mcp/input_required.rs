@@ -8,7 +8,8 @@
 //! nor take it to another server, app, tool or set of credentials; nor can another client of
 //! the same server continue the round with it.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use super::relay::{self, Channel, ClientCaps};
 use crate::pure::protocol::jsonrpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS};

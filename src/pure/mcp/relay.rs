@@ -13,8 +13,9 @@
 //!   session; the upstream, which holds the call, resumes, and its result flows on the call's
 //!   own stream. AES-256-GCM makes the ticket unreadable and unforgeable by the client.
 
+use crate::json;
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::pure::backend::mcp::session::Session;

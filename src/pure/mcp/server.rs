@@ -1,7 +1,8 @@
 //! The MCP server: one JSON-RPC message in, one step out (an answer, or a backend call for the
 //! shell to make). No IO and no state between requests: any isolate can serve any request.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::backend::config::Backend;
 use crate::pure::backend::dify::call as dify_call;

@@ -1,8 +1,9 @@
 //! Tools: one per app of a server. Names, input schemas from the Dify form, output schemas,
 //! and the validation of call arguments against the same form.
 
+use crate::json;
 use crate::pure::error::json_kind;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::pure::backend::dify::conversation;
 use crate::pure::backend::dify::file_outputs::{add_files_to_answer_schema, output_type_schema};

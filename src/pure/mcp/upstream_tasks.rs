@@ -8,7 +8,8 @@
 //! to the 2026-07-28 naming (`ttlMs`, `pollIntervalMs`, inlined `result`/`error`) and rendered
 //! from there for the client's revision.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use super::relay;
 use crate::pure::protocol::jsonrpc::{self, RpcError};

@@ -1,6 +1,7 @@
 //! The JSON-RPC 2.0 envelope: classifying an incoming message and building responses.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;

@@ -4,7 +4,8 @@
 //! creation, flat `CreateTaskResult` with `resultType: "task"`, results inlined in `tasks/get`,
 //! `ttlMs`/`pollIntervalMs`, cancel answers an empty ack).
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use super::jsonrpc::{self, RpcError};
 use super::meta;

@@ -743,7 +743,7 @@ pub async fn stop_run(_env: &Env, base: &str, key: &str, mode: DifyMode, task_id
         return;
     }
     let url = format!("{base}{}", dify_call::stop_path(mode, task_id));
-    let body = serde_json::json!({ "user": user });
+    let body = crate::json!({ "user": user });
     match outbound::send(Method::Post, &url, headers, Some(&body), Duration::from_secs(10)).await {
         Ok(r) if (200..300).contains(&r.status_code()) => {}
         Ok(r) => crate::shell::log::error(&format!("stopping a run of app '{app}': HTTP {}", r.status_code())),

@@ -1,7 +1,8 @@
 //! Console routes of who may call a server: its client authentication mode and client keys,
 //! and the console's own named tokens.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::client_auth::{self, AuthMode, MAX_KEYS_PER_SERVER};
 use crate::pure::console_roles::Identity;

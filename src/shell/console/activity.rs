@@ -1,6 +1,7 @@
 //! Console routes of what servers did: durable tasks, usage metrics.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::error::ApiError;
 use crate::pure::quote::quote_input;

@@ -1,7 +1,8 @@
 //! Console routes of the app registry: create, import, replace, delete, reseal, and refresh an
 //! upstream app's tools.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::app::{self, AppSpec};
 use crate::pure::backend::dify::import as dify_import;

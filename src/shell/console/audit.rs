@@ -1,7 +1,8 @@
 //! The audit log in words and names (`pure::audit_words`): each entry gets a `summary` and the
 //! current name of its target, read in one query for the whole page.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::audit_words::{self, TargetKind};
 use crate::runtime::{SqlValue, Statement};

@@ -1,7 +1,8 @@
 //! Console routes of the call log: a server's recent calls, filtered (`pure::call_log`), and
 //! whether its log keeps arguments and results.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::call_log;
 use crate::runtime::{SqlValue, Statement};

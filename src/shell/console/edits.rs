@@ -1,7 +1,8 @@
 //! Editing what exists: a server in place (`PATCH /servers/{id}`, rules in `pure::server_edit`),
 //! and where each app is published (the apps list and an app's page name the servers).
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::server_edit::{check_parameters, validate_edit, ServerKind};
 

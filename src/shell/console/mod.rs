@@ -3,7 +3,7 @@
 //! (`pure::console_routes`) and decided by `pure::console_roles` (the caller's role against the
 //! route's) before the route's handler runs.
 
-use serde_json::json;
+use crate::json;
 use std::rc::Rc;
 
 use crate::runtime::{Context, Db, Env, Method, Response};

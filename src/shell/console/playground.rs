@@ -5,7 +5,8 @@
 
 use std::rc::Rc;
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::backend::mcp::binding::{Caller as UpstreamCaller, CALLER_ENTRY};
 use crate::pure::backend::mcp::variant::Variant;

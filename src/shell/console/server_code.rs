@@ -1,7 +1,8 @@
 //! A server's code from the console: drawn and sealed, rotated with an optional grace period,
 //! revealed again to an admin, re-sealed after a key rotation (rules in `pure::server_code`).
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::error::ApiError;
 use crate::pure::ids;

@@ -1,7 +1,8 @@
 //! Console routes of MCP servers: Dify-style servers (one per app), multi-app servers, and the
 //! mechanics they share (insert, update, rotate, remove, the server's JSON).
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::backend::mcp::aggregate::aggregate;
 use crate::pure::backend::mcp::variant::Variant;

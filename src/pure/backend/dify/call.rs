@@ -1,7 +1,8 @@
 //! Calling a Dify app through its Service API (blocking mode): the request per mode, and the
 //! reading of the answer into a tool outcome.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use super::conversation;
 use super::mode::DifyMode;

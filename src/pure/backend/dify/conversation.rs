@@ -11,7 +11,8 @@
 //! Dify accepts): the request body itself says the call takes part in conversations, so a call
 //! stored by a durable task reads back the same way.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::error::json_kind;
 use crate::pure::outcome::Outcome;

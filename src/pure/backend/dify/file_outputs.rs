@@ -5,7 +5,8 @@
 //! ([`file_schema`]). Clients of revisions before 2025-06-18 get a text line with the link
 //! (`downgrade::resource_link_text`, the same line an upstream's link becomes).
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use super::files::{extension_of, mime_of_extension};
 use super::mode::DifyMode;

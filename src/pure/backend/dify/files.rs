@@ -15,7 +15,8 @@
 //! URLs go to Dify as `remote_url` once the guard ([`judge_url`]) has accepted them; data is
 //! uploaded by the shell (`POST /files/upload`) and goes as `local_file`.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::form::{FieldType, FormField};
 use crate::pure::named::Named;

@@ -1,6 +1,7 @@
 //! Turning a Dify app's `/v1/info` and `/v1/parameters` into an app body for the console.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use super::mode::DifyMode;
 use crate::pure::error::{ApiError, BadField};

@@ -1,7 +1,8 @@
 //! A Dify workflow run followed by a durable task: `GET /v1/workflows/run/{id}` read as the task
 //! state machine's poll outcome (`pure::task`).
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::error::json_kind;
 use crate::pure::task::{clip_chars, clip_error, PollOutcome, Report};

@@ -4,8 +4,9 @@
 
 use std::borrow::Cow;
 
+use crate::json;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::mode::DifyMode;
 use crate::pure::outcome::{truncate, Outcome, Signal};

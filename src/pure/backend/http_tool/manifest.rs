@@ -1,6 +1,7 @@
 //! The manifest of an HTTP tool (docs/http-tool-protocol.md): checked, and turned into the app's form and outputs.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::error::Errors;
 use crate::pure::form;

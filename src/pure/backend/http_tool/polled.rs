@@ -2,7 +2,7 @@
 //! call submits the work, then polls its status until it ends, and answers with its result.
 //! What each status answer means for the call is decided here; the shell makes the calls.
 
-use serde_json::json;
+use crate::json;
 
 use crate::pure::outcome::{Outcome, Signal};
 use crate::pure::task::{PollOutcome, Report, MIN_POLL_AFTER_S};

@@ -1,7 +1,8 @@
 //! Following a streamed HTTP tool answer (docs/http-tool-protocol.md), event by event: `thought` and `progress`
 //! events become notifications, `result` or `error` ends the call.
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::outcome::{truncate, Outcome, Signal};
 use crate::pure::sse::read_json;

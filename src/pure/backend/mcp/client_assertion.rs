@@ -3,8 +3,9 @@
 //! algorithm, and the JWT that a token request carries as `client_assertion`. WebCrypto signs
 //! (`shell::client_assertion`); this builds what it signs.
 
+use crate::json;
 use crate::pure::base64;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 pub use crate::pure::oauth_resource::Alg;
 

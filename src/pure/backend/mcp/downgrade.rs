@@ -1,7 +1,8 @@
 //! Upstream tools and results downgraded for a client of an older MCP revision: what its revision
 //! cannot carry is left out or turned into text.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::protocol::version::Version;
 

@@ -9,7 +9,8 @@
 //! exactly one; otherwise it cannot be placed, and a request is refused at once with the reason
 //! (no upstream request may wait on Flowgate's silence).
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 
 use crate::pure::protocol::jsonrpc::METHOD_NOT_FOUND;
 use crate::pure::sse::{read_json, SseParser};

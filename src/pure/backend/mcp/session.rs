@@ -2,8 +2,9 @@
 //! (or, for a stateless 2026-07-28 server, `server/discover`), the requests that follow, and the
 //! headers each request carries for its session.
 
+use crate::json;
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::pure::protocol::meta;
 use crate::pure::protocol::methods;

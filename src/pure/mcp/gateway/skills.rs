@@ -14,7 +14,8 @@
 //!   app offers skills (an upstream may serve skills it does not list); anything else is
 //!   "unknown skill" (`-32602`), answered by Flowgate.
 
-use serde_json::{json, Map, Value};
+use crate::json;
+use serde_json::{Map, Value};
 
 use crate::pure::backend::mcp::aggregate::{resource_allowed, skill_file_allowed};
 use crate::pure::backend::mcp::catalog::{self, SKILLS_EXTENSION};

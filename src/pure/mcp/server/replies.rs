@@ -5,6 +5,7 @@
 use super::gateway::{self, Forward};
 use super::input_required;
 use super::upstream_tasks;
+use crate::json;
 use crate::pure::backend::dify::{conversation, file_outputs};
 use crate::pure::backend::mcp::downgrade::result_for_client;
 use crate::pure::backend::mcp::error::upstream_error_message;
@@ -15,7 +16,7 @@ use crate::pure::protocol::meta;
 use crate::pure::protocol::methods;
 use crate::pure::protocol::tasks::{self, TaskView};
 use crate::pure::protocol::version::Version;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::*;
 

@@ -1,5 +1,5 @@
+use crate::json;
 use crate::pure::outcome::{Outcome, Signal};
-use serde_json::json;
 
 use super::*;
 use crate::pure::backend::dify::mode::DifyMode;

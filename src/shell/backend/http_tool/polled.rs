@@ -8,9 +8,10 @@
 use crate::pure::backend::run_record::RunRecord;
 use std::future::Future;
 
+use crate::json;
 use crate::runtime::{Headers, Method};
 use futures::future::{select, Either};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::pure::backend::http_tool::config::AsyncEndpoints;
 use crate::pure::backend::http_tool::polled::{self, Next};

@@ -15,9 +15,10 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
+use crate::json;
 use futures::channel::{mpsc, oneshot};
 use futures::StreamExt;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::pure::backend::mcp::session::Session;
 use crate::pure::backend::mcp::transport::{first_transport, Transport};
@@ -426,7 +427,7 @@ impl Core {
             dropped: Cell::new(0),
         });
         *self.live.borrow_mut() = Some(live.clone());
-        let record = json!({"app": start.app, "started": now_ms()});
+        let record = json!({"app": start.app.to_value(), "started": now_ms()});
         if let Err(e) = self.storage.put(RECORD, &record.to_string()).await {
             crate::shell::log::error(&format!("recording a bridged call: {e}"));
         }
@@ -619,7 +620,8 @@ async fn run_call(live: Rc<Live>, env: Env, start: Start) {
     *live.target.borrow_mut() = client.cancel_target();
     // What a restarted object needs to tell the upstream the call is gone.
     if let Some((session, url)) = client.cancel_target() {
-        let record = json!({"app": start.app, "session": session, "url": url, "request": live.request_id.get()});
+        let record =
+            json!({"app": start.app.to_value(), "session": session, "url": url, "request": live.request_id.get()});
         if let Err(e) = live.storage.put(RECORD, &record.to_string()).await {
             crate::shell::log::error(&format!("recording a bridged call: {e}"));
         }

@@ -4,8 +4,9 @@
 
 use futures::StreamExt;
 
+use crate::json;
 use crate::runtime::Env;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use std::rc::Rc;
 

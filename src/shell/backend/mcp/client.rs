@@ -8,8 +8,9 @@
 
 use std::time::Duration;
 
+use crate::json;
 use crate::runtime::{ByteStream, Env, Headers, InvalidHeader, Method};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use std::cell::RefCell;
 use std::rc::Rc;

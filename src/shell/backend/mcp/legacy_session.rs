@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
+use crate::json;
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::runtime::{Abort, ByteStream, Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response};
 

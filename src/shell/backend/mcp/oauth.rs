@@ -10,7 +10,8 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use crate::json;
+use serde_json::Value;
 use std::rc::Rc;
 
 use crate::runtime::{

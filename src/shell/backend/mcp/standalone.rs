@@ -5,8 +5,9 @@
 
 use std::time::Duration;
 
+use crate::json;
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::pure::backend::mcp::session::Session;
 use crate::pure::mcp::standalone::{self as sa, Opened, StreamReader};

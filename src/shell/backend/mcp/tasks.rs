@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use crate::json;
 use crate::runtime::Env;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::backend::mcp::session::{session_request, Session};
