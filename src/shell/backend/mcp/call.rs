@@ -26,7 +26,6 @@ use crate::pure::outcome::Outcome;
 use crate::shell::kv::Kv;
 use crate::shell::VERSION;
 
-/// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
 use super::bridge;
 use super::client::*;
 
