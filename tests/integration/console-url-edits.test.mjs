@@ -239,6 +239,9 @@ describe('edit what exists', () => {
 
   test("an app's input form and outputs edited as tables of variables", async () => {
     await go(`#/apps/${app.id}`);
+    // The app's rows, rendered from its stored form: edits made before they arrive would be
+    // replaced by them (a loaded machine can render the previous page's section first).
+    await page.getByLabel(`Variable of input ${FORM.length}`).waitFor();
     await page.getByRole('button', { name: 'Add input' }).click();
     const n = FORM.length + 1;
     await page.getByLabel(`Variable of input ${n}`).fill('style');

@@ -41,9 +41,10 @@ function throughFlowgate(direct, revision) {
   const older = revision < '2025-11-25';
   return direct.map(([op, v]) => {
     if (op === 'initialize') {
-      // Flowgate is stateless: no subscriptions, no list-changed notifications.
+      // No list-changed notifications (only a client that keeps its session's stream gets
+      // them, and only from upstreams it subscribed to); subscriptions are offered.
       const c = structuredClone(v.capabilities);
-      if (c.resources) c.resources = { subscribe: false, listChanged: false };
+      if (c.resources) c.resources = { subscribe: true, listChanged: false };
       if (c.prompts) c.prompts = { listChanged: false };
       if (c.tools) c.tools = { listChanged: false };
       // Flowgate keeps no list of its clients' tasks: no tasks/list; and no tasks at all
