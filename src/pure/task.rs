@@ -608,7 +608,7 @@ pub fn backoff_s(cfg: &PollConfig, consecutive_errors_before: u32) -> u64 {
     cfg.interval_s.saturating_mul(factor).min(cfg.max_backoff_s)
 }
 
-/// Validates a seed-002 async-protocol status answer (the tool result's structuredContent): status in running|input_required|completed|failed|cancelled; returned task_id must equal `expected_remote_id` (else Permanent); error truncated to 4000 chars; error_code "task_not_found" → Permanent; input_required and result_artifact must be valid JSON values of ≤ 64 KiB compact (else Permanent, never truncated); poll_after_seconds honoured only when finite and > 0 (else treated as absent); anything malformed (not an object, missing/unknown status) → Permanent protocol violation with a message naming the problem.
+/// Validates an async-tool status answer, docs/async-tool-protocol.md (the tool result's structuredContent): status in running|input_required|completed|failed|cancelled; returned task_id must equal `expected_remote_id` (else Permanent); error truncated to 4000 chars; error_code "task_not_found" → Permanent; input_required and result_artifact must be valid JSON values of ≤ 64 KiB compact (else Permanent, never truncated); poll_after_seconds honoured only when finite and > 0 (else treated as absent); anything malformed (not an object, missing/unknown status) → Permanent protocol violation with a message naming the problem.
 ///
 /// Also used for cancel answers: their non-terminal statuses are retried by `on_cancel`.
 pub fn parse_async_status(v: &Value, expected_remote_id: &str) -> PollOutcome {

@@ -1,6 +1,7 @@
 // Fake Dify Service API (base http://127.0.0.1:PORT/v1) for Flowgate's tests.
 //
-// Shapes follow /work/shared/reference/dify-mcp-server-and-service-api.md §5.
+// Shapes follow Dify's Service API reference (docs.dify.ai, "Workflow App API" and "Chat App API")
+// as summarised in docs/backends.md.
 // One fixture serves many apps; each app is identified by its API key
 // (`Authorization: Bearer <key>`), so concurrent tests never see each other's apps.
 //
