@@ -18,7 +18,7 @@ use crate::pure::error::ApiError;
 use crate::pure::ids::{is_server_code_shape, sha256_hex};
 use crate::pure::mcp::gateway::Catalogs;
 use crate::pure::mcp::http_rules::{
-    accepts_json, accepts_sse, allowed_headers, is_json_content_type, mentions_catalogs, mentions_tools, rate_counted,
+    accepts_json, accepts_sse, is_json_content_type, mentions_catalogs, mentions_tools, rate_counted,
 };
 use crate::pure::mcp::prepared::{response_text, Prepared};
 use crate::pure::mcp::relay::{Channel, Closed};
@@ -43,10 +43,11 @@ use crate::shell::tasks;
 use crate::shell::usage;
 use crate::shell::VERSION;
 
+mod reply;
+use reply::{accepted, empty, preflight, rpc, rpc_text, with_cors};
+
 /// Largest MCP request body accepted.
 pub const MAX_BODY: usize = 1 << 20;
-const ALLOWED_HEADERS: &str =
-    "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
 
 pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> crate::runtime::Result<Response> {
     // Usage metrics go to D1 from here when due, after the response (never per call).
@@ -966,49 +967,4 @@ fn header(req: &Incoming, name: &str) -> Option<String> {
 
 fn allowed_origins(env: &Env) -> Vec<String> {
     crate::shell::platform::settings(env).allowed_origins.clone()
-}
-
-fn with_cors(headers: &mut Headers, origin: Option<&str>) -> crate::runtime::Result<()> {
-    if let Some(o) = origin {
-        headers.set("access-control-allow-origin", o);
-        headers.set("vary", "Origin");
-        headers.set("access-control-expose-headers", "mcp-session-id, mcp-protocol-version, www-authenticate");
-    }
-    Ok(())
-}
-
-fn preflight(origin: Option<&str>, requested: Option<String>) -> crate::runtime::Result<Response> {
-    let mut headers = Headers::new();
-    with_cors(&mut headers, origin)?;
-    headers.set("access-control-allow-methods", "POST, OPTIONS");
-    headers.set("access-control-allow-headers", &allowed_headers(ALLOWED_HEADERS, requested.as_deref()));
-    headers.set("access-control-max-age", "86400");
-    headers.set("allow", "POST, OPTIONS");
-    Ok(Response::empty().with_status(204).with_headers(headers))
-}
-
-fn rpc(status: u16, body: &Value, origin: Option<&str>) -> crate::runtime::Result<Response> {
-    rpc_bytes(status, serde_json::to_vec(body)?, origin)
-}
-
-fn rpc_text(status: u16, body: String, origin: Option<&str>) -> crate::runtime::Result<Response> {
-    rpc_bytes(status, body.into_bytes(), origin)
-}
-
-fn rpc_bytes(status: u16, body: Vec<u8>, origin: Option<&str>) -> crate::runtime::Result<Response> {
-    let mut headers = Headers::new();
-    headers.set("content-type", "application/json");
-    headers.set("cache-control", "no-store");
-    with_cors(&mut headers, origin)?;
-    Ok(Response::from_bytes(body).with_status(status).with_headers(headers))
-}
-
-fn accepted(origin: Option<&str>) -> crate::runtime::Result<Response> {
-    empty(202, origin)
-}
-
-fn empty(status: u16, origin: Option<&str>) -> crate::runtime::Result<Response> {
-    let mut headers = Headers::new();
-    with_cors(&mut headers, origin)?;
-    Ok(Response::empty().with_status(status).with_headers(headers))
 }
