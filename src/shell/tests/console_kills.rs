@@ -134,7 +134,7 @@ fn a_drawn_code_that_collides_is_drawn_again_when_publishing_and_rotating() {
 }
 
 #[test]
-fn a_rotation_d1_refuses_is_a_503_and_not_a_collision_drawn_again() {
+fn a_rotation_or_publish_d1_refuses_is_a_503_and_not_a_collision_drawn_again() {
     let fx = Fx::new(4304);
     let app = fx.workflow("Summ", "app-key-ck-4");
     fx.publish(&app);
@@ -152,5 +152,17 @@ fn a_rotation_d1_refuses_is_a_503_and_not_a_collision_drawn_again() {
     // Drawn once: a failure is not retried as if the code had collided.
     let tries = fx.sim.d1_statements().iter().filter(|s| s.starts_with("UPDATE mcp_servers SET code_hash")).count();
     assert_eq!(tries, 1);
+    // Publishing the same way: D1 refusing the new server is a 503, not a collision.
+    let other = fx.workflow("Other", "app-key-ck-4b");
+    d1(
+        &fx,
+        "CREATE TRIGGER refuse_server BEFORE INSERT ON mcp_servers BEGIN SELECT RAISE(ABORT, 'disk I/O error'); END",
+        vec![],
+    );
+    let r = fx.console(Method::Post, &format!("/apps/{other}/server"), Some(&json!({})));
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.text().contains("storing the server") && !r.text().contains("collided"), "{}", r.text());
+    let tries = fx.sim.d1_statements().iter().filter(|s| s.starts_with("INSERT INTO mcp_servers")).count();
+    assert_eq!(tries, 2, "the publish of the first app and this one, once");
     fx.assert_invariants();
 }
