@@ -53,7 +53,8 @@ fn the_playground_refuses_an_empty_tool_name_and_names_itself_as_the_end_user() 
     assert_eq!(last(&r)["result"]["isError"], false, "{}", r.text());
     fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
     // The console user is the end user, under the playground's own name (not "mcp-client").
-    let users = rows(&fx, "SELECT session_key, name FROM end_users WHERE server_id = ?1", vec![SqlValue::Text(server_id)]);
+    let users =
+        rows(&fx, "SELECT session_key, name FROM end_users WHERE server_id = ?1", vec![SqlValue::Text(server_id)]);
     assert_eq!(users, [json!({"session_key": "console:admin", "name": "flowgate-console-playground"})]);
     fx.assert_invariants();
 }
