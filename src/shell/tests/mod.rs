@@ -215,6 +215,7 @@ mod catalog_variants;
 mod connection_test;
 mod console;
 mod console_auth;
+mod console_kills;
 mod conversations;
 mod edits;
 mod endpoint;

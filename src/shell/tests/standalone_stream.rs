@@ -372,3 +372,30 @@ fn a_2026_07_28_clients_declared_capability_becomes_a_round_and_an_undeclared_on
     assert!(!fx.upstream.standalone_open());
     fx.assert_invariants();
 }
+
+#[test]
+fn a_stream_the_upstream_keeps_closing_is_opened_again_twenty_times_and_no_more() {
+    let fx = Fx::new(439);
+    let (app, tool) = app_with(&fx, "stream_note");
+    let up = fx.upstream.clone();
+    // The upstream closes each standalone stream a tenth of a second after it opens, while a
+    // call of 40 s runs: Flowgate opens it again after the default `retry` (1 s), 20 times.
+    crate::runtime::spawn(async move {
+        for _ in 0..400 {
+            crate::runtime::sleep(100).await;
+            let sessions: Vec<String> = gets(&up).iter().filter_map(|r| r.headers.get("mcp-session-id")).collect();
+            for s in sessions {
+                if let Some(feed) = up.standalone_stream(&s) {
+                    feed.close();
+                }
+            }
+        }
+    });
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": 1}});
+    let r = fx.mcp(&app.code, &call(&tool, json!({"message": note, "delayMs": 40_000})));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(gets(&fx.upstream).len(), 1 + 20, "the first GET and MAX_REOPENS more");
+    fx.sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
+    assert!(!fx.upstream.standalone_open());
+    fx.assert_invariants();
+}
