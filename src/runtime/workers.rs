@@ -615,8 +615,11 @@ fn open(namespace: &str, state: State, env: &worker::Env) -> Rc<dyn ObjectHandle
 /// (binding) the shell knows it by; each request and alarm handed to the shell's handler.
 macro_rules! object_class {
     ($(#[$doc:meta])* $class:ident, $namespace:expr) => {
+        // `alarm`: the class exports `fetch` and `alarm` only; without it workers-rs also
+        // exports WebSocket and socket `connect` handlers, which Flowgate never serves (each an
+        // async export of its own: about 2 KB of wasm per class).
         $(#[$doc])*
-        #[durable_object]
+        #[durable_object(alarm)]
         pub struct $class {
             handler: Rc<dyn ObjectHandler>,
             env: worker::Env,
