@@ -9,8 +9,8 @@ export WRANGLER_SEND_METRICS := false
 # wrangler 4 needs Node >= 22.12; setup installs Node 22 from npm.
 NODE22 := node_modules/node/bin/node
 WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
-# worker/stored-json.mjs is imported by the Rust code (wasm-bindgen bundles it with the wasm glue).
-SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs worker/stored-json.mjs
+# worker/stored-json.mjs, url.mjs and http.mjs are imported by the Rust code (wasm-bindgen bundles them with the wasm glue).
+SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs worker/stored-json.mjs worker/url.mjs worker/http.mjs
 CONSOLE_SOURCES := $(shell find console -type f)
 
 .PHONY: help setup setup-browser build dev test test-core test-integration test-fixtures schema check-schema clean

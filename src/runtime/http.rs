@@ -129,6 +129,34 @@ impl Headers {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.fields.iter().map(|(n, v)| (n.as_str(), v.as_str()))
     }
+
+    /// The fields of `<name>\n<value>\n` lines, the form the Worker's JavaScript hands a
+    /// request's or a backend answer's headers over in (`worker/http.mjs`): one string instead of
+    /// several calls into JavaScript per field. Neither a name nor a value can hold a line feed
+    /// (the runtime's `Headers` refuse one), so the lines pair up; a last, unpaired line is
+    /// ignored.
+    pub fn from_lines(text: &str) -> Headers {
+        let mut lines = text.split('\n');
+        std::iter::from_fn(|| Some((lines.next()?, lines.next()?))).collect()
+    }
+
+    /// The fields as [`Headers::from_lines`] reads them, for the runtime to build its `Headers`
+    /// from. A field with a line feed in its name or value (which the runtime would refuse) is
+    /// left out and given to `refused`.
+    pub fn lines(&self, mut refused: impl FnMut(&str)) -> String {
+        let mut text = String::with_capacity(self.fields.iter().map(|(n, v)| n.len() + v.len() + 2).sum());
+        for (name, value) in &self.fields {
+            if name.contains('\n') || value.contains('\n') {
+                refused(name);
+                continue;
+            }
+            text.push_str(name);
+            text.push('\n');
+            text.push_str(value);
+            text.push('\n');
+        }
+        text
+    }
 }
 
 impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for Headers {
@@ -303,5 +331,42 @@ impl Response {
     pub async fn text(self) -> Result<String> {
         let bytes = self.body.bytes().await?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_lines_read_back_as_the_same_fields_in_order() {
+        let mut h = Headers::new();
+        h.append("content-type", "application/json");
+        h.append("x-multi", "a");
+        h.append("x-multi", "b");
+        h.append("x-empty", "");
+        h.append("x-spaced", "a, b; q=1");
+        let text = h.lines(|name| panic!("{name} refused"));
+        assert_eq!(text, "content-type\napplication/json\nx-multi\na\nx-multi\nb\nx-empty\n\nx-spaced\na, b; q=1\n");
+        assert_eq!(Headers::from_lines(&text), h);
+        assert_eq!(Headers::from_lines(""), Headers::new());
+        // What the runtime's iterator gives: names in lower case already, one line each.
+        let read = Headers::from_lines("host\nexample.com\naccept\n*/*\n");
+        assert_eq!(read.get("Host").as_deref(), Some("example.com"));
+        assert_eq!(read.iter().collect::<Vec<_>>(), vec![("host", "example.com"), ("accept", "*/*")]);
+        // A last line without its value is no field.
+        assert_eq!(Headers::from_lines("a\n1\nb").iter().collect::<Vec<_>>(), vec![("a", "1")]);
+    }
+
+    #[test]
+    fn a_field_with_a_line_feed_is_left_out_of_the_lines_and_reported() {
+        let mut h = Headers::new();
+        h.append("x-ok", "1");
+        h.append("x-bad", "one\ntwo");
+        h.append("x-ok-too", "2");
+        let mut refused = Vec::new();
+        let text = h.lines(|name| refused.push(name.to_string()));
+        assert_eq!(refused, vec!["x-bad"]);
+        assert_eq!(Headers::from_lines(&text).iter().collect::<Vec<_>>(), vec![("x-ok", "1"), ("x-ok-too", "2")]);
     }
 }
