@@ -7,18 +7,18 @@
 // carry them.
 
 /**
- * A request's method, URL and headers as one text: `<method>\n<url>\n` and then
- * `<name>\n<value>\n` per header as the Headers iterator yields them (names in lower case,
- * several fields of one name joined with ", "), after a first character that says whether the
- * request has a body (`b`) or not (`-`).
+ * A request's method and URL as one text, `<method>\n<url>`, after a first character that says
+ * whether the request has a body (`b`) or not (`-`). Its headers are read when the Worker first
+ * uses them (headerText): a route that reads none does not pay for them.
  */
 export function requestHead(request) {
-  let text = `${request.body === null ? '-' : 'b'}${request.method}\n${request.url}\n`;
-  for (const [name, value] of request.headers) text += `${name}\n${value}\n`;
-  return text;
+  return `${request.body === null ? '-' : 'b'}${request.method}\n${request.url}`;
 }
 
-/** A response's headers as one text, as requestHead writes a request's. */
+/**
+ * Headers as one text: `<name>\n<value>\n` per field as the Headers iterator yields them
+ * (names in lower case, several fields of one name joined with ", ").
+ */
 export function headerText(headers) {
   let text = '';
   for (const [name, value] of headers) text += `${name}\n${value}\n`;

@@ -18,8 +18,9 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{durable_object, event, web_sys, DurableObject, State};
 
 use super::{
-    Abort, Body, ByteStream, Context, Env, Error, Fetched, Fut, Headers, Kind, Method, ObjectHandler, ObjectStorage,
-    Outbound, PlatformBody, Request, Response, Result, Runtime, RuntimeTimer, SignError, SqlValue, Statement, Worker,
+    Abort, Body, ByteStream, Context, Env, Error, Fetched, Fut, Headers, Kind, LazyHeaders, Method, ObjectHandler,
+    ObjectStorage, Outbound, PlatformBody, Request, Response, Result, Runtime, RuntimeTimer, SignError, SqlValue,
+    Statement, Worker,
 };
 use crate::shell::Flowgate;
 
@@ -61,7 +62,7 @@ pub fn fetch(req: web_sys::Request, env: worker::Env, ctx: worker::worker_sys::C
 
 #[wasm_bindgen(module = "/worker/http.mjs")]
 extern "C" {
-    /// The request's method, URL, headers and whether it has a body, in one string.
+    /// The request's method and URL and whether it has a body, in one string.
     #[wasm_bindgen(js_name = requestHead)]
     fn request_head(request: &web_sys::Request) -> String;
     /// `Headers` as [`Headers::from_lines`] reads them.
@@ -78,8 +79,8 @@ extern "C" {
     fn respond_bytes(status: u16, body: &[u8], headers: &str) -> std::result::Result<web_sys::Response, JsValue>;
 }
 
-/// A request as the boundary's value: method, URL and headers read once (in one call), the
-/// body left in the runtime until it is read. Not a `worker::Request`: building one reads
+/// A request as the boundary's value: method and URL read at once (in one call), the headers
+/// when first used (in one call), the body left in the runtime until it is read. Not a `worker::Request`: building one reads
 /// `request.cf`, which the runtime materializes from JSON on first read (about a tenth of a
 /// `/healthz`'s CPU in the profile) and which Flowgate never uses.
 fn incoming(raw: web_sys::Request) -> Request {
@@ -88,9 +89,11 @@ fn incoming(raw: web_sys::Request) -> Request {
         Some(rest) => (true, rest),
         None => (false, head.strip_prefix('-').unwrap_or(&head)),
     };
-    let (method, rest) = rest.split_once('\n').unwrap_or((rest, ""));
-    let (url, fields) = rest.split_once('\n').unwrap_or((rest, ""));
-    let (method, url, headers) = (Method::from(method), url.to_string(), Headers::from_lines(fields));
+    let (method, url) = rest.split_once('\n').unwrap_or((rest, ""));
+    let (method, url) = (Method::from(method), url.to_string());
+    // The handle (not `Request.clone()`, which would copy the request).
+    let source = Clone::clone(&raw);
+    let headers = LazyHeaders::deferred(move || headers_of(&source.headers()));
     let body = if has_body { Body::Platform(Box::new(HeldBody::Request(raw))) } else { Body::Empty };
     Request { method, url, headers, body }
 }
