@@ -9,8 +9,8 @@ export WRANGLER_SEND_METRICS := false
 # wrangler 4 needs Node >= 22.12; setup installs Node 22 from npm.
 NODE22 := node_modules/node/bin/node
 WRANGLER := $(NODE22) node_modules/wrangler/bin/wrangler.js
-# worker/stored-json.mjs is imported by the Rust code (wasm-bindgen bundles it with the wasm glue).
-SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs worker/stored-json.mjs
+# worker/stored-json.mjs, url.mjs and http.mjs are imported by the Rust code (wasm-bindgen bundles them with the wasm glue).
+SOURCES := $(shell find src -name '*.rs') Cargo.toml Cargo.lock wasm/Cargo.toml wasm/lib.rs worker/stored-json.mjs worker/url.mjs worker/http.mjs
 CONSOLE_SOURCES := $(shell find console -type f)
 
 .PHONY: help setup setup-browser build dev test test-core test-integration test-fixtures schema check-schema clean
@@ -130,9 +130,14 @@ test-fuzz:
 # (bench/peer), both under `wrangler dev --local`, loaded with wrk (installed from Debian when
 # missing). A few minutes; prints one table and writes bench/results/latest.md. Not part of
 # `make test`.
-.PHONY: bench
-bench: build
+.PHONY: bench bench-hello
+bench: build bench-hello
 	$(NODE22) bench/run.mjs
+
+# The hello-world workers-rs Worker the benchmarks load beside Flowgate (bench/hello-rs), built
+# with the Worker's toolchain into bench/hello-rs/build/ (a no-op when that is up to date).
+bench-hello: setup
+	bench/hello-rs/build.sh
 
 # Where the Worker's CPU goes per request: V8's sampling profiler through the Worker's inspector,
 # on a build that keeps wasm function names (built into target/named/, not build/), self time
@@ -143,8 +148,10 @@ profile: setup
 	scripts/build-wasm.sh target/named --keep-names
 	PROFILE_BUILD=target/named $(NODE22) bench/profile.mjs
 
-# Worker CPU per request of this checkout's build against another's (COMPARE_WITH=<checkout with
-# its build/ made>), both loaded at once: whether a change saves CPU (bench/compare.mjs).
+# Worker CPU per request of this checkout's build, loaded at once with the SDK peer, the floor,
+# the hello-world workers-rs Worker and, with COMPARE_WITH=<checkout with its build/ made>,
+# another build: whether a change saves CPU, and how far from the floor (bench/compare.mjs;
+# COMPARE_ENTRIES=deployed,dev also runs it as `make dev` does).
 .PHONY: compare
-compare: build
+compare: build bench-hello
 	$(NODE22) bench/compare.mjs

@@ -9,6 +9,9 @@
 //   readable: `scripts/build-wasm.sh /tmp/named --keep-names` keeps the names)
 //   PROFILE_KIND=tools/list | tools/call | tools/call-stream | healthz (default tools/list;
 //   tools/call-stream: the bench's streamed call, a 100-node workflow relayed with progress)
+//   PROFILE_TARGET=floor | peer | hello-rs: profile that reference Worker instead (the same
+//   requests, the same fake Dify; hello-rs answers healthz only), to compare a kind's samples
+//   per request and where they go with Flowgate's in the same conditions
 //   PROFILE_SECONDS (default 8), PROFILE_TOP (default 40), PROFILE_CONCURRENCY (default 16)
 //   PROFILE_MODE=cpu: no profiler; the workerd CPU per request (bench/lib/workercpu.mjs) of
 //   /healthz, tools/list and a blocking tools/call (PROFILE_REQUESTS per kind, default 2000).
@@ -21,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { startDifyFixture } from '../tests/support/dify-fixture.mjs';
-import { MCP_HEADERS, startBenchFlowgate, toolsCall } from './lib/bench-flowgate.mjs';
+import { MCP_HEADERS, REFERENCES, startBenchFlowgate, startReferences, toolsCall } from './lib/bench-flowgate.mjs';
 import { workerCpu } from './lib/workercpu.mjs';
 import { ensureWrk } from './lib/wrk.mjs';
 
@@ -29,6 +32,10 @@ const KIND = process.env.PROFILE_KIND ?? 'tools/list';
 const SECONDS = Number(process.env.PROFILE_SECONDS ?? 8);
 const TOP = Number(process.env.PROFILE_TOP ?? 40);
 const CONCURRENCY = Number(process.env.PROFILE_CONCURRENCY ?? 16);
+const TARGET = process.env.PROFILE_TARGET ?? 'flowgate';
+if (TARGET !== 'flowgate' && !REFERENCES.includes(TARGET)) throw new Error(`PROFILE_TARGET: flowgate or one of ${REFERENCES.join(', ')}`);
+/** The sampling interval asked of V8 (µs). */
+const SAMPLE_US = 50;
 
 const log = (m) => process.stderr.write(`profile: ${m}\n`);
 
@@ -83,6 +90,7 @@ async function main() {
   if (process.env.PROFILE_MODE !== 'cpu') ensureWrk(); // the CPU mode sends its requests itself
   const dify = await startDifyFixture();
   let bench;
+  let reference;
   try {
     // The streamed kind runs the bench's 100-node workflow; the others one node.
     bench = await startBenchFlowgate({
@@ -92,18 +100,25 @@ async function main() {
       nodeCount: KIND === 'tools/call-stream' ? 100 : 1,
     });
     const { fg, mcpUrl, requests } = bench;
+    // PROFILE_TARGET: one of the reference Workers instead, behind the same fake Dify and app.
+    let target = fg;
+    let targetRequests = requests;
+    if (TARGET !== 'flowgate') {
+      if (KIND === 'tools/call-stream' || (TARGET === 'hello-rs' && KIND !== 'healthz')) throw new Error(`PROFILE_TARGET=${TARGET} does not answer ${KIND}`);
+      [reference] = await startReferences({ dify, apiKey: bench.apiKey, names: [TARGET] });
+      target = reference.target;
+      targetRequests = reference.requests;
+    }
     const script =
-      KIND === 'healthz'
-        ? 'wrk.method = "GET"\n'
-        : KIND === 'tools/call-stream'
-          ? lua(toolsCall({ progressToken: 'p' }), MCP_HEADERS)
-          : KIND === 'tools/call'
-          ? lua(toolsCall(), { ...MCP_HEADERS, Accept: 'application/json' })
-          : lua({ jsonrpc: '2.0', id: 1, method: 'tools/list' }, MCP_HEADERS);
-    const url = KIND === 'healthz' ? `${fg.url}/healthz` : mcpUrl;
+      KIND === 'tools/call-stream'
+        ? lua(toolsCall({ progressToken: 'p' }), MCP_HEADERS)
+        : targetRequests[KIND].method === 'GET'
+          ? 'wrk.method = "GET"\n'
+          : lua(targetRequests[KIND].body, targetRequests[KIND].headers);
+    const url = KIND === 'tools/call-stream' ? mcpUrl : targetRequests[KIND].url;
     if (process.env.PROFILE_MODE === 'cpu') {
-      for (const [kind, req] of Object.entries(requests)) {
-        const c = await workerCpu(fg, req.url, req, { requests: Number(process.env.PROFILE_REQUESTS ?? 2000), connections: CONCURRENCY, warmup: 300, minTicks: 300 });
+      for (const [kind, req] of Object.entries(targetRequests)) {
+        const c = await workerCpu(target, req.url, req, { requests: Number(process.env.PROFILE_REQUESTS ?? 2000), connections: CONCURRENCY, warmup: 300, minTicks: 300 });
         console.log(`${kind}: ${c.us.measured.toFixed(0)} µs CPU per request (${c.requests} requests, ${c.bad} bad${c.firstBad ? ': ' + c.firstBad : ''})`);
       }
       return;
@@ -111,20 +126,22 @@ async function main() {
     // Warm up (isolate memo, JIT) before sampling.
     await wrk(url, script, 2);
 
-    const inspectorPort = Number(/--inspector-port',? '?(\d+)/.exec(fg.log())?.[1] ?? 0) || (await findInspectorPort(fg));
+    const inspectorPort = await findInspectorPort(target);
     const cdp = await inspector(inspectorPort);
     await cdp.send('Profiler.enable');
-    await cdp.send('Profiler.setSamplingInterval', { interval: 50 });
+    await cdp.send('Profiler.setSamplingInterval', { interval: SAMPLE_US });
     await cdp.send('Profiler.start');
     const out = await wrk(url, script, SECONDS);
     const { profile } = await cdp.send('Profiler.stop');
     cdp.close();
-    log(`wrk: ${(/Requests\/sec:\s+([\d.]+)/.exec(out) ?? [])[1]} req/s`);
-    report(profile, bundleMap(bench.snapDir));
+    const sent = Number((/(\d+) requests in/.exec(out) ?? [])[1] ?? 0);
+    log(`wrk: ${(/Requests\/sec:\s+([\d.]+)/.exec(out) ?? [])[1]} req/s, ${sent} requests`);
+    report(profile, TARGET === 'flowgate' ? bundleMap(bench.snapDir) : null, sent);
   } finally {
     // PROFILE_LOG=text: print the Worker's last log lines that contain it (for instrumented builds).
     const fg = bench?.fg;
     if (process.env.PROFILE_LOG && fg) console.log(fg.log().split('\n').filter((l) => l.includes(process.env.PROFILE_LOG) || process.env.PROFILE_LOG === '*').slice(-8).join('\n'));
+    await reference?.stop();
     await bench?.stop();
     await dify.stop();
   }
@@ -184,7 +201,7 @@ function bundleMap(dir) {
   };
 }
 
-function report(profile, mapFrame) {
+function report(profile, mapFrame, requests) {
   const self = new Map();
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const counts = new Map();
@@ -218,7 +235,10 @@ function report(profile, mapFrame) {
     kinds.set(kind, (kinds.get(kind) ?? 0) + n);
   }
   const rows = [...self.entries()].filter(([k]) => !k.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, TOP);
-  console.log(`# ${KIND}: ${busy} busy samples of ${total} (${((100 * busy) / total).toFixed(1)}% busy)\n`);
+  // V8 samples less often than asked under load, so samples per request compare two profiles
+  // taken alike (a Worker's against the floor's), not time.
+  const perRequest = requests ? `, ${(busy / requests).toFixed(2)} busy samples per request (${requests} requests)` : '';
+  console.log(`# ${TARGET} ${KIND}: ${busy} busy samples of ${total} (${((100 * busy) / total).toFixed(1)}% busy)${perRequest}\n`);
   console.log('| kind | % of busy |\n|:---|---:|');
   for (const [k, n] of [...kinds].sort((a, b) => b[1] - a[1])) console.log(`| ${k} | ${((100 * n) / busy).toFixed(1)} |`);
   console.log('');

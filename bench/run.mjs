@@ -30,7 +30,8 @@ import { parseSse, publish, registerApp } from '../tests/support/flowgate-setup.
 import { cpuMeter } from './lib/cpu.mjs';
 import { ensureWrk, wrkVersion } from './lib/wrk.mjs';
 import { combineCpu, workerCpuTogether } from './lib/workercpu.mjs';
-import { applyMigrations, floorConfig, getOk, initializeOk, peerConfig, rssBytes, snapshotFlowgate, startWorker } from './lib/workers.mjs';
+import { startBenchFlowgate } from './lib/bench-flowgate.mjs';
+import { applyMigrations, checkHelloBuilt, floorConfig, getOk, helloConfig, initializeOk, peerConfig, rssBytes, snapshotFlowgate, startWorker } from './lib/workers.mjs';
 
 const num = (name, dflt) => (process.env[name] ? Number(process.env[name]) : dflt);
 const DURATION_S = num('BENCH_DURATION', 10);
@@ -387,6 +388,7 @@ async function main() {
     return;
   }
   ensureWrk();
+  checkHelloBuilt();
   const mach = machine();
   const git = gitState();
   log(`${mach.nproc} CPUs (${mach.cpu}), ${mach.memTotal} RAM; Flowgate ${git.commit}${git.dirtyFiles ? ` + ${git.dirtyFiles} uncommitted source files` : ''}`);
@@ -530,15 +532,26 @@ async function main() {
     const floor = await startWorker({ config: floorConfig, vars: peerVars, probe: getOk('/healthz'), label: 'floor' });
     running.push(floor);
     targets.floor = Object.assign(floor, { name: 'floor', mcpUrl: `${floor.url}/mcp` });
-    const cpuNames = ['flowgate', 'peer', 'floor'];
-    const cpuGroups = () => [fg.pgid, peer.pgid, floor.pgid];
-    results.workerCpu = { flowgate: {}, peer: {}, floor: {} };
+    // For /healthz only: the hello-world workers-rs Worker (what a Rust Worker costs before it
+    // does anything) and Flowgate as `make dev` runs it (worker/dev.mjs, DEMO=true, the static
+    // assets in front). They get /healthz in every pass, so that the machine is as busy in the
+    // passes of each kind.
+    const hello = await startWorker({ config: helloConfig, probe: getOk('/healthz'), label: 'hello-rs' });
+    running.push(hello);
+    targets['hello-rs'] = Object.assign(hello, { name: 'hello-rs' });
+    const devBench = await startBenchFlowgate({ dify, rateLimit: !NO_RATELIMIT, entry: 'dev', label: 'flowgate-dev' });
+    running.push({ stop: devBench.stop });
+    targets['flowgate-dev'] = Object.assign(devBench.fg, { name: 'flowgate-dev' });
+    const healthOnly = ['hello-rs', 'flowgate-dev'];
+    const cpuNames = ['flowgate', 'peer', 'floor', ...healthOnly];
+    const cpuGroups = () => cpuNames.map((n) => targets[n].pgid);
+    results.workerCpu = Object.fromEntries(cpuNames.map((n) => [n, {}]));
     try {
       const kinds = { healthz: null, 'tools/list': 'tools/list', 'tools/call': 'tools/call' };
-      const parts = { flowgate: {}, peer: {}, floor: {} };
+      const parts = Object.fromEntries(cpuNames.map((n) => [n, {}]));
       const job = (name, method) => {
         const t = targets[name];
-        const [url, req] = method ? [t.mcpUrl, mcpRequests(name)[method]] : [`${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }];
+        const [url, req] = method && !healthOnly.includes(name) ? [t.mcpUrl, mcpRequests(name)[method]] : [`${t.url}/healthz`, { method: 'GET', headers: {}, expect: ['ok'] }];
         return { target: t, url, req };
       };
       for (let pass = 1; pass <= CPU_PASSES; pass++) {
@@ -556,7 +569,7 @@ async function main() {
         }
       }
       for (const name of cpuNames) {
-        for (const kind of Object.keys(kinds)) results.workerCpu[name][kind] = combineCpu(parts[name][kind]);
+        for (const kind of healthOnly.includes(name) ? ['healthz'] : Object.keys(kinds)) results.workerCpu[name][kind] = combineCpu(parts[name][kind]);
       }
     } finally {
       clearInterval(trimCpu);
@@ -780,6 +793,27 @@ function report(r) {
       const ratio = f.us.measured / p.us.measured;
       row(`Worker CPU per request: ${label} (c=${cc} each; Flowgate, the peer and the floor loaded at once)`, x(ratio), cell(f), cell(p));
     }
+    // Issue 44's first target: each Worker's /healthz against the floor's, over all passes and
+    // pass by pass (the floor's ratio column is the Worker's CPU / the floor's, not / the peer's).
+    const floorOf = (w) => w.us.measured / WC.floor.healthz.us.measured;
+    const passRange = (w) => {
+      const v = w.passUs?.map((u, i) => u / WC.floor.healthz.passUs[i]);
+      return v?.length ? `passes ${v.map((r) => r.toFixed(2)).join(', ')}` : '';
+    };
+    if (WC.floor?.healthz) {
+      const healthRows = [
+        ['flowgate', 'Flowgate as deployed (worker/entry.mjs, no assets)', true],
+        ['flowgate-dev', 'Flowgate as `make dev` runs it (worker/dev.mjs, DEMO=true, the static assets in front)', true],
+        ['hello-rs', 'the hello-world workers-rs Worker (bench/hello-rs)', false],
+        ['peer', 'the peer', false],
+      ];
+      for (const [name, what, targeted] of healthRows) {
+        const w = WC[name]?.healthz;
+        if (!w) continue;
+        const ratio = floorOf(w);
+        row(`GET /healthz Worker CPU / the floor's: ${what} (loaded at once; ${passRange(w)})`, x(ratio), cell(w), `floor ${cell(WC.floor.healthz)}`, targeted ? '≤ 1.1× the floor' : '', targeted ? flag(ratio <= 1.1) : '');
+      }
+    }
     // The issue's measure: the CPU per request minus the same Worker's per /healthz.
     const work = (cpu, k) => cpu[k].us.measured - cpu.healthz.us.measured;
     const share = (a, b) => (a > 0 && b > 0 ? x(a / b) : 'n/a');
@@ -791,18 +825,28 @@ function report(r) {
     };
     // The floor's share of the peer's work is the lowest ratio any Worker could read; above it,
     // what Flowgate and the peer spend on MCP itself.
-    const floorRows = (floorCpu, k, wf, wp, bare) => {
+    // Issue 44's measure: the MCP work above the floor's, in each pass alone too.
+    const abovePasses = (f, p, l, k) => {
+      const [ff, fh, pf, ph, lf, lh] = [f[k].passUs, f.healthz.passUs, p[k].passUs, p.healthz.passUs, l[k].passUs, l.healthz.passUs];
+      if (!ff || ff.length < 2 || [fh, pf, ph, lf, lh].some((v) => v?.length !== ff.length)) return '';
+      return ff.map((v, i) => share(v - fh[i] - (lf[i] - lh[i]), pf[i] - ph[i] - (lf[i] - lh[i]))).join(', ');
+    };
+    const floorRows = (floorCpu, k, wf, wp, bare, [f, p], targeted) => {
       if (!floorCpu?.[k]) return;
       const wl = work(floorCpu, k);
       row(`the floor's work per ${kinds[k]} (bench/floor: the same requests, no MCP; CPU minus its GET /healthz, ${bare ? 'measured with these two' : 'loaded at once with both'}): the lowest ratio any Worker can read`, share(wl, wp), `floor ${us(wl)}`, us(wp));
-      row(`MCP work per ${kinds[k]}${bare ? ' without the rate-limit binding' : ''} above the floor's`, share(wf - wl, wp - wl), us(wf - wl), us(wp - wl));
+      const [af, ap] = [wf - wl, wp - wl];
+      row(`MCP work per ${kinds[k]}${bare ? ' without the rate-limit binding' : ''} above the floor's`, share(af, ap), us(af), us(ap), targeted ? '≤ 0.5×' : '', targeted ? flag(af > 0 && ap > 0 && af / ap <= 0.5) : '');
+      const spread = abovePasses(f, p, floorCpu, k);
+      if (spread) row(`… the same ratio pass by pass`, spread, '', '');
     };
     for (const k of ['tools/list', 'tools/call']) {
       const [wf, wp] = [work(WC.flowgate, k), work(WC.peer, k)];
-      row(`MCP work per request: Worker CPU per ${kinds[k]} minus per GET /healthz`, share(wf, wp), us(wf), us(wp), '≤ 0.5×', flag(wf > 0 && wp > 0 && wf / wp <= 0.5));
+      row(`MCP work per request: Worker CPU per ${kinds[k]} minus per GET /healthz`, share(wf, wp), us(wf), us(wp));
       const spread = passShares(WC.flowgate, WC.peer, k);
       if (spread) row(`… the same ratio pass by pass (how far it moves within this run)`, spread, '', '');
-      floorRows(WC.floor, k, wf, wp, false);
+      // With the binding on the path, tools/call's target is read on the rows without it (below).
+      floorRows(WC.floor, k, wf, wp, false, [WC.flowgate, WC.peer], k === 'tools/list');
     }
     if (WC.bare) {
       // Measured after a restart without the binding: its own healthz floor, same requests.
@@ -813,7 +857,7 @@ function report(r) {
       const binding = work(WC.flowgate, 'tools/call') - bareWork;
       row(`Worker CPU per request: tools/call (blocking, JSON) without the rate-limit binding (c=${cc} each; the peer measured again, loaded at once with it)`, x(WC.bare['tools/call'].us.measured / P['tools/call'].us.measured), cell(WC.bare['tools/call']), cell(P['tools/call']));
       row(`MCP work per request: tools/call (blocking, JSON) without the rate-limit binding, minus GET /healthz`, share(bareWork, wp), us(bareWork), us(wp));
-      floorRows(WC.floorAgain, 'tools/call', bareWork, wp, true);
+      floorRows(WC.floorAgain, 'tools/call', bareWork, wp, true, [WC.bare, P], true);
       row(`the rate-limit binding's cost per tools/call (local simulator: with minus without)`, 'n/a', us(binding), 'no binding');
     }
   }
@@ -877,7 +921,7 @@ function workerCpuNote(WC) {
   const proxy = (t) => ['healthz', 'tools/list', 'tools/call'].map((k) => WC[t][k].us.proxy.toFixed(0)).join(' / ');
   const foreign = Math.max(...all.map((c) => c.foreign));
   return (
-    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests at ${w.connections} concurrent to each Worker, sent from Node's fetch with every answer checked, Flowgate, the peer and the floor (bench/floor: the same requests, no MCP) loaded at once so that each set of numbers comes from the same seconds of the machine, in ${w.passes} passes over every kind (each pass: ${w.warmup} warm-up requests, then rounds of ${Math.ceil(CPU_REQUESTS / CPU_PASSES)} until ≥ ${Math.ceil(CPU_MIN_TICKS / CPU_PASSES)} ticks), summed, so that the machine's drifts fall on every row alike; ` +
+    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests at ${w.connections} concurrent to each Worker, sent from Node's fetch with every answer checked, Flowgate, the peer, the floor (bench/floor: the same requests, no MCP), the hello-world workers-rs Worker (bench/hello-rs) and Flowgate as \`make dev\` runs it (worker/dev.mjs with DEMO=true and the static assets in front; the last two get GET /healthz in every pass, and only its passes are their numbers) loaded at once so that each set of numbers comes from the same seconds of the machine, in ${w.passes} passes over every kind (each pass: ${w.warmup} warm-up requests, then rounds of ${Math.ceil(CPU_REQUESTS / CPU_PASSES)} until ≥ ${Math.ceil(CPU_MIN_TICKS / CPU_PASSES)} ticks), summed, so that the machine's drifts fall on every row alike; ` +
     (identified
       ? "of the workerd process that runs the Worker (told from wrangler's proxy by its command line: the proxy is the one listening on the dev port). "
       : 'the sum of all workerd processes of each `wrangler dev` (the Worker\'s and wrangler\'s proxy could not be told apart). ') +

@@ -28,7 +28,9 @@ export default {
   fetch(request, env, ctx) {
     if (!initState || initState.criticalError) return new RustWorker(ctx, env).fetch(request);
     try {
-      return rustFetch.call({ env, ctx }, request).catch(markTrap);
+      // A Response when the answer was ready at once (src/runtime/workers.rs), else a promise.
+      const answer = rustFetch.call({ env, ctx }, request);
+      return answer instanceof Response ? answer : answer.catch(markTrap);
     } catch (error) {
       return markTrap(error);
     }

@@ -19,11 +19,23 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export const BENCH_RATE_LIMIT = 1_000_000_000;
 
 /**
- * Copies build/, worker/ and migrations/ and a wrangler.toml without [build] and [assets] into a temp dir; returns {dir,
- * config, remove()}. rateLimit: false drops the [[ratelimits]] binding altogether. `root`: the
- * checkout to copy them from (another one's build, for bench/compare.mjs).
+ * How a benchmark runs Flowgate: `deployed` is what `wrangler deploy` uploads (worker/entry.mjs,
+ * no static assets in front of it: in production the platform routes a request that no asset
+ * file answers to the Worker before any Worker CPU is billed); `dev` is what `make dev` runs
+ * (worker/dev.mjs with DEMO=true, and wrangler.toml's [assets]: locally wrangler's asset router
+ * runs in front of the Worker, in its workerd process, and is counted with it).
  */
-export function snapshotFlowgate({ rateLimit = true, root = repoRoot } = {}) {
+export const ENTRIES = ['deployed', 'dev'];
+
+/**
+ * Copies build/, worker/ and migrations/ and a wrangler.toml without [build] (and, for the
+ * `deployed` entry, without [assets]) into a temp dir; returns {dir, config, vars, remove()}.
+ * rateLimit: false drops the [[ratelimits]] binding altogether. `root`: the checkout to copy
+ * them from (another one's build, for bench/compare.mjs). `entry`: see ENTRIES; `vars` are the
+ * variables that entry runs with (DEMO=true for `dev`, as .dev.vars.example sets it).
+ */
+export function snapshotFlowgate({ rateLimit = true, root = repoRoot, entry = 'deployed' } = {}) {
+  if (!ENTRIES.includes(entry)) throw new Error(`unknown Flowgate entry ${entry} (${ENTRIES.join(', ')})`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-bench-'));
   fs.cpSync(path.join(root, 'build'), path.join(dir, 'build'), { recursive: true, filter: (src) => !src.includes(`${path.sep}.tmp`) });
   fs.cpSync(path.join(root, 'migrations'), path.join(dir, 'migrations'), { recursive: true });
@@ -35,22 +47,39 @@ export function snapshotFlowgate({ rateLimit = true, root = repoRoot } = {}) {
   for (let line of toml.split('\n')) {
     const header = /^\s*\[\[?([^\]]+)\]\]?\s*$/.exec(line);
     if (header) table = header[1].trim();
-    // [assets] (the web console) is left out: in production the platform serves assets and
-    // routes every other request to the Worker before any Worker CPU is billed, while locally
-    // wrangler's asset router would run in front of the Worker and be counted with it.
-    if (table === 'build' || table === 'assets' || (table === 'ratelimits' && !rateLimit)) continue;
+    // [assets] (the web console) is left out of `deployed`: in production the platform serves
+    // assets and routes every other request to the Worker before any Worker CPU is billed,
+    // while locally wrangler's asset router would run in front of the Worker and be counted
+    // with it. `dev` keeps it, pointed at the checkout's dist/ (`make build` makes it).
+    if (table === 'build' || (table === 'assets' && entry === 'deployed') || (table === 'ratelimits' && !rateLimit)) continue;
+    if (table === 'assets') line = line.replace(/^(\s*directory\s*=\s*)"([^"]*)"/, (_, key, dir) => `${key}${JSON.stringify(path.resolve(root, dir))}`);
+    if (table === '' && entry === 'dev') line = line.replace(/^(\s*main\s*=\s*)"worker\/entry\.mjs"/, '$1"worker/dev.mjs"');
     // Keep the rate limiter on the request path, but out of the way of the load runs.
     if (table === 'ratelimits') line = line.replace(/\blimit\s*=\s*\d+/, `limit = ${BENCH_RATE_LIMIT}`);
     out.push(line);
   }
   const config = path.join(dir, 'wrangler.toml');
   fs.writeFileSync(config, out.join('\n'));
-  return { dir, config, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
+  if (entry === 'dev' && !out.some((l) => /^\s*main\s*=\s*"worker\/dev\.mjs"/.test(l))) throw new Error(`${root}/wrangler.toml: no main = "worker/entry.mjs" to run as \`make dev\` does`);
+  const vars = entry === 'dev' ? { DEMO: 'true' } : {};
+  return { dir, config, vars, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
 
 export const peerConfig = path.join(repoRoot, 'bench', 'peer', 'wrangler.toml');
 /** The floor (bench/floor): the bench's requests answered by a plain Worker with no MCP. */
 export const floorConfig = path.join(repoRoot, 'bench', 'floor', 'wrangler.toml');
+/**
+ * The hello-world workers-rs Worker (bench/hello-rs, built by its build.sh: `make bench-hello`):
+ * what a Rust Worker costs per `GET /healthz` before it does anything.
+ */
+export const helloConfig = path.join(repoRoot, 'bench', 'hello-rs', 'wrangler.toml');
+
+/** Throws unless the hello-world Worker is built (its build/ is not in git). */
+export function checkHelloBuilt() {
+  if (!fs.existsSync(path.join(repoRoot, 'bench', 'hello-rs', 'build', 'index.js'))) {
+    throw new Error('bench/hello-rs is not built: run `make bench-hello` (bench/hello-rs/build.sh)');
+  }
+}
 
 /** `wrangler d1 migrations apply DB --local` for a config into a persist dir. */
 export async function applyMigrations(config, persistDir) {

@@ -5,7 +5,7 @@
 //! Bounded everywhere: at most [`PER_SERVER`] entries of a server wait in memory and stay in D1
 //! (the flush trims the rest), [`MAX_PENDING`] entries wait in all, payloads are clipped.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::json;
 use serde_json::{Map, Value};
@@ -126,11 +126,18 @@ impl Entry {
 /// The isolate's calls waiting for the next flush.
 #[derive(Debug, Default)]
 pub struct Pending {
-    /// Oldest first (a `Vec`: removals are rare, and a `VecDeque` would be more code in the bundle).
+    /// Oldest first (a `Vec`: removals happen in one pass, and a `VecDeque` would be more code
+    /// in the bundle). Up to [`TRIM_SLACK`] past the bounds until [`Pending::settled`].
     entries: Vec<Entry>,
     /// Calls dropped because a bound was reached (the oldest go first); logged at the flush.
     pub dropped: u64,
 }
+
+/// How many entries may wait past [`MAX_PENDING`] before the bounds are applied, in one pass.
+/// Applied at every call, they cost a scan of every waiting entry and a shift of most of them
+/// (a tenth of a busy isolate's CPU per call once a server had [`PER_SERVER`] calls waiting);
+/// every [`TRIM_SLACK`] calls, one pass over them all.
+pub const TRIM_SLACK: usize = MAX_PENDING / 4;
 
 impl Pending {
     pub fn is_empty(&self) -> bool {
@@ -141,23 +148,50 @@ impl Pending {
         self.entries.len()
     }
 
-    /// Adds a call; the oldest of its server goes past [`PER_SERVER`] (only the last are kept
-    /// in D1 anyway), the oldest of all past [`MAX_PENDING`].
+    /// Adds a call. What is kept is what dropping, at each call, the oldest of its server past
+    /// [`PER_SERVER`] (only the last are kept in D1 anyway) and then the oldest of all past
+    /// [`MAX_PENDING`] would keep; the drops are made in one pass when [`TRIM_SLACK`] more wait,
+    /// and by [`Pending::settled`].
     pub fn push(&mut self, entry: Entry) {
-        if self.entries.iter().filter(|e| e.server_id == entry.server_id).count() >= PER_SERVER {
-            if let Some(i) = self.entries.iter().position(|e| e.server_id == entry.server_id) {
-                self.entries.remove(i);
-                self.dropped += 1;
-            }
-        }
-        if self.entries.len() >= MAX_PENDING {
-            self.entries.remove(0);
-            self.dropped += 1;
-        }
         self.entries.push(entry);
+        if self.entries.len() >= MAX_PENDING + TRIM_SLACK {
+            self.trim();
+        }
     }
 
-    /// The statements that write every waiting call (the caller empties `self`): inserts of
+    /// The calls with the bounds applied: what a flush writes.
+    pub fn settled(mut self) -> Pending {
+        self.trim();
+        self
+    }
+
+    /// Keeps the last [`PER_SERVER`] calls of each server and, of those, the last
+    /// [`MAX_PENDING`]: the calls that dropping the oldest at each push would have kept (a call
+    /// that is among the last of its server at the end was at every push before).
+    fn trim(&mut self) {
+        let mut per_server: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut kept = 0;
+        // Newest first.
+        let keep: Vec<bool> = self
+            .entries
+            .iter()
+            .rev()
+            .map(|e| {
+                let of_server = per_server.entry(e.server_id.as_str()).or_default();
+                *of_server += 1;
+                let keep = *of_server <= PER_SERVER && kept < MAX_PENDING;
+                kept += usize::from(keep);
+                keep
+            })
+            .collect();
+        let before = self.entries.len();
+        let mut oldest_first = keep.into_iter().rev();
+        self.entries.retain(|_| oldest_first.next().unwrap_or(true));
+        self.dropped += (before - self.entries.len()) as u64;
+    }
+
+    /// The statements that write every waiting call of a [`Pending::settled`] one (the caller
+    /// empties `self`): inserts of
     /// bound JSON arrays (calls of servers deleted meanwhile are skipped), then one trim to the
     /// last [`PER_SERVER`] of each server written. Empty when nothing waits.
     pub fn flush_plan(&self) -> Vec<Statement> {

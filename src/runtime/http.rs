@@ -129,6 +129,34 @@ impl Headers {
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
         self.fields.iter().map(|(n, v)| (n.as_str(), v.as_str()))
     }
+
+    /// The fields of `<name>\n<value>\n` lines, the form the Worker's JavaScript hands a
+    /// request's or a backend answer's headers over in (`worker/http.mjs`): one string instead of
+    /// several calls into JavaScript per field. Neither a name nor a value can hold a line feed
+    /// (the runtime's `Headers` refuse one), so the lines pair up; a last, unpaired line is
+    /// ignored.
+    pub fn from_lines(text: &str) -> Headers {
+        let mut lines = text.split('\n');
+        std::iter::from_fn(|| Some((lines.next()?, lines.next()?))).collect()
+    }
+
+    /// The fields as [`Headers::from_lines`] reads them, for the runtime to build its `Headers`
+    /// from. A field with a line feed in its name or value (which the runtime would refuse) is
+    /// left out and given to `refused`.
+    pub fn lines(&self, mut refused: impl FnMut(&str)) -> String {
+        let mut text = String::with_capacity(self.fields.iter().map(|(n, v)| n.len() + v.len() + 2).sum());
+        for (name, value) in &self.fields {
+            if name.contains('\n') || value.contains('\n') {
+                refused(name);
+                continue;
+            }
+            text.push_str(name);
+            text.push('\n');
+            text.push_str(value);
+            text.push('\n');
+        }
+        text
+    }
 }
 
 impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for Headers {
@@ -211,8 +239,44 @@ impl Body {
 pub struct Request {
     pub method: Method,
     pub url: String,
-    pub headers: Headers,
+    pub headers: LazyHeaders,
     pub body: Body,
+}
+
+/// A request's headers, which the runtime hands over when they are first used: a request whose
+/// route reads none (`/healthz`) never has them read out of the platform, which was a tenth of
+/// its CPU there. A request's headers cannot change while it is served, so a later read sees
+/// what an earlier one would have. Reads as [`Headers`] (`Deref`).
+pub struct LazyHeaders {
+    read: std::cell::OnceCell<Headers>,
+    pending: std::cell::Cell<Option<Box<dyn FnOnce() -> Headers>>>,
+}
+
+impl LazyHeaders {
+    /// Headers read by `read` when first used.
+    pub fn deferred(read: impl FnOnce() -> Headers + 'static) -> LazyHeaders {
+        LazyHeaders { read: std::cell::OnceCell::new(), pending: std::cell::Cell::new(Some(Box::new(read))) }
+    }
+}
+
+impl From<Headers> for LazyHeaders {
+    fn from(headers: Headers) -> LazyHeaders {
+        LazyHeaders { read: std::cell::OnceCell::from(headers), pending: std::cell::Cell::new(None) }
+    }
+}
+
+impl<N: AsRef<str>, V: AsRef<str>> FromIterator<(N, V)> for LazyHeaders {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(iter: I) -> LazyHeaders {
+        iter.into_iter().collect::<Headers>().into()
+    }
+}
+
+impl std::ops::Deref for LazyHeaders {
+    type Target = Headers;
+
+    fn deref(&self) -> &Headers {
+        self.read.get_or_init(|| self.pending.take().map_or_else(Headers::new, |read| read()))
+    }
 }
 
 impl Request {
@@ -220,7 +284,12 @@ impl Request {
     pub fn post(url: &str, json: String) -> Request {
         let mut headers = Headers::new();
         headers.set("content-type", "application/json");
-        Request { method: Method::Post, url: url.to_string(), headers, body: Body::Bytes(json.into_bytes()) }
+        Request {
+            method: Method::Post,
+            url: url.to_string(),
+            headers: headers.into(),
+            body: Body::Bytes(json.into_bytes()),
+        }
     }
 
     /// The body as text (a Durable Object call's JSON).
@@ -303,5 +372,63 @@ impl Response {
     pub async fn text(self) -> Result<String> {
         let bytes = self.body.bytes().await?;
         Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_lines_read_back_as_the_same_fields_in_order() {
+        let mut h = Headers::new();
+        h.append("content-type", "application/json");
+        h.append("x-multi", "a");
+        h.append("x-multi", "b");
+        h.append("x-empty", "");
+        h.append("x-spaced", "a, b; q=1");
+        let text = h.lines(|name| panic!("{name} refused"));
+        assert_eq!(text, "content-type\napplication/json\nx-multi\na\nx-multi\nb\nx-empty\n\nx-spaced\na, b; q=1\n");
+        assert_eq!(Headers::from_lines(&text), h);
+        assert_eq!(Headers::from_lines(""), Headers::new());
+        // What the runtime's iterator gives: names in lower case already, one line each.
+        let read = Headers::from_lines("host\nexample.com\naccept\n*/*\n");
+        assert_eq!(read.get("Host").as_deref(), Some("example.com"));
+        assert_eq!(read.iter().collect::<Vec<_>>(), vec![("host", "example.com"), ("accept", "*/*")]);
+        // A last line without its value is no field.
+        assert_eq!(Headers::from_lines("a\n1\nb").iter().collect::<Vec<_>>(), vec![("a", "1")]);
+    }
+
+    #[test]
+    fn deferred_headers_are_read_once_when_first_used_and_never_when_not() {
+        let reads = std::rc::Rc::new(std::cell::Cell::new(0));
+        let counted = |reads: &std::rc::Rc<std::cell::Cell<u32>>| {
+            let reads = reads.clone();
+            LazyHeaders::deferred(move || {
+                reads.set(reads.get() + 1);
+                Headers::from_lines("accept\ntext/plain\n")
+            })
+        };
+        let unused = counted(&reads);
+        drop(unused);
+        assert_eq!(reads.get(), 0);
+        let used = counted(&reads);
+        assert_eq!(used.get("accept").as_deref(), Some("text/plain"));
+        assert!(used.has("Accept") && !used.has("host"));
+        assert_eq!(reads.get(), 1);
+        let ready = LazyHeaders::from(Headers::from_lines("host\nexample.com\n"));
+        assert_eq!(ready.get("host").as_deref(), Some("example.com"));
+    }
+
+    #[test]
+    fn a_field_with_a_line_feed_is_left_out_of_the_lines_and_reported() {
+        let mut h = Headers::new();
+        h.append("x-ok", "1");
+        h.append("x-bad", "one\ntwo");
+        h.append("x-ok-too", "2");
+        let mut refused = Vec::new();
+        let text = h.lines(|name| refused.push(name.to_string()));
+        assert_eq!(refused, vec!["x-bad"]);
+        assert_eq!(Headers::from_lines(&text).iter().collect::<Vec<_>>(), vec![("x-ok", "1"), ("x-ok-too", "2")]);
     }
 }

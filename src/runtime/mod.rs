@@ -21,7 +21,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 pub use futures::future::LocalBoxFuture as Fut;
-pub use http::{Body, ByteStream, Headers, InvalidHeader, Method, PlatformBody, Request, Response};
+pub use http::{Body, ByteStream, Headers, InvalidHeader, LazyHeaders, Method, PlatformBody, Request, Response};
 
 /// Which platform call failed: a caller that must tell failures apart (a D1 constraint from a
 /// network failure, say) asks the kind, never the words.

@@ -18,8 +18,9 @@ use worker::wasm_bindgen_futures::JsFuture;
 use worker::{durable_object, event, web_sys, DurableObject, State};
 
 use super::{
-    Abort, Body, ByteStream, Context, Env, Error, Fetched, Fut, Headers, Kind, Method, ObjectHandler, ObjectStorage,
-    Outbound, PlatformBody, Request, Response, Result, Runtime, RuntimeTimer, SignError, SqlValue, Statement, Worker,
+    Abort, Body, ByteStream, Context, Env, Error, Fetched, Fut, Headers, Kind, LazyHeaders, Method, ObjectHandler,
+    ObjectStorage, Outbound, PlatformBody, Request, Response, Result, Runtime, RuntimeTimer, SignError, SqlValue,
+    Statement, Worker,
 };
 use crate::shell::Flowgate;
 
@@ -38,53 +39,111 @@ fn enter(env: worker::Env) -> Env {
     Env::new(rt)
 }
 
-#[event(fetch)]
-async fn fetch(req: web_sys::Request, env: worker::Env, ctx: worker::Context) -> worker::Result<worker::Response> {
+/// The Worker's fetch handler, as worker-build's JavaScript calls it (worker/entry.mjs calls
+/// that directly). Not `#[event(fetch)]`, which makes every answer a promise: a request whose
+/// answer is ready on the first poll (`/healthz`, an error before any platform call) is
+/// answered with the `Response` itself, with no promise, no task and no microtask to settle
+/// them. A request that waits on the platform becomes a promise, polled from then on by
+/// wasm-bindgen's executor (its first poll there replaces the wakers the first one left: a
+/// future registers the latest waker each time it is polled).
+#[wasm_bindgen(js_name = fetch)]
+pub fn fetch(req: web_sys::Request, env: worker::Env, ctx: worker::worker_sys::Context) -> JsValue {
     let env = enter(env);
-    let ctx = Rc::new(ctx);
+    let ctx = Rc::new(worker::Context::new(ctx));
     let context = Context::new(Rc::new(move |work| ctx.wait_until(work)));
-    let resp = Flowgate.serve(incoming(req), env, context).await;
-    outgoing(resp)
+    let mut pending = Flowgate.serve(incoming(req), env, context);
+    match pending.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(resp) => answer(resp),
+        std::task::Poll::Pending => {
+            worker::wasm_bindgen_futures::future_to_promise(async move { Ok(answer(pending.await)) }).into()
+        }
+    }
 }
 
-/// A request as the boundary's value: method, URL and headers read once, the body left in the
-/// runtime until it is read. Not a `worker::Request`: building one reads `request.cf`, which the
-/// runtime materializes from JSON on first read (about a tenth of a `/healthz`'s CPU in the
-/// profile) and which Flowgate never uses.
+#[wasm_bindgen(module = "/worker/http.mjs")]
+extern "C" {
+    /// The request's method and URL and whether it has a body, in one string.
+    #[wasm_bindgen(js_name = requestHead)]
+    fn request_head(request: &web_sys::Request) -> String;
+    /// `Headers` as [`Headers::from_lines`] reads them.
+    #[wasm_bindgen(js_name = headerText)]
+    fn header_text(headers: &web_sys::Headers) -> String;
+    /// `Headers` from [`Headers::lines`].
+    #[wasm_bindgen(js_name = headersOf)]
+    fn headers_of_lines(lines: &str) -> web_sys::Headers;
+    /// `new Response(body, {status, headers})`, `body` a stream or null.
+    #[wasm_bindgen(catch)]
+    fn respond(status: u16, body: &JsValue, headers: &str) -> std::result::Result<web_sys::Response, JsValue>;
+    /// The same with bytes, which the constructor copies out of the wasm memory.
+    #[wasm_bindgen(catch, js_name = respond)]
+    fn respond_bytes(status: u16, body: &[u8], headers: &str) -> std::result::Result<web_sys::Response, JsValue>;
+}
+
+/// A request as the boundary's value: method and URL read at once (in one call), the headers
+/// when first used (in one call), the body left in the runtime until it is read. Not a `worker::Request`: building one reads
+/// `request.cf`, which the runtime materializes from JSON on first read (about a tenth of a
+/// `/healthz`'s CPU in the profile) and which Flowgate never uses.
 fn incoming(raw: web_sys::Request) -> Request {
-    let (method, url, headers) = (Method::from(raw.method()), raw.url(), headers_of(&raw.headers()));
-    let body = match raw.body() {
-        Some(_) => Body::Platform(Box::new(HeldBody::Request(raw))),
-        None => Body::Empty,
+    let head = request_head(&raw);
+    let (has_body, rest) = match head.strip_prefix('b') {
+        Some(rest) => (true, rest),
+        None => (false, head.strip_prefix('-').unwrap_or(&head)),
     };
+    let (method, url) = rest.split_once('\n').unwrap_or((rest, ""));
+    let (method, url) = (Method::from(method), url.to_string());
+    // The handle (not `Request.clone()`, which would copy the request).
+    let source = Clone::clone(&raw);
+    let headers = LazyHeaders::deferred(move || headers_of(&source.headers()));
+    let body = if has_body { Body::Platform(Box::new(HeldBody::Request(raw))) } else { Body::Empty };
     Request { method, url, headers, body }
 }
 
 fn headers_of(js: &web_sys::Headers) -> Headers {
-    worker::Headers(js.clone()).entries().collect()
+    Headers::from_lines(&header_text(js))
 }
 
 /// The boundary's headers as `fetch`'s. A field `fetch` refuses is left out and logged (the
 /// shell checks values from configuration and clients with `Headers::try_set` first).
-fn js_headers(headers: &Headers) -> worker::Headers {
-    let js = worker::Headers::new();
-    for (name, value) in headers.iter() {
-        if js.append(name, value).is_err() {
-            super::log_line(&format!(r#"{{"level":"error","msg":"a header fetch refuses was left out: {name}"}}"#));
-        }
-    }
-    js
+fn js_headers(headers: &Headers) -> web_sys::Headers {
+    headers_of_lines(&header_lines(headers))
 }
 
-fn outgoing(resp: Response) -> worker::Result<worker::Response> {
+/// The lines `worker/http.mjs` builds `Headers` from; it logs a field the runtime refuses, and
+/// this one a field the lines cannot carry, in the same words.
+fn header_lines(headers: &Headers) -> String {
+    headers.lines(|name| {
+        super::log_line(&format!(r#"{{"level":"error","msg":"a header fetch refuses was left out: {name}"}}"#))
+    })
+}
+
+/// The shell's answer as the runtime's `Response`, made in one call.
+fn outgoing(resp: Response) -> std::result::Result<web_sys::Response, JsValue> {
     let (status, headers, body) = resp.into_parts();
-    let resp = match body {
-        Body::Empty => worker::Response::empty()?,
-        Body::Bytes(b) => worker::Response::from_bytes(b)?,
+    let lines = header_lines(&headers);
+    match body {
+        Body::Empty => respond(status, &JsValue::NULL, &lines),
+        Body::Bytes(b) => respond_bytes(status, &b, &lines),
         // One instantiation of `from_stream` for every streamed body (bundle size).
-        streamed => worker::Response::from_stream(streamed.into_stream().map(|c| c.map_err(rust_error)))?,
-    };
-    Ok(resp.with_status(status).with_headers(js_headers(&headers)))
+        streamed => {
+            let made = worker::Response::from_stream(streamed.into_stream().map(|c| c.map_err(rust_error)))?;
+            match made.body() {
+                worker::ResponseBody::Stream(s) => respond(status, s, &lines),
+                _ => respond(status, &JsValue::NULL, &lines),
+            }
+        }
+    }
+}
+
+/// [`outgoing`] for the fetch handler: a `Response` the runtime refuses to make (a status out
+/// of its range) is logged and answered 500, as `#[event(fetch)]` answers one.
+fn answer(resp: Response) -> JsValue {
+    outgoing(resp).map(JsValue::from).unwrap_or_else(|e| {
+        super::log_line(&format!(
+            r#"{{"level":"error","msg":"the answer could not be made: {}"}}"#,
+            js_text(e.clone())
+        ));
+        respond(500, &JsValue::from_str("INTERNAL SERVER ERROR"), "").map(JsValue::from).unwrap_or(e)
+    })
 }
 
 /// A body the runtime still holds: a client's request's or a backend's answer's.
@@ -353,7 +412,7 @@ impl Runtime for Workers {
         in_kind(Kind::Fetch, async move {
             let init = web_sys::RequestInit::new();
             init.set_method(req.method.as_str());
-            init.set_headers(&js_headers(&req.headers).0);
+            init.set_headers(&js_headers(&req.headers));
             init.set_redirect(web_sys::RequestRedirect::Manual);
             if let Some(b) = &req.body {
                 init.set_body(&JsValue::from(js_sys::Uint8Array::from(b.as_slice())));
@@ -436,7 +495,7 @@ impl Runtime for Workers {
             // init's `cf` options (image resizing and more), code the bundle otherwise does without.
             let init = web_sys::RequestInit::new();
             init.set_method(req.method.as_str());
-            init.set_headers(&js_headers(&req.headers).0);
+            init.set_headers(&js_headers(&req.headers));
             let body = req.body.bytes().await?;
             if !body.is_empty() {
                 init.set_body(&JsValue::from(js_sys::Uint8Array::from(body.as_slice())));
@@ -595,7 +654,7 @@ async fn object_fetch(
 ) -> worker::Result<worker::Response> {
     enter(env.clone());
     let raw: web_sys::Request = JsValue::from(req.inner()).unchecked_into();
-    outgoing(handler.fetch(incoming(raw)).await)
+    Ok(worker::Response::from(outgoing(handler.fetch(incoming(raw)).await)?))
 }
 
 async fn object_alarm(handler: &dyn ObjectHandler, env: &worker::Env) -> worker::Result<worker::Response> {

@@ -20,9 +20,9 @@ pub fn is_empty() -> bool {
     PENDING.with(|p| p.borrow().is_empty())
 }
 
-/// Takes what waits (the flush writes it).
+/// Takes what waits, bounds applied (the flush writes it).
 pub fn take() -> Pending {
-    PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()))
+    PENDING.with(|p| std::mem::take(&mut *p.borrow_mut())).settled()
 }
 
 /// Forgets what waits (an isolate evicted: it is lost, as in the runtime).

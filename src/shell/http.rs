@@ -6,13 +6,14 @@ use serde_json::Value;
 use crate::pure::error::ApiError;
 use crate::pure::mcp::http_rules::is_json_content_type;
 use crate::pure::quote::quote_input;
-use crate::runtime::{Body, Headers, Method, Request, Response};
+use crate::runtime::{Body, Headers, LazyHeaders, Method, Request, Response};
 
 /// The request a client sent.
 pub struct Incoming {
     method: Method,
     url: String,
-    headers: Headers,
+    /// Read from the runtime when first used (`/healthz` uses none).
+    headers: LazyHeaders,
     body: Body,
 }
 

@@ -55,7 +55,7 @@ impl Run {
         let r = self.sim.request(Request {
             method: Method::Get,
             url: "https://flowgate.test/".into(),
-            headers: Headers::new(),
+            headers: Headers::new().into(),
             body: Body::Empty,
         });
         r.json().unwrap_or(Value::Null)

@@ -190,7 +190,7 @@ fn post(path: &str) -> Request {
     Request {
         method: Method::Post,
         url: format!("https://flowgate.test{path}"),
-        headers: Headers::new(),
+        headers: Headers::new().into(),
         body: Body::Empty,
     }
 }
@@ -225,7 +225,9 @@ fn scenario(seed: u64) -> Vec<String> {
         sim.request(post("/toy/call"));
         sim.request(post("/toy/later"));
         let mut t = post("/toy/task");
-        t.headers.set("x-task", &format!("task-{i}"));
+        let mut headers = (*t.headers).clone();
+        headers.set("x-task", &format!("task-{i}"));
+        t.headers = headers.into();
         sim.request(t);
     }
     sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));
@@ -402,7 +404,9 @@ fn every_fault_kind_happens_and_the_run_still_ends() {
     for i in 0..60 {
         sim.request(post("/toy/call"));
         let mut t = post("/toy/task");
-        t.headers.set("x-task", &format!("t{}", i % 5));
+        let mut headers = (*t.headers).clone();
+        headers.set("x-task", &format!("t{}", i % 5));
+        t.headers = headers.into();
         sim.request(t);
     }
     sim.run_until_idle().unwrap_or_else(|h| panic!("{h}"));

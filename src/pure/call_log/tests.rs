@@ -138,6 +138,7 @@ fn memory_holds_at_most_the_last_calls_of_a_server_and_of_all() {
         p.push(entry("s1", i, "T", "c", Status::Ok));
     }
     p.push(entry("s2", 1, "T", "c", Status::Ok));
+    let p = p.settled();
     assert_eq!(p.len(), PER_SERVER + 1);
     assert_eq!(p.dropped, 5);
     assert_eq!(p.entries.first().map(|e| e.at_ms), Some(5), "the oldest went first");
@@ -145,8 +146,71 @@ fn memory_holds_at_most_the_last_calls_of_a_server_and_of_all() {
     for i in 0..(MAX_PENDING + 3) {
         all.push(entry(&format!("s{}", i % 10), i as u64, "T", "c", Status::Ok));
     }
+    let all = all.settled();
     assert_eq!(all.len(), MAX_PENDING);
     assert_eq!(all.dropped, 3);
+    // Between flushes, never more than the slack past the bound waits.
+    let mut busy = Pending::default();
+    for i in 0..(3 * (MAX_PENDING + TRIM_SLACK)) {
+        busy.push(entry("s1", i as u64, "T", "c", Status::Ok));
+        assert!(busy.len() < MAX_PENDING + TRIM_SLACK, "{} entries wait", busy.len());
+    }
+    assert_eq!(busy.settled().len(), PER_SERVER);
+}
+
+/// What the bounds keep, applied at every push (one scan of everything waiting per call).
+fn bounded_at_every_push(calls: &[Entry]) -> (Vec<u64>, u64) {
+    let (mut kept, mut dropped): (Vec<Entry>, u64) = (Vec::new(), 0);
+    for c in calls {
+        if kept.iter().filter(|e| e.server_id == c.server_id).count() >= PER_SERVER {
+            if let Some(i) = kept.iter().position(|e| e.server_id == c.server_id) {
+                kept.remove(i);
+                dropped += 1;
+            }
+        }
+        if kept.len() >= MAX_PENDING {
+            kept.remove(0);
+            dropped += 1;
+        }
+        kept.push(c.clone());
+    }
+    (kept.iter().map(|e| e.at_ms).collect(), dropped)
+}
+
+#[test]
+fn bounds_applied_in_passes_keep_what_bounds_applied_at_every_call_keep() {
+    // Servers of very different rates, in an order no bound lines up with: some pass their
+    // own bound often, the total passes its bound, quiet ones keep everything.
+    let mut state = 0x2545_f491_u64;
+    let calls: Vec<Entry> = (0..3 * MAX_PENDING + 777)
+        .map(|i| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let server = match state % 100 {
+                0..=54 => "busy",
+                55..=79 => "steady",
+                80..=97 => "mid",
+                n => {
+                    if n == 98 {
+                        "rare-a"
+                    } else {
+                        "rare-b"
+                    }
+                }
+            };
+            entry(server, i as u64, "T", "c", Status::Ok)
+        })
+        .collect();
+    for n in [PER_SERVER - 1, PER_SERVER + 1, MAX_PENDING + 1, MAX_PENDING + TRIM_SLACK + 3, calls.len()] {
+        let mut p = Pending::default();
+        for c in &calls[..n] {
+            p.push(c.clone());
+        }
+        let p = p.settled();
+        let got: Vec<u64> = p.entries.iter().map(|e| e.at_ms).collect();
+        assert_eq!((got, p.dropped), bounded_at_every_push(&calls[..n]), "after {n} calls");
+    }
 }
 
 #[test]
