@@ -32,6 +32,7 @@ use crate::pure::quote::plain_or_quoted;
 
 use crate::pure::task_contract::{Kind, TaskAnswer, TaskCall, TaskSpec};
 use crate::shell::backend::dify::upload as dify_upload;
+use crate::shell::backend::mcp::tasks::Answer as RelayedResult;
 use crate::shell::backend::mcp::{call as upstream_call, client as upstream};
 use crate::shell::cache;
 use crate::shell::call::stream::{stop_run, Opening};
@@ -449,6 +450,26 @@ pub async fn dispatch(
                         Err(response) => {
                             ticket.finish(&response);
                             rpc(200, &response, cors)
+                        }
+                    }
+                }
+                // A relayed task's tasks/result: the upstream's requests about the task reach a
+                // client that reads SSE on this answer's stream.
+                Step::Task(req)
+                    if accepts_sse
+                        && req.op == TaskOp::Result
+                        && upstream_tasks::is_relayed(&req.task_id)
+                        && matches!(req.relay, Channel::Stream(_)) =>
+                {
+                    let served = Rc::clone(prepared);
+                    match crate::shell::backend::mcp::tasks::result_streamed(req, served, env, ctx, incoming).await {
+                        RelayedResult::Whole(status, v) => rpc(status, &v, cors),
+                        RelayedResult::Stream(body) => {
+                            let mut headers = Headers::new();
+                            headers.set("content-type", "text/event-stream");
+                            headers.set("cache-control", "no-cache");
+                            with_cors(&mut headers, cors)?;
+                            Ok(Response::from_stream(body).with_headers(headers))
                         }
                     }
                 }

@@ -145,7 +145,7 @@ pub async fn call(
     let emit = std::cell::RefCell::new(emit);
     let ask = |n: Value, target: Option<(Session, String)>| match ask_client(
         &n,
-        plan,
+        (plan.relay, &plan.user),
         def,
         &upstream,
         env,
@@ -228,11 +228,11 @@ pub async fn call(
 }
 
 /// Errors for the upstream's requests that cannot go to the client, with the session each came on.
-type Refusals = futures::channel::mpsc::UnboundedReceiver<(Value, Option<(Session, String)>)>;
+pub(super) type Refusals = futures::channel::mpsc::UnboundedReceiver<(Value, Option<(Session, String)>)>;
 
 /// Posts each refusal to the upstream as it comes (the upstream may be waiting for it to go on);
 /// never ends.
-async fn post_refusals(poster: &Client<'_>, refused: &mut Refusals) {
+pub(super) async fn post_refusals(poster: &Client<'_>, refused: &mut Refusals) {
     while let Some((refusal, target)) = refused.next().await {
         if let Some(t) = target {
             let _ = poster.post_message(&t, &refusal).await;
@@ -275,19 +275,20 @@ fn task_created(
     }
 }
 
-/// What goes to the client for a request the upstream sent while the call runs: the request
-/// under a sealed id (a `relay::Ticket` naming the session it came on), or `Err` with the error
-/// the upstream gets instead.
-fn ask_client(
+/// What goes to the client for a request the upstream sent while the call (or a task's
+/// `tasks/result`) runs, by what the client can take and who it is (`relay::Channel`, backend
+/// `user`): the request under a sealed id (a `relay::Ticket` naming the session it came on), or
+/// `Err` with the error the upstream gets instead.
+pub(super) fn ask_client(
     request: &Value,
-    plan: &CallPlan,
+    (channel, user): (relay::Channel, &str),
     def: &ServerDefinition,
     up: &Upstream,
     env: &Env,
     target: Option<&(Session, String)>,
 ) -> Result<Value, Value> {
     let refuse = |why: &str| relay::refusal(request, why);
-    relay::decide(request, plan.relay).map_err(|why| refuse(&why))?;
+    relay::decide(request, channel).map_err(|why| refuse(&why))?;
     let Some((session, url)) = target.filter(|(s, _)| s.transport == Transport::Sse || s.session_id.is_some()) else {
         return Err(refuse(&format!(
             "Flowgate cannot relay this request: upstream {} keeps no session, so the client's answer could not \
@@ -302,7 +303,7 @@ fn ask_client(
         session: session.clone(),
         request_id: request.get("id").cloned().unwrap_or(Value::Null),
         scope: up.session_scope.clone(),
-        caller: relay::caller_hash(&plan.user),
+        caller: relay::caller_hash(user),
         expires_ms: crate::shell::platform::now_ms() + up.call_timeout.as_millis() as u64,
     };
     let token =

@@ -177,6 +177,12 @@ impl<'a> Client<'a> {
         Client { up, env, conn: None, next_id: 1, cached: false, live: Rc::default(), auth: RefCell::new(None) }
     }
 
+    /// Another client of the same upstream, unconnected: for messages posted beside a request
+    /// in flight (refusals of the upstream's own requests).
+    pub fn sibling(&self) -> Client<'a> {
+        Client::new(self.up, self.env)
+    }
+
     fn id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
