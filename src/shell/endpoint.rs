@@ -196,7 +196,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     }
     let accepts_sse = accepts_sse(header(&req, "accept").as_deref());
     if stream_get {
-        return session_stream(&req, env, def, &h, caller_tag, accepts_sse, cors.as_deref()).await;
+        return session_stream(&req, env, ctx, def, &h, caller_tag, accepts_sse, cors.as_deref()).await;
     }
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
     // As the upstreams offer them to a client that declared what this one did (`variant`).
@@ -305,6 +305,7 @@ fn not_allowed(m: Method, cors: Option<&str>) -> crate::runtime::Result<Response
 async fn session_stream(
     req: &Incoming,
     env: &Env,
+    ctx: &Context,
     def: &ServerDefinition,
     h: &RequestHeaders<'_>,
     caller_tag: String,
@@ -338,7 +339,9 @@ async fn session_stream(
     let mut incoming: Vec<(String, String)> =
         req.headers().entries().filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization"))).collect();
     incoming.push((CALLER_ENTRY.to_string(), caller_tag));
-    match crate::shell::backend::mcp::subscriptions::open_stream(env, def, &session_id, &incoming).await {
+    let declared = h.session_caps.map_or(Variant::none(), Variant::of);
+    match crate::shell::backend::mcp::subscriptions::open_stream(env, ctx, def, &session_id, &incoming, declared).await
+    {
         Ok(mut resp) => {
             let mut headers = Headers::new();
             headers.set("content-type", "text/event-stream");
@@ -491,7 +494,9 @@ pub async fn dispatch(
                             let mut v = v;
                             if sid.is_some() && def.apps.iter().any(|a| a.backend.as_mcp().is_some()) {
                                 // The session's stream delivers subscriptions and list changes.
-                                crate::pure::mcp::client_session::declare(&mut v["result"]);
+                                use crate::pure::mcp::client_session::{declare, ListChanges};
+                                let upstreams = catalogs.0.values().map(|c| &c.capabilities);
+                                declare(&mut v["result"], ListChanges::of(upstreams));
                             }
                             let mut resp = rpc(status, &v, cors)?;
                             if let Some(sid) = sid {

@@ -98,7 +98,8 @@ pub struct McpUpstream {
     pub counts: Cell<bool>,
     /// Offers resources (`sim://watched`, `sim://other`) with subscriptions: `resources/subscribe`
     /// and `unsubscribe` are recorded per session ([`McpUpstream::subscribed`]); updates and list
-    /// changes go out with [`McpUpstream::send_on_standalone`].
+    /// changes go out with [`McpUpstream::send_on_standalone`]. Declares `listChanged` on tools
+    /// and resources.
     pub resources: Cell<bool>,
     subscriptions: RefCell<BTreeSet<(String, String)>>,
     counters: RefCell<BTreeMap<String, u64>>,
@@ -239,7 +240,8 @@ impl McpUpstream {
     /// The result of one call, or its JSON-RPC error (code, message).
     fn answer(&self, req: &BackendRequest, method: &str, params: &Value, now_ms: u64) -> Result<Value, (i64, String)> {
         let offers_sample = self.per_client.get() && self.session_samples(req);
-        let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
+        // A subscribable upstream tells its list changes too.
+        let mut capabilities = json!({"tools": {"listChanged": self.resources.get()}, "logging": {}});
         if self.resources.get() {
             capabilities["resources"] = json!({"subscribe": true, "listChanged": true});
         }
@@ -439,6 +441,11 @@ impl McpUpstream {
             f.push(frame(message));
         }
         streams.len()
+    }
+
+    /// How many standalone streams are held open by their readers now.
+    pub fn standalone_count(&self) -> usize {
+        self.standalone_streams.borrow().values().filter(|f| Rc::strong_count(f) > 1 && !f.is_closed()).count()
     }
 
     /// Whether a standalone stream is held open by its reader now.

@@ -59,6 +59,20 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool, declared: V
     Ok(list)
 }
 
+/// Drops `app_id`'s lists cached for a client that declared `declared` (its tools and its
+/// catalog, in KV and in this isolate's memo), since its upstream said one changed: the next
+/// request reads them from the upstream again.
+pub async fn forget_lists(env: &Env, app_id: &str, declared: Variant) {
+    let kv = Kv::new(env);
+    let tools = crate::shell::platform::upstream_tools_key(app_id, &declared.key());
+    let catalog = crate::shell::platform::upstream_catalog_key(app_id, &declared.key());
+    let (a, b) = futures::future::join(kv.delete(&tools), kv.delete(&catalog)).await;
+    if let Err(e) = a.and(b) {
+        crate::shell::log::error(&format!("dropping the cached lists of an upstream app: {e}"));
+    }
+    crate::shell::memo::forget_catalog(&format!("{app_id}\n{}", declared.key()));
+}
+
 /// The cached tool list of a variant, unless a refresh re-read the empty variant's list after
 /// it was read (`variant::still_current`).
 async fn cached_tools(kv: &Kv, app_id: &str, declared: Variant) -> Option<Vec<Value>> {

@@ -223,6 +223,19 @@ impl<'a> Client<'a> {
         }
     }
 
+    /// A Streamable HTTP session of this client's own: a fresh `initialize`, neither taken from
+    /// the KV cache nor kept there, for a holder of its standalone stream that shares it with no
+    /// call (a client session's object following list changes). `Ok(None)` for an upstream on
+    /// the legacy transport.
+    pub async fn open_own_session(&mut self) -> Result<Option<Session>, String> {
+        if first_transport(self.up.choice, &self.up.url) == Transport::Sse {
+            return Ok(None);
+        }
+        let session = self.init_http().await.map_err(|f| init_failure_message(&self.up.app_name, &f))?;
+        self.conn = Some(Conn::Http(session.clone()));
+        Ok(Some(session))
+    }
+
     async fn remember(&self, session: &Session) {
         let key = session_key(self.up);
         if let Err(e) = Kv::new(self.env).put_json(&key, session, SESSION_TTL_S).await {
