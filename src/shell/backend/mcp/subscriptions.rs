@@ -25,7 +25,6 @@ use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
-use futures::StreamExt;
 use serde_json::{json, Value};
 
 use crate::pure::backend::mcp::binding::CALLER_ENTRY;
@@ -100,8 +99,11 @@ pub async fn open_stream(
     if !apps.is_empty() {
         let env = env.clone();
         ctx.wait_until(async move {
-            let targets = futures::future::join_all(apps.iter().map(|a| own_target(&env, a, declared))).await;
-            let targets: Vec<Value> = targets.into_iter().flatten().collect();
+            // One after the other: nothing waits for them but the list changes.
+            let mut targets = Vec::new();
+            for app in &apps {
+                targets.extend(own_target(&env, app, declared).await);
+            }
             if targets.is_empty() {
                 return;
             }
@@ -320,17 +322,7 @@ impl Drop for StreamGuard {
 /// The client's event stream: what the object sends, a keep-alive comment after
 /// `KEEPALIVE_MS` of silence, until the object ends it.
 fn client_stream(rx: UnboundedReceiver<Vec<u8>>, guard: StreamGuard) -> Response {
-    let stream = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
-        let next = rx.next();
-        let tick = crate::runtime::sleep(cs::KEEPALIVE_MS);
-        futures::pin_mut!(next, tick);
-        match futures::future::select(next, tick).await {
-            futures::future::Either::Left((Some(bytes), _)) => Some((Ok(bytes), (rx, guard))),
-            futures::future::Either::Left((None, _)) => None,
-            futures::future::Either::Right(_) => Some((Ok(b": keep-alive\n\n".to_vec()), (rx, guard))),
-        }
-    });
-    let mut r = Response::from_stream(Box::pin(stream));
+    let mut r = Response::from_stream(crate::shell::http::event_stream(rx, cs::KEEPALIVE_MS, Box::new(guard)));
     r.headers_mut().set("content-type", "text/event-stream");
     r.headers_mut().set("cache-control", "no-cache");
     r

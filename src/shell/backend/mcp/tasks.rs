@@ -12,7 +12,6 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use futures::future::{select, Either};
-use futures::StreamExt;
 
 use crate::json;
 use crate::runtime::{ByteStream, Context, Env};
@@ -21,6 +20,7 @@ use serde_json::{Map, Value};
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::backend::mcp::session::{session_request, Session};
 use crate::pure::definition::ServerDefinition;
+use crate::pure::mcp::client_session::sse_event;
 use crate::pure::mcp::prepared::Prepared;
 use crate::pure::mcp::relay::{self, Channel, Closed};
 use crate::pure::mcp::server::{self, TaskOp, TaskRequest};
@@ -28,7 +28,6 @@ use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::protocol::jsonrpc::{self, RpcError};
 use crate::pure::protocol::tasks;
 use crate::pure::protocol::version::Version;
-use crate::pure::sse::{write_comment, write_json_event};
 
 use crate::shell::backend::mcp::call::{ask_client, post_refusals};
 use crate::shell::backend::mcp::client::{upstream_of, Client};
@@ -55,13 +54,6 @@ pub enum Answer {
     Stream(ByteStream),
 }
 
-/// What the upstream request running beside the answer reports.
-enum Item {
-    /// A request of the upstream's, for the client.
-    Ask(Value),
-    Done(u16, Value),
-}
-
 /// A 2025-11-25 client's `tasks/result` of a relayed task, for a client that reads SSE: the
 /// upstream's requests about the task reach it on this answer's stream (see the module), the
 /// result last. The upstream request runs beside the answer (kept alive by `ctx`) and is let go
@@ -73,53 +65,41 @@ pub async fn result_streamed(
     ctx: &Context,
     incoming: Vec<(String, String)>,
 ) -> Answer {
-    let (tx, mut rx) = futures::channel::mpsc::unbounded::<Item>();
+    let (events, rx) = futures::channel::mpsc::unbounded::<Vec<u8>>();
+    // Whether the answer is a stream (`None`: the first request went out on it) or whole.
+    let (opened, whole) = futures::channel::oneshot::channel::<Option<(u16, Value)>>();
     // Dropped with the answer's stream: the work below stops then.
     let (mut stop, held) = futures::channel::oneshot::channel::<()>();
     let (env, id) = (env.clone(), req.id.clone());
     ctx.wait_until(async move {
         let work = async {
+            let opened = std::cell::RefCell::new(Some(opened));
             let to_client = |m: Value| {
-                let _ = tx.unbounded_send(Item::Ask(m));
+                if let Some(o) = opened.borrow_mut().take() {
+                    let _ = o.send(None);
+                }
+                let _ = events.unbounded_send(sse_event(&m));
             };
             let answer = run(&req, &served.def, &env, &incoming, Some(&to_client)).await;
             let (status, v) = server::relayed_task_response(&req, answer, VERSION);
-            let _ = tx.unbounded_send(Item::Done(status, v));
+            let first = opened.borrow_mut().take();
+            match first {
+                Some(o) => {
+                    let _ = o.send(Some((status, v)));
+                }
+                None => {
+                    let _ = events.unbounded_send(sse_event(&v));
+                }
+            }
         };
         futures::pin_mut!(work);
         select(work, stop.cancellation()).await;
     });
-    let first = match rx.next().await {
-        Some(Item::Ask(m)) => m,
-        Some(Item::Done(status, v)) => return Answer::Whole(status, v),
-        None => return Answer::Whole(200, failed("the upstream request ended without an answer").to_response(&id)),
-    };
-    let mut text = String::new();
-    write_json_event(&mut text, &first);
-    let head = futures::stream::once(async move { Ok::<Vec<u8>, crate::runtime::Error>(text.into_bytes()) });
-    let rest = futures::stream::unfold(Some((rx, held)), |state| async move {
-        let (mut rx, held) = state?;
-        let mut out = String::new();
-        let tick = crate::runtime::sleep(KEEPALIVE_MS);
-        futures::pin_mut!(tick);
-        let next = match select(rx.next(), tick).await {
-            Either::Left((Some(Item::Ask(m)), _)) => {
-                write_json_event(&mut out, &m);
-                Some((rx, held))
-            }
-            Either::Left((Some(Item::Done(_, v)), _)) => {
-                write_json_event(&mut out, &v);
-                None
-            }
-            Either::Left((None, _)) => return None,
-            Either::Right(_) => {
-                write_comment(&mut out, "keep-alive");
-                Some((rx, held))
-            }
-        };
-        Some((Ok::<Vec<u8>, crate::runtime::Error>(out.into_bytes()), next))
-    });
-    Answer::Stream(Box::pin(head.chain(rest)))
+    match whole.await {
+        Ok(Some((status, v))) => Answer::Whole(status, v),
+        Ok(None) => Answer::Stream(crate::shell::http::event_stream(rx, KEEPALIVE_MS, Box::new(held))),
+        Err(_) => Answer::Whole(200, failed("the upstream request ended without an answer").to_response(&id)),
+    }
 }
 
 /// The upstream failed: the words of why, as an internal error.
