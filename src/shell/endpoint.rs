@@ -495,7 +495,8 @@ pub async fn dispatch(
                             if sid.is_some() && def.apps.iter().any(|a| a.backend.as_mcp().is_some()) {
                                 // The session's stream delivers subscriptions and list changes.
                                 use crate::pure::mcp::client_session::{declare, ListChanges};
-                                let upstreams = catalogs.0.values().map(|c| &c.capabilities);
+                                // Only upstreams whose sessions have a stream can tell changes.
+                                let upstreams = catalogs.0.values().filter(|c| c.has_stream).map(|c| &c.capabilities);
                                 declare(&mut v["result"], ListChanges::of(upstreams));
                             }
                             let mut resp = rpc(status, &v, cors)?;

@@ -419,3 +419,19 @@ fn another_caller_presenting_a_session_id_cannot_use_its_stream() {
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(sub(&alice)["result"], json!({}));
 }
+
+#[test]
+fn list_changes_are_declared_only_where_an_upstreams_session_has_a_stream_to_tell_them_on() {
+    let fx = Fx::new(479);
+    let legacy = Rc::new(crate::sim::backends::mcp::McpUpstream::new(true, false).legacy_only(None));
+    legacy.resources.set(true);
+    fx.sim.add_backend("https://legacy.test", legacy.clone());
+    let old = upstream_app(&fx, "Old", "https://legacy.test/sse", json!({}));
+    let (init, _) = initialize(&fx, &old.code, AGENT);
+    let caps = &init["result"]["capabilities"];
+    assert_eq!(caps["tools"]["listChanged"], false, "the legacy transport has no stream Flowgate holds: {init}");
+    assert_eq!(caps["resources"], json!({"subscribe": true, "listChanged": false}), "{init}");
+    let new = app(&fx);
+    let (init, _) = initialize(&fx, &new.code, AGENT);
+    assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true, "{init}");
+}

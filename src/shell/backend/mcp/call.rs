@@ -362,7 +362,8 @@ pub async fn catalog_of(
             client.capabilities().unwrap_or_else(|| json!({}))
         }
     };
-    let mut c = Catalog { capabilities: capabilities.clone(), fetched_ms: now, ..Catalog::default() };
+    let has_stream = matches!(&client.conn, Some(Conn::Http(s)) if standalone::has_stream(s));
+    let mut c = Catalog { capabilities: capabilities.clone(), fetched_ms: now, has_stream, ..Catalog::default() };
     for list in Catalog::lists_for(&capabilities) {
         *c.items_mut(list) = client.list_all(list).await?;
     }
