@@ -40,6 +40,7 @@ pub fn server(server_id: &str, counts: &[usize]) -> (ServerDefinition, Catalogs)
             prompts: (0..n).map(|k| json!({"name": format!("p{k}")})).collect(),
             skills: Vec::new(),
             fetched_ms: 0,
+            has_stream: false,
         };
         catalogs.0.insert(id, Rc::new(catalog));
     }

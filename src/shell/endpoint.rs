@@ -32,6 +32,7 @@ use crate::pure::quote::plain_or_quoted;
 
 use crate::pure::task_contract::{Kind, TaskAnswer, TaskCall, TaskSpec};
 use crate::shell::backend::dify::upload as dify_upload;
+use crate::shell::backend::mcp::tasks::Answer as RelayedResult;
 use crate::shell::backend::mcp::{call as upstream_call, client as upstream};
 use crate::shell::cache;
 use crate::shell::call::stream::{stop_run, Opening};
@@ -196,7 +197,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
     }
     let accepts_sse = accepts_sse(header(&req, "accept").as_deref());
     if stream_get {
-        return session_stream(&req, env, def, &h, caller_tag, accepts_sse, cors.as_deref()).await;
+        return session_stream(&req, env, ctx, def, &h, caller_tag, accepts_sse, cors.as_deref()).await;
     }
     // Upstream MCP apps: their tool lists, and the request's headers for `forward_headers`.
     // As the upstreams offer them to a client that declared what this one did (`variant`).
@@ -305,6 +306,7 @@ fn not_allowed(m: Method, cors: Option<&str>) -> crate::runtime::Result<Response
 async fn session_stream(
     req: &Incoming,
     env: &Env,
+    ctx: &Context,
     def: &ServerDefinition,
     h: &RequestHeaders<'_>,
     caller_tag: String,
@@ -338,7 +340,9 @@ async fn session_stream(
     let mut incoming: Vec<(String, String)> =
         req.headers().entries().filter(|(name, _)| !(keyed && name.eq_ignore_ascii_case("authorization"))).collect();
     incoming.push((CALLER_ENTRY.to_string(), caller_tag));
-    match crate::shell::backend::mcp::subscriptions::open_stream(env, def, &session_id, &incoming).await {
+    let declared = h.session_caps.map_or(Variant::none(), Variant::of);
+    match crate::shell::backend::mcp::subscriptions::open_stream(env, ctx, def, &session_id, &incoming, declared).await
+    {
         Ok(mut resp) => {
             let mut headers = Headers::new();
             headers.set("content-type", "text/event-stream");
@@ -453,6 +457,26 @@ pub async fn dispatch(
                         }
                     }
                 }
+                // A relayed task's tasks/result: the upstream's requests about the task reach a
+                // client that reads SSE on this answer's stream.
+                Step::Task(req)
+                    if accepts_sse
+                        && req.op == TaskOp::Result
+                        && upstream_tasks::is_relayed(&req.task_id)
+                        && matches!(req.relay, Channel::Stream(_)) =>
+                {
+                    let served = Rc::clone(prepared);
+                    match crate::shell::backend::mcp::tasks::result_streamed(req, served, env, ctx, incoming).await {
+                        RelayedResult::Whole(status, v) => rpc(status, &v, cors),
+                        RelayedResult::Stream(body) => {
+                            let mut headers = Headers::new();
+                            headers.set("content-type", "text/event-stream");
+                            headers.set("cache-control", "no-cache");
+                            with_cors(&mut headers, cors)?;
+                            Ok(Response::from_stream(body).with_headers(headers))
+                        }
+                    }
+                }
                 mut step => {
                     let ticket = usage::ticket(single, &step, def, upstreams, &h).map(|t| via.mark(t));
                     if let Step::Call(plan) = &mut step {
@@ -471,7 +495,10 @@ pub async fn dispatch(
                             let mut v = v;
                             if sid.is_some() && def.apps.iter().any(|a| a.backend.as_mcp().is_some()) {
                                 // The session's stream delivers subscriptions and list changes.
-                                crate::pure::mcp::client_session::declare(&mut v["result"]);
+                                use crate::pure::mcp::client_session::{declare, ListChanges};
+                                // Only upstreams whose sessions have a stream can tell changes.
+                                let upstreams = catalogs.0.values().filter(|c| c.has_stream).map(|c| &c.capabilities);
+                                declare(&mut v["result"], ListChanges::of(upstreams));
                             }
                             let mut resp = rpc(status, &v, cors)?;
                             if let Some(sid) = sid {

@@ -50,6 +50,27 @@ impl Incoming {
 /// Largest console request body accepted.
 pub const MAX_CONSOLE_BODY: usize = 1 << 20;
 
+/// An event stream of what arrives on `rx` (SSE text, framed by the sender), with a comment line
+/// after `keepalive_ms` of silence (proxies keep the stream open, and a client that went away is
+/// noticed on the write), until every sender is gone. `hold` lives as long as the stream: what
+/// must end with it (a guard, the receiving end of a stop signal).
+pub fn event_stream(
+    rx: futures::channel::mpsc::UnboundedReceiver<Vec<u8>>,
+    keepalive_ms: u64,
+    hold: Box<dyn std::any::Any>,
+) -> crate::runtime::ByteStream {
+    Box::pin(futures::stream::unfold((rx, hold), move |(mut rx, hold)| async move {
+        let next = rx.next();
+        let tick = crate::runtime::sleep(keepalive_ms);
+        futures::pin_mut!(next, tick);
+        match futures::future::select(next, tick).await {
+            futures::future::Either::Left((Some(bytes), _)) => Some((Ok(bytes), (rx, hold))),
+            futures::future::Either::Left((None, _)) => None,
+            futures::future::Either::Right(_) => Some((Ok(b": keep-alive\n\n".to_vec()), (rx, hold))),
+        }
+    }))
+}
+
 pub fn json(status: u16, body: &Value) -> Response {
     // A `Value` always serializes.
     let mut resp = Response::from_bytes(serde_json::to_vec(body).unwrap_or_default()).with_status(status);

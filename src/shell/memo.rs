@@ -130,6 +130,12 @@ pub fn remember_catalog(app_id: &str, catalog: Rc<Catalog>, now_ms: u64) {
     CATALOGS.with(|m| m.borrow_mut().put(app_id, catalog, now_ms));
 }
 
+/// Drops a catalog kept here (its upstream said a list changed; other isolates keep theirs
+/// while fresh).
+pub fn forget_catalog(app_id: &str) {
+    CATALOGS.with(|m| m.borrow_mut().remove(app_id));
+}
+
 /// Whether a fetch (`failed_fetch::key`) failed on this isolate within
 /// `failed_fetch::REMEMBER_MS` (past the window one request fetches again while the others
 /// still do without).

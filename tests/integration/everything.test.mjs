@@ -37,16 +37,17 @@ after(async () => {
  * The documented differences, applied to a direct transcript: what the same script gets
  * through Flowgate. Each is listed in docs/upstream-gateway.md.
  */
-function throughFlowgate(direct, revision) {
+function throughFlowgate(direct, revision, transport) {
   const older = revision < '2025-11-25';
   return direct.map(([op, v]) => {
     if (op === 'initialize') {
-      // No list-changed notifications (only a client that keeps its session's stream gets
-      // them, and only from upstreams it subscribed to); subscriptions are offered.
+      // List changes are told as the upstream tells them when its session has a stream they
+      // can come on (Streamable HTTP; not the legacy transport); subscriptions are offered.
+      const told = (list) => transport === 'streamableHttp' && list?.listChanged === true;
       const c = structuredClone(v.capabilities);
-      if (c.resources) c.resources = { subscribe: true, listChanged: false };
-      if (c.prompts) c.prompts = { listChanged: false };
-      if (c.tools) c.tools = { listChanged: false };
+      if (c.resources) c.resources = { subscribe: true, listChanged: told(c.resources) };
+      if (c.prompts) c.prompts = { listChanged: told(c.prompts) };
+      if (c.tools) c.tools = { listChanged: told(c.tools) };
       // Flowgate keeps no list of its clients' tasks: no tasks/list; and no tasks at all
       // before 2025-11-25, the first revision with them.
       if (c.tasks) delete c.tasks.list;
@@ -69,7 +70,7 @@ for (const transport of ['streamableHttp', 'sse']) {
       test(`${who}: the same transcript directly and through Flowgate, but for the documented differences`, async () => {
         const direct = await runEverythingScript({ url: ev[transport].url, transport, capable, revision });
         const through = await runEverythingScript({ url: servers[transport].url, transport: 'streamableHttp', capable, revision, prefix: servers[transport].prefix });
-        const want = byOp(throughFlowgate(direct.entries, revision));
+        const want = byOp(throughFlowgate(direct.entries, revision, transport));
         const got = byOp(through.entries);
         assert.deepEqual(Object.keys(got), Object.keys(want));
         const differ = Object.keys(want).filter((op) => !isDeepStrictEqual(got[op], want[op]));

@@ -54,11 +54,12 @@ after(async () => {
 });
 
 describe('upstream resources, prompts and completions', () => {
-  test('initialize declares what the upstreams offer, subscriptions on the session\'s stream', () => {
-    // The SDK client has a session, whose GET stream delivers them (upstream-subscriptions.test.mjs).
+  test('initialize declares what the upstreams offer, subscriptions and list changes on the session\'s stream', () => {
+    // The SDK client has a session, whose GET stream delivers them (upstream-subscriptions.test.mjs);
+    // the everything upstream (with a session and its stream) tells its list changes.
     const caps = client.getServerCapabilities();
-    assert.deepEqual(caps.resources, { subscribe: true, listChanged: false });
-    assert.deepEqual(caps.prompts, { listChanged: false });
+    assert.deepEqual(caps.resources, { subscribe: true, listChanged: true });
+    assert.deepEqual(caps.prompts, { listChanged: true });
     assert.deepEqual(caps.completions, {});
     assert.ok(caps.tools);
   });

@@ -1,10 +1,11 @@
 // Clients that stay: the TypeScript SDK client opens its Flowgate session's standalone GET stream
 // after initialize (as it does by default), subscribes to a resource of an upstream (the SDK
 // everything fixture of tests/support/mcp-upstreams.mjs), and gets the upstream's
-// notifications/resources/updated for it, and the upstream's tools list change (the object holds
-// that upstream's stream while the session is subscribed to one of its resources), on that
-// stream; after unsubscribe no more updates come. A client that never opens the stream is refused
-// subscribe with words saying to open it, and nothing reaches the upstream.
+// notifications/resources/updated for it, and the upstream's tools list change, on that
+// stream; after unsubscribe no more updates come. Without subscribing, it gets the upstream's
+// list change (from a session of the client session object's own) and then reads the new list,
+// not the cached one; the object's session ends with the client's. A client that never opens the
+// stream is refused subscribe with words saying to open it, and nothing reaches the upstream.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -53,7 +54,7 @@ test('the TypeScript SDK client subscribes on its session stream and gets the up
   try {
     const caps = client.getServerCapabilities();
     assert.equal(caps.resources?.subscribe, true, JSON.stringify(caps));
-    assert.notEqual(caps.tools?.listChanged, true, 'list changes come only with a subscription, so they are not declared');
+    assert.equal(caps.tools?.listChanged, true, 'the upstream tells its list changes, and so does Flowgate');
     const before = ups.everything.subscriptions().length;
     assert.deepEqual(await client.subscribeResource({ uri: URI }), {});
     assert.equal(ups.everything.subscriptions().length, before + 1, 'forwarded to the upstream');
@@ -77,6 +78,38 @@ test('the TypeScript SDK client subscribes on its session stream and gets the up
     assert.equal(updates.length, seen);
   } finally {
     await client.close();
+  }
+});
+
+test('a client that stays gets a list change without subscribing, and then the new list', async () => {
+  const client = new Client({ name: 'list-changes-test', version: '1.0.0' });
+  let changes = 0;
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    changes += 1;
+  });
+  const closedBefore = ups.everything.closedSessions.length;
+  await client.connect(new StreamableHTTPClientTransport(new URL(url)));
+  let closed = false;
+  try {
+    const names = async () => (await client.listTools()).tools.map((t) => t.name);
+    // The object opens its own upstream session once the stream is open: notify until it hears.
+    await until(async () => {
+      await ups.everything.notifyToolListChanged();
+      return changes > 0;
+    }, 'a list change without a subscription');
+    assert.ok(!(await names()).includes('late_tool'), 'read (and cached) before the change');
+    assert.ok(!(await names()).includes('late_tool'));
+    changes = 0;
+    ups.everything.addTool('late_tool', 'late');
+    await until(() => changes > 0, 'the tools list change');
+    assert.ok((await names()).includes('late_tool'), 'the list is read again, not served from the cache');
+    const result = await client.callTool({ name: 'late_tool', arguments: {} });
+    assert.equal(result.content[0].text, 'late');
+    await client.close();
+    closed = true;
+    await until(() => ups.everything.closedSessions.length > closedBefore, 'the object\'s session ended (DELETE)');
+  } finally {
+    if (!closed) await client.close();
   }
 });
 

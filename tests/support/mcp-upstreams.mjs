@@ -77,6 +77,8 @@
 //            Extras: sessions() → live session ids; expireSessions() → drops (closes) them all,
 //            returns their ids; closedSessions → ids ended by DELETE; notifyToolListChanged()
 //            → notifications/tools/list_changed on every live session (standalone GET stream);
+//            addTool(name, text) → a tool (no arguments, answers text) registered in every live
+//            session (the SDK then sends each notifications/tools/list_changed) and every new one;
 //            subscriptions() → [session id, URI] pairs (everything catalog);
 //            notifyResourceUpdated(uri) → notifications/resources/updated to the sessions
 //            subscribed to it;
@@ -793,6 +795,8 @@ async function startStateful(register, { pageSize, resumable } = {}) {
   const sessions = new Map(); // session id -> { transport, mcp }
   const closedSessions = [];
   let deleteRefused = false;
+  const addedTools = []; // [name, text] of addTool, registered in every session
+  const registerAdded = (mcp, [name, text]) => mcp.registerTool(name, { description: `Added later: answers "${text}"` }, async () => ({ content: [{ type: 'text', text }] }));
 
   const srv = await startRecordingServer(async (req, res, entry) => {
     if (pathOf(req) !== '/mcp') return sendJson(res, 404, { error: 'not found' });
@@ -810,6 +814,7 @@ async function startStateful(register, { pageSize, resumable } = {}) {
       return sendJson(res, 400, jsonRpcError(-32000, 'Bad Request: No valid session ID provided'));
     }
     const mcp = buildServer('flowgate-test-stateful', register, { pageSize });
+    for (const added of addedTools) registerAdded(mcp, added);
     const transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       // Resumable streams (SEP-1699): a priming event with an id and `retry`, and events kept
@@ -848,6 +853,12 @@ async function startStateful(register, { pageSize, resumable } = {}) {
       },
       async notifyToolListChanged() {
         await Promise.allSettled([...sessions.values()].map(({ mcp }) => mcp.server.sendToolListChanged()));
+      },
+      /** Registers tool `name` (answering `text`) in every session, live and to come: the SDK
+       * sends each live session notifications/tools/list_changed on its standalone stream. */
+      addTool(name, text) {
+        addedTools.push([name, text]);
+        for (const { mcp } of sessions.values()) registerAdded(mcp, [name, text]);
       },
       /** [session id, URI] of every subscription now. */
       subscriptions: () => [...sessions.entries()].flatMap(([id, { mcp }]) => [...(mcp.subscribed ?? [])].map((uri) => [id, uri])),

@@ -1,9 +1,10 @@
 //! A client that stays: a 2025-revision client that opens the standalone `GET` stream of its
 //! Flowgate session gets `resources/subscribe` and the upstreams' `notifications/resources/updated`
 //! and `…/list_changed` on it. The shell's `ClientSession` Durable Object (one per sealed session
-//! id) holds that stream and the standalone streams of the upstream sessions it is subscribed on; this module decides
-//! what it is named, who may use it, what it remembers and what of an upstream's stream reaches
-//! the client. No IO.
+//! id) holds that stream, the standalone streams of the upstream sessions it is subscribed on,
+//! and per upstream app a session of its own whose stream carries the list changes; this module
+//! decides what it is named, who may use it, what it remembers and what of an upstream's stream
+//! reaches the client. No IO.
 
 use std::collections::BTreeMap;
 
@@ -26,7 +27,7 @@ pub const STREAM_WAIT_MS: u64 = 2_000;
 pub const MAX_SUBSCRIPTIONS: usize = 256;
 
 /// The upstream notifications passed on to the client as they come (no URI to check), from the
-/// upstream streams the object holds.
+/// upstream streams the object holds, once the session's cached lists of that app are dropped.
 pub const LIST_CHANGED: [&str; 3] =
     ["notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed"];
 pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
@@ -93,24 +94,68 @@ impl Subscriptions {
 pub enum Relay {
     /// Sent to the client on its stream, as it is.
     Client(Value),
+    /// A list changed: the session's cached lists of that app are dropped (the client will read
+    /// them again), then this goes to the client.
+    Changed(Value),
     /// A request of the upstream's: answered at once with this error (posted to the upstream).
     Refuse(Value),
     Drop,
 }
 
-/// Routes a message `app_id`'s upstream sent on its standalone stream.
-pub fn route(app_id: &str, subs: &Subscriptions, message: &Value) -> Relay {
+/// Which of the object's upstream streams a message came on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// The caller's own upstream session, held for a subscription. Its list changes pass only
+    /// when no stream of [`Source::Lists`] follows the app (else the client would get each
+    /// change twice).
+    Subscription { lists_followed: bool },
+    /// The object's own session of the app, held for its list changes; the caller subscribed on
+    /// another session, so no update of this one is for it.
+    Lists,
+}
+
+/// Routes a message `app_id`'s upstream sent on a standalone stream of `source`.
+pub fn route(app_id: &str, subs: &Subscriptions, source: Source, message: &Value) -> Relay {
     let method = message.get("method").and_then(Value::as_str);
-    match (method, message.get("id")) {
-        (Some(m), Some(_)) => Relay::Refuse(refusal(message, m)),
-        (Some(m), None) if LIST_CHANGED.contains(&m) => Relay::Client(json!({"jsonrpc": "2.0", "method": m})),
-        (Some(RESOURCE_UPDATED), None) => match message.pointer("/params/uri").and_then(Value::as_str) {
-            Some(uri) if subs.wants(app_id, uri) => {
-                Relay::Client(json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": uri}}))
+    match (method, message.get("id"), source) {
+        (Some(m), Some(_), _) => Relay::Refuse(refusal(message, m)),
+        (Some(m), None, Source::Lists | Source::Subscription { lists_followed: false })
+            if LIST_CHANGED.contains(&m) =>
+        {
+            Relay::Changed(json!({"jsonrpc": "2.0", "method": m}))
+        }
+        (Some(RESOURCE_UPDATED), None, Source::Subscription { .. }) => {
+            match message.pointer("/params/uri").and_then(Value::as_str) {
+                Some(uri) if subs.wants(app_id, uri) => {
+                    Relay::Client(json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": uri}}))
+                }
+                _ => Relay::Drop,
             }
-            _ => Relay::Drop,
-        },
+        }
         _ => Relay::Drop,
+    }
+}
+
+/// Which lists some upstream says it tells its clients about changes to (`listChanged: true` in
+/// the capabilities of its `initialize`): those Flowgate passes changes of on, and declares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListChanges {
+    pub tools: bool,
+    pub resources: bool,
+    pub prompts: bool,
+}
+
+impl ListChanges {
+    /// From the upstreams' capabilities.
+    pub fn of<'a>(upstreams: impl IntoIterator<Item = &'a Value>) -> ListChanges {
+        let mut c = ListChanges::default();
+        for caps in upstreams {
+            let says = |list: &str| caps.get(list).and_then(|l| l.get("listChanged")) == Some(&Value::Bool(true));
+            c.tools |= says("tools");
+            c.resources |= says("resources");
+            c.prompts |= says("prompts");
+        }
+        c
     }
 }
 
@@ -137,12 +182,10 @@ pub fn sse_event(message: &Value) -> Vec<u8> {
 
 /// The `initialize` result of a client that can stay (by the revision it agreed), its
 /// capabilities widened to what the session's stream delivers: `resources.subscribe` (when it
-/// declares resources). Declared before the client opens the stream (the spec puts it in
-/// `initialize`); without the stream, `resources/subscribe` is refused saying so. `listChanged`
-/// stays false: list changes come only from the upstreams a session is subscribed to (the object
-/// holds only their streams, which calls would otherwise use), so a session without
-/// subscriptions gets none.
-pub fn declare(result: &mut Value) {
+/// declares resources), and `listChanged` on each list some upstream tells changes of
+/// (`changes`). Declared before the client opens the stream (the spec puts it in `initialize`);
+/// without the stream, `resources/subscribe` is refused saying so, and no change is told.
+pub fn declare(result: &mut Value, changes: ListChanges) {
     let version = result.get("protocolVersion").and_then(Value::as_str).and_then(Version::parse);
     if !version.is_some_and(can_stay) {
         return;
@@ -150,6 +193,11 @@ pub fn declare(result: &mut Value) {
     let Some(caps) = result.get_mut("capabilities").and_then(Value::as_object_mut) else { return };
     if let Some(o) = caps.get_mut("resources").and_then(Value::as_object_mut) {
         o.insert("subscribe".into(), json!(true));
+    }
+    for (list, changed) in [("tools", changes.tools), ("resources", changes.resources), ("prompts", changes.prompts)] {
+        if let Some(o) = caps.get_mut(list).and_then(Value::as_object_mut).filter(|_| changed) {
+            o.insert("listChanged".into(), json!(true));
+        }
     }
 }
 

@@ -166,7 +166,7 @@ pub fn refusal_during(request: &Value, during: &str) -> Value {
         request,
         &format!(
             "Flowgate cannot relay {method} to its client: it came during {during}, whose answer reaches the client in \
-             one piece (only tool calls carry requests to the client)"
+             one piece (only tool calls, and a task's tasks/result, carry requests to the client)"
         ),
     )
 }

@@ -98,6 +98,11 @@ pub struct TaskRequest {
     pub owner: Option<String>,
     /// `tasks/update`'s `inputResponses`, for an upstream's task (`upstream_tasks`).
     pub input_responses: Option<Value>,
+    /// The backend `user` of the client asking: the caller an upstream's request on a relayed
+    /// task's `tasks/result` goes to (as a call's [`CallPlan::user`]).
+    pub user: String,
+    /// Whether an upstream's requests on a relayed task's `tasks/result` can reach the client.
+    pub relay: Channel,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -327,7 +332,11 @@ pub fn handle_full(
         },
         "tasks/get" | "tasks/result" | "tasks/cancel" | "tasks/update" | "tasks/list" => {
             return match task_request(id, method, params, version, h.identity) {
-                Ok(req) => Step::Task(req),
+                Ok(mut req) => {
+                    req.user = end_user(def, &client_name(params, h), h);
+                    req.relay = relay_channel(version, h);
+                    Step::Task(req)
+                }
                 Err(e) => error_step(id, e),
             };
         }
@@ -774,17 +783,23 @@ fn call_tool(
         progress_token,
         log_level,
         cancel_key,
-        relay: if version.is_stateless() {
-            Channel::Closed(Closed::Stateless)
-        } else {
-            Channel::Stream(h.session_caps.unwrap_or_default())
-        },
+        relay: relay_channel(version, h),
         files,
     });
     match decision {
         Decision::Sync => Step::Call(plan),
         Decision::Task { ttl_ms } => Step::CreateTask { plan, ttl_ms },
         Decision::Reject(e) => error_step(id, e),
+    }
+}
+
+/// How an upstream's requests can reach a client of `version` (the shell closes it for a client
+/// that takes only JSON).
+fn relay_channel(version: Version, h: &RequestHeaders<'_>) -> Channel {
+    if version.is_stateless() {
+        Channel::Closed(Closed::Stateless)
+    } else {
+        Channel::Stream(h.session_caps.unwrap_or_default())
     }
 }
 
@@ -883,6 +898,8 @@ fn task_request(
             task_id: t.to_string(),
             owner: identity.map(str::to_string),
             input_responses: params.get("inputResponses").cloned(),
+            user: String::new(),
+            relay: Channel::Closed(Closed::JsonOnly),
         }),
         _ => Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: {method} needs `taskId`"))),
     }

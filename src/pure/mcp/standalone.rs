@@ -73,8 +73,8 @@ pub enum Route {
     /// or progress with the call's own token.
     Pass,
     /// Not for this call: a response (Flowgate sends no requests on this stream), progress of
-    /// another request, list-changed and other notifications (Flowgate declares no
-    /// `listChanged`: clients read the lists again).
+    /// another request, list-changed and other notifications (a client that stays gets list
+    /// changes on its session's stream, `client_session`).
     Drop,
 }
 

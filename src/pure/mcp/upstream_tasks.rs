@@ -296,6 +296,25 @@ pub fn payload_for_client(task: &Map<String, Value>) -> Result<Value, RpcError> 
     Err(RpcError::new(200, jsonrpc::INVALID_PARAMS, format!("Invalid params: task {id} is {status} and has no result")))
 }
 
+/// A request the upstream sends about one of its tasks (2025-11-25: on the stream of the task's
+/// `tasks/result`, tied to the task by the related-task `_meta`), as the client gets it: tied to
+/// Flowgate's id `id` of the task instead of the upstream's `upstream_id`; a tie to any other
+/// task of the upstream's is left out, since the client knows no id for it.
+pub fn related_for_client(request: &Value, upstream_id: &str, id: &str) -> Value {
+    let mut r = request.clone();
+    if let Some(Value::Object(m)) = r.get_mut("params").and_then(|p| p.get_mut("_meta")) {
+        match m.get(tasks::RELATED_TASK).and_then(|t| t.get("taskId")).and_then(Value::as_str) {
+            Some(t) if t == upstream_id => {
+                m.insert(tasks::RELATED_TASK.into(), json!({ "taskId": id }));
+            }
+            _ => {
+                m.remove(tasks::RELATED_TASK);
+            }
+        }
+    }
+    r
+}
+
 /// What a `tasks/*` request sends upstream: the method and params the upstream's revision has
 /// for `op` (`tasks/update` carries the client's `inputResponses`).
 pub fn upstream_request(
@@ -457,6 +476,22 @@ mod tests {
         assert_eq!(p["_meta"], json!({(meta::CLIENT_CAPABILITIES): {"extensions": {(tasks::EXTENSION): {}}}}));
         let p = upstream_request("tasks/get", "u1", &client, Version::V2025_11_25);
         assert_eq!(p, obj(json!({"taskId": "u1"})));
+    }
+
+    #[test]
+    fn a_tasks_request_names_flowgates_id_of_the_task() {
+        let asked = |task: &str| {
+            json!({"jsonrpc": "2.0", "id": 7, "method": "elicitation/create",
+                   "params": {"message": "m", "_meta": {(tasks::RELATED_TASK): {"taskId": task}, "other": 1}}})
+        };
+        let r = related_for_client(&asked("u1"), "u1", "fg-task.x");
+        assert_eq!(r["params"]["_meta"][tasks::RELATED_TASK], json!({"taskId": "fg-task.x"}));
+        assert_eq!((r["id"].clone(), r["params"]["_meta"]["other"].clone()), (json!(7), json!(1)));
+        let r = related_for_client(&asked("u2"), "u1", "fg-task.x");
+        assert!(r["params"]["_meta"].get(tasks::RELATED_TASK).is_none(), "another task's id is not shown: {r}");
+        assert!(!r.to_string().contains("u2"));
+        let plain = json!({"jsonrpc": "2.0", "id": 8, "method": "roots/list"});
+        assert_eq!(related_for_client(&plain, "u1", "fg-task.x"), plain);
     }
 
     #[test]

@@ -243,5 +243,6 @@ mod upstream_kills;
 mod upstream_oauth;
 mod upstream_oauth_discovery;
 mod upstream_sessions;
+mod upstream_task_input;
 mod upstream_tasks;
 mod upstream_toolsets;

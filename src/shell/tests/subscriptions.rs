@@ -1,9 +1,11 @@
 //! Clients that stay: a 2025 client that opens its session's standalone `GET` stream gets
 //! `resources/subscribe` (forwarded to the upstream that owns the URI, on the caller's session),
 //! the upstream's `notifications/resources/updated` for what it subscribed to and every list
-//! change, from the `ClientSession` object that holds both streams; without the stream,
+//! change (from a session of the object's own with the upstream, once each, the cached lists
+//! dropped first), from the `ClientSession` object that holds the streams; without the stream,
 //! subscribe is refused saying to open it; the stream's close and the idle bound end the
-//! upstream's stream and forget the subscriptions; nothing of one session reaches another.
+//! upstream's streams (and the object's own session) and forget the subscriptions; nothing of one
+//! session reaches another.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -129,12 +131,12 @@ fn a_client_that_stays_gets_updates_of_what_it_subscribed_to_and_the_list_change
     let app = app(&fx);
     let (init, sid) = initialize(&fx, &app.code, AGENT);
     let caps = &init["result"]["capabilities"];
-    assert_eq!(caps["resources"], json!({"subscribe": true, "listChanged": false}), "{init}");
-    assert_eq!(caps["tools"]["listChanged"], false, "list changes come only with subscriptions: {init}");
+    assert_eq!(caps["resources"], json!({"subscribe": true, "listChanged": true}), "{init}");
+    assert_eq!(caps["tools"]["listChanged"], true, "the upstream tells its list changes: {init}");
     let h = headers(&sid, AGENT);
     let stream = open(&fx, &app.code, &sid, AGENT);
     assert_eq!(stream.status.get(), 200);
-    assert!(!fx.upstream.standalone_open(), "no subscription yet: the upstream's stream stays free for calls");
+    assert_eq!(fx.upstream.standalone_count(), 1, "the object's own session, for list changes");
 
     let r = rpc(&fx, &app.code, &h, "resources/subscribe", "sim://watched");
     assert_eq!(r["result"], json!({}), "{r}");
@@ -142,7 +144,10 @@ fn a_client_that_stays_gets_updates_of_what_it_subscribed_to_and_the_list_change
     assert_eq!(subscribed.len(), 1, "forwarded to the upstream: {subscribed:?}");
     assert_eq!(subscribed[0].1, "sim://watched");
     fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
-    assert!(fx.upstream.standalone_open(), "the object holds the upstream session's stream");
+    assert_eq!(fx.upstream.standalone_count(), 2, "the object holds the caller's upstream session's stream too");
+    let caller_stream = fx.upstream.standalone_stream(&subscribed[0].0);
+    assert!(caller_stream.is_some(), "on the session the subscription went on");
+    drop(caller_stream);
 
     fx.upstream.send_on_standalone(&updated("sim://watched"));
     fx.upstream.send_on_standalone(&updated("sim://other"));
@@ -152,16 +157,100 @@ fn a_client_that_stays_gets_updates_of_what_it_subscribed_to_and_the_list_change
     );
     fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
     assert_eq!(stream.updates(), vec!["\"sim://watched\""], "{:?}", stream.messages.borrow());
-    assert!(stream.methods().contains(&"notifications/tools/list_changed".to_string()));
+    let changes = stream.methods().iter().filter(|m| *m == "notifications/tools/list_changed").count();
+    assert_eq!(changes, 1, "once, though both streams carried it: {:?}", stream.methods());
     assert!(!stream.methods().contains(&"notifications/message".to_string()), "logs have no call to go with");
 
     let r = rpc(&fx, &app.code, &h, "resources/unsubscribe", "sim://watched");
     assert_eq!(r["result"], json!({}), "{r}");
     assert!(fx.upstream.subscribed().is_empty());
     fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
-    assert!(!fx.upstream.standalone_open(), "the last subscription gone, the upstream's stream is let go");
+    assert_eq!(fx.upstream.standalone_count(), 1, "the last subscription gone, the caller's stream is let go");
     assert!(!stream.ended.get(), "the client's stream stays");
-    assert_eq!(fx.upstream.send_on_standalone(&updated("sim://watched")), 0);
+    assert_eq!(fx.upstream.send_on_standalone(&updated("sim://watched")), 1);
+    fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(stream.updates().len(), 1, "no update of the object's own session is the client's");
+}
+
+/// The upstream's requests of JSON-RPC `method` so far.
+fn asked(fx: &Fx, method: &str) -> usize {
+    fx.upstream.requests.borrow().iter().filter(|r| r.json().is_some_and(|m| m["method"] == method)).count()
+}
+
+#[test]
+fn a_client_that_stays_gets_the_list_changes_without_subscribing_and_reads_the_lists_again() {
+    let fx = Fx::new(477);
+    let app = app(&fx);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": V2025, "capabilities": {"roots": {}}, "clientInfo": {"name": "sub-test", "version": "1"}}});
+    let r = fx.mcp_with(&app.code, &[("user-agent", AGENT)], &init);
+    let sid = r.headers.get("mcp-session-id").unwrap_or_default();
+    let h: Vec<(&str, &str)> = vec![("mcp-session-id", &sid), ("user-agent", AGENT)];
+    let list = |method: &str| rpc_with(&fx, &app.code, &h, method, json!({}));
+    // The lists are read once, then served from the cache.
+    assert!(list("tools/list")["result"]["tools"].is_array());
+    assert!(list("resources/list")["result"]["resources"].is_array());
+    let (tools_read, resources_read) = (asked(&fx, "tools/list"), asked(&fx, "resources/list"));
+    list("tools/list");
+    list("resources/list");
+    assert_eq!((asked(&fx, "tools/list"), asked(&fx, "resources/list")), (tools_read, resources_read), "cached");
+
+    let inits = fx.upstream.initialized_with.borrow().len();
+    let stream = open(&fx, &app.code, &sid, AGENT);
+    assert_eq!(fx.upstream.standalone_count(), 1, "a session of the object's own, its stream held");
+    let own = fx.upstream.initialized_with.borrow()[inits..].to_vec();
+    assert_eq!(own, vec![json!({"roots": {}})], "opened declaring what the client declared");
+    assert!(fx.upstream.subscribed().is_empty(), "no subscription needed");
+
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    assert_eq!(fx.upstream.send_on_standalone(&changed), 1);
+    fx.upstream.send_on_standalone(&json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}));
+    fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
+    assert_eq!(
+        stream.methods(),
+        vec!["notifications/tools/list_changed", "notifications/resources/list_changed"],
+        "{:?}",
+        stream.messages.borrow()
+    );
+    // What the client reads next comes from the upstream, not the cache of before the change.
+    list("tools/list");
+    list("resources/list");
+    assert_eq!((asked(&fx, "tools/list"), asked(&fx, "resources/list")), (tools_read + 1, resources_read + 1));
+
+    // A request on the object's session waits for nothing: no call runs to ask.
+    let answers = fx.upstream.answers.borrow().len();
+    fx.upstream.send_on_standalone(&json!({"jsonrpc": "2.0", "id": "up-q-1", "method": "roots/list"}));
+    fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
+    let refused = fx.upstream.answers.borrow()[answers..].to_vec();
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0].0["error"]["code"], -32601, "{refused:?}");
+    assert_eq!(stream.methods().len(), 2, "nothing of it reaches the client");
+}
+
+#[test]
+fn a_client_that_does_not_stay_keeps_the_stateless_answers() {
+    let fx = Fx::new(478);
+    let app = app(&fx);
+    let (_, sid) = initialize(&fx, &app.code, AGENT);
+    let h: Vec<(&str, &str)> = vec![("mcp-session-id", &sid), ("user-agent", AGENT)];
+    let inits = fx.upstream.initialized_with.borrow().len();
+    let r = rpc_with(&fx, &app.code, &h, "tools/list", json!({}));
+    assert!(r["result"]["tools"].is_array(), "{r}");
+    assert_eq!(
+        fx.upstream.send_on_standalone(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})),
+        0
+    );
+    assert_eq!(fx.upstream.standalone_count(), 0, "no stream is held for a client that does not stay");
+    assert!(fx.upstream.initialized_with.borrow().len() <= inits + 1, "no session of an object's own");
+    // A 2026-07-28 client is told of no list changes: it has no stream to get them on.
+    let r = fx.sim.request(request(
+        Method::Post,
+        &Fx::mcp_url(&app.code),
+        &[("content-type", "application/json"), ("accept", "application/json, text/event-stream"), ("mcp-protocol-version", "2026-07-28"), ("mcp-method", "server/discover")],
+        Some(&json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}})),
+    ));
+    let caps = last(&r)["result"]["capabilities"].clone();
+    assert_eq!(caps["tools"]["listChanged"], false, "{}", r.text());
 }
 
 #[test]
@@ -224,10 +313,13 @@ fn the_stream_closing_ends_the_upstream_stream_and_forgets_the_subscriptions() {
     let mut stream = open(&fx, &app.code, &sid, AGENT);
     assert_eq!(rpc(&fx, &app.code, &h, "resources/subscribe", "sim://watched")["result"], json!({}));
     fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
-    assert!(fx.upstream.standalone_open());
+    assert_eq!(fx.upstream.standalone_count(), 2);
+    let deletes = || fx.upstream.requests.borrow().iter().filter(|r| r.method == Method::Delete).count();
+    let before = deletes();
     stream.close();
     fx.sim.advance(100).unwrap_or_else(|h| panic!("{h}"));
-    assert!(!fx.upstream.standalone_open(), "the upstream's stream ends with the client's");
+    assert!(!fx.upstream.standalone_open(), "the upstream's streams end with the client's");
+    assert_eq!(deletes(), before + 1, "the object's own session is ended");
     // A new stream: the subscription was forgotten with the one before.
     let again = open(&fx, &app.code, &sid, AGENT);
     fx.upstream.send_on_standalone(&updated("sim://watched"));
@@ -326,4 +418,20 @@ fn another_caller_presenting_a_session_id_cannot_use_its_stream() {
     let r = fx.sim.request(get(&bob));
     assert_eq!(r.status, 403, "{}", r.text());
     assert_eq!(sub(&alice)["result"], json!({}));
+}
+
+#[test]
+fn list_changes_are_declared_only_where_an_upstreams_session_has_a_stream_to_tell_them_on() {
+    let fx = Fx::new(479);
+    let legacy = Rc::new(crate::sim::backends::mcp::McpUpstream::new(true, false).legacy_only(None));
+    legacy.resources.set(true);
+    fx.sim.add_backend("https://legacy.test", legacy.clone());
+    let old = upstream_app(&fx, "Old", "https://legacy.test/sse", json!({}));
+    let (init, _) = initialize(&fx, &old.code, AGENT);
+    let caps = &init["result"]["capabilities"];
+    assert_eq!(caps["tools"]["listChanged"], false, "the legacy transport has no stream Flowgate holds: {init}");
+    assert_eq!(caps["resources"], json!({"subscribe": true, "listChanged": false}), "{init}");
+    let new = app(&fx);
+    let (init, _) = initialize(&fx, &new.code, AGENT);
+    assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true, "{init}");
 }

@@ -7,7 +7,8 @@
 //! on the call's stream (`arguments.rounds` of them, one after each answer) and answers with what
 //! the client said, once its answer is posted (never, with `arguments.stall`; progress and log
 //! messages before each question and the result, with `arguments.notes`)
-//! ([`McpUpstream::answers`]); tasks of 2025-11-25 (`long_job`, [`McpUpstream::tasks`]); the
+//! ([`McpUpstream::answers`]); tasks of 2025-11-25 (`long_job`, [`McpUpstream::tasks`]; with a
+//! `question`, the task waits for input and its `tasks/result` asks it, related to the task); the
 //! legacy HTTP+SSE transport only ([`McpUpstream::legacy`]); bearer tokens checked by the test
 //! ([`McpUpstream::require_token`], a 401 challenge otherwise); an outage ([`McpUpstream::down`]);
 //! a redirect of every call ([`McpUpstream::redirect_calls`]); a standalone stream per session
@@ -29,6 +30,9 @@ use serde_json::{json, Value};
 
 use crate::runtime::Method;
 use crate::sim::network::{Backend, BackendRequest, BodyEnd, Feed, Reply};
+
+/// The `_meta` key that ties a message to a task (2025-11-25).
+const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 
 /// The challenge of a request without a token the test's check accepts.
 pub const CHALLENGE: &str = "Bearer error=\"invalid_token\", error_description=\"the access token is not valid\"";
@@ -56,6 +60,8 @@ struct Waiting {
     /// same stream, its progress (with the call's `progressToken`, when it has one) and a log
     /// message at `info` and one at `debug`. The progress token, if so.
     notes: Option<Option<Value>>,
+    /// The upstream's task whose `tasks/result` asked (its answer ends the task).
+    task: Option<String>,
 }
 
 /// A task of the upstream's: when it ends and what it gives.
@@ -63,6 +69,9 @@ struct UpTask {
     done_at_ms: u64,
     ttl: u64,
     result: Value,
+    /// `long_job`'s `arguments.question`: the task waits for input (`input_required`) until the
+    /// client answers it, which its first `tasks/result` asks, related to the task.
+    question: Option<String>,
 }
 
 #[derive(Default)]
@@ -89,7 +98,8 @@ pub struct McpUpstream {
     pub counts: Cell<bool>,
     /// Offers resources (`sim://watched`, `sim://other`) with subscriptions: `resources/subscribe`
     /// and `unsubscribe` are recorded per session ([`McpUpstream::subscribed`]); updates and list
-    /// changes go out with [`McpUpstream::send_on_standalone`].
+    /// changes go out with [`McpUpstream::send_on_standalone`]. Declares `listChanged` on tools
+    /// and resources.
     pub resources: Cell<bool>,
     subscriptions: RefCell<BTreeSet<(String, String)>>,
     counters: RefCell<BTreeMap<String, u64>>,
@@ -164,7 +174,7 @@ fn tools(asks: bool, tasks: bool, standalone: bool, counts: bool) -> Value {
     if tasks {
         if let Some(l) = list.as_array_mut() {
             l.push(json!({"name": "long_job", "description": "Takes a while; runs as a task when asked.",
-                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}, "question": {"type": "string"}}, "required": ["text"]},
                 "execution": {"taskSupport": "optional"}}));
         }
     }
@@ -176,7 +186,11 @@ fn frame(message: &Value) -> String {
 }
 
 fn task_object(id: &str, t: &UpTask, now_ms: u64) -> Value {
-    let status = if now_ms >= t.done_at_ms { "completed" } else { "working" };
+    let status = match (&t.question, now_ms >= t.done_at_ms) {
+        (Some(_), _) => "input_required",
+        (None, true) => "completed",
+        (None, false) => "working",
+    };
     json!({"taskId": id, "status": status, "ttl": t.ttl, "pollInterval": 500,
         "createdAt": "2025-01-01T00:00:00Z", "lastUpdatedAt": "2025-01-01T00:00:00Z"})
 }
@@ -226,7 +240,8 @@ impl McpUpstream {
     /// The result of one call, or its JSON-RPC error (code, message).
     fn answer(&self, req: &BackendRequest, method: &str, params: &Value, now_ms: u64) -> Result<Value, (i64, String)> {
         let offers_sample = self.per_client.get() && self.session_samples(req);
-        let mut capabilities = json!({"tools": {"listChanged": false}, "logging": {}});
+        // A subscribable upstream tells its list changes too.
+        let mut capabilities = json!({"tools": {"listChanged": self.resources.get()}, "logging": {}});
         if self.resources.get() {
             capabilities["resources"] = json!({"subscribe": true, "listChanged": true});
         }
@@ -285,7 +300,9 @@ impl McpUpstream {
                 let n = self.next_request.get() + 1;
                 self.next_request.set(n);
                 let id = format!("up-task-{n}");
-                let t = UpTask { done_at_ms: now_ms + self.task_ms, ttl, result };
+                let question = params["arguments"]["question"].as_str().map(str::to_string);
+                let done_at_ms = if question.is_some() { u64::MAX } else { now_ms + self.task_ms };
+                let t = UpTask { done_at_ms, ttl, result, question };
                 let task = task_object(&id, &t, now_ms);
                 self.up_tasks.borrow_mut().insert(id, t);
                 Ok(json!({ "task": task }))
@@ -353,7 +370,17 @@ impl McpUpstream {
         let stall = msg.pointer("/params/arguments/stall") == Some(&json!(true));
         let notes = (msg.pointer("/params/arguments/notes") == Some(&json!(true)))
             .then(|| msg.pointer("/params/_meta/progressToken").cloned());
-        let w = Waiting { feed: feed.clone(), call_id, session, close, rounds, answered: Vec::new(), stall, notes };
+        let w = Waiting {
+            feed: feed.clone(),
+            call_id,
+            session,
+            close,
+            rounds,
+            answered: Vec::new(),
+            stall,
+            notes,
+            task: None,
+        };
         self.ask_next(msg.pointer("/params/arguments/question").and_then(Value::as_str), w);
     }
 
@@ -416,6 +443,11 @@ impl McpUpstream {
         streams.len()
     }
 
+    /// How many standalone streams are held open by their readers now.
+    pub fn standalone_count(&self) -> usize {
+        self.standalone_streams.borrow().values().filter(|f| Rc::strong_count(f) > 1 && !f.is_closed()).count()
+    }
+
     /// Whether a standalone stream is held open by its reader now.
     pub fn standalone_open(&self) -> bool {
         self.standalone_streams.borrow().values().any(|f| Rc::strong_count(f) > 1 && !f.is_closed())
@@ -471,9 +503,44 @@ impl McpUpstream {
                 answered: Vec::new(),
                 stall: false,
                 notes: None,
+                task: None,
             },
         );
         Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed))
+    }
+
+    /// A `tasks/result` of a task whose question is not yet asked: the question goes out on
+    /// this request's stream, related to the task (as the TypeScript SDK delivers a task's
+    /// queued requests), and the result follows the client's answer. `None`: nothing to ask.
+    fn task_ask(&self, msg: &Value, session: Option<String>) -> Option<Reply> {
+        let tid = msg.pointer("/params/taskId").and_then(Value::as_str)?.to_string();
+        let question = self.up_tasks.borrow().get(&tid)?.question.clone()?;
+        if self.waiting.borrow().values().any(|w| w.task.as_deref() == Some(&tid)) {
+            return None;
+        }
+        let n = self.next_request.get() + 1;
+        self.next_request.set(n);
+        let id = format!("up-task-ask-{n}");
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "elicitation/create", "params": {
+            "message": question,
+            "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]},
+            "_meta": {(RELATED_TASK): {"taskId": tid}}}});
+        let feed = Rc::new(Feed::default());
+        feed.push(frame(&request));
+        let call_id = msg.get("id").cloned().unwrap_or(Value::Null);
+        let w = Waiting {
+            feed: feed.clone(),
+            call_id,
+            session,
+            close: true,
+            rounds: 1,
+            answered: Vec::new(),
+            stall: false,
+            notes: None,
+            task: Some(tid),
+        };
+        self.waiting.borrow_mut().insert(id, w);
+        Some(Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed)))
     }
 
     /// `stream_note`: `message` goes out on the session's standalone stream (when there is one);
@@ -512,6 +579,16 @@ impl McpUpstream {
             }
         };
         McpUpstream::send_notes(&w, w.answered.len() as u64 + 1, "the result");
+        let mut result = result;
+        if let Some(t) = w.task.as_ref().and_then(|tid| self.up_tasks.borrow_mut().remove_entry(tid)) {
+            // The answer ends the task; its tasks/result gives the result, related to the task.
+            let (tid, mut t) = t;
+            t.question = None;
+            t.done_at_ms = 0;
+            t.result = result.clone();
+            result["_meta"] = json!({(RELATED_TASK): {"taskId": tid}});
+            self.up_tasks.borrow_mut().insert(tid, t);
+        }
         w.feed.push(frame(&json!({"jsonrpc": "2.0", "id": w.call_id, "result": result})));
         if w.close {
             w.feed.close();
@@ -692,6 +769,11 @@ impl Backend for McpUpstream {
                 let feed = Rc::new(Feed::default());
                 self.ask(&msg, &feed, session, true);
                 return Reply::sse(Vec::new(), 0).ending(BodyEnd::Fed(feed));
+            }
+        }
+        if method == "tasks/result" {
+            if let Some(reply) = self.task_ask(&msg, session.clone()) {
+                return reply;
             }
         }
         let answer = match self.answer(req, &method, &params, now_ms) {

@@ -33,6 +33,10 @@ pub struct Catalog {
     /// catalogs of other variants stale (`variant::still_current`).
     #[serde(default)]
     pub fetched_ms: u64,
+    /// Whether the session it was read in has a standalone stream (Streamable HTTP with a
+    /// session id), on which the upstream can tell a client that stays of list changes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub has_stream: bool,
 }
 
 impl crate::pure::fields::FromFields for Catalog {
@@ -44,6 +48,7 @@ impl crate::pure::fields::FromFields for Catalog {
             prompts: f.values("prompts")?,
             skills: f.values("skills")?,
             fetched_ms: f.opt_uint("fetched_ms")?.unwrap_or(0),
+            has_stream: f.opt_flag("has_stream")?.unwrap_or(false),
         })
     }
 }

@@ -25,15 +25,18 @@ fn an_update_reaches_the_client_only_for_a_uri_it_subscribed_to_with_that_app() 
     subs.add("test://watched", "app-a").unwrap();
     let update =
         |uri: &str| json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": uri, "title": "x"}});
+    let sub = Source::Subscription { lists_followed: true };
     assert_eq!(
-        route("app-a", &subs, &update("test://watched")),
+        route("app-a", &subs, sub, &update("test://watched")),
         Relay::Client(json!({"jsonrpc": "2.0", "method": RESOURCE_UPDATED, "params": {"uri": "test://watched"}}))
     );
-    assert_eq!(route("app-a", &subs, &update("test://other")), Relay::Drop);
+    assert_eq!(route("app-a", &subs, sub, &update("test://other")), Relay::Drop);
     // Another app's resource of the same URI is not the one subscribed to.
-    assert_eq!(route("app-b", &subs, &update("test://watched")), Relay::Drop);
+    assert_eq!(route("app-b", &subs, sub, &update("test://watched")), Relay::Drop);
+    // Nor is the same update on the object's own session of the app: not subscribed there.
+    assert_eq!(route("app-a", &subs, Source::Lists, &update("test://watched")), Relay::Drop);
     assert_eq!(subs.remove("test://watched"), Some("app-a".to_string()), "the app's last subscription");
-    assert_eq!(route("app-a", &subs, &update("test://watched")), Relay::Drop);
+    assert_eq!(route("app-a", &subs, sub, &update("test://watched")), Relay::Drop);
     assert_eq!(subs.remove("test://watched"), None);
     subs.add("test://x", "app-a").unwrap();
     subs.add("test://y", "app-a").unwrap();
@@ -42,15 +45,23 @@ fn an_update_reaches_the_client_only_for_a_uri_it_subscribed_to_with_that_app() 
 }
 
 #[test]
-fn list_changes_pass_requests_are_refused_and_the_rest_dropped() {
+fn list_changes_pass_once_requests_are_refused_and_the_rest_dropped() {
     let subs = Subscriptions::default();
+    let (alone, beside) =
+        (Source::Subscription { lists_followed: false }, Source::Subscription { lists_followed: true });
     for m in LIST_CHANGED {
-        assert_eq!(
-            route("a", &subs, &json!({"jsonrpc": "2.0", "method": m})),
-            Relay::Client(json!({"jsonrpc": "2.0", "method": m}))
-        );
+        let n = json!({"jsonrpc": "2.0", "method": m, "params": {"x": 1}});
+        let changed = Relay::Changed(json!({"jsonrpc": "2.0", "method": m}));
+        assert_eq!(route("a", &subs, Source::Lists, &n), changed);
+        assert_eq!(route("a", &subs, alone, &n), changed, "no lists stream: the subscription's passes it");
+        assert_eq!(route("a", &subs, beside, &n), Relay::Drop, "the lists stream passes it: once");
     }
-    let Relay::Refuse(r) = route("a", &subs, &json!({"jsonrpc": "2.0", "id": 7, "method": "roots/list"})) else {
+    for source in [Source::Lists, alone] {
+        let request = json!({"jsonrpc": "2.0", "id": 8, "method": "sampling/createMessage"});
+        assert!(matches!(route("a", &subs, source, &request), Relay::Refuse(_)), "{source:?}");
+    }
+    let Relay::Refuse(r) = route("a", &subs, beside, &json!({"jsonrpc": "2.0", "id": 7, "method": "roots/list"}))
+    else {
         panic!("a request must be refused")
     };
     assert_eq!(r["id"], 7);
@@ -61,7 +72,9 @@ fn list_changes_pass_requests_are_refused_and_the_rest_dropped() {
         json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1, "progress": 1}}),
         json!({"jsonrpc": "2.0", "id": 3, "result": {}}),
     ] {
-        assert_eq!(route("a", &subs, &m), Relay::Drop, "{m}");
+        for source in [Source::Lists, beside, alone] {
+            assert_eq!(route("a", &subs, source, &m), Relay::Drop, "{m}");
+        }
     }
 }
 
@@ -80,20 +93,38 @@ fn subscriptions_are_bounded() {
 
 #[test]
 fn declare_widens_only_what_is_declared() {
-    let mut r = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": false}, "resources": {"subscribe": false, "listChanged": false}, "logging": {}}});
-    declare(&mut r);
+    let none = ListChanges::default();
+    let fresh = || json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": false}, "resources": {"subscribe": false, "listChanged": false}, "prompts": {"listChanged": false}, "logging": {}}});
+    let mut r = fresh();
+    declare(&mut r, none);
     assert_eq!(
         r["capabilities"],
-        json!({"tools": {"listChanged": false}, "resources": {"subscribe": true, "listChanged": false}, "logging": {}})
+        json!({"tools": {"listChanged": false}, "resources": {"subscribe": true, "listChanged": false}, "prompts": {"listChanged": false}, "logging": {}})
     );
+    // List changes where some upstream tells them.
+    let upstreams =
+        [json!({"tools": {"listChanged": true}}), json!({"prompts": {"listChanged": true}, "resources": {}})];
+    let changes = ListChanges::of(&upstreams);
+    assert_eq!(changes, ListChanges { tools: true, resources: false, prompts: true });
+    let mut r = fresh();
+    declare(&mut r, changes);
+    assert_eq!(
+        r["capabilities"],
+        json!({"tools": {"listChanged": true}, "resources": {"subscribe": true, "listChanged": false}, "prompts": {"listChanged": true}, "logging": {}})
+    );
+    let all = ListChanges { tools: true, resources: true, prompts: true };
     let mut bare = json!({"protocolVersion": "2025-03-26", "capabilities": {"tools": {}}});
-    declare(&mut bare);
-    assert_eq!(bare["capabilities"], json!({"tools": {}}), "no resources, nothing to subscribe to");
+    declare(&mut bare, all);
+    assert_eq!(bare["capabilities"], json!({"tools": {"listChanged": true}}), "no resources, nothing to subscribe to");
     // A revision that cannot open the stream is told nothing more.
     for v in ["2024-11-05", "2026-07-28"] {
-        let mut old = json!({"protocolVersion": v, "capabilities": {"resources": {"subscribe": false}}});
-        declare(&mut old);
-        assert_eq!(old["capabilities"], json!({"resources": {"subscribe": false}}), "{v}");
+        let mut old = json!({"protocolVersion": v, "capabilities": {"tools": {"listChanged": false}, "resources": {"subscribe": false}}});
+        declare(&mut old, all);
+        assert_eq!(
+            old["capabilities"],
+            json!({"tools": {"listChanged": false}, "resources": {"subscribe": false}}),
+            "{v}"
+        );
     }
 }
 

@@ -54,6 +54,7 @@ fn catalog(prefix: &str, completions: bool) -> Catalog {
         ],
         skills: Vec::new(),
         fetched_ms: 0,
+        has_stream: false,
     }
 }
 

@@ -447,6 +447,8 @@ fn task_methods_per_revision() {
             task_id: "abc".into(),
             owner: None,
             input_responses: None,
+            user: end_user(&d, &client_name(&Map::new(), &headers(None)), &headers(None)),
+            relay: Channel::Stream(relay::ClientCaps::default()),
         })
     );
     assert!(matches!(get(Some("2025-11-25"), "tasks/result"), Step::Task(TaskRequest { op: TaskOp::Result, .. })));
@@ -454,7 +456,14 @@ fn task_methods_per_revision() {
     let msg = json!({"jsonrpc": "2.0", "id": 4, "method": "tasks/get", "params": {"taskId": "abc"}});
     let h = RequestHeaders { protocol_version: Some("2025-11-25"), identity: Some("alice"), ..Default::default() };
     match handle(&d, &msg, &h, "v") {
-        Step::Task(req) => assert_eq!(req.owner.as_deref(), Some("alice")),
+        Step::Task(req) => assert_eq!((req.owner.as_deref(), req.user.as_str()), (Some("alice"), "alice")),
+        other => panic!("{other:?}"),
+    }
+    // What the client declared reaches a relayed task's upstream requests, as a call's.
+    let caps = relay::ClientCaps { elicitation_form: true, ..Default::default() };
+    let h = RequestHeaders { protocol_version: Some("2025-11-25"), session_caps: Some(caps), ..Default::default() };
+    match handle(&d, &msg, &h, "v") {
+        Step::Task(req) => assert_eq!(req.relay, Channel::Stream(caps)),
         other => panic!("{other:?}"),
     }
     for (v, m) in
@@ -491,6 +500,8 @@ fn task_methods_per_revision() {
         task_id: "abc".into(),
         owner: None,
         input_responses: None,
+        user: "u".into(),
+        relay: Channel::Closed(Closed::JsonOnly),
     };
     let view = TaskView {
         task_id: "abc".into(),

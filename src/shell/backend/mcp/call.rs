@@ -59,6 +59,20 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool, declared: V
     Ok(list)
 }
 
+/// Drops `app_id`'s lists cached for a client that declared `declared` (its tools and its
+/// catalog, in KV and in this isolate's memo), since its upstream said one changed: the next
+/// request reads them from the upstream again.
+pub async fn forget_lists(env: &Env, app_id: &str, declared: Variant) {
+    let kv = Kv::new(env);
+    let tools = crate::shell::platform::upstream_tools_key(app_id, &declared.key());
+    let catalog = crate::shell::platform::upstream_catalog_key(app_id, &declared.key());
+    let (a, b) = futures::future::join(kv.delete(&tools), kv.delete(&catalog)).await;
+    if let Err(e) = a.and(b) {
+        crate::shell::log::error(&format!("dropping the cached lists of an upstream app: {e}"));
+    }
+    crate::shell::memo::forget_catalog(&format!("{app_id}\n{}", declared.key()));
+}
+
 /// The cached tool list of a variant, unless a refresh re-read the empty variant's list after
 /// it was read (`variant::still_current`).
 async fn cached_tools(kv: &Kv, app_id: &str, declared: Variant) -> Option<Vec<Value>> {
@@ -145,7 +159,7 @@ pub async fn call(
     let emit = std::cell::RefCell::new(emit);
     let ask = |n: Value, target: Option<(Session, String)>| match ask_client(
         &n,
-        plan,
+        (plan.relay, &plan.user),
         def,
         &upstream,
         env,
@@ -228,11 +242,11 @@ pub async fn call(
 }
 
 /// Errors for the upstream's requests that cannot go to the client, with the session each came on.
-type Refusals = futures::channel::mpsc::UnboundedReceiver<(Value, Option<(Session, String)>)>;
+pub(super) type Refusals = futures::channel::mpsc::UnboundedReceiver<(Value, Option<(Session, String)>)>;
 
 /// Posts each refusal to the upstream as it comes (the upstream may be waiting for it to go on);
 /// never ends.
-async fn post_refusals(poster: &Client<'_>, refused: &mut Refusals) {
+pub(super) async fn post_refusals(poster: &Client<'_>, refused: &mut Refusals) {
     while let Some((refusal, target)) = refused.next().await {
         if let Some(t) = target {
             let _ = poster.post_message(&t, &refusal).await;
@@ -275,19 +289,20 @@ fn task_created(
     }
 }
 
-/// What goes to the client for a request the upstream sent while the call runs: the request
-/// under a sealed id (a `relay::Ticket` naming the session it came on), or `Err` with the error
-/// the upstream gets instead.
-fn ask_client(
+/// What goes to the client for a request the upstream sent while the call (or a task's
+/// `tasks/result`) runs, by what the client can take and who it is (`relay::Channel`, backend
+/// `user`): the request under a sealed id (a `relay::Ticket` naming the session it came on), or
+/// `Err` with the error the upstream gets instead.
+pub(super) fn ask_client(
     request: &Value,
-    plan: &CallPlan,
+    (channel, user): (relay::Channel, &str),
     def: &ServerDefinition,
     up: &Upstream,
     env: &Env,
     target: Option<&(Session, String)>,
 ) -> Result<Value, Value> {
     let refuse = |why: &str| relay::refusal(request, why);
-    relay::decide(request, plan.relay).map_err(|why| refuse(&why))?;
+    relay::decide(request, channel).map_err(|why| refuse(&why))?;
     let Some((session, url)) = target.filter(|(s, _)| s.transport == Transport::Sse || s.session_id.is_some()) else {
         return Err(refuse(&format!(
             "Flowgate cannot relay this request: upstream {} keeps no session, so the client's answer could not \
@@ -302,7 +317,7 @@ fn ask_client(
         session: session.clone(),
         request_id: request.get("id").cloned().unwrap_or(Value::Null),
         scope: up.session_scope.clone(),
-        caller: relay::caller_hash(&plan.user),
+        caller: relay::caller_hash(user),
         expires_ms: crate::shell::platform::now_ms() + up.call_timeout.as_millis() as u64,
     };
     let token =
@@ -347,7 +362,8 @@ pub async fn catalog_of(
             client.capabilities().unwrap_or_else(|| json!({}))
         }
     };
-    let mut c = Catalog { capabilities: capabilities.clone(), fetched_ms: now, ..Catalog::default() };
+    let has_stream = matches!(&client.conn, Some(Conn::Http(s)) if standalone::has_stream(s));
+    let mut c = Catalog { capabilities: capabilities.clone(), fetched_ms: now, has_stream, ..Catalog::default() };
     for list in Catalog::lists_for(&capabilities) {
         *c.items_mut(list) = client.list_all(list).await?;
     }

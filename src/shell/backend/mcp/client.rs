@@ -177,6 +177,12 @@ impl<'a> Client<'a> {
         Client { up, env, conn: None, next_id: 1, cached: false, live: Rc::default(), auth: RefCell::new(None) }
     }
 
+    /// Another client of the same upstream, unconnected: for messages posted beside a request
+    /// in flight (refusals of the upstream's own requests).
+    pub fn sibling(&self) -> Client<'a> {
+        Client::new(self.up, self.env)
+    }
+
     fn id(&mut self) -> u64 {
         self.next_id += 1;
         self.next_id
@@ -215,6 +221,19 @@ impl<'a> Client<'a> {
                 Err(f) => Err(init_failure_message(&up.app_name, &f)),
             },
         }
+    }
+
+    /// A Streamable HTTP session of this client's own: a fresh `initialize`, neither taken from
+    /// the KV cache nor kept there, for a holder of its standalone stream that shares it with no
+    /// call (a client session's object following list changes). `Ok(None)` for an upstream on
+    /// the legacy transport.
+    pub async fn open_own_session(&mut self) -> Result<Option<Session>, String> {
+        if first_transport(self.up.choice, &self.up.url) == Transport::Sse {
+            return Ok(None);
+        }
+        let session = self.init_http().await.map_err(|f| init_failure_message(&self.up.app_name, &f))?;
+        self.conn = Some(Conn::Http(session.clone()));
+        Ok(Some(session))
     }
 
     async fn remember(&self, session: &Session) {

@@ -1,12 +1,20 @@
 //! Clients that stay: a 2025-revision client's standalone `GET` stream of its Flowgate session,
 //! held by a `ClientSession` Durable Object (binding `CLIENT_SESSIONS`, one per sealed session
-//! id, `pure::mcp::client_session` decides) with the upstream sessions' own standalone streams
-//! (`standalone::hold` / `follow`) of the upstreams it is subscribed to, so that
-//! `resources/subscribe` can be forwarded to the upstream that owns the URI and its
-//! `notifications/resources/updated` and list changes reach the client. An upstream's stream is
-//! held only while a subscription needs it: otherwise the caller's calls use it. Everything lives in the object's memory: the client's stream
-//! closing, the idle bound (the object's alarm) or the object's restart ends the upstream streams
-//! and forgets the subscriptions.
+//! id, `pure::mcp::client_session` decides) with upstream sessions' own standalone streams
+//! (`standalone::hold` / `follow`):
+//!
+//! - of the caller's sessions of the upstreams it is subscribed to, so that `resources/subscribe`
+//!   can be forwarded to the upstream that owns the URI and its `notifications/resources/updated`
+//!   reach the client. Held only while a subscription needs it: otherwise the caller's calls use it;
+//! - of a session of each upstream app that is the object's own (opened with the app's own
+//!   credentials, declaring what the client declared, as the lists Flowgate serves it are read),
+//!   so that the upstreams' list changes reach the client, after the session's cached lists of
+//!   that app are dropped. No call uses these sessions; they are ended (`DELETE`) with the object's
+//!   hold on them.
+//!
+//! Everything lives in the object's memory: the client's stream closing, the idle bound (the
+//! object's alarm) or the object's restart ends the upstream streams and forgets the
+//! subscriptions.
 //!
 //! The Worker's side: [`open_stream`] (the `GET`), [`subscribe`] (`resources/subscribe` and
 //! `resources/unsubscribe` from a client with a session).
@@ -17,17 +25,17 @@ use std::rc::{Rc, Weak};
 use std::time::Duration;
 
 use futures::channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
-use futures::StreamExt;
 use serde_json::{json, Value};
 
 use crate::pure::backend::mcp::binding::CALLER_ENTRY;
 use crate::pure::backend::mcp::session::Session;
-use crate::pure::definition::ServerDefinition;
-use crate::pure::mcp::client_session::{self as cs, NoStream, Relay, Subscriptions};
+use crate::pure::backend::mcp::variant::Variant;
+use crate::pure::definition::{AppDefinition, ServerDefinition};
+use crate::pure::mcp::client_session::{self as cs, NoStream, Relay, Source, Subscriptions};
 use crate::pure::mcp::gateway::Forward;
 use crate::pure::mcp::standalone::has_stream;
 use crate::pure::protocol::jsonrpc::RpcError;
-use crate::runtime::{Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response};
+use crate::runtime::{Context, Env, Fut, Headers, Method, ObjectHandler, ObjectStorage, Request, Response};
 use crate::shell::outbound;
 
 use super::client::{upstream_of, Client, Conn};
@@ -36,6 +44,10 @@ use super::standalone;
 /// How long the Worker waits for the object to answer a subscription's check (it waits
 /// `STREAM_WAIT_MS` at most itself).
 const POST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The header of the object's answer to a `GET` that names the apps whose list changes it
+/// follows already (their ids, comma-separated): the Worker opens sessions for the others. Not
+/// passed on to the client.
+const FOLLOWED: &str = "x-flowgate-followed";
 
 async fn ask(env: &Env, object: &str, path: &str, body: &Value) -> Result<Response, String> {
     let req = Request::post(&format!("https://client-session{path}"), body.to_string());
@@ -57,20 +69,73 @@ fn lookup(incoming: &[(String, String)]) -> impl Fn(&str) -> Option<String> + '_
 /// the object's refusal or failure (status, words). An upstream's own stream is opened at the
 /// first subscription to one of its resources ([`subscribe`]), not here: until then a call of
 /// the caller's uses it (`standalone`).
+///
+/// Once the stream is open, the Worker opens (beside the answer, kept alive by `ctx`) a session
+/// of its own with each upstream app whose list changes the object does not follow yet,
+/// declaring `declared` (what the client declared), and hands them to the object.
 pub async fn open_stream(
     env: &Env,
+    ctx: &Context,
     def: &ServerDefinition,
     session_id: &str,
     incoming: &[(String, String)],
+    declared: Variant,
 ) -> Result<Response, (u16, String)> {
     let object = cs::object_name(&def.server_id, session_id);
     let owner = cs::owner(&caller_of(incoming));
-    let resp = ask(env, &object, "/stream", &json!({"owner": owner})).await.map_err(|e| (503, e))?;
+    let mut resp = ask(env, &object, "/stream", &json!({"owner": owner})).await.map_err(|e| (503, e))?;
     if resp.status_code() != 200 {
         let status = resp.status_code();
         return Err((status, resp.text().await.unwrap_or_default()));
     }
+    let followed = resp.headers().get(FOLLOWED).unwrap_or_default();
+    resp.headers_mut().delete(FOLLOWED);
+    let apps: Vec<AppDefinition> = def
+        .apps
+        .iter()
+        .filter(|a| a.backend.as_mcp().is_some() && !followed.split(',').any(|f| f == a.id))
+        .cloned()
+        .collect();
+    if !apps.is_empty() {
+        let env = env.clone();
+        ctx.wait_until(async move {
+            // One after the other: nothing waits for them but the list changes.
+            let mut targets = Vec::new();
+            for app in &apps {
+                targets.extend(own_target(&env, app, declared).await);
+            }
+            if targets.is_empty() {
+                return;
+            }
+            let body = json!({"owner": owner, "variant": declared.key(), "targets": targets});
+            if let Err(e) = ask(&env, &object, "/lists", &body).await {
+                crate::shell::log::error(&format!("handing a client session its upstream sessions: {e}"));
+            }
+        });
+    }
     Ok(resp)
+}
+
+/// A session of `app`'s upstream of the object's own, for its list changes: opened with the
+/// app's own credentials, declaring `declared`. `None` for an upstream without a standalone
+/// stream (stateless, legacy SSE, 2026-07-28) or that cannot be reached (logged).
+async fn own_target(env: &Env, app: &AppDefinition, declared: Variant) -> Option<Value> {
+    let why_not = |e: String| {
+        crate::shell::log::info(
+            "a client session cannot follow an upstream's list changes",
+            json!({"app": app.name, "why": e}),
+        );
+    };
+    let mut up = upstream_of(app, env, None).await.map_err(why_not).ok()?;
+    up.declared = declared;
+    let mut client = Client::new(&up, env);
+    let session = client.open_own_session().await.map_err(why_not).ok()??;
+    if !has_stream(&session) {
+        return None;
+    }
+    let headers = client.stream_headers(&session).ok()?;
+    let pairs: Vec<Value> = headers.iter().map(|(k, v)| json!([k, v])).collect();
+    Some(json!({"app": app.name, "app_id": app.id, "url": up.url, "session": session, "headers": pairs}))
 }
 
 /// What the object needs to open `app`'s standalone stream on the caller's session: `None` for
@@ -149,6 +214,37 @@ pub struct ClientSession {
 struct Watcher {
     session_id: Option<String>,
     stop: futures::future::AbortHandle,
+    /// A session of the object's own: where (URL, headers) to end it when the object lets go.
+    own: Option<(String, Headers)>,
+}
+
+impl Watcher {
+    /// Stops following; a session of the object's own is ended (best effort: the upstream
+    /// ends an idle session on its own too).
+    fn end(self) {
+        self.stop.abort();
+        if let Some((url, headers)) = self.own {
+            end_session(url, headers);
+        }
+    }
+}
+
+/// `DELETE` of a session of the object's own, beside whatever runs.
+fn end_session(url: String, headers: Headers) {
+    crate::runtime::spawn(async move {
+        let _ = outbound::send(Method::Delete, &url, headers, None, POST_TIMEOUT).await;
+    });
+}
+
+/// Where a target (see `own_target`) is ended: its URL and the headers of its session.
+fn target_reach(target: &Value) -> (String, Headers) {
+    let mut headers = Headers::new();
+    for pair in target["headers"].as_array().into_iter().flatten() {
+        if let (Some(k), Some(v)) = (pair[0].as_str(), pair[1].as_str()) {
+            let _ = headers.try_set(k, v);
+        }
+    }
+    (target["url"].as_str().unwrap_or_default().to_string(), headers)
 }
 
 #[derive(Default)]
@@ -158,14 +254,21 @@ struct Inner {
     generation: Cell<u64>,
     owner: RefCell<Option<String>>,
     subs: RefCell<Subscriptions>,
+    /// The caller's upstream sessions held for subscriptions, by app id.
     watchers: RefCell<BTreeMap<String, Watcher>>,
+    /// The object's own upstream sessions held for list changes, by app id.
+    lists: RefCell<BTreeMap<String, Watcher>>,
+    /// What the client declared (`Variant::key`): whose cached lists a change drops.
+    variant: RefCell<String>,
     last_used_ms: Cell<u64>,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        for w in self.watchers.get_mut().values() {
-            w.stop.abort();
+        let watchers = std::mem::take(self.watchers.get_mut());
+        let lists = std::mem::take(self.lists.get_mut());
+        for (_, w) in watchers.into_iter().chain(lists) {
+            w.end();
         }
     }
 }
@@ -178,8 +281,10 @@ impl Inner {
             return;
         }
         self.client.borrow_mut().take();
-        for (_, w) in std::mem::take(&mut *self.watchers.borrow_mut()) {
-            w.stop.abort();
+        let watchers = std::mem::take(&mut *self.watchers.borrow_mut());
+        let lists = std::mem::take(&mut *self.lists.borrow_mut());
+        for (_, w) in watchers.into_iter().chain(lists) {
+            w.end();
         }
         *self.subs.borrow_mut() = Subscriptions::default();
         self.owner.borrow_mut().take();
@@ -217,17 +322,7 @@ impl Drop for StreamGuard {
 /// The client's event stream: what the object sends, a keep-alive comment after
 /// `KEEPALIVE_MS` of silence, until the object ends it.
 fn client_stream(rx: UnboundedReceiver<Vec<u8>>, guard: StreamGuard) -> Response {
-    let stream = futures::stream::unfold((rx, guard), |(mut rx, guard)| async move {
-        let next = rx.next();
-        let tick = crate::runtime::sleep(cs::KEEPALIVE_MS);
-        futures::pin_mut!(next, tick);
-        match futures::future::select(next, tick).await {
-            futures::future::Either::Left((Some(bytes), _)) => Some((Ok(bytes), (rx, guard))),
-            futures::future::Either::Left((None, _)) => None,
-            futures::future::Either::Right(_) => Some((Ok(b": keep-alive\n\n".to_vec()), (rx, guard))),
-        }
-    });
-    let mut r = Response::from_stream(Box::pin(stream));
+    let mut r = Response::from_stream(crate::shell::http::event_stream(rx, cs::KEEPALIVE_MS, Box::new(guard)));
     r.headers_mut().set("content-type", "text/event-stream");
     r.headers_mut().set("cache-control", "no-cache");
     r
@@ -286,7 +381,32 @@ impl ClientSession {
                 *inner.client.borrow_mut() = Some((tx, generation));
                 *inner.owner.borrow_mut() = Some(owner);
                 self.touch().await?;
-                Ok(client_stream(rx, StreamGuard { inner: Rc::downgrade(inner), generation }))
+                let mut resp = client_stream(rx, StreamGuard { inner: Rc::downgrade(inner), generation });
+                let followed: Vec<String> = inner.lists.borrow().keys().cloned().collect();
+                resp.headers_mut().set(FOLLOWED, &followed.join(","));
+                Ok(resp)
+            }
+            "lists" => {
+                let targets = body["targets"].as_array().cloned().unwrap_or_default();
+                if !inner.is_open_for(&owner) {
+                    // The stream went meanwhile: the sessions opened for it are not needed.
+                    for t in &targets {
+                        let (url, headers) = target_reach(t);
+                        end_session(url, headers);
+                    }
+                    return Ok(Response::text_with_status("no stream is open for this caller", 409));
+                }
+                *inner.variant.borrow_mut() = body["variant"].as_str().unwrap_or("none").to_string();
+                for t in &targets {
+                    let app_id = t["app_id"].as_str().unwrap_or_default();
+                    if inner.lists.borrow().contains_key(app_id) {
+                        let (url, headers) = target_reach(t);
+                        end_session(url, headers);
+                    } else if let Some(w) = self.follow(app_id, t, true) {
+                        inner.lists.borrow_mut().insert(app_id.to_string(), w);
+                    }
+                }
+                Ok(Response::text_with_status("ok", 200))
             }
             "check" => {
                 // The SDKs open the stream without waiting after initialize: a subscribe may come first.
@@ -311,7 +431,7 @@ impl ClientSession {
                     // The app's last subscription: its stream goes back to the caller's calls.
                     let released = inner.subs.borrow_mut().remove(uri);
                     if let Some(w) = released.and_then(|app| inner.watchers.borrow_mut().remove(&app)) {
-                        w.stop.abort();
+                        w.end();
                     }
                 } else {
                     if let Err(why) = inner.subs.borrow_mut().add(uri, &app_id) {
@@ -328,38 +448,59 @@ impl ClientSession {
         }
     }
 
-    /// Follows `app_id`'s upstream session stream (`target`), unless it already does for that
-    /// session; a watcher of another session of the app (renewed upstream) is replaced.
+    /// Follows `app_id`'s upstream session stream (`target`) for a subscription, unless it
+    /// already does for that session; a watcher of another session of the app (renewed
+    /// upstream) is replaced.
     fn watch(&self, app_id: &str, target: &Value) {
+        let session_id = target["session"]["session_id"].as_str().map(str::to_string);
+        if self.inner.watchers.borrow().get(app_id).is_some_and(|w| w.session_id == session_id) {
+            return;
+        }
+        let Some(w) = self.follow(app_id, target, false) else { return };
+        if let Some(old) = self.inner.watchers.borrow_mut().insert(app_id.to_string(), w) {
+            old.end();
+        }
+    }
+
+    /// Starts following `app_id`'s upstream session stream (`target`): a session of the
+    /// object's own for list changes (`own`), or the caller's for a subscription.
+    fn follow(&self, app_id: &str, target: &Value, own: bool) -> Option<Watcher> {
         let session: Session = match crate::pure::fields::read(target["session"].clone()) {
             Ok(s) => s,
             Err(e) => {
                 crate::shell::log::info("a client session cannot watch an upstream", json!({"why": e}));
-                return;
+                return None;
             }
         };
-        if self.inner.watchers.borrow().get(app_id).is_some_and(|w| w.session_id == session.session_id) {
-            return;
-        }
-        let mut headers = Headers::new();
-        for pair in target["headers"].as_array().into_iter().flatten() {
-            if let (Some(k), Some(v)) = (pair[0].as_str(), pair[1].as_str()) {
-                let _ = headers.try_set(k, v);
-            }
-        }
-        let url = target["url"].as_str().unwrap_or_default().to_string();
+        let (url, headers) = target_reach(target);
         let app = target["app"].as_str().unwrap_or("app").to_string();
         let session_id = session.session_id.clone();
-        let (inner, id) = (Rc::downgrade(&self.inner), app_id.to_string());
+        let (inner, id, env) = (Rc::downgrade(&self.inner), app_id.to_string(), self.env.clone());
         let (post_url, post_headers) = (url.clone(), headers.clone());
+        let ends = own.then(|| (url.clone(), headers.clone()));
         let work = async move {
             let held = standalone::hold(session, url, headers, app).await;
             let on_message = |m: Value| {
                 let Some(inner) = inner.upgrade() else { return };
-                let relay = cs::route(&id, &inner.subs.borrow(), &m);
+                let source = match own {
+                    true => Source::Lists,
+                    false => Source::Subscription { lists_followed: inner.lists.borrow().contains_key(&id) },
+                };
+                let relay = cs::route(&id, &inner.subs.borrow(), source, &m);
                 match relay {
                     Relay::Client(n) => {
                         inner.send(&n);
+                    }
+                    Relay::Changed(n) => {
+                        // The client reads the list again: not from what was cached before.
+                        let declared = Variant::parse(&inner.variant.borrow());
+                        let (env, id, weak) = (env.clone(), id.clone(), Rc::downgrade(&inner));
+                        crate::runtime::spawn(async move {
+                            super::call::forget_lists(&env, &id, declared).await;
+                            if let Some(inner) = weak.upgrade() {
+                                inner.send(&n);
+                            }
+                        });
                     }
                     Relay::Refuse(answer) => {
                         let (url, mut h) = (post_url.clone(), post_headers.clone());
@@ -378,8 +519,6 @@ impl ClientSession {
         crate::runtime::spawn(async move {
             let _ = work.await;
         });
-        if let Some(old) = self.inner.watchers.borrow_mut().insert(app_id.to_string(), Watcher { session_id, stop }) {
-            old.stop.abort();
-        }
+        Some(Watcher { session_id, stop, own: ends })
     }
 }

@@ -1,32 +1,105 @@
 //! Tasks of upstream MCP servers, relayed (`pure::mcp::upstream_tasks` decides and renders;
 //! this is the IO): every `tasks/*` request about a task an upstream keeps, taken to it under
 //! the upstream's id (the task a `tools/call` created is sealed in `upstream::call`).
+//!
+//! A 2025-11-25 upstream asks for a task's input (elicitation, sampling, roots) on the stream of
+//! the task's `tasks/result`. For a client that reads that answer as SSE ([`result_streamed`])
+//! each such request goes to the client as a call's would (`call::ask_client`: a sealed
+//! `fg-relay.` id, whose answer any isolate takes back); anything else refuses it to the
+//! upstream at once, so no upstream request waits on Flowgate's silence.
 
+use std::rc::Rc;
 use std::time::Duration;
 
+use futures::future::{select, Either};
+
 use crate::json;
-use crate::runtime::Env;
+use crate::runtime::{ByteStream, Context, Env};
 use serde_json::{Map, Value};
 
 use crate::pure::backend::mcp::error::upstream_error_message;
 use crate::pure::backend::mcp::session::{session_request, Session};
 use crate::pure::definition::ServerDefinition;
+use crate::pure::mcp::client_session::sse_event;
+use crate::pure::mcp::prepared::Prepared;
+use crate::pure::mcp::relay::{self, Channel, Closed};
 use crate::pure::mcp::server::{self, TaskOp, TaskRequest};
 use crate::pure::mcp::upstream_tasks::{self, Handle};
 use crate::pure::protocol::jsonrpc::{self, RpcError};
 use crate::pure::protocol::tasks;
 use crate::pure::protocol::version::Version;
 
+use crate::shell::backend::mcp::call::{ask_client, post_refusals};
 use crate::shell::backend::mcp::client::{upstream_of, Client};
 use crate::shell::VERSION;
 
 /// Longest a 2025-11-25 client's `tasks/result` waits on an upstream's 2026-07-28 task (which
 /// has no blocking result) before it is told to ask again.
 const RESULT_WAIT: Duration = Duration::from_secs(20);
+/// Longest silence on a streamed `tasks/result` once it started: a comment then, which also lets
+/// the runtime notice a client that went away (and the upstream request is let go).
+const KEEPALIVE_MS: u64 = 5_000;
 
-/// A `tasks/*` request about a relayed task: (HTTP status, JSON-RPC response).
+/// A `tasks/*` request about a relayed task answered in one piece: (HTTP status, JSON-RPC
+/// response). A request the upstream sends meanwhile is refused to it at once.
 pub async fn op(req: &TaskRequest, def: &ServerDefinition, env: &Env, incoming: &[(String, String)]) -> (u16, Value) {
-    server::relayed_task_response(req, run(req, def, env, incoming).await, VERSION)
+    server::relayed_task_response(req, run(req, def, env, incoming, None).await, VERSION)
+}
+
+/// How a streamed `tasks/result` answers.
+pub enum Answer {
+    /// Nothing came before the result: one JSON response, as [`op`] gives it.
+    Whole(u16, Value),
+    /// The upstream's requests as they came, then the response: an event stream.
+    Stream(ByteStream),
+}
+
+/// A 2025-11-25 client's `tasks/result` of a relayed task, for a client that reads SSE: the
+/// upstream's requests about the task reach it on this answer's stream (see the module), the
+/// result last. The upstream request runs beside the answer (kept alive by `ctx`) and is let go
+/// when the client goes away.
+pub async fn result_streamed(
+    req: TaskRequest,
+    served: Rc<Prepared>,
+    env: &Env,
+    ctx: &Context,
+    incoming: Vec<(String, String)>,
+) -> Answer {
+    let (events, rx) = futures::channel::mpsc::unbounded::<Vec<u8>>();
+    // Whether the answer is a stream (`None`: the first request went out on it) or whole.
+    let (opened, whole) = futures::channel::oneshot::channel::<Option<(u16, Value)>>();
+    // Dropped with the answer's stream: the work below stops then.
+    let (mut stop, held) = futures::channel::oneshot::channel::<()>();
+    let (env, id) = (env.clone(), req.id.clone());
+    ctx.wait_until(async move {
+        let work = async {
+            let opened = std::cell::RefCell::new(Some(opened));
+            let to_client = |m: Value| {
+                if let Some(o) = opened.borrow_mut().take() {
+                    let _ = o.send(None);
+                }
+                let _ = events.unbounded_send(sse_event(&m));
+            };
+            let answer = run(&req, &served.def, &env, &incoming, Some(&to_client)).await;
+            let (status, v) = server::relayed_task_response(&req, answer, VERSION);
+            let first = opened.borrow_mut().take();
+            match first {
+                Some(o) => {
+                    let _ = o.send(Some((status, v)));
+                }
+                None => {
+                    let _ = events.unbounded_send(sse_event(&v));
+                }
+            }
+        };
+        futures::pin_mut!(work);
+        select(work, stop.cancellation()).await;
+    });
+    match whole.await {
+        Ok(Some((status, v))) => Answer::Whole(status, v),
+        Ok(None) => Answer::Stream(crate::shell::http::event_stream(rx, KEEPALIVE_MS, Box::new(held))),
+        Err(_) => Answer::Whole(200, failed("the upstream request ended without an answer").to_response(&id)),
+    }
 }
 
 /// The upstream failed: the words of why, as an internal error.
@@ -34,11 +107,14 @@ fn failed(why: impl std::fmt::Display) -> RpcError {
     RpcError::new(200, jsonrpc::INTERNAL_ERROR, format!("Internal error: {why}"))
 }
 
+/// `to_client`: where the upstream's requests about the task go, when the client reads the
+/// answer's stream (`None`: the answer goes in one piece, and they are refused).
 async fn run(
     req: &TaskRequest,
     def: &ServerDefinition,
     env: &Env,
     incoming: &[(String, String)],
+    to_client: Option<&dyn Fn(Value)>,
 ) -> Result<Value, RpcError> {
     let unknown = || tasks::unknown_task(&req.task_id);
     // Another client key's task is as unknown as another server's.
@@ -64,7 +140,33 @@ async fn run(
     if !upstream.is_stateless() && !upstream.has_tasks() {
         return Err(failed(format!("upstream {} no longer speaks a revision with tasks", up.app_name)));
     }
-    let mut task = Relayed { client: &mut client, app: &up.app_name, handle: &handle, id: &req.task_id, upstream };
+    // What becomes of a request the upstream sends meanwhile: `Ok` it goes to the client as
+    // given, `Err` the upstream gets that error.
+    let route = |n: &Value, target: Option<&(Session, String)>| match (req.op, to_client) {
+        (TaskOp::Result, Some(_)) => {
+            let n = upstream_tasks::related_for_client(n, &handle.upstream_id, &req.task_id);
+            ask_client(&n, (req.relay, &req.user), def, &up, env, target)
+        }
+        (TaskOp::Result, None) => {
+            // Answered in one piece: nothing reaches the client before the result.
+            let channel = match req.relay {
+                Channel::Stream(_) => Channel::Closed(Closed::JsonOnly),
+                closed => closed,
+            };
+            let why = relay::decide(n, channel).err().unwrap_or_default();
+            Err(relay::refusal(n, &why))
+        }
+        (op, _) => Err(relay::refusal_during(n, op_method(op))),
+    };
+    let mut task = Relayed {
+        client: &mut client,
+        app: &up.app_name,
+        handle: &handle,
+        id: &req.task_id,
+        upstream,
+        route: &route,
+        to_client: to_client.unwrap_or(&|_| {}),
+    };
     match req.op {
         TaskOp::Get => Ok(upstream_tasks::get_for_client(&task.get(req.version.is_stateless()).await?, req.version)),
         TaskOp::Cancel => {
@@ -120,6 +222,19 @@ async fn run(
     }
 }
 
+/// The method of a `tasks/*` operation, as an error names it.
+fn op_method(op: TaskOp) -> &'static str {
+    match op {
+        TaskOp::Get => "tasks/get",
+        TaskOp::Result => "tasks/result",
+        TaskOp::Cancel => "tasks/cancel",
+        TaskOp::Update => "tasks/update",
+    }
+}
+
+/// Decides what becomes of a request the upstream sends during a `tasks/*` request (see `run`).
+type Route<'a> = &'a dyn Fn(&Value, Option<&(Session, String)>) -> Result<Value, Value>;
+
 /// One relayed task and the connection to the upstream that keeps it.
 struct Relayed<'a, 'b> {
     client: &'a mut Client<'b>,
@@ -128,6 +243,8 @@ struct Relayed<'a, 'b> {
     /// Flowgate's id of the task.
     id: &'a str,
     upstream: Version,
+    route: Route<'a>,
+    to_client: &'a dyn Fn(Value),
 }
 
 impl Relayed<'_, '_> {
@@ -141,8 +258,39 @@ impl Relayed<'_, '_> {
         let p = upstream_tasks::upstream_request(method, upstream_id, &client_params, self.upstream);
         let make = |id, s: &Session| session_request(id, method, p.clone(), s);
         let timeout = self.client.call_timeout();
-        let response =
-            self.client.request(&make, Some(upstream_id), &[], timeout, &mut |_| {}).await.map_err(failed)?;
+        let live = self.client.live_target();
+        let (refusals, mut refused) = futures::channel::mpsc::unbounded();
+        let (route, to_client) = (self.route, self.to_client);
+        let mut on_message = |n: Value| {
+            // Notifications (the task's status, logs) have nowhere to go here: dropped.
+            if n.get("id").is_none() || n.get("method").is_none() {
+                return;
+            }
+            let target = live.borrow().clone();
+            match route(&n, target.as_ref()) {
+                Ok(relayed) => to_client(relayed),
+                Err(refusal) => {
+                    let _ = refusals.unbounded_send((refusal, target));
+                }
+            }
+        };
+        // Refusals go out as they come: the upstream may wait for one before it answers.
+        let poster = self.client.sibling();
+        let response = {
+            let request = self.client.request(&make, Some(upstream_id), &[], timeout, &mut on_message);
+            let answering = post_refusals(&poster, &mut refused);
+            futures::pin_mut!(request, answering);
+            match select(request, answering).await {
+                Either::Left((r, _)) => r,
+                Either::Right(_) => Err("the upstream request ended without an answer".into()),
+            }
+        };
+        while let Ok((refusal, target)) = refused.try_recv() {
+            if let Some(t) = target {
+                let _ = poster.post_message(&t, &refusal).await;
+            }
+        }
+        let response = response.map_err(failed)?;
         if let Some(e) = response.get("error") {
             let code = e.get("code").and_then(Value::as_i64).unwrap_or(jsonrpc::INTERNAL_ERROR);
             // The upstream's message names its own id of the task; the client knows Flowgate's.
