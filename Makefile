@@ -74,26 +74,35 @@ INTEGRATION_TIMEOUT ?= 1800
 # totals and its own PASS/FAIL line; both always run, and either failing fails the target. Only
 # this full run writes the conformance outcomes (CONFORMANCE_WRITE=1: tests/conformance/results/
 # and docs/conformance.md); a run of one file, filtered or not, leaves them as they are.
-# The slowest files first (they mostly wait: on TTLs, expiries and refetch windows): started
-# last, one of them would end the run alone while the other slot stands idle.
-SLOW_FIRST := $(patsubst %,tests/integration/%.test.mjs,tasks upstream-mcp client-oauth hardening mcp-stream conformance-tasks)
+# The slowest files first, by the wall times the last runs printed (tests/support/file-times.mjs;
+# 2026-12-05, the machine loaded by other builds: conformance 133 s, conformance-tasks 120 s,
+# docs-snippets 77 s, upstream-mcp 67 s (its 60 s KV TTL), conformance-input-required 56 s, then
+# 48 to 36 s; every other file 34 s or less): started last, one of them would end the run alone
+# while the other slots stand idle. upstream-mcp mostly waits, so it starts beside two that work.
+SLOW_FIRST := $(patsubst %,tests/integration/%.test.mjs,conformance conformance-tasks upstream-mcp docs-snippets \
+	conformance-input-required tasks everything mcp-stream hardening console-playground python-sdk conformance-relay client-oauth)
 INTEGRATION_FILES := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(sort $(wildcard tests/integration/*.test.mjs)))
 # Three files at a time on two cores: the integration files mostly wait (on TTLs, expiries, polls
 # and fixtures), so the run used under half the machine's CPU with two (320 s); three measured
 # 2026-12-05 with the machine loaded by other builds (load 6 to 10): 359 s, all passing.
 TEST_CONCURRENCY ?= 3
-NODE_TEST = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) --test --test-reporter=spec --test-concurrency=$(TEST_CONCURRENCY) \
-	  --test-timeout=$(TEST_TIMEOUT_MS) --test-force-exit
+# tests/support/run-tests.mjs is `node --test` (spec reporter, --test-force-exit) that starts
+# the files in the order given (`node --test` sorts them by name, so SLOW_FIRST did nothing) and
+# prints, after the totals, each file's wall time, slowest first, with when it started and
+# ended (tests/support/file-times.mjs): the run's critical path.
+NODE_TEST = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) tests/support/run-tests.mjs \
+	  --concurrency=$(TEST_CONCURRENCY) --timeout=$(TEST_TIMEOUT_MS)
+FIXTURE_FILES := $(sort $(wildcard tests/fixtures/*.test.mjs))
 test-integration: build setup-browser
 	@fixtures=PASS; flowgate=PASS; \
-	$(NODE_TEST) 'tests/fixtures/*.test.mjs' || fixtures=FAIL; \
+	$(NODE_TEST) $(FIXTURE_FILES) || fixtures=FAIL; \
 	CONFORMANCE_WRITE=1 $(NODE_TEST) $(INTEGRATION_FILES) || flowgate=FAIL; \
 	echo "fixture tests (tests/fixtures): $$fixtures"; \
 	echo "Flowgate integration tests (tests/integration): $$flowgate"; \
 	[ $$fixtures = PASS ] && [ $$flowgate = PASS ]
 
 test-fixtures: build
-	$(NODE_TEST) 'tests/fixtures/*.test.mjs'
+	$(NODE_TEST) $(FIXTURE_FILES)
 
 # The host half (cargo test, then the fuzz smoke run) and the wasm build run side by side: cargo
 # takes its jobs from make's jobserver, so together they use the machine's cores without

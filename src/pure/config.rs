@@ -48,6 +48,7 @@ settings! {
     DEFINITION_MEMO_SECONDS: Var, "How long an isolate keeps a server definition in memory.";
     USAGE_FLUSH_SECONDS: Var, "How often usage counters are written to D1.";
     TASK_GRACE_SECONDS: Var, "How long a task that its TTL ended is kept (default 30).";
+    TASK_MIN_TTL_SECONDS: Var, "Tests only: lowers the 1-minute floor of a task's TTL (1 to 60).";
     MAX_FILE_BYTES: Var, "The largest file a call uploads to Dify (default 10 MiB).";
     ACCESS_TEAM_DOMAIN: Var, "The Cloudflare Access team domain the console trusts.";
     ACCESS_AUD: Var, "The Access application's audience tag.";
@@ -165,6 +166,9 @@ pub struct Settings {
     pub usage_flush_seconds: u64,
     /// `TASK_GRACE_SECONDS` in ms (`pure::task::grace_ms_setting`: default 30 s, capped).
     pub task_grace_ms: u64,
+    /// `TASK_MIN_TTL_SECONDS` in ms (`pure::protocol::tasks::min_ttl_ms_setting`: tests only;
+    /// unset, the protocol's 1-minute floor).
+    pub task_min_ttl_ms: u64,
     /// `MAX_FILE_BYTES` (default 10 MiB): every file a call uploads to Dify is at most this
     /// long (and within the app's own limits, `pure::backend::dify::files::size_cap`).
     pub max_file_bytes: usize,
@@ -203,6 +207,7 @@ impl Settings {
             definition_memo_seconds: number(DEFINITION_MEMO_SECONDS, DEFAULT_MEMO_SECONDS).min(MAX_MEMO_SECONDS),
             usage_flush_seconds: number(USAGE_FLUSH_SECONDS, DEFAULT_FLUSH_SECONDS),
             task_grace_ms: crate::pure::task::grace_ms_setting(get(TASK_GRACE_SECONDS).as_deref()),
+            task_min_ttl_ms: crate::pure::protocol::tasks::min_ttl_ms_setting(get(TASK_MIN_TTL_SECONDS).as_deref()),
             max_file_bytes: usize::try_from(number(MAX_FILE_BYTES, DEFAULT_MAX_FILE_BYTES as u64))
                 .unwrap_or(DEFAULT_MAX_FILE_BYTES),
             access: crate::pure::console_access::config(

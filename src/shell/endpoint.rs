@@ -116,6 +116,7 @@ pub async fn handle(mut req: Incoming, env: &Env, ctx: &Context, code: &str) -> 
         identity: None,
         session_caps: None,
         headers: &[],
+        task_min_ttl_ms: Some(crate::shell::platform::settings(env).task_min_ttl_ms),
     };
     // A batch is refused before any work if it is not allowed or too long.
     if let Value::Array(items) = &body {

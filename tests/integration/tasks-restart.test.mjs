@@ -1,5 +1,7 @@
 // A task survives a restart of the Worker: stop `wrangler dev` mid-flight, start it again on
-// the same state dir, and the task completes with its result intact.
+// the same state dir, and the task completes with its result intact. This file's Worker runs
+// with the default settings, so it is also where the 1-minute floor of a task's TTL is seen
+// (tasks.test.mjs lowers it with TASK_MIN_TTL_SECONDS to test TTLs in seconds).
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 
@@ -8,6 +10,8 @@ import { startDifyFixture } from '../support/dify-fixture.mjs';
 import { publish, registerApp, rpc } from '../support/flowgate-setup.mjs';
 
 const running = [];
+/** The restarted Worker and the task server's MCP URL, for the test after the first. */
+const restarted = {};
 after(async () => {
   await Promise.allSettled(running.map((r) => r.stop()));
 });
@@ -53,4 +57,14 @@ test('a task in flight survives a restart of wrangler dev', async () => {
   const result = await rpc(url(fg.url), { jsonrpc: '2.0', id: 3, method: 'tasks/result', params: { taskId } }, V);
   assert.deepEqual(result.json.result.structuredContent, { echo: { text: 'persist me' } });
   assert.equal(result.json.result.isError, false);
+  Object.assign(restarted, { url: url(fg.url), V });
+});
+
+test('without TASK_MIN_TTL_SECONDS a ttl of 1 s is raised to the 1-minute floor', async () => {
+  const { url, V } = restarted;
+  assert.ok(url, 'the first test of this file did not run');
+  const created = await rpc(url, { jsonrpc: '2.0', id: 4, method: 'tools/call', params: { name: 'Survivor', arguments: { text: 'short' }, task: { ttl: 1000 } } }, V);
+  assert.equal(created.json.result?.task?.ttl, 60_000, created.text);
+  const got = await rpc(url, { jsonrpc: '2.0', id: 5, method: 'tasks/get', params: { taskId: created.json.result.task.taskId } }, V);
+  assert.equal(got.json.result.ttl, 60_000, got.text);
 });

@@ -15,10 +15,14 @@ let fg;
 let dify;
 let tools;
 
+// TASK_MIN_TTL_SECONDS (tests only): this Worker's floor of a task's TTL is 20 s, not the
+// protocol's minute, so the tests of TTLs wait seconds, not minutes (tasks-restart.test.mjs
+// checks the 1-minute floor of a Worker without it). TASK_GRACE_SECONDS: a task its TTL ended
+// is deleted 10 s after (30 s by default), which the last test waits for.
+const MIN_TTL_MS = 20_000;
 before(async () => {
-  // TASK_GRACE_SECONDS: a task its TTL ended is deleted 10 s after (30 s by default), which
-  // the last test waits for.
-  [fg, dify, tools] = await Promise.all([startFlowgate({ vars: { TASK_GRACE_SECONDS: '10' } }), startDifyFixture(), startHttpTool()]);
+  const vars = { TASK_MIN_TTL_SECONDS: String(MIN_TTL_MS / 1000), TASK_GRACE_SECONDS: '10' };
+  [fg, dify, tools] = await Promise.all([startFlowgate({ vars }), startDifyFixture(), startHttpTool()]);
 });
 
 after(async () => {
@@ -85,8 +89,8 @@ async function taskResult(url, taskId) {
   return (await sdk(url)).experimental.tasks.getTaskResult(taskId, CallToolResultSchema);
 }
 
-/** Polls tasks/get (SDK client) until `done(task)`; returns every status seen and the last task. */
-async function follow(url, taskId, done, ms = 30_000) {
+/** Polls tasks/get (SDK client) every `everyMs` until `done(task)`; returns every status seen and the last task. */
+async function follow(url, taskId, done, ms = 30_000, everyMs = 250) {
   const seen = [];
   const until = Date.now() + ms;
   for (;;) {
@@ -94,37 +98,42 @@ async function follow(url, taskId, done, ms = 30_000) {
     if (seen.at(-1) !== t.status) seen.push(t.status);
     if (done(t)) return { seen, task: t };
     if (Date.now() > until) throw new Error(`task ${taskId} never got there; saw ${seen.join(' → ')}, last ${JSON.stringify(t)}`);
-    await new Promise((res) => setTimeout(res, 250));
+    await new Promise((res) => setTimeout(res, everyMs));
   }
 }
 
 // A task's TTL counts from its creation: a finished task's storage is deleted at its end, and a
-// task still running then is ended. The shortest TTL is the 1-minute floor (a client's ttl of
-// 1 s is clamped to it): the first test of this file starts two tasks (one whose run takes 20 s,
-// with the 1-minute TTL, and one whose run never ends, with 90 s), the last two wait for their
-// ends, so the minutes pass while the tests in between run.
+// task still running then is ended. The shortest TTL is the floor (a client's ttl of 1 s is
+// raised to it): the first test of this file starts two tasks (one whose run takes 10 s, with the
+// floor's 20 s TTL, and one whose run never ends, with 25 s) and starts watching each from then
+// on, while the tests in between run; the last two tests wait for what their watches saw.
 const shortLived = {};
 const neverDone = {};
+/** The watches of the two tasks: promises that never reject ({ error } when a check failed). */
+const watches = {};
+const settle = (p) => p.then(() => ({}), (error) => ({ error }));
 
-test('ttl is clamped to 1 minute … 7 days (default 1 day); a finished task stays readable within it', async () => {
+test('ttl is clamped to the floor … 7 days (default 1 day); a finished task stays readable within it', async () => {
   const { url, server } = await workflowServer('Ttl Clamp');
   const ttlOf = async (task) => (await rpc(url, call('Ttl_Clamp', { text: 'x' }, task), V)).json.result.task;
   assert.equal((await ttlOf({ ttl: 30 * 24 * 3600 * 1000 })).ttl, 7 * 24 * 3600 * 1000, '30 days are capped at 7');
   assert.equal((await ttlOf({})).ttl, 24 * 3600 * 1000, 'the default is a day');
   const { task } = await follow(url, (await ttlOf({ ttl: 1000 })).taskId, (t) => t.status === 'completed');
-  assert.equal(task.ttl, 60_000, '1 s is raised to the 1-minute floor');
+  assert.equal(task.ttl, MIN_TTL_MS, '1 s is raised to the floor');
   assert.equal((await fg.console(`/servers/${server.id}/tasks/${task.taskId}`)).status, 200);
 
-  // A run of 20 s: counted from its end, the TTL would keep the task 20 s longer.
-  const slow = await workflowServer('Long Run', { runDurationMs: 20_000 });
+  // A run of 10 s: counted from its end, the TTL would keep the task 10 s longer.
+  const slow = await workflowServer('Long Run', { runDurationMs: 10_000 });
   const short = (await rpc(slow.url, call('Long_Run', { text: 'x' }, { ttl: 1000 }), V)).json.result.task;
-  assert.equal(short.ttl, 60_000);
-  Object.assign(shortLived, { ...slow, taskId: short.taskId, createdAt: Date.parse(short.createdAt), expiresAt: Date.parse(short.createdAt) + short.ttl });
+  assert.equal(short.ttl, MIN_TTL_MS);
+  Object.assign(shortLived, { ...slow, taskId: short.taskId, createdAt: Date.parse(short.createdAt), ttl: short.ttl, expiresAt: Date.parse(short.createdAt) + short.ttl });
+  watches.shortLived = settle(watchFinished(shortLived));
 
   const stuck = await asyncToolServer('Never Done', [{ status: 'running' }]);
-  const created = (await rpc(stuck.url, call('Never_Done', { city: 'Oslo' }, { ttl: 90_000 }), V)).json.result.task;
-  assert.equal(created.ttl, 90_000);
-  Object.assign(neverDone, { ...stuck, taskId: created.taskId, expiresAt: Date.parse(created.createdAt) + created.ttl });
+  const created = (await rpc(stuck.url, call('Never_Done', { city: 'Oslo' }, { ttl: 25_000 }), V)).json.result.task;
+  assert.equal(created.ttl, 25_000, 'a ttl over the floor is kept');
+  Object.assign(neverDone, { ...stuck, taskId: created.taskId, ttl: created.ttl, expiresAt: Date.parse(created.createdAt) + created.ttl });
+  watches.neverDone = settle(watchNeverDone(neverDone));
 });
 
 describe('2025-11-25 through the official SDK client', () => {
@@ -380,18 +389,22 @@ describe('isolation and the console', () => {
   });
 });
 
-test('a finished task is deleted at the end of its TTL, counted from its creation, not its end: storage, D1 row and console entry', { timeout: 240_000 }, async () => {
-  const { url, server, taskId, createdAt, expiresAt } = shortLived;
-  assert.ok(taskId, 'the first test of this file did not run');
-  const { task } = await follow(url, taskId, (t) => t.status === 'completed', Math.max(0, expiresAt - Date.now()));
+/**
+ * Watches the finished task from its creation to its deletion (started by the first test, run
+ * beside the tests in between): it completes, then is "unknown" from the end of its TTL counted
+ * from its creation, not before and not as late as the TTL counted from its end; then its D1
+ * row and console entry go.
+ */
+async function watchFinished({ url, server, taskId, createdAt, ttl, expiresAt }) {
+  const { task } = await follow(url, taskId, (t) => t.status === 'completed', Math.max(0, expiresAt - Date.now()), 500);
   const completedAt = Date.parse(task.lastUpdatedAt);
-  assert.ok(completedAt >= createdAt + 19_000, `the run took only ${completedAt - createdAt} ms: the check below would prove nothing`);
+  assert.ok(completedAt >= createdAt + 9_000, `the run took only ${completedAt - createdAt} ms: the check below would prove nothing`);
   // The Worker answers "unknown task" from the TTL's end on, by its own clock (the alarm that
   // deletes the storage may come later), so both bounds are sharp: not before the TTL counted
-  // from the creation, and before the TTL counted from the end (≥ 19 s later) would be.
+  // from the creation, and before the TTL counted from the end (≥ 9 s later) would be.
   let r;
   let goneAt;
-  for (const until = completedAt + 60_000; Date.now() < until; await new Promise((res) => setTimeout(res, 250))) {
+  for (const until = completedAt + ttl; Date.now() < until; await new Promise((res) => setTimeout(res, 250))) {
     r = await rpc(url, taskReq('tasks/get', taskId), V);
     if (r.json.error) {
       goneAt = Date.now();
@@ -410,21 +423,24 @@ test('a finished task is deleted at the end of its TTL, counted from its creatio
   }
   assert.equal(shown.status, 404);
   assert.deepEqual(await fg.d1(`SELECT id FROM tasks WHERE id = '${taskId}'`), []);
-});
+}
 
-test('a task still running at the end of its TTL (from creation) fails naming it, its run is cancelled, and it is deleted after a bounded grace', { timeout: 240_000 }, async () => {
-  const { url, server, submitPath, taskId, expiresAt } = neverDone;
-  assert.ok(taskId, 'the first test of this file did not run');
+/**
+ * Watches the task whose run never ends (started by the first test, run beside the tests in
+ * between): the TTL ends it, not before, failed and naming the TTL; its run is cancelled at the
+ * backend; after the grace it is deleted.
+ */
+async function watchNeverDone({ url, server, submitPath, taskId, ttl, expiresAt }) {
   // The run never finishes: the TTL is what ends the task (its alarm is set for the TTL's end).
-  const { task } = await follow(url, taskId, (t) => t.status !== 'working', Math.max(0, expiresAt - Date.now()) + 60_000);
+  const { task } = await follow(url, taskId, (t) => t.status !== 'working', Math.max(0, expiresAt - Date.now()) + 60_000, 500);
   const endedAt = Date.now();
   // Lower bound only (a loaded machine makes the end later, never earlier): not before the TTL.
   assert.ok(endedAt >= expiresAt, `ended ${expiresAt - endedAt} ms before its TTL ran out`);
   assert.equal(task.status, 'failed', JSON.stringify(task));
-  assert.match(task.statusMessage, /did not finish within its ttl of 90000 ms \(counted from its creation\)/);
+  assert.match(task.statusMessage, new RegExp(`did not finish within its ttl of ${ttl} ms \\(counted from its creation\\)`));
   const result = await rpc(url, taskReq('tasks/result', taskId), V);
   assert.equal(result.json.result.isError, true, result.text);
-  assert.match(result.json.result.content[0].text, /ttl of 90000 ms/);
+  assert.match(result.json.result.content[0].text, new RegExp(`ttl of ${ttl} ms`));
   // The backend's run is cancelled as tasks/cancel would (an event to wait for, bounded).
   for (const until = Date.now() + 20_000; !tools.tasksOf(submitPath)[0]?.cancelled && Date.now() < until; ) await new Promise((r) => setTimeout(r, 250));
   assert.equal(tools.tasksOf(submitPath)[0].cancelled, true, 'the run at the backend was cancelled');
@@ -443,5 +459,16 @@ test('a task still running at the end of its TTL (from creation) fails naming it
   }
   assert.equal(shown.status, 404);
   assert.deepEqual(await fg.d1(`SELECT id FROM tasks WHERE id = '${taskId}'`), []);
+}
+
+test('a finished task is deleted at the end of its TTL, counted from its creation, not its end: storage, D1 row and console entry', { timeout: 240_000 }, async () => {
+  assert.ok(watches.shortLived, 'the first test of this file did not run');
+  const { error } = await watches.shortLived;
+  if (error) throw error;
 });
 
+test('a task still running at the end of its TTL (from creation) fails naming it, its run is cancelled, and it is deleted after a bounded grace', { timeout: 240_000 }, async () => {
+  assert.ok(watches.neverDone, 'the first test of this file did not run');
+  const { error } = await watches.neverDone;
+  if (error) throw error;
+});

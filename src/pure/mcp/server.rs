@@ -49,6 +49,9 @@ pub struct RequestHeaders<'a> {
     /// upstream MCP tools declare them, so the shell passes them only for servers that have
     /// such apps (empty otherwise).
     pub headers: &'a [(String, String)],
+    /// The deployment's floor of a task's TTL when it lowers the protocol's
+    /// (`TASK_MIN_TTL_SECONDS`, tests only); `None`: [`tasks::MIN_TTL_MS`].
+    pub task_min_ttl_ms: Option<u64>,
 }
 
 /// What to do with one message.
@@ -750,7 +753,8 @@ fn call_tool(
     let asked_level = request_meta.and_then(|m| m.get(meta::LOG_LEVEL)).and_then(Value::as_str);
     let log_level = asked_level.and_then(log_level).or(version.default_log_level());
     let cancel_key = cancel_key(def, &user, h.caller, id);
-    let mut decision = tasks::decide(version, tool.task_support(), &tool.name, params);
+    let min_ttl_ms = h.task_min_ttl_ms.unwrap_or(tasks::MIN_TTL_MS);
+    let mut decision = tasks::decide(version, tool.task_support(), &tool.name, params, min_ttl_ms);
     let toolset = |name: &str| tool.app.backend.as_mcp().is_some_and(|m| m.toolset_of(name).is_some());
     // An upstream tool that declares no task support: its upstream may still run it as a task
     // (the 2026-07-28 extension lets the server decide), so the client's opt-in goes along.

@@ -94,7 +94,8 @@ pub fn undeclared_opt_in(tool: &Value, version: Version, params: &Map<String, Va
     if tool.pointer("/execution/taskSupport").is_some() {
         return None;
     }
-    match tasks::decide(version, TaskSupport::Optional, "", params) {
+    // The upstream keeps this task: the protocol's floor, whatever a test deployment lowered.
+    match tasks::decide(version, TaskSupport::Optional, "", params, tasks::MIN_TTL_MS) {
         tasks::Decision::Task { ttl_ms } => Some(ttl_ms),
         _ => None,
     }

@@ -20,6 +20,16 @@ pub const DEFAULT_TTL_MS: u64 = 24 * 3600 * 1000;
 pub const MIN_TTL_MS: u64 = 60 * 1000;
 pub const MAX_TTL_MS: u64 = 7 * 24 * 3600 * 1000;
 
+/// The floor of the `TASK_MIN_TTL_SECONDS` setting (tests only: the integration tests of TTLs
+/// need not wait minutes): whole seconds from 1 up to [`MIN_TTL_MS`]'s, which it can only lower;
+/// [`MIN_TTL_MS`] when it is unset, 0, larger or not a number.
+pub fn min_ttl_ms_setting(value: Option<&str>) -> u64 {
+    value
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|s| *s >= 1)
+        .map_or(MIN_TTL_MS, |s| s.saturating_mul(1000).min(MIN_TTL_MS))
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskSupport {
@@ -69,7 +79,15 @@ pub fn client_has_extension(params: &Map<String, Value>) -> bool {
         .is_some()
 }
 
-pub fn decide(version: Version, support: TaskSupport, tool: &str, params: &Map<String, Value>) -> Decision {
+/// `min_ttl_ms`: the floor of a TTL the client asks for, [`MIN_TTL_MS`] unless a test deployment
+/// lowered it ([`min_ttl_ms_setting`]).
+pub fn decide(
+    version: Version,
+    support: TaskSupport,
+    tool: &str,
+    params: &Map<String, Value>,
+    min_ttl_ms: u64,
+) -> Decision {
     if version.is_stateless() {
         // The server decides; the client only has to speak the extension.
         return match (support, client_has_extension(params)) {
@@ -97,7 +115,7 @@ pub fn decide(version: Version, support: TaskSupport, tool: &str, params: &Map<S
         )),
         (_, Some(task)) => {
             let asked = task.get("ttl").and_then(Value::as_u64).unwrap_or(DEFAULT_TTL_MS);
-            Decision::Task { ttl_ms: asked.clamp(MIN_TTL_MS, MAX_TTL_MS) }
+            Decision::Task { ttl_ms: asked.clamp(min_ttl_ms, MAX_TTL_MS) }
         }
         (TaskSupport::Required, None) => Decision::Reject(RpcError::new(
             200,
@@ -312,14 +330,34 @@ mod tests {
         let v = Version::V2025_11_25;
         let with_task = params(json!({"task": {"ttl": 1000}}));
         let without = params(json!({}));
-        assert_eq!(decide(v, TaskSupport::Optional, "t", &with_task), Decision::Task { ttl_ms: MIN_TTL_MS });
-        assert_eq!(decide(v, TaskSupport::Optional, "t", &without), Decision::Sync);
-        assert!(matches!(decide(v, TaskSupport::Forbidden, "t", &with_task), Decision::Reject(e) if e.code == -32601));
+        assert_eq!(
+            decide(v, TaskSupport::Optional, "t", &with_task, MIN_TTL_MS),
+            Decision::Task { ttl_ms: MIN_TTL_MS }
+        );
+        // A test deployment's lower floor (TASK_MIN_TTL_SECONDS) is the floor then, and only that.
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &with_task, 5000), Decision::Task { ttl_ms: 5000 });
+        let longer = params(json!({"task": {"ttl": 90_000}}));
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &longer, 5000), Decision::Task { ttl_ms: 90_000 });
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &without, MIN_TTL_MS), Decision::Sync);
         assert!(
-            matches!(decide(v, TaskSupport::Required, "t", &without), Decision::Reject(e) if e.code == -32601 && e.message.contains("params.task"))
+            matches!(decide(v, TaskSupport::Forbidden, "t", &with_task, MIN_TTL_MS), Decision::Reject(e) if e.code == -32601)
+        );
+        assert!(
+            matches!(decide(v, TaskSupport::Required, "t", &without, MIN_TTL_MS), Decision::Reject(e) if e.code == -32601 && e.message.contains("params.task"))
         );
         // Older revisions have no tasks: params.task is ignored.
-        assert_eq!(decide(Version::V2025_06_18, TaskSupport::Required, "t", &with_task), Decision::Sync);
+        assert_eq!(decide(Version::V2025_06_18, TaskSupport::Required, "t", &with_task, MIN_TTL_MS), Decision::Sync);
+    }
+
+    #[test]
+    fn the_min_ttl_setting_only_lowers_the_floor() {
+        assert_eq!(min_ttl_ms_setting(None), MIN_TTL_MS, "unset: the 1-minute floor");
+        assert_eq!(min_ttl_ms_setting(Some(" 10 ")), 10_000);
+        assert_eq!(min_ttl_ms_setting(Some("1")), 1000);
+        assert_eq!(min_ttl_ms_setting(Some("59")), 59_000);
+        for same in ["60", "61", "86400", "18446744073709551615", "0", "", "-5", "1.5", "ten"] {
+            assert_eq!(min_ttl_ms_setting(Some(same)), MIN_TTL_MS, "{same:?}");
+        }
     }
 
     #[test]
@@ -328,14 +366,14 @@ mod tests {
         let ext =
             params(json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {"extensions": {EXTENSION: {}}}}}));
         let plain = params(json!({"_meta": {"io.modelcontextprotocol/clientCapabilities": {}}, "task": {"ttl": 5}}));
-        assert_eq!(decide(v, TaskSupport::Optional, "t", &ext), Decision::Task { ttl_ms: DEFAULT_TTL_MS });
-        assert_eq!(decide(v, TaskSupport::Optional, "t", &plain), Decision::Sync);
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &ext, MIN_TTL_MS), Decision::Task { ttl_ms: DEFAULT_TTL_MS });
+        assert_eq!(decide(v, TaskSupport::Optional, "t", &plain, MIN_TTL_MS), Decision::Sync);
         assert_eq!(
-            decide(v, TaskSupport::Forbidden, "t", &ext),
+            decide(v, TaskSupport::Forbidden, "t", &ext, MIN_TTL_MS),
             Decision::Sync,
             "a legacy hint never promotes a sync tool"
         );
-        let Decision::Reject(e) = decide(v, TaskSupport::Required, "t", &plain) else { panic!() };
+        let Decision::Reject(e) = decide(v, TaskSupport::Required, "t", &plain, MIN_TTL_MS) else { panic!() };
         assert_eq!((e.status, e.code), (400, -32021));
         assert_eq!(e.data.unwrap()["requiredCapabilities"]["extensions"][EXTENSION], json!({}));
     }
