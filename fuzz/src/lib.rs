@@ -190,6 +190,7 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
         identity: None,
         session_caps: None,
         headers: &[],
+        task_min_ttl_ms: None,
     };
     let version = |v| RequestHeaders { protocol_version: Some(v), ..Default::default() };
     let extra = match leading % 8 {
@@ -210,6 +211,7 @@ fn header_variants<'a>(msg: &'a Value, leading: usize) -> Vec<RequestHeaders<'a>
             // What a client declared at initialize (Flowgate's sealed session id).
             session_caps: Some(flowgate::pure::mcp::relay::ClientCaps { sampling: true, ..Default::default() }),
             headers: &[],
+            task_min_ttl_ms: None,
         },
         _ => RequestHeaders { user_agent: Some(""), ..Default::default() },
     };
@@ -438,6 +440,7 @@ pub fn arguments(data: &[u8]) {
             identity: None,
             session_caps: None,
             headers: &[],
+            task_min_ttl_ms: None,
         };
         check_step(&stateless, &handle_with(&up_def, &upstreams, &stateless, &h, SERVER_VERSION));
     }
