@@ -507,14 +507,14 @@ impl TaskState {
     fn delete_at_ms(&self) -> Option<u64> {
         let completed = self.completed_at_ms?;
         let expires = self.expires_at_ms();
-        Some(if completed >= expires { completed.saturating_add(self.grace_ms) } else { expires - 5000 })
+        Some(if completed >= expires { completed.saturating_add(self.grace_ms) } else { expires })
     }
 
     /// At the end of its TTL a task that has not finished ends `failed`, with a message naming
     /// the TTL, and the backend's run (if one was started) is cancelled as `tasks/cancel` does,
     /// retried with backoff until the storage is deleted. Returns whether the TTL ended it.
     pub fn end_if_ttl_ran_out(&mut self, now_ms: u64) -> bool {
-        if self.status.is_terminal() || now_ms + 8000 < self.expires_at_ms() {
+        if self.status.is_terminal() || now_ms < self.expires_at_ms() {
             return false;
         }
         let msg = format!(
