@@ -59,19 +59,26 @@ async function connect(capabilities) {
   return { client, asked, logs };
 }
 
-/** Waits (up to 5 s) until the upstream holds no standalone stream. */
-async function streamsClosed() {
-  for (let i = 0; i < 100 && up.openStreams() > 0; i++) await new Promise((r) => setTimeout(r, 50));
-  return up.openStreams();
-}
+/**
+ * The upstream session a call ran in: that of the first `tools/call` the upstream got after
+ * `since` requests. (A client that keeps its own session's stream open also has a session of
+ * Flowgate's client-session object on the upstream, for list changes: not the call's.)
+ */
+const callSession = (since) =>
+  up.requests.slice(since).find((r) => r.method === 'POST' && r.body?.method === 'tools/call')?.headers['mcp-session-id'];
 
-const standaloneGets = () => up.requests.filter((r) => r.method === 'GET');
+/** Waits (up to 5 s) until the upstream holds no standalone stream of session `sid`. */
+async function streamsClosed(sid) {
+  assert.ok(sid, 'the upstream got the call');
+  for (let i = 0; i < 100 && up.openStreams(sid) > 0; i++) await new Promise((r) => setTimeout(r, 50));
+  return up.openStreams(sid);
+}
 
 describe('the TypeScript SDK', () => {
   test('declared roots: the upstream\'s roots/list on its standalone stream reaches the client, and the call answers with its roots', async () => {
     const { client, asked } = await connect({ roots: {} });
     try {
-      const gets = standaloneGets().length;
+      const since = up.requests.length;
       const started = Date.now();
       const r = await client.callTool({ name: 'roots', arguments: {} });
       assert.ok(Date.now() - started < QUICK_MS, `took ${Date.now() - started} ms`);
@@ -79,11 +86,11 @@ describe('the TypeScript SDK', () => {
       assert.deepEqual(JSON.parse(r.content[0].text), ROOTS);
       assert.equal(asked.length, 1);
       assert.match(asked[0], /^fg-relay\./, 'under a sealed id');
-      const [get] = standaloneGets().slice(gets);
-      assert.ok(get, 'Flowgate opened the standalone stream');
+      const sid = callSession(since);
+      const get = up.requests.slice(since).find((r) => r.method === 'GET' && r.headers['mcp-session-id'] === sid);
+      assert.ok(get, 'Flowgate opened the standalone stream of the call\'s session');
       assert.equal(get.headers.accept, 'text/event-stream');
-      assert.ok(get.headers['mcp-session-id']);
-      assert.equal(await streamsClosed(), 0, 'closed when the call ended');
+      assert.equal(await streamsClosed(sid), 0, 'closed when the call ended');
     } finally {
       await client.close();
     }
@@ -158,7 +165,7 @@ describe('the Python SDK 2.x default client (2026-07-28: the call is bridged)', 
   }
 
   test('declared roots: the roots/list on the standalone stream is a round, and the call answers with its roots', async () => {
-    const gets = standaloneGets().length;
+    const since = up.requests.length;
     const { out, ms } = await python2('roots');
     assert.equal(out.ok, true, JSON.stringify(out));
     assert.equal(out.protocol, '2026-07-28');
@@ -166,17 +173,20 @@ describe('the Python SDK 2.x default client (2026-07-28: the call is bridged)', 
     assert.deepEqual(out.asked, [{ method: 'roots/list' }]);
     assert.equal(out.isError, false, out.text);
     assert.deepEqual(JSON.parse(out.text), ROOTS);
-    assert.equal(standaloneGets().length - gets, 1, 'one standalone stream for the call, the object\'s');
-    assert.equal(await streamsClosed(), 0, 'closed when the call ended');
+    const sid = callSession(since);
+    const gets = up.requests.slice(since).filter((r) => r.method === 'GET' && r.headers['mcp-session-id'] === sid);
+    assert.equal(gets.length, 1, 'one standalone stream for the call, the object\'s');
+    assert.equal(await streamsClosed(sid), 0, 'closed when the call ended');
   });
 
   test('roots not declared (sampling only): refused to the upstream at once, and the tool result names why', async () => {
+    const since = up.requests.length;
     const { out, ms } = await python2('sampling');
     assert.equal(out.ok, true, JSON.stringify(out));
     assert.ok(ms < QUICK_MS + 5_000, `took ${ms} ms`);
     assert.deepEqual(out.asked, []);
     assert.equal(out.isError, true);
     assert.match(out.text, /did not declare the roots capability/);
-    assert.equal(await streamsClosed(), 0);
+    assert.equal(await streamsClosed(callSession(since)), 0);
   });
 });

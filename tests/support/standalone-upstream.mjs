@@ -8,7 +8,7 @@
 //   const up = await startStandaloneUpstream();
 //   up.url          // http://127.0.0.1:<port>/mcp
 //   up.requests     // [{method, headers, body, at}] as received
-//   up.openStreams()  // standalone streams open now
+//   up.openStreams()  // standalone streams open now (of one session: up.openStreams(sid))
 //   await up.close();
 //
 // Tools:
@@ -59,6 +59,7 @@ export async function startStandaloneUpstream() {
   const sessions = new Map();
   const requests = [];
   let open = 0;
+  const openBySession = new Map();
   const server = http.createServer(async (req, res) => {
     const chunks = [];
     for await (const c of req) chunks.push(c);
@@ -74,8 +75,10 @@ export async function startStandaloneUpstream() {
     const sid = req.headers['mcp-session-id'];
     if (req.method === 'GET' && sid && sessions.has(sid)) {
       open += 1;
+      openBySession.set(sid, (openBySession.get(sid) ?? 0) + 1);
       res.on('close', () => {
         open -= 1;
+        openBySession.set(sid, openBySession.get(sid) - 1);
       });
     }
     if (sid) {
@@ -95,7 +98,7 @@ export async function startStandaloneUpstream() {
   return {
     url: `http://127.0.0.1:${server.address().port}/mcp`,
     requests,
-    openStreams: () => open,
+    openStreams: (sid) => (sid === undefined ? open : (openBySession.get(sid) ?? 0)),
     close: () =>
       new Promise((resolve) => {
         server.closeAllConnections();
