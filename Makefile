@@ -28,7 +28,7 @@ setup:
 setup-browser:
 	@scripts/setup.sh --browser
 
-build: setup build/index.js dist/console/index.html
+build: setup build/index.js dist/console/index.html worker/console-files.mjs
 
 # The cdylib is the `wasm` crate (see wasm/Cargo.toml), built by scripts/build-wasm.sh: std
 # compiled with it for size when rust-src is there, and the wasm name section dropped (~13% of
@@ -37,7 +37,7 @@ build/index.js: $(SOURCES) scripts/build-wasm.sh scripts/strip-wasm-names.mjs sc
 	scripts/build-wasm.sh build
 
 # The web console: static assets in dist/ (wrangler.toml [assets]), not in the wasm.
-dist/console/index.html: $(CONSOLE_SOURCES) scripts/build-console.mjs
+dist/console/index.html worker/console-files.mjs &: $(CONSOLE_SOURCES) scripts/build-console.mjs
 	$(NODE22) scripts/build-console.mjs
 
 .dev.vars:
@@ -45,10 +45,15 @@ dist/console/index.html: $(CONSOLE_SOURCES) scripts/build-console.mjs
 
 # With DEMO=true in .dev.vars, scripts/demo-setup.mjs waits for the Worker in the background,
 # creates (or finds) the demo apps and server, and prints the MCP URL and the console URL.
-dev: build .dev.vars
-	CI=true $(WRANGLER) d1 migrations apply DB --local
+# wrangler.dev.toml is wrangler.toml run through scripts/dev-config.mjs: worker/dev.mjs as the
+# entry, and no local asset router in front of every request (the script says why).
+dev: build .dev.vars wrangler.dev.toml
+	CI=true $(WRANGLER) d1 migrations apply DB --local -c wrangler.dev.toml
 	$(NODE22) scripts/demo-setup.mjs --url http://127.0.0.1:$(PORT) & \
-	$(WRANGLER) dev worker/dev.mjs --local --ip 127.0.0.1 --port $(PORT)
+	$(WRANGLER) dev -c wrangler.dev.toml --local --ip 127.0.0.1 --port $(PORT)
+
+wrangler.dev.toml: wrangler.toml scripts/dev-config.mjs
+	$(NODE22) scripts/dev-config.mjs > $@
 
 # schema.sql is every migration in order: what a fresh database holds.
 schema: schema.sql

@@ -9,8 +9,8 @@
 //
 //   COMPARE_WITH      another checkout (a `git worktree`, say) with its build/ made (`make build`)
 //   COMPARE_ENTRIES   how each Flowgate runs: `deployed` (worker/entry.mjs, no assets: what
-//                     `wrangler deploy` uploads), `dev` (worker/dev.mjs with DEMO=true and the
-//                     static assets in front: what `make dev` runs), or both, comma-separated
+//                     `wrangler deploy` uploads), `dev` (wrangler.dev.toml: worker/dev.mjs, DEMO=true,
+//                     the console's files, no asset router: what `make dev` runs), or both, comma-separated
 //                     (default deployed): one Flowgate per checkout and entry
 //   COMPARE_REFERENCES which reference Workers to load too (default peer,floor,hello-rs; `none`)
 //   COMPARE_ROUNDS (default 8), COMPARE_REQUESTS per Worker and round (default 1500),

@@ -533,8 +533,8 @@ async function main() {
     running.push(floor);
     targets.floor = Object.assign(floor, { name: 'floor', mcpUrl: `${floor.url}/mcp` });
     // For /healthz only: the hello-world workers-rs Worker (what a Rust Worker costs before it
-    // does anything) and Flowgate as `make dev` runs it (worker/dev.mjs, DEMO=true, the static
-    // assets in front). They get /healthz in every pass, so that the machine is as busy in the
+    // does anything) and Flowgate as `make dev` runs it (wrangler.dev.toml: worker/dev.mjs, DEMO=true,
+    // the console's files, no local asset router). They get /healthz in every pass, so that the machine is as busy in the
     // passes of each kind.
     const hello = await startWorker({ config: helloConfig, probe: getOk('/healthz'), label: 'hello-rs' });
     running.push(hello);
@@ -803,7 +803,7 @@ function report(r) {
     if (WC.floor?.healthz) {
       const healthRows = [
         ['flowgate', 'Flowgate as deployed (worker/entry.mjs, no assets)', true],
-        ['flowgate-dev', 'Flowgate as `make dev` runs it (worker/dev.mjs, DEMO=true, the static assets in front)', true],
+        ['flowgate-dev', 'Flowgate as `make dev` runs it (wrangler.dev.toml: worker/dev.mjs, DEMO=true, the console's files, no local asset router)', true],
         ['hello-rs', 'the hello-world workers-rs Worker (bench/hello-rs)', false],
         ['peer', 'the peer', false],
       ];
@@ -921,7 +921,7 @@ function workerCpuNote(WC) {
   const proxy = (t) => ['healthz', 'tools/list', 'tools/call'].map((k) => WC[t][k].us.proxy.toFixed(0)).join(' / ');
   const foreign = Math.max(...all.map((c) => c.foreign));
   return (
-    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests at ${w.connections} concurrent to each Worker, sent from Node's fetch with every answer checked, Flowgate, the peer, the floor (bench/floor: the same requests, no MCP), the hello-world workers-rs Worker (bench/hello-rs) and Flowgate as \`make dev\` runs it (worker/dev.mjs with DEMO=true and the static assets in front; the last two get GET /healthz in every pass, and only its passes are their numbers) loaded at once so that each set of numbers comes from the same seconds of the machine, in ${w.passes} passes over every kind (each pass: ${w.warmup} warm-up requests, then rounds of ${Math.ceil(CPU_REQUESTS / CPU_PASSES)} until ≥ ${Math.ceil(CPU_MIN_TICKS / CPU_PASSES)} ticks), summed, so that the machine's drifts fall on every row alike; ` +
+    `Worker CPU: utime + stime from /proc/<pid>/stat (CLK_TCK 100) over a fixed number of requests at ${w.connections} concurrent to each Worker, sent from Node's fetch with every answer checked, Flowgate, the peer, the floor (bench/floor: the same requests, no MCP), the hello-world workers-rs Worker (bench/hello-rs) and Flowgate as \`make dev\` runs it (wrangler.dev.toml: worker/dev.mjs with DEMO=true and the console's files, no local asset router; the last two get GET /healthz in every pass, and only its passes are their numbers) loaded at once so that each set of numbers comes from the same seconds of the machine, in ${w.passes} passes over every kind (each pass: ${w.warmup} warm-up requests, then rounds of ${Math.ceil(CPU_REQUESTS / CPU_PASSES)} until ≥ ${Math.ceil(CPU_MIN_TICKS / CPU_PASSES)} ticks), summed, so that the machine's drifts fall on every row alike; ` +
     (identified
       ? "of the workerd process that runs the Worker (told from wrangler's proxy by its command line: the proxy is the one listening on the dev port). "
       : 'the sum of all workerd processes of each `wrangler dev` (the Worker\'s and wrangler\'s proxy could not be told apart). ') +

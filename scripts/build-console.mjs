@@ -2,6 +2,7 @@
 // (wrangler.toml [assets]): dist/console/index.html, one minified ES module bundle and one
 // stylesheet (esbuild, from node_modules), and dist/_headers with the console's security headers.
 // Nothing of it goes into the wasm. `make build` runs it when console/ changed.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -67,4 +68,26 @@ if (fs.existsSync(openapi)) {
 }
 // ----------------------------------------------------------------------------------------------
 
-console.error(`build-console: ${path.relative(root, out)} written`);
+// ---- worker/console-files.mjs: the same files for `make dev`, which runs without [assets] ------
+// (scripts/dev-config.mjs says why). worker/dev.mjs serves them as the platform serves dist/.
+const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.json': 'application/json' };
+const files = {};
+for (const file of fs.readdirSync(out, { recursive: true })) {
+  const full = path.join(out, file);
+  if (!fs.statSync(full).isFile()) continue;
+  const type = TYPES[path.extname(file)];
+  if (!type) throw new Error(`build-console: no content type for ${file}`);
+  const body = fs.readFileSync(full, 'utf8');
+  const etag = `"${crypto.createHash('sha256').update(body).digest('hex').slice(0, 32)}"`;
+  files[`/console/${file.split(path.sep).join('/')}`] = { type, etag, body };
+}
+const headers = SECURITY_HEADERS.map((h) => [h.slice(0, h.indexOf(':')), h.slice(h.indexOf(':') + 1).trim()]);
+fs.writeFileSync(
+  path.join(root, 'worker', 'console-files.mjs'),
+  '// Written by scripts/build-console.mjs (`make build`): dist/console for `make dev`. Not in git.\n' +
+    `export const FILES = ${JSON.stringify(files)};\n` +
+    `export const HEADERS = ${JSON.stringify(headers)};\n`,
+);
+// ----------------------------------------------------------------------------------------------
+
+console.error(`build-console: ${path.relative(root, out)} and worker/console-files.mjs written`);

@@ -22,14 +22,14 @@ export const BENCH_RATE_LIMIT = 1_000_000_000;
  * How a benchmark runs Flowgate: `deployed` is what `wrangler deploy` uploads (worker/entry.mjs,
  * no static assets in front of it: in production the platform routes a request that no asset
  * file answers to the Worker before any Worker CPU is billed); `dev` is what `make dev` runs
- * (worker/dev.mjs with DEMO=true, and wrangler.toml's [assets]: locally wrangler's asset router
- * runs in front of the Worker, in its workerd process, and is counted with it).
+ * (wrangler.toml through scripts/dev-config.mjs: worker/dev.mjs with DEMO=true and the console's
+ * files, no local asset router in front).
  */
 export const ENTRIES = ['deployed', 'dev'];
 
 /**
- * Copies build/, worker/ and migrations/ and a wrangler.toml without [build] (and, for the
- * `deployed` entry, without [assets]) into a temp dir; returns {dir, config, vars, remove()}.
+ * Copies build/, worker/ and migrations/ and a wrangler.toml without [build] and [assets]
+ * (`dev`: made as `make dev` makes it) into a temp dir; returns {dir, config, vars, remove()}.
  * rateLimit: false drops the [[ratelimits]] binding altogether. `root`: the checkout to copy
  * them from (another one's build, for bench/compare.mjs). `entry`: see ENTRIES; `vars` are the
  * variables that entry runs with (DEMO=true for `dev`, as .dev.vars.example sets it).
@@ -47,20 +47,16 @@ export function snapshotFlowgate({ rateLimit = true, root = repoRoot, entry = 'd
   for (let line of toml.split('\n')) {
     const header = /^\s*\[\[?([^\]]+)\]\]?\s*$/.exec(line);
     if (header) table = header[1].trim();
-    // [assets] (the web console) is left out of `deployed`: in production the platform serves
-    // assets and routes every other request to the Worker before any Worker CPU is billed,
-    // while locally wrangler's asset router would run in front of the Worker and be counted
-    // with it. `dev` keeps it, pointed at the checkout's dist/ (`make build` makes it).
-    if (table === 'build' || (table === 'assets' && entry === 'deployed') || (table === 'ratelimits' && !rateLimit)) continue;
-    if (table === 'assets') line = line.replace(/^(\s*directory\s*=\s*)"([^"]*)"/, (_, key, dir) => `${key}${JSON.stringify(path.resolve(root, dir))}`);
-    if (table === '' && entry === 'dev') line = line.replace(/^(\s*main\s*=\s*)"worker\/entry\.mjs"/, '$1"worker/dev.mjs"');
+    // [assets] (the web console) is left out: in production the platform serves assets and
+    // routes every other request to the Worker before any Worker CPU is billed, while locally
+    // wrangler's asset router would run in front of the Worker and be counted with it.
+    if (table === 'build' || table === 'assets' || (table === 'ratelimits' && !rateLimit)) continue;
     // Keep the rate limiter on the request path, but out of the way of the load runs.
     if (table === 'ratelimits') line = line.replace(/\blimit\s*=\s*\d+/, `limit = ${BENCH_RATE_LIMIT}`);
     out.push(line);
   }
   const config = path.join(dir, 'wrangler.toml');
-  fs.writeFileSync(config, out.join('\n'));
-  if (entry === 'dev' && !out.some((l) => /^\s*main\s*=\s*"worker\/dev\.mjs"/.test(l))) throw new Error(`${root}/wrangler.toml: no main = "worker/entry.mjs" to run as \`make dev\` does`);
+  fs.writeFileSync(config, entry === 'dev' ? devConfig(out.join('\n')) : out.join('\n'));
   const vars = entry === 'dev' ? { DEMO: 'true' } : {};
   return { dir, config, vars, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }

@@ -240,3 +240,57 @@ describe('the demo backend', () => {
     assert.equal(fs.existsSync(path.join(dir, 'x')), false);
   });
 });
+
+// `make dev` runs without [assets] (scripts/dev-config.mjs): worker/dev.mjs serves the console's
+// files itself. `deployed` runs wrangler.toml, whose files the platform's asset Workers serve.
+describe('the console under make dev', () => {
+  const PATHS = [
+    '/console', '/console/', '/console/index.html', '/console/index', '/console/?tab=apps', '/console?tab=apps',
+    '/console/main.js', '/console/style.css', '/console/main.js?v=2', '/console/api/openapi.json',
+    '/console/nope', '/console/main.js/', '/console/api', '/consoles', '/healthz',
+  ];
+  const SAME = ['location', 'content-type', 'cache-control', 'content-security-policy', 'x-content-type-options',
+    'referrer-policy', 'x-frame-options', 'cross-origin-opener-policy', 'permissions-policy'];
+  const answer = async (base, p, method, headers = {}) => {
+    const res = await fetch(base + p, { method, headers, redirect: 'manual' });
+    const body = await res.text();
+    // The Worker's own answers carry a request id of their instance.
+    return { status: res.status, headers: Object.fromEntries(SAME.map((h) => [h, res.headers.get(h)])), etag: res.headers.get('etag'), body: body.replace(/"request_id":"[^"]*"/, '') };
+  };
+
+  test('every console path is answered as the platform answers it from dist/', async () => {
+    for (const p of PATHS) {
+      for (const method of ['GET', 'HEAD', 'POST']) {
+        const [dev, platform] = await Promise.all([answer(fg.url, p, method), answer(deployed.url, p, method)]);
+        assert.equal(dev.status, platform.status, `${method} ${p}: status`);
+        assert.deepEqual(dev.headers, platform.headers, `${method} ${p}: headers`);
+        assert.equal(dev.body, platform.body, `${method} ${p}: body`);
+        assert.equal(Boolean(dev.etag), Boolean(platform.etag), `${method} ${p}: an ETag on one side only`);
+      }
+    }
+  });
+
+  test('a file asked for again with its ETag is a 304, as the platform answers it', async () => {
+    for (const p of ['/console/', '/console/main.js']) {
+      for (const base of [fg.url, deployed.url]) {
+        const first = await answer(base, p, 'GET');
+        assert.ok(first.etag, `${base}${p}: no ETag`);
+        const again = await answer(base, p, 'GET', { 'If-None-Match': first.etag });
+        assert.equal(again.status, 304, `${base}${p}: revalidated`);
+        assert.equal(again.body, '');
+        assert.equal(again.headers['content-security-policy'], first.headers['content-security-policy']);
+        const stale = await answer(base, p, 'GET', { 'If-None-Match': '"0000"' });
+        assert.equal(stale.status, 200, `${base}${p}: a stale ETag gets the file`);
+      }
+    }
+  });
+
+  test('make dev runs without the [assets] table and with worker/dev.mjs', async () => {
+    const { devConfig } = await import('../../scripts/dev-config.mjs');
+    const text = devConfig(fs.readFileSync(path.join(repoRoot, 'wrangler.toml'), 'utf8'));
+    assert.doesNotMatch(text, /^\s*\[assets\]/m);
+    assert.match(text, /^main = "worker\/dev\.mjs"$/m);
+    // Everything else is wrangler.toml's: bindings, migrations, vars.
+    for (const binding of ['DB', 'CACHE', 'TASKS', 'OAUTH']) assert.match(text, new RegExp(`"${binding}"`));
+  });
+});

@@ -29,6 +29,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { devConfig } from '../../scripts/dev-config.mjs';
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 
@@ -574,9 +575,11 @@ function kvBlob(persistDir, blobId) {
 /** Tries of `wrangler dev` whose port was taken before it could bind it. */
 const PORT_ATTEMPTS = 3;
 
-// `devEntry` runs worker/dev.mjs (what `make dev` runs: the demo backend in front when
-// DEMO=true) instead of wrangler.toml's `main`, the deployed entry.
-export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir, configure, devEntry = false } = {}) {
+// `devEntry` runs Flowgate as `make dev` does: wrangler.toml through scripts/dev-config.mjs
+// (worker/dev.mjs, the console's files and the demo backend when DEMO=true in front, no
+// [assets]) instead of wrangler.toml itself, the deployed entry and the platform's assets.
+export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = HEALTH_TIMEOUT_MS, persistDir: reuseDir, configure: edit, devEntry = false } = {}) {
+  const configure = devEntry ? (text) => devConfig(edit ? edit(text) : text) : edit;
   // vars.ADMIN_TOKEN wins over adminToken, and whichever is used is reported back.
   adminToken = vars.ADMIN_TOKEN ?? adminToken ?? 'test-admin-token-for-local-tests-only';
   const buildEntry = path.join(repoRoot, 'build', 'index.js');
@@ -622,7 +625,6 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
       const allVars = { ADMIN_TOKEN: adminToken, ALLOW_PRIVATE_BACKENDS: 'true', SECRETS_KEY: TEST_SECRETS_KEY, ...vars };
       const args = [
         entry, 'dev',
-        ...(devEntry ? [path.join(repoRoot, 'worker', 'dev.mjs')] : []),
         '--local',
         '--ip', '127.0.0.1',
         '--port', String(port),
