@@ -42,9 +42,13 @@ function consoleFile(request) {
 
 export default {
   fetch(request, env, ctx) {
-    const file = consoleFile(request);
-    if (file) return file;
-    if (env.DEMO === 'true') {
+    // Where the path starts, found without parsing the URL: most requests are the Worker's.
+    const href = request.url;
+    const path = href.indexOf('/', href.indexOf('//') + 2);
+    if (href.startsWith('/console', path)) {
+      const file = consoleFile(request);
+      if (file) return file;
+    } else if (env.DEMO === 'true' && href.startsWith('/demo/', path)) {
       const answer = demo(request);
       if (answer) return answer;
     }

@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { freePort, readResponse, repoRoot, runWrangler, startProcessGroup, wranglerCommand } from '../../tests/support/harness.mjs';
+import { devConfig } from '../../scripts/dev-config.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
