@@ -803,7 +803,7 @@ function report(r) {
     if (WC.floor?.healthz) {
       const healthRows = [
         ['flowgate', 'Flowgate as deployed (worker/entry.mjs, no assets)', true],
-        ['flowgate-dev', 'Flowgate as `make dev` runs it (wrangler.dev.toml: worker/dev.mjs, DEMO=true, the console's files, no local asset router)', true],
+        ['flowgate-dev', 'Flowgate as `make dev` runs it (wrangler.dev.toml: worker/dev.mjs, DEMO=true, the console files, no local asset router)', true],
         ['hello-rs', 'the hello-world workers-rs Worker (bench/hello-rs)', false],
         ['peer', 'the peer', false],
       ];
