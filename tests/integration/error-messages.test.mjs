@@ -32,7 +32,7 @@ before(async () => {
   // The code with one character changed, and the URL without its last segment.
   typo = good.replace(/\/server\/(.)/, (_, c) => `/server/${c === 'A' ? 'B' : 'A'}`);
   noMcp = good.replace(/\/mcp$/, '');
-});
+}, { timeout: 120_000 });
 
 after(async () => {
   await Promise.allSettled([fg?.stop(), dify?.stop()]);
@@ -60,7 +60,11 @@ async function python(url) {
   return JSON.parse(p.output().stdout.trim().split('\n').at(-1));
 }
 
-describe('a mistyped server code', () => {
+// Each step is bounded well under the run's per-file limit, so a client that hangs (seen once in
+// CI, 300 s, not reproduced) fails with the step's name instead of the whole file's timeout.
+const STEP = { timeout: 90_000 };
+
+describe('a mistyped server code', STEP, () => {
   test('a GET is 404 with the JSON-RPC error (it was 405), a GET of the real code still 405', async () => {
     const r = await fetch(typo, { headers: { accept: 'text/event-stream' } });
     assert.equal(r.status, 404);
@@ -83,7 +87,7 @@ describe('a mistyped server code', () => {
   });
 });
 
-describe('a URL missing its /mcp', () => {
+describe('a URL missing its /mcp', STEP, () => {
   test('POST and GET are 404 with a JSON-RPC error that says to add /mcp, never the code', async () => {
     for (const method of ['POST', 'GET']) {
       const r = await fetch(noMcp, {
