@@ -14,27 +14,34 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** wrangler.toml's text → `make dev`'s: main = worker/dev.mjs, no [assets] table. */
-export function devConfig(toml) {
+/**
+ * A wrangler config's text with each line passed through `edit(line, table)` (`table`: the name
+ * of the [table] or [[array]] the line is in, '' before the first): its result replaces the line,
+ * null drops it. For the line-level edits of wrangler.toml here and in bench/lib/workers.mjs.
+ */
+export function editConfig(toml, edit) {
   const out = [];
   let table = '';
-  let mainSet = false;
   for (const line of toml.split('\n')) {
     const header = /^\s*\[\[?([^\]]+)\]\]?\s*$/.exec(line);
     if (header) table = header[1].trim();
-    if (table === 'assets') continue;
-    if (table === '' && /^\s*main\s*=/.test(line)) {
-      out.push('main = "worker/dev.mjs"');
-      mainSet = true;
-      continue;
-    }
-    out.push(line);
+    const edited = edit(line, table);
+    if (edited !== null) out.push(edited);
   }
+  return out.join('\n');
+}
+
+/** wrangler.toml's text → `make dev`'s: main = worker/dev.mjs, no [assets] table. */
+export function devConfig(toml) {
+  let mainSet = false;
+  const text = editConfig(toml, (line, table) => {
+    if (table === 'assets') return null;
+    if (table !== '' || !/^\s*main\s*=/.test(line)) return line;
+    mainSet = true;
+    return 'main = "worker/dev.mjs"';
+  });
   if (!mainSet) throw new Error('wrangler.toml has no top-level `main` to replace with worker/dev.mjs');
-  return [
-    '# Written by scripts/dev-config.mjs from wrangler.toml for `make dev`: edit wrangler.toml, not this.',
-    ...out,
-  ].join('\n');
+  return `# Written by scripts/dev-config.mjs from wrangler.toml for \`make dev\`: edit wrangler.toml, not this.\n${text}`;
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {

@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 
 import { freePort, readResponse, repoRoot, runWrangler, startProcessGroup, wranglerCommand } from '../../tests/support/harness.mjs';
-import { devConfig } from '../../scripts/dev-config.mjs';
+import { devConfig, editConfig } from '../../scripts/dev-config.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -43,21 +43,17 @@ export function snapshotFlowgate({ rateLimit = true, root = repoRoot, entry = 'd
   // wrangler.toml's `main` (worker/entry.mjs, which imports ../build/index.js).
   fs.cpSync(path.join(root, 'worker'), path.join(dir, 'worker'), { recursive: true });
   const toml = fs.readFileSync(path.join(root, 'wrangler.toml'), 'utf8');
-  const out = [];
-  let table = '';
-  for (let line of toml.split('\n')) {
-    const header = /^\s*\[\[?([^\]]+)\]\]?\s*$/.exec(line);
-    if (header) table = header[1].trim();
+  const bench = editConfig(toml, (line, table) => {
     // [assets] (the web console) is left out: in production the platform serves assets and
     // routes every other request to the Worker before any Worker CPU is billed, while locally
     // wrangler's asset router would run in front of the Worker and be counted with it.
-    if (table === 'build' || table === 'assets' || (table === 'ratelimits' && !rateLimit)) continue;
+    if (table === 'build' || table === 'assets' || (table === 'ratelimits' && !rateLimit)) return null;
     // Keep the rate limiter on the request path, but out of the way of the load runs.
-    if (table === 'ratelimits') line = line.replace(/\blimit\s*=\s*\d+/, `limit = ${BENCH_RATE_LIMIT}`);
-    out.push(line);
-  }
+    if (table === 'ratelimits') return line.replace(/\blimit\s*=\s*\d+/, `limit = ${BENCH_RATE_LIMIT}`);
+    return line;
+  });
   const config = path.join(dir, 'wrangler.toml');
-  fs.writeFileSync(config, entry === 'dev' ? devConfig(out.join('\n')) : out.join('\n'));
+  fs.writeFileSync(config, entry === 'dev' ? devConfig(bench) : bench);
   const vars = entry === 'dev' ? { DEMO: 'true' } : {};
   return { dir, config, vars, remove: () => fs.rmSync(dir, { recursive: true, force: true }) };
 }
