@@ -37,15 +37,36 @@ export function fileTimesTable(files, cwd = process.cwd()) {
   ].join('\n');
 }
 
+/** The tests of a file that were started and never ended, as a line naming them, or ''. */
+export function unfinishedLine(file, running, nowMs, cwd = process.cwd()) {
+  if (!running || running.size === 0) return '';
+  const names = [...running.values()].map((t) => `"${t.name}" (running for ${secs(nowMs - t.sinceMs)} s)`);
+  return `${path.relative(cwd, file) || file} was stopped with ${names.length === 1 ? 'this test' : 'these tests'} unfinished: ${names.join(', ')}\n`;
+}
+
 export default async function* fileTimes(source) {
   const t0 = Date.now();
   const files = new Map();
+  // Per file, the tests dequeued and not yet complete: when the runner stops a file at its
+  // timeout, the file's own report names only the file, and these are the tests that hung.
+  const running = new Map();
   let printed = false;
   for await (const { type, data } of source) {
-    if (type === 'test:complete' && isFileEvent(data)) {
+    const fileEvent = isFileEvent(data);
+    if (!fileEvent && data?.file && (type === 'test:dequeue' || type === 'test:complete')) {
+      if (!running.has(data.file)) running.set(data.file, new Map());
+      const key = `${data.nesting}\u0000${data.name}`;
+      if (type === 'test:dequeue') running.get(data.file).set(key, { name: data.name, sinceMs: Date.now() - t0 });
+      else running.get(data.file).delete(key);
+    }
+    if (type === 'test:complete' && fileEvent) {
       const endMs = Date.now() - t0;
       const durationMs = data.details?.duration_ms ?? 0;
-      files.set(data.file, { startMs: Math.max(0, endMs - durationMs), endMs, durationMs, passed: data.details?.passed !== false });
+      const passed = data.details?.passed !== false;
+      files.set(data.file, { startMs: Math.max(0, endMs - durationMs), endMs, durationMs, passed });
+      const line = passed ? '' : unfinishedLine(data.file, running.get(data.file), endMs);
+      running.delete(data.file);
+      if (line) yield line;
     } else if (type === 'test:diagnostic' && !data.file && /^duration_ms /.test(data.message) && !printed) {
       // The run's last total (a file's own diagnostics carry its path): printed with it, as the
       // spec reporter prints its totals; --test-force-exit does not wait for the events after.
