@@ -84,7 +84,7 @@ INTEGRATION_TIMEOUT ?= 1800
 # docs-snippets 77 s, upstream-mcp 67 s (its 60 s KV TTL), conformance-input-required 56 s, then
 # 48 to 36 s; every other file 34 s or less): started last, one of them would end the run alone
 # while the other slots stand idle. upstream-mcp mostly waits, so it starts beside two that work.
-SLOW_FIRST := $(patsubst %,tests/integration/%.test.mjs,conformance conformance-tasks upstream-mcp docs-snippets \
+SLOW_FIRST := $(patsubst %,tests/integration/%.test.mjs,conformance-client conformance conformance-tasks upstream-mcp docs-snippets \
 	conformance-input-required tasks everything mcp-stream hardening console-playground python-sdk conformance-relay client-oauth)
 INTEGRATION_FILES := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(sort $(wildcard tests/integration/*.test.mjs)))
 # Three files at a time on two cores: the integration files mostly wait (on TTLs, expiries, polls
@@ -97,13 +97,19 @@ TEST_CONCURRENCY ?= 3
 # the files in the order given (`node --test` sorts them by name, so SLOW_FIRST did nothing) and
 # prints, after the totals, each file's wall time, slowest first, with when it started and
 # ended (tests/support/file-times.mjs): the run's critical path.
-NODE_TEST = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) tests/support/run-tests.mjs \
-	  --concurrency=$(TEST_CONCURRENCY) --timeout=$(TEST_TIMEOUT_MS)
+# $(call RUN_TESTS,N): N files at a time.
+RUN_TESTS = timeout --kill-after=30 $(INTEGRATION_TIMEOUT) $(NODE22) tests/support/run-tests.mjs \
+	  --concurrency=$(1) --timeout=$(TEST_TIMEOUT_MS)
+NODE_TEST = $(call RUN_TESTS,$(TEST_CONCURRENCY))
 FIXTURE_FILES := $(sort $(wildcard tests/fixtures/*.test.mjs))
+# The fixture controls run beside the integration files, two at a time (about 40 s of file
+# time, mostly waiting), their report printed after the integration files' own.
 test-integration: build setup-browser
-	@fixtures=PASS; flowgate=PASS; \
-	$(NODE_TEST) $(FIXTURE_FILES) || fixtures=FAIL; \
+	@fixtures=PASS; flowgate=PASS; log=$$(mktemp); \
+	$(call RUN_TESTS,2) $(FIXTURE_FILES) >"$$log" 2>&1 & controls=$$!; \
 	CONFORMANCE_WRITE=1 $(NODE_TEST) $(INTEGRATION_FILES) || flowgate=FAIL; \
+	wait $$controls || fixtures=FAIL; \
+	echo; echo "== the fixture controls (tests/fixtures):"; cat "$$log"; rm -f "$$log"; \
 	echo "fixture tests (tests/fixtures): $$fixtures"; \
 	echo "Flowgate integration tests (tests/integration): $$flowgate"; \
 	[ $$fixtures = PASS ] && [ $$flowgate = PASS ]
@@ -116,8 +122,14 @@ test-fixtures: build
 # oversubscribing them, and one's serial stretches (linking, LTO, wasm-opt) fill the other's
 # idle core. The integration tests start once both are done, on a quiet machine.
 TEST_JOBS ?= 2
-test: setup-browser check-schema
-	$(MAKE) -j$(TEST_JOBS) --output-sync=line test-host build
+# What only the tests need (Python venvs, chromium, jq: `setup.sh --test-tools`, mostly
+# downloads and unpacking) is installed beside the compile, its output shown when it is done.
+test: check-schema
+	@scripts/setup.sh
+	@log=$$(mktemp); scripts/setup.sh --test-tools >"$$log" 2>&1 & tools=$$!; \
+	$(MAKE) -j$(TEST_JOBS) --output-sync=line test-host build; rc=$$?; \
+	wait $$tools || { echo "setup of the tests' tools failed:"; rc=1; }; \
+	cat "$$log"; rm -f "$$log"; exit $$rc
 	$(MAKE) test-integration
 
 .PHONY: test-host
@@ -134,7 +146,7 @@ clean:
 # its committed corpus, so a target that crashes or no longer builds fails the tests. See
 # scripts/fuzz.sh for one target, docs/fuzzing.md for what each covers and the last long run.
 FUZZ_SECONDS ?= 600
-FUZZ_SMOKE_SECONDS ?= 5
+FUZZ_SMOKE_SECONDS ?= 3
 .PHONY: fuzz test-fuzz
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs what building and testing Flowgate needs, skipping whatever is already there:
 # the wasm target, rust-src, worker-build, wasm-bindgen-cli at the version Cargo.lock pins, npm packages
-# (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and
-# a Python virtualenv with the official MCP Python SDK, and with --browser (`make test`) Debian's
-# chromium for the web console's browser test and virtualenvs with the MCP Python SDK 2.x and
-# LangChain's MCP adapters for the docs' snippets.
+# (wrangler, esbuild, binaryen's wasm-opt, Node 22, the MCP SDK and conformance suite), and for
+# the tests Debian's chromium for the web console's browser test and virtualenvs with the MCP
+# Python SDK 1.x and 2.x and LangChain's MCP adapters for the docs' snippets.
+#
+#   scripts/setup.sh               the build's tools (`make dev`, `make build`)
+#   scripts/setup.sh --test-tools  what only the tests need (venvs, chromium, jq): `make test`
+#                                  installs these while the Rust compiles, as neither needs the other
+#   scripts/setup.sh --browser     both
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -13,40 +17,51 @@ WORKER_BUILD_VERSION=0.8.7
 
 say() { echo "setup: $*" >&2; }
 
-if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
-  say "adding the wasm32-unknown-unknown target"
-  rustup target add wasm32-unknown-unknown
-fi
+# What to install: the build's tools (BUILD), the tests' tools (TESTS).
+case "${1:-}" in
+  '') BUILD=true; TESTS=false ;;
+  --test-tools) BUILD=false; TESTS=true ;;
+  --browser) BUILD=true; TESTS=true ;;
+  *) say "unknown option $1 (known: --test-tools, --browser)"; exit 2 ;;
+esac
 
-# The standard library's source: scripts/build-wasm.sh compiles std with the Worker, for a
-# smaller bundle. Without it (rustup offline, say) the build uses the prebuilt std instead.
-if ! rustup component list --installed | grep -qx 'rust-src'; then
-  say "adding the rust-src component (std built with the Worker, for size)"
-  rustup component add rust-src || say "rust-src could not be added: the Worker is built with the prebuilt std (a larger bundle)"
-fi
+if $BUILD; then
+  if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+    say "adding the wasm32-unknown-unknown target"
+    rustup target add wasm32-unknown-unknown
+  fi
 
-if [ "$(worker-build --version 2>/dev/null)" != "$WORKER_BUILD_VERSION" ]; then
-  say "installing worker-build $WORKER_BUILD_VERSION"
-  cargo install --quiet worker-build --version "$WORKER_BUILD_VERSION"
-fi
+  # The standard library's source: scripts/build-wasm.sh compiles std with the Worker, for a
+  # smaller bundle. Without it (rustup offline, say) the build uses the prebuilt std instead.
+  if ! rustup component list --installed | grep -qx 'rust-src'; then
+    say "adding the rust-src component (std built with the Worker, for size)"
+    rustup component add rust-src || say "rust-src could not be added: the Worker is built with the prebuilt std (a larger bundle)"
+  fi
 
-# The CLI must equal the wasm-bindgen library in Cargo.lock (pinned with = in Cargo.toml).
-bindgen_version=$(awk '$0 == "name = \"wasm-bindgen\"" { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
-if [ -z "$bindgen_version" ]; then
-  say "cannot read the wasm-bindgen version from Cargo.lock"; exit 1
-fi
-if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $bindgen_version" ]; then
-  say "installing wasm-bindgen-cli $bindgen_version (takes a few minutes once)"
-  cargo install --quiet wasm-bindgen-cli --version "$bindgen_version" --force
-fi
+  if [ "$(worker-build --version 2>/dev/null)" != "$WORKER_BUILD_VERSION" ]; then
+    say "installing worker-build $WORKER_BUILD_VERSION"
+    cargo install --quiet worker-build --version "$WORKER_BUILD_VERSION"
+  fi
 
-# npm ci only when package-lock.json changed since the last install.
-stamp=node_modules/.flowgate-installed
-if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
-  say "installing npm packages"
-  npm ci --no-audit --no-fund --loglevel=error
-  cp package-lock.json "$stamp"
+  # The CLI must equal the wasm-bindgen library in Cargo.lock (pinned with = in Cargo.toml).
+  bindgen_version=$(awk '$0 == "name = \"wasm-bindgen\"" { getline; gsub(/[^0-9.]/, ""); print; exit }' Cargo.lock)
+  if [ -z "$bindgen_version" ]; then
+    say "cannot read the wasm-bindgen version from Cargo.lock"; exit 1
+  fi
+  if [ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $bindgen_version" ]; then
+    say "installing wasm-bindgen-cli $bindgen_version (takes a few minutes once)"
+    cargo install --quiet wasm-bindgen-cli --version "$bindgen_version" --force
+  fi
+
+  # npm ci only when package-lock.json changed since the last install.
+  stamp=node_modules/.flowgate-installed
+  if [ ! -f "$stamp" ] || ! cmp -s package-lock.json "$stamp"; then
+    say "installing npm packages"
+    npm ci --no-audit --no-fund --loglevel=error
+    cp package-lock.json "$stamp"
+  fi
 fi
+$TESTS || exit 0
 
 # Python virtualenvs, each from a requirements.txt that pins every package with its hashes
 # (resolved for CPython 3.11 from the requirements.in beside it): a fresh venv only when that
@@ -54,7 +69,7 @@ fi
 #   .venv            the MCP Python SDK 1.x (tests/python/client.py, python-sdk.test.mjs)
 #   .venv-sdk2       the MCP Python SDK 2.x (the docs' 2.x snippets, docs-snippets.test.mjs)
 #   .venv-langchain  LangChain's MCP adapters (the README's LangChain snippet)
-# The last two only with --browser (`make test`): a build (`wrangler deploy` runs `make build`)
+# Only with --test-tools or --browser (`make test`): a build (`wrangler deploy` runs `make build`)
 # needs none of them.
 python_venv() {
   local venv=$1 lock=$2 what=$3
@@ -72,15 +87,13 @@ python_venv() {
   fi
 }
 python_venv .venv tests/python/requirements.txt "the MCP Python SDK 1.x"
-if [ "${1:-}" = "--browser" ]; then
-  python_venv .venv-sdk2 tests/python/sdk2/requirements.txt "the MCP Python SDK 2.x"
-  python_venv .venv-langchain tests/python/langchain/requirements.txt "LangChain's MCP adapters"
-fi
+python_venv .venv-sdk2 tests/python/sdk2/requirements.txt "the MCP Python SDK 2.x"
+python_venv .venv-langchain tests/python/langchain/requirements.txt "LangChain's MCP adapters"
 
 # The web console's browser test drives Debian's chromium with playwright-core (no browser is
-# downloaded at run time). With --browser (`make test`; not `make dev`), installed with apt when
+# downloaded at run time). With --test-tools (`make test`; not `make dev`), installed with apt when
 # missing (CI runs as root).
-if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
+if [ ! -x /usr/bin/chromium ]; then
   say "installing Debian's chromium (for tests/integration/console-ui.test.mjs)"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
@@ -88,7 +101,7 @@ if [ "${1:-}" = "--browser" ] && [ ! -x /usr/bin/chromium ]; then
 fi
 
 # The docs' snippets (tests/integration/docs-snippets.test.mjs) use curl and jq, as a reader would.
-if [ "${1:-}" = "--browser" ] && ! command -v jq >/dev/null; then
+if ! command -v jq >/dev/null; then
   say "installing jq (for the docs' snippets)"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq

@@ -142,7 +142,7 @@ describe('an Access assertion signs the caller in', () => {
 });
 
 test('the web console opens signed in behind Access, without asking for a token', async () => {
-  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh --browser`);
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh --test-tools --test-tools`);
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-chromium-'));
   // The edge adds the assertion to every request Access lets through; here the browser does.
   const context = await chromium.launchPersistentContext(profile, {

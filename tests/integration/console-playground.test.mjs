@@ -38,7 +38,7 @@ let server;
 let url;
 
 before(async () => {
-  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh (it installs Debian's chromium)`);
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh --test-tools (it installs Debian's chromium)`);
   [fg, dify] = await Promise.all([startFlowgate(), startDifyFixture()]);
   // Events 400 ms apart: a run takes a couple of seconds, long enough to watch it go.
   ({ app } = await registerApp(fg, dify, { mode: 'workflow', name: 'Briefing', form: FORM, nodes: NODES, eventDelayMs: 400 }));

@@ -37,7 +37,7 @@ const errors = [];
 const requested = [];
 
 before(async () => {
-  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh (it installs Debian's chromium)`);
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh --test-tools (it installs Debian's chromium)`);
   // USAGE_FLUSH_SECONDS=0: each MCP request writes its isolate's counts from its wait_until.
   [fg, dify] = await Promise.all([startFlowgate({ vars: { USAGE_FLUSH_SECONDS: '0' } }), startDifyFixture()]);
   profile = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-chromium-'));

@@ -30,7 +30,7 @@ let profile;
 const errors = [];
 
 before(async () => {
-  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh (it installs Debian's chromium)`);
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is missing: run scripts/setup.sh --test-tools (it installs Debian's chromium)`);
   [fg, dify] = await Promise.all([startFlowgate(), startDifyFixture()]);
   profile = fs.mkdtempSync(path.join(os.tmpdir(), 'flowgate-chromium-'));
   fs.mkdirSync(SHOTS, { recursive: true });

@@ -26,7 +26,7 @@ let s;
 const keys = {};
 
 before(async () => {
-  if (!fs.existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/setup.sh (or make test)`);
+  if (!fs.existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/setup.sh --test-tools (or make test)`);
   [fg, dify] = await Promise.all([startFlowgate({ vars: { PUBLIC_URL: OWN_URL } }), startDifyFixture()]);
   const { app, apiKey } = await registerApp(fg, dify, {
     mode: 'chat',

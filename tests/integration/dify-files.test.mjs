@@ -148,7 +148,7 @@ describe('the TypeScript SDK', () => {
 
 describe('the Python SDK', () => {
   async function python(args) {
-    assert.ok(fs.existsSync(PYTHON), `${PYTHON} is missing: run scripts/setup.sh`);
+    assert.ok(fs.existsSync(PYTHON), `${PYTHON} is missing: run scripts/setup.sh --test-tools`);
     const p = startProcessGroup(PYTHON, [CLIENT, url, '--timeout', '60', '--call', 'Reader', '--arguments', JSON.stringify(args)], { capture: true, label: 'python-sdk' });
     const timer = setTimeout(() => p.stop({ graceMs: 1000 }), 90_000);
     await p.exited;

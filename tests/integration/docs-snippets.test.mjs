@@ -95,7 +95,7 @@ describe('the docs, read', () => {
     const venvs = new Set(runnable.filter((b) => b.lang === 'python').map((b) => b.attrs.venv));
     assert.deepEqual([...venvs].sort(), ['.venv', '.venv-langchain', '.venv-sdk2']);
     for (const b of runnable.filter((x) => x.lang === 'python')) {
-      assert.ok(fs.existsSync(path.join(repoRoot, b.attrs.venv, 'bin', 'python')), `${where(b)}: ${b.attrs.venv} is missing: run scripts/setup.sh --browser`);
+      assert.ok(fs.existsSync(path.join(repoRoot, b.attrs.venv, 'bin', 'python')), `${where(b)}: ${b.attrs.venv} is missing: run scripts/setup.sh --test-tools --test-tools`);
     }
   });
 

@@ -25,7 +25,7 @@ let typo;
 let noMcp;
 
 before(async () => {
-  if (!fs.existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/setup.sh (or make test)`);
+  if (!fs.existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/setup.sh --test-tools (or make test)`);
   [fg, dify] = await Promise.all([startFlowgate({ vars: { PUBLIC_URL: OWN_URL } }), startDifyFixture()]);
   const { app } = await registerApp(fg, dify, { mode: 'chat', name: 'Echo chat', form: [] });
   good = (await publish(fg, app.id)).url;

@@ -1,5 +1,5 @@
 // The official MCP Python SDK (`mcp` from PyPI, pinned in tests/python/requirements.txt and
-// installed into .venv by scripts/setup.sh) against the real Worker: tests/python/client.py runs
+// installed into .venv by scripts/setup.sh --test-tools) against the real Worker: tests/python/client.py runs
 // one scenario per process (initialize, tools/list, tools/call, ping) and prints what the SDK saw
 // as one JSON object, which these tests assert on. Covers a `none` server, a `key` server (the
 // key's name is the Dify user; no key, a wrong or a revoked one are refused with 401 and the SDK
@@ -24,11 +24,11 @@ const PINNED = fs.readFileSync(path.join(repoRoot, 'tests', 'python', 'requireme
 const RUN_TIMEOUT_MS = 120_000;
 const run = promisify(execFile);
 
-// Not a skip: CI runs scripts/setup.sh first (make test), so a missing venv is a broken setup,
+// Not a skip: CI runs scripts/setup.sh --test-tools first (make test), so a missing venv is a broken setup,
 // reported by the first test with what to do (and every other test fails with it).
 const MISSING = fs.existsSync(PYTHON)
   ? null
-  : `${PYTHON} is missing: run scripts/setup.sh (or make test) to install the MCP Python SDK into .venv`;
+  : `${PYTHON} is missing: run scripts/setup.sh --test-tools --test-tools (or make test) to install the MCP Python SDK into .venv`;
 
 let fg;
 let dify;
@@ -38,11 +38,11 @@ before(async () => {
   [fg, dify] = await Promise.all([startFlowgate({ vars: { PUBLIC_URL: OWN_URL } }), startDifyFixture()]);
 });
 
-test('the MCP Python SDK is installed in .venv at the pinned version (scripts/setup.sh)', async () => {
+test('the MCP Python SDK is installed in .venv at the pinned version (scripts/setup.sh --test-tools)', async () => {
   assert.equal(MISSING, null, MISSING);
   assert.ok(PINNED, 'tests/python/requirements.txt pins mcp==<version>');
   const { stdout } = await run(PYTHON, ['-c', 'import importlib.metadata as m; print(m.version("mcp"))']);
-  assert.equal(stdout.trim(), PINNED, 'the venv holds the pinned SDK: run scripts/setup.sh');
+  assert.equal(stdout.trim(), PINNED, 'the venv holds the pinned SDK: run scripts/setup.sh --test-tools --test-tools');
 });
 
 after(async () => {

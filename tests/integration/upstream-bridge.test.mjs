@@ -25,7 +25,7 @@ let legacyUrl;
 let impatientUrl;
 
 before(async () => {
-  if (!fs.existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/setup.sh to install the MCP Python SDK 2.x into .venv-sdk2`);
+  if (!fs.existsSync(PYTHON)) throw new Error(`${PYTHON} is missing: run scripts/setup.sh --test-tools to install the MCP Python SDK 2.x into .venv-sdk2`);
   let legacyUp;
   [fg, ups, legacyUp] = await Promise.all([startFlowgate(), startUpstreams(), startEverythingLegacySse()]);
   legacy = legacyUp;

@@ -128,7 +128,7 @@ describe('the TypeScript SDK', () => {
 describe('the Python SDK', () => {
   const run = promisify(execFile);
   async function python(extra) {
-    assert.ok(fs.existsSync(PYTHON), `${PYTHON} is missing: run scripts/setup.sh`);
+    assert.ok(fs.existsSync(PYTHON), `${PYTHON} is missing: run scripts/setup.sh --test-tools`);
     const argv = [CLIENT, url, '--timeout', '60', '--call', 'roots', ...extra];
     const started = Date.now();
     const { stdout } = await run(PYTHON, argv, { timeout: 90_000 }).catch((e) => e);
@@ -157,7 +157,7 @@ describe('the Python SDK', () => {
 describe('the Python SDK 2.x default client (2026-07-28: the call is bridged)', () => {
   const run = promisify(execFile);
   async function python2(declare) {
-    assert.ok(fs.existsSync(PYTHON2), `${PYTHON2} is missing: run scripts/setup.sh`);
+    assert.ok(fs.existsSync(PYTHON2), `${PYTHON2} is missing: run scripts/setup.sh --test-tools`);
     const argv = [ASKING_CLIENT, url, 'roots', '{}', '--declare', declare, '--timeout', '60'];
     const started = Date.now();
     const { stdout } = await run(PYTHON2, argv, { timeout: 90_000 }).catch((e) => e);
