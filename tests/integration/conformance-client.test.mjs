@@ -4,7 +4,7 @@
 // client, so every request the scenario server judges was sent by Flowgate. Known gaps are in
 // tests/conformance/expected-failures.yml (`client:`), each with its reason; an entry that starts
 // passing fails the run (a stale baseline).
-import { after, before, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import { startFlowgate } from '../support/harness.mjs';
@@ -53,17 +53,22 @@ after(async () => {
 const summary = (out) =>
   out.split('\n').filter((l) => /FAILURE|WARNING|Passed|stale|Unexpected|Error|~ /i.test(l)).join('\n');
 
-for (const [scenario, version] of SCENARIOS) {
-  test(`client conformance: ${scenario}${version ? ` @ ${version}` : ''}`, async () => {
-    const args = ['client', '--command', ADAPTER, '--scenario', scenario, '--expected-failures', BASELINE];
-    if (version) args.push('--spec-version', version);
-    const { code, out } = await runConformance(args);
-    assert.equal(code, 0, `client conformance ${scenario} failed:\n${summary(out)}\n${out.slice(-3000)}`);
-    assert.doesNotMatch(out, /SKIPPED: scenario/, `the scenario did not run:\n${out}`);
-    // Something was judged: a passing check, or a baselined failure.
-    assert.match(out, /Passed: [1-9]\d*\/\d+|Expected failures \(in baseline\)/, `no check ran:\n${out}`);
-  });
-}
+// Four scenarios at a time: most of a scenario is waiting (sse-retry waits out its retry delays,
+// 30 s), each has its own scenario server on its own port and its own app in Flowgate (named
+// by the adapter's pid), so they do not meet.
+describe('client conformance', { concurrency: 4 }, () => {
+  for (const [scenario, version] of SCENARIOS) {
+    test(`client conformance: ${scenario}${version ? ` @ ${version}` : ''}`, async () => {
+      const args = ['client', '--command', ADAPTER, '--scenario', scenario, '--expected-failures', BASELINE];
+      if (version) args.push('--spec-version', version);
+      const { code, out } = await runConformance(args);
+      assert.equal(code, 0, `client conformance ${scenario} failed:\n${summary(out)}\n${out.slice(-3000)}`);
+      assert.doesNotMatch(out, /SKIPPED: scenario/, `the scenario did not run:\n${out}`);
+      // Something was judged: a passing check, or a baselined failure.
+      assert.match(out, /Passed: [1-9]\d*\/\d+|Expected failures \(in baseline\)/, `no check ran:\n${out}`);
+    });
+  }
+});
 
 // The requests the scenario servers judged came from Flowgate: each scenario's app was registered
 // and removed again by the adapter, so nothing is left behind in the shared instance.
