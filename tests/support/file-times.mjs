@@ -37,11 +37,21 @@ export function fileTimesTable(files, cwd = process.cwd()) {
   ].join('\n');
 }
 
-/** The tests of a file that were started and never ended, as a line naming them, or ''. */
-export function unfinishedLine(file, running, nowMs, cwd = process.cwd()) {
-  if (!running || running.size === 0) return '';
-  const names = [...running.values()].map((t) => `"${t.name}" (running for ${secs(nowMs - t.sinceMs)} s)`);
-  return `${path.relative(cwd, file) || file} was stopped with ${names.length === 1 ? 'this test' : 'these tests'} unfinished: ${names.join(', ')}\n`;
+/**
+ * For a file the runner stopped at its time limit (`timedOut`), a line naming the tests it had
+ * started and not finished or, when every test had ended, saying that something after them
+ * kept the file from ending; '' otherwise.
+ */
+export function unfinishedLine(file, running, nowMs, timedOut, cwd = process.cwd()) {
+  const name = path.relative(cwd, file) || file;
+  if (running && running.size > 0) {
+    const names = [...running.values()].map((t) => `"${t.name}" (running for ${secs(nowMs - t.sinceMs)} s)`);
+    return `${name} was stopped with ${names.length === 1 ? 'this test' : 'these tests'} unfinished: ${names.join(', ')}\n`;
+  }
+  if (timedOut) {
+    return `${name} was stopped at its time limit with every test it started ended: an after() hook, or a process holding the file's output open, kept it from ending\n`;
+  }
+  return '';
 }
 
 export default async function* fileTimes(source) {
@@ -64,7 +74,8 @@ export default async function* fileTimes(source) {
       const durationMs = data.details?.duration_ms ?? 0;
       const passed = data.details?.passed !== false;
       files.set(data.file, { startMs: Math.max(0, endMs - durationMs), endMs, durationMs, passed });
-      const line = passed ? '' : unfinishedLine(data.file, running.get(data.file), endMs);
+      const timedOut = /timed out/.test(String(data.details?.error?.message ?? data.details?.error?.cause ?? ''));
+      const line = passed ? '' : unfinishedLine(data.file, running.get(data.file), endMs, timedOut);
       running.delete(data.file);
       if (line) yield line;
     } else if (type === 'test:diagnostic' && !data.file && /^duration_ms /.test(data.message) && !printed) {

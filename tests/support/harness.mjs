@@ -37,6 +37,8 @@ const LOG_LINES = 200;
 const HEALTH_TIMEOUT_MS = 90_000;
 const HEALTH_POLL_MS = 200;
 const TERM_GRACE_MS = 3_000;
+/** How long a stop waits for the output pipes of a killed group to close (see stop()). */
+const PIPE_CLOSE_WAIT_MS = 5_000;
 // Orphaned group members are reaped by PID 1; on some VMs that takes ~2 s.
 const REAP_WAIT_MS = 10_000;
 const COMMAND_TIMEOUT_MS = 120_000;
@@ -288,6 +290,11 @@ export function startProcessGroup(cmd, args, opts = {}) {
 
   const pid = child.pid;
   let spawnError = null;
+  const leaderGone = new Promise((resolve) => {
+    if (pid === undefined) resolve();
+    child.once('exit', resolve);
+    child.once('error', resolve);
+  });
   const exited = new Promise((resolve) => {
     child.once('error', (err) => {
       spawnError = err;
@@ -321,6 +328,16 @@ export function startProcessGroup(cmd, args, opts = {}) {
       await Promise.race([exited, sleep(graceMs)]);
       while (groupAlive(pid) && Date.now() < deadline) await sleep(50);
       killGroupSync(pid, 'SIGKILL');
+      // 'close' waits for the group's output pipes too: a process that left the group and still
+      // holds one would keep it (and the test's after() hook) waiting for ever. Once the leader
+      // is gone, a few seconds for the pipes, then they are let go.
+      await leaderGone;
+      const closed = await Promise.race([exited.then(() => true), sleep(PIPE_CLOSE_WAIT_MS).then(() => false)]);
+      if (!closed) {
+        pushLine(`[harness] the output pipes stayed open after the group was killed: let go`);
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      }
       const result = await exited;
       // Members orphaned by the kill are reaped by PID 1, not by us; wait for that
       // so that callers can rely on process.kill(-pid, 0) throwing ESRCH.
