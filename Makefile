@@ -33,7 +33,7 @@ build: setup build/index.js dist/console/index.html worker/console-files.mjs
 # The cdylib is the `wasm` crate (see wasm/Cargo.toml), built by scripts/build-wasm.sh: std
 # compiled with it for size when rust-src is there, and the wasm name section dropped (~13% of
 # the gzip bundle).
-build/index.js: $(SOURCES) scripts/build-wasm.sh scripts/strip-wasm-names.mjs scripts/order-wasm-functions.mjs scripts/shorten-wasm-imports.mjs
+build/index.js: $(SOURCES) scripts/build-wasm.sh scripts/strip-wasm-names.mjs scripts/order-wasm-functions.mjs scripts/shorten-wasm-imports.mjs scripts/wasm-module.mjs
 	scripts/build-wasm.sh build
 
 # The web console: static assets in dist/ (wrangler.toml [assets]), not in the wasm.

@@ -21,6 +21,8 @@
 // the same order.
 import fs from 'node:fs';
 
+import { HEADER, encodeFunctionNames, functionBodies, functionNames, imports, sections } from './wasm-module.mjs';
+
 const SHINGLE = 4;
 const HASHES = 256;
 
@@ -35,107 +37,22 @@ else {
 /** The module's sections, its imported function count, defined function bodies and function names. */
 function read(file) {
   const b = fs.readFileSync(file);
-  if (b.readUInt32BE(0) !== 0x0061736d) throw new Error(`${file}: not a wasm module`);
-  let p = 8;
-  const leb = () => {
-    let value = 0;
-    let scale = 1;
-    for (;;) {
-      const byte = b[p++];
-      if (byte === undefined) throw new Error(`${file}: truncated`);
-      value += (byte & 0x7f) * scale;
-      scale *= 128;
-      if (byte < 0x80) return value;
-    }
+  const all = sections(b, file);
+  const importSection = all.find((s) => s.id === 2);
+  const codeSection = all.find((s) => s.id === 10);
+  const nameSection = all.find((s) => s.custom === 'name');
+  return {
+    sections: all,
+    imported: importSection ? imports(b, importSection, file).filter((e) => e.kind === 0).length : 0,
+    bodies: codeSection ? functionBodies(b, codeSection, file) : [],
+    fnNames: nameSection ? functionNames(b, nameSection, file) : new Map(),
   };
-  const skipName = () => {
-    const len = leb();
-    p += len;
-  };
-  const skipLimits = () => {
-    const flags = b[p++];
-    leb();
-    if (flags & 1) leb();
-  };
-  let imported = 0;
-  const bodies = [];
-  const fnNames = new Map();
-  const sections = [];
-  while (p < b.length) {
-    const start = p;
-    const id = b[p++];
-    const size = leb();
-    const body = p;
-    let isName = false;
-    if (id === 2) {
-      for (let n = leb(); n > 0; n--) {
-        skipName(); // module
-        skipName(); // field
-        const kind = b[p++];
-        if (kind === 0) {
-          leb();
-          imported++;
-        } else if (kind === 1) {
-          p++;
-          skipLimits();
-        } else if (kind === 2) skipLimits();
-        else if (kind === 3) p += 2;
-        else if (kind === 4) {
-          p++;
-          leb();
-        } else throw new Error(`${file}: unknown import kind ${kind}`);
-      }
-    } else if (id === 10) {
-      for (let n = leb(); n > 0; n--) {
-        const len = leb();
-        bodies.push(b.subarray(p, p + len));
-        p += len;
-      }
-    } else if (id === 0) {
-      const len = leb();
-      isName = b.toString('utf8', p, p + len) === 'name';
-      p += len;
-      while (isName && p < body + size) {
-        const sub = b[p++];
-        const subEnd = leb() + p;
-        if (sub === 1) {
-          for (let n = leb(); n > 0; n--) {
-            const index = leb();
-            const len = leb();
-            fnNames.set(index, b.toString('utf8', p, p + len));
-            p += len;
-          }
-        }
-        p = subEnd;
-      }
-    }
-    p = body + size;
-    sections.push({ bytes: b.subarray(start, p), isName });
-  }
-  return { sections, imported, bodies, fnNames };
 }
 
 /** Writes `sections` (the old name section left out) and a name section of `fnNames` only. */
-function write(file, sections, fnNames) {
-  const leb = (v) => {
-    const out = [];
-    do {
-      let byte = v & 0x7f;
-      v = Math.floor(v / 128);
-      if (v) byte |= 0x80;
-      out.push(byte);
-    } while (v);
-    return Buffer.from(out);
-  };
-  const str = (s) => {
-    const t = Buffer.from(s, 'utf8');
-    return Buffer.concat([leb(t.length), t]);
-  };
-  const entries = [...fnNames].sort((x, y) => x[0] - y[0]).map(([i, n]) => Buffer.concat([leb(i), str(n)]));
-  const sub = Buffer.concat([leb(entries.length), ...entries]);
-  const section = Buffer.concat([str('name'), Buffer.from([1]), leb(sub.length), sub]);
-  const kept = sections.filter((s) => !s.isName).map((s) => s.bytes);
-  fs.writeFileSync(file, Buffer.concat([Buffer.from([0, 0x61, 0x73, 0x6d, 1, 0, 0, 0]), ...kept, Buffer.from([0]), leb(section.length), section]));
+function write(file, all, fnNames) {
+  const kept = all.filter((s) => s.custom !== 'name').map((s) => s.bytes);
+  fs.writeFileSync(file, Buffer.concat([HEADER, ...kept, encodeFunctionNames(fnNames)]));
 }
 
 function keys(inFile, outFile, mapFile) {

@@ -12,6 +12,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
+import { HEADER, encodeName, encodeSection, encodeU32, imports, sections } from './wasm-module.mjs';
+
 const dir = process.argv[2];
 if (!dir) {
   console.error('usage: shorten-wasm-imports.mjs BUILD_DIR');
@@ -22,74 +24,16 @@ const jsFile = path.join(dir, 'index.js');
 const GLUE = './index_bg.js';
 
 const b = fs.readFileSync(wasmFile);
-if (b.readUInt32BE(0) !== 0x0061736d) throw new Error(`${wasmFile}: not a wasm module`);
-let p = 8;
-const leb = () => {
-  let value = 0;
-  let scale = 1;
-  for (;;) {
-    const byte = b[p++];
-    if (byte === undefined) throw new Error(`${wasmFile}: truncated`);
-    value += (byte & 0x7f) * scale;
-    scale *= 128;
-    if (byte < 0x80) return value;
-  }
-};
-const skipLimits = () => {
-  const flags = b[p++];
-  leb();
-  if (flags & 1) leb();
-};
-const encLeb = (v) => {
-  const out = [];
-  do {
-    let byte = v & 0x7f;
-    v = Math.floor(v / 128);
-    if (v) byte |= 0x80;
-    out.push(byte);
-  } while (v);
-  return Buffer.from(out);
-};
-const encStr = (s) => {
-  const t = Buffer.from(s, 'utf8');
-  return Buffer.concat([encLeb(t.length), t]);
-};
-
 let js = fs.readFileSync(jsFile, 'utf8');
 const keyAt = (name) => new RegExp(`([{,])${name.replace(/\$/g, '\\$')}:`, 'g');
-const out = [b.subarray(0, 8)];
 let renamed = 0;
-while (p < b.length) {
-  const start = p;
-  const id = b[p++];
-  const size = leb();
-  const body = p;
-  if (id !== 2) {
-    p = body + size;
-    out.push(b.subarray(start, p));
+const out = [HEADER];
+for (const section of sections(b, wasmFile)) {
+  if (section.id !== 2) {
+    out.push(section.bytes);
     continue;
   }
-  const entries = [];
-  const count = leb();
-  for (let i = 0; i < count; i++) {
-    let len = leb();
-    const module = b.toString('utf8', p, p + len);
-    p += len;
-    len = leb();
-    let field = b.toString('utf8', p, p + len);
-    p += len;
-    const descStart = p;
-    const kind = b[p++];
-    if (kind === 0) leb();
-    else if (kind === 1) {
-      p++;
-      skipLimits();
-    } else if (kind === 2) skipLimits();
-    else if (kind === 3) p += 2;
-    else if (kind === 4) {
-      p++;
-      leb();
-    } else throw new Error(`${wasmFile}: unknown import kind ${kind}`);
+  const entries = imports(b, section, wasmFile).map(({ module, field, desc }) => {
     if (module === GLUE) {
       const short = `_${renamed.toString(36)}`;
       const found = js.match(keyAt(field))?.length ?? 0;
@@ -99,11 +43,9 @@ while (p < b.length) {
       field = short;
       renamed++;
     }
-    entries.push(encStr(module), encStr(field), b.subarray(descStart, p));
-  }
-  if (p !== body + size) throw new Error(`${wasmFile}: import section misread`);
-  const section = Buffer.concat([encLeb(count), ...entries]);
-  out.push(Buffer.from([2]), encLeb(section.length), section);
+    return Buffer.concat([encodeName(module), encodeName(field), desc]);
+  });
+  out.push(encodeSection(2, Buffer.concat([encodeU32(entries.length), ...entries])));
 }
 fs.writeFileSync(wasmFile, Buffer.concat(out));
 fs.writeFileSync(jsFile, js);

@@ -9,52 +9,19 @@
 // (`gzip -9c build/index_bg.wasm | wc -c`) before and after a change.
 import fs from 'node:fs';
 
-const buf = fs.readFileSync(process.argv[2]);
-let p = 8;
-const u32 = () => {
-  let r = 0, s = 0, b;
-  do { b = buf[p++]; r |= (b & 0x7f) << s; s += 7; } while (b & 0x80);
-  return r >>> 0;
-};
-let importedFuncs = 0, dataSize = 0;
-const bodies = [], names = new Map();
-while (p < buf.length) {
-  const id = buf[p++];
-  const size = u32();
-  const start = p;
-  if (id === 2) {
-    // Imports: functions among them take the first indices.
-    const n = u32();
-    for (let i = 0; i < n; i++) {
-      let l = u32(); p += l; l = u32(); p += l;
-      const kind = buf[p++];
-      if (kind === 0) { u32(); importedFuncs++; }
-      else if (kind === 1) { p++; const f = buf[p++]; u32(); if (f & 1) u32(); }
-      else if (kind === 2) { const f = buf[p++]; u32(); if (f & 1) u32(); }
-      else if (kind === 3) { p += 2; }
-    }
-  } else if (id === 10) {
-    const n = u32();
-    for (let i = 0; i < n; i++) { const s = u32(); bodies.push(s); p += s; }
-  } else if (id === 11) {
-    dataSize += size;
-  } else if (id === 0) {
-    const l = u32();
-    const name = buf.slice(p, p + l).toString();
-    p += l;
-    if (name === 'name') {
-      while (p < start + size) {
-        const sid = buf[p++]; const ss = u32(); const se = p + ss;
-        if (sid === 1) {
-          const n = u32();
-          for (let i = 0; i < n; i++) { const idx = u32(); const nl = u32(); names.set(idx, buf.slice(p, p + nl).toString()); p += nl; }
-        }
-        p = se;
-      }
-    }
-  }
-  p = start + size;
-}
+import { functionBodies, functionNames, imports, sections } from './wasm-module.mjs';
+
+const file = process.argv[2];
+const buf = fs.readFileSync(file);
+const all = sections(buf, file);
+const importSection = all.find((s) => s.id === 2);
+const codeSection = all.find((s) => s.id === 10);
+const nameSection = all.find((s) => s.custom === 'name');
+// Functions among the imports take the first indices.
+const importedFuncs = importSection ? imports(buf, importSection, file).filter((e) => e.kind === 0).length : 0;
+const dataSize = all.filter((s) => s.id === 11).reduce((n, s) => n + (s.end - s.body), 0);
+const bodies = codeSection ? functionBodies(buf, codeSection, file).map((b) => b.length) : [];
+const names = nameSection ? functionNames(buf, nameSection, file) : new Map();
 // Crate hashes (`flowgate[b62be8e1a4d65524]`) dropped, so that names read and group.
 const plain = (n) => n.replace(/\[[0-9a-f]{16}\]/g, '');
 const rows = bodies.map((s, i) => [s, plain(names.get(i + importedFuncs) ?? `f${i}`)]);
