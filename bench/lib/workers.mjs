@@ -162,6 +162,8 @@ async function startWorkerOnce({ config, persistDir, vars = {}, probe, pollMs = 
     entry, 'dev', '-c', config,
     '--local', '--ip', '127.0.0.1', '--port', String(port), '--inspector-port', String(inspectorPort),
     '--show-interactive-dev-session=false',
+    // Only `vars`: never a .dev.vars or .env beside the config.
+    '--env-file', '/dev/null',
   ];
   if (persistDir) args.push('--persist-to', persistDir);
   for (const [k, v] of Object.entries(vars)) args.push('--var', `${k}:${String(v)}`);

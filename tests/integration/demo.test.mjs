@@ -33,7 +33,7 @@ before(async () => {
   varsFile = path.join(dir, '.dev.vars');
   stateFile = path.join(dir, 'demo-mcp-url');
   fs.writeFileSync(varsFile, `ADMIN_TOKEN=${ADMIN_TOKEN}\n# a comment\nDEMO="true"\n`);
-  // DEMO is set either way: wrangler dev also reads the repo's .dev.vars, where `make dev` puts DEMO=true.
+  // DEMO is set either way, as a deployment would set it (the harness keeps the checkout's .dev.vars out).
   [fg, plain, deployed] = await Promise.all([
     startFlowgate({ vars: { DEMO: 'true', ADMIN_TOKEN }, devEntry: true }),
     startFlowgate({ vars: { DEMO: 'false' }, devEntry: true }),

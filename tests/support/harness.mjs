@@ -648,6 +648,9 @@ export async function startFlowgate({ vars = {}, adminToken, healthTimeoutMs = H
         '--inspector-port', String(inspectorPort),
         '--persist-to', persistDir,
         '--show-interactive-dev-session=false',
+        // Only the vars below: not the checkout's .dev.vars (or .env), which `make dev` writes
+        // with its own settings (SECRET_REF_PREFIX, DEMO, ...) and wrangler would read otherwise.
+        '--env-file', '/dev/null',
         ...configArgs,
       ];
       // wrangler splits KEY:VALUE at the first ':' (values may contain ':' and spaces).
