@@ -5,6 +5,10 @@ PORT ?= 8787
 
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 export WRANGLER_SEND_METRICS := false
+# V8's code cache for every node process make starts (wrangler's 10 MB CLI, the conformance
+# CLI, the test files): a wrangler start parses and compiles it in 0.75 s of CPU instead of 0.93,
+# and the tests start wrangler and those CLIs a few hundred times.
+export NODE_COMPILE_CACHE ?= $(CURDIR)/node_modules/.cache/node-compile-cache
 
 # wrangler 4 needs Node >= 22.12; setup installs Node 22 from npm.
 NODE22 := node_modules/node/bin/node
