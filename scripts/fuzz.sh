@@ -64,10 +64,16 @@ if $SMOKE; then
     # add) still decides the assertions. Its own target directory keeps the long run's build.
     export CARGO_TARGET_DIR="$PWD/fuzz/target-smoke"
     export CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=line-tables-only
+    # Without AddressSanitizer: the fuzzed core has no unsafe code, where ASan finds what Rust's
+    # own checks do not, and the build takes a third less CPU (48 s of user time, not 68). The
+    # long run keeps it, for the dependencies' unsafe code.
+    SANITIZER=(-s none)
+else
+    SANITIZER=()
 fi
 BIN="$CARGO_TARGET_DIR/x86_64-unknown-linux-gnu/release"
 echo "== building fuzz targets"
-cargo fuzz build -O
+cargo fuzz build -O "${SANITIZER[@]}"
 for t in "${TARGETS[@]}"; do
     [ -x "$BIN/$t" ] || { echo "fuzz target '$t' was not built: is it a [[bin]] of fuzz/Cargo.toml?" >&2; exit 1; }
 done
