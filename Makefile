@@ -92,10 +92,10 @@ SLOW_FIRST := $(patsubst %,tests/integration/%.test.mjs,conformance-client confo
 	conformance-input-required tasks everything mcp-stream hardening console-playground python-sdk conformance-relay client-oauth)
 INTEGRATION_FILES := $(SLOW_FIRST) $(filter-out $(SLOW_FIRST),$(sort $(wildcard tests/integration/*.test.mjs)))
 # Three files at a time on two cores: the integration files mostly wait (on TTLs, expiries, polls
-# and fixtures), so the run used under half the machine's CPU with two (320 s), and about 1.3
-# cores with three (2026-12-06, a clean clone: 348 s). Four took 296 and 309 s in the tree, but a
-# clean-clone run with four had a test file hang to its 300 s limit (so did one with three, once:
-# see docs/testing.md), so three stays until that hang is understood.
+# and fixtures), so the run used under half the machine's CPU with two (320 s); with three it
+# averages 1.66 of the 2 cores (246-276 s), and four, CPU-bound, was no faster (241 s in the
+# tree). A clean-clone run had a file hang at three and one at four (docs/testing.md); a file
+# stopped at its limit now names the test it was in.
 TEST_CONCURRENCY ?= 3
 # tests/support/run-tests.mjs is `node --test` (spec reporter, --test-force-exit) that starts
 # the files in the order given (`node --test` sorts them by name, so SLOW_FIRST did nothing) and

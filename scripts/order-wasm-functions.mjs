@@ -21,7 +21,7 @@
 // the same order.
 import fs from 'node:fs';
 
-import { HEADER, encodeFunctionNames, functionBodies, functionNames, imports, sections } from './wasm-module.mjs';
+import { encodeFunctionNames, readFunctions, withoutNames } from './wasm-module.mjs';
 
 const SHINGLE = 4;
 const HASHES = 256;
@@ -34,29 +34,13 @@ else {
   process.exit(2);
 }
 
-/** The module's sections, its imported function count, defined function bodies and function names. */
-function read(file) {
-  const b = fs.readFileSync(file);
-  const all = sections(b, file);
-  const importSection = all.find((s) => s.id === 2);
-  const codeSection = all.find((s) => s.id === 10);
-  const nameSection = all.find((s) => s.custom === 'name');
-  return {
-    sections: all,
-    imported: importSection ? imports(b, importSection, file).filter((e) => e.kind === 0).length : 0,
-    bodies: codeSection ? functionBodies(b, codeSection, file) : [],
-    fnNames: nameSection ? functionNames(b, nameSection, file) : new Map(),
-  };
-}
-
 /** Writes `sections` (the old name section left out) and a name section of `fnNames` only. */
-function write(file, all, fnNames) {
-  const kept = all.filter((s) => s.custom !== 'name').map((s) => s.bytes);
-  fs.writeFileSync(file, Buffer.concat([HEADER, ...kept, encodeFunctionNames(fnNames)]));
+function write(file, sections, fnNames) {
+  fs.writeFileSync(file, Buffer.concat([withoutNames(sections), encodeFunctionNames(fnNames)]));
 }
 
 function keys(inFile, outFile, mapFile) {
-  const { sections, imported, bodies, fnNames } = read(inFile);
+  const { sections, imported, bodies, names: fnNames } = readFunctions(fs.readFileSync(inFile), inFile);
   const order = similarityChain(bodies);
   const keyOf = (rank) => `f${String(rank).padStart(7, '0')}`;
   const names = new Map();
@@ -77,7 +61,7 @@ function keys(inFile, outFile, mapFile) {
 
 function names(file, mapFile) {
   const own = JSON.parse(fs.readFileSync(mapFile, 'utf8'));
-  const { sections, fnNames } = read(file);
+  const { sections, names: fnNames } = readFunctions(fs.readFileSync(file), file);
   const restored = new Map();
   for (const [index, key] of fnNames) if (Object.hasOwn(own, key)) restored.set(index, own[key]);
   write(file, sections, restored);

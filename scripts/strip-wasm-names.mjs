@@ -7,7 +7,7 @@
 //   node scripts/strip-wasm-names.mjs build/index_bg.wasm
 import fs from 'node:fs';
 
-import { HEADER, sections } from './wasm-module.mjs';
+import { sections, withoutNames } from './wasm-module.mjs';
 
 const file = process.argv[2];
 if (!file) {
@@ -23,5 +23,5 @@ try {
   process.exit(1);
 }
 const removed = all.filter((s) => s.custom === 'name').reduce((n, s) => n + s.bytes.length, 0);
-if (removed > 0) fs.writeFileSync(file, Buffer.concat([HEADER, ...all.filter((s) => s.custom !== 'name').map((s) => s.bytes)]));
+if (removed > 0) fs.writeFileSync(file, withoutNames(all));
 console.log(`${file}: ${removed > 0 ? `removed the name section (${removed} bytes)` : 'no name section'}`);

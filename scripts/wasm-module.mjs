@@ -158,3 +158,25 @@ export function encodeFunctionNames(names) {
   const sub = Buffer.concat([encodeU32(entries.length), ...entries]);
   return encodeSection(0, Buffer.concat([encodeName('name'), Buffer.from([1]), encodeU32(sub.length), sub]));
 }
+
+/**
+ * A module's sections and its functions: how many are imported (they take the first indices),
+ * the defined ones' bodies, and the "name" section's function names (index → name).
+ */
+export function readFunctions(buf, what) {
+  const all = sections(buf, what);
+  const importSection = all.find((s) => s.id === 2);
+  const codeSection = all.find((s) => s.id === 10);
+  const nameSection = all.find((s) => s.custom === 'name');
+  return {
+    sections: all,
+    imported: importSection ? imports(buf, importSection, what).filter((e) => e.kind === 0).length : 0,
+    bodies: codeSection ? functionBodies(buf, codeSection, what) : [],
+    names: nameSection ? functionNames(buf, nameSection, what) : new Map(),
+  };
+}
+
+/** A module of `sections` (as `sections()` gives them) without its "name" section, as bytes. */
+export function withoutNames(sectionList) {
+  return Buffer.concat([HEADER, ...sectionList.filter((s) => s.custom !== 'name').map((s) => s.bytes)]);
+}

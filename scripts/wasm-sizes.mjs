@@ -9,19 +9,15 @@
 // (`gzip -9c build/index_bg.wasm | wc -c`) before and after a change.
 import fs from 'node:fs';
 
-import { functionBodies, functionNames, imports, sections } from './wasm-module.mjs';
+import { readFunctions } from './wasm-module.mjs';
 
 const file = process.argv[2];
 const buf = fs.readFileSync(file);
-const all = sections(buf, file);
-const importSection = all.find((s) => s.id === 2);
-const codeSection = all.find((s) => s.id === 10);
-const nameSection = all.find((s) => s.custom === 'name');
+const module = readFunctions(buf, file);
 // Functions among the imports take the first indices.
-const importedFuncs = importSection ? imports(buf, importSection, file).filter((e) => e.kind === 0).length : 0;
-const dataSize = all.filter((s) => s.id === 11).reduce((n, s) => n + (s.end - s.body), 0);
-const bodies = codeSection ? functionBodies(buf, codeSection, file).map((b) => b.length) : [];
-const names = nameSection ? functionNames(buf, nameSection, file) : new Map();
+const { imported: importedFuncs, names } = module;
+const dataSize = module.sections.filter((s) => s.id === 11).reduce((n, s) => n + (s.end - s.body), 0);
+const bodies = module.bodies.map((b) => b.length);
 // Crate hashes (`flowgate[b62be8e1a4d65524]`) dropped, so that names read and group.
 const plain = (n) => n.replace(/\[[0-9a-f]{16}\]/g, '');
 const rows = bodies.map((s, i) => [s, plain(names.get(i + importedFuncs) ?? `f${i}`)]);
