@@ -8,7 +8,9 @@
 //! catalogs, so a hot `resources/list` or `prompts/list` reads no KV, and for a few seconds
 //! their failed fetches, so a dead upstream is not asked per request; and, for a second, the
 //! server codes the rate limiter refused, so a flood over the limit costs no binding call each;
-//! and sealed credentials opened, for a minute, so a hot app's call runs no AES per call.
+//! and sealed credentials opened, for a minute, so a hot app's call runs no AES per call; and
+//! the upstream URLs found to speak only the legacy HTTP+SSE transport, for an hour, so a
+//! request to one sends no Streamable HTTP probe it would refuse.
 //!
 //! Revocation: a console write updates the memo of the isolate that made it at once; every
 //! other isolate serves its copy for at most `DEFINITION_MEMO_SECONDS` (default 5), then once
@@ -59,6 +61,12 @@ const RATE_REFUSED_MS: u64 = 1_000;
 const OPENED_CAPACITY: usize = 256;
 const OPENED_MS: u64 = 60_000;
 
+/// Upstream URLs (by app) one isolate knows to speak only the legacy HTTP+SSE transport, and for
+/// how long: as long as a stored upstream session (a server that changes transport is found
+/// again when the legacy stream fails).
+const LEGACY_UPSTREAMS_CAPACITY: usize = 512;
+const LEGACY_UPSTREAM_MS: u64 = 3_600_000;
+
 /// Failed fetches of upstream tool lists and catalogs one isolate remembers
 /// (`pure::backend::mcp::failed_fetch`).
 const FAILED_FETCHES_CAPACITY: usize = 512;
@@ -77,6 +85,7 @@ thread_local! {
     static CONSOLE_TOKENS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(CONSOLE_TOKENS_CAPACITY));
     static RATE_REFUSED: RefCell<Memo<()>> = RefCell::new(Memo::new(RATE_REFUSED_CAPACITY));
     static OPENED: RefCell<Memo<Rc<str>>> = RefCell::new(Memo::new(OPENED_CAPACITY));
+    static LEGACY_UPSTREAMS: RefCell<Memo<()>> = RefCell::new(Memo::new(LEGACY_UPSTREAMS_CAPACITY));
 }
 
 /// The value `sealed` opened to on this isolate within the last minute.
@@ -216,6 +225,20 @@ pub fn remember_refusal(code_hash: &str, now_ms: u64) {
     RATE_REFUSED.with(|m| m.borrow_mut().put(code_hash, (), now_ms));
 }
 
+/// Whether `app_id`'s upstream at `url` was found on this isolate, within the hour, to speak only
+/// the legacy transport.
+pub fn legacy_upstream(app_id: &str, url: &str, now_ms: u64) -> bool {
+    LEGACY_UPSTREAMS.with(|m| m.borrow().within(&format!("{app_id}\n{url}"), now_ms, LEGACY_UPSTREAM_MS))
+}
+
+pub fn remember_legacy_upstream(app_id: &str, url: &str, now_ms: u64) {
+    LEGACY_UPSTREAMS.with(|m| m.borrow_mut().put(&format!("{app_id}\n{url}"), (), now_ms));
+}
+
+pub fn forget_legacy_upstream(app_id: &str, url: &str) {
+    LEGACY_UPSTREAMS.with(|m| m.borrow_mut().remove(&format!("{app_id}\n{url}")));
+}
+
 /// Forgets everything this isolate kept (an isolate started again).
 pub fn forget_all() {
     CATALOGS.with(|m| *m.borrow_mut() = Memo::new(CATALOGS_CAPACITY));
@@ -228,4 +251,5 @@ pub fn forget_all() {
     CONSOLE_TOKENS_USED.with(|m| *m.borrow_mut() = Memo::new(CONSOLE_TOKENS_CAPACITY));
     RATE_REFUSED.with(|m| *m.borrow_mut() = Memo::new(RATE_REFUSED_CAPACITY));
     OPENED.with(|m| *m.borrow_mut() = Memo::new(OPENED_CAPACITY));
+    LEGACY_UPSTREAMS.with(|m| *m.borrow_mut() = Memo::new(LEGACY_UPSTREAMS_CAPACITY));
 }

@@ -88,6 +88,11 @@ describe('transports', () => {
     const onBase = ups.legacySse.requests.filter((r) => r.path.startsWith('/mcp'));
     assert.equal(onBase[0].method, 'POST', 'Streamable HTTP was tried first');
     assert.ok(onBase.some((r) => r.method === 'GET'), 'then the SSE stream');
+    // Found once, remembered: later calls go to the stream without a probe it would refuse.
+    const probes = () => ups.legacySse.requests.filter((r) => r.path.startsWith('/mcp') && r.method === 'POST').length;
+    const probed = probes();
+    for (const text of ['c', 'd']) assert.equal((await call(fallback.url, 'LegacyAuto_echo', { text })).json.result.structuredContent.text, text);
+    assert.equal(probes(), probed, 'no Streamable HTTP probe after the transport was found');
   });
 
   test('an upstream that hangs on POST fails over to SSE within session_init_timeout', async () => {
@@ -98,6 +103,11 @@ describe('transports', () => {
     // Generous for a loaded machine; without the setting the hang would last the default 60 s.
     const took = (Date.now() - started) / 1000;
     assert.ok(took < 30, `took ${took} s`);
+    // The next call goes to the SSE stream without another POST left hanging.
+    const posts = () => ups.hangingPost.requests.filter((q) => q.method === 'POST' && q.path.startsWith('/mcp')).length;
+    const before = posts();
+    assert.equal((await call(url, 'Hanger_echo', { text: 'again' })).json.result.structuredContent.text, 'again');
+    assert.equal(posts(), before, 'no second hanging POST');
   });
 
   test('an SSE upstream that never sends its endpoint fails within the timeout, naming it', async () => {

@@ -110,3 +110,74 @@ fn a_request_of_a_legacy_upstream_is_relayed_and_answered_on_its_endpoint() {
     assert!(!is_error && text.contains("decline"), "{result}");
     fx.assert_invariants();
 }
+
+/// The POSTs to the app's URL itself: Streamable HTTP probes (a legacy server refuses them).
+fn probes(up: &McpUpstream) -> usize {
+    seen(up).iter().filter(|(m, p, _)| *m == Method::Post && p == "/mcp").count()
+}
+
+#[test]
+fn a_legacy_upstream_found_once_is_not_probed_again_on_later_requests() {
+    let fx = Fx::new(603);
+    let up = legacy_upstream(&fx, None);
+    let app = upstream_app(&fx, "Old", &format!("{LEGACY}/mcp"), json!({}));
+    let tool = tool_named(&fx, &app.code, "echo");
+    // Finding the transport took one refused initialize and one refused stateless probe.
+    assert_eq!(probes(&up), 2, "{:?}", seen(&up));
+    for n in 0..3 {
+        let v = last(&fx.call(&app.code, &tool, json!({"text": format!("call {n}")})));
+        assert_eq!(result_text(&v), (false, format!("echo: call {n}")), "{v}");
+    }
+    let _ = tools(&fx, &app.code, &[]);
+    assert_eq!(probes(&up), 2, "probed again after the legacy transport was found: {:?}", seen(&up));
+    fx.assert_invariants();
+}
+
+#[test]
+fn a_new_isolate_goes_to_a_known_legacy_upstream_without_probing() {
+    let fx = Fx::new(604);
+    let up = legacy_upstream(&fx, None);
+    let app = upstream_app(&fx, "Old", &format!("{LEGACY}/mcp"), json!({}));
+    let tool = tool_named(&fx, &app.code, "echo");
+    let v = last(&fx.call(&app.code, &tool, json!({"text": "first"})));
+    assert_eq!(result_text(&v), (false, "echo: first".to_string()), "{v}");
+    let before = probes(&up);
+    // The isolate's memory is gone; what the caller's scope stored in KV is not.
+    fx.sim.evict_isolate();
+    let v = last(&fx.call(&app.code, &tool, json!({"text": "second"})));
+    assert_eq!(result_text(&v), (false, "echo: second".to_string()), "{v}");
+    assert_eq!(probes(&up), before, "probed again on a new isolate: {:?}", seen(&up));
+    fx.assert_invariants();
+}
+
+#[test]
+fn an_upstream_that_moved_to_streamable_http_is_found_again_when_its_stream_fails() {
+    let fx = Fx::new(605);
+    let up = legacy_upstream(&fx, None);
+    let app = upstream_app(&fx, "Old", &format!("{LEGACY}/mcp"), json!({}));
+    let tool = tool_named(&fx, &app.code, "echo");
+    let v = last(&fx.call(&app.code, &tool, json!({"text": "old"})));
+    assert_eq!(result_text(&v), (false, "echo: old".to_string()), "{v}");
+    // The server restarts speaking Streamable HTTP only: a GET of its URL is 405 now.
+    up.end_streams();
+    let new = Rc::new(McpUpstream::new(true, false));
+    fx.sim.add_backend(LEGACY, new.clone());
+    for text in ["new", "again"] {
+        let v = last(&fx.call(&app.code, &tool, json!({"text": text})));
+        assert_eq!(result_text(&v), (false, format!("echo: {text}")), "{v}");
+    }
+    let log = seen(&new);
+    let inits = log
+        .iter()
+        .filter(|(m, p, method)| *m == Method::Post && p == "/mcp" && method.as_deref() == Some("initialize"));
+    assert_eq!(inits.count(), 1, "one handshake, then its session: {log:?}");
+    // A GET without a session id is the legacy stream's (with one, the session's standalone stream).
+    let legacy_gets = new
+        .requests
+        .borrow()
+        .iter()
+        .filter(|r| r.method == Method::Get && r.headers.get("mcp-session-id").is_none())
+        .count();
+    assert_eq!(legacy_gets, 1, "one legacy attempt: {log:?}");
+    fx.assert_invariants();
+}

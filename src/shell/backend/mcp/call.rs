@@ -46,9 +46,12 @@ pub async fn tools_of(app: &AppDefinition, env: &Env, refresh: bool, declared: V
     let mut client = Client::new(&upstream, env);
     if refresh {
         // A refresh starts from a new session; a cached old one is ended first.
-        if let Ok(Some(old)) = kv.get_json::<Session>(&session_key(&upstream)).await {
-            client.conn = Some(Conn::Http(old));
-            client.close().await;
+        match kv.get_json::<Session>(&session_key(&upstream)).await {
+            Ok(Some(old)) if old.transport == Transport::StreamableHttp => {
+                client.conn = Some(Conn::Http(old));
+                client.close().await;
+            }
+            _ => {}
         }
     }
     client.connect(!refresh).await?;

@@ -36,7 +36,9 @@ use crate::pure::protocol::version::Version;
 
 use crate::shell::backend::mcp::legacy_session;
 use crate::shell::kv::Kv;
+use crate::shell::memo;
 use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
+use crate::shell::platform;
 use crate::shell::secrets;
 
 /// KV expiry of a reused upstream session (upstreams drop idle sessions on their own anyway).
@@ -190,19 +192,37 @@ impl<'a> Client<'a> {
 
     /// Connects: a cached Streamable HTTP session when there is one, else a handshake over the
     /// transport `auto` (or the app's setting) picks, falling back to SSE only on the signals of
-    /// an old server and never on 401/403.
+    /// an old server and never on 401/403. In auto mode an upstream found to speak only the
+    /// legacy transport is remembered (for the caller's scope in KV, beside where its session
+    /// would be, and for the app's URL in this isolate), so later requests go to its stream
+    /// without the two Streamable HTTP probes it refuses; when that stream fails, the probes run
+    /// again (the server may have moved to Streamable HTTP).
     pub async fn connect(&mut self, use_cache: bool) -> Result<(), String> {
+        let up = self.up;
+        let auto = up.choice == TransportChoice::Auto;
+        let mut known_legacy = auto && memo::legacy_upstream(&up.app_id, &up.url, platform::now_ms());
+        let mut stored_legacy = false;
         if use_cache {
-            let key = session_key(self.up);
-            if let Ok(Some(s)) = Kv::new(self.env).get_json::<Session>(&key).await {
-                if s.transport == Transport::StreamableHttp {
+            match Kv::new(self.env).get_json::<Session>(&session_key(up)).await {
+                Ok(Some(s)) if s.transport == Transport::StreamableHttp => {
                     self.conn = Some(Conn::Http(s));
                     self.cached = true;
                     return Ok(());
                 }
+                Ok(Some(s)) if s.transport == Transport::Sse && auto => (known_legacy, stored_legacy) = (true, true),
+                _ => {}
             }
         }
-        let up = self.up;
+        if known_legacy && first_transport(up.choice, &up.url) == Transport::StreamableHttp {
+            if self.open_legacy(&up.url).await.is_ok() {
+                if !stored_legacy {
+                    self.remember_legacy().await;
+                }
+                return Ok(());
+            }
+            memo::forget_legacy_upstream(&up.app_id, &up.url);
+            self.forget().await;
+        }
         match first_transport(up.choice, &up.url) {
             Transport::Sse => self.open_legacy(&up.url).await,
             Transport::StreamableHttp => match self.init_http().await {
@@ -216,11 +236,27 @@ impl<'a> Client<'a> {
                     if !up.protocol.is_some_and(Version::is_stateless)
                         && falls_back_to_sse(up.choice, Transport::StreamableHttp, &f) =>
                 {
-                    self.open_legacy(&up.url).await
+                    self.open_legacy(&up.url).await?;
+                    self.remember_legacy().await;
+                    Ok(())
                 }
                 Err(f) => Err(init_failure_message(&up.app_name, &f)),
             },
         }
+    }
+
+    /// Records that this upstream speaks only the legacy transport: in this isolate for its URL,
+    /// and in KV for this caller's scope as a session record of transport `sse` (no session id:
+    /// the session itself lives in its `LegacySession` object).
+    async fn remember_legacy(&self) {
+        let up = self.up;
+        memo::remember_legacy_upstream(&up.app_id, &up.url, platform::now_ms());
+        let session = match &self.conn {
+            Some(Conn::Legacy(opened)) => &opened.session,
+            Some(Conn::Sse { session, .. }) => session,
+            _ => return,
+        };
+        self.remember(&Session { transport: Transport::Sse, session_id: None, ..session.clone() }).await;
     }
 
     /// A Streamable HTTP session of this client's own: a fresh `initialize`, neither taken from
@@ -228,7 +264,10 @@ impl<'a> Client<'a> {
     /// call (a client session's object following list changes). `Ok(None)` for an upstream on
     /// the legacy transport.
     pub async fn open_own_session(&mut self) -> Result<Option<Session>, String> {
-        if first_transport(self.up.choice, &self.up.url) == Transport::Sse {
+        let up = self.up;
+        let legacy = first_transport(up.choice, &up.url) == Transport::Sse
+            || (up.choice == TransportChoice::Auto && memo::legacy_upstream(&up.app_id, &up.url, platform::now_ms()));
+        if legacy {
             return Ok(None);
         }
         let session = self.init_http().await.map_err(|f| init_failure_message(&self.up.app_name, &f))?;
