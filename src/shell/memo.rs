@@ -9,8 +9,8 @@
 //! their failed fetches, so a dead upstream is not asked per request; and, for a second, the
 //! server codes the rate limiter refused, so a flood over the limit costs no binding call each;
 //! and sealed credentials opened, for a minute, so a hot app's call runs no AES per call; and
-//! the upstream URLs found to speak only the legacy HTTP+SSE transport, for an hour, so a
-//! request to one sends no Streamable HTTP probe it would refuse.
+//! what upstream MCP servers were found to be, for an hour ([`UpstreamFact`]), so a request
+//! sends none of the probes they would refuse.
 //!
 //! Revocation: a console write updates the memo of the isolate that made it at once; every
 //! other isolate serves its copy for at most `DEFINITION_MEMO_SECONDS` (default 5), then once
@@ -61,11 +61,29 @@ const RATE_REFUSED_MS: u64 = 1_000;
 const OPENED_CAPACITY: usize = 256;
 const OPENED_MS: u64 = 60_000;
 
-/// Upstream URLs (by app) one isolate knows to speak only the legacy HTTP+SSE transport, and for
-/// how long: as long as a stored upstream session (a server that changes transport is found
-/// again when the legacy stream fails).
-const LEGACY_UPSTREAMS_CAPACITY: usize = 512;
-const LEGACY_UPSTREAM_MS: u64 = 3_600_000;
+/// Facts about upstream URLs (by app) one isolate keeps, and for how long: as long as a stored
+/// upstream session.
+const UPSTREAM_FACTS_CAPACITY: usize = 1024;
+const UPSTREAM_FACT_MS: u64 = 3_600_000;
+
+/// What an upstream MCP server was found to be, by a request it refused.
+#[derive(Clone, Copy)]
+pub enum UpstreamFact {
+    /// Speaks only the legacy HTTP+SSE transport: auto mode's Streamable HTTP probes fell back.
+    /// Forgotten when its stream fails (the server may have moved to Streamable HTTP).
+    LegacyOnly,
+    /// Answers a session's standalone `GET` with 405: it offers no standalone stream, which the
+    /// spec makes a property of the endpoint, not of one session.
+    NoStandaloneStream,
+}
+
+fn fact_key(fact: UpstreamFact, app_id: &str, url: &str) -> String {
+    let tag = match fact {
+        UpstreamFact::LegacyOnly => "legacy",
+        UpstreamFact::NoStandaloneStream => "no-standalone",
+    };
+    format!("{tag}\n{app_id}\n{url}")
+}
 
 /// Failed fetches of upstream tool lists and catalogs one isolate remembers
 /// (`pure::backend::mcp::failed_fetch`).
@@ -85,7 +103,7 @@ thread_local! {
     static CONSOLE_TOKENS_USED: RefCell<Memo<()>> = RefCell::new(Memo::new(CONSOLE_TOKENS_CAPACITY));
     static RATE_REFUSED: RefCell<Memo<()>> = RefCell::new(Memo::new(RATE_REFUSED_CAPACITY));
     static OPENED: RefCell<Memo<Rc<str>>> = RefCell::new(Memo::new(OPENED_CAPACITY));
-    static LEGACY_UPSTREAMS: RefCell<Memo<()>> = RefCell::new(Memo::new(LEGACY_UPSTREAMS_CAPACITY));
+    static UPSTREAM_FACTS: RefCell<Memo<()>> = RefCell::new(Memo::new(UPSTREAM_FACTS_CAPACITY));
 }
 
 /// The value `sealed` opened to on this isolate within the last minute.
@@ -225,18 +243,17 @@ pub fn remember_refusal(code_hash: &str, now_ms: u64) {
     RATE_REFUSED.with(|m| m.borrow_mut().put(code_hash, (), now_ms));
 }
 
-/// Whether `app_id`'s upstream at `url` was found on this isolate, within the hour, to speak only
-/// the legacy transport.
-pub fn legacy_upstream(app_id: &str, url: &str, now_ms: u64) -> bool {
-    LEGACY_UPSTREAMS.with(|m| m.borrow().within(&format!("{app_id}\n{url}"), now_ms, LEGACY_UPSTREAM_MS))
+/// Whether `fact` was found of `app_id`'s upstream at `url` on this isolate within the hour.
+pub fn upstream_fact(fact: UpstreamFact, app_id: &str, url: &str, now_ms: u64) -> bool {
+    UPSTREAM_FACTS.with(|m| m.borrow().within(&fact_key(fact, app_id, url), now_ms, UPSTREAM_FACT_MS))
 }
 
-pub fn remember_legacy_upstream(app_id: &str, url: &str, now_ms: u64) {
-    LEGACY_UPSTREAMS.with(|m| m.borrow_mut().put(&format!("{app_id}\n{url}"), (), now_ms));
+pub fn remember_upstream_fact(fact: UpstreamFact, app_id: &str, url: &str, now_ms: u64) {
+    UPSTREAM_FACTS.with(|m| m.borrow_mut().put(&fact_key(fact, app_id, url), (), now_ms));
 }
 
-pub fn forget_legacy_upstream(app_id: &str, url: &str) {
-    LEGACY_UPSTREAMS.with(|m| m.borrow_mut().remove(&format!("{app_id}\n{url}")));
+pub fn forget_upstream_fact(fact: UpstreamFact, app_id: &str, url: &str) {
+    UPSTREAM_FACTS.with(|m| m.borrow_mut().remove(&fact_key(fact, app_id, url)));
 }
 
 /// Forgets everything this isolate kept (an isolate started again).
@@ -251,5 +268,5 @@ pub fn forget_all() {
     CONSOLE_TOKENS_USED.with(|m| *m.borrow_mut() = Memo::new(CONSOLE_TOKENS_CAPACITY));
     RATE_REFUSED.with(|m| *m.borrow_mut() = Memo::new(RATE_REFUSED_CAPACITY));
     OPENED.with(|m| *m.borrow_mut() = Memo::new(OPENED_CAPACITY));
-    LEGACY_UPSTREAMS.with(|m| *m.borrow_mut() = Memo::new(LEGACY_UPSTREAMS_CAPACITY));
+    UPSTREAM_FACTS.with(|m| *m.borrow_mut() = Memo::new(UPSTREAM_FACTS_CAPACITY));
 }

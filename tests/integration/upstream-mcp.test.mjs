@@ -74,6 +74,14 @@ describe('transports', () => {
     assert.ok(gets.every((r) => r.headers['mcp-session-id'] === posts[0].headers['mcp-session-id'] && !r.headers['last-event-id']));
   });
 
+  test('an upstream that answers the standalone GET with 405 is asked once, not before every call', async () => {
+    const { url } = await mcpApp('NoStream', { url: `${ups.stateful.url}?standalone=no` });
+    const mine = () => ups.stateful.requests.filter((r) => r.path === '/mcp?standalone=no');
+    for (let i = 0; i < 3; i++) assert.equal((await call(url, 'NoStream_echo', { text: `s${i}` })).json.result.structuredContent.text, `s${i}`);
+    assert.equal(mine().filter((r) => r.method === 'POST' && r.body?.method === 'tools/call').length, 3);
+    assert.equal(mine().filter((r) => r.method === 'GET').length, 1, 'the 405 was remembered');
+  });
+
   test('a stateless upstream needs no session', async () => {
     const { url } = await mcpApp('Stateless', { url: ups.stateless.url });
     assert.equal((await call(url, 'Stateless_echo', { text: 'x' })).json.result.structuredContent.text, 'x');

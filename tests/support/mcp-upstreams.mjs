@@ -84,6 +84,8 @@
 //            subscribed to it;
 //            refuseDelete(true) → DELETE answers 405 (Allow: GET, POST) and the session lives on,
 //            as for a server that does not let clients end sessions (the spec allows it).
+//            At url + '?standalone=no' a session's GET answers 405 (Allow: POST, DELETE): a
+//            server that offers no standalone stream (the spec allows it).
 // everything url http://127.0.0.1:P/mcp. Like `stateful` (sessions, SSE answers) with the shared
 //            tools (not paginated) and the "everything" catalog: the conformance fixture.
 //            Also the tools that ask the client mid-call (requests related to the call, on
@@ -805,6 +807,9 @@ async function startStateful(register, { pageSize, resumable } = {}) {
       const session = sessions.get(sid);
       if (!session) return sendJson(res, 404, jsonRpcError(-32001, 'Session not found'));
       if (req.method === 'DELETE' && deleteRefused) return sendJson(res, 405, jsonRpcError(-32000, 'Method not allowed.'), { Allow: 'GET, POST' });
+      if (req.method === 'GET' && new URL(req.url, 'http://x').searchParams.get('standalone') === 'no') {
+        return sendJson(res, 405, jsonRpcError(-32000, 'Method not allowed.'), { Allow: 'POST, DELETE' });
+      }
       return session.transport.handleRequest(req, res, entry.body);
     }
     if (req.method !== 'POST') return sendJson(res, 400, jsonRpcError(-32000, 'Bad Request: Mcp-Session-Id header is required'));

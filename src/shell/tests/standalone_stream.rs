@@ -212,6 +212,27 @@ fn an_upstream_without_a_standalone_stream_405_is_called_as_before() {
 }
 
 #[test]
+fn a_405_to_the_standalone_get_is_remembered_and_later_calls_send_no_get() {
+    let fx = Fx::new(436);
+    let app = upstream_app(&fx, "Plain", &format!("{UPSTREAM}/mcp"), json!({}));
+    let tool = tool_named(&fx, &app.code, "echo");
+    for n in 0..3 {
+        let r = last(&fx.call(&app.code, &tool, json!({"text": format!("hi {n}")})));
+        assert_eq!(result_text(&r), (false, format!("echo: hi {n}")));
+    }
+    // The GET goes before the call's POST: a round trip each call paid for a known 405.
+    assert_eq!(gets(&fx.upstream).len(), 1, "asked once, answered 405, not asked again");
+    // Another isolate asks once too, then knows.
+    fx.sim.evict_isolate();
+    for n in 0..2 {
+        let r = last(&fx.call(&app.code, &tool, json!({"text": format!("again {n}")})));
+        assert_eq!(result_text(&r), (false, format!("echo: again {n}")));
+    }
+    assert_eq!(gets(&fx.upstream).len(), 2);
+    fx.assert_invariants();
+}
+
+#[test]
 fn a_request_during_a_forwarded_prompts_get_is_refused_at_once() {
     use crate::sim::network::{BodyEnd, Feed};
     use crate::sim::Reply;

@@ -36,7 +36,7 @@ use crate::pure::protocol::version::Version;
 
 use crate::shell::backend::mcp::legacy_session;
 use crate::shell::kv::Kv;
-use crate::shell::memo;
+use crate::shell::memo::{self, UpstreamFact::LegacyOnly};
 use crate::shell::outbound::{self, Answer, ChunkEnd, Deadline, SendError};
 use crate::shell::platform;
 use crate::shell::secrets;
@@ -200,7 +200,7 @@ impl<'a> Client<'a> {
     pub async fn connect(&mut self, use_cache: bool) -> Result<(), String> {
         let up = self.up;
         let auto = up.choice == TransportChoice::Auto;
-        let mut known_legacy = auto && memo::legacy_upstream(&up.app_id, &up.url, platform::now_ms());
+        let mut known_legacy = auto && memo::upstream_fact(LegacyOnly, &up.app_id, &up.url, platform::now_ms());
         let mut stored_legacy = false;
         if use_cache {
             match Kv::new(self.env).get_json::<Session>(&session_key(up)).await {
@@ -220,7 +220,7 @@ impl<'a> Client<'a> {
                 }
                 return Ok(());
             }
-            memo::forget_legacy_upstream(&up.app_id, &up.url);
+            memo::forget_upstream_fact(LegacyOnly, &up.app_id, &up.url);
             self.forget().await;
         }
         match first_transport(up.choice, &up.url) {
@@ -250,7 +250,7 @@ impl<'a> Client<'a> {
     /// the session itself lives in its `LegacySession` object).
     async fn remember_legacy(&self) {
         let up = self.up;
-        memo::remember_legacy_upstream(&up.app_id, &up.url, platform::now_ms());
+        memo::remember_upstream_fact(LegacyOnly, &up.app_id, &up.url, platform::now_ms());
         let session = match &self.conn {
             Some(Conn::Legacy(opened)) => &opened.session,
             Some(Conn::Sse { session, .. }) => session,
@@ -266,7 +266,8 @@ impl<'a> Client<'a> {
     pub async fn open_own_session(&mut self) -> Result<Option<Session>, String> {
         let up = self.up;
         let legacy = first_transport(up.choice, &up.url) == Transport::Sse
-            || (up.choice == TransportChoice::Auto && memo::legacy_upstream(&up.app_id, &up.url, platform::now_ms()));
+            || (up.choice == TransportChoice::Auto
+                && memo::upstream_fact(LegacyOnly, &up.app_id, &up.url, platform::now_ms()));
         if legacy {
             return Ok(None);
         }

@@ -12,7 +12,9 @@ use serde_json::Value;
 use crate::pure::backend::mcp::session::Session;
 use crate::pure::mcp::standalone::{self as sa, Opened, StreamReader};
 use crate::runtime::{ByteStream, Headers, Method};
+use crate::shell::memo::{self, UpstreamFact::NoStandaloneStream};
 use crate::shell::outbound::{self, Answer};
+use crate::shell::platform;
 
 use super::client::{Client, Conn, Upstream};
 
@@ -87,6 +89,11 @@ async fn get(sent: impl std::future::Future<Output = Result<Answer, outbound::Se
 /// by the caller's previous call, still closing, or by another call of the caller's) is tried
 /// again shortly, then while the call runs ([`follow`]).
 pub async fn open(client: &mut Client<'_>, up: &Upstream) -> Option<Held> {
+    // A 405 is the endpoint's answer for every session: asked once an hour per isolate, not
+    // before every call (the GET goes ahead of the call's POST, a round trip each time).
+    if memo::upstream_fact(NoStandaloneStream, &up.app_id, &up.url, platform::now_ms()) {
+        return None;
+    }
     let mut renewed = false;
     let mut busy_waits = sa::BUSY_WAITS_MS.iter();
     loop {
@@ -124,6 +131,10 @@ pub async fn open(client: &mut Client<'_>, up: &Upstream) -> Option<Held> {
                 Some(ms) => crate::runtime::sleep(*ms).await,
                 None => return Some(held(None)),
             },
+            Got::Not(Opened::Unsupported) => {
+                memo::remember_upstream_fact(NoStandaloneStream, &up.app_id, &up.url, platform::now_ms());
+                return None;
+            }
             Got::Not(Opened::SessionGone) if !renewed => {
                 renewed = true;
                 client.connect(false).await.ok()?;
